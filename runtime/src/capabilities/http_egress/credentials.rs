@@ -1,0 +1,146 @@
+//! Credentials the host injects into outbound requests, read from mounted Secret files.
+
+use std::path::{Path, PathBuf};
+
+use http::{HeaderName, HeaderValue};
+
+use crate::policy::{Credential, CredentialRule};
+
+/// Why a credential could not be produced.
+#[derive(Debug, thiserror::Error)]
+pub enum CredentialError {
+    /// The Secret file cannot be read.
+    #[error("cannot read credential file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file's content cannot be used as a header value.
+    #[error("credential file {path} does not hold a valid header value")]
+    Invalid { path: PathBuf },
+}
+
+/// Produces headers for credential rules. Files are read on every use, so a rotated
+/// Secret takes effect on the next request.
+#[derive(Debug)]
+pub struct CredentialStore {
+    rules: Vec<CredentialRule>,
+}
+
+impl CredentialStore {
+    pub fn new(rules: &[CredentialRule]) -> Self {
+        Self {
+            rules: rules.to_vec(),
+        }
+    }
+
+    /// The header for rule number `index`.
+    pub fn header(&self, index: usize) -> Result<(HeaderName, HeaderValue), CredentialError> {
+        match &self.rules[index].credential {
+            Credential::Bearer { token_file } => {
+                let token = read_trimmed(token_file)?;
+                Ok((
+                    http::header::AUTHORIZATION,
+                    sensitive(format!("Bearer {token}"), token_file)?,
+                ))
+            }
+            Credential::Basic {
+                username_file,
+                password_file,
+            } => {
+                let user = read_trimmed(username_file)?;
+                let password = read_trimmed(password_file)?;
+                let encoded = base64(format!("{user}:{password}").as_bytes());
+                Ok((
+                    http::header::AUTHORIZATION,
+                    sensitive(format!("Basic {encoded}"), password_file)?,
+                ))
+            }
+            Credential::Header { name, value_file } => {
+                let value = read_trimmed(value_file)?;
+                let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
+                    CredentialError::Invalid {
+                        path: value_file.clone(),
+                    }
+                })?;
+                Ok((name, sensitive(value, value_file)?))
+            }
+        }
+    }
+}
+
+fn read_trimmed(path: &Path) -> Result<String, CredentialError> {
+    std::fs::read_to_string(path)
+        .map(|s| s.trim().to_owned())
+        .map_err(|source| CredentialError::Read {
+            path: path.to_owned(),
+            source,
+        })
+}
+
+fn sensitive(value: String, path: &Path) -> Result<HeaderValue, CredentialError> {
+    let mut value = HeaderValue::try_from(value).map_err(|_| CredentialError::Invalid {
+        path: path.to_owned(),
+    })?;
+    value.set_sensitive(true);
+    Ok(value)
+}
+
+/// Standard base64 with padding (RFC 4648), for HTTP basic auth.
+fn base64(input: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(input.len().div_ceil(3) * 4);
+    for chunk in input.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::capabilities::http_egress::allowlist::HostPattern;
+
+    #[test]
+    fn base64_matches_rfc4648_vectors() {
+        assert_eq!(base64(b""), "");
+        assert_eq!(base64(b"f"), "Zg==");
+        assert_eq!(base64(b"fo"), "Zm8=");
+        assert_eq!(base64(b"foo"), "Zm9v");
+        assert_eq!(base64(b"foobar"), "Zm9vYmFy");
+        assert_eq!(base64(b"user:pa55"), "dXNlcjpwYTU1");
+    }
+
+    #[test]
+    fn reads_rotated_files_on_each_use() {
+        let dir = std::env::temp_dir().join(format!("wasm-ccm-cred-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let token = dir.join("token");
+        std::fs::write(&token, "one\n").unwrap();
+        let store = CredentialStore::new(&[CredentialRule {
+            destination: HostPattern::parse("http://x").unwrap(),
+            credential: Credential::Bearer {
+                token_file: token.clone(),
+            },
+        }]);
+        assert_eq!(store.header(0).unwrap().1, "Bearer one");
+        std::fs::write(&token, "two").unwrap();
+        assert_eq!(store.header(0).unwrap().1, "Bearer two");
+        std::fs::remove_file(&token).unwrap();
+        assert!(matches!(store.header(0), Err(CredentialError::Read { .. })));
+        std::fs::remove_dir_all(dir).ok();
+    }
+}

@@ -1,0 +1,421 @@
+//! The provider policy: the YAML file next to a provider's `.wasm` (`NAME.yaml` beside
+//! `NAME.wasm`) that says where the provider may send requests, which credentials the
+//! host injects on its behalf, and the limits it runs under.
+//!
+//! ```yaml
+//! allowedOutboundHosts:
+//!   - https://api.example-cloud.net
+//!   - http://127.0.0.1:8000-9000
+//! credentials:
+//!   - destination: https://api.example-cloud.net
+//!     bearerTokenFile: /etc/wasm-ccm/credentials/token
+//! limits:
+//!   callTimeout: 10s
+//!   memoryMiB: 64
+//!   maxResponseBytes: 4194304
+//!   poolSize: 4
+//! ```
+//!
+//! Unknown fields are rejected, naming the file and the field. Relative credential
+//! paths are resolved against the directory holding the policy file.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::capabilities::http_egress::allowlist::{HostPattern, PatternError};
+
+/// Errors reading a policy file.
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyError {
+    /// The policy file exists but cannot be read.
+    #[error("cannot read provider policy {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is not valid YAML for the policy schema (unknown field, wrong type...).
+    #[error("invalid provider policy {path}: {source}")]
+    Parse {
+        path: PathBuf,
+        #[source]
+        source: serde_yaml::Error,
+    },
+    /// A host pattern in `allowedOutboundHosts` or `credentials[].destination` is malformed.
+    #[error("invalid provider policy {path}: field `{field}`: {source}")]
+    Pattern {
+        path: PathBuf,
+        field: String,
+        #[source]
+        source: PatternError,
+    },
+    /// A value is out of range or inconsistent.
+    #[error("invalid provider policy {path}: field `{field}`: {reason}")]
+    Invalid {
+        path: PathBuf,
+        field: String,
+        reason: String,
+    },
+}
+
+/// A parsed, validated provider policy.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    /// Where requests may go. Empty means nothing is allowed.
+    pub allowed_outbound_hosts: Vec<HostPattern>,
+    /// Credentials the host adds to requests, first match wins.
+    pub credentials: Vec<CredentialRule>,
+    /// Resource limits for the provider's instances and requests.
+    pub limits: Limits,
+}
+
+impl Default for Policy {
+    /// The policy of a provider that has no policy file: no egress, default limits.
+    fn default() -> Self {
+        Self {
+            allowed_outbound_hosts: Vec::new(),
+            credentials: Vec::new(),
+            limits: Limits::default(),
+        }
+    }
+}
+
+/// One credential injection rule.
+#[derive(Debug, Clone)]
+pub struct CredentialRule {
+    /// Requests matching this pattern get the credential.
+    pub destination: HostPattern,
+    /// What to inject.
+    pub credential: Credential,
+}
+
+/// A credential read by the host from mounted files; the guest never sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Credential {
+    /// `Authorization: Bearer <file contents>`.
+    Bearer { token_file: PathBuf },
+    /// `Authorization: Basic base64(user:password)`.
+    Basic {
+        username_file: PathBuf,
+        password_file: PathBuf,
+    },
+    /// `<name>: <file contents>`.
+    Header { name: String, value_file: PathBuf },
+}
+
+/// Limits applied to a provider.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// Deadline for one provider call, including the HTTP requests it makes.
+    pub call_timeout: Duration,
+    /// Linear memory cap per instance.
+    pub memory_bytes: usize,
+    /// Largest response body handed to the guest.
+    pub max_response_bytes: usize,
+    /// Timeout for one outbound HTTP request.
+    pub request_timeout: Duration,
+    /// Number of initialized instances kept (and the maximum concurrent calls).
+    pub pool_size: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            call_timeout: Duration::from_secs(30),
+            memory_bytes: 64 << 20,
+            max_response_bytes: 4 << 20,
+            request_timeout: Duration::from_secs(10),
+            pool_size: 4,
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawPolicy {
+    #[serde(default)]
+    allowed_outbound_hosts: Vec<String>,
+    #[serde(default)]
+    credentials: Vec<RawCredential>,
+    #[serde(default)]
+    limits: RawLimits,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawCredential {
+    destination: String,
+    bearer_token_file: Option<PathBuf>,
+    basic: Option<RawBasic>,
+    header: Option<RawHeader>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawBasic {
+    username_file: PathBuf,
+    password_file: PathBuf,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawHeader {
+    name: String,
+    value_file: PathBuf,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawLimits {
+    call_timeout: Option<String>,
+    request_timeout: Option<String>,
+    #[serde(rename = "memoryMiB")]
+    memory_mib: Option<usize>,
+    max_response_bytes: Option<usize>,
+    pool_size: Option<usize>,
+}
+
+impl Policy {
+    /// The policy path for a provider file: `dir/NAME.wasm` -> `dir/NAME.yaml`.
+    pub fn path_for(wasm: &Path) -> PathBuf {
+        wasm.with_extension("yaml")
+    }
+
+    /// Loads the policy next to `wasm`, or the default (deny-all) policy when there is
+    /// no such file.
+    pub fn load_for(wasm: &Path) -> Result<Self, PolicyError> {
+        let path = Self::path_for(wasm);
+        match std::fs::read_to_string(&path) {
+            Ok(text) => Self::parse(&text, &path),
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
+            Err(source) => Err(PolicyError::Read { path, source }),
+        }
+    }
+
+    /// Parses policy text; `path` names the file in errors and anchors relative paths.
+    pub fn parse(text: &str, path: &Path) -> Result<Self, PolicyError> {
+        let raw: RawPolicy = if text.trim().is_empty() {
+            RawPolicy {
+                allowed_outbound_hosts: Vec::new(),
+                credentials: Vec::new(),
+                limits: RawLimits::default(),
+            }
+        } else {
+            serde_yaml::from_str(text).map_err(|source| PolicyError::Parse {
+                path: path.to_owned(),
+                source,
+            })?
+        };
+        let base = path.parent().unwrap_or(Path::new("."));
+        let pattern_error = |field: String, source| PolicyError::Pattern {
+            path: path.to_owned(),
+            field,
+            source,
+        };
+        let invalid = |field: &str, reason: &str| PolicyError::Invalid {
+            path: path.to_owned(),
+            field: field.to_owned(),
+            reason: reason.to_owned(),
+        };
+
+        let mut allowed_outbound_hosts = Vec::new();
+        for (i, pattern) in raw.allowed_outbound_hosts.iter().enumerate() {
+            allowed_outbound_hosts.push(
+                HostPattern::parse(pattern)
+                    .map_err(|e| pattern_error(format!("allowedOutboundHosts[{i}]"), e))?,
+            );
+        }
+
+        let mut credentials = Vec::new();
+        for (i, raw) in raw.credentials.into_iter().enumerate() {
+            let field = format!("credentials[{i}]");
+            let destination = HostPattern::parse(&raw.destination)
+                .map_err(|e| pattern_error(format!("{field}.destination"), e))?;
+            let resolve = |p: PathBuf| if p.is_absolute() { p } else { base.join(p) };
+            let mut kinds = Vec::new();
+            if let Some(file) = raw.bearer_token_file {
+                kinds.push(Credential::Bearer {
+                    token_file: resolve(file),
+                });
+            }
+            if let Some(basic) = raw.basic {
+                kinds.push(Credential::Basic {
+                    username_file: resolve(basic.username_file),
+                    password_file: resolve(basic.password_file),
+                });
+            }
+            if let Some(header) = raw.header {
+                if http::HeaderName::from_bytes(header.name.as_bytes()).is_err() {
+                    return Err(invalid(
+                        &format!("{field}.header.name"),
+                        &format!("`{}` is not a valid HTTP header name", header.name),
+                    ));
+                }
+                kinds.push(Credential::Header {
+                    name: header.name.to_ascii_lowercase(),
+                    value_file: resolve(header.value_file),
+                });
+            }
+            if kinds.len() != 1 {
+                return Err(invalid(
+                    &field,
+                    "set exactly one of `bearerTokenFile`, `basic` or `header`",
+                ));
+            }
+            credentials.push(CredentialRule {
+                destination,
+                credential: kinds.remove(0),
+            });
+        }
+
+        let defaults = Limits::default();
+        let duration = |field: &str, value: Option<String>, default: Duration| match value {
+            None => Ok(default),
+            Some(text) => parse_duration(&text).ok_or_else(|| {
+                invalid(
+                    field,
+                    &format!("`{text}` is not a duration such as `500ms`, `10s` or `2m`"),
+                )
+            }),
+        };
+        let limits = Limits {
+            call_timeout: duration(
+                "limits.callTimeout",
+                raw.limits.call_timeout,
+                defaults.call_timeout,
+            )?,
+            request_timeout: duration(
+                "limits.requestTimeout",
+                raw.limits.request_timeout,
+                defaults.request_timeout,
+            )?,
+            memory_bytes: raw
+                .limits
+                .memory_mib
+                .map(|mib| mib << 20)
+                .unwrap_or(defaults.memory_bytes),
+            max_response_bytes: raw
+                .limits
+                .max_response_bytes
+                .unwrap_or(defaults.max_response_bytes),
+            pool_size: raw.limits.pool_size.unwrap_or(defaults.pool_size),
+        };
+        if limits.pool_size == 0 || limits.pool_size > 64 {
+            return Err(invalid("limits.poolSize", "must be between 1 and 64"));
+        }
+        if limits.memory_bytes < (2 << 20) {
+            return Err(invalid("limits.memoryMiB", "must be at least 2"));
+        }
+        if limits.call_timeout.is_zero() {
+            return Err(invalid("limits.callTimeout", "must be greater than zero"));
+        }
+        if limits.request_timeout.is_zero() {
+            return Err(invalid("limits.requestTimeout", "must be greater than zero"));
+        }
+        Ok(Self {
+            allowed_outbound_hosts,
+            credentials,
+            limits,
+        })
+    }
+}
+
+/// Parses `250ms`, `10s`, `2m` or `1h`.
+pub fn parse_duration(text: &str) -> Option<Duration> {
+    let text = text.trim();
+    let split = text.find(|c: char| !c.is_ascii_digit())?;
+    let (number, unit) = text.split_at(split);
+    let n: u64 = number.parse().ok()?;
+    match unit {
+        "ms" => Some(Duration::from_millis(n)),
+        "s" => Some(Duration::from_secs(n)),
+        "m" => Some(Duration::from_secs(n.checked_mul(60)?)),
+        "h" => Some(Duration::from_secs(n.checked_mul(3600)?)),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Policy, PolicyError> {
+        Policy::parse(text, Path::new("/providers/sim.yaml"))
+    }
+
+    #[test]
+    fn full_policy_parses() {
+        let policy = parse(
+            "allowedOutboundHosts: ['http://127.0.0.1:*', 'https://*.example.com']\n\
+             credentials:\n\
+             - destination: http://127.0.0.1:*\n\
+             \x20 bearerTokenFile: token\n\
+             - destination: https://api.example.com\n\
+             \x20 header: {name: X-Api-Key, valueFile: /secrets/key}\n\
+             limits: {callTimeout: 1500ms, memoryMiB: 32, poolSize: 2, maxResponseBytes: 1024}\n",
+        )
+        .unwrap();
+        assert_eq!(policy.allowed_outbound_hosts.len(), 2);
+        assert_eq!(
+            policy.credentials[0].credential,
+            Credential::Bearer {
+                token_file: PathBuf::from("/providers/token")
+            }
+        );
+        assert_eq!(
+            policy.credentials[1].credential,
+            Credential::Header {
+                name: "x-api-key".into(),
+                value_file: PathBuf::from("/secrets/key")
+            }
+        );
+        assert_eq!(policy.limits.call_timeout, Duration::from_millis(1500));
+        assert_eq!(policy.limits.memory_bytes, 32 << 20);
+        assert_eq!(policy.limits.pool_size, 2);
+        assert_eq!(policy.limits.max_response_bytes, 1024);
+    }
+
+    #[test]
+    fn empty_policy_denies_everything() {
+        let policy = parse("").unwrap();
+        assert!(policy.allowed_outbound_hosts.is_empty());
+        assert_eq!(policy.limits, Limits::default());
+    }
+
+    #[test]
+    fn unknown_field_is_named_with_the_file() {
+        let err = parse("allowedHosts: []\n").unwrap_err().to_string();
+        assert!(err.contains("/providers/sim.yaml"), "{err}");
+        assert!(err.contains("allowedHosts"), "{err}");
+        let err = parse("limits: {timeout: 1s}\n").unwrap_err().to_string();
+        assert!(err.contains("timeout"), "{err}");
+    }
+
+    #[test]
+    fn bad_values_name_the_field() {
+        let err = parse("allowedOutboundHosts: ['ftp//x']\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("allowedOutboundHosts[0]"), "{err}");
+        let err = parse("limits: {callTimeout: soon}\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("limits.callTimeout"), "{err}");
+        let err = parse("limits: {poolSize: 0}\n").unwrap_err().to_string();
+        assert!(err.contains("limits.poolSize"), "{err}");
+        let err = parse("credentials: [{destination: 'http://a'}]\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("credentials[0]"), "{err}");
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("250ms"), Some(Duration::from_millis(250)));
+        assert_eq!(parse_duration("2m"), Some(Duration::from_secs(120)));
+        assert_eq!(parse_duration("10"), None);
+        assert_eq!(parse_duration("s"), None);
+    }
+}

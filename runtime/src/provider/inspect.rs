@@ -1,0 +1,235 @@
+//! What a component file is, before anything runs: header sniffing, and which of the
+//! provider contract's interfaces it exports and which host capabilities it imports.
+
+use std::path::Path;
+
+use wasmtime::Engine;
+use wasmtime::component::Component;
+
+use super::error::LoadError;
+use crate::bindings::{PACKAGE, PACKAGE_VERSION};
+
+/// The optional interfaces of the contract, by their WIT names.
+pub const OPTIONAL_INTERFACES: [&str; 6] = [
+    "instances-v2",
+    "instances",
+    "zones",
+    "load-balancer",
+    "routes",
+    "clusters",
+];
+
+/// Interfaces the host links, by package prefix (any version of these WASI packages
+/// within 0.2 is accepted by wasmtime's semver matching).
+const HOST_WASI_IMPORTS: [&str; 8] = [
+    "wasi:io/",
+    "wasi:clocks/",
+    "wasi:random/",
+    "wasi:cli/",
+    "wasi:filesystem/",
+    "wasi:sockets/",
+    "wasi:http/types@",
+    "wasi:http/outgoing-handler@",
+];
+
+/// Which optional interfaces a provider exports.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Exports {
+    pub instances_v2: bool,
+    pub instances: bool,
+    pub zones: bool,
+    pub load_balancer: bool,
+    pub routes: bool,
+    pub clusters: bool,
+}
+
+impl Exports {
+    /// The exported optional interfaces by WIT name, in contract order.
+    pub fn names(&self) -> Vec<&'static str> {
+        let flags = [
+            self.instances_v2,
+            self.instances,
+            self.zones,
+            self.load_balancer,
+            self.routes,
+            self.clusters,
+        ];
+        OPTIONAL_INTERFACES
+            .iter()
+            .zip(flags)
+            .filter_map(|(name, on)| on.then_some(*name))
+            .collect()
+    }
+}
+
+/// The fully qualified name of one of our interfaces: `wasm-ccm:provider/NAME@VERSION`.
+pub fn interface_name(name: &str) -> String {
+    format!("{PACKAGE}/{name}@{PACKAGE_VERSION}")
+}
+
+/// The result of [`sniff`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WasmKind {
+    Component,
+    CoreModule,
+}
+
+/// Tells a component from a core module from something else by the 8-byte header.
+pub fn sniff(path: &Path, bytes: &[u8]) -> Result<WasmKind, LoadError> {
+    if bytes.len() < 8 || &bytes[0..4] != b"\0asm" {
+        return Err(LoadError::NotWasm {
+            path: path.to_owned(),
+        });
+    }
+    // Core modules have version 1 and layer 0; components have layer 1.
+    match bytes[6..8] {
+        [0, 0] => Ok(WasmKind::CoreModule),
+        [1, 0] => Ok(WasmKind::Component),
+        _ => Err(LoadError::NotWasm {
+            path: path.to_owned(),
+        }),
+    }
+}
+
+/// Names a component exports and imports.
+#[derive(Debug, Clone)]
+pub struct Surface {
+    pub exports: Vec<String>,
+    pub imports: Vec<String>,
+}
+
+impl Surface {
+    pub fn of(engine: &Engine, component: &Component) -> Self {
+        let ty = component.component_type();
+        Self {
+            exports: ty.exports(engine).map(|(n, _)| n.to_owned()).collect(),
+            imports: ty.imports(engine).map(|(n, _)| n.to_owned()).collect(),
+        }
+    }
+
+    /// Imports the host does not link.
+    pub fn unsupported_imports(&self) -> Vec<String> {
+        self.imports
+            .iter()
+            .filter(|name| !is_host_import(name))
+            .cloned()
+            .collect()
+    }
+
+    /// Checks the exports against the contract: the right package version, `identity`
+    /// present. Returns the optional interfaces found.
+    pub fn check_exports(&self, path: &Path) -> Result<Exports, LoadError> {
+        let ours: Vec<&String> = self
+            .exports
+            .iter()
+            .filter(|n| n.starts_with(&format!("{PACKAGE}/")))
+            .collect();
+        if ours.is_empty() {
+            return Err(LoadError::OtherWorld {
+                path: path.to_owned(),
+                exports: self.exports.clone(),
+            });
+        }
+        let expected_suffix = format!("@{PACKAGE_VERSION}");
+        if let Some(other) = ours.iter().find(|n| !n.ends_with(&expected_suffix)) {
+            let version = other.rsplit_once('@').map(|(_, v)| v).unwrap_or("unversioned");
+            return Err(LoadError::IncompatibleVersion {
+                path: path.to_owned(),
+                found: format!("{PACKAGE}@{version}"),
+            });
+        }
+        let has = |name: &str| self.exports.contains(&interface_name(name));
+        if !has("identity") {
+            return Err(LoadError::MissingIdentity {
+                path: path.to_owned(),
+                exports: self.exports.clone(),
+            });
+        }
+        Ok(Exports {
+            instances_v2: has("instances-v2"),
+            instances: has("instances"),
+            zones: has("zones"),
+            load_balancer: has("load-balancer"),
+            routes: has("routes"),
+            clusters: has("clusters"),
+        })
+    }
+}
+
+fn is_host_import(name: &str) -> bool {
+    if name.starts_with(&format!("{PACKAGE}/")) {
+        // Of our own package, only these two are imports.
+        return name == interface_name("logging") || name == interface_name("types");
+    }
+    HOST_WASI_IMPORTS.iter().any(|p| name.starts_with(p))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn surface(exports: &[&str], imports: &[&str]) -> Surface {
+        Surface {
+            exports: exports.iter().map(|s| s.to_string()).collect(),
+            imports: imports.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn sniff_tells_components_from_modules() {
+        let p = Path::new("x.wasm");
+        assert_eq!(sniff(p, b"\0asm\x01\0\0\0").unwrap(), WasmKind::CoreModule);
+        assert_eq!(sniff(p, b"\0asm\x0d\0\x01\0").unwrap(), WasmKind::Component);
+        assert!(matches!(sniff(p, b"garbage!"), Err(LoadError::NotWasm { .. })));
+        assert!(matches!(sniff(p, b"\0as"), Err(LoadError::NotWasm { .. })));
+    }
+
+    #[test]
+    fn exports_are_classified() {
+        let p = Path::new("x.wasm");
+        let s = surface(
+            &[
+                "wasm-ccm:provider/identity@0.1.0",
+                "wasm-ccm:provider/routes@0.1.0",
+            ],
+            &[],
+        );
+        let e = s.check_exports(p).unwrap();
+        assert_eq!(e.names(), vec!["routes"]);
+        assert!(matches!(
+            surface(&["wasi:cli/run@0.2.0"], &[]).check_exports(p),
+            Err(LoadError::OtherWorld { .. })
+        ));
+        assert!(matches!(
+            surface(&["wasm-ccm:provider/zones@0.1.0"], &[]).check_exports(p),
+            Err(LoadError::MissingIdentity { .. })
+        ));
+        assert!(matches!(
+            surface(&["wasm-ccm:provider/identity@0.2.0"], &[]).check_exports(p),
+            Err(LoadError::IncompatibleVersion { .. })
+        ));
+    }
+
+    #[test]
+    fn unknown_imports_are_listed() {
+        let s = surface(
+            &[],
+            &[
+                "wasi:io/streams@0.2.6",
+                "wasi:http/outgoing-handler@0.2.12",
+                "wasm-ccm:provider/logging@0.1.0",
+                "wasi:http/incoming-handler@0.2.12",
+                "wasm-ccm:provider/instances@0.1.0",
+                "acme:secrets/vault",
+            ],
+        );
+        assert_eq!(
+            s.unsupported_imports(),
+            vec![
+                "wasi:http/incoming-handler@0.2.12",
+                "wasm-ccm:provider/instances@0.1.0",
+                "acme:secrets/vault"
+            ]
+        );
+    }
+}

@@ -1,0 +1,310 @@
+//! Turning a `.wasm` file into a [`Provider`]: compile (off the async runtime),
+//! check the contract, pre-instantiate, create and initialize the first instance.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use wasmtime::component::{Component, HasSelf, InstancePre, Linker};
+
+use super::error::{LoadError, ProviderError};
+use super::inspect::{self, Exports, Surface, WasmKind};
+use super::pool::{self, Indices, Pool};
+use super::{Inner, Provider};
+use crate::bindings::{
+    self, clusters, identity, instances, instances_v2, load_balancer, routes, zones,
+};
+use crate::capabilities::HostState;
+use crate::capabilities::http_egress::Egress;
+use crate::engine::{EngineError, EngineSettings, WasmEngine};
+use crate::policy::{Limits, Policy};
+
+/// Compiles and instantiates providers. One per process: it owns the engine, the
+/// linker with the host capabilities, and the pooled HTTP client for egress.
+#[derive(Clone)]
+pub struct ProviderLoader {
+    engine: WasmEngine,
+    linker: Arc<Linker<HostState>>,
+    client: reqwest::Client,
+}
+
+/// What `wasm-ccm check` reports about a component.
+#[derive(Debug, Clone)]
+pub struct Inspection {
+    pub path: PathBuf,
+    pub size: usize,
+    pub provider_name: String,
+    pub package: String,
+    pub exports: Exports,
+    pub imports: Vec<String>,
+}
+
+/// A compiled, contract-checked component, ready to instantiate.
+struct Compiled {
+    path: PathBuf,
+    pre: InstancePre<HostState>,
+    indices: Indices,
+    exports: Exports,
+    surface: Surface,
+    size: usize,
+}
+
+impl ProviderLoader {
+    /// Builds the engine, the linker and the egress HTTP client.
+    pub fn new(settings: &EngineSettings) -> Result<Self, EngineError> {
+        let engine = WasmEngine::new(settings)?;
+        let mut linker = Linker::new(engine.engine());
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(EngineError::Create)?;
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)
+            .map_err(EngineError::Create)?;
+        bindings::logging::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)
+            .map_err(EngineError::Create)?;
+        bindings::types::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)
+            .map_err(EngineError::Create)?;
+        let client = crate::capabilities::http_egress::client()
+            .map_err(|e| EngineError::Create(wasmtime::Error::msg(e.to_string())))?;
+        Ok(Self {
+            engine,
+            linker: Arc::new(linker),
+            client,
+        })
+    }
+
+    /// The engine providers run on.
+    pub fn engine(&self) -> &WasmEngine {
+        &self.engine
+    }
+
+    /// Loads `path` with the policy next to it and `cloud_config` for `initialize`.
+    pub async fn load(&self, path: &Path, cloud_config: Vec<u8>) -> Result<Provider, LoadError> {
+        let policy = Policy::load_for(path)?;
+        let bytes = tokio::fs::read(path)
+            .await
+            .map_err(|source| LoadError::Read {
+                path: path.to_owned(),
+                source,
+            })?;
+        self.load_bytes(path, bytes, policy, cloud_config).await
+    }
+
+    /// Loads a component from memory; `path` names it in errors.
+    pub async fn load_bytes(
+        &self,
+        path: &Path,
+        bytes: Vec<u8>,
+        policy: Policy,
+        cloud_config: Vec<u8>,
+    ) -> Result<Provider, LoadError> {
+        let this = self.clone();
+        let owned_path = path.to_owned();
+        let compiled = tokio::task::spawn_blocking(move || this.compile(&owned_path, &bytes))
+            .await
+            .expect("compile task panicked")?;
+        let limits = policy.limits.clone();
+        let name = self.verify(&compiled, &limits).await?;
+        let provider_name: Arc<str> = name.clone().into();
+        let egress = Arc::new(Egress::new(
+            provider_name.clone(),
+            Arc::new(policy),
+            self.client.clone(),
+        ));
+        let pool = Arc::new(Pool::new(
+            provider_name,
+            self.engine.clone(),
+            compiled.pre,
+            compiled.indices,
+            egress,
+            limits,
+            cloud_config.into(),
+        ));
+        let init_error = |source: ProviderError| LoadError::Initialize {
+            path: path.to_owned(),
+            source,
+        };
+        // The first instance proves `initialize` succeeds and warms the pool.
+        let lease = pool.acquire().await.map_err(init_error)?;
+        drop(lease);
+        let mut provider = Provider {
+            inner: Arc::new(Inner {
+                name,
+                path: path.to_owned(),
+                exports: compiled.exports,
+                has_cluster_id: false,
+                pool,
+            }),
+        };
+        let has_cluster_id = provider.call_has_cluster_id().await.map_err(init_error)?;
+        Arc::get_mut(&mut provider.inner)
+            .expect("the provider has not been shared yet")
+            .has_cluster_id = has_cluster_id;
+        tracing::info!(
+            provider = provider.name(),
+            path = %path.display(),
+            exports = ?provider.exports().names(),
+            size = compiled.size,
+            "provider loaded"
+        );
+        Ok(provider)
+    }
+
+    /// Checks a component without initializing it: everything `wasm-ccm check` reports.
+    pub async fn inspect(&self, path: &Path) -> Result<Inspection, LoadError> {
+        let bytes = tokio::fs::read(path)
+            .await
+            .map_err(|source| LoadError::Read {
+                path: path.to_owned(),
+                source,
+            })?;
+        let this = self.clone();
+        let owned_path = path.to_owned();
+        let compiled = tokio::task::spawn_blocking(move || this.compile(&owned_path, &bytes))
+            .await
+            .expect("compile task panicked")?;
+        let provider_name = self.verify(&compiled, &Limits::default()).await?;
+        Ok(Inspection {
+            path: compiled.path.clone(),
+            size: compiled.size,
+            provider_name,
+            package: format!("{}@{}", bindings::PACKAGE, bindings::PACKAGE_VERSION),
+            exports: compiled.exports,
+            imports: compiled.surface.imports.clone(),
+        })
+    }
+
+    /// Compiles and checks the contract statically. CPU-bound: call off the runtime.
+    fn compile(&self, path: &Path, bytes: &[u8]) -> Result<Compiled, LoadError> {
+        if inspect::sniff(path, bytes)? == WasmKind::CoreModule {
+            return Err(LoadError::CoreModule {
+                path: path.to_owned(),
+            });
+        }
+        let component =
+            Component::new(self.engine.engine(), bytes).map_err(|source| LoadError::Compile {
+                path: path.to_owned(),
+                source,
+            })?;
+        let surface = Surface::of(self.engine.engine(), &component);
+        let exports = surface.check_exports(path)?;
+        let pre = self.linker.instantiate_pre(&component).map_err(|source| {
+            LoadError::UnsupportedImport {
+                path: path.to_owned(),
+                imports: surface.unsupported_imports(),
+                source,
+            }
+        })?;
+        let mismatch = |interface: &str| {
+            let path = path.to_owned();
+            let interface = inspect::interface_name(interface);
+            move |source| LoadError::InterfaceMismatch {
+                path,
+                interface,
+                source,
+            }
+        };
+        let indices = Indices {
+            identity: identity::GuestIndices::new(&pre).map_err(mismatch("identity"))?,
+            instances_v2: exports
+                .instances_v2
+                .then(|| instances_v2::GuestIndices::new(&pre))
+                .transpose()
+                .map_err(mismatch("instances-v2"))?,
+            instances: exports
+                .instances
+                .then(|| instances::GuestIndices::new(&pre))
+                .transpose()
+                .map_err(mismatch("instances"))?,
+            zones: exports
+                .zones
+                .then(|| zones::GuestIndices::new(&pre))
+                .transpose()
+                .map_err(mismatch("zones"))?,
+            load_balancer: exports
+                .load_balancer
+                .then(|| load_balancer::GuestIndices::new(&pre))
+                .transpose()
+                .map_err(mismatch("load-balancer"))?,
+            routes: exports
+                .routes
+                .then(|| routes::GuestIndices::new(&pre))
+                .transpose()
+                .map_err(mismatch("routes"))?,
+            clusters: exports
+                .clusters
+                .then(|| clusters::GuestIndices::new(&pre))
+                .transpose()
+                .map_err(mismatch("clusters"))?,
+        };
+        Ok(Compiled {
+            path: path.to_owned(),
+            pre,
+            indices,
+            exports,
+            surface,
+            size: bytes.len(),
+        })
+    }
+
+    /// Instantiates once in a throwaway store (no egress, nothing initialized) to
+    /// type-check every export and read the provider name.
+    async fn verify(&self, compiled: &Compiled, limits: &Limits) -> Result<String, LoadError> {
+        let path = &compiled.path;
+        let egress = Arc::new(Egress::new(
+            "verify".into(),
+            Arc::new(Policy::default()),
+            self.client.clone(),
+        ));
+        let mut store = pool::new_store(&self.engine, &"verify".into(), &egress, limits);
+        let instance = tokio::time::timeout(
+            limits.call_timeout,
+            compiled.pre.instantiate_async(&mut store),
+        )
+        .await
+        .map_err(|_| LoadError::Instantiate {
+            path: path.clone(),
+            source: wasmtime::Error::msg(format!(
+                "instantiation did not finish within {:?}",
+                limits.call_timeout
+            )),
+        })?
+        .map_err(|source| LoadError::Instantiate {
+            path: path.clone(),
+            source,
+        })?;
+        let guests = compiled
+            .indices
+            .load(&mut store, &instance)
+            .map_err(|m| LoadError::InterfaceMismatch {
+                path: path.clone(),
+                interface: inspect::interface_name(m.interface),
+                source: m.source,
+            })?;
+        let name = tokio::time::timeout(
+            limits.call_timeout,
+            guests.identity.call_provider_name(&mut store),
+        )
+        .await;
+        let name = match name {
+            Ok(Ok(name)) => name,
+            Ok(Err(trap)) => {
+                return Err(LoadError::Instantiate {
+                    path: path.clone(),
+                    source: trap,
+                });
+            }
+            Err(_) => {
+                return Err(LoadError::Instantiate {
+                    path: path.clone(),
+                    source: wasmtime::Error::msg("provider-name did not return in time"),
+                });
+            }
+        };
+        if name.is_empty() || name.contains(|c: char| c.is_whitespace() || c == '/') {
+            return Err(LoadError::Instantiate {
+                path: path.clone(),
+                source: wasmtime::Error::msg(format!(
+                    "provider-name returned {name:?}; it must be non-empty without spaces or `/`"
+                )),
+            });
+        }
+        Ok(name)
+    }
+}

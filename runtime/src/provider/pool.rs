@@ -1,0 +1,299 @@
+//! A small pool of initialized instances of one provider.
+//!
+//! A wasmtime `Store` runs one call at a time, and providers keep state between calls
+//! (clients, caches), so each call borrows an initialized instance. The pool holds at
+//! most `limits.poolSize` instances, which is also the provider's concurrency. An
+//! instance that traps or times out is dropped, never returned; the next borrower
+//! gets a fresh one from the `InstancePre` (microseconds with the pooling allocator).
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use wasmtime::Store;
+use wasmtime::component::InstancePre;
+
+use super::error::{ProviderError, TrapKind};
+use crate::bindings::{clusters, identity, instances, instances_v2, load_balancer, routes, zones};
+use crate::capabilities::HostState;
+use crate::capabilities::http_egress::Egress;
+use crate::engine::WasmEngine;
+use crate::policy::Limits;
+
+/// Export lookups resolved once per component.
+#[derive(Clone)]
+pub(crate) struct Indices {
+    pub identity: identity::GuestIndices,
+    pub instances_v2: Option<instances_v2::GuestIndices>,
+    pub instances: Option<instances::GuestIndices>,
+    pub zones: Option<zones::GuestIndices>,
+    pub load_balancer: Option<load_balancer::GuestIndices>,
+    pub routes: Option<routes::GuestIndices>,
+    pub clusters: Option<clusters::GuestIndices>,
+}
+
+/// Typed export handles of one instance.
+pub(crate) struct Guests {
+    pub identity: identity::Guest,
+    pub instances_v2: Option<instances_v2::Guest>,
+    pub instances: Option<instances::Guest>,
+    pub zones: Option<zones::Guest>,
+    pub load_balancer: Option<load_balancer::Guest>,
+    pub routes: Option<routes::Guest>,
+    pub clusters: Option<clusters::Guest>,
+}
+
+/// An exported interface whose functions do not have the contract's types.
+#[derive(Debug)]
+pub(crate) struct ContractMismatch {
+    pub interface: &'static str,
+    pub source: wasmtime::Error,
+}
+
+impl Indices {
+    pub fn load(
+        &self,
+        store: &mut Store<HostState>,
+        instance: &wasmtime::component::Instance,
+    ) -> Result<Guests, ContractMismatch> {
+        fn one<I, G>(
+            interface: &'static str,
+            indices: Option<&I>,
+            load: impl FnOnce(&I) -> wasmtime::Result<G>,
+        ) -> Result<Option<G>, ContractMismatch> {
+            indices
+                .map(load)
+                .transpose()
+                .map_err(|source| ContractMismatch { interface, source })
+        }
+        Ok(Guests {
+            identity: self
+                .identity
+                .load(&mut *store, instance)
+                .map_err(|source| ContractMismatch {
+                    interface: "identity",
+                    source,
+                })?,
+            instances_v2: one("instances-v2", self.instances_v2.as_ref(), |i| {
+                i.load(&mut *store, instance)
+            })?,
+            instances: one("instances", self.instances.as_ref(), |i| {
+                i.load(&mut *store, instance)
+            })?,
+            zones: one("zones", self.zones.as_ref(), |i| i.load(&mut *store, instance))?,
+            load_balancer: one("load-balancer", self.load_balancer.as_ref(), |i| {
+                i.load(&mut *store, instance)
+            })?,
+            routes: one("routes", self.routes.as_ref(), |i| {
+                i.load(&mut *store, instance)
+            })?,
+            clusters: one("clusters", self.clusters.as_ref(), |i| {
+                i.load(&mut *store, instance)
+            })?,
+        })
+    }
+}
+
+/// One initialized instance.
+pub(crate) struct Instance {
+    pub store: Store<HostState>,
+    pub guests: Guests,
+}
+
+pub(crate) struct Pool {
+    pub provider: Arc<str>,
+    pub limits: Limits,
+    engine: WasmEngine,
+    pre: InstancePre<HostState>,
+    indices: Indices,
+    egress: Arc<Egress>,
+    cloud_config: Arc<[u8]>,
+    idle: Mutex<Vec<Instance>>,
+    permits: Arc<Semaphore>,
+}
+
+impl Pool {
+    pub fn new(
+        provider: Arc<str>,
+        engine: WasmEngine,
+        pre: InstancePre<HostState>,
+        indices: Indices,
+        egress: Arc<Egress>,
+        limits: Limits,
+        cloud_config: Arc<[u8]>,
+    ) -> Self {
+        Self {
+            permits: Arc::new(Semaphore::new(limits.pool_size)),
+            idle: Mutex::new(Vec::with_capacity(limits.pool_size)),
+            provider,
+            limits,
+            engine,
+            pre,
+            indices,
+            egress,
+            cloud_config,
+        }
+    }
+
+    /// Number of idle, initialized instances.
+    pub fn idle(&self) -> usize {
+        self.idle.lock().expect("pool lock").len()
+    }
+
+    /// Borrows an instance, creating and initializing one if none is idle. Waits when
+    /// `poolSize` calls are already in flight.
+    pub async fn acquire(self: &Arc<Self>) -> Result<Lease, ProviderError> {
+        let permit = self
+            .permits
+            .clone()
+            .acquire_owned()
+            .await
+            .expect("the pool semaphore is never closed");
+        let idle = self.idle.lock().expect("pool lock").pop();
+        let instance = match idle {
+            Some(instance) => instance,
+            None => self.instantiate().await?,
+        };
+        Ok(Lease {
+            instance: Some(instance),
+            pool: self.clone(),
+            _permit: permit,
+        })
+    }
+
+    /// Returns an instance that finished its call normally.
+    fn release(&self, instance: Instance) {
+        let mut idle = self.idle.lock().expect("pool lock");
+        if idle.len() < self.limits.pool_size {
+            idle.push(instance);
+        }
+    }
+
+    /// Creates an instance and runs `initialize` with the cloud config, under the
+    /// call deadline.
+    pub async fn instantiate(&self) -> Result<Instance, ProviderError> {
+        let provider = self.provider.to_string();
+        let mut store = new_store(&self.engine, &self.provider, &self.egress, &self.limits);
+        let deadline = self.limits.call_timeout;
+        let instance = tokio::time::timeout(deadline, self.pre.instantiate_async(&mut store))
+            .await
+            .map_err(|_| ProviderError::Timeout {
+                provider: provider.clone(),
+                function: "instantiate",
+                after: deadline,
+            })?
+            .map_err(|source| ProviderError::Instantiate {
+                provider: provider.clone(),
+                source,
+            })?;
+        let guests = self.indices.load(&mut store, &instance).map_err(|mismatch| {
+            ProviderError::Instantiate {
+                provider: provider.clone(),
+                source: mismatch.source,
+            }
+        })?;
+        store.set_epoch_deadline(WasmEngine::deadline_ticks(deadline));
+        let result = tokio::time::timeout(
+            deadline,
+            guests
+                .identity
+                .call_initialize(&mut store, &self.cloud_config),
+        )
+        .await;
+        match result {
+            Err(_) => Err(ProviderError::Timeout {
+                provider,
+                function: "initialize",
+                after: deadline,
+            }),
+            Ok(Err(trap)) => Err(ProviderError::Trap {
+                provider,
+                function: "initialize",
+                kind: TrapKind::classify(&trap),
+                message: format!("{trap:#}"),
+            }),
+            Ok(Ok(Err(message))) => Err(ProviderError::Initialize { provider, message }),
+            Ok(Ok(Ok(()))) => Ok(Instance { store, guests }),
+        }
+    }
+}
+
+/// A store for one instance: memory limit, epoch deadline trap armed.
+pub(crate) fn new_store(
+    engine: &WasmEngine,
+    provider: &Arc<str>,
+    egress: &Arc<Egress>,
+    limits: &Limits,
+) -> Store<HostState> {
+    let mut store = Store::new(
+        engine.engine(),
+        HostState::new(provider.clone(), egress, limits.memory_bytes),
+    );
+    store.limiter(|state| &mut state.limits);
+    store.epoch_deadline_trap();
+    store.set_epoch_deadline(WasmEngine::deadline_ticks(limits.call_timeout));
+    store
+}
+
+/// A borrowed instance. Dropping a lease without [`Lease::settle`] discards the
+/// instance (used when a call was cancelled mid-flight).
+pub(crate) struct Lease {
+    instance: Option<Instance>,
+    pool: Arc<Pool>,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl Lease {
+    /// The instance, with its epoch deadline armed for one call.
+    pub fn arm(&mut self) -> (&mut Store<HostState>, &Guests, Duration) {
+        let deadline = self.pool.limits.call_timeout;
+        let instance = self.instance.as_mut().expect("lease holds an instance");
+        instance
+            .store
+            .set_epoch_deadline(WasmEngine::deadline_ticks(deadline));
+        (&mut instance.store, &instance.guests, deadline)
+    }
+
+    /// Classifies the outcome of a call; the instance goes back to the pool only if
+    /// the guest returned normally.
+    pub fn settle<T, E>(
+        mut self,
+        function: &'static str,
+        outcome: Result<wasmtime::Result<Result<T, E>>, tokio::time::error::Elapsed>,
+    ) -> Result<T, ProviderError>
+    where
+        E: Into<super::error::CloudError>,
+    {
+        let provider = self.pool.provider.to_string();
+        match outcome {
+            Ok(Ok(result)) => {
+                self.pool
+                    .release(self.instance.take().expect("lease holds an instance"));
+                result.map_err(|e| ProviderError::Cloud {
+                    provider,
+                    function,
+                    error: e.into(),
+                })
+            }
+            Ok(Err(trap)) => {
+                let kind = TrapKind::classify(&trap);
+                tracing::warn!(provider, function, kind = kind.as_str(), error = %format!("{trap:#}"), "provider instance trapped; discarding it");
+                Err(ProviderError::Trap {
+                    provider,
+                    function,
+                    kind,
+                    message: format!("{trap:#}"),
+                })
+            }
+            Err(_) => {
+                let after = self.pool.limits.call_timeout;
+                tracing::warn!(provider, function, ?after, "provider call timed out; discarding the instance");
+                Err(ProviderError::Timeout {
+                    provider,
+                    function,
+                    after,
+                })
+            }
+        }
+    }
+}
