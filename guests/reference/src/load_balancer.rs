@@ -1,0 +1,141 @@
+//! `load-balancer`: one cloud load balancer per Service, named like upstream's
+//! default (`a` + UID without dashes, 32 characters at most).
+
+use std::collections::HashMap;
+
+use crate::bindings::exports::wasm_ccm::provider::load_balancer;
+use crate::bindings::wasm_ccm::provider::types::{
+    CloudError, IpMode, LoadBalancerIngress, LoadBalancerStatus, Node, Protocol, Service,
+};
+use crate::cloud::{LbPort, LoadBalancerSpec};
+use crate::{Provider, State, instance_id_from_provider_id, with_state};
+
+/// Upstream's `cloudprovider.DefaultLoadBalancerName`.
+pub fn default_name(service: &Service) -> String {
+    let mut name: String = format!("a{}", service.metadata.uid.replace('-', ""));
+    name.truncate(32);
+    name
+}
+
+fn status(address: String) -> LoadBalancerStatus {
+    LoadBalancerStatus {
+        ingress: vec![LoadBalancerIngress {
+            ip: Some(address),
+            hostname: None,
+            ip_mode: Some(IpMode::Vip),
+            ports: Vec::new(),
+        }],
+    }
+}
+
+/// Instance IDs for nodes: from provider IDs, else by name (one list call at most).
+fn backends(state: &State, nodes: &[Node]) -> Result<Vec<String>, CloudError> {
+    let mut by_name: Option<HashMap<String, String>> = None;
+    let mut ids = Vec::with_capacity(nodes.len());
+    for node in nodes {
+        match node.provider_id.as_deref().filter(|p| !p.is_empty()) {
+            Some(pid) => ids.push(instance_id_from_provider_id(pid)?.to_owned()),
+            None => {
+                if by_name.is_none() {
+                    by_name = Some(
+                        state
+                            .cloud
+                            .instances()?
+                            .into_iter()
+                            .filter(|i| !i.is_terminated())
+                            .map(|i| (i.name, i.id))
+                            .collect(),
+                    );
+                }
+                match by_name.as_ref().and_then(|m| m.get(&node.metadata.name)) {
+                    Some(id) => ids.push(id.clone()),
+                    None => wasm_ccm_guest::log::warn(
+                        "node has no cloud instance; leaving it out of the load balancer",
+                        &[("node", &node.metadata.name)],
+                    ),
+                }
+            }
+        }
+    }
+    ids.sort();
+    ids.dedup();
+    Ok(ids)
+}
+
+fn spec(state: &State, service: &Service, nodes: &[Node]) -> Result<LoadBalancerSpec, CloudError> {
+    if service.ports.is_empty() {
+        return Err(CloudError::Other(format!(
+            "service {}/{} has no ports",
+            service.metadata.namespace, service.metadata.name
+        )));
+    }
+    let mut ports = Vec::with_capacity(service.ports.len());
+    for p in &service.ports {
+        let port = u16::try_from(p.port)
+            .map_err(|_| CloudError::Other(format!("port {} out of range", p.port)))?;
+        let node_port = u16::try_from(p.node_port)
+            .map_err(|_| CloudError::Other(format!("node port {} out of range", p.node_port)))?;
+        ports.push(LbPort {
+            name: p.name.clone(),
+            protocol: match p.protocol {
+                Protocol::Tcp => "TCP",
+                Protocol::Udp => "UDP",
+                Protocol::Sctp => "SCTP",
+            }
+            .into(),
+            port,
+            node_port,
+        });
+    }
+    Ok(LoadBalancerSpec {
+        ports,
+        backends: backends(state, nodes)?,
+        source_ranges: service.load_balancer_source_ranges.clone(),
+        description: format!(
+            "kubernetes service {}/{}",
+            service.metadata.namespace, service.metadata.name
+        ),
+    })
+}
+
+impl load_balancer::Guest for Provider {
+    fn get_load_balancer(
+        _cluster_name: String,
+        service: Service,
+    ) -> Result<Option<LoadBalancerStatus>, CloudError> {
+        with_state(|s| {
+            Ok(s
+                .cloud
+                .load_balancer(&default_name(&service))?
+                .map(|lb| status(lb.address)))
+        })
+    }
+
+    fn get_load_balancer_name(_cluster_name: String, service: Service) -> String {
+        default_name(&service)
+    }
+
+    fn ensure_load_balancer(
+        _cluster_name: String,
+        service: Service,
+        nodes: Vec<Node>,
+    ) -> Result<LoadBalancerStatus, CloudError> {
+        with_state(|s| {
+            let spec = spec(s, &service, &nodes)?;
+            let lb = s.cloud.put_load_balancer(&default_name(&service), &spec)?;
+            Ok(status(lb.address))
+        })
+    }
+
+    fn update_load_balancer(
+        _cluster_name: String,
+        service: Service,
+        nodes: Vec<Node>,
+    ) -> Result<(), CloudError> {
+        with_state(|s| s.cloud.put_backends(&default_name(&service), &backends(s, &nodes)?))
+    }
+
+    fn ensure_load_balancer_deleted(_cluster_name: String, service: Service) -> Result<(), CloudError> {
+        with_state(|s| s.cloud.delete_load_balancer(&default_name(&service)).map(drop))
+    }
+}

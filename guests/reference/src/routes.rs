@@ -1,0 +1,61 @@
+//! `routes`: the cloud route table. Routes name their target by instance ID; the
+//! provider maps IDs to node names (instance names) and back.
+
+use std::collections::HashMap;
+
+use crate::bindings::exports::wasm_ccm::provider::routes;
+use crate::bindings::wasm_ccm::provider::types::{CloudError, Route};
+use crate::cloud::Route as CloudRoute;
+use crate::instances::addresses;
+use crate::{Provider, with_state};
+
+impl routes::Guest for Provider {
+    fn list_routes(cluster_name: String) -> Result<Vec<Route>, CloudError> {
+        with_state(|s| {
+            let routes = s.cloud.routes(&cluster_name)?;
+            let instances: HashMap<String, _> = s
+                .cloud
+                .instances()?
+                .into_iter()
+                .map(|i| (i.id.clone(), i))
+                .collect();
+            Ok(routes
+                .into_iter()
+                .map(|r| {
+                    let target = instances.get(&r.target_instance);
+                    Route {
+                        name: r.name,
+                        target_node: target.map(|i| i.name.clone()).unwrap_or_default(),
+                        target_node_addresses: target
+                            .map(|i| addresses(&i.addresses))
+                            .unwrap_or_default(),
+                        destination_cidr: r.destination_cidr,
+                        blackhole: r.blackhole,
+                    }
+                })
+                .collect())
+        })
+    }
+
+    fn create_route(cluster_name: String, name_hint: String, route: Route) -> Result<(), CloudError> {
+        with_state(|s| {
+            let instance = s.cloud.instance_by_name(&route.target_node)?.ok_or_else(|| {
+                CloudError::Other(format!(
+                    "cannot route {} to node {}: no such instance",
+                    route.destination_cidr, route.target_node
+                ))
+            })?;
+            s.cloud.create_route(&CloudRoute {
+                name: format!("{cluster_name}-{name_hint}"),
+                cluster: cluster_name.clone(),
+                destination_cidr: route.destination_cidr,
+                target_instance: instance.id,
+                blackhole: false,
+            })
+        })
+    }
+
+    fn delete_route(_cluster_name: String, route: Route) -> Result<(), CloudError> {
+        with_state(|s| s.cloud.delete_route(&route.name).map(drop))
+    }
+}
