@@ -9,6 +9,7 @@ wasmtime::component::bindgen!({
     world: "provider",
     imports: { default: async },
     exports: { default: async },
+    additional_derives: [PartialEq, Eq],
     with: {
         "wasi:http": wasmtime_wasi_http::p2::bindings::http,
         "wasi:io": wasmtime_wasi::p2::bindings::io,
@@ -16,11 +17,11 @@ wasmtime::component::bindgen!({
     },
 });
 
-pub use exports::wasm_ccm::provider::{
+pub use self::exports::wasm_ccm::provider::{
     clusters, identity, instances, instances_v2, load_balancer, routes, zones,
 };
-pub use wasm_ccm::provider::logging;
-pub use wasm_ccm::provider::types;
+pub use self::wasm_ccm::provider::logging;
+pub use self::wasm_ccm::provider::types;
 
 /// The WIT package every provider is checked against.
 pub const PACKAGE: &str = "wasm-ccm:provider";

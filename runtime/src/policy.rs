@@ -312,7 +312,10 @@ impl Policy {
             return Err(invalid("limits.callTimeout", "must be greater than zero"));
         }
         if limits.request_timeout.is_zero() {
-            return Err(invalid("limits.requestTimeout", "must be greater than zero"));
+            return Err(invalid(
+                "limits.requestTimeout",
+                "must be greater than zero",
+            ));
         }
         Ok(Self {
             allowed_outbound_hosts,

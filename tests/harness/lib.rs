@@ -1,1 +1,211 @@
+//! Shared setup for the integration tests: locating the guest components and the
+//! `wasm-ccm` binary, temporary provider directories, and a running simulated cloud
+//! with a provider loaded against it.
+//!
+//! Guests are built once by `scripts/build-guests.sh` (the README's test command runs
+//! it first); tests never build them.
 
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use sim_cloud::SimCloud;
+use wasm_ccm::engine::EngineSettings;
+use wasm_ccm::provider::{Provider, ProviderLoader};
+
+/// The bearer token every test cloud requires.
+pub const TOKEN: &str = "test-token-7f3a9c";
+
+/// The workspace's `target/` directory.
+pub fn target_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("CARGO_TARGET_DIR") {
+        return PathBuf::from(dir);
+    }
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../target")
+}
+
+/// A guest component built by `scripts/build-guests.sh`, e.g. `reference_provider`.
+pub fn guest(name: &str) -> PathBuf {
+    let path = target_dir()
+        .join("wasm32-wasip2/release")
+        .join(format!("{name}.wasm"));
+    assert!(
+        path.exists(),
+        "{} is missing: build the guests first with scripts/build-guests.sh",
+        path.display()
+    );
+    path
+}
+
+/// The `wasm-ccm` binary next to the running test (built by `cargo build`).
+pub fn wasm_ccm_bin() -> PathBuf {
+    let exe = std::env::current_exe().expect("current test executable");
+    // target/debug/deps/<test>-<hash> -> target/debug/wasm-ccm
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target profile dir");
+    let bin = dir.join("wasm-ccm");
+    assert!(
+        bin.exists(),
+        "{} is missing: run `cargo build` before the tests (scripts/test.sh does)",
+        bin.display()
+    );
+    bin
+}
+
+/// A directory removed on drop.
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    pub fn new(label: &str) -> Self {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let path = std::env::temp_dir().join(format!(
+            "wasm-ccm-test-{label}-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&path).expect("create temp dir");
+        Self(path)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A provider directory holding one component and its policy.
+pub struct ProviderDir {
+    pub dir: TempDir,
+    pub wasm: PathBuf,
+}
+
+impl ProviderDir {
+    /// Copies guest `guest_name` into a fresh directory as `file_stem.wasm`, with
+    /// `policy` as `file_stem.yaml` and `token` in a `token` file next to them.
+    pub fn new(guest_name: &str, file_stem: &str, policy: &str, token: &str) -> Self {
+        let dir = TempDir::new(file_stem);
+        let wasm = dir.path().join(format!("{file_stem}.wasm"));
+        std::fs::copy(guest(guest_name), &wasm).expect("copy guest");
+        std::fs::write(dir.path().join(format!("{file_stem}.yaml")), policy).expect("policy");
+        std::fs::write(dir.path().join("token"), token).expect("token");
+        Self { dir, wasm }
+    }
+}
+
+/// The policy that lets a provider reach `cloud` with the token injected.
+pub fn policy_for(cloud: &SimCloud) -> String {
+    format!(
+        "allowedOutboundHosts:\n  - {url}\ncredentials:\n  - destination: {url}\n    bearerTokenFile: token\nlimits:\n  callTimeout: 10s\n  poolSize: 2\n",
+        url = cloud.url()
+    )
+}
+
+/// The reference provider's cloud config for `cloud`.
+pub fn cloud_config(cloud: &SimCloud) -> Vec<u8> {
+    format!(
+        r#"{{"endpoint": "{}", "zone": "zone-home", "region": "region-home"}}"#,
+        cloud.url()
+    )
+    .into_bytes()
+}
+
+/// One loader per test process (an engine per test would multiply epoch threads).
+pub fn loader() -> ProviderLoader {
+    ProviderLoader::new(&EngineSettings::default()).expect("provider loader")
+}
+
+/// A simulated cloud plus the reference provider loaded against it.
+pub struct Simulated {
+    pub cloud: SimCloud,
+    pub provider: Provider,
+    pub dir: ProviderDir,
+}
+
+impl Simulated {
+    pub async fn start() -> Self {
+        let cloud = SimCloud::start("127.0.0.1:0", TOKEN)
+            .await
+            .expect("sim cloud");
+        let dir = ProviderDir::new("reference_provider", "simcloud", &policy_for(&cloud), TOKEN);
+        let provider = loader()
+            .load(&dir.wasm, cloud_config(&cloud))
+            .await
+            .unwrap_or_else(|e| panic!("loading the reference provider: {e}"));
+        Self {
+            cloud,
+            provider,
+            dir,
+        }
+    }
+}
+
+/// Polls `condition` until it holds or `timeout` passes.
+pub async fn eventually(timeout: Duration, what: &str, mut condition: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !condition() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+pub use wasm_ccm::bindings::types;
+
+/// A Node view with a name, optional provider ID, and annotations.
+pub fn node(name: &str, provider_id: Option<&str>, annotations: &[(&str, &str)]) -> types::Node {
+    types::Node {
+        metadata: types::ObjectMeta {
+            name: name.into(),
+            namespace: String::new(),
+            uid: format!("uid-{name}"),
+            labels: Vec::new(),
+            annotations: annotations
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        },
+        provider_id: provider_id.map(str::to_owned),
+        pod_cidrs: Vec::new(),
+        taints: Vec::new(),
+        addresses: Vec::new(),
+        conditions: Vec::new(),
+    }
+}
+
+/// A LoadBalancer Service view with one TCP port 80 -> node port 30080.
+pub fn lb_service(namespace: &str, name: &str, uid: &str) -> types::Service {
+    types::Service {
+        metadata: types::ObjectMeta {
+            name: name.into(),
+            namespace: namespace.into(),
+            uid: uid.into(),
+            labels: Vec::new(),
+            annotations: Vec::new(),
+        },
+        service_type: types::ServiceType::LoadBalancer,
+        ports: vec![types::ServicePort {
+            name: "http".into(),
+            protocol: types::Protocol::Tcp,
+            port: 80,
+            target_port: "8080".into(),
+            node_port: 30080,
+            app_protocol: None,
+        }],
+        session_affinity: types::SessionAffinity::None,
+        load_balancer_source_ranges: Vec::new(),
+        external_traffic_policy: types::TrafficPolicy::Cluster,
+        health_check_node_port: 0,
+        ip_families: vec![types::IpFamily::Ipv4],
+        load_balancer_class: None,
+        load_balancer_ip: None,
+        status: types::LoadBalancerStatus {
+            ingress: Vec::new(),
+        },
+    }
+}

@@ -259,11 +259,8 @@ impl Cloud {
 }
 
 fn decode<T: DeserializeOwned>(response: &Response, what: &str) -> Result<T, CloudError> {
-    serde_json::from_slice(&response.body).map_err(|e| {
-        CloudError::Other(format!(
-            "simcloud: {what}: unexpected response body: {e}"
-        ))
-    })
+    serde_json::from_slice(&response.body)
+        .map_err(|e| CloudError::Other(format!("simcloud: {what}: unexpected response body: {e}")))
 }
 
 fn status_error(response: &Response, what: &str) -> CloudError {

@@ -70,11 +70,19 @@ impl instances_v2::Guest for Provider {
 
 impl instances::Guest for Provider {
     fn node_addresses(node_name: String) -> Result<Vec<NodeAddress>, CloudError> {
-        with_state(|s| Ok(addresses(&require(s.cloud.instance_by_name(&node_name)?)?.addresses)))
+        with_state(|s| {
+            Ok(addresses(
+                &require(s.cloud.instance_by_name(&node_name)?)?.addresses,
+            ))
+        })
     }
 
     fn node_addresses_by_provider_id(provider_id: String) -> Result<Vec<NodeAddress>, CloudError> {
-        with_state(|s| Ok(addresses(&require(by_provider_id(s, &provider_id)?)?.addresses)))
+        with_state(|s| {
+            Ok(addresses(
+                &require(by_provider_id(s, &provider_id)?)?.addresses,
+            ))
+        })
     }
 
     fn instance_id(node_name: String) -> Result<String, CloudError> {

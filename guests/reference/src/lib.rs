@@ -99,7 +99,10 @@ mod tests {
 
     #[test]
     fn provider_ids_round_trip() {
-        assert_eq!(instance_id_from_provider_id(&provider_id("i-1")).unwrap(), "i-1");
+        assert_eq!(
+            instance_id_from_provider_id(&provider_id("i-1")).unwrap(),
+            "i-1"
+        );
         assert!(instance_id_from_provider_id("aws:///i-1").is_err());
         assert!(instance_id_from_provider_id("simcloud://").is_err());
         assert!(instance_id_from_provider_id("simcloud://a/b").is_err());

@@ -104,8 +104,7 @@ impl load_balancer::Guest for Provider {
         service: Service,
     ) -> Result<Option<LoadBalancerStatus>, CloudError> {
         with_state(|s| {
-            Ok(s
-                .cloud
+            Ok(s.cloud
                 .load_balancer(&default_name(&service))?
                 .map(|lb| status(lb.address)))
         })
@@ -132,10 +131,20 @@ impl load_balancer::Guest for Provider {
         service: Service,
         nodes: Vec<Node>,
     ) -> Result<(), CloudError> {
-        with_state(|s| s.cloud.put_backends(&default_name(&service), &backends(s, &nodes)?))
+        with_state(|s| {
+            s.cloud
+                .put_backends(&default_name(&service), &backends(s, &nodes)?)
+        })
     }
 
-    fn ensure_load_balancer_deleted(_cluster_name: String, service: Service) -> Result<(), CloudError> {
-        with_state(|s| s.cloud.delete_load_balancer(&default_name(&service)).map(drop))
+    fn ensure_load_balancer_deleted(
+        _cluster_name: String,
+        service: Service,
+    ) -> Result<(), CloudError> {
+        with_state(|s| {
+            s.cloud
+                .delete_load_balancer(&default_name(&service))
+                .map(drop)
+        })
     }
 }

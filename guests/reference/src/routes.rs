@@ -37,14 +37,21 @@ impl routes::Guest for Provider {
         })
     }
 
-    fn create_route(cluster_name: String, name_hint: String, route: Route) -> Result<(), CloudError> {
+    fn create_route(
+        cluster_name: String,
+        name_hint: String,
+        route: Route,
+    ) -> Result<(), CloudError> {
         with_state(|s| {
-            let instance = s.cloud.instance_by_name(&route.target_node)?.ok_or_else(|| {
-                CloudError::Other(format!(
-                    "cannot route {} to node {}: no such instance",
-                    route.destination_cidr, route.target_node
-                ))
-            })?;
+            let instance = s
+                .cloud
+                .instance_by_name(&route.target_node)?
+                .ok_or_else(|| {
+                    CloudError::Other(format!(
+                        "cannot route {} to node {}: no such instance",
+                        route.destination_cidr, route.target_node
+                    ))
+                })?;
             s.cloud.create_route(&CloudRoute {
                 name: format!("{cluster_name}-{name_hint}"),
                 cluster: cluster_name.clone(),

@@ -133,13 +133,17 @@ impl Request {
             .map_err(|e| Error::Transport(format!("invalid header: {e:?}")))?;
         let request = OutgoingRequest::new(fields);
         let bad = |what: &str| Error::Url(format!("{}: invalid {what}", self.url));
-        request.set_method(&self.method).map_err(|_| bad("method"))?;
+        request
+            .set_method(&self.method)
+            .map_err(|_| bad("method"))?;
         let scheme = if url.scheme == "https" {
             Scheme::Https
         } else {
             Scheme::Http
         };
-        request.set_scheme(Some(&scheme)).map_err(|_| bad("scheme"))?;
+        request
+            .set_scheme(Some(&scheme))
+            .map_err(|_| bad("scheme"))?;
         request
             .set_authority(Some(&url.authority))
             .map_err(|_| bad("authority"))?;
@@ -168,8 +172,8 @@ impl Request {
                 None => future.subscribe().block(),
             }
         };
-        let response = incoming
-            .map_err(|_| Error::Transport("response already taken".into()))??;
+        let response =
+            incoming.map_err(|_| Error::Transport("response already taken".into()))??;
         let status = response.status();
         let headers = response.headers().entries();
         let body = response

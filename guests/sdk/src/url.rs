@@ -17,7 +17,11 @@ pub struct UrlError(pub String);
 
 impl std::fmt::Display for UrlError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "invalid URL `{}`: expected http(s)://host[:port][/path]", self.0)
+        write!(
+            f,
+            "invalid URL `{}`: expected http(s)://host[:port][/path]",
+            self.0
+        )
     }
 }
 
@@ -64,7 +68,11 @@ impl Url {
 
 impl std::fmt::Display for Url {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}://{}{}", self.scheme, self.authority, self.path_and_query)
+        write!(
+            f,
+            "{}://{}{}",
+            self.scheme, self.authority, self.path_and_query
+        )
     }
 }
 
@@ -89,7 +97,10 @@ mod tests {
     fn parses_and_joins() {
         let u = Url::parse("http://127.0.0.1:8080").unwrap();
         assert_eq!(u.authority, "127.0.0.1:8080");
-        assert_eq!(u.join("/v1/instances").to_string(), "http://127.0.0.1:8080/v1/instances");
+        assert_eq!(
+            u.join("/v1/instances").to_string(),
+            "http://127.0.0.1:8080/v1/instances"
+        );
         let u = Url::parse("HTTPS://api.example.com/base/").unwrap();
         assert_eq!(u.join("/v1").path_and_query, "/base/v1");
         assert!(Url::parse("ftp://x").is_err());

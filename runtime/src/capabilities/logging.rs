@@ -54,7 +54,11 @@ impl Host for HostState {
         let (admit, dropped) = self.log.admit(Instant::now());
         let provider = &*self.provider;
         if dropped > 0 {
-            tracing::warn!(provider, dropped, "provider log records dropped by rate limit");
+            tracing::warn!(
+                provider,
+                dropped,
+                "provider log records dropped by rate limit"
+            );
         }
         if !admit {
             return;

@@ -94,8 +94,12 @@ impl Instances<'_> {
         &self,
         provider_id: &str,
     ) -> Result<Vec<NodeAddress>, ProviderError> {
-        guest_call!(self.0, instances, "node-addresses-by-provider-id", |g, store| g
-            .call_node_addresses_by_provider_id(store, provider_id))
+        guest_call!(
+            self.0,
+            instances,
+            "node-addresses-by-provider-id",
+            |g, store| g.call_node_addresses_by_provider_id(store, provider_id)
+        )
     }
 
     pub async fn instance_id(&self, node_name: &str) -> Result<String, ProviderError> {
@@ -112,8 +116,12 @@ impl Instances<'_> {
         &self,
         provider_id: &str,
     ) -> Result<String, ProviderError> {
-        guest_call!(self.0, instances, "instance-type-by-provider-id", |g, store| g
-            .call_instance_type_by_provider_id(store, provider_id))
+        guest_call!(
+            self.0,
+            instances,
+            "instance-type-by-provider-id",
+            |g, store| g.call_instance_type_by_provider_id(store, provider_id)
+        )
     }
 
     pub async fn add_ssh_key_to_all_instances(
@@ -121,8 +129,12 @@ impl Instances<'_> {
         user: &str,
         key_data: &[u8],
     ) -> Result<(), ProviderError> {
-        guest_call!(self.0, instances, "add-ssh-key-to-all-instances", |g, store| g
-            .call_add_ssh_key_to_all_instances(store, user, key_data))
+        guest_call!(
+            self.0,
+            instances,
+            "add-ssh-key-to-all-instances",
+            |g, store| g.call_add_ssh_key_to_all_instances(store, user, key_data)
+        )
     }
 
     pub async fn current_node_name(&self, hostname: &str) -> Result<String, ProviderError> {
@@ -134,16 +146,24 @@ impl Instances<'_> {
         &self,
         provider_id: &str,
     ) -> Result<bool, ProviderError> {
-        guest_call!(self.0, instances, "instance-exists-by-provider-id", |g, store| g
-            .call_instance_exists_by_provider_id(store, provider_id))
+        guest_call!(
+            self.0,
+            instances,
+            "instance-exists-by-provider-id",
+            |g, store| g.call_instance_exists_by_provider_id(store, provider_id)
+        )
     }
 
     pub async fn instance_shutdown_by_provider_id(
         &self,
         provider_id: &str,
     ) -> Result<bool, ProviderError> {
-        guest_call!(self.0, instances, "instance-shutdown-by-provider-id", |g, store| g
-            .call_instance_shutdown_by_provider_id(store, provider_id))
+        guest_call!(
+            self.0,
+            instances,
+            "instance-shutdown-by-provider-id",
+            |g, store| g.call_instance_shutdown_by_provider_id(store, provider_id)
+        )
     }
 }
 
@@ -229,8 +249,12 @@ impl LoadBalancer<'_> {
         cluster_name: &str,
         service: &Service,
     ) -> Result<(), ProviderError> {
-        guest_call!(self.0, load_balancer, "ensure-load-balancer-deleted", |g, store| g
-            .call_ensure_load_balancer_deleted(store, cluster_name, service))
+        guest_call!(
+            self.0,
+            load_balancer,
+            "ensure-load-balancer-deleted",
+            |g, store| g.call_ensure_load_balancer_deleted(store, cluster_name, service)
+        )
     }
 }
 
@@ -254,7 +278,11 @@ impl Routes<'_> {
             .call_create_route(store, cluster_name, name_hint, route))
     }
 
-    pub async fn delete_route(&self, cluster_name: &str, route: &Route) -> Result<(), ProviderError> {
+    pub async fn delete_route(
+        &self,
+        cluster_name: &str,
+        route: &Route,
+    ) -> Result<(), ProviderError> {
         guest_call!(self.0, routes, "delete-route", |g, store| g
             .call_delete_route(store, cluster_name, route))
     }

@@ -132,7 +132,10 @@ impl Surface {
         }
         let expected_suffix = format!("@{PACKAGE_VERSION}");
         if let Some(other) = ours.iter().find(|n| !n.ends_with(&expected_suffix)) {
-            let version = other.rsplit_once('@').map(|(_, v)| v).unwrap_or("unversioned");
+            let version = other
+                .rsplit_once('@')
+                .map(|(_, v)| v)
+                .unwrap_or("unversioned");
             return Err(LoadError::IncompatibleVersion {
                 path: path.to_owned(),
                 found: format!("{PACKAGE}@{version}"),
@@ -180,7 +183,10 @@ mod tests {
         let p = Path::new("x.wasm");
         assert_eq!(sniff(p, b"\0asm\x01\0\0\0").unwrap(), WasmKind::CoreModule);
         assert_eq!(sniff(p, b"\0asm\x0d\0\x01\0").unwrap(), WasmKind::Component);
-        assert!(matches!(sniff(p, b"garbage!"), Err(LoadError::NotWasm { .. })));
+        assert!(matches!(
+            sniff(p, b"garbage!"),
+            Err(LoadError::NotWasm { .. })
+        ));
         assert!(matches!(sniff(p, b"\0as"), Err(LoadError::NotWasm { .. })));
     }
 

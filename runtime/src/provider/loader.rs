@@ -269,14 +269,13 @@ impl ProviderLoader {
             path: path.clone(),
             source,
         })?;
-        let guests = compiled
-            .indices
-            .load(&mut store, &instance)
-            .map_err(|m| LoadError::InterfaceMismatch {
+        let guests = compiled.indices.load(&mut store, &instance).map_err(|m| {
+            LoadError::InterfaceMismatch {
                 path: path.clone(),
                 interface: inspect::interface_name(m.interface),
                 source: m.source,
-            })?;
+            }
+        })?;
         let name = tokio::time::timeout(
             limits.call_timeout,
             guests.identity.call_provider_name(&mut store),

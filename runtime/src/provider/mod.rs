@@ -110,7 +110,10 @@ impl Provider {
 
     /// `LoadBalancer`, if exported.
     pub fn load_balancer(&self) -> Option<LoadBalancer<'_>> {
-        self.inner.exports.load_balancer.then_some(LoadBalancer(self))
+        self.inner
+            .exports
+            .load_balancer
+            .then_some(LoadBalancer(self))
     }
 
     /// `Routes`, if exported.

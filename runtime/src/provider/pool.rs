@@ -80,7 +80,9 @@ impl Indices {
             instances: one("instances", self.instances.as_ref(), |i| {
                 i.load(&mut *store, instance)
             })?,
-            zones: one("zones", self.zones.as_ref(), |i| i.load(&mut *store, instance))?,
+            zones: one("zones", self.zones.as_ref(), |i| {
+                i.load(&mut *store, instance)
+            })?,
             load_balancer: one("load-balancer", self.load_balancer.as_ref(), |i| {
                 i.load(&mut *store, instance)
             })?,
@@ -186,12 +188,13 @@ impl Pool {
                 provider: provider.clone(),
                 source,
             })?;
-        let guests = self.indices.load(&mut store, &instance).map_err(|mismatch| {
-            ProviderError::Instantiate {
+        let guests = self
+            .indices
+            .load(&mut store, &instance)
+            .map_err(|mismatch| ProviderError::Instantiate {
                 provider: provider.clone(),
                 source: mismatch.source,
-            }
-        })?;
+            })?;
         store.set_epoch_deadline(WasmEngine::deadline_ticks(deadline));
         let result = tokio::time::timeout(
             deadline,
@@ -287,7 +290,12 @@ impl Lease {
             }
             Err(_) => {
                 let after = self.pool.limits.call_timeout;
-                tracing::warn!(provider, function, ?after, "provider call timed out; discarding the instance");
+                tracing::warn!(
+                    provider,
+                    function,
+                    ?after,
+                    "provider call timed out; discarding the instance"
+                );
                 Err(ProviderError::Timeout {
                     provider,
                     function,

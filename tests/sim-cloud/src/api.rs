@@ -48,9 +48,15 @@ pub(crate) fn router(state: AppState) -> Router {
             "/admin/instances/{id}",
             axum::routing::patch(admin_patch_instance).delete(admin_delete_instance),
         )
-        .route("/admin/routes/{name}/blackhole", post(admin_blackhole_route))
+        .route(
+            "/admin/routes/{name}/blackhole",
+            post(admin_blackhole_route),
+        )
         .route("/admin/clusters", post(admin_add_cluster))
-        .route("/admin/faults", post(admin_add_fault).delete(admin_clear_faults))
+        .route(
+            "/admin/faults",
+            post(admin_add_fault).delete(admin_clear_faults),
+        )
         .route("/admin/stats", get(admin_stats))
         .route("/admin/reset", post(admin_reset));
     Router::new()
@@ -241,7 +247,11 @@ async fn create_route(State(s): State<AppState>, Json(new): Json<NewRoute>) -> R
         );
     }
     if new.name.is_empty() {
-        return error(StatusCode::UNPROCESSABLE_ENTITY, "InvalidName", "route name is empty");
+        return error(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "InvalidName",
+            "route name is empty",
+        );
     }
     (StatusCode::CREATED, Json(cloud.create_route(new))).into_response()
 }

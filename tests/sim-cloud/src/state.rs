@@ -32,7 +32,10 @@ impl CloudState {
         let n = self.next_instance;
         let addresses = new.addresses.unwrap_or_else(|| {
             vec![
-                Address::new("InternalIP", &format!("10.0.{}.{}", (n >> 8) & 0xff, n & 0xff)),
+                Address::new(
+                    "InternalIP",
+                    &format!("10.0.{}.{}", (n >> 8) & 0xff, n & 0xff),
+                ),
                 Address::new("Hostname", &new.name),
             ]
         });

@@ -212,13 +212,37 @@ mod tests {
 
     #[test]
     fn malformed_patterns_are_rejected() {
-        assert!(matches!(HostPattern::parse("example.com"), Err(PatternError::Shape(_))));
-        assert!(matches!(HostPattern::parse("ftp://x"), Err(PatternError::Scheme(_))));
-        assert!(matches!(HostPattern::parse("http://"), Err(PatternError::Host(_))));
-        assert!(matches!(HostPattern::parse("http://a*b"), Err(PatternError::Host(_))));
-        assert!(matches!(HostPattern::parse("http://a:99999"), Err(PatternError::Port(_))));
-        assert!(matches!(HostPattern::parse("http://a:9-1"), Err(PatternError::Port(_))));
-        assert!(matches!(HostPattern::parse("http://a/path"), Err(PatternError::Path(_))));
-        assert!(matches!(HostPattern::parse("http://u@a"), Err(PatternError::Path(_))));
+        assert!(matches!(
+            HostPattern::parse("example.com"),
+            Err(PatternError::Shape(_))
+        ));
+        assert!(matches!(
+            HostPattern::parse("ftp://x"),
+            Err(PatternError::Scheme(_))
+        ));
+        assert!(matches!(
+            HostPattern::parse("http://"),
+            Err(PatternError::Host(_))
+        ));
+        assert!(matches!(
+            HostPattern::parse("http://a*b"),
+            Err(PatternError::Host(_))
+        ));
+        assert!(matches!(
+            HostPattern::parse("http://a:99999"),
+            Err(PatternError::Port(_))
+        ));
+        assert!(matches!(
+            HostPattern::parse("http://a:9-1"),
+            Err(PatternError::Port(_))
+        ));
+        assert!(matches!(
+            HostPattern::parse("http://a/path"),
+            Err(PatternError::Path(_))
+        ));
+        assert!(matches!(
+            HostPattern::parse("http://u@a"),
+            Err(PatternError::Path(_))
+        ));
     }
 }

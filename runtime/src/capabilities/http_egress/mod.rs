@@ -44,7 +44,9 @@ pub enum Denial {
     #[error("{0} is a link-local or instance-metadata address, which providers may never reach")]
     LinkLocal(IpAddr),
     /// The guest set a header that the host injects for this destination.
-    #[error("the provider set its own `{0}` header on a destination whose credentials the host injects")]
+    #[error(
+        "the provider set its own `{0}` header on a destination whose credentials the host injects"
+    )]
     GuestCredentialHeader(String),
     /// The credential for this destination could not be read.
     #[error("credential for this destination is unavailable: {0}")]
@@ -366,7 +368,10 @@ mod tests {
         ] {
             let uri: http::Uri = uri.parse().unwrap();
             assert!(
-                matches!(e.authorize(&uri, &HeaderMap::new()), Err(Denial::LinkLocal(_))),
+                matches!(
+                    e.authorize(&uri, &HeaderMap::new()),
+                    Err(Denial::LinkLocal(_))
+                ),
                 "{uri}"
             );
         }

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Builds every guest component (the reference provider and the test fixtures) once,
+# for wasm32-wasip2, into target/wasm32-wasip2/release/. Tests and benchmarks reuse them.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! rustup target list --installed 2>/dev/null | grep -qx wasm32-wasip2; then
+    rustup target add wasm32-wasip2
+fi
+
+packages=(reference-provider)
+for dir in guests/fixtures/*/; do
+    packages+=("$(sed -n 's/^name = "\(.*\)"/\1/p' "$dir/Cargo.toml" | head -n1)")
+done
+
+args=()
+for p in "${packages[@]}"; do args+=(-p "$p"); done
+cargo build --locked --target wasm32-wasip2 --release "${args[@]}"

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Runs every test: builds the guest components once, then the host workspace's unit
+# and integration tests (which load those components and start real servers on
+# 127.0.0.1).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+scripts/build-guests.sh
+# The host binaries the integration tests run (wasm-ccm, sim-cloud).
+cargo build --locked
+cargo test --locked -- "$@"

@@ -1,0 +1,163 @@
+//! `wasm-ccm check` on real components built from `guests/`: the reference provider
+//! passes; every kind of bad file fails with its own clear reason and a non-zero exit.
+
+use std::path::Path;
+use std::process::Command;
+
+use wasm_ccm_tests::{TempDir, guest, wasm_ccm_bin};
+
+struct Outcome {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+fn check(file: &Path, extra: &[&str]) -> Outcome {
+    let out = Command::new(wasm_ccm_bin())
+        .arg("check")
+        .arg(file)
+        .args(extra)
+        .output()
+        .expect("run wasm-ccm check");
+    Outcome {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+fn assert_rejected(file: &Path, reason: &str) {
+    let out = check(file, &[]);
+    assert_eq!(
+        out.code, 1,
+        "stdout: {}\nstderr: {}",
+        out.stdout, out.stderr
+    );
+    assert!(
+        out.stdout.is_empty(),
+        "nothing on stdout for a failed check: {}",
+        out.stdout
+    );
+    let name = file.display().to_string();
+    assert!(
+        out.stderr.contains(&name),
+        "the error names the file: {}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains(reason),
+        "expected {reason:?} in: {}",
+        out.stderr
+    );
+}
+
+#[test]
+fn reference_provider_passes() {
+    let file = guest("reference_provider");
+    let out = check(&file, &[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    for expected in [
+        "provider:  simcloud",
+        "contract:  wasm-ccm:provider@0.1.0",
+        "exports:   identity, instances-v2, instances, zones, load-balancer, routes, clusters",
+        "wasi:http/outgoing-handler@",
+        "wasm-ccm:provider/logging@0.1.0",
+        "of the 1 MiB ConfigMap limit",
+        "result:    ok",
+    ] {
+        assert!(
+            out.stdout.contains(expected),
+            "missing {expected:?} in:\n{}",
+            out.stdout
+        );
+    }
+    let size = std::fs::metadata(&file).unwrap().len();
+    assert!(
+        size < 1 << 20,
+        "the release provider must fit in a ConfigMap: {size} bytes"
+    );
+    assert!(
+        out.stdout.contains(&format!("size:      {size} bytes")),
+        "{}",
+        out.stdout
+    );
+}
+
+#[test]
+fn json_report_lists_exports() {
+    let out = check(&guest("reference_provider"), &["--json"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let report: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(report["provider"], "simcloud");
+    assert_eq!(report["exports"].as_array().unwrap().len(), 7);
+    assert_eq!(report["configMapLimitBytes"], 1 << 20);
+}
+
+#[test]
+fn partial_provider_reports_what_it_lacks() {
+    let out = check(&guest("fixture_hostile"), &[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stdout.contains("exports:   identity, instances-v2\n"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout
+            .contains("not exported (controllers using them are skipped): instances, zones, load-balancer, routes, clusters"),
+        "{}",
+        out.stdout
+    );
+}
+
+#[test]
+fn corrupt_file_is_rejected() {
+    let dir = TempDir::new("check-corrupt");
+    let garbage = dir.path().join("garbage.wasm");
+    std::fs::write(&garbage, b"this is not webassembly at all").unwrap();
+    assert_rejected(&garbage, "not a WebAssembly file");
+
+    // A real component cut short: the header is right, the body is not.
+    let truncated = dir.path().join("truncated.wasm");
+    let bytes = std::fs::read(guest("reference_provider")).unwrap();
+    std::fs::write(&truncated, &bytes[..bytes.len() / 3]).unwrap();
+    assert_rejected(&truncated, "invalid component");
+}
+
+#[test]
+fn core_module_is_rejected() {
+    let dir = TempDir::new("check-core");
+    let module = dir.path().join("module.wasm");
+    // The smallest valid core module: magic + version 1.
+    std::fs::write(&module, b"\0asm\x01\0\0\0").unwrap();
+    assert_rejected(&module, "a core WebAssembly module, not a component");
+}
+
+#[test]
+fn component_of_another_world_is_rejected() {
+    assert_rejected(
+        &guest("fixture-other-world"),
+        "not a wasm-ccm provider: it exports nothing from wasm-ccm:provider (exports: wasi:cli/run@",
+    );
+}
+
+#[test]
+fn missing_identity_is_rejected() {
+    assert_rejected(
+        &guest("fixture_no_identity"),
+        "does not export the required interface wasm-ccm:provider/identity@0.1.0",
+    );
+}
+
+#[test]
+fn unknown_import_is_rejected() {
+    assert_rejected(
+        &guest("fixture_unknown_import"),
+        "imports fixtures:unknown-import/vault which the host does not provide",
+    );
+}
+
+#[test]
+fn missing_file_is_rejected() {
+    assert_rejected(Path::new("/nonexistent/provider.wasm"), "cannot read");
+}

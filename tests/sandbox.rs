@@ -1,0 +1,194 @@
+//! The sandbox around a provider: egress only where the policy allows, credentials
+//! injected by the host, and a trapping instance contained and replaced.
+
+use std::time::Duration;
+
+use sim_cloud::SimCloud;
+use sim_cloud::model::NewInstance;
+use wasm_ccm::provider::{ProviderError, TrapKind};
+use wasm_ccm_tests::{ProviderDir, Simulated, TOKEN, cloud_config, loader, node, policy_for};
+
+#[tokio::test]
+async fn request_outside_the_allowlist_never_reaches_the_network() {
+    let cloud = SimCloud::start("127.0.0.1:0", TOKEN).await.unwrap();
+    cloud.with_state(|s| s.create_instance(NewInstance::named("n")));
+    // The allowlist names another port: the cloud's own address is not allowed.
+    let other = format!(
+        "http://127.0.0.1:{}",
+        cloud.addr().port().wrapping_add(1).max(1)
+    );
+    let policy = format!("allowedOutboundHosts: ['{other}']\n");
+    let dir = ProviderDir::new("reference_provider", "simcloud", &policy, TOKEN);
+    let provider = loader()
+        .load(&dir.wasm, cloud_config(&cloud))
+        .await
+        .unwrap();
+
+    let err = provider
+        .instances_v2()
+        .unwrap()
+        .instance_exists(&node("n", None, &[]))
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("denied by the host's egress policy"),
+        "{err}"
+    );
+    assert!(!err.is_instance_not_found());
+    assert_eq!(
+        cloud.total_requests(),
+        0,
+        "the denied request reached the cloud"
+    );
+}
+
+#[tokio::test]
+async fn no_policy_file_means_no_egress() {
+    let cloud = SimCloud::start("127.0.0.1:0", TOKEN).await.unwrap();
+    let dir = ProviderDir::new("reference_provider", "simcloud", "", TOKEN);
+    std::fs::remove_file(dir.dir.path().join("simcloud.yaml")).unwrap();
+    let provider = loader()
+        .load(&dir.wasm, cloud_config(&cloud))
+        .await
+        .unwrap();
+    let err = provider
+        .clusters()
+        .unwrap()
+        .list_clusters()
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("denied"), "{err}");
+    assert_eq!(cloud.total_requests(), 0);
+}
+
+#[tokio::test]
+async fn host_injects_the_bearer_token() {
+    let sim = Simulated::start().await;
+    sim.cloud
+        .with_state(|s| s.create_instance(NewInstance::named("n")));
+    let v2 = sim.provider.instances_v2().unwrap();
+    assert!(v2.instance_exists(&node("n", None, &[])).await.unwrap());
+    assert_eq!(sim.cloud.with_state(|s| s.unauthorized), 0);
+
+    // A rotated Secret with a wrong token: the cloud refuses, the error says so.
+    std::fs::write(sim.dir.dir.path().join("token"), "wrong-token").unwrap();
+    let err = v2.instance_exists(&node("n", None, &[])).await.unwrap_err();
+    assert!(err.to_string().contains("HTTP 401"), "{err}");
+    assert_eq!(sim.cloud.with_state(|s| s.unauthorized), 1);
+
+    // Rotated back: works again without reloading the provider.
+    std::fs::write(sim.dir.dir.path().join("token"), TOKEN).unwrap();
+    assert!(v2.instance_exists(&node("n", None, &[])).await.unwrap());
+}
+
+#[tokio::test]
+async fn trapping_instance_is_replaced_and_the_caller_gets_an_error() {
+    let cloud = SimCloud::start("127.0.0.1:0", TOKEN).await.unwrap();
+    let policy = "limits: {callTimeout: 2s, poolSize: 1, memoryMiB: 64}\n";
+    let dir = ProviderDir::new("fixture_hostile", "hostile", policy, TOKEN);
+    let provider = loader()
+        .load(&dir.wasm, cloud_config(&cloud))
+        .await
+        .unwrap();
+    let v2 = provider.instances_v2().unwrap();
+
+    let err = v2
+        .instance_metadata(&node("n", None, &[("hostile/action", "panic")]))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ProviderError::Trap {
+                kind: TrapKind::Unreachable,
+                function: "instance-metadata",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert_eq!(
+        provider.idle_instances(),
+        0,
+        "the trapped instance was not returned"
+    );
+
+    // The next call gets a fresh instance and succeeds.
+    let ok = v2.instance_metadata(&node("n", None, &[])).await.unwrap();
+    assert_eq!(
+        ok.additional_labels,
+        vec![("behaved".to_string(), "true".to_string())]
+    );
+    assert_eq!(provider.idle_instances(), 1);
+
+    // An infinite loop is stopped by the deadline.
+    let started = std::time::Instant::now();
+    let err = v2
+        .instance_metadata(&node("n", None, &[("hostile/action", "loop")]))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ProviderError::Trap {
+                kind: TrapKind::Deadline,
+                ..
+            } | ProviderError::Timeout { .. }
+        ),
+        "{err:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert!(v2.instance_metadata(&node("n", None, &[])).await.is_ok());
+}
+
+#[tokio::test]
+async fn failing_initialize_fails_the_load_with_the_reason() {
+    let cloud = SimCloud::start("127.0.0.1:0", TOKEN).await.unwrap();
+    let dir = ProviderDir::new("fixture_hostile", "hostile", "", TOKEN);
+    let err = loader()
+        .load(&dir.wasm, b"fail".to_vec())
+        .await
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("hostile.wasm"), "{text}");
+    assert!(
+        text.contains("refusing to start: the config says fail"),
+        "{text}"
+    );
+
+    // The reference provider explains a bad cloud config.
+    let dir = ProviderDir::new("reference_provider", "simcloud", &policy_for(&cloud), TOKEN);
+    let err = loader()
+        .load(&dir.wasm, b"{\"endpoint\": 3}".to_vec())
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("invalid cloud config"), "{err}");
+    let err = loader().load(&dir.wasm, Vec::new()).await.unwrap_err();
+    assert!(
+        err.to_string().contains("the cloud config is empty"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn invalid_policy_names_the_file_and_field() {
+    let cloud = SimCloud::start("127.0.0.1:0", TOKEN).await.unwrap();
+    let dir = ProviderDir::new(
+        "reference_provider",
+        "simcloud",
+        "allowedHosts: []\n",
+        TOKEN,
+    );
+    let err = loader()
+        .load(&dir.wasm, cloud_config(&cloud))
+        .await
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("simcloud.yaml"), "{text}");
+    assert!(text.contains("allowedHosts"), "{text}");
+}
