@@ -1,1 +1,298 @@
-fn main() {}
+//! Provider call costs, printed as a table of medians measured in one run.
+//!
+//! - a call with no I/O (`get-load-balancer-name`, and the bare `provider-name`)
+//!   through a pooled instance, vs the same computation in native Rust;
+//! - `instance-metadata` through the simulated cloud (guest -> egress hook -> reqwest),
+//!   vs the same GET + JSON decode done natively with reqwest.
+//!
+//! Needs the guests: `scripts/build-guests.sh`, then `cargo bench --bench provider_calls`.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use serde::Deserialize;
+use sim_cloud::SimCloud;
+use sim_cloud::model::NewInstance;
+use wasm_ccm::bindings::types::{InstanceInfo, Node, NodeAddress, NodeAddressType};
+use wasm_ccm::bindings::types::{
+    IpFamily, LoadBalancerStatus, ObjectMeta, Protocol, Service, ServicePort, ServiceType,
+    SessionAffinity, TrafficPolicy,
+};
+use wasm_ccm::engine::EngineSettings;
+use wasm_ccm::provider::ProviderLoader;
+
+const TOKEN: &str = "bench-token";
+
+fn guest() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"));
+    let path = target.join("wasm32-wasip2/release/reference_provider.wasm");
+    assert!(
+        path.exists(),
+        "{} missing: run scripts/build-guests.sh",
+        path.display()
+    );
+    path
+}
+
+/// Per-call times of `batches` batches of `per_batch` calls each.
+struct Samples(Vec<f64>);
+
+impl Samples {
+    fn percentile(&self, p: f64) -> f64 {
+        let mut v = self.0.clone();
+        v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        v[((v.len() - 1) as f64 * p).round() as usize]
+    }
+    fn median(&self) -> f64 {
+        self.percentile(0.5)
+    }
+}
+
+async fn measure<F, Fut>(batches: usize, per_batch: usize, mut f: F) -> Samples
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = ()>,
+{
+    for _ in 0..per_batch * 2 {
+        f().await; // warm up
+    }
+    let mut samples = Vec::with_capacity(batches);
+    for _ in 0..batches {
+        let start = Instant::now();
+        for _ in 0..per_batch {
+            f().await;
+        }
+        samples.push(start.elapsed().as_secs_f64() * 1e6 / per_batch as f64);
+    }
+    Samples(samples)
+}
+
+fn service() -> Service {
+    Service {
+        metadata: ObjectMeta {
+            name: "web".into(),
+            namespace: "default".into(),
+            uid: "6f1c2d3e-aaaa-bbbb-cccc-0123456789ab".into(),
+            labels: vec![("app".into(), "web".into())],
+            annotations: Vec::new(),
+        },
+        service_type: ServiceType::LoadBalancer,
+        ports: vec![ServicePort {
+            name: "http".into(),
+            protocol: Protocol::Tcp,
+            port: 80,
+            target_port: "8080".into(),
+            node_port: 30080,
+            app_protocol: None,
+        }],
+        session_affinity: SessionAffinity::None,
+        load_balancer_source_ranges: Vec::new(),
+        external_traffic_policy: TrafficPolicy::Cluster,
+        health_check_node_port: 0,
+        ip_families: vec![IpFamily::Ipv4],
+        load_balancer_class: None,
+        load_balancer_ip: None,
+        status: LoadBalancerStatus {
+            ingress: Vec::new(),
+        },
+    }
+}
+
+fn native_lb_name(service: &Service) -> String {
+    let mut name = format!("a{}", service.metadata.uid.replace('-', ""));
+    name.truncate(32);
+    name
+}
+
+#[derive(Deserialize)]
+struct Address {
+    #[serde(rename = "type")]
+    kind: String,
+    address: String,
+}
+
+#[derive(Deserialize)]
+struct Instance {
+    id: String,
+    #[serde(rename = "type")]
+    instance_type: String,
+    zone: String,
+    region: String,
+    state: String,
+    addresses: Vec<Address>,
+    labels: std::collections::BTreeMap<String, String>,
+}
+
+#[derive(Deserialize)]
+struct List {
+    items: Vec<Instance>,
+}
+
+/// What the reference provider does for `instance-metadata` by node name, natively.
+async fn native_metadata(client: &reqwest::Client, base: &str, name: &str) -> InstanceInfo {
+    let body = client
+        .get(format!("{base}/v1/instances?name={name}"))
+        .header("authorization", format!("Bearer {TOKEN}"))
+        .header("accept", "application/json")
+        // The broker sets a per-request timeout too.
+        .timeout(std::time::Duration::from_secs(10))
+        .send()
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    let list: List = serde_json::from_slice(&body).unwrap();
+    let i = list
+        .items
+        .into_iter()
+        .find(|i| i.state != "terminated")
+        .unwrap();
+    InstanceInfo {
+        provider_id: format!("simcloud://{}", i.id),
+        instance_type: i.instance_type,
+        node_addresses: i
+            .addresses
+            .into_iter()
+            .filter_map(|a| {
+                let address_type = match a.kind.as_str() {
+                    "InternalIP" => NodeAddressType::InternalIp,
+                    "Hostname" => NodeAddressType::Hostname,
+                    _ => return None,
+                };
+                Some(NodeAddress {
+                    address_type,
+                    address: a.address,
+                })
+            })
+            .collect(),
+        zone: i.zone,
+        region: i.region,
+        additional_labels: i.labels.into_iter().collect(),
+    }
+}
+
+fn row(name: &str, wasm: &Samples, native: &Samples) {
+    println!(
+        "| {name:<46} | {:>10.2} | {:>10.2} | {:>10.2} | {:>6.2}x |",
+        wasm.median(),
+        wasm.percentile(0.9),
+        native.median(),
+        wasm.median() / native.median()
+    );
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let cloud = SimCloud::start("127.0.0.1:0", TOKEN).await.unwrap();
+    cloud.with_state(|s| s.create_instance(NewInstance::named("bench-node")));
+
+    let dir = std::env::temp_dir().join(format!("wasm-ccm-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let wasm = dir.join("simcloud.wasm");
+    std::fs::copy(guest(), &wasm).unwrap();
+    std::fs::write(dir.join("token"), TOKEN).unwrap();
+    std::fs::write(
+        dir.join("simcloud.yaml"),
+        format!(
+            "allowedOutboundHosts: ['{url}']\ncredentials:\n- destination: '{url}'\n  bearerTokenFile: token\n",
+            url = cloud.url()
+        ),
+    )
+    .unwrap();
+    let loader = ProviderLoader::new(&EngineSettings::default()).unwrap();
+    let config = format!(r#"{{"endpoint": "{}"}}"#, cloud.url()).into_bytes();
+    let provider = loader.load(&wasm, config).await.unwrap();
+    let lb = provider.load_balancer().unwrap();
+    let v2 = provider.instances_v2().unwrap();
+    let svc = service();
+    let node = Node {
+        metadata: ObjectMeta {
+            name: "bench-node".into(),
+            namespace: String::new(),
+            uid: "u".into(),
+            labels: Vec::new(),
+            annotations: Vec::new(),
+        },
+        provider_id: None,
+        pod_cidrs: Vec::new(),
+        taints: Vec::new(),
+        addresses: Vec::new(),
+        conditions: Vec::new(),
+    };
+
+    let name_wasm = measure(200, 200, || async {
+        std::hint::black_box(lb.get_load_balancer_name("kubernetes", &svc).await.unwrap());
+    })
+    .await;
+    let name_native = measure(200, 200, || async {
+        std::hint::black_box(native_lb_name(std::hint::black_box(&svc)));
+    })
+    .await;
+    let ident_wasm = measure(200, 200, || async {
+        std::hint::black_box(provider.call_provider_name().await.unwrap());
+    })
+    .await;
+    let ident_native = measure(200, 200, || async {
+        std::hint::black_box(String::from(std::hint::black_box("simcloud")));
+    })
+    .await;
+
+    let client = wasm_ccm::capabilities::http_egress::client().unwrap();
+    let base = cloud.url();
+    let meta_wasm = measure(100, 20, || async {
+        std::hint::black_box(v2.instance_metadata(&node).await.unwrap());
+    })
+    .await;
+    let meta_native = measure(100, 20, || async {
+        std::hint::black_box(native_metadata(&client, &base, "bench-node").await);
+    })
+    .await;
+    // Interleave the two again to even out drift on a noisy machine.
+    let meta_wasm2 = measure(100, 20, || async {
+        std::hint::black_box(v2.instance_metadata(&node).await.unwrap());
+    })
+    .await;
+    let meta_native2 = measure(100, 20, || async {
+        std::hint::black_box(native_metadata(&client, &base, "bench-node").await);
+    })
+    .await;
+    let meta_wasm = Samples([meta_wasm.0, meta_wasm2.0].concat());
+    let meta_native = Samples([meta_native.0, meta_native2.0].concat());
+
+    println!(
+        "provider calls (µs per call; median and p90 over batches; pooling allocator: {})",
+        loader.engine().is_pooling()
+    );
+    println!(
+        "| {:<46} | {:>10} | {:>10} | {:>10} | {:>7} |",
+        "call", "wasm p50", "wasm p90", "native p50", "ratio"
+    );
+    println!(
+        "|{:-<48}|{:->12}|{:->12}|{:->12}|{:->9}|",
+        "", "", "", "", ""
+    );
+    row(
+        "identity.provider-name (no I/O)",
+        &ident_wasm,
+        &ident_native,
+    );
+    row(
+        "load-balancer.get-load-balancer-name (no I/O)",
+        &name_wasm,
+        &name_native,
+    );
+    row(
+        "instances-v2.instance-metadata (1 GET + JSON)",
+        &meta_wasm,
+        &meta_native,
+    );
+    println!(
+        "no-I/O call overhead (name, wasm - native): {:.2} µs; HTTP call overhead: {:.1} µs",
+        name_wasm.median() - name_native.median(),
+        meta_wasm.median() - meta_native.median()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -105,6 +105,20 @@ pub enum Credential {
     Header { name: String, value_file: PathBuf },
 }
 
+impl Credential {
+    /// The Secret files this credential is read from.
+    pub fn files(&self) -> Vec<&Path> {
+        match self {
+            Credential::Bearer { token_file } => vec![token_file],
+            Credential::Basic {
+                username_file,
+                password_file,
+            } => vec![username_file, password_file],
+            Credential::Header { value_file, .. } => vec![value_file],
+        }
+    }
+}
+
 /// Limits applied to a provider.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Limits {

@@ -116,7 +116,9 @@ pub fn cloud_config(cloud: &SimCloud) -> Vec<u8> {
     .into_bytes()
 }
 
-/// One loader per test process (an engine per test would multiply epoch threads).
+/// A loader for one test. Each `#[tokio::test]` has its own runtime, and the egress
+/// client's connection pool belongs to the runtime it was used on, so tests do not
+/// share loaders.
 pub fn loader() -> ProviderLoader {
     ProviderLoader::new(&EngineSettings::default()).expect("provider loader")
 }

@@ -1,6 +1,8 @@
 //! Credentials the host injects into outbound requests, read from mounted Secret files.
 
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::SystemTime;
 
 use http::{HeaderName, HeaderValue};
 
@@ -21,22 +23,74 @@ pub enum CredentialError {
     Invalid { path: PathBuf },
 }
 
-/// Produces headers for credential rules. Files are read on every use, so a rotated
-/// Secret takes effect on the next request.
+/// Produces headers for credential rules. Each use checks the files' metadata and
+/// re-reads them when they changed, so a rotated Secret (kubelet swaps a symlink)
+/// takes effect on the next request without re-reading files on every request.
 #[derive(Debug)]
 pub struct CredentialStore {
     rules: Vec<CredentialRule>,
+    cache: Vec<Mutex<Option<Cached>>>,
+}
+
+#[derive(Debug)]
+struct Cached {
+    stamps: Vec<FileStamp>,
+    header: (HeaderName, HeaderValue),
+}
+
+/// What identifies a version of a file without reading it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct FileStamp {
+    modified: Option<SystemTime>,
+    len: u64,
+    inode: u64,
+}
+
+impl FileStamp {
+    fn of(path: &Path) -> Result<Self, CredentialError> {
+        use std::os::unix::fs::MetadataExt;
+        let meta = std::fs::metadata(path).map_err(|source| CredentialError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Ok(Self {
+            modified: meta.modified().ok(),
+            len: meta.len(),
+            inode: meta.ino(),
+        })
+    }
 }
 
 impl CredentialStore {
     pub fn new(rules: &[CredentialRule]) -> Self {
         Self {
             rules: rules.to_vec(),
+            cache: rules.iter().map(|_| Mutex::new(None)).collect(),
         }
     }
 
     /// The header for rule number `index`.
     pub fn header(&self, index: usize) -> Result<(HeaderName, HeaderValue), CredentialError> {
+        let files = self.rules[index].credential.files();
+        let stamps = files
+            .iter()
+            .map(|f| FileStamp::of(f))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut cache = self.cache[index].lock().expect("credential cache lock");
+        if let Some(cached) = cache.as_ref()
+            && cached.stamps == stamps
+        {
+            return Ok(cached.header.clone());
+        }
+        let header = self.read(index)?;
+        *cache = Some(Cached {
+            stamps,
+            header: header.clone(),
+        });
+        Ok(header)
+    }
+
+    fn read(&self, index: usize) -> Result<(HeaderName, HeaderValue), CredentialError> {
         match &self.rules[index].credential {
             Credential::Bearer { token_file } => {
                 let token = read_trimmed(token_file)?;
@@ -137,7 +191,10 @@ mod tests {
             },
         }]);
         assert_eq!(store.header(0).unwrap().1, "Bearer one");
-        std::fs::write(&token, "two").unwrap();
+        // Rotation the way kubelet does it: a new file renamed over the old one.
+        let next = dir.join("token.new");
+        std::fs::write(&next, "two").unwrap();
+        std::fs::rename(&next, &token).unwrap();
         assert_eq!(store.header(0).unwrap().1, "Bearer two");
         std::fs::remove_file(&token).unwrap();
         assert!(matches!(store.header(0), Err(CredentialError::Read { .. })));
