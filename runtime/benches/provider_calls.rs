@@ -240,7 +240,7 @@ async fn main() {
     })
     .await;
 
-    let client = wasm_ccm::capabilities::http_egress::client().unwrap();
+    let client = loader.broker().client().clone();
     let base = cloud.url();
     let meta_wasm = measure(100, 20, || async {
         std::hint::black_box(v2.instance_metadata(&node).await.unwrap());

@@ -19,5 +19,6 @@ pub mod bindings;
 pub mod capabilities;
 pub mod check;
 pub mod engine;
+pub mod metrics;
 pub mod policy;
 pub mod provider;

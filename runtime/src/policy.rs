@@ -14,6 +14,10 @@
 //!   memoryMiB: 64
 //!   maxResponseBytes: 4194304
 //!   poolSize: 4
+//!   maxConcurrentRequests: 16
+//!   requestsPerSecond: 20
+//! tls:
+//!   caBundleFile: /etc/wasm-ccm/credentials/ca.pem
 //! ```
 //!
 //! Unknown fields are rejected, naming the file and the field. Relative credential
@@ -69,6 +73,9 @@ pub struct Policy {
     pub credentials: Vec<CredentialRule>,
     /// Resource limits for the provider's instances and requests.
     pub limits: Limits,
+    /// Extra CA certificates (PEM) trusted for this provider's HTTPS destinations,
+    /// for private clouds.
+    pub tls_ca_bundle: Option<PathBuf>,
 }
 
 impl Default for Policy {
@@ -78,6 +85,7 @@ impl Default for Policy {
             allowed_outbound_hosts: Vec::new(),
             credentials: Vec::new(),
             limits: Limits::default(),
+            tls_ca_bundle: None,
         }
     }
 }
@@ -120,7 +128,7 @@ impl Credential {
 }
 
 /// Limits applied to a provider.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Limits {
     /// Deadline for one provider call, including the HTTP requests it makes.
     pub call_timeout: Duration,
@@ -132,6 +140,12 @@ pub struct Limits {
     pub request_timeout: Duration,
     /// Number of initialized instances kept (and the maximum concurrent calls).
     pub pool_size: usize,
+    /// Outbound requests in flight at once.
+    pub max_concurrent_requests: usize,
+    /// Outbound requests per second (token bucket); none for unlimited.
+    pub requests_per_second: Option<f64>,
+    /// Token bucket size; defaults to `requests_per_second` rounded up.
+    pub burst: Option<u32>,
 }
 
 impl Default for Limits {
@@ -142,6 +156,9 @@ impl Default for Limits {
             max_response_bytes: 4 << 20,
             request_timeout: Duration::from_secs(10),
             pool_size: 4,
+            max_concurrent_requests: 16,
+            requests_per_second: None,
+            burst: None,
         }
     }
 }
@@ -155,6 +172,13 @@ struct RawPolicy {
     credentials: Vec<RawCredential>,
     #[serde(default)]
     limits: RawLimits,
+    tls: Option<RawTls>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawTls {
+    ca_bundle_file: PathBuf,
 }
 
 #[derive(Deserialize)]
@@ -189,6 +213,9 @@ struct RawLimits {
     memory_mib: Option<usize>,
     max_response_bytes: Option<usize>,
     pool_size: Option<usize>,
+    max_concurrent_requests: Option<usize>,
+    requests_per_second: Option<f64>,
+    burst: Option<u32>,
 }
 
 impl Policy {
@@ -215,6 +242,7 @@ impl Policy {
                 allowed_outbound_hosts: Vec::new(),
                 credentials: Vec::new(),
                 limits: RawLimits::default(),
+                tls: None,
             }
         } else {
             serde_yaml::from_str(text).map_err(|source| PolicyError::Parse {
@@ -242,12 +270,12 @@ impl Policy {
             );
         }
 
+        let resolve = |p: PathBuf| if p.is_absolute() { p } else { base.join(p) };
         let mut credentials = Vec::new();
         for (i, raw) in raw.credentials.into_iter().enumerate() {
             let field = format!("credentials[{i}]");
             let destination = HostPattern::parse(&raw.destination)
                 .map_err(|e| pattern_error(format!("{field}.destination"), e))?;
-            let resolve = |p: PathBuf| if p.is_absolute() { p } else { base.join(p) };
             let mut kinds = Vec::new();
             if let Some(file) = raw.bearer_token_file {
                 kinds.push(Credential::Bearer {
@@ -315,7 +343,33 @@ impl Policy {
                 .max_response_bytes
                 .unwrap_or(defaults.max_response_bytes),
             pool_size: raw.limits.pool_size.unwrap_or(defaults.pool_size),
+            max_concurrent_requests: raw
+                .limits
+                .max_concurrent_requests
+                .unwrap_or(defaults.max_concurrent_requests),
+            requests_per_second: raw.limits.requests_per_second,
+            burst: raw.limits.burst,
         };
+        if limits.max_concurrent_requests == 0 {
+            return Err(invalid(
+                "limits.maxConcurrentRequests",
+                "must be at least 1",
+            ));
+        }
+        if let Some(rate) = limits.requests_per_second
+            && !(rate.is_finite() && rate > 0.0)
+        {
+            return Err(invalid(
+                "limits.requestsPerSecond",
+                "must be a positive number",
+            ));
+        }
+        if limits.burst == Some(0) {
+            return Err(invalid("limits.burst", "must be at least 1"));
+        }
+        if limits.burst.is_some() && limits.requests_per_second.is_none() {
+            return Err(invalid("limits.burst", "needs limits.requestsPerSecond"));
+        }
         if limits.pool_size == 0 || limits.pool_size > 64 {
             return Err(invalid("limits.poolSize", "must be between 1 and 64"));
         }
@@ -335,6 +389,7 @@ impl Policy {
             allowed_outbound_hosts,
             credentials,
             limits,
+            tls_ca_bundle: raw.tls.map(|t| resolve(t.ca_bundle_file)),
         })
     }
 }
@@ -371,7 +426,9 @@ mod tests {
              \x20 bearerTokenFile: token\n\
              - destination: https://api.example.com\n\
              \x20 header: {name: X-Api-Key, valueFile: /secrets/key}\n\
-             limits: {callTimeout: 1500ms, memoryMiB: 32, poolSize: 2, maxResponseBytes: 1024}\n",
+             limits: {callTimeout: 1500ms, memoryMiB: 32, poolSize: 2, maxResponseBytes: 1024,\n\
+             \x20 maxConcurrentRequests: 3, requestsPerSecond: 2.5, burst: 5}\n\
+             tls: {caBundleFile: ca.pem}\n",
         )
         .unwrap();
         assert_eq!(policy.allowed_outbound_hosts.len(), 2);
@@ -392,6 +449,13 @@ mod tests {
         assert_eq!(policy.limits.memory_bytes, 32 << 20);
         assert_eq!(policy.limits.pool_size, 2);
         assert_eq!(policy.limits.max_response_bytes, 1024);
+        assert_eq!(policy.limits.max_concurrent_requests, 3);
+        assert_eq!(policy.limits.requests_per_second, Some(2.5));
+        assert_eq!(policy.limits.burst, Some(5));
+        assert_eq!(
+            policy.tls_ca_bundle,
+            Some(PathBuf::from("/providers/ca.pem"))
+        );
     }
 
     #[test]
@@ -422,6 +486,14 @@ mod tests {
         assert!(err.contains("limits.callTimeout"), "{err}");
         let err = parse("limits: {poolSize: 0}\n").unwrap_err().to_string();
         assert!(err.contains("limits.poolSize"), "{err}");
+        let err = parse("limits: {requestsPerSecond: 0}\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("limits.requestsPerSecond"), "{err}");
+        let err = parse("limits: {burst: 3}\n").unwrap_err().to_string();
+        assert!(err.contains("limits.burst"), "{err}");
+        let err = parse("tls: {caBundle: x}\n").unwrap_err().to_string();
+        assert!(err.contains("caBundle"), "{err}");
         let err = parse("credentials: [{destination: 'http://a'}]\n")
             .unwrap_err()
             .to_string();

@@ -211,3 +211,101 @@ pub fn lb_service(namespace: &str, name: &str, uid: &str) -> types::Service {
         },
     }
 }
+
+/// How a [`RawServer`] answers every connection.
+#[derive(Debug, Clone)]
+pub enum RawBehavior {
+    /// Accepts and reads, never answers.
+    Silent,
+    /// Answers 200 with this body (e.g. garbage instead of JSON).
+    Fixed(&'static str),
+    /// Announces a 1 GiB body with Content-Length and streams zeros.
+    HugeWithLength,
+    /// Streams an endless chunked body.
+    EndlessChunked,
+}
+
+/// A raw TCP HTTP server on 127.0.0.1 for misbehaving-cloud scenarios. It counts
+/// connections and stops when dropped.
+pub struct RawServer {
+    pub addr: std::net::SocketAddr,
+    pub connections: std::sync::Arc<AtomicU64>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl RawServer {
+    pub async fn start(behavior: RawBehavior) -> Self {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().unwrap();
+        let connections = std::sync::Arc::new(AtomicU64::new(0));
+        let counter = connections.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((mut socket, _)) = listener.accept().await else {
+                    return;
+                };
+                counter.fetch_add(1, Ordering::SeqCst);
+                let behavior = behavior.clone();
+                tokio::spawn(async move {
+                    // Read the request head.
+                    let mut head = Vec::new();
+                    let mut buf = [0u8; 4096];
+                    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match socket.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => head.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    match behavior {
+                        RawBehavior::Silent => {
+                            let _ = socket.read(&mut buf).await;
+                            tokio::time::sleep(Duration::from_secs(3600)).await;
+                        }
+                        RawBehavior::Fixed(body) => {
+                            let response = format!(
+                                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                                body.len()
+                            );
+                            let _ = socket.write_all(response.as_bytes()).await;
+                            let _ = socket.read(&mut buf).await;
+                        }
+                        RawBehavior::HugeWithLength => {
+                            let _ = socket
+                                .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 1073741824\r\n\r\n")
+                                .await;
+                            let zeros = vec![0u8; 64 * 1024];
+                            while socket.write_all(&zeros).await.is_ok() {}
+                        }
+                        RawBehavior::EndlessChunked => {
+                            let _ = socket
+                                .write_all(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n")
+                                .await;
+                            let mut chunk = b"10000\r\n".to_vec();
+                            chunk.extend(std::iter::repeat_n(b'x', 0x10000));
+                            chunk.extend_from_slice(b"\r\n");
+                            while socket.write_all(&chunk).await.is_ok() {}
+                        }
+                    }
+                });
+            }
+        });
+        Self {
+            addr,
+            connections,
+            task,
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+}
+
+impl Drop for RawServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}

@@ -6,12 +6,14 @@ use std::time::{Duration, Instant};
 use crate::bindings::logging::{Host, Level};
 
 use super::HostState;
+use crate::metrics::ProviderLabels;
 
 /// Log records a single instance may emit per second; the excess is dropped and
 /// counted in one warning.
 pub const LOG_RECORDS_PER_SECOND: u32 = 200;
 
-/// A one-second window counter.
+/// A one-second window counter, shared by an instance's logging import, stdout and
+/// stderr (and used for the broker's denial warnings).
 #[derive(Debug)]
 pub struct LogLimiter {
     window_start: Instant,
@@ -51,7 +53,11 @@ impl LogLimiter {
 
 impl Host for HostState {
     async fn log(&mut self, level: Level, message: String, fields: Vec<(String, String)>) {
-        let (admit, dropped) = self.log.admit(Instant::now());
+        let (admit, dropped) = self
+            .log
+            .lock()
+            .expect("log limiter lock")
+            .admit(Instant::now());
         let provider = &*self.provider;
         if dropped > 0 {
             tracing::warn!(
@@ -61,6 +67,12 @@ impl Host for HostState {
             );
         }
         if !admit {
+            self.metrics
+                .guest_log_dropped
+                .get_or_create(&ProviderLabels {
+                    provider: provider.to_owned(),
+                })
+                .inc();
             return;
         }
         let fields = format_fields(&fields);

@@ -10,13 +10,14 @@ pub mod http_egress;
 pub mod logging;
 pub mod wasi;
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use wasmtime::StoreLimits;
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
+use crate::metrics::ProviderMetrics;
 use http_egress::{Egress, EgressHooks};
 
 /// The data of one provider instance's store.
@@ -27,15 +28,23 @@ pub struct HostState {
     pub(crate) hooks: EgressHooks,
     pub(crate) table: ResourceTable,
     pub(crate) limits: StoreLimits,
-    pub(crate) log: logging::LogLimiter,
+    pub(crate) log: Arc<Mutex<logging::LogLimiter>>,
+    pub(crate) metrics: Arc<ProviderMetrics>,
 }
 
 impl HostState {
     /// State for a new instance of `provider`, whose requests go through `egress` and
     /// whose memory is capped at `memory_bytes`.
-    pub fn new(provider: Arc<str>, egress: &Arc<Egress>, memory_bytes: usize) -> Self {
+    pub fn new(
+        provider: Arc<str>,
+        egress: &Arc<Egress>,
+        memory_bytes: usize,
+        metrics: &Arc<ProviderMetrics>,
+    ) -> Self {
+        // One budget for the logging import, stdout and stderr of the instance.
+        let log = Arc::new(Mutex::new(logging::LogLimiter::default()));
         Self {
-            wasi: wasi::closed_context(&provider),
+            wasi: wasi::closed_context(&provider, &log, metrics),
             http: WasiHttpCtx::new(),
             hooks: egress.hooks(),
             table: ResourceTable::new(),
@@ -43,7 +52,8 @@ impl HostState {
                 .memory_size(memory_bytes)
                 .trap_on_grow_failure(false)
                 .build(),
-            log: logging::LogLimiter::default(),
+            log,
+            metrics: metrics.clone(),
             provider,
         }
     }

@@ -4,55 +4,105 @@
 
 use std::convert::Infallible;
 
+use tracing::Instrument;
+
 use super::Provider;
 use super::error::ProviderError;
+use super::pool::Guests;
 use crate::bindings::types::{
     InstanceInfo, LoadBalancerStatus, Node, NodeAddress, Route, Service, Zone,
 };
 
-/// Runs one guest call: borrow, arm the deadline, call, settle.
-macro_rules! guest_call {
-    ($provider:expr, $iface:ident, $function:literal, |$guest:ident, $store:ident| $call:expr) => {{
-        let mut lease = $provider.pool().acquire().await?;
-        let outcome = {
-            let ($store, guests, deadline) = lease.arm();
-            let $guest = guests
-                .$iface
-                .as_ref()
-                .expect("interface handles exist only for exported interfaces");
-            tokio::time::timeout(deadline, $call).await
-        };
-        lease.settle($function, outcome)
+/// Runs one guest call inside a `provider_call` span: borrow an instance, arm the
+/// deadline, call, settle (metrics, pool). `$getter` picks the typed export handle.
+macro_rules! run_call {
+    ($provider:expr, $interface:literal, $function:literal, |$gv:ident| $getter:expr, $wrap:expr, |$guest:ident, $store:ident| $call:expr) => {{
+        let provider: &Provider = $provider;
+        let span = tracing::debug_span!(
+            "provider_call",
+            provider = provider.name(),
+            interface = $interface,
+            function = $function
+        );
+        async {
+            let started = std::time::Instant::now();
+            let mut lease = match provider.pool().acquire().await {
+                Ok(lease) => lease,
+                Err(err) => {
+                    provider
+                        .pool()
+                        .record_unavailable($interface, $function, started);
+                    return Err(err);
+                }
+            };
+            let outcome = {
+                let ($store, guests, deadline) = lease.arm();
+                let $guest = {
+                    let $gv: &Guests = guests;
+                    $getter
+                };
+                tokio::time::timeout(deadline, $call).await.map($wrap)
+            };
+            lease.settle($interface, $function, started, outcome)
+        }
+        .instrument(span)
+        .await
     }};
 }
 
-/// Same as `guest_call!` for WIT functions that cannot return a cloud error.
+/// A call of a WIT function returning `result<_, cloud-error>`.
+macro_rules! guest_call {
+    ($provider:expr, $iface:ident, $interface:literal, $function:literal, |$guest:ident, $store:ident| $call:expr) => {
+        run_call!(
+            $provider,
+            $interface,
+            $function,
+            |g| g
+                .$iface
+                .as_ref()
+                .expect("interface handles exist only for exported interfaces"),
+            |r| r,
+            |$guest, $store| $call
+        )
+    };
+}
+
+/// A call of a WIT function that cannot return a cloud error.
 macro_rules! guest_call_infallible {
-    ($provider:expr, $iface:ident, $function:literal, |$guest:ident, $store:ident| $call:expr) => {{
-        let mut lease = $provider.pool().acquire().await?;
-        let outcome = {
-            let ($store, guests, deadline) = lease.arm();
-            let $guest = &guests.$iface;
-            tokio::time::timeout(deadline, $call)
-                .await
-                .map(|r| r.map(Ok::<_, Infallible>))
-        };
-        lease.settle($function, outcome)
-    }};
+    ($provider:expr, |$gv:ident| $getter:expr, $interface:literal, $function:literal, |$guest:ident, $store:ident| $call:expr) => {
+        run_call!(
+            $provider,
+            $interface,
+            $function,
+            |$gv| $getter,
+            |r: wasmtime::Result<_>| r.map(Ok::<_, Infallible>),
+            |$guest, $store| $call
+        )
+    };
 }
 
 impl Provider {
     /// `identity.provider-name`, called on a pooled instance (the cached value is
     /// [`Provider::name`]).
     pub async fn call_provider_name(&self) -> Result<String, ProviderError> {
-        guest_call_infallible!(self, identity, "provider-name", |g, store| g
-            .call_provider_name(store))
+        guest_call_infallible!(
+            self,
+            |g| &g.identity,
+            "identity",
+            "provider-name",
+            |g, store| g.call_provider_name(store)
+        )
     }
 
     /// `identity.has-cluster-id`, called on a pooled instance.
     pub async fn call_has_cluster_id(&self) -> Result<bool, ProviderError> {
-        guest_call_infallible!(self, identity, "has-cluster-id", |g, store| g
-            .call_has_cluster_id(store))
+        guest_call_infallible!(
+            self,
+            |g| &g.identity,
+            "identity",
+            "has-cluster-id",
+            |g, store| g.call_has_cluster_id(store)
+        )
     }
 }
 
@@ -63,20 +113,35 @@ pub struct InstancesV2<'a>(pub(super) &'a Provider);
 impl InstancesV2<'_> {
     /// See `instances-v2.instance-exists` in the WIT contract.
     pub async fn instance_exists(&self, node: &Node) -> Result<bool, ProviderError> {
-        guest_call!(self.0, instances_v2, "instance-exists", |g, store| g
-            .call_instance_exists(store, node))
+        guest_call!(
+            self.0,
+            instances_v2,
+            "instances-v2",
+            "instance-exists",
+            |g, store| g.call_instance_exists(store, node)
+        )
     }
 
     /// See `instances-v2.instance-shutdown`.
     pub async fn instance_shutdown(&self, node: &Node) -> Result<bool, ProviderError> {
-        guest_call!(self.0, instances_v2, "instance-shutdown", |g, store| g
-            .call_instance_shutdown(store, node))
+        guest_call!(
+            self.0,
+            instances_v2,
+            "instances-v2",
+            "instance-shutdown",
+            |g, store| g.call_instance_shutdown(store, node)
+        )
     }
 
     /// See `instances-v2.instance-metadata`.
     pub async fn instance_metadata(&self, node: &Node) -> Result<InstanceInfo, ProviderError> {
-        guest_call!(self.0, instances_v2, "instance-metadata", |g, store| g
-            .call_instance_metadata(store, node))
+        guest_call!(
+            self.0,
+            instances_v2,
+            "instances-v2",
+            "instance-metadata",
+            |g, store| g.call_instance_metadata(store, node)
+        )
     }
 }
 
@@ -86,8 +151,13 @@ pub struct Instances<'a>(pub(super) &'a Provider);
 
 impl Instances<'_> {
     pub async fn node_addresses(&self, node_name: &str) -> Result<Vec<NodeAddress>, ProviderError> {
-        guest_call!(self.0, instances, "node-addresses", |g, store| g
-            .call_node_addresses(store, node_name))
+        guest_call!(
+            self.0,
+            instances,
+            "instances",
+            "node-addresses",
+            |g, store| g.call_node_addresses(store, node_name)
+        )
     }
 
     pub async fn node_addresses_by_provider_id(
@@ -97,19 +167,25 @@ impl Instances<'_> {
         guest_call!(
             self.0,
             instances,
+            "instances",
             "node-addresses-by-provider-id",
             |g, store| g.call_node_addresses_by_provider_id(store, provider_id)
         )
     }
 
     pub async fn instance_id(&self, node_name: &str) -> Result<String, ProviderError> {
-        guest_call!(self.0, instances, "instance-id", |g, store| g
+        guest_call!(self.0, instances, "instances", "instance-id", |g, store| g
             .call_instance_id(store, node_name))
     }
 
     pub async fn instance_type(&self, node_name: &str) -> Result<String, ProviderError> {
-        guest_call!(self.0, instances, "instance-type", |g, store| g
-            .call_instance_type(store, node_name))
+        guest_call!(
+            self.0,
+            instances,
+            "instances",
+            "instance-type",
+            |g, store| g.call_instance_type(store, node_name)
+        )
     }
 
     pub async fn instance_type_by_provider_id(
@@ -119,6 +195,7 @@ impl Instances<'_> {
         guest_call!(
             self.0,
             instances,
+            "instances",
             "instance-type-by-provider-id",
             |g, store| g.call_instance_type_by_provider_id(store, provider_id)
         )
@@ -132,14 +209,20 @@ impl Instances<'_> {
         guest_call!(
             self.0,
             instances,
+            "instances",
             "add-ssh-key-to-all-instances",
             |g, store| g.call_add_ssh_key_to_all_instances(store, user, key_data)
         )
     }
 
     pub async fn current_node_name(&self, hostname: &str) -> Result<String, ProviderError> {
-        guest_call!(self.0, instances, "current-node-name", |g, store| g
-            .call_current_node_name(store, hostname))
+        guest_call!(
+            self.0,
+            instances,
+            "instances",
+            "current-node-name",
+            |g, store| g.call_current_node_name(store, hostname)
+        )
     }
 
     pub async fn instance_exists_by_provider_id(
@@ -149,6 +232,7 @@ impl Instances<'_> {
         guest_call!(
             self.0,
             instances,
+            "instances",
             "instance-exists-by-provider-id",
             |g, store| g.call_instance_exists_by_provider_id(store, provider_id)
         )
@@ -161,6 +245,7 @@ impl Instances<'_> {
         guest_call!(
             self.0,
             instances,
+            "instances",
             "instance-shutdown-by-provider-id",
             |g, store| g.call_instance_shutdown_by_provider_id(store, provider_id)
         )
@@ -173,17 +258,28 @@ pub struct Zones<'a>(pub(super) &'a Provider);
 
 impl Zones<'_> {
     pub async fn get_zone(&self) -> Result<Zone, ProviderError> {
-        guest_call!(self.0, zones, "get-zone", |g, store| g.call_get_zone(store))
+        guest_call!(self.0, zones, "zones", "get-zone", |g, store| g
+            .call_get_zone(store))
     }
 
     pub async fn get_zone_by_provider_id(&self, provider_id: &str) -> Result<Zone, ProviderError> {
-        guest_call!(self.0, zones, "get-zone-by-provider-id", |g, store| g
-            .call_get_zone_by_provider_id(store, provider_id))
+        guest_call!(
+            self.0,
+            zones,
+            "zones",
+            "get-zone-by-provider-id",
+            |g, store| g.call_get_zone_by_provider_id(store, provider_id)
+        )
     }
 
     pub async fn get_zone_by_node_name(&self, node_name: &str) -> Result<Zone, ProviderError> {
-        guest_call!(self.0, zones, "get-zone-by-node-name", |g, store| g
-            .call_get_zone_by_node_name(store, node_name))
+        guest_call!(
+            self.0,
+            zones,
+            "zones",
+            "get-zone-by-node-name",
+            |g, store| g.call_get_zone_by_node_name(store, node_name)
+        )
     }
 }
 
@@ -198,8 +294,13 @@ impl LoadBalancer<'_> {
         cluster_name: &str,
         service: &Service,
     ) -> Result<Option<LoadBalancerStatus>, ProviderError> {
-        guest_call!(self.0, load_balancer, "get-load-balancer", |g, store| g
-            .call_get_load_balancer(store, cluster_name, service))
+        guest_call!(
+            self.0,
+            load_balancer,
+            "load-balancer",
+            "get-load-balancer",
+            |g, store| g.call_get_load_balancer(store, cluster_name, service)
+        )
     }
 
     pub async fn get_load_balancer_name(
@@ -207,21 +308,16 @@ impl LoadBalancer<'_> {
         cluster_name: &str,
         service: &Service,
     ) -> Result<String, ProviderError> {
-        let mut lease = self.0.pool().acquire().await?;
-        let outcome = {
-            let (store, guests, deadline) = lease.arm();
-            let g = guests
+        guest_call_infallible!(
+            self.0,
+            |g| g
                 .load_balancer
                 .as_ref()
-                .expect("interface handles exist only for exported interfaces");
-            tokio::time::timeout(
-                deadline,
-                g.call_get_load_balancer_name(store, cluster_name, service),
-            )
-            .await
-            .map(|r| r.map(Ok::<_, Infallible>))
-        };
-        lease.settle("get-load-balancer-name", outcome)
+                .expect("interface handles exist only for exported interfaces"),
+            "load-balancer",
+            "get-load-balancer-name",
+            |g, store| g.call_get_load_balancer_name(store, cluster_name, service)
+        )
     }
 
     pub async fn ensure_load_balancer(
@@ -230,8 +326,13 @@ impl LoadBalancer<'_> {
         service: &Service,
         nodes: &[Node],
     ) -> Result<LoadBalancerStatus, ProviderError> {
-        guest_call!(self.0, load_balancer, "ensure-load-balancer", |g, store| g
-            .call_ensure_load_balancer(store, cluster_name, service, nodes))
+        guest_call!(
+            self.0,
+            load_balancer,
+            "load-balancer",
+            "ensure-load-balancer",
+            |g, store| g.call_ensure_load_balancer(store, cluster_name, service, nodes)
+        )
     }
 
     pub async fn update_load_balancer(
@@ -240,8 +341,13 @@ impl LoadBalancer<'_> {
         service: &Service,
         nodes: &[Node],
     ) -> Result<(), ProviderError> {
-        guest_call!(self.0, load_balancer, "update-load-balancer", |g, store| g
-            .call_update_load_balancer(store, cluster_name, service, nodes))
+        guest_call!(
+            self.0,
+            load_balancer,
+            "load-balancer",
+            "update-load-balancer",
+            |g, store| g.call_update_load_balancer(store, cluster_name, service, nodes)
+        )
     }
 
     pub async fn ensure_load_balancer_deleted(
@@ -252,6 +358,7 @@ impl LoadBalancer<'_> {
         guest_call!(
             self.0,
             load_balancer,
+            "load-balancer",
             "ensure-load-balancer-deleted",
             |g, store| g.call_ensure_load_balancer_deleted(store, cluster_name, service)
         )
@@ -264,7 +371,7 @@ pub struct Routes<'a>(pub(super) &'a Provider);
 
 impl Routes<'_> {
     pub async fn list_routes(&self, cluster_name: &str) -> Result<Vec<Route>, ProviderError> {
-        guest_call!(self.0, routes, "list-routes", |g, store| g
+        guest_call!(self.0, routes, "routes", "list-routes", |g, store| g
             .call_list_routes(store, cluster_name))
     }
 
@@ -274,7 +381,7 @@ impl Routes<'_> {
         name_hint: &str,
         route: &Route,
     ) -> Result<(), ProviderError> {
-        guest_call!(self.0, routes, "create-route", |g, store| g
+        guest_call!(self.0, routes, "routes", "create-route", |g, store| g
             .call_create_route(store, cluster_name, name_hint, route))
     }
 
@@ -283,7 +390,7 @@ impl Routes<'_> {
         cluster_name: &str,
         route: &Route,
     ) -> Result<(), ProviderError> {
-        guest_call!(self.0, routes, "delete-route", |g, store| g
+        guest_call!(self.0, routes, "routes", "delete-route", |g, store| g
             .call_delete_route(store, cluster_name, route))
     }
 }
@@ -294,12 +401,12 @@ pub struct Clusters<'a>(pub(super) &'a Provider);
 
 impl Clusters<'_> {
     pub async fn list_clusters(&self) -> Result<Vec<String>, ProviderError> {
-        guest_call!(self.0, clusters, "list-clusters", |g, store| g
+        guest_call!(self.0, clusters, "clusters", "list-clusters", |g, store| g
             .call_list_clusters(store))
     }
 
     pub async fn master(&self, cluster_name: &str) -> Result<String, ProviderError> {
-        guest_call!(self.0, clusters, "master", |g, store| g
+        guest_call!(self.0, clusters, "clusters", "master", |g, store| g
             .call_master(store, cluster_name))
     }
 }

@@ -222,6 +222,13 @@ pub enum LoadError {
         #[source]
         source: ProviderError,
     },
+    /// The provider's egress could not be set up (e.g. its CA bundle is unreadable).
+    #[error("{path}: {source}")]
+    Egress {
+        path: PathBuf,
+        #[source]
+        source: crate::capabilities::http_egress::BrokerError,
+    },
     /// The policy file next to the component is invalid.
     #[error(transparent)]
     Policy(#[from] crate::policy::PolicyError),

@@ -8,14 +8,15 @@ use wasmtime::component::{Component, HasSelf, InstancePre, Linker};
 
 use super::error::{LoadError, ProviderError};
 use super::inspect::{self, Exports, Surface, WasmKind};
-use super::pool::{self, Indices, Pool};
+use super::pool::{self, Indices, Pool, Prepared};
 use super::{Inner, Provider};
 use crate::bindings::{
     self, clusters, identity, instances, instances_v2, load_balancer, routes, zones,
 };
 use crate::capabilities::HostState;
-use crate::capabilities::http_egress::Egress;
+use crate::capabilities::http_egress::{Broker, EgressSettings};
 use crate::engine::{EngineError, EngineSettings, WasmEngine};
+use crate::metrics::Metrics;
 use crate::policy::{Limits, Policy};
 
 /// Compiles and instantiates providers. One per process: it owns the engine, the
@@ -24,7 +25,8 @@ use crate::policy::{Limits, Policy};
 pub struct ProviderLoader {
     engine: WasmEngine,
     linker: Arc<Linker<HostState>>,
-    client: reqwest::Client,
+    broker: Broker,
+    metrics: Metrics,
 }
 
 /// What `wasm-ccm check` reports about a component.
@@ -49,8 +51,18 @@ struct Compiled {
 }
 
 impl ProviderLoader {
-    /// Builds the engine, the linker and the egress HTTP client.
+    /// Builds the engine, the linker and the egress broker with default egress
+    /// settings and a fresh metrics registry.
     pub fn new(settings: &EngineSettings) -> Result<Self, EngineError> {
+        Self::with_options(settings, &EgressSettings::default(), Metrics::new())
+    }
+
+    /// Builds the loader recording into `metrics`.
+    pub fn with_options(
+        settings: &EngineSettings,
+        egress: &EgressSettings,
+        metrics: Metrics,
+    ) -> Result<Self, EngineError> {
         let engine = WasmEngine::new(settings)?;
         let mut linker = Linker::new(engine.engine());
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(EngineError::Create)?;
@@ -60,13 +72,24 @@ impl ProviderLoader {
             .map_err(EngineError::Create)?;
         bindings::types::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)
             .map_err(EngineError::Create)?;
-        let client = crate::capabilities::http_egress::client()
+        let broker = Broker::new(egress, metrics.provider().clone())
             .map_err(|e| EngineError::Create(wasmtime::Error::msg(e.to_string())))?;
         Ok(Self {
             engine,
             linker: Arc::new(linker),
-            client,
+            broker,
+            metrics,
         })
+    }
+
+    /// The metrics the loader's providers record into.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// The egress broker.
+    pub fn broker(&self) -> &Broker {
+        &self.broker
     }
 
     /// The engine providers run on.
@@ -102,17 +125,22 @@ impl ProviderLoader {
         let limits = policy.limits.clone();
         let name = self.verify(&compiled, &limits).await?;
         let provider_name: Arc<str> = name.clone().into();
-        let egress = Arc::new(Egress::new(
-            provider_name.clone(),
-            Arc::new(policy),
-            self.client.clone(),
-        ));
+        let egress = self
+            .broker
+            .egress(provider_name.clone(), Arc::new(policy))
+            .map_err(|source| LoadError::Egress {
+                path: path.to_owned(),
+                source,
+            })?;
         let pool = Arc::new(Pool::new(
             provider_name,
-            self.engine.clone(),
-            compiled.pre,
-            compiled.indices,
+            Prepared {
+                engine: self.engine.clone(),
+                pre: compiled.pre,
+                indices: compiled.indices,
+            },
             egress,
+            self.metrics.provider().clone(),
             limits,
             cloud_config.into(),
         ));
@@ -247,12 +275,21 @@ impl ProviderLoader {
     /// type-check every export and read the provider name.
     async fn verify(&self, compiled: &Compiled, limits: &Limits) -> Result<String, LoadError> {
         let path = &compiled.path;
-        let egress = Arc::new(Egress::new(
-            "verify".into(),
-            Arc::new(Policy::default()),
-            self.client.clone(),
-        ));
-        let mut store = pool::new_store(&self.engine, &"verify".into(), &egress, limits);
+        let name: Arc<str> = "verify".into();
+        let egress = self
+            .broker
+            .egress(name.clone(), Arc::new(Policy::default()))
+            .map_err(|source| LoadError::Egress {
+                path: path.clone(),
+                source,
+            })?;
+        let mut store = pool::new_store(
+            &self.engine,
+            &name,
+            &egress,
+            self.metrics.provider(),
+            limits,
+        );
         let instance = tokio::time::timeout(
             limits.call_timeout,
             compiled.pre.instantiate_async(&mut store),

@@ -7,7 +7,7 @@
 //! gets a fresh one from the `InstancePre` (microseconds with the pooling allocator).
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use wasmtime::Store;
@@ -18,6 +18,7 @@ use crate::bindings::{clusters, identity, instances, instances_v2, load_balancer
 use crate::capabilities::HostState;
 use crate::capabilities::http_egress::Egress;
 use crate::engine::WasmEngine;
+use crate::metrics::{CallLabels, FunctionLabels, ProviderMetrics, TrapLabels};
 use crate::policy::Limits;
 
 /// Export lookups resolved once per component.
@@ -102,6 +103,13 @@ pub(crate) struct Instance {
     pub guests: Guests,
 }
 
+/// A compiled component ready to instantiate.
+pub(crate) struct Prepared {
+    pub engine: WasmEngine,
+    pub pre: InstancePre<HostState>,
+    pub indices: Indices,
+}
+
 pub(crate) struct Pool {
     pub provider: Arc<str>,
     pub limits: Limits,
@@ -109,6 +117,7 @@ pub(crate) struct Pool {
     pre: InstancePre<HostState>,
     indices: Indices,
     egress: Arc<Egress>,
+    metrics: Arc<ProviderMetrics>,
     cloud_config: Arc<[u8]>,
     idle: Mutex<Vec<Instance>>,
     permits: Arc<Semaphore>,
@@ -117,10 +126,9 @@ pub(crate) struct Pool {
 impl Pool {
     pub fn new(
         provider: Arc<str>,
-        engine: WasmEngine,
-        pre: InstancePre<HostState>,
-        indices: Indices,
+        prepared: Prepared,
         egress: Arc<Egress>,
+        metrics: Arc<ProviderMetrics>,
         limits: Limits,
         cloud_config: Arc<[u8]>,
     ) -> Self {
@@ -129,12 +137,50 @@ impl Pool {
             idle: Mutex::new(Vec::with_capacity(limits.pool_size)),
             provider,
             limits,
-            engine,
-            pre,
-            indices,
+            engine: prepared.engine,
+            pre: prepared.pre,
+            indices: prepared.indices,
             egress,
+            metrics,
             cloud_config,
         }
+    }
+
+    /// Counts a call and its latency.
+    fn record(&self, interface: &str, function: &str, started: Instant, result: &str) {
+        let provider = self.provider.to_string();
+        self.metrics
+            .calls
+            .get_or_create(&CallLabels {
+                provider: provider.clone(),
+                interface: interface.into(),
+                function: function.into(),
+                result: result.into(),
+            })
+            .inc();
+        self.metrics
+            .call_duration
+            .get_or_create(&FunctionLabels {
+                provider,
+                interface: interface.into(),
+                function: function.into(),
+            })
+            .observe(started.elapsed().as_secs_f64());
+    }
+
+    fn record_trap(&self, kind: TrapKind) {
+        self.metrics
+            .traps
+            .get_or_create(&TrapLabels {
+                provider: self.provider.to_string(),
+                kind: kind.as_str().into(),
+            })
+            .inc();
+    }
+
+    /// Counts a call that failed before reaching the guest (no instance could be made).
+    pub fn record_unavailable(&self, interface: &str, function: &str, started: Instant) {
+        self.record(interface, function, started, "unavailable");
     }
 
     /// Number of idle, initialized instances.
@@ -175,7 +221,13 @@ impl Pool {
     /// call deadline.
     pub async fn instantiate(&self) -> Result<Instance, ProviderError> {
         let provider = self.provider.to_string();
-        let mut store = new_store(&self.engine, &self.provider, &self.egress, &self.limits);
+        let mut store = new_store(
+            &self.engine,
+            &self.provider,
+            &self.egress,
+            &self.metrics,
+            &self.limits,
+        );
         let deadline = self.limits.call_timeout;
         let instance = tokio::time::timeout(deadline, self.pre.instantiate_async(&mut store))
             .await
@@ -204,17 +256,24 @@ impl Pool {
         )
         .await;
         match result {
-            Err(_) => Err(ProviderError::Timeout {
-                provider,
-                function: "initialize",
-                after: deadline,
-            }),
-            Ok(Err(trap)) => Err(ProviderError::Trap {
-                provider,
-                function: "initialize",
-                kind: TrapKind::classify(&trap),
-                message: format!("{trap:#}"),
-            }),
+            Err(_) => {
+                self.record_trap(TrapKind::Deadline);
+                Err(ProviderError::Timeout {
+                    provider,
+                    function: "initialize",
+                    after: deadline,
+                })
+            }
+            Ok(Err(trap)) => {
+                let kind = TrapKind::classify(&trap);
+                self.record_trap(kind);
+                Err(ProviderError::Trap {
+                    provider,
+                    function: "initialize",
+                    kind,
+                    message: format!("{trap:#}"),
+                })
+            }
             Ok(Ok(Err(message))) => Err(ProviderError::Initialize { provider, message }),
             Ok(Ok(Ok(()))) => Ok(Instance { store, guests }),
         }
@@ -226,11 +285,12 @@ pub(crate) fn new_store(
     engine: &WasmEngine,
     provider: &Arc<str>,
     egress: &Arc<Egress>,
+    metrics: &Arc<ProviderMetrics>,
     limits: &Limits,
 ) -> Store<HostState> {
     let mut store = Store::new(
         engine.engine(),
-        HostState::new(provider.clone(), egress, limits.memory_bytes),
+        HostState::new(provider.clone(), egress, limits.memory_bytes, metrics),
     );
     store.limiter(|state| &mut state.limits);
     store.epoch_deadline_trap();
@@ -257,11 +317,13 @@ impl Lease {
         (&mut instance.store, &instance.guests, deadline)
     }
 
-    /// Classifies the outcome of a call; the instance goes back to the pool only if
-    /// the guest returned normally.
+    /// Classifies the outcome of a call, counts it, and returns the instance to the
+    /// pool only if the guest returned normally.
     pub fn settle<T, E>(
         mut self,
+        interface: &'static str,
         function: &'static str,
+        started: Instant,
         outcome: Result<wasmtime::Result<Result<T, E>>, tokio::time::error::Elapsed>,
     ) -> Result<T, ProviderError>
     where
@@ -272,15 +334,20 @@ impl Lease {
             Ok(Ok(result)) => {
                 self.pool
                     .release(self.instance.take().expect("lease holds an instance"));
-                result.map_err(|e| ProviderError::Cloud {
+                let result = result.map_err(|e| ProviderError::Cloud {
                     provider,
                     function,
                     error: e.into(),
-                })
+                });
+                let label = if result.is_ok() { "ok" } else { "cloud_error" };
+                self.pool.record(interface, function, started, label);
+                result
             }
             Ok(Err(trap)) => {
                 let kind = TrapKind::classify(&trap);
-                tracing::warn!(provider, function, kind = kind.as_str(), error = %format!("{trap:#}"), "provider instance trapped; discarding it");
+                self.pool.record_trap(kind);
+                self.pool.record(interface, function, started, "trap");
+                tracing::warn!(provider, interface, function, kind = kind.as_str(), error = %format!("{trap:#}"), "provider instance trapped; discarding it");
                 Err(ProviderError::Trap {
                     provider,
                     function,
@@ -290,8 +357,11 @@ impl Lease {
             }
             Err(_) => {
                 let after = self.pool.limits.call_timeout;
+                self.pool.record_trap(TrapKind::Deadline);
+                self.pool.record(interface, function, started, "timeout");
                 tracing::warn!(
                     provider,
+                    interface,
                     function,
                     ?after,
                     "provider call timed out; discarding the instance"

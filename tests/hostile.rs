@@ -1,0 +1,429 @@
+//! Hostile guests and hostile clouds, built from `guests/fixtures/hostile`: each
+//! misbehaviour is contained, reported clearly, and does not stop a well-behaved
+//! provider served by the same host at the same time.
+
+use std::time::{Duration, Instant};
+
+use sim_cloud::SimCloud;
+use sim_cloud::model::NewInstance;
+use wasm_ccm::capabilities::http_egress::EgressSettings;
+use wasm_ccm::engine::EngineSettings;
+use wasm_ccm::metrics::Metrics;
+use wasm_ccm::provider::{CloudError, Provider, ProviderError, ProviderLoader, TrapKind};
+use wasm_ccm_tests::types::InstanceInfo;
+use wasm_ccm_tests::{
+    ProviderDir, RawBehavior, RawServer, TOKEN, cloud_config, loader, node, policy_for,
+};
+
+async fn hostile(loader: &ProviderLoader, policy: &str) -> (ProviderDir, Provider) {
+    let dir = ProviderDir::new("fixture_hostile", "hostile", policy, TOKEN);
+    let provider = loader
+        .load(&dir.wasm, Vec::new())
+        .await
+        .expect("load hostile");
+    (dir, provider)
+}
+
+async fn reference(loader: &ProviderLoader, cloud: &SimCloud) -> (ProviderDir, Provider) {
+    let dir = ProviderDir::new("reference_provider", "simcloud", &policy_for(cloud), TOKEN);
+    let provider = loader
+        .load(&dir.wasm, cloud_config(cloud))
+        .await
+        .expect("load reference");
+    (dir, provider)
+}
+
+/// Calls `instance-metadata` on the hostile provider with these annotations.
+async fn act(
+    provider: &Provider,
+    annotations: &[(&str, &str)],
+) -> Result<InstanceInfo, ProviderError> {
+    provider
+        .instances_v2()
+        .unwrap()
+        .instance_metadata(&node("victim", None, annotations))
+        .await
+}
+
+fn label<'a>(info: &'a InstanceInfo, key: &str) -> &'a str {
+    info.additional_labels
+        .iter()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.as_str())
+        .unwrap_or_else(|| panic!("no {key} in {:?}", info.additional_labels))
+}
+
+fn other_message(err: &ProviderError) -> &str {
+    match err.cloud() {
+        Some(CloudError::Other(m)) => m,
+        _ => panic!("expected cloud-error.other, got {err:?}"),
+    }
+}
+
+/// Runs `calls` reference-provider calls while `misbehaviour` is in flight; all must
+/// succeed.
+async fn keeps_serving<T>(good: &Provider, misbehaviour: impl Future<Output = T>) -> T {
+    let good = good.clone();
+    let served = tokio::spawn(async move {
+        let v2 = good.instances_v2().unwrap();
+        for _ in 0..10 {
+            assert!(
+                v2.instance_exists(&node("good-node", None, &[]))
+                    .await
+                    .unwrap()
+            );
+        }
+    });
+    let result = misbehaviour.await;
+    served
+        .await
+        .expect("the well-behaved provider kept serving");
+    result
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn infinite_loop_is_interrupted_while_others_keep_serving() {
+    let cloud = SimCloud::start("127.0.0.1:0", TOKEN).await.unwrap();
+    cloud.with_state(|s| s.create_instance(NewInstance::named("good-node")));
+    let loader = loader();
+    let (_g, good) = reference(&loader, &cloud).await;
+    let (_h, bad) = hostile(&loader, "limits: {callTimeout: 1s, poolSize: 1}\n").await;
+
+    let started = Instant::now();
+    let err = keeps_serving(&good, act(&bad, &[("hostile/action", "loop")]))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ProviderError::Trap {
+                kind: TrapKind::Deadline,
+                ..
+            } | ProviderError::Timeout { .. }
+        ),
+        "{err:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "took {:?}",
+        started.elapsed()
+    );
+    // The next call gets a fresh instance.
+    assert_eq!(label(&act(&bad, &[]).await.unwrap(), "behaved"), "true");
+    let metrics = loader.metrics().encode();
+    assert!(
+        metrics.contains(r#"wasm_ccm_provider_traps_total{provider="hostile",kind="deadline"} 1"#),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains(r#"function="instance-metadata",result="trap"} 1"#)
+            || metrics.contains(r#"function="instance-metadata",result="timeout"} 1"#),
+        "{metrics}"
+    );
+}
+
+#[tokio::test]
+async fn allocating_a_gibibyte_fails_cleanly() {
+    let cloud = SimCloud::start("127.0.0.1:0", TOKEN).await.unwrap();
+    cloud.with_state(|s| s.create_instance(NewInstance::named("good-node")));
+    let loader = loader();
+    let (_g, good) = reference(&loader, &cloud).await;
+    let (_h, bad) = hostile(&loader, "limits: {memoryMiB: 64, poolSize: 1}\n").await;
+
+    let err = keeps_serving(&good, act(&bad, &[("hostile/action", "alloc")]))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ProviderError::Trap {
+                kind: TrapKind::Unreachable,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("hostile"), "{err}");
+    assert_eq!(label(&act(&bad, &[]).await.unwrap(), "behaved"), "true");
+}
+
+#[tokio::test]
+async fn panic_is_a_trap_not_a_crash() {
+    let loader = loader();
+    let (_h, bad) = hostile(&loader, "").await;
+    let err = act(&bad, &[("hostile/action", "panic")]).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ProviderError::Trap {
+                kind: TrapKind::Unreachable,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert_eq!(label(&act(&bad, &[]).await.unwrap(), "behaved"), "true");
+}
+
+#[tokio::test]
+async fn request_to_a_host_not_allowed_is_denied_before_the_network() {
+    let cloud = SimCloud::start("127.0.0.1:0", TOKEN).await.unwrap();
+    let loader = loader();
+    let (_h, bad) = hostile(
+        &loader,
+        "allowedOutboundHosts: ['https://api.example.com']\n",
+    )
+    .await;
+    let url = format!("{}/v1/instances", cloud.url());
+    let err = act(&bad, &[("hostile/action", "fetch"), ("hostile/url", &url)])
+        .await
+        .unwrap_err();
+    assert_eq!(
+        other_message(&err),
+        "request denied by the host's egress policy"
+    );
+    assert_eq!(cloud.total_requests(), 0);
+    let metrics = loader.metrics().encode();
+    assert!(
+        metrics.contains(
+            r#"wasm_ccm_egress_denied_total{provider="hostile",host="",reason="not_allowed"} 1"#
+        ),
+        "{metrics}"
+    );
+}
+
+#[tokio::test]
+async fn metadata_address_is_denied_even_when_allowed_by_pattern() {
+    let loader = ProviderLoader::with_options(
+        &EngineSettings::default(),
+        &EgressSettings {
+            dns_overrides: vec![(
+                "metadata.internal".into(),
+                "169.254.169.254".parse().unwrap(),
+            )],
+        },
+        Metrics::new(),
+    )
+    .unwrap();
+    let (_h, bad) = hostile(&loader, "allowedOutboundHosts: ['http://*:*']\n").await;
+    for url in [
+        "http://169.254.169.254/latest/meta-data/iam/security-credentials/",
+        "http://[fd00:ec2::254]/latest/meta-data/",
+        "http://metadata.internal/latest/meta-data/",
+    ] {
+        let err = act(&bad, &[("hostile/action", "fetch"), ("hostile/url", url)])
+            .await
+            .unwrap_err();
+        assert_eq!(
+            other_message(&err),
+            "request denied by the host's egress policy",
+            "{url}"
+        );
+    }
+    let metrics = loader.metrics().encode();
+    assert!(
+        metrics.contains(
+            r#"wasm_ccm_egress_denied_total{provider="hostile",host="",reason="link_local"} 3"#
+        ),
+        "{metrics}"
+    );
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn guest_sees_no_environment_files_or_sockets_and_its_output_is_logged() {
+    let logs = CapturedLogs::default();
+    let _guard = tracing::subscriber::set_default(
+        tracing_subscriber::fmt()
+            .with_writer(logs.clone())
+            .with_ansi(false)
+            .with_max_level(tracing::Level::INFO)
+            .finish(),
+    );
+    let loader = loader();
+    let (_h, bad) = hostile(&loader, "").await;
+    let info = act(&bad, &[("hostile/action", "snoop")]).await.unwrap();
+    assert_eq!(label(&info, "env"), "");
+    assert_eq!(label(&info, "args"), "hostile");
+    assert!(
+        label(&info, "read-dir-root").starts_with("error"),
+        "{info:?}"
+    );
+    assert!(
+        label(&info, "read-etc-passwd").starts_with("error"),
+        "{info:?}"
+    );
+    assert!(label(&info, "tcp-connect").starts_with("error"), "{info:?}");
+    let text = logs.text();
+    assert!(text.contains("hostile stdout line"), "{text}");
+    assert!(text.contains("hostile stderr line"), "{text}");
+    assert!(text.contains(r#"provider="hostile""#), "{text}");
+}
+
+#[tokio::test]
+async fn guest_authorization_header_on_a_credentialed_destination_is_refused() {
+    let cloud = SimCloud::start("127.0.0.1:0", TOKEN).await.unwrap();
+    let loader = loader();
+    let (_h, bad) = hostile(&loader, &policy_for(&cloud)).await;
+    let url = format!("{}/v1/instances", cloud.url());
+    let err = act(
+        &bad,
+        &[
+            ("hostile/action", "fetch"),
+            ("hostile/url", &url),
+            ("hostile/header", "Authorization: Bearer stolen"),
+        ],
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(
+        other_message(&err),
+        "request denied by the host's egress policy"
+    );
+    assert_eq!(
+        cloud.total_requests(),
+        0,
+        "the request must not reach the cloud"
+    );
+    assert!(
+        loader
+            .metrics()
+            .encode()
+            .contains(r#"reason="guest_credential_header"} 1"#)
+    );
+}
+
+#[tokio::test]
+async fn credential_round_trip_without_the_guest_ever_seeing_the_token() {
+    let cloud = SimCloud::start("127.0.0.1:0", TOKEN).await.unwrap();
+    cloud.with_state(|s| s.create_instance(NewInstance::named("n1")));
+    let loader = loader();
+    let (_h, bad) = hostile(&loader, &policy_for(&cloud)).await;
+    let url = format!("{}/v1/instances", cloud.url());
+    let info = act(&bad, &[("hostile/action", "fetch"), ("hostile/url", &url)])
+        .await
+        .unwrap();
+    assert_eq!(label(&info, "status"), "200", "the host injected the token");
+    assert!(label(&info, "body").contains("n1"));
+    assert_eq!(cloud.with_state(|s| s.unauthorized), 0);
+
+    // Everything the guest can see: the response, its environment, files.
+    let snoop = act(&bad, &[("hostile/action", "snoop")]).await.unwrap();
+    let seen = format!("{info:?}{snoop:?}");
+    assert!(!seen.contains(TOKEN), "the guest saw the token: {seen}");
+
+    let metrics = loader.metrics().encode();
+    let expected = format!(
+        r#"wasm_ccm_egress_requests_total{{provider="hostile",host="{}",method="GET",status="200"}} 1"#,
+        cloud.url()
+    );
+    assert!(metrics.contains(&expected), "{metrics}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cloud_that_never_answers_times_out() {
+    let cloud = SimCloud::start("127.0.0.1:0", TOKEN).await.unwrap();
+    cloud.with_state(|s| s.create_instance(NewInstance::named("good-node")));
+    let silent = RawServer::start(RawBehavior::Silent).await;
+    let loader = loader();
+    let (_g, good) = reference(&loader, &cloud).await;
+    let policy = format!(
+        "allowedOutboundHosts: ['{}']\nlimits: {{requestTimeout: 500ms, callTimeout: 10s}}\n",
+        silent.url()
+    );
+    let (_h, bad) = hostile(&loader, &policy).await;
+    let started = Instant::now();
+    let err = keeps_serving(
+        &good,
+        act(
+            &bad,
+            &[("hostile/action", "fetch"), ("hostile/url", &silent.url())],
+        ),
+    )
+    .await
+    .unwrap_err();
+    assert!(other_message(&err).contains("Timeout"), "{err}");
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert!(silent.connections.load(std::sync::atomic::Ordering::SeqCst) >= 1);
+}
+
+#[tokio::test]
+async fn endless_or_huge_bodies_are_cut_at_the_limit() {
+    let loader = loader();
+    for behavior in [RawBehavior::HugeWithLength, RawBehavior::EndlessChunked] {
+        let server = RawServer::start(behavior.clone()).await;
+        let policy = format!(
+            "allowedOutboundHosts: ['{}']\nlimits: {{maxResponseBytes: 1048576, requestTimeout: 20s}}\n",
+            server.url()
+        );
+        let (_h, bad) = hostile(&loader, &policy).await;
+        let err = act(
+            &bad,
+            &[("hostile/action", "fetch"), ("hostile/url", &server.url())],
+        )
+        .await
+        .unwrap_err();
+        assert!(
+            other_message(&err).contains("HttpResponseBodySize"),
+            "{behavior:?}: {err}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn garbage_from_the_cloud_is_a_clear_error() {
+    let garbage = RawServer::start(RawBehavior::Fixed("<html>502 Bad Gateway</html>")).await;
+    let loader = loader();
+    let dir = ProviderDir::new(
+        "reference_provider",
+        "simcloud",
+        &format!("allowedOutboundHosts: ['{}']\n", garbage.url()),
+        TOKEN,
+    );
+    let config = format!(r#"{{"endpoint": "{}"}}"#, garbage.url()).into_bytes();
+    let provider = loader.load(&dir.wasm, config).await.unwrap();
+    let err = provider
+        .instances_v2()
+        .unwrap()
+        .instance_exists(&node("n", None, &[]))
+        .await
+        .unwrap_err();
+    assert!(
+        !err.is_instance_not_found(),
+        "garbage must never read as 'instance gone'"
+    );
+    assert!(
+        other_message(&err).contains("unexpected response body"),
+        "{err}"
+    );
+}
+
+/// A `tracing` writer collecting output in memory.
+#[derive(Clone, Default)]
+struct CapturedLogs(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl CapturedLogs {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+impl std::io::Write for CapturedLogs {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for CapturedLogs {
+    type Writer = CapturedLogs;
+    fn make_writer(&'a self) -> Self::Writer {
+        self.clone()
+    }
+}
