@@ -3,7 +3,11 @@
 //! - a call with no I/O (`get-load-balancer-name`, and the bare `provider-name`)
 //!   through a pooled instance, vs the same computation in native Rust;
 //! - `instance-metadata` through the simulated cloud (guest -> egress hook -> reqwest),
-//!   vs the same GET + JSON decode done natively with reqwest.
+//!   vs the same GET + JSON decode done natively with reqwest;
+//! - one plain GET through the full broker (policy check, credential injection,
+//!   metrics) from the `hostile` fixture's `fetch`, vs native reqwest sending the same
+//!   header to the same loopback server;
+//! - the broker's policy check alone (`Egress::authorize`).
 //!
 //! Needs the guests: `scripts/build-guests.sh`, then `cargo bench --bench provider_calls`.
 
@@ -23,11 +27,11 @@ use wasm_ccm::provider::ProviderLoader;
 
 const TOKEN: &str = "bench-token";
 
-fn guest() -> PathBuf {
+fn guest(name: &str) -> PathBuf {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"));
-    let path = target.join("wasm32-wasip2/release/reference_provider.wasm");
+    let path = target.join(format!("wasm32-wasip2/release/{name}.wasm"));
     assert!(
         path.exists(),
         "{} missing: run scripts/build-guests.sh",
@@ -192,19 +196,20 @@ async fn main() {
     let dir = std::env::temp_dir().join(format!("wasm-ccm-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let wasm = dir.join("simcloud.wasm");
-    std::fs::copy(guest(), &wasm).unwrap();
+    let hostile_wasm = dir.join("hostile.wasm");
+    std::fs::copy(guest("reference_provider"), &wasm).unwrap();
+    std::fs::copy(guest("fixture_hostile"), &hostile_wasm).unwrap();
     std::fs::write(dir.join("token"), TOKEN).unwrap();
-    std::fs::write(
-        dir.join("simcloud.yaml"),
-        format!(
-            "allowedOutboundHosts: ['{url}']\ncredentials:\n- destination: '{url}'\n  bearerTokenFile: token\n",
-            url = cloud.url()
-        ),
-    )
-    .unwrap();
+    let policy = format!(
+        "allowedOutboundHosts: ['https://api.example.com', '{url}']\ncredentials:\n- destination: '{url}'\n  bearerTokenFile: token\n",
+        url = cloud.url()
+    );
+    std::fs::write(dir.join("simcloud.yaml"), &policy).unwrap();
+    std::fs::write(dir.join("hostile.yaml"), &policy).unwrap();
     let loader = ProviderLoader::new(&EngineSettings::default()).unwrap();
     let config = format!(r#"{{"endpoint": "{}"}}"#, cloud.url()).into_bytes();
     let provider = loader.load(&wasm, config).await.unwrap();
+    let hostile = loader.load(&hostile_wasm, Vec::new()).await.unwrap();
     let lb = provider.load_balancer().unwrap();
     let v2 = provider.instances_v2().unwrap();
     let svc = service();
@@ -261,6 +266,59 @@ async fn main() {
     .await;
     let meta_wasm = Samples([meta_wasm.0, meta_wasm2.0].concat());
     let meta_native = Samples([meta_native.0, meta_native2.0].concat());
+
+    // One plain GET through the full broker vs native reqwest with the same header.
+    let get_url = format!("{base}/v1/clusters");
+    let fetch_node = Node {
+        metadata: ObjectMeta {
+            annotations: vec![
+                ("hostile/action".into(), "fetch".into()),
+                ("hostile/url".into(), get_url.clone()),
+            ],
+            ..node.metadata.clone()
+        },
+        ..node.clone()
+    };
+    let hostile_v2 = hostile.instances_v2().unwrap();
+    let get_once_wasm = || async {
+        let info = hostile_v2.instance_metadata(&fetch_node).await.unwrap();
+        assert_eq!(info.additional_labels[0].1, "200");
+    };
+    let get_once_native = || async {
+        let response = client
+            .get(&get_url)
+            .header("authorization", format!("Bearer {TOKEN}"))
+            .timeout(std::time::Duration::from_secs(10))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        std::hint::black_box(response.bytes().await.unwrap());
+    };
+    let mut get_wasm = Vec::new();
+    let mut get_native = Vec::new();
+    for _ in 0..2 {
+        get_wasm.extend(measure(100, 20, get_once_wasm).await.0);
+        get_native.extend(measure(100, 20, get_once_native).await.0);
+    }
+    let (get_wasm, get_native) = (Samples(get_wasm), Samples(get_native));
+
+    // The policy check alone: allowlist match + credential header (cached file).
+    let egress = loader
+        .broker()
+        .egress(
+            "bench".into(),
+            std::sync::Arc::new(
+                wasm_ccm::policy::Policy::parse(&policy, &dir.join("bench.yaml")).unwrap(),
+            ),
+        )
+        .unwrap();
+    let uri: http::Uri = get_url.parse().unwrap();
+    let headers = http::HeaderMap::new();
+    let authorize = measure(200, 1000, || async {
+        std::hint::black_box(egress.authorize(std::hint::black_box(&uri), &headers).unwrap());
+    })
+    .await;
 
     println!(
         "provider calls (µs per call; median and p90 over batches; pooling allocator: {})",
