@@ -1,0 +1,155 @@
+//! A Kubernetes API server double: test and demo infrastructure.
+//!
+//! No kube-apiserver can be installed on the machines this project builds on, so the
+//! integration tests, the benchmarks and `wasm-ccm playground` run against this
+//! in-memory server instead. It serves the resources a cloud-controller-manager
+//! uses — core/v1 Nodes, Services, Events, Namespaces; events.k8s.io/v1 Events;
+//! coordination.k8s.io/v1 Leases — under the real paths, and it is deliberately
+//! strict where the CCM depends on the server's behaviour:
+//!
+//! - uid, creationTimestamp, a monotonically increasing resourceVersion;
+//! - optimistic concurrency: a stale resourceVersion is a 409 Conflict;
+//! - status subresources: writes to the object ignore status, and vice versa;
+//! - finalizers: delete marks `deletionTimestamp`; removing the last finalizer deletes;
+//! - JSON merge, JSON and strategic merge patches with upstream's list semantics
+//!   (conditions and addresses merge by `type`, finalizers as a set, taints replace);
+//! - label and field selectors (only the fields the real server indexes);
+//! - watches from a resourceVersion with ADDED/MODIFIED/DELETED, bookmarks, and 410
+//!   Gone (as an ERROR event) for versions older than the retained history;
+//! - Status error bodies with the real reasons (NotFound, AlreadyExists, Conflict,
+//!   Invalid, Expired, BadRequest);
+//! - Service defaults (cluster IP, node ports) and Node taint validation.
+//!
+//! ```no_run
+//! # async fn demo() -> std::io::Result<()> {
+//! let api = kube_double::ApiServer::start(kube_double::Settings::default()).await?;
+//! api.write_kubeconfig("/tmp/kubeconfig".as_ref())?;
+//! println!("kubectl --kubeconfig /tmp/kubeconfig get nodes  # {}", api.url());
+//! # Ok(()) }
+//! ```
+
+pub mod convert;
+pub mod errors;
+pub mod patch;
+pub mod resources;
+pub mod selector;
+mod server;
+pub mod store;
+pub mod time;
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::task::JoinHandle;
+
+pub use errors::ApiError;
+pub use store::Store;
+
+/// How to run the double.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Where to listen (port 0: any free port).
+    pub listen: String,
+    /// Require this bearer token (also written into the kubeconfig).
+    pub token: Option<String>,
+    /// Changes kept for watches; older resource versions get 410 Gone.
+    pub history: usize,
+    /// Interval of BOOKMARK events for watches that allow them (the real server sends
+    /// about one a minute).
+    pub bookmark_interval: Duration,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            listen: "127.0.0.1:0".into(),
+            token: None,
+            history: 10_000,
+            bookmark_interval: Duration::from_secs(60),
+        }
+    }
+}
+
+/// A running API server double. Stops when dropped.
+pub struct ApiServer {
+    addr: SocketAddr,
+    store: Arc<Store>,
+    token: Option<String>,
+    task: JoinHandle<()>,
+}
+
+impl ApiServer {
+    /// Starts serving plain HTTP on `settings.listen`.
+    pub async fn start(settings: Settings) -> std::io::Result<Self> {
+        let listener = tokio::net::TcpListener::bind(&settings.listen).await?;
+        let addr = listener.local_addr()?;
+        let store = Arc::new(Store::new(settings.history));
+        let state = Arc::new(server::AppState {
+            store: store.clone(),
+            settings: server::ServerSettings {
+                token: settings.token.clone(),
+                bookmark_interval: settings.bookmark_interval,
+            },
+            address: addr.to_string(),
+        });
+        let app = axum::Router::new()
+            .fallback(server::handle)
+            .with_state(state);
+        let task = tokio::spawn(async move {
+            if let Err(err) = axum::serve(listener, app).await {
+                tracing::error!(error = %err, "API server double stopped");
+            }
+        });
+        Ok(Self {
+            addr,
+            store,
+            token: settings.token,
+            task,
+        })
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The bound address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The store, for direct inspection and for forcing 410s ([`Store::compact`]).
+    pub fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+
+    /// A kubeconfig for this server (context `wasm-ccm-double`).
+    pub fn kubeconfig(&self) -> String {
+        let user = match &self.token {
+            Some(token) => format!("user:\n    token: {token}\n"),
+            None => "user: {}\n".to_owned(),
+        };
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: wasm-ccm-double\n  cluster:\n    server: {url}\ncontexts:\n- name: wasm-ccm-double\n  context:\n    cluster: wasm-ccm-double\n    user: wasm-ccm-double\n    namespace: default\ncurrent-context: wasm-ccm-double\nusers:\n- name: wasm-ccm-double\n  {user}",
+            url = self.url(),
+        )
+    }
+
+    /// Writes [`ApiServer::kubeconfig`] to `path`.
+    pub fn write_kubeconfig(&self, path: &Path) -> std::io::Result<()> {
+        if let Some(dir) = path.parent()
+            && !dir.as_os_str().is_empty()
+        {
+            std::fs::create_dir_all(dir)?;
+        }
+        std::fs::write(path, self.kubeconfig())
+    }
+}
+
+impl Drop for ApiServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
