@@ -20,5 +20,6 @@ pub mod capabilities;
 pub mod check;
 pub mod engine;
 pub mod metrics;
+pub mod playground;
 pub mod policy;
 pub mod provider;

@@ -27,6 +27,35 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Run everything on this machine with no cluster and no cloud account: the
+    /// Kubernetes API server double, the simulated cloud and the reference provider,
+    /// with seeded nodes and a LoadBalancer Service. Stays up until Ctrl-C.
+    Playground {
+        /// Number of nodes (and cloud instances) to seed.
+        #[arg(long, default_value_t = 3)]
+        nodes: usize,
+        /// Where to write the kubeconfig for kubectl (printed either way).
+        #[arg(long, default_value_os_t = std::env::temp_dir().join("wasm-ccm-playground/kubeconfig"))]
+        kubeconfig_out: PathBuf,
+        /// Run only the API server double and the simulated cloud.
+        #[arg(long)]
+        without_ccm: bool,
+        /// Address of the API server double.
+        #[arg(long, default_value = "127.0.0.1:0")]
+        api_listen: String,
+        /// Address of the simulated cloud.
+        #[arg(long, default_value = "127.0.0.1:0")]
+        cloud_listen: String,
+        /// The reference provider component.
+        #[arg(
+            long,
+            default_value = "target/wasm32-wasip2/release/reference_provider.wasm"
+        )]
+        provider: PathBuf,
+        /// Directory for the provider directory, credentials and cloud config.
+        #[arg(long, default_value_os_t = std::env::temp_dir().join("wasm-ccm-playground"))]
+        work_dir: PathBuf,
+    },
 }
 
 fn init_tracing(format: &str) {
@@ -63,6 +92,32 @@ fn main() -> ExitCode {
                     }
                     ExitCode::SUCCESS
                 }
+                Err(err) => {
+                    eprintln!("error: {}", error_chain(&err));
+                    ExitCode::FAILURE
+                }
+            }
+        }),
+        Command::Playground {
+            nodes,
+            kubeconfig_out,
+            without_ccm,
+            api_listen,
+            cloud_listen,
+            provider,
+            work_dir,
+        } => runtime.block_on(async {
+            let options = wasm_ccm::playground::Options {
+                nodes,
+                kubeconfig_out,
+                without_ccm,
+                api_listen,
+                cloud_listen,
+                provider,
+                work_dir,
+            };
+            match wasm_ccm::playground::run(options).await {
+                Ok(()) => ExitCode::SUCCESS,
                 Err(err) => {
                     eprintln!("error: {}", error_chain(&err));
                     ExitCode::FAILURE

@@ -30,6 +30,7 @@
 
 pub mod convert;
 pub mod errors;
+pub mod openapi;
 pub mod patch;
 pub mod resources;
 pub mod selector;

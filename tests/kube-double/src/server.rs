@@ -15,6 +15,7 @@ use tokio_stream::wrappers::ReceiverStream;
 
 use crate::convert;
 use crate::errors::ApiError;
+use crate::openapi;
 use crate::resources::{self, RESOURCES, Resource};
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::store::{Change, EventType, PatchType, Store, Target};
@@ -100,6 +101,17 @@ async fn route(
     let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
     match segments.as_slice() {
         ["version"] => return Ok(json_response(StatusCode::OK, &version())),
+        ["openapi", "v3"] => return Ok(json_response(StatusCode::OK, &openapi::root())),
+        ["openapi", "v3", "api", version] => {
+            return openapi::group_version("", version)
+                .map(|doc| json_response(StatusCode::OK, &doc))
+                .ok_or_else(|| ApiError::not_found("", path));
+        }
+        ["openapi", "v3", "apis", group, version] => {
+            return openapi::group_version(group, version)
+                .map(|doc| json_response(StatusCode::OK, &doc))
+                .ok_or_else(|| ApiError::not_found("", path));
+        }
         ["api"] => return Ok(json_response(StatusCode::OK, &api_versions(&state.address))),
         ["apis"] => return Ok(json_response(StatusCode::OK, &api_groups())),
         ["api", "v1"] => return Ok(json_response(StatusCode::OK, &resource_list("", "v1"))),
@@ -199,6 +211,7 @@ async fn route(
     };
     let ns = target.namespace.clone();
     let store = &state.store;
+    let field_validation = query.get("fieldValidation").map(String::as_str);
     match (method.clone(), target.name.clone()) {
         (Method::GET, None) => {
             let (labels, fields) = selectors(target.resource, query)?;
@@ -234,23 +247,31 @@ async fn route(
         }
         (Method::POST, None) => {
             let obj = parse_body(body)?;
+            let warnings = openapi::validate_fields(target.resource, &obj, field_validation)?;
             let obj = if events_api {
                 convert::events_v1_to_core(&obj)
             } else {
                 obj
             };
             let created = store.create(storage_resource, &ns, obj)?;
-            Ok(json_response(StatusCode::CREATED, &present(created)))
+            Ok(with_warnings(
+                json_response(StatusCode::CREATED, &present(created)),
+                &warnings,
+            ))
         }
         (Method::PUT, Some(name)) => {
             let obj = parse_body(body)?;
+            let warnings = openapi::validate_fields(target.resource, &obj, field_validation)?;
             let obj = if events_api {
                 convert::events_v1_to_core(&obj)
             } else {
                 obj
             };
             let updated = store.update(storage_resource, &ns, &name, sub, obj)?;
-            Ok(json_response(StatusCode::OK, &present(updated)))
+            Ok(with_warnings(
+                json_response(StatusCode::OK, &present(updated)),
+                &warnings,
+            ))
         }
         (Method::PATCH, Some(name)) => {
             let content_type = headers
@@ -269,6 +290,13 @@ async fn route(
                 other => return Err(ApiError::unsupported_media_type(other)),
             };
             let patch = parse_body(body)?;
+            if patch_type != PatchType::Json {
+                openapi::validate_fields(
+                    target.resource,
+                    &patch_fields_only(&patch),
+                    field_validation,
+                )?;
+            }
             let patched = if events_api {
                 // Patch the events.k8s.io representation, store it as core/v1.
                 store.write(storage_resource, &ns, &name, sub, None, |current| {
@@ -313,6 +341,37 @@ async fn route(
             "{method} is not supported on {path}"
         ))),
     }
+}
+
+/// A patch without strategic-merge directives, for field validation.
+fn patch_fields_only(patch: &Value) -> Value {
+    match patch {
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .filter(|(k, _)| !k.starts_with('$'))
+                .map(|(k, v)| {
+                    (
+                        k.clone(),
+                        if k == "metadata" || k == "spec" {
+                            patch_fields_only(v)
+                        } else {
+                            v.clone()
+                        },
+                    )
+                })
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+fn with_warnings(mut response: Response, warnings: &[String]) -> Response {
+    for warning in warnings {
+        if let Ok(value) = axum::http::HeaderValue::from_str(&format!("299 - \"{warning}\"")) {
+            response.headers_mut().append("warning", value);
+        }
+    }
+    response
 }
 
 fn apply_patch(

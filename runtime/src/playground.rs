@@ -1,0 +1,351 @@
+//! `wasm-ccm playground`: everything on one machine with no cluster and no cloud
+//! account — the Kubernetes API server double (with a kubeconfig for kubectl), the
+//! simulated cloud, the reference provider, seeded nodes and a LoadBalancer Service —
+//! and a readable log of what changes.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use kube_double::store::{Change, EventType};
+use kube_double::{ApiServer, Settings, resources};
+use serde_json::{Value, json};
+use sim_cloud::SimCloud;
+use sim_cloud::model::NewInstance;
+
+use crate::engine::EngineSettings;
+use crate::provider::ProviderLoader;
+
+/// Playground options (the CLI flags).
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub nodes: usize,
+    pub kubeconfig_out: PathBuf,
+    pub without_ccm: bool,
+    pub api_listen: String,
+    pub cloud_listen: String,
+    /// The reference provider component to load and demonstrate.
+    pub provider: PathBuf,
+    /// Where the provider directory (component, policy, token, cloud config) is written.
+    pub work_dir: PathBuf,
+}
+
+/// Errors starting the playground.
+#[derive(Debug, thiserror::Error)]
+pub enum PlaygroundError {
+    /// A server could not bind its address.
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        addr: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A file could not be written.
+    #[error("cannot write {path}: {source}")]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Seeding the API server failed.
+    #[error("seeding the cluster: {0}")]
+    Seed(#[source] kube_double::ApiError),
+}
+
+const UNINITIALIZED_TAINT: &str = "node.cloudprovider.kubernetes.io/uninitialized";
+
+/// A Node as kubelet registers it with `--cloud-provider=external`.
+pub fn kubelet_node(name: &str) -> Value {
+    let now = kube_double::time::now_rfc3339();
+    json!({
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": {
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+            },
+        },
+        "spec": {
+            "taints": [{"key": UNINITIALIZED_TAINT, "value": "true", "effect": "NoSchedule"}],
+        },
+        "status": {
+            "conditions": [{
+                "type": "Ready", "status": "True", "reason": "KubeletReady",
+                "message": "kubelet is posting ready status",
+                "lastHeartbeatTime": now, "lastTransitionTime": now,
+            }],
+            "addresses": [{"type": "Hostname", "address": name}],
+        },
+    })
+}
+
+fn write(path: &Path, contents: impl AsRef<[u8]>) -> Result<(), PlaygroundError> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|source| PlaygroundError::Write {
+            path: dir.to_owned(),
+            source,
+        })?;
+    }
+    std::fs::write(path, contents).map_err(|source| PlaygroundError::Write {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+/// Runs until Ctrl-C.
+pub async fn run(options: Options) -> Result<(), PlaygroundError> {
+    let api = ApiServer::start(Settings {
+        listen: options.api_listen.clone(),
+        ..Settings::default()
+    })
+    .await
+    .map_err(|source| PlaygroundError::Listen {
+        addr: options.api_listen.clone(),
+        source,
+    })?;
+    api.write_kubeconfig(&options.kubeconfig_out)
+        .map_err(|source| PlaygroundError::Write {
+            path: options.kubeconfig_out.clone(),
+            source,
+        })?;
+    let token = format!("playground-{:x}", std::process::id() as u64 * 0x9E37_79B9);
+    let cloud = SimCloud::start(&options.cloud_listen, &token)
+        .await
+        .map_err(|source| PlaygroundError::Listen {
+            addr: options.cloud_listen.clone(),
+            source,
+        })?;
+
+    // The cluster: N kubelet-registered nodes and a LoadBalancer Service.
+    let nodes = resources::find("", "v1", "nodes").expect("nodes");
+    let services = resources::find("", "v1", "services").expect("services");
+    for i in 1..=options.nodes {
+        let name = format!("node-{i}");
+        cloud.with_state(|s| {
+            s.create_instance(NewInstance {
+                zone: Some(if i % 2 == 0 { "zone-b" } else { "zone-a" }.into()),
+                labels: [("example.com/rack".to_string(), format!("r{}", (i + 1) / 2))]
+                    .into_iter()
+                    .collect(),
+                ..NewInstance::named(&name)
+            })
+        });
+        api.store()
+            .create(nodes, "", kubelet_node(&name))
+            .map_err(PlaygroundError::Seed)?;
+    }
+    api.store()
+        .create(
+            services,
+            "default",
+            json!({
+                "apiVersion": "v1", "kind": "Service",
+                "metadata": {"name": "web", "namespace": "default"},
+                "spec": {"type": "LoadBalancer", "selector": {"app": "web"},
+                         "ports": [{"name": "http", "port": 80, "targetPort": 8080}]},
+            }),
+        )
+        .map_err(PlaygroundError::Seed)?;
+
+    // The provider directory the controller manager reads.
+    let providers = options.work_dir.join("providers");
+    let policy = format!(
+        "allowedOutboundHosts:\n  - {url}\ncredentials:\n  - destination: {url}\n    bearerTokenFile: ../credentials/token\n",
+        url = cloud.url()
+    );
+    write(&providers.join("simcloud.yaml"), &policy)?;
+    write(&options.work_dir.join("credentials/token"), &token)?;
+    let cloud_config = options.work_dir.join("cloud-config.json");
+    write(
+        &cloud_config,
+        format!(r#"{{"endpoint": "{}"}}"#, cloud.url()),
+    )?;
+
+    println!("wasm-ccm playground");
+    println!("  Kubernetes API (double):  {}", api.url());
+    println!(
+        "  kubeconfig:               {}",
+        options.kubeconfig_out.display()
+    );
+    println!(
+        "  simulated cloud:          {}  (admin API: {}/admin/...)",
+        cloud.url(),
+        cloud.url()
+    );
+    println!(
+        "  cluster:                  {} nodes tainted {UNINITIALIZED_TAINT}, Service default/web (LoadBalancer)",
+        options.nodes
+    );
+    println!();
+    println!(
+        "  try: kubectl --kubeconfig {} get nodes,services -o wide",
+        options.kubeconfig_out.display()
+    );
+    println!(
+        "       curl -X PATCH {}/admin/instances/i-00000001 -H 'content-type: application/json' -d '{{\"state\": \"stopped\"}}'",
+        cloud.url()
+    );
+    println!(
+        "       curl -X DELETE {}/admin/instances/i-00000002",
+        cloud.url()
+    );
+    println!();
+
+    if std::fs::metadata(&options.provider).is_ok() {
+        let installed = providers.join("simcloud.wasm");
+        std::fs::copy(&options.provider, &installed).map_err(|source| PlaygroundError::Write {
+            path: installed.clone(),
+            source,
+        })?;
+        demonstrate_provider(&installed, &cloud_config).await;
+    } else {
+        println!(
+            "provider: {} not found; build it with scripts/build-guests.sh (or pass --provider)",
+            options.provider.display()
+        );
+    }
+    if options.without_ccm {
+        println!(
+            "controllers: not started (--without-ccm); point a controller manager at the kubeconfig above."
+        );
+    } else {
+        println!(
+            "controllers: this version of wasm-ccm has no controller manager yet, so nothing \
+             reconciles the cluster; the API server and the simulated cloud run as with --without-ccm."
+        );
+    }
+    println!("provider directory: {}", providers.display());
+    println!("watching the cluster; Ctrl-C to stop\n");
+
+    let (_, mut changes) = api
+        .store()
+        .watch_from(api.store().resource_version())
+        .expect("watching from now");
+    loop {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => break,
+            change = changes.recv() => match change {
+                Ok(change) => println!("{}", describe(&change)),
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => println!("({n} changes not shown)"),
+                Err(_) => break,
+            },
+        }
+    }
+    println!("stopped");
+    Ok(())
+}
+
+/// Loads the reference provider against the simulated cloud and shows its answers.
+async fn demonstrate_provider(wasm: &Path, cloud_config: &Path) {
+    let config = std::fs::read(cloud_config).unwrap_or_default();
+    let loader = match ProviderLoader::new(&EngineSettings {
+        max_instances: 8,
+        ..EngineSettings::default()
+    }) {
+        Ok(loader) => loader,
+        Err(err) => {
+            println!("provider: cannot create the engine: {err}");
+            return;
+        }
+    };
+    match loader.load(wasm, config).await {
+        Ok(provider) => {
+            println!(
+                "provider: {} loaded from {} (exports: {})",
+                provider.name(),
+                wasm.display(),
+                provider.exports().names().join(", ")
+            );
+            if let Some(v2) = provider.instances_v2() {
+                let node = crate::bindings::types::Node {
+                    metadata: crate::bindings::types::ObjectMeta {
+                        name: "node-1".into(),
+                        namespace: String::new(),
+                        uid: String::new(),
+                        labels: Vec::new(),
+                        annotations: Vec::new(),
+                    },
+                    provider_id: None,
+                    pod_cidrs: Vec::new(),
+                    taints: Vec::new(),
+                    addresses: Vec::new(),
+                    conditions: Vec::new(),
+                };
+                match tokio::time::timeout(Duration::from_secs(10), v2.instance_metadata(&node))
+                    .await
+                {
+                    Ok(Ok(meta)) => println!(
+                        "provider: instance-metadata(node-1) -> {} type={} zone={} region={} labels={:?}",
+                        meta.provider_id,
+                        meta.instance_type,
+                        meta.zone,
+                        meta.region,
+                        meta.additional_labels
+                    ),
+                    Ok(Err(err)) => println!("provider: instance-metadata(node-1) failed: {err}"),
+                    Err(_) => println!("provider: instance-metadata(node-1) timed out"),
+                }
+            }
+        }
+        Err(err) => println!("provider: cannot load: {err}"),
+    }
+}
+
+/// One line per change: what, which object, and which parts changed.
+pub fn describe(change: &Change) -> String {
+    let obj = &change.object;
+    let kind = obj.get("kind").and_then(Value::as_str).unwrap_or("?");
+    let name = obj
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("?");
+    let ns = obj
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let id = if ns.is_empty() {
+        name.to_owned()
+    } else {
+        format!("{ns}/{name}")
+    };
+    let verb = match change.kind {
+        EventType::Added => "created",
+        EventType::Modified => "changed",
+        EventType::Deleted => "deleted",
+    };
+    if kind == "Event" {
+        let reason = obj.get("reason").and_then(Value::as_str).unwrap_or("");
+        let message = obj.get("message").and_then(Value::as_str).unwrap_or("");
+        let about = obj
+            .pointer("/involvedObject/name")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        return format!("event    {about}: {reason}: {message}");
+    }
+    let mut details = Vec::new();
+    if let Some(old) = &change.old {
+        for (label, pointer) in [
+            ("providerID", "/spec/providerID"),
+            ("labels", "/metadata/labels"),
+            ("taints", "/spec/taints"),
+            ("addresses", "/status/addresses"),
+            ("conditions", "/status/conditions"),
+            ("podCIDRs", "/spec/podCIDRs"),
+            ("finalizers", "/metadata/finalizers"),
+            ("loadBalancer", "/status/loadBalancer"),
+            ("deletionTimestamp", "/metadata/deletionTimestamp"),
+        ] {
+            let (before, after) = (old.pointer(pointer), obj.pointer(pointer));
+            if before != after {
+                let shown = after
+                    .map(|v| v.to_string())
+                    .unwrap_or_else(|| "(removed)".into());
+                let shown: String = shown.chars().take(160).collect();
+                details.push(format!("{label}={shown}"));
+            }
+        }
+    }
+    format!("{:<8} {kind} {id} {}", verb, details.join(" "))
+}
