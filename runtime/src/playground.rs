@@ -126,9 +126,12 @@ pub async fn run(options: Options) -> Result<(), PlaygroundError> {
         cloud.with_state(|s| {
             s.create_instance(NewInstance {
                 zone: Some(if i % 2 == 0 { "zone-b" } else { "zone-a" }.into()),
-                labels: [("example.com/rack".to_string(), format!("r{}", (i + 1) / 2))]
-                    .into_iter()
-                    .collect(),
+                labels: [(
+                    "example.com/rack".to_string(),
+                    format!("r{}", i.div_ceil(2)),
+                )]
+                .into_iter()
+                .collect(),
                 ..NewInstance::named(&name)
             })
         });

@@ -11,6 +11,8 @@ pub struct ApiError {
     pub message: String,
     pub name: String,
     pub kind: String,
+    /// `details.causes` of an Invalid error: (field, message).
+    pub causes: Vec<(String, String)>,
 }
 
 impl ApiError {
@@ -21,6 +23,7 @@ impl ApiError {
             message,
             name: name.into(),
             kind: kind.into(),
+            causes: Vec::new(),
         }
     }
 
@@ -56,15 +59,24 @@ impl ApiError {
         )
     }
 
+    /// A 422 Invalid; `detail` is `field: message` as the real server words it.
     pub fn invalid(kind: &str, name: &str, detail: impl Into<String>) -> Self {
         let detail = detail.into();
-        Self::new(
+        let mut err = Self::new(
             422,
             "Invalid",
             kind,
             name,
             format!("{kind} \"{name}\" is invalid: {detail}"),
-        )
+        );
+        let (field, message) = match detail.split_once(": ") {
+            Some((field, message)) if !field.contains(' ') => {
+                (field.to_owned(), message.to_owned())
+            }
+            _ => (String::new(), detail.clone()),
+        };
+        err.causes.push((field, message));
+        err
     }
 
     pub fn bad_request(message: impl Into<String>) -> Self {
@@ -108,6 +120,14 @@ impl ApiError {
         });
         if !self.name.is_empty() || !self.kind.is_empty() {
             status["details"] = json!({"name": self.name, "kind": self.kind});
+        }
+        if !self.causes.is_empty() {
+            let causes: Vec<Value> = self
+                .causes
+                .iter()
+                .map(|(field, message)| json!({"reason": "FieldValueInvalid", "message": message, "field": field}))
+                .collect();
+            status["details"]["causes"] = Value::Array(causes);
         }
         status
     }

@@ -78,6 +78,7 @@ pub struct ApiServer {
     addr: SocketAddr,
     store: Arc<Store>,
     token: Option<String>,
+    disconnect: tokio::sync::watch::Sender<u64>,
     task: JoinHandle<()>,
 }
 
@@ -87,7 +88,9 @@ impl ApiServer {
         let listener = tokio::net::TcpListener::bind(&settings.listen).await?;
         let addr = listener.local_addr()?;
         let store = Arc::new(Store::new(settings.history));
+        let (disconnect, _) = tokio::sync::watch::channel(0u64);
         let state = Arc::new(server::AppState {
+            disconnect: disconnect.clone(),
             store: store.clone(),
             settings: server::ServerSettings {
                 token: settings.token.clone(),
@@ -107,6 +110,7 @@ impl ApiServer {
             addr,
             store,
             token: settings.token,
+            disconnect,
             task,
         })
     }
@@ -124,6 +128,12 @@ impl ApiServer {
     /// The store, for direct inspection and for forcing 410s ([`Store::compact`]).
     pub fn store(&self) -> &Arc<Store> {
         &self.store
+    }
+
+    /// Ends every open watch, as an API server restart or a load balancer timeout
+    /// does; clients must reconnect (and relist after [`Store::compact`]).
+    pub fn disconnect_watches(&self) {
+        self.disconnect.send_modify(|generation| *generation += 1);
     }
 
     /// A kubeconfig for this server (context `wasm-ccm-double`).

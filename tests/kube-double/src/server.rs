@@ -33,6 +33,8 @@ pub(crate) struct AppState {
     pub store: Arc<Store>,
     pub settings: ServerSettings,
     pub address: String,
+    /// Bumped to end every open watch (clients must reconnect).
+    pub disconnect: tokio::sync::watch::Sender<u64>,
 }
 
 type Shared = Arc<AppState>;
@@ -540,6 +542,7 @@ fn watch(
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(256);
     let subscription = store.watch_from(from_rv);
     let bookmark_interval = state.settings.bookmark_interval;
+    let mut disconnect = state.disconnect.subscribe();
     tokio::spawn(async move {
         let (backlog, mut live) = match subscription {
             Ok(s) => s,
@@ -609,6 +612,7 @@ fn watch(
             tokio::select! {
                 _ = tokio::time::sleep_until(deadline) => return,
                 _ = tx.closed() => return,
+                _ = disconnect.changed() => return,
                 _ = ticker.tick(), if bookmarks => {
                     let rv = store.resource_version().max(last_rv);
                     if tx.send(Ok(bookmark(resource, rv, false))).await.is_err() {

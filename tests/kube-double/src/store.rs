@@ -45,6 +45,9 @@ pub struct Change {
     pub old: Option<Value>,
 }
 
+/// The retained changes after a resource version, and the live feed after them.
+pub type Subscription = (Vec<Arc<Change>>, broadcast::Receiver<Arc<Change>>);
+
 /// Patch content types.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PatchType {
@@ -186,10 +189,7 @@ impl Store {
 
     /// Subscribes to changes after `from_rv`: the retained history plus a live
     /// receiver, taken under one lock so nothing falls between them.
-    pub fn watch_from(
-        &self,
-        from_rv: u64,
-    ) -> Result<(Vec<Arc<Change>>, broadcast::Receiver<Arc<Change>>), ApiError> {
+    pub fn watch_from(&self, from_rv: u64) -> Result<Subscription, ApiError> {
         let inner = self.lock();
         if from_rv < inner.oldest_watchable {
             return Err(ApiError::gone(format!(
@@ -453,9 +453,9 @@ impl Store {
         }
         let body_ns = meta_str(&obj, "namespace").to_owned();
         if resource.namespaced && !body_ns.is_empty() && body_ns != namespace {
-            return Err(ApiError::bad_request(format!(
-                "the namespace of the provided object does not match the namespace sent on the request"
-            )));
+            return Err(ApiError::bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request",
+            ));
         }
         if meta_str(&obj, "name").is_empty() {
             let prefix = meta_str(&obj, "generateName").to_owned();

@@ -1,0 +1,99 @@
+//! `wasm-ccm playground` as a user runs it: the real binary, then kubectl against the
+//! kubeconfig it writes.
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use tokio::io::AsyncBufReadExt;
+use wasm_ccm_tests::{TempDir, guest, wasm_ccm_bin};
+
+#[tokio::test]
+async fn playground_serves_a_cluster_kubectl_can_use() {
+    let dir = TempDir::new("playground");
+    let kubeconfig = dir.path().join("kubeconfig");
+    let mut child = tokio::process::Command::new(wasm_ccm_bin())
+        .args(["playground", "--nodes", "4"])
+        .arg("--kubeconfig-out")
+        .arg(&kubeconfig)
+        .arg("--work-dir")
+        .arg(dir.path().join("work"))
+        .arg("--provider")
+        .arg(guest("reference_provider"))
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut output = String::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !output.contains("watching the cluster") {
+        assert!(
+            Instant::now() < deadline,
+            "playground did not start:\n{output}"
+        );
+        match tokio::time::timeout(Duration::from_secs(30), lines.next_line()).await {
+            Ok(Ok(Some(line))) => {
+                output.push_str(&line);
+                output.push('\n');
+            }
+            other => panic!("playground output ended: {other:?}\n{output}"),
+        }
+    }
+    assert!(
+        output.contains(&kubeconfig.display().to_string()),
+        "{output}"
+    );
+    assert!(output.contains("provider: simcloud loaded"), "{output}");
+    assert!(
+        output.contains("instance-metadata(node-1) -> simcloud://"),
+        "{output}"
+    );
+    assert!(output.contains("no controller manager yet"), "{output}");
+
+    let out = tokio::process::Command::new("/usr/bin/kubectl")
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .args([
+            "get",
+            "nodes",
+            "-o",
+            "jsonpath={range .items[*]}{.metadata.name} {.spec.taints[0].key}{\"\\n\"}{end}",
+        ])
+        .output()
+        .await
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(text.lines().count(), 4, "{text}");
+    assert!(
+        text.contains("node-4 node.cloudprovider.kubernetes.io/uninitialized"),
+        "{text}"
+    );
+
+    // A change made with kubectl shows up in the playground's log.
+    let out = tokio::process::Command::new("/usr/bin/kubectl")
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .args(["label", "node", "node-2", "seen=yes"])
+        .output()
+        .await
+        .unwrap();
+    assert!(out.status.success());
+    let line = tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            if let Ok(Some(line)) = lines.next_line().await
+                && line.contains("Node node-2")
+            {
+                return line;
+            }
+        }
+    })
+    .await
+    .unwrap();
+    assert!(line.contains("\"seen\":\"yes\""), "{line}");
+    child.kill().await.unwrap();
+}
