@@ -213,20 +213,7 @@ async fn main() {
     let lb = provider.load_balancer().unwrap();
     let v2 = provider.instances_v2().unwrap();
     let svc = service();
-    let node = Node {
-        metadata: ObjectMeta {
-            name: "bench-node".into(),
-            namespace: String::new(),
-            uid: "u".into(),
-            labels: Vec::new(),
-            annotations: Vec::new(),
-        },
-        provider_id: None,
-        pod_cidrs: Vec::new(),
-        taints: Vec::new(),
-        addresses: Vec::new(),
-        conditions: Vec::new(),
-    };
+    let node = Node::named("bench-node");
 
     let name_wasm = measure(200, 200, || async {
         std::hint::black_box(lb.get_load_balancer_name("kubernetes", &svc).await.unwrap());

@@ -27,3 +27,23 @@ pub use self::wasm_ccm::provider::types;
 pub const PACKAGE: &str = "wasm-ccm:provider";
 /// The version of [`PACKAGE`] this host implements.
 pub const PACKAGE_VERSION: &str = "0.1.0";
+
+impl types::Node {
+    /// A Node view with only a name (and no provider ID, addresses or conditions).
+    pub fn named(name: &str) -> Self {
+        Self {
+            metadata: types::ObjectMeta {
+                name: name.into(),
+                namespace: String::new(),
+                uid: String::new(),
+                labels: Vec::new(),
+                annotations: Vec::new(),
+            },
+            provider_id: None,
+            pod_cidrs: Vec::new(),
+            taints: Vec::new(),
+            addresses: Vec::new(),
+            conditions: Vec::new(),
+        }
+    }
+}

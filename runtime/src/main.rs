@@ -83,20 +83,13 @@ fn main() -> ExitCode {
     };
     match cli.command {
         Command::Check { file, json } => runtime.block_on(async {
-            match wasm_ccm::check::check(&file).await {
-                Ok(report) => {
-                    if json {
-                        println!("{:#}", report.to_json());
-                    } else {
-                        println!("{report}");
-                    }
-                    ExitCode::SUCCESS
+            exit_code(wasm_ccm::check::check(&file).await.map(|report| {
+                if json {
+                    println!("{:#}", report.to_json());
+                } else {
+                    println!("{report}");
                 }
-                Err(err) => {
-                    eprintln!("error: {}", error_chain(&err));
-                    ExitCode::FAILURE
-                }
-            }
+            }))
         }),
         Command::Playground {
             nodes,
@@ -116,14 +109,18 @@ fn main() -> ExitCode {
                 provider,
                 work_dir,
             };
-            match wasm_ccm::playground::run(options).await {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(err) => {
-                    eprintln!("error: {}", error_chain(&err));
-                    ExitCode::FAILURE
-                }
-            }
+            exit_code(wasm_ccm::playground::run(options).await)
         }),
+    }
+}
+
+fn exit_code<E: std::error::Error>(result: Result<(), E>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {}", error_chain(&err));
+            ExitCode::FAILURE
+        }
     }
 }
 

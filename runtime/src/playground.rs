@@ -262,20 +262,7 @@ async fn demonstrate_provider(wasm: &Path, cloud_config: &Path) {
                 provider.exports().names().join(", ")
             );
             if let Some(v2) = provider.instances_v2() {
-                let node = crate::bindings::types::Node {
-                    metadata: crate::bindings::types::ObjectMeta {
-                        name: "node-1".into(),
-                        namespace: String::new(),
-                        uid: String::new(),
-                        labels: Vec::new(),
-                        annotations: Vec::new(),
-                    },
-                    provider_id: None,
-                    pod_cidrs: Vec::new(),
-                    taints: Vec::new(),
-                    addresses: Vec::new(),
-                    conditions: Vec::new(),
-                };
+                let node = crate::bindings::types::Node::named("node-1");
                 match tokio::time::timeout(Duration::from_secs(10), v2.instance_metadata(&node))
                     .await
                 {

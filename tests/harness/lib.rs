@@ -161,23 +161,14 @@ pub use wasm_ccm::bindings::types;
 
 /// A Node view with a name, optional provider ID, and annotations.
 pub fn node(name: &str, provider_id: Option<&str>, annotations: &[(&str, &str)]) -> types::Node {
-    types::Node {
-        metadata: types::ObjectMeta {
-            name: name.into(),
-            namespace: String::new(),
-            uid: format!("uid-{name}"),
-            labels: Vec::new(),
-            annotations: annotations
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-        },
-        provider_id: provider_id.map(str::to_owned),
-        pod_cidrs: Vec::new(),
-        taints: Vec::new(),
-        addresses: Vec::new(),
-        conditions: Vec::new(),
-    }
+    let mut node = types::Node::named(name);
+    node.metadata.uid = format!("uid-{name}");
+    node.metadata.annotations = annotations
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    node.provider_id = provider_id.map(str::to_owned);
+    node
 }
 
 /// A LoadBalancer Service view with one TCP port 80 -> node port 30080.

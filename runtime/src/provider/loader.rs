@@ -228,38 +228,24 @@ impl ProviderLoader {
                 source,
             }
         };
+        // The export lookups of each optional interface the component exports.
+        macro_rules! optional {
+            ($flag:ident, $module:ident, $name:literal) => {
+                exports
+                    .$flag
+                    .then(|| $module::GuestIndices::new(&pre))
+                    .transpose()
+                    .map_err(mismatch($name))?
+            };
+        }
         let indices = Indices {
             identity: identity::GuestIndices::new(&pre).map_err(mismatch("identity"))?,
-            instances_v2: exports
-                .instances_v2
-                .then(|| instances_v2::GuestIndices::new(&pre))
-                .transpose()
-                .map_err(mismatch("instances-v2"))?,
-            instances: exports
-                .instances
-                .then(|| instances::GuestIndices::new(&pre))
-                .transpose()
-                .map_err(mismatch("instances"))?,
-            zones: exports
-                .zones
-                .then(|| zones::GuestIndices::new(&pre))
-                .transpose()
-                .map_err(mismatch("zones"))?,
-            load_balancer: exports
-                .load_balancer
-                .then(|| load_balancer::GuestIndices::new(&pre))
-                .transpose()
-                .map_err(mismatch("load-balancer"))?,
-            routes: exports
-                .routes
-                .then(|| routes::GuestIndices::new(&pre))
-                .transpose()
-                .map_err(mismatch("routes"))?,
-            clusters: exports
-                .clusters
-                .then(|| clusters::GuestIndices::new(&pre))
-                .transpose()
-                .map_err(mismatch("clusters"))?,
+            instances_v2: optional!(instances_v2, instances_v2, "instances-v2"),
+            instances: optional!(instances, instances, "instances"),
+            zones: optional!(zones, zones, "zones"),
+            load_balancer: optional!(load_balancer, load_balancer, "load-balancer"),
+            routes: optional!(routes, routes, "routes"),
+            clusters: optional!(clusters, clusters, "clusters"),
         };
         Ok(Compiled {
             path: path.to_owned(),
