@@ -18,6 +18,9 @@
 pub mod bindings;
 pub mod capabilities;
 pub mod check;
+pub mod controllers;
+pub mod convert;
+pub mod daemon;
 pub mod engine;
 pub mod metrics;
 pub mod playground;

@@ -6,14 +6,24 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 /// Kubernetes cloud-controller-manager with WebAssembly providers.
+///
+/// Without a subcommand it runs the controller manager:
+/// `wasm-ccm --cloud-provider NAME --providers-dir DIR [--kubeconfig FILE] ...`
 #[derive(Parser)]
-#[command(name = "wasm-ccm", version, about)]
+#[command(
+    name = "wasm-ccm",
+    version,
+    about,
+    args_conflicts_with_subcommands = true
+)]
 struct Cli {
     /// Log format: text or json.
     #[arg(long, global = true, default_value = "text", value_parser = ["text", "json"])]
     log_format: String,
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
+    #[command(flatten)]
+    daemon: wasm_ccm::daemon::DaemonArgs,
 }
 
 #[derive(Subcommand)]
@@ -58,9 +68,9 @@ enum Command {
     },
 }
 
-fn init_tracing(format: &str) {
+fn init_tracing(format: &str, default_level: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
@@ -73,7 +83,15 @@ fn init_tracing(format: &str) {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_tracing(&cli.log_format);
+    // The controller manager logs what it does; the tools only warnings.
+    init_tracing(
+        &cli.log_format,
+        if cli.command.is_none() {
+            "info"
+        } else {
+            "warn"
+        },
+    );
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(err) => {
@@ -81,7 +99,10 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match cli.command {
+    let Some(command) = cli.command else {
+        return runtime.block_on(async { exit_code(wasm_ccm::daemon::run(cli.daemon).await) });
+    };
+    match command {
         Command::Check { file, json } => runtime.block_on(async {
             exit_code(wasm_ccm::check::check(&file).await.map(|report| {
                 if json {

@@ -83,11 +83,51 @@ pub struct ProviderMetrics {
     pub guest_log_dropped: Family<ProviderLabels, Counter>,
 }
 
+/// Labels of the controller reconcile metrics.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReconcileLabels {
+    pub controller: String,
+    /// `success` or `error`.
+    pub result: String,
+}
+
+/// Labels carrying only the controller name.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ControllerLabels {
+    pub controller: String,
+}
+
+/// The families recorded by the controllers.
+pub struct ControllerMetrics {
+    pub reconciles: Family<ReconcileLabels, Counter>,
+    pub reconcile_duration: Family<ControllerLabels, Histogram, fn() -> Histogram>,
+    /// Upstream's `initial_node_sync_delay_seconds`: Node creation to initialization.
+    pub initial_node_sync_delay: Histogram,
+}
+
+impl ControllerMetrics {
+    /// Counts one reconcile of `controller` that started at `started`.
+    pub fn record(&self, controller: &str, started: std::time::Instant, ok: bool) {
+        self.reconciles
+            .get_or_create(&ReconcileLabels {
+                controller: controller.into(),
+                result: if ok { "success" } else { "error" }.into(),
+            })
+            .inc();
+        self.reconcile_duration
+            .get_or_create(&ControllerLabels {
+                controller: controller.into(),
+            })
+            .observe(started.elapsed().as_secs_f64());
+    }
+}
+
 /// The host's metrics registry. Cheap to clone.
 #[derive(Clone)]
 pub struct Metrics {
     registry: Arc<Mutex<Registry>>,
     provider: Arc<ProviderMetrics>,
+    controllers: Arc<ControllerMetrics>,
 }
 
 impl Default for Metrics {
@@ -150,10 +190,36 @@ impl Metrics {
             "Provider log and stdout/stderr records dropped by the rate limit",
             provider.guest_log_dropped.clone(),
         );
+        let controllers = ControllerMetrics {
+            reconciles: Family::default(),
+            reconcile_duration: Family::new_with_constructor(latency_histogram),
+            initial_node_sync_delay: Histogram::new(exponential_buckets(0.1, 2.0, 16)),
+        };
+        registry.register(
+            "controller_reconciles",
+            "Reconciles by controller and result",
+            controllers.reconciles.clone(),
+        );
+        registry.register(
+            "controller_reconcile_duration_seconds",
+            "Time spent in one reconcile, by controller",
+            controllers.reconcile_duration.clone(),
+        );
+        registry.register(
+            "node_controller_initial_node_sync_delay_seconds",
+            "Delay between a Node's creation and its initialization by the cloud-node controller",
+            controllers.initial_node_sync_delay.clone(),
+        );
         Self {
             registry: Arc::new(Mutex::new(registry)),
             provider: Arc::new(provider),
+            controllers: Arc::new(controllers),
         }
+    }
+
+    /// The controllers' families.
+    pub fn controllers(&self) -> &Arc<ControllerMetrics> {
+        &self.controllers
     }
 
     /// The provider runtime's families.

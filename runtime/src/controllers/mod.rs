@@ -1,0 +1,102 @@
+//! The controllers, with upstream `k8s.io/cloud-provider` semantics:
+//!
+//! - [`node`]: cloud-node — initializes Nodes tainted
+//!   `node.cloudprovider.kubernetes.io/uninitialized`, then keeps their addresses current;
+//! - [`node_lifecycle`]: cloud-node-lifecycle — deletes Nodes whose instance is gone and
+//!   taints shut-down ones.
+//!
+//! Each controller gets a [`Context`]: the Kubernetes client, the provider, an event
+//! recorder and the metrics.
+
+pub mod backoff;
+pub mod node;
+pub mod node_lifecycle;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Node;
+use kube::Resource;
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+
+use crate::metrics::Metrics;
+use crate::provider::Provider;
+
+/// `node.cloudprovider.kubernetes.io/uninitialized`: kubelet's taint with
+/// `--cloud-provider=external`, removed by the cloud-node controller.
+pub const TAINT_UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized";
+/// `node.cloudprovider.kubernetes.io/shutdown`: set on Nodes whose instance is stopped.
+pub const TAINT_SHUTDOWN: &str = "node.cloudprovider.kubernetes.io/shutdown";
+
+/// What every controller needs.
+#[derive(Clone)]
+pub struct Context {
+    pub client: kube::Client,
+    pub provider: Provider,
+    pub metrics: Metrics,
+    pub instance: String,
+}
+
+impl Context {
+    /// A recorder publishing events as `controller`.
+    pub fn recorder(&self, controller: &str) -> Recorder {
+        Recorder::new(
+            self.client.clone(),
+            Reporter {
+                controller: controller.into(),
+                instance: Some(self.instance.clone()),
+            },
+        )
+    }
+}
+
+/// Publishes an event about a Node, logging (not failing) when that is impossible.
+pub async fn node_event(
+    recorder: &Recorder,
+    node: &Node,
+    type_: EventType,
+    reason: &str,
+    note: String,
+) {
+    let event = Event {
+        type_,
+        reason: reason.into(),
+        note: Some(note),
+        action: reason.into(),
+        secondary: None,
+    };
+    if let Err(err) = recorder.publish(&event, &node.object_ref(&())).await {
+        tracing::warn!(node = node.metadata.name.as_deref().unwrap_or(""), reason, error = %err, "cannot record event");
+    }
+}
+
+/// Whether a Node has a taint with this key.
+pub fn has_taint(node: &Node, key: &str) -> bool {
+    node.spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .is_some_and(|t| t.iter().any(|t| t.key == key))
+}
+
+/// The Node's Ready condition status (`True`, `False`, `Unknown`), if any.
+pub fn ready_status(node: &Node) -> Option<&str> {
+    node.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .map(|c| c.status.as_str())
+}
+
+/// Shared by periodic loops: sleep that ends early on shutdown.
+pub async fn tick(period: Duration, shutdown: &tokio::sync::watch::Receiver<bool>) -> bool {
+    let mut shutdown = shutdown.clone();
+    tokio::select! {
+        _ = tokio::time::sleep(period) => true,
+        _ = shutdown.wait_for(|stop| *stop) => false,
+    }
+}
+
+/// A handle to stop controllers.
+pub type Shutdown = Arc<tokio::sync::watch::Sender<bool>>;

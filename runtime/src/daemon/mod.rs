@@ -1,0 +1,268 @@
+//! The controller manager: load the provider, serve health and metrics, take the
+//! leader lease, run the enabled controllers.
+
+pub mod health;
+pub mod leader;
+pub mod options;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use crate::controllers::{self, Context};
+use crate::engine::EngineSettings;
+use crate::metrics::Metrics;
+use crate::provider::{LoadError, Provider, ProviderLoader};
+pub use options::DaemonArgs;
+
+/// Why the controller manager stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    /// A flag is missing or invalid.
+    #[error("{0}")]
+    Flags(String),
+    /// No usable Kubernetes client configuration.
+    #[error("kubernetes client configuration: {0}")]
+    KubeConfig(String),
+    /// The provider directory cannot be read.
+    #[error("cannot read providers directory {path}: {source}")]
+    ProvidersDir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// No component in the directory has the requested provider name.
+    #[error("no provider named {name:?} in {dir} (found: {found})")]
+    ProviderNotFound {
+        name: String,
+        dir: PathBuf,
+        found: String,
+    },
+    /// The provider failed to load.
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    /// The engine could not be created.
+    #[error(transparent)]
+    Engine(#[from] crate::engine::EngineError),
+    /// The cloud config file cannot be read.
+    #[error("cannot read --cloud-config {path}: {source}")]
+    CloudConfig {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The health server cannot listen.
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        addr: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// This replica lost the leader lease.
+    #[error("leader election lost")]
+    LeaderLost,
+}
+
+/// Finds and loads the provider named `name` from `dir`.
+async fn load_provider(
+    loader: &ProviderLoader,
+    dir: &Path,
+    name: &str,
+    cloud_config: Vec<u8>,
+) -> Result<Provider, DaemonError> {
+    let mut candidates: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|source| DaemonError::ProvidersDir {
+            path: dir.to_owned(),
+            source,
+        })?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "wasm"))
+        .collect();
+    candidates.sort();
+    // The file named after the provider first; any other component may declare it too.
+    candidates.sort_by_key(|p| p.file_stem().is_none_or(|s| s != name));
+    let mut found = Vec::new();
+    for path in candidates {
+        match loader.inspect(&path).await {
+            Ok(inspection) if inspection.provider_name == name => {
+                return Ok(loader.load(&path, cloud_config).await?);
+            }
+            Ok(inspection) => {
+                found.push(format!("{} ({})", inspection.provider_name, path.display()))
+            }
+            Err(err) => {
+                tracing::warn!(file = %path.display(), error = %err, "skipping invalid provider component");
+                found.push(format!("invalid: {}", path.display()));
+            }
+        }
+    }
+    Err(DaemonError::ProviderNotFound {
+        name: name.into(),
+        dir: dir.to_owned(),
+        found: if found.is_empty() {
+            "nothing".into()
+        } else {
+            found.join(", ")
+        },
+    })
+}
+
+async fn kube_client(args: &DaemonArgs) -> Result<kube::Client, DaemonError> {
+    let config = match &args.kubeconfig {
+        Some(path) => {
+            let kubeconfig = kube::config::Kubeconfig::read_from(path)
+                .map_err(|e| DaemonError::KubeConfig(format!("{}: {e}", path.display())))?;
+            kube::Config::from_custom_kubeconfig(
+                kubeconfig,
+                &kube::config::KubeConfigOptions::default(),
+            )
+            .await
+            .map_err(|e| DaemonError::KubeConfig(format!("{}: {e}", path.display())))?
+        }
+        None => kube::Config::incluster()
+            .map_err(|e| DaemonError::KubeConfig(format!("in-cluster: {e}")))?,
+    };
+    kube::Client::try_from(config).map_err(|e| DaemonError::KubeConfig(e.to_string()))
+}
+
+fn identity() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .unwrap_or_else(|_| "wasm-ccm".into());
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    format!("{host}_{:08x}", nanos ^ std::process::id())
+}
+
+/// Runs the controller manager until SIGINT/SIGTERM or the loss of the leader lease.
+pub async fn run(args: DaemonArgs) -> Result<(), DaemonError> {
+    let name = args.cloud_provider.clone().ok_or_else(|| {
+        DaemonError::Flags("--cloud-provider is required (the provider name, e.g. simcloud)".into())
+    })?;
+    let enabled = options::enabled_controllers(&args.controllers).map_err(DaemonError::Flags)?;
+    let metrics = Metrics::new();
+    let health = Arc::new(health::Health::default());
+    health.leader_ok.store(true, Ordering::Relaxed);
+    let addr = format!("{}:{}", args.bind_address, args.secure_port);
+    let listener = tokio::net::TcpListener::bind(&addr)
+        .await
+        .map_err(|source| DaemonError::Listen {
+            addr: addr.clone(),
+            source,
+        })?;
+    tracing::info!(%addr, "serving /healthz, /readyz and /metrics");
+    tokio::spawn(health::serve(listener, health.clone(), metrics.clone()));
+
+    let cloud_config = match &args.cloud_config {
+        Some(path) => std::fs::read(path).map_err(|source| DaemonError::CloudConfig {
+            path: path.clone(),
+            source,
+        })?,
+        None => Vec::new(),
+    };
+    let loader = ProviderLoader::with_options(
+        &EngineSettings::default(),
+        &crate::capabilities::http_egress::EgressSettings::default(),
+        metrics.clone(),
+    )?;
+    let provider = load_provider(&loader, &args.providers_dir, &name, cloud_config).await?;
+    health.provider_ready.store(true, Ordering::Relaxed);
+    let client = kube_client(&args).await?;
+    let identity = identity();
+
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let elector = args.leader_elect.then(|| {
+        leader::Elector::new(
+            client.clone(),
+            leader::Settings {
+                lease_duration: args.leader_elect_lease_duration,
+                renew_deadline: args.leader_elect_renew_deadline,
+                retry_period: args.leader_elect_retry_period,
+                name: args.leader_elect_resource_name.clone(),
+                namespace: args.leader_elect_resource_namespace.clone(),
+                identity: identity.clone(),
+            },
+        )
+    });
+    if let Some(elector) = &elector {
+        tokio::select! {
+            _ = elector.acquire() => {}
+            _ = shutdown_signal() => return Ok(()),
+        }
+    }
+    let ctx = Context {
+        client,
+        provider: provider.clone(),
+        metrics,
+        instance: identity,
+    };
+    let mut tasks = tokio::task::JoinSet::new();
+    for controller in &enabled {
+        let has_instances = provider.instances_v2().is_some() || provider.instances().is_some();
+        match *controller {
+            "cloud-node" | "cloud-node-lifecycle" if !has_instances => {
+                tracing::warn!(
+                    controller,
+                    provider = provider.name(),
+                    "the provider exports neither instances-v2 nor instances; controller not started"
+                );
+            }
+            "cloud-node" => {
+                tasks.spawn(controllers::node::run(
+                    ctx.clone(),
+                    controllers::node::Options {
+                        status_update_frequency: args.node_status_update_frequency,
+                        workers: args.concurrent_node_syncs,
+                    },
+                    stop_rx.clone(),
+                ));
+            }
+            "cloud-node-lifecycle" => {
+                tasks.spawn(controllers::node_lifecycle::run(
+                    ctx.clone(),
+                    controllers::node_lifecycle::Options {
+                        monitor_period: args.node_monitor_period,
+                    },
+                    stop_rx.clone(),
+                ));
+            }
+            _ => {}
+        }
+        tracing::info!(controller, "started controller");
+    }
+    health.controllers_running.store(true, Ordering::Relaxed);
+    let result = match &elector {
+        Some(elector) => tokio::select! {
+            _ = elector.hold() => {
+                health.leader_ok.store(false, Ordering::Relaxed);
+                Err(DaemonError::LeaderLost)
+            }
+            _ = shutdown_signal() => Ok(()),
+        },
+        None => {
+            shutdown_signal().await;
+            Ok(())
+        }
+    };
+    let _ = stop_tx.send(true);
+    let drain = async { while tasks.join_next().await.is_some() {} };
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(10), drain).await;
+    result
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("installing the SIGTERM handler");
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}

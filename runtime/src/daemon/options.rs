@@ -1,0 +1,164 @@
+//! The controller manager's flags, with upstream's names and defaults.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+
+/// Controllers this controller manager runs, by upstream name.
+pub const CONTROLLERS: [&str; 2] = ["cloud-node", "cloud-node-lifecycle"];
+
+/// Flags of `wasm-ccm` (the controller manager).
+#[derive(Debug, Clone, Args)]
+pub struct DaemonArgs {
+    /// The provider to run: the component in --providers-dir whose provider name is this.
+    #[arg(long)]
+    pub cloud_provider: Option<String>,
+    /// Directory holding provider components (`NAME.wasm`) and their policies (`NAME.yaml`).
+    #[arg(long, default_value = "/etc/wasm-ccm/providers")]
+    pub providers_dir: PathBuf,
+    /// The cloud provider configuration file, passed to the provider's `initialize`.
+    #[arg(long)]
+    pub cloud_config: Option<PathBuf>,
+    /// Path to a kubeconfig; in-cluster configuration when absent.
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// Controllers to enable: `*` for all, `foo` to enable, `-foo` to disable.
+    /// Known: cloud-node, cloud-node-lifecycle.
+    #[arg(long, default_value = "*", value_delimiter = ',')]
+    pub controllers: Vec<String>,
+    /// Take a leader lease before running the controllers.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub leader_elect: bool,
+    #[arg(long, default_value = "15s", value_parser = parse_go_duration)]
+    pub leader_elect_lease_duration: Duration,
+    #[arg(long, default_value = "10s", value_parser = parse_go_duration)]
+    pub leader_elect_renew_deadline: Duration,
+    #[arg(long, default_value = "2s", value_parser = parse_go_duration)]
+    pub leader_elect_retry_period: Duration,
+    #[arg(long, default_value = "cloud-controller-manager")]
+    pub leader_elect_resource_name: String,
+    #[arg(long, default_value = "kube-system")]
+    pub leader_elect_resource_namespace: String,
+    /// The cluster's name, passed to the provider.
+    #[arg(long, default_value = "kubernetes")]
+    pub cluster_name: String,
+    /// Period of the cloud-node-lifecycle controller.
+    #[arg(long, default_value = "5s", value_parser = parse_go_duration)]
+    pub node_monitor_period: Duration,
+    /// Period of node address updates by the cloud-node controller.
+    #[arg(long, default_value = "5m", value_parser = parse_go_duration)]
+    pub node_status_update_frequency: Duration,
+    /// Nodes initialized concurrently.
+    #[arg(long, default_value_t = 1)]
+    pub concurrent_node_syncs: u16,
+    /// Address of the health and metrics server.
+    #[arg(long, default_value = "0.0.0.0")]
+    pub bind_address: String,
+    /// Port of the health and metrics server (`/healthz`, `/readyz`, `/metrics`).
+    #[arg(long, default_value_t = 10258)]
+    pub secure_port: u16,
+}
+
+/// Parses Go-style durations: `500ms`, `10s`, `5m`, `1m30s`, `1h`.
+pub fn parse_go_duration(text: &str) -> Result<Duration, String> {
+    let bad = || format!("invalid duration {text:?}: use forms like 500ms, 10s, 5m or 1m30s");
+    if text == "0" {
+        return Ok(Duration::ZERO);
+    }
+    let mut total = Duration::ZERO;
+    let mut rest = text;
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit() && c != '.')
+            .ok_or_else(bad)?;
+        let (number, tail) = rest.split_at(digits);
+        let value: f64 = number.parse().map_err(|_| bad())?;
+        let unit_len = tail
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(tail.len());
+        let (unit, next) = tail.split_at(unit_len);
+        let scale = match unit {
+            "ns" => 1e-9,
+            "us" | "µs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            _ => return Err(bad()),
+        };
+        total += Duration::from_secs_f64(value * scale);
+        rest = next;
+    }
+    Ok(total)
+}
+
+/// Which known controllers `--controllers` enables (upstream rules: `*` enables all,
+/// `name` enables, `-name` disables; unknown names are errors).
+pub fn enabled_controllers(list: &[String]) -> Result<Vec<&'static str>, String> {
+    let mut all = false;
+    let mut on = Vec::new();
+    let mut off = Vec::new();
+    for item in list.iter().map(|s| s.trim()).filter(|s| !s.is_empty()) {
+        if item == "*" {
+            all = true;
+            continue;
+        }
+        let (name, disable) = match item.strip_prefix('-') {
+            Some(name) => (name, true),
+            None => (item, false),
+        };
+        let known = CONTROLLERS.iter().find(|c| **c == name).ok_or_else(|| {
+            format!(
+                "--controllers: unknown controller {name:?}; known: {}",
+                CONTROLLERS.join(", ")
+            )
+        })?;
+        if disable {
+            off.push(*known)
+        } else {
+            on.push(*known)
+        }
+    }
+    Ok(CONTROLLERS
+        .iter()
+        .copied()
+        .filter(|c| (all || on.contains(c)) && !off.contains(c))
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn go_durations() {
+        assert_eq!(parse_go_duration("5m0s").unwrap(), Duration::from_secs(300));
+        assert_eq!(parse_go_duration("1m30s").unwrap(), Duration::from_secs(90));
+        assert_eq!(
+            parse_go_duration("250ms").unwrap(),
+            Duration::from_millis(250)
+        );
+        assert!(parse_go_duration("5 minutes").is_err());
+        assert!(parse_go_duration("10").is_err());
+    }
+
+    #[test]
+    fn controller_selection() {
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        assert_eq!(enabled_controllers(&s(&["*"])).unwrap(), CONTROLLERS);
+        assert_eq!(
+            enabled_controllers(&s(&["*", "-cloud-node-lifecycle"])).unwrap(),
+            ["cloud-node"]
+        );
+        assert_eq!(
+            enabled_controllers(&s(&["cloud-node-lifecycle"])).unwrap(),
+            ["cloud-node-lifecycle"]
+        );
+        assert!(
+            enabled_controllers(&s(&["nodes"]))
+                .unwrap_err()
+                .contains("unknown controller")
+        );
+    }
+}
