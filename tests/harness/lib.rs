@@ -5,6 +5,7 @@
 //! Guests are built once by `scripts/build-guests.sh` (the README's test command runs
 //! it first); tests never build them.
 
+use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -299,4 +300,126 @@ impl Drop for RawServer {
     fn drop(&mut self) {
         self.task.abort();
     }
+}
+
+/// A free TCP port on 127.0.0.1 (bound and released).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// A plain HTTP/1.1 GET on 127.0.0.1: (status, body).
+pub async fn http_get(port: u16, path: &str) -> std::io::Result<(u16, String)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
+    stream
+        .write_all(
+            format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+                .as_bytes(),
+        )
+        .await?;
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).await?;
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    Ok((status, body))
+}
+
+/// A cluster (API server double), a simulated cloud, the reference provider's
+/// directory, and `wasm-ccm` processes running against them.
+pub struct Stack {
+    pub api: kube_double::ApiServer,
+    pub cloud: SimCloud,
+    pub dir: ProviderDir,
+    pub kubeconfig: PathBuf,
+    pub cloud_config: PathBuf,
+}
+
+impl Stack {
+    pub async fn start() -> Self {
+        let api = kube_double::ApiServer::start(kube_double::Settings::default())
+            .await
+            .expect("API server double");
+        let cloud = SimCloud::start("127.0.0.1:0", TOKEN)
+            .await
+            .expect("sim cloud");
+        let dir = ProviderDir::new("reference_provider", "simcloud", &policy_for(&cloud), TOKEN);
+        let kubeconfig = dir.dir.path().join("kubeconfig");
+        api.write_kubeconfig(&kubeconfig).expect("kubeconfig");
+        let cloud_config = dir.dir.path().join("cloud-config.json");
+        std::fs::write(&cloud_config, cloud_config_bytes(&cloud)).expect("cloud config");
+        Self {
+            api,
+            cloud,
+            dir,
+            kubeconfig,
+            cloud_config,
+        }
+    }
+
+    /// Starts `wasm-ccm` with fast periods, serving health on `port`, plus `extra` flags.
+    pub fn controller_manager(&self, port: u16, extra: &[&str]) -> tokio::process::Child {
+        tokio::process::Command::new(wasm_ccm_bin())
+            .args([
+                "--cloud-provider",
+                "simcloud",
+                "--node-monitor-period",
+                "500ms",
+                "--secure-port",
+            ])
+            .arg(port.to_string())
+            .args(["--bind-address", "127.0.0.1", "--providers-dir"])
+            .arg(self.dir.dir.path())
+            .arg("--cloud-config")
+            .arg(&self.cloud_config)
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .args(extra)
+            .env("RUST_LOG", "warn")
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start wasm-ccm")
+    }
+
+    /// A kube client for the double.
+    pub fn client(&self) -> kube::Client {
+        kube::Client::try_from(kube::Config::new(self.api.url().parse().unwrap())).unwrap()
+    }
+}
+
+fn cloud_config_bytes(cloud: &SimCloud) -> Vec<u8> {
+    format!(r#"{{"endpoint": "{}"}}"#, cloud.url()).into_bytes()
+}
+
+/// Polls an async condition until it holds or `timeout` passes.
+pub async fn wait_until<F, Fut>(timeout: Duration, what: &str, mut condition: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = Instant::now() + timeout;
+    while !condition().await {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A metric's value from a Prometheus exposition (the first line starting with
+/// `series`), or 0.
+pub fn metric(text: &str, series: &str) -> f64 {
+    text.lines()
+        .find(|l| l.starts_with(series))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0)
 }

@@ -1,0 +1,462 @@
+//! The controller manager, the real `wasm-ccm` binary, against the API server double,
+//! the simulated cloud and the reference provider: each upstream rule of the
+//! cloud-node and cloud-node-lifecycle controllers, failure paths included.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Event as CoreEvent, Node};
+use kube::Api;
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+use sim_cloud::model::{Address, Fault, InstancePatch, InstanceState, NewInstance};
+use wasm_ccm_tests::{Stack, free_port, http_get, metric, wait_until};
+
+const TIMEOUT: Duration = Duration::from_secs(60);
+const UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized";
+const SHUTDOWN: &str = "node.cloudprovider.kubernetes.io/shutdown";
+
+/// A Node as kubelet registers it with `--cloud-provider=external`.
+fn kubelet_node(name: &str, ready: &str) -> Node {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+        "spec": {"taints": [{"key": UNINITIALIZED, "value": "true", "effect": "NoSchedule"}]},
+        "status": {
+            "conditions": [{"type": "Ready", "status": ready}],
+            "addresses": [{"type": "Hostname", "address": name}]
+        }
+    }))
+    .unwrap()
+}
+
+fn taint_keys(node: &Node) -> Vec<String> {
+    node.spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .map(|t| t.iter().map(|t| t.key.clone()).collect())
+        .unwrap_or_default()
+}
+
+async fn metrics(port: u16) -> String {
+    http_get(port, "/metrics")
+        .await
+        .map(|(_, b)| b)
+        .unwrap_or_default()
+}
+
+async fn initialized(nodes: &Api<Node>, name: &str) -> bool {
+    nodes
+        .get(name)
+        .await
+        .is_ok_and(|n| !taint_keys(&n).contains(&UNINITIALIZED.to_string()))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cloud_node_initializes_tainted_nodes() {
+    let stack = Stack::start().await;
+    let (a, b) = stack.cloud.with_state(|s| {
+        let a = s.create_instance(NewInstance {
+            instance_type: Some("sim.large".into()),
+            zone: Some("zone-b".into()),
+            region: Some("region-2".into()),
+            addresses: Some(vec![
+                Address::new("InternalIP", "10.1.0.1"),
+                Address::new("InternalIP", "10.1.0.9"),
+                Address::new("ExternalIP", "198.51.100.1"),
+            ]),
+            labels: [
+                ("tier".to_string(), "cloud".to_string()),
+                ("kubernetes.io/role".to_string(), "evil".to_string()),
+                ("example.com/rack".to_string(), "r7".to_string()),
+            ]
+            .into(),
+            ..NewInstance::named("n-a")
+        });
+        let b = s.create_instance(NewInstance::named("n-b"));
+        (a, b)
+    });
+    let nodes: Api<Node> = Api::all(stack.client());
+    let mut na = kubelet_node("n-a", "True");
+    na.metadata
+        .labels
+        .as_mut()
+        .unwrap()
+        .insert("tier".into(), "mine".into());
+    na.metadata.annotations = Some(
+        [(
+            "alpha.kubernetes.io/provided-node-ip".to_string(),
+            "10.1.0.9".to_string(),
+        )]
+        .into(),
+    );
+    nodes.create(&PostParams::default(), &na).await.unwrap();
+    let mut nb = kubelet_node("n-b", "True");
+    // Kubelet set a provider ID already: it is kept.
+    nb.spec.as_mut().unwrap().provider_id = Some(format!("simcloud://{}", b.id));
+    nb.spec
+        .as_mut()
+        .unwrap()
+        .taints
+        .as_mut()
+        .unwrap()
+        .push(serde_json::from_value(json!({"key": "keep-me", "effect": "NoSchedule"})).unwrap());
+    nodes.create(&PostParams::default(), &nb).await.unwrap();
+
+    let port = free_port();
+    let _ccm = stack.controller_manager(port, &["--leader-elect=false"]);
+    wait_until(TIMEOUT, "both nodes initialized", || async {
+        initialized(&nodes, "n-a").await && initialized(&nodes, "n-b").await
+    })
+    .await;
+
+    let node = nodes.get("n-a").await.unwrap();
+    let spec = node.spec.clone().unwrap();
+    assert_eq!(spec.provider_id, Some(format!("simcloud://{}", a.id)));
+    let labels = node.metadata.labels.clone().unwrap();
+    assert_eq!(labels["node.kubernetes.io/instance-type"], "sim.large");
+    assert_eq!(labels["beta.kubernetes.io/instance-type"], "sim.large");
+    assert_eq!(labels["topology.kubernetes.io/zone"], "zone-b");
+    assert_eq!(labels["failure-domain.beta.kubernetes.io/zone"], "zone-b");
+    assert_eq!(labels["topology.kubernetes.io/region"], "region-2");
+    assert_eq!(
+        labels["failure-domain.beta.kubernetes.io/region"],
+        "region-2"
+    );
+    assert_eq!(
+        labels["tier"], "mine",
+        "existing labels are never overwritten"
+    );
+    assert_eq!(labels["example.com/rack"], "r7");
+    assert!(
+        !labels.contains_key("kubernetes.io/role"),
+        "kubernetes.io labels are discarded"
+    );
+    // Addresses: the provided node IP first (the only InternalIP), the Hostname kept.
+    wait_until(TIMEOUT, "addresses", || async {
+        nodes
+            .get("n-a")
+            .await
+            .unwrap()
+            .status
+            .unwrap()
+            .addresses
+            .unwrap_or_default()
+            .len()
+            == 3
+    })
+    .await;
+    let addresses: Vec<(String, String)> = nodes
+        .get("n-a")
+        .await
+        .unwrap()
+        .status
+        .unwrap()
+        .addresses
+        .unwrap()
+        .into_iter()
+        .map(|a| (a.type_, a.address))
+        .collect();
+    assert_eq!(
+        addresses,
+        [
+            ("InternalIP".to_string(), "10.1.0.9".to_string()),
+            ("ExternalIP".to_string(), "198.51.100.1".to_string()),
+            ("Hostname".to_string(), "n-a".to_string()),
+        ]
+    );
+    // Only the uninitialized taint is removed.
+    let nb = nodes.get("n-b").await.unwrap();
+    assert_eq!(taint_keys(&nb), ["keep-me"]);
+    assert_eq!(
+        nb.spec.unwrap().provider_id,
+        Some(format!("simcloud://{}", b.id))
+    );
+
+    let events: Api<CoreEvent> = Api::namespaced(stack.client(), "default");
+    wait_until(TIMEOUT, "Synced events", || async {
+        events
+            .list(&ListParams::default().fields("reason=Synced"))
+            .await
+            .is_ok_and(|l| l.items.len() == 2)
+    })
+    .await;
+    let m = metrics(port).await;
+    assert!(
+        metric(
+            &m,
+            r#"wasm_ccm_controller_reconciles_total{controller="cloud-node",result="success"}"#
+        ) >= 2.0,
+        "{m}"
+    );
+    assert!(
+        metric(
+            &m,
+            "wasm_ccm_node_controller_initial_node_sync_delay_seconds_count"
+        ) >= 2.0,
+        "{m}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn provider_errors_and_bad_node_ips_keep_the_taint() {
+    let stack = Stack::start().await;
+    stack.cloud.with_state(|s| {
+        s.create_instance(NewInstance::named("n-ok"));
+        s.create_instance(NewInstance::named("n-ip"));
+        // The next two cloud requests fail: the first sync attempt errors.
+        s.faults.push(Fault {
+            status: Some(500),
+            count: Some(2),
+            ..Fault::default()
+        });
+    });
+    let nodes: Api<Node> = Api::all(stack.client());
+    nodes
+        .create(&PostParams::default(), &kubelet_node("n-ok", "True"))
+        .await
+        .unwrap();
+    let mut bad_ip = kubelet_node("n-ip", "True");
+    bad_ip.metadata.annotations = Some(
+        [(
+            "alpha.kubernetes.io/provided-node-ip".to_string(),
+            "10.99.99.99".to_string(),
+        )]
+        .into(),
+    );
+    nodes.create(&PostParams::default(), &bad_ip).await.unwrap();
+    // A node with no instance at all.
+    nodes
+        .create(&PostParams::default(), &kubelet_node("n-ghost", "True"))
+        .await
+        .unwrap();
+
+    let port = free_port();
+    let _ccm = stack.controller_manager(port, &["--leader-elect=false"]);
+    wait_until(TIMEOUT, "n-ok initialized after the 500s", || {
+        initialized(&nodes, "n-ok")
+    })
+    .await;
+    wait_until(TIMEOUT, "several failed syncs", || async {
+        metric(
+            &metrics(port).await,
+            r#"wasm_ccm_controller_reconciles_total{controller="cloud-node",result="error"}"#,
+        ) >= 4.0
+    })
+    .await;
+    for name in ["n-ip", "n-ghost"] {
+        let node = nodes.get(name).await.unwrap();
+        assert!(
+            taint_keys(&node).contains(&UNINITIALIZED.to_string()),
+            "{name} must stay tainted"
+        );
+        assert_eq!(
+            node.spec.unwrap().provider_id,
+            None,
+            "{name} got no provider ID"
+        );
+    }
+}
+
+async fn set_ready(nodes: &Api<Node>, name: &str, status: &str) {
+    nodes
+        .patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Strategic(
+                json!({"status": {"conditions": [{"type": "Ready", "status": status}]}}),
+            ),
+        )
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lifecycle_deletes_only_not_ready_nodes_whose_instance_is_gone() {
+    let stack = Stack::start().await;
+    let (gone_ready, gone, stopped) = stack.cloud.with_state(|s| {
+        (
+            s.create_instance(NewInstance::named("gone-ready")),
+            s.create_instance(NewInstance::named("gone")),
+            s.create_instance(NewInstance::named("stopped")),
+        )
+    });
+    let nodes: Api<Node> = Api::all(stack.client());
+    for name in ["gone-ready", "gone", "stopped"] {
+        nodes
+            .create(&PostParams::default(), &kubelet_node(name, "True"))
+            .await
+            .unwrap();
+    }
+    let port = free_port();
+    let _ccm = stack.controller_manager(port, &["--leader-elect=false"]);
+    for name in ["gone-ready", "gone", "stopped"] {
+        wait_until(TIMEOUT, "initialized", || initialized(&nodes, name)).await;
+    }
+
+    // The cloud says: two instances are gone, one is stopped; the cloud API also
+    // fails for a while, during which nothing may be deleted.
+    stack.cloud.with_state(|s| {
+        s.delete_instance(&gone_ready.id);
+        s.delete_instance(&gone.id);
+        s.patch_instance(
+            &stopped.id,
+            InstancePatch {
+                state: Some(InstanceState::Stopped),
+                ..Default::default()
+            },
+        );
+        s.faults.push(Fault {
+            status: Some(500),
+            ..Fault::default()
+        });
+    });
+    set_ready(&nodes, "gone", "Unknown").await;
+    set_ready(&nodes, "stopped", "False").await;
+    let errors_before = metric(
+        &metrics(port).await,
+        r#"wasm_ccm_controller_reconciles_total{controller="cloud-node-lifecycle",result="error"}"#,
+    );
+    wait_until(TIMEOUT, "lifecycle passes failing on the cloud API", || async {
+        metric(&metrics(port).await, r#"wasm_ccm_controller_reconciles_total{controller="cloud-node-lifecycle",result="error"}"#)
+            >= errors_before + 4.0
+    })
+    .await;
+    assert!(
+        nodes.get("gone").await.is_ok(),
+        "a provider error must never delete a node"
+    );
+    assert!(!taint_keys(&nodes.get("stopped").await.unwrap()).contains(&SHUTDOWN.to_string()));
+
+    stack.cloud.with_state(|s| s.faults.clear());
+    wait_until(
+        TIMEOUT,
+        "the not-Ready node of a gone instance is deleted",
+        || async { nodes.get("gone").await.is_err() },
+    )
+    .await;
+    wait_until(TIMEOUT, "the shut-down node is tainted", || async {
+        taint_keys(&nodes.get("stopped").await.unwrap()).contains(&SHUTDOWN.to_string())
+    })
+    .await;
+    // A Ready node is never deleted, whatever the cloud says.
+    let passes = metric(
+        &metrics(port).await,
+        r#"wasm_ccm_controller_reconciles_total{controller="cloud-node-lifecycle",result="success"}"#,
+    );
+    wait_until(TIMEOUT, "more lifecycle passes", || async {
+        metric(&metrics(port).await, r#"wasm_ccm_controller_reconciles_total{controller="cloud-node-lifecycle",result="success"}"#) >= passes + 4.0
+    })
+    .await;
+    assert!(nodes.get("gone-ready").await.is_ok());
+
+    // Ready again: the shutdown taint goes.
+    set_ready(&nodes, "stopped", "True").await;
+    wait_until(TIMEOUT, "the shutdown taint removed", || async {
+        !taint_keys(&nodes.get("stopped").await.unwrap()).contains(&SHUTDOWN.to_string())
+    })
+    .await;
+    let events: Api<CoreEvent> = Api::namespaced(stack.client(), "default");
+    let deleting = events
+        .list(&ListParams::default().fields("reason=DeletingNode"))
+        .await
+        .unwrap();
+    assert_eq!(deleting.items.len(), 1);
+    assert_eq!(
+        deleting.items[0].involved_object.name.as_deref(),
+        Some("gone")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leader_election_hands_over_to_the_second_replica() {
+    let stack = Stack::start().await;
+    stack.cloud.with_state(|s| {
+        s.create_instance(NewInstance::named("n1"));
+        s.create_instance(NewInstance::named("n2"));
+    });
+    let fast = [
+        "--leader-elect-lease-duration",
+        "2s",
+        "--leader-elect-renew-deadline",
+        "1500ms",
+        "--leader-elect-retry-period",
+        "200ms",
+    ];
+    let (p1, p2) = (free_port(), free_port());
+    let mut first = stack.controller_manager(p1, &fast);
+    wait_until(TIMEOUT, "first replica leads", || async {
+        http_get(p1, "/readyz")
+            .await
+            .is_ok_and(|(_, b)| b.contains("controllers running"))
+    })
+    .await;
+    let _second = stack.controller_manager(p2, &fast);
+    wait_until(TIMEOUT, "second replica on standby", || async {
+        http_get(p2, "/readyz")
+            .await
+            .is_ok_and(|(s, b)| s == 200 && b.contains("standby"))
+    })
+    .await;
+    assert_eq!(http_get(p1, "/healthz").await.unwrap(), (200, "ok".into()));
+
+    let nodes: Api<Node> = Api::all(stack.client());
+    nodes
+        .create(&PostParams::default(), &kubelet_node("n1", "True"))
+        .await
+        .unwrap();
+    wait_until(TIMEOUT, "n1 initialized by the leader", || {
+        initialized(&nodes, "n1")
+    })
+    .await;
+
+    first.kill().await.unwrap();
+    wait_until(TIMEOUT, "second replica takes over", || async {
+        http_get(p2, "/readyz")
+            .await
+            .is_ok_and(|(_, b)| b.contains("controllers running"))
+    })
+    .await;
+    nodes
+        .create(&PostParams::default(), &kubelet_node("n2", "True"))
+        .await
+        .unwrap();
+    wait_until(TIMEOUT, "n2 initialized by the new leader", || {
+        initialized(&nodes, "n2")
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn bad_flags_fail_fast_with_a_clear_message() {
+    let stack = Stack::start().await;
+    let out = tokio::process::Command::new(wasm_ccm_tests::wasm_ccm_bin())
+        .args([
+            "--cloud-provider",
+            "nosuch",
+            "--secure-port",
+            "0",
+            "--providers-dir",
+        ])
+        .arg(stack.dir.dir.path())
+        .arg("--kubeconfig")
+        .arg(&stack.kubeconfig)
+        .output()
+        .await
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no provider named \"nosuch\""), "{err}");
+    assert!(err.contains("simcloud"), "it lists what it found: {err}");
+
+    let out = tokio::process::Command::new(wasm_ccm_tests::wasm_ccm_bin())
+        .args([
+            "--cloud-provider",
+            "simcloud",
+            "--controllers",
+            "cloud-node,nodes",
+        ])
+        .output()
+        .await
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown controller \"nodes\""));
+}
