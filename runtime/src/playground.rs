@@ -209,15 +209,28 @@ pub async fn run(options: Options) -> Result<(), PlaygroundError> {
             options.provider.display()
         );
     }
+    let installed = providers.join("simcloud.wasm");
     if options.without_ccm {
         println!(
-            "controllers: not started (--without-ccm); point a controller manager at the kubeconfig above."
+            "controllers: not started (--without-ccm); run a controller manager against the kubeconfig above:"
         );
-    } else {
         println!(
-            "controllers: this version of wasm-ccm has no controller manager yet, so nothing \
-             reconciles the cluster; the API server and the simulated cloud run as with --without-ccm."
+            "  wasm-ccm --cloud-provider simcloud --providers-dir {} --cloud-config {} --kubeconfig {} --leader-elect=false",
+            providers.display(),
+            cloud_config.display(),
+            options.kubeconfig_out.display()
         );
+    } else if installed.exists() {
+        println!(
+            "controllers: cloud-node and cloud-node-lifecycle running with the reference provider"
+        );
+        tokio::spawn(run_controllers(
+            providers.clone(),
+            cloud_config.clone(),
+            options.kubeconfig_out.clone(),
+        ));
+    } else {
+        println!("controllers: not started (no provider component to run)");
     }
     println!("provider directory: {}", providers.display());
     println!("watching the cluster; Ctrl-C to stop\n");
@@ -238,6 +251,32 @@ pub async fn run(options: Options) -> Result<(), PlaygroundError> {
     }
     println!("stopped");
     Ok(())
+}
+
+/// The controller manager in-process, against the playground's cluster and cloud.
+async fn run_controllers(providers_dir: PathBuf, cloud_config: PathBuf, kubeconfig: PathBuf) {
+    let args = crate::daemon::DaemonArgs {
+        cloud_provider: Some("simcloud".into()),
+        providers_dir,
+        cloud_config: Some(cloud_config),
+        kubeconfig: Some(kubeconfig),
+        controllers: vec!["*".into()],
+        leader_elect: false,
+        leader_elect_lease_duration: Duration::from_secs(15),
+        leader_elect_renew_deadline: Duration::from_secs(10),
+        leader_elect_retry_period: Duration::from_secs(2),
+        leader_elect_resource_name: "cloud-controller-manager".into(),
+        leader_elect_resource_namespace: "kube-system".into(),
+        cluster_name: "kubernetes".into(),
+        node_monitor_period: Duration::from_secs(5),
+        node_status_update_frequency: Duration::from_secs(300),
+        concurrent_node_syncs: 4,
+        bind_address: "127.0.0.1".into(),
+        secure_port: 0,
+    };
+    if let Err(err) = crate::daemon::run(args).await {
+        println!("controllers stopped: {err}");
+    }
 }
 
 /// Loads the reference provider against the simulated cloud and shows its answers.
@@ -328,13 +367,34 @@ pub fn describe(change: &Change) -> String {
             ("deletionTimestamp", "/metadata/deletionTimestamp"),
         ] {
             let (before, after) = (old.pointer(pointer), obj.pointer(pointer));
-            if before != after {
-                let shown = after
-                    .map(|v| v.to_string())
-                    .unwrap_or_else(|| "(removed)".into());
-                let shown: String = shown.chars().take(160).collect();
-                details.push(format!("{label}={shown}"));
+            if before == after {
+                continue;
             }
+            let shown = match (before, after) {
+                // Maps (labels): only what changed.
+                (_, Some(Value::Object(a))) if label == "labels" => {
+                    let empty = serde_json::Map::new();
+                    let b = match before {
+                        Some(Value::Object(b)) => b,
+                        _ => &empty,
+                    };
+                    let mut parts: Vec<String> = a
+                        .iter()
+                        .filter(|(k, v)| b.get(*k) != Some(v))
+                        .map(|(k, v)| format!("+{k}={}", v.as_str().unwrap_or("")))
+                        .collect();
+                    parts.extend(
+                        b.keys()
+                            .filter(|k| !a.contains_key(*k))
+                            .map(|k| format!("-{k}")),
+                    );
+                    parts.join(",")
+                }
+                (_, Some(after)) => after.to_string(),
+                (_, None) => "(removed)".into(),
+            };
+            let shown: String = shown.chars().take(400).collect();
+            details.push(format!("{label}={shown}"));
         }
     }
     format!("{:<8} {kind} {id} {}", verb, details.join(" "))
