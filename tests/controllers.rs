@@ -460,3 +460,237 @@ async fn bad_flags_fail_fast_with_a_clear_message() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown controller \"nodes\""));
 }
+
+/// Creates cloud instances and matching initialized, Ready Nodes.
+async fn ready_nodes(stack: &Stack, names: &[&str]) -> Vec<String> {
+    let nodes: Api<Node> = Api::all(stack.client());
+    let mut ids = Vec::new();
+    for name in names {
+        let instance = stack
+            .cloud
+            .with_state(|s| s.create_instance(NewInstance::named(name)));
+        let mut node = kubelet_node(name, "True");
+        let spec = node.spec.as_mut().unwrap();
+        spec.taints = None;
+        spec.provider_id = Some(format!("simcloud://{}", instance.id));
+        nodes.create(&PostParams::default(), &node).await.unwrap();
+        ids.push(instance.id);
+    }
+    ids
+}
+
+fn lb_service(name: &str, class: Option<&str>) -> k8s_openapi::api::core::v1::Service {
+    let mut spec = json!({"type": "LoadBalancer", "ports": [{"name": "http", "port": 80, "targetPort": 8080}]});
+    if let Some(class) = class {
+        spec["loadBalancerClass"] = json!(class);
+    }
+    serde_json::from_value(
+        json!({"metadata": {"name": name, "namespace": "default"}, "spec": spec}),
+    )
+    .unwrap()
+}
+
+async fn reasons(stack: &Stack, service: &str) -> Vec<String> {
+    let events: Api<CoreEvent> = Api::namespaced(stack.client(), "default");
+    events
+        .list(&ListParams::default().fields(&format!("involvedObject.name={service}")))
+        .await
+        .map(|l| l.items.into_iter().filter_map(|e| e.reason).collect())
+        .unwrap_or_default()
+}
+
+fn ingress_ip(svc: &k8s_openapi::api::core::v1::Service) -> Option<String> {
+    svc.status
+        .as_ref()?
+        .load_balancer
+        .as_ref()?
+        .ingress
+        .as_ref()?
+        .first()?
+        .ip
+        .clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn service_load_balancers_follow_services_and_nodes() {
+    let stack = Stack::start().await;
+    let mut ids = ready_nodes(&stack, &["lb-1", "lb-2"]).await;
+    let services: Api<k8s_openapi::api::core::v1::Service> =
+        Api::namespaced(stack.client(), "default");
+    let nodes: Api<Node> = Api::all(stack.client());
+    let port = free_port();
+    let _ccm = stack.controller_manager(port, &["--leader-elect=false"]);
+
+    let created = services
+        .create(&PostParams::default(), &lb_service("web", None))
+        .await
+        .unwrap();
+    services
+        .create(
+            &PostParams::default(),
+            &lb_service("other", Some("example.com/lb")),
+        )
+        .await
+        .unwrap();
+    let lb_name: String = format!(
+        "a{}",
+        created.metadata.uid.clone().unwrap().replace('-', "")
+    )
+    .chars()
+    .take(32)
+    .collect();
+    wait_until(TIMEOUT, "an ingress IP", || async {
+        services
+            .get("web")
+            .await
+            .is_ok_and(|s| ingress_ip(&s).is_some_and(|ip| ip.starts_with("203.0.113.")))
+    })
+    .await;
+    let web = services.get("web").await.unwrap();
+    assert!(
+        web.metadata
+            .finalizers
+            .unwrap()
+            .contains(&"service.kubernetes.io/load-balancer-cleanup".to_string())
+    );
+    let backends = |stack: &Stack| {
+        stack
+            .cloud
+            .with_state(|s| s.load_balancers.get(&lb_name).map(|lb| lb.backends.clone()))
+    };
+    ids.sort();
+    assert_eq!(backends(&stack), Some(ids.clone()));
+    wait_until(TIMEOUT, "Ensuring/Ensured events", || async {
+        let r = reasons(&stack, "web").await;
+        r.contains(&"EnsuringLoadBalancer".to_string())
+            && r.contains(&"EnsuredLoadBalancer".to_string())
+    })
+    .await;
+    // A Service with another load balancer class is not ours.
+    assert!(
+        services
+            .get("other")
+            .await
+            .unwrap()
+            .metadata
+            .finalizers
+            .is_none()
+    );
+    assert_eq!(stack.cloud.with_state(|s| s.load_balancers.len()), 1);
+
+    // Node set changes: an excluded node does not join; a normal one does.
+    let mut excluded = kubelet_node("lb-x", "False");
+    excluded.spec.as_mut().unwrap().taints = None;
+    excluded.metadata.labels.as_mut().unwrap().insert(
+        "node.kubernetes.io/exclude-from-external-load-balancers".into(),
+        "true".into(),
+    );
+    stack
+        .cloud
+        .with_state(|s| s.create_instance(NewInstance::named("lb-x")));
+    nodes
+        .create(&PostParams::default(), &excluded)
+        .await
+        .unwrap();
+    let more = ready_nodes(&stack, &["lb-3"]).await;
+    ids.extend(more);
+    ids.sort();
+    wait_until(TIMEOUT, "the new node behind the load balancer", || async {
+        backends(&stack) == Some(ids.clone())
+    })
+    .await;
+    wait_until(TIMEOUT, "UpdatedLoadBalancer event", || async {
+        reasons(&stack, "web")
+            .await
+            .contains(&"UpdatedLoadBalancer".to_string())
+    })
+    .await;
+
+    // The type changes away: the load balancer goes, then the finalizer, and the status clears.
+    services
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"type": "ClusterIP"}})),
+        )
+        .await
+        .unwrap();
+    wait_until(TIMEOUT, "finalizer removed after deletion", || async {
+        services.get("web").await.is_ok_and(|s| {
+            ingress_ip(&s).is_none() && s.metadata.finalizers.unwrap_or_default().is_empty()
+        })
+    })
+    .await;
+    assert_eq!(backends(&stack), None);
+    let r = reasons(&stack, "web").await;
+    assert!(
+        r.contains(&"DeletingLoadBalancer".to_string())
+            && r.contains(&"DeletedLoadBalancer".to_string()),
+        "{r:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn load_balancer_errors_retry_and_the_finalizer_waits_for_deletion() {
+    let stack = Stack::start().await;
+    ready_nodes(&stack, &["e-1"]).await;
+    // The first ensure is throttled (429, retry after 1 s).
+    stack.cloud.with_state(|s| {
+        s.faults.push(Fault {
+            path_prefix: "/v1/load-balancers".into(),
+            method: Some("PUT".into()),
+            status: Some(429),
+            retry_after_seconds: Some(1),
+            count: Some(1),
+            ..Fault::default()
+        })
+    });
+    let services: Api<k8s_openapi::api::core::v1::Service> =
+        Api::namespaced(stack.client(), "default");
+    let port = free_port();
+    let _ccm = stack.controller_manager(port, &["--leader-elect=false"]);
+    services
+        .create(&PostParams::default(), &lb_service("api", None))
+        .await
+        .unwrap();
+    wait_until(TIMEOUT, "ensured after the retry", || async {
+        services
+            .get("api")
+            .await
+            .is_ok_and(|s| ingress_ip(&s).is_some())
+    })
+    .await;
+    assert!(
+        reasons(&stack, "api")
+            .await
+            .contains(&"SyncLoadBalancerFailed".to_string())
+    );
+
+    // Deleting fails once: the Service stays (finalizer) until the provider confirms.
+    stack.cloud.with_state(|s| {
+        s.faults.push(Fault {
+            path_prefix: "/v1/load-balancers".into(),
+            method: Some("DELETE".into()),
+            status: Some(500),
+            count: Some(1),
+            ..Fault::default()
+        })
+    });
+    services.delete("api", &Default::default()).await.unwrap();
+    wait_until(TIMEOUT, "DeleteLoadBalancerFailed", || async {
+        reasons(&stack, "api")
+            .await
+            .contains(&"DeleteLoadBalancerFailed".to_string())
+    })
+    .await;
+    assert!(
+        services.get("api").await.is_ok(),
+        "the finalizer holds the Service while the load balancer exists"
+    );
+    assert_eq!(stack.cloud.with_state(|s| s.load_balancers.len()), 1);
+    wait_until(TIMEOUT, "the Service gone after the retry", || async {
+        services.get("api").await.is_err()
+    })
+    .await;
+    assert!(stack.cloud.with_state(|s| s.load_balancers.is_empty()));
+}

@@ -271,6 +271,7 @@ async fn run_controllers(providers_dir: PathBuf, cloud_config: PathBuf, kubeconf
         node_monitor_period: Duration::from_secs(5),
         node_status_update_frequency: Duration::from_secs(300),
         concurrent_node_syncs: 4,
+        concurrent_service_syncs: 2,
         bind_address: "127.0.0.1".into(),
         secure_port: 0,
     };

@@ -3,7 +3,8 @@
 //! - [`node`]: cloud-node — initializes Nodes tainted
 //!   `node.cloudprovider.kubernetes.io/uninitialized`, then keeps their addresses current;
 //! - [`node_lifecycle`]: cloud-node-lifecycle — deletes Nodes whose instance is gone and
-//!   taints shut-down ones.
+//!   taints shut-down ones;
+//! - [`service`]: service — load balancers for Services of type LoadBalancer.
 //!
 //! Each controller gets a [`Context`]: the Kubernetes client, the provider, an event
 //! recorder and the metrics.
@@ -11,6 +12,7 @@
 pub mod backoff;
 pub mod node;
 pub mod node_lifecycle;
+pub mod service;
 
 use std::sync::Arc;
 use std::time::Duration;

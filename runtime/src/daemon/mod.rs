@@ -219,6 +219,24 @@ pub async fn run(args: DaemonArgs) -> Result<(), DaemonError> {
                     stop_rx.clone(),
                 ));
             }
+            "service" if provider.load_balancer().is_none() => {
+                tracing::warn!(
+                    controller,
+                    provider = provider.name(),
+                    "the provider does not export load-balancer; controller not started"
+                );
+                continue;
+            }
+            "service" => {
+                tasks.spawn(controllers::service::run(
+                    ctx.clone(),
+                    controllers::service::Options {
+                        cluster_name: args.cluster_name.clone(),
+                        workers: args.concurrent_service_syncs,
+                    },
+                    stop_rx.clone(),
+                ));
+            }
             "cloud-node-lifecycle" => {
                 tasks.spawn(controllers::node_lifecycle::run(
                     ctx.clone(),

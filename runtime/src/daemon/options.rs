@@ -6,7 +6,7 @@ use std::time::Duration;
 use clap::Args;
 
 /// Controllers this controller manager runs, by upstream name.
-pub const CONTROLLERS: [&str; 2] = ["cloud-node", "cloud-node-lifecycle"];
+pub const CONTROLLERS: [&str; 3] = ["cloud-node", "cloud-node-lifecycle", "service"];
 
 /// Flags of `wasm-ccm` (the controller manager).
 #[derive(Debug, Clone, Args)]
@@ -24,7 +24,7 @@ pub struct DaemonArgs {
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
     /// Controllers to enable: `*` for all, `foo` to enable, `-foo` to disable.
-    /// Known: cloud-node, cloud-node-lifecycle.
+    /// Known: cloud-node, cloud-node-lifecycle, service.
     #[arg(long, default_value = "*", value_delimiter = ',')]
     pub controllers: Vec<String>,
     /// Take a leader lease before running the controllers.
@@ -52,6 +52,9 @@ pub struct DaemonArgs {
     /// Nodes initialized concurrently.
     #[arg(long, default_value_t = 1)]
     pub concurrent_node_syncs: u16,
+    /// Services synced concurrently.
+    #[arg(long, default_value_t = 1)]
+    pub concurrent_service_syncs: u16,
     /// Address of the health and metrics server.
     #[arg(long, default_value = "0.0.0.0")]
     pub bind_address: String,
