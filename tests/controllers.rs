@@ -434,6 +434,7 @@ async fn bad_flags_fail_fast_with_a_clear_message() {
             "nosuch",
             "--secure-port",
             "0",
+            "--configure-cloud-routes=false",
             "--providers-dir",
         ])
         .arg(stack.dir.dir.path())
@@ -693,4 +694,103 @@ async fn load_balancer_errors_retry_and_the_finalizer_waits_for_deletion() {
     })
     .await;
     assert!(stack.cloud.with_state(|s| s.load_balancers.is_empty()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn routes_follow_node_pod_cidrs_within_the_cluster_cidr() {
+    let stack = Stack::start().await;
+    let nodes: Api<Node> = Api::all(stack.client());
+    let mut ids = Vec::new();
+    for (i, name) in ["r-1", "r-2"].iter().enumerate() {
+        let instance = stack
+            .cloud
+            .with_state(|s| s.create_instance(NewInstance::named(name)));
+        let mut node = kubelet_node(name, "True");
+        let spec = node.spec.as_mut().unwrap();
+        spec.taints = None;
+        spec.provider_id = Some(format!("simcloud://{}", instance.id));
+        spec.pod_cidrs = Some(vec![format!("10.244.{}.0/24", i + 1)]);
+        nodes.create(&PostParams::default(), &node).await.unwrap();
+        ids.push(instance.id);
+    }
+    // Routes the controller does not own (outside 10.244.0.0/16), and a stale one inside.
+    stack.cloud.with_state(|s| {
+        for (name, cidr) in [("foreign", "192.168.7.0/24"), ("stale", "10.244.99.0/24")] {
+            s.create_route(sim_cloud::model::NewRoute {
+                name: name.into(),
+                cluster: "kubernetes".into(),
+                destination_cidr: cidr.into(),
+                target_instance: ids[0].clone(),
+            });
+        }
+    });
+    let port = free_port();
+    let _ccm = stack.controller_manager(port, &["--leader-elect=false"]);
+    let cidrs = |stack: &Stack| {
+        let mut v: Vec<String> = stack.cloud.with_state(|s| {
+            s.routes
+                .values()
+                .map(|r| r.destination_cidr.clone())
+                .collect()
+        });
+        v.sort();
+        v
+    };
+    wait_until(
+        TIMEOUT,
+        "routes for both nodes, the stale one gone",
+        || async { cidrs(&stack) == ["10.244.1.0/24", "10.244.2.0/24", "192.168.7.0/24"] },
+    )
+    .await;
+    wait_until(
+        TIMEOUT,
+        "NetworkUnavailable=False on both nodes",
+        || async {
+            let mut ok = true;
+            for name in ["r-1", "r-2"] {
+                let node = nodes.get(name).await.unwrap();
+                let c = node.status.unwrap().conditions.unwrap_or_default();
+                ok &= c.iter().any(|c| {
+                    c.type_ == "NetworkUnavailable"
+                        && c.status == "False"
+                        && c.reason.as_deref() == Some("RouteCreated")
+                });
+            }
+            ok
+        },
+    )
+    .await;
+    // A blackholed route is replaced; a deleted node loses its route.
+    let r1_route = stack.cloud.with_state(|s| {
+        s.routes
+            .values()
+            .find(|r| r.destination_cidr == "10.244.1.0/24")
+            .unwrap()
+            .name
+            .clone()
+    });
+    stack
+        .cloud
+        .with_state(|s| s.forced_blackholes.insert(r1_route.clone()));
+    nodes.delete("r-2", &Default::default()).await.unwrap();
+    wait_until(TIMEOUT, "r-2's route removed, r-1's re-created", || async {
+        cidrs(&stack) == ["10.244.1.0/24", "192.168.7.0/24"]
+            && stack
+                .cloud
+                .with_state(|s| s.list_routes(None).iter().all(|r| !r.blackhole))
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn route_controller_needs_a_cluster_cidr() {
+    let out = tokio::process::Command::new(wasm_ccm_tests::wasm_ccm_bin())
+        .args(["--cloud-provider", "simcloud", "--secure-port", "0"])
+        .output()
+        .await
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("the route controller needs --cluster-cidr")
+    );
 }

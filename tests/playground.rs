@@ -49,7 +49,7 @@ async fn playground_serves_a_cluster_kubectl_can_use() {
         "{output}"
     );
     assert!(
-        output.contains("controllers: cloud-node, cloud-node-lifecycle and service running"),
+        output.contains("controllers: cloud-node, cloud-node-lifecycle, service and route running"),
         "{output}"
     );
 

@@ -53,8 +53,9 @@ pub enum PlaygroundError {
 
 const UNINITIALIZED_TAINT: &str = "node.cloudprovider.kubernetes.io/uninitialized";
 
-/// A Node as kubelet registers it with `--cloud-provider=external`.
-pub fn kubelet_node(name: &str) -> Value {
+/// A Node as kubelet registers it with `--cloud-provider=external`, with the pod CIDR
+/// the node IPAM controller would assign.
+pub fn kubelet_node(name: &str, pod_cidr: &str) -> Value {
     let now = kube_double::time::now_rfc3339();
     json!({
         "apiVersion": "v1",
@@ -69,6 +70,8 @@ pub fn kubelet_node(name: &str) -> Value {
         },
         "spec": {
             "taints": [{"key": UNINITIALIZED_TAINT, "value": "true", "effect": "NoSchedule"}],
+            "podCIDR": pod_cidr,
+            "podCIDRs": [pod_cidr],
         },
         "status": {
             "conditions": [{
@@ -136,7 +139,7 @@ pub async fn run(options: Options) -> Result<(), PlaygroundError> {
             })
         });
         api.store()
-            .create(nodes, "", kubelet_node(&name))
+            .create(nodes, "", kubelet_node(&name, &format!("10.244.{i}.0/24")))
             .map_err(PlaygroundError::Seed)?;
     }
     api.store()
@@ -268,6 +271,9 @@ async fn run_controllers(providers_dir: PathBuf, cloud_config: PathBuf, kubeconf
         leader_elect_resource_name: "cloud-controller-manager".into(),
         leader_elect_resource_namespace: "kube-system".into(),
         cluster_name: "kubernetes".into(),
+        cluster_cidr: vec!["10.244.0.0/16".into()],
+        configure_cloud_routes: true,
+        route_reconciliation_period: Duration::from_secs(10),
         node_monitor_period: Duration::from_secs(5),
         node_status_update_frequency: Duration::from_secs(300),
         concurrent_node_syncs: 4,

@@ -375,6 +375,10 @@ impl Stack {
                 "simcloud",
                 "--node-monitor-period",
                 "500ms",
+                "--cluster-cidr",
+                "10.244.0.0/16",
+                "--route-reconciliation-period",
+                "500ms",
                 "--secure-port",
             ])
             .arg(port.to_string())

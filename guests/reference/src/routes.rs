@@ -6,7 +6,6 @@ use std::collections::HashMap;
 use crate::bindings::exports::wasm_ccm::provider::routes;
 use crate::bindings::wasm_ccm::provider::types::{CloudError, Route};
 use crate::cloud::Route as CloudRoute;
-use crate::instances::addresses;
 use crate::{Provider, with_state};
 
 impl routes::Guest for Provider {
@@ -26,9 +25,8 @@ impl routes::Guest for Provider {
                     Route {
                         name: r.name,
                         target_node: target.map(|i| i.name.clone()).unwrap_or_default(),
-                        target_node_addresses: target
-                            .map(|i| addresses(&i.addresses))
-                            .unwrap_or_default(),
+                        // The cloud's routes do not record target addresses.
+                        target_node_addresses: Vec::new(),
                         destination_cidr: r.destination_cidr,
                         blackhole: r.blackhole,
                     }

@@ -4,7 +4,8 @@
 //!   `node.cloudprovider.kubernetes.io/uninitialized`, then keeps their addresses current;
 //! - [`node_lifecycle`]: cloud-node-lifecycle — deletes Nodes whose instance is gone and
 //!   taints shut-down ones;
-//! - [`service`]: service — load balancers for Services of type LoadBalancer.
+//! - [`service`]: service — load balancers for Services of type LoadBalancer;
+//! - [`route`]: route — cloud routes for Node pod CIDRs.
 //!
 //! Each controller gets a [`Context`]: the Kubernetes client, the provider, an event
 //! recorder and the metrics.
@@ -12,6 +13,7 @@
 pub mod backoff;
 pub mod node;
 pub mod node_lifecycle;
+pub mod route;
 pub mod service;
 
 use std::sync::Arc;

@@ -142,6 +142,22 @@ pub async fn run(args: DaemonArgs) -> Result<(), DaemonError> {
         DaemonError::Flags("--cloud-provider is required (the provider name, e.g. simcloud)".into())
     })?;
     let enabled = options::enabled_controllers(&args.controllers).map_err(DaemonError::Flags)?;
+    let cluster_cidrs = args
+        .cluster_cidr
+        .iter()
+        .map(|c| controllers::route::Cidr::parse(c))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| DaemonError::Flags(format!("--cluster-cidr: {e}")))?;
+    if cluster_cidrs.len() > 2 {
+        return Err(DaemonError::Flags(
+            "--cluster-cidr: at most two CIDRs (dual stack)".into(),
+        ));
+    }
+    if enabled.contains(&"route") && args.configure_cloud_routes && cluster_cidrs.is_empty() {
+        return Err(DaemonError::Flags(
+            "the route controller needs --cluster-cidr (or --configure-cloud-routes=false, or --controllers=*,-route)".into(),
+        ));
+    }
     let metrics = Metrics::new();
     let health = Arc::new(health::Health::default());
     health.leader_ok.store(true, Ordering::Relaxed);
@@ -233,6 +249,32 @@ pub async fn run(args: DaemonArgs) -> Result<(), DaemonError> {
                     controllers::service::Options {
                         cluster_name: args.cluster_name.clone(),
                         workers: args.concurrent_service_syncs,
+                    },
+                    stop_rx.clone(),
+                ));
+            }
+            "route" if !args.configure_cloud_routes => {
+                tracing::info!(
+                    controller,
+                    "--configure-cloud-routes is false; controller not started"
+                );
+                continue;
+            }
+            "route" if provider.routes().is_none() => {
+                tracing::warn!(
+                    controller,
+                    provider = provider.name(),
+                    "the provider does not export routes; controller not started"
+                );
+                continue;
+            }
+            "route" => {
+                tasks.spawn(controllers::route::run(
+                    ctx.clone(),
+                    controllers::route::Options {
+                        cluster_name: args.cluster_name.clone(),
+                        cluster_cidrs: cluster_cidrs.clone(),
+                        period: args.route_reconciliation_period,
                     },
                     stop_rx.clone(),
                 ));

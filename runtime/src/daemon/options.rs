@@ -6,7 +6,7 @@ use std::time::Duration;
 use clap::Args;
 
 /// Controllers this controller manager runs, by upstream name.
-pub const CONTROLLERS: [&str; 3] = ["cloud-node", "cloud-node-lifecycle", "service"];
+pub const CONTROLLERS: [&str; 4] = ["cloud-node", "cloud-node-lifecycle", "service", "route"];
 
 /// Flags of `wasm-ccm` (the controller manager).
 #[derive(Debug, Clone, Args)]
@@ -24,7 +24,7 @@ pub struct DaemonArgs {
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
     /// Controllers to enable: `*` for all, `foo` to enable, `-foo` to disable.
-    /// Known: cloud-node, cloud-node-lifecycle, service.
+    /// Known: cloud-node, cloud-node-lifecycle, service, route.
     #[arg(long, default_value = "*", value_delimiter = ',')]
     pub controllers: Vec<String>,
     /// Take a leader lease before running the controllers.
@@ -43,6 +43,15 @@ pub struct DaemonArgs {
     /// The cluster's name, passed to the provider.
     #[arg(long, default_value = "kubernetes")]
     pub cluster_name: String,
+    /// The cluster's pod CIDRs (at most two, dual stack); needed by the route controller.
+    #[arg(long, value_delimiter = ',')]
+    pub cluster_cidr: Vec<String>,
+    /// Whether the route controller programs cloud routes.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub configure_cloud_routes: bool,
+    /// Period of the route controller.
+    #[arg(long, default_value = "10s", value_parser = parse_go_duration)]
+    pub route_reconciliation_period: Duration,
     /// Period of the cloud-node-lifecycle controller.
     #[arg(long, default_value = "5s", value_parser = parse_go_duration)]
     pub node_monitor_period: Duration,
