@@ -510,11 +510,13 @@ mod tests {
 
     #[test]
     fn only_classless_load_balancers_are_ours() {
-        let mut svc = Service::default();
-        svc.spec = Some(k8s_openapi::api::core::v1::ServiceSpec {
-            type_: Some("LoadBalancer".into()),
+        let mut svc = Service {
+            spec: Some(k8s_openapi::api::core::v1::ServiceSpec {
+                type_: Some("LoadBalancer".into()),
+                ..Default::default()
+            }),
             ..Default::default()
-        });
+        };
         assert!(wants_load_balancer(&svc));
         svc.spec.as_mut().unwrap().load_balancer_class = Some("example.com/other".into());
         assert!(!wants_load_balancer(&svc));
