@@ -160,8 +160,8 @@ mod tests {
         let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
         assert_eq!(enabled_controllers(&s(&["*"])).unwrap(), CONTROLLERS);
         assert_eq!(
-            enabled_controllers(&s(&["*", "-cloud-node-lifecycle"])).unwrap(),
-            ["cloud-node"]
+            enabled_controllers(&s(&["*", "-cloud-node-lifecycle", "-route"])).unwrap(),
+            ["cloud-node", "service"]
         );
         assert_eq!(
             enabled_controllers(&s(&["cloud-node-lifecycle"])).unwrap(),
