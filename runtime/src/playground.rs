@@ -225,7 +225,7 @@ pub async fn run(options: Options) -> Result<(), PlaygroundError> {
         );
     } else if installed.exists() {
         println!(
-            "controllers: cloud-node and cloud-node-lifecycle running with the reference provider"
+            "controllers: cloud-node, cloud-node-lifecycle, service and route running with the reference provider"
         );
         tokio::spawn(run_controllers(
             providers.clone(),
