@@ -794,3 +794,62 @@ async fn route_controller_needs_a_cluster_cidr() {
         String::from_utf8_lossy(&out.stderr).contains("the route controller needs --cluster-cidr")
     );
 }
+
+/// A provider without instances-v2: upstream's fallback through instances and zones.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn legacy_instances_and_zones_path() {
+    let stack = Stack::with_provider("fixture_legacy", "legacy").await;
+    let (keep, gone) = stack.cloud.with_state(|s| {
+        let keep = s.create_instance(NewInstance {
+            instance_type: Some("sim.medium".into()),
+            zone: Some("zone-c".into()),
+            region: Some("region-3".into()),
+            ..NewInstance::named("v1-a")
+        });
+        (keep, s.create_instance(NewInstance::named("v1-b")))
+    });
+    let nodes: Api<Node> = Api::all(stack.client());
+    for name in ["v1-a", "v1-b"] {
+        nodes
+            .create(&PostParams::default(), &kubelet_node(name, "True"))
+            .await
+            .unwrap();
+    }
+    let port = free_port();
+    let _ccm = stack.controller_manager(port, &["--leader-elect=false"]);
+    for name in ["v1-a", "v1-b"] {
+        wait_until(TIMEOUT, "initialized through instances v1", || {
+            initialized(&nodes, name)
+        })
+        .await;
+    }
+    let node = nodes.get("v1-a").await.unwrap();
+    assert_eq!(
+        node.spec.clone().unwrap().provider_id,
+        Some(format!("legacy://{}", keep.id)),
+        "provider ID from instance-id"
+    );
+    let labels = node.metadata.labels.clone().unwrap();
+    assert_eq!(labels["node.kubernetes.io/instance-type"], "sim.medium");
+    assert_eq!(labels["topology.kubernetes.io/zone"], "zone-c");
+    assert_eq!(labels["topology.kubernetes.io/region"], "region-3");
+    let m = metrics(port).await;
+    assert!(
+        m.contains(r#"interface="instances",function="instance-id",result="ok""#),
+        "{m}"
+    );
+    assert!(
+        m.contains(r#"interface="zones",function="get-zone-by-provider-id",result="ok""#),
+        "{m}"
+    );
+    assert!(!m.contains(r#"interface="instances-v2""#), "{m}");
+
+    // Lifecycle through instance-exists-by-provider-id.
+    stack.cloud.with_state(|s| s.delete_instance(&gone.id));
+    set_ready(&nodes, "v1-b", "False").await;
+    wait_until(TIMEOUT, "v1-b deleted", || async {
+        nodes.get("v1-b").await.is_err()
+    })
+    .await;
+    assert!(nodes.get("v1-a").await.is_ok());
+}

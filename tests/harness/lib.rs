@@ -338,6 +338,8 @@ pub async fn http_get(port: u16, path: &str) -> std::io::Result<(u16, String)> {
 /// A cluster (API server double), a simulated cloud, the reference provider's
 /// directory, and `wasm-ccm` processes running against them.
 pub struct Stack {
+    /// The provider name `--cloud-provider` selects.
+    pub provider: String,
     pub api: kube_double::ApiServer,
     pub cloud: SimCloud,
     pub dir: ProviderDir,
@@ -346,19 +348,27 @@ pub struct Stack {
 }
 
 impl Stack {
+    /// The stack with the reference provider.
     pub async fn start() -> Self {
+        Self::with_provider("reference_provider", "simcloud").await
+    }
+
+    /// The stack with guest `guest_name` installed as `provider.wasm`; `provider` is
+    /// also the name the component declares.
+    pub async fn with_provider(guest_name: &str, provider: &str) -> Self {
         let api = kube_double::ApiServer::start(kube_double::Settings::default())
             .await
             .expect("API server double");
         let cloud = SimCloud::start("127.0.0.1:0", TOKEN)
             .await
             .expect("sim cloud");
-        let dir = ProviderDir::new("reference_provider", "simcloud", &policy_for(&cloud), TOKEN);
+        let dir = ProviderDir::new(guest_name, provider, &policy_for(&cloud), TOKEN);
         let kubeconfig = dir.dir.path().join("kubeconfig");
         api.write_kubeconfig(&kubeconfig).expect("kubeconfig");
         let cloud_config = dir.dir.path().join("cloud-config.json");
         std::fs::write(&cloud_config, cloud_config_bytes(&cloud)).expect("cloud config");
         Self {
+            provider: provider.into(),
             api,
             cloud,
             dir,
@@ -372,7 +382,7 @@ impl Stack {
         tokio::process::Command::new(wasm_ccm_bin())
             .args([
                 "--cloud-provider",
-                "simcloud",
+                &self.provider,
                 "--node-monitor-period",
                 "500ms",
                 "--cluster-cidr",
