@@ -1,0 +1,225 @@
+//! Time to initialize tainted nodes: the API server double and the simulated cloud on
+//! loopback, the reference provider, the cloud-node controller. Prints a table: nodes,
+//! workers, seconds until every node is initialized, nodes per second, and cloud
+//! calls per node; then the peak RSS of a `wasm-ccm` process initializing 1,000
+//! nodes (when `target/release/wasm-ccm` is built).
+//!
+//! `scripts/build-guests.sh && cargo build --release --bin wasm-ccm && cargo bench --bench node_init`
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use kube_double::{ApiServer, Settings, resources};
+use serde_json::json;
+use sim_cloud::SimCloud;
+use sim_cloud::model::NewInstance;
+use wasm_ccm::controllers::{self, Context};
+use wasm_ccm::engine::EngineSettings;
+use wasm_ccm::metrics::Metrics;
+use wasm_ccm::provider::ProviderLoader;
+
+const TOKEN: &str = "bench-token";
+
+fn target() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"))
+}
+
+struct World {
+    api: ApiServer,
+    cloud: SimCloud,
+    dir: PathBuf,
+}
+
+async fn world(nodes: usize) -> World {
+    let api = ApiServer::start(Settings {
+        history: nodes * 8 + 1000,
+        ..Settings::default()
+    })
+    .await
+    .unwrap();
+    let cloud = SimCloud::start("127.0.0.1:0", TOKEN).await.unwrap();
+    let node_resource = resources::find("", "v1", "nodes").unwrap();
+    for i in 0..nodes {
+        let name = format!("node-{i}");
+        cloud.with_state(|s| s.create_instance(NewInstance::named(&name)));
+        api.store()
+            .create(
+                node_resource,
+                "",
+                json!({
+                    "metadata": {"name": name},
+                    "spec": {"taints": [{"key": controllers::TAINT_UNINITIALIZED, "value": "true", "effect": "NoSchedule"}]},
+                    "status": {"conditions": [{"type": "Ready", "status": "True"}], "addresses": [{"type": "Hostname", "address": name}]}
+                }),
+            )
+            .unwrap();
+    }
+    let dir = std::env::temp_dir().join(format!(
+        "wasm-ccm-node-bench-{}-{nodes}",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(
+        target().join("wasm32-wasip2/release/reference_provider.wasm"),
+        dir.join("simcloud.wasm"),
+    )
+    .expect("scripts/build-guests.sh builds the reference provider");
+    std::fs::write(dir.join("token"), TOKEN).unwrap();
+    std::fs::write(
+        dir.join("simcloud.yaml"),
+        format!(
+            "allowedOutboundHosts: ['{u}']\ncredentials: [{{destination: '{u}', bearerTokenFile: token}}]\nlimits: {{poolSize: 16}}\n",
+            u = cloud.url()
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("cloud-config.json"),
+        format!(r#"{{"endpoint": "{}"}}"#, cloud.url()),
+    )
+    .unwrap();
+    api.write_kubeconfig(&dir.join("kubeconfig")).unwrap();
+    World { api, cloud, dir }
+}
+
+fn remaining(api: &ApiServer) -> usize {
+    let nodes = resources::find("", "v1", "nodes").unwrap();
+    let (items, _) = api
+        .store()
+        .list(nodes, "", &Default::default(), &Default::default());
+    items
+        .iter()
+        .filter(|n| {
+            n.pointer("/spec/taints")
+                .and_then(|t| t.as_array())
+                .is_some_and(|t| {
+                    t.iter()
+                        .any(|t| t["key"] == controllers::TAINT_UNINITIALIZED)
+                })
+        })
+        .count()
+}
+
+async fn initialize(nodes: usize, workers: u16) -> (Duration, f64) {
+    let w = world(nodes).await;
+    let loader = ProviderLoader::new(&EngineSettings::default()).unwrap();
+    let config = std::fs::read(w.dir.join("cloud-config.json")).unwrap();
+    let provider = loader
+        .load(&w.dir.join("simcloud.wasm"), config)
+        .await
+        .unwrap();
+    let client = kube::Client::try_from(kube::Config::new(w.api.url().parse().unwrap())).unwrap();
+    let ctx = Context {
+        client,
+        provider,
+        metrics: Metrics::new(),
+        instance: "bench".into(),
+    };
+    let (stop, stop_rx) = tokio::sync::watch::channel(false);
+    let before = w.cloud.total_requests();
+    let started = Instant::now();
+    let task = tokio::spawn(controllers::node::run(
+        ctx,
+        controllers::node::Options {
+            status_update_frequency: Duration::from_secs(3600),
+            workers,
+        },
+        stop_rx,
+    ));
+    while remaining(&w.api) > 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(600),
+            "initialization stalled"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let elapsed = started.elapsed();
+    let calls = (w.cloud.total_requests() - before) as f64 / nodes as f64;
+    let _ = stop.send(true);
+    let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
+    let _ = std::fs::remove_dir_all(&w.dir);
+    (elapsed, calls)
+}
+
+/// Peak RSS (VmHWM) of a `wasm-ccm` process that initialized `nodes` nodes.
+async fn daemon_peak_rss(nodes: usize) -> Option<u64> {
+    let bin = target().join("release/wasm-ccm");
+    if !bin.exists() {
+        return None;
+    }
+    let w = world(nodes).await;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut child = tokio::process::Command::new(bin)
+        .args([
+            "--cloud-provider",
+            "simcloud",
+            "--leader-elect=false",
+            "--configure-cloud-routes=false",
+            "--bind-address",
+            "127.0.0.1",
+        ])
+        .arg("--secure-port")
+        .arg(port.to_string())
+        .arg("--providers-dir")
+        .arg(&w.dir)
+        .arg("--cloud-config")
+        .arg(w.dir.join("cloud-config.json"))
+        .arg("--kubeconfig")
+        .arg(w.dir.join("kubeconfig"))
+        .env("RUST_LOG", "error")
+        .kill_on_drop(true)
+        .spawn()
+        .ok()?;
+    let pid = child.id()?;
+    let started = Instant::now();
+    while remaining(&w.api) > 0 && started.elapsed() < Duration::from_secs(300) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Let the lifecycle controller make a pass over all nodes too.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kib = status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse::<u64>()
+        .ok()?;
+    let _ = child.kill().await;
+    let _ = std::fs::remove_dir_all(&w.dir);
+    Some(kib)
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    println!("node initialization (cloud-node controller, reference provider, loopback)");
+    println!(
+        "| {:>6} | {:>7} | {:>9} | {:>10} | {:>15} |",
+        "nodes", "workers", "seconds", "nodes/s", "cloud calls/node"
+    );
+    println!(
+        "|{:->8}|{:->9}|{:->11}|{:->12}|{:->17}|",
+        "", "", "", "", ""
+    );
+    for (nodes, workers) in [(1000, 1), (1000, 8), (5000, 1), (5000, 8)] {
+        let (elapsed, calls) = initialize(nodes, workers).await;
+        println!(
+            "| {nodes:>6} | {workers:>7} | {:>9.2} | {:>10.0} | {calls:>15.2} |",
+            elapsed.as_secs_f64(),
+            nodes as f64 / elapsed.as_secs_f64()
+        );
+    }
+    match daemon_peak_rss(1000).await {
+        Some(kib) => println!(
+            "peak RSS of wasm-ccm initializing 1000 nodes: {:.1} MiB",
+            kib as f64 / 1024.0
+        ),
+        None => println!("peak RSS: build target/release/wasm-ccm to measure it"),
+    }
+}
