@@ -70,7 +70,7 @@ async fn world(nodes: usize) -> World {
     std::fs::write(
         dir.join("simcloud.yaml"),
         format!(
-            "allowedOutboundHosts: ['{u}']\ncredentials: [{{destination: '{u}', bearerTokenFile: token}}]\nlimits: {{poolSize: 16}}\n",
+            "allowedOutboundHosts: ['{u}']\ncredentials: [{{destination: '{u}', bearerTokenFile: token}}]\nlimits: {{poolSize: 8}}\n",
             u = cloud.url()
         ),
     )
@@ -133,7 +133,7 @@ async fn initialize(nodes: usize, workers: u16) -> (Duration, f64) {
             started.elapsed() < Duration::from_secs(600),
             "initialization stalled"
         );
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let elapsed = started.elapsed();
     let calls = (w.cloud.total_requests() - before) as f64 / nodes as f64;

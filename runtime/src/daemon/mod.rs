@@ -63,7 +63,8 @@ pub enum DaemonError {
     LeaderLost,
 }
 
-/// Finds and loads the provider named `name` from `dir`.
+/// Finds and loads the provider named `name` from `dir`: `NAME.wasm` first, then any
+/// other component declaring that name. Each candidate is compiled once.
 async fn load_provider(
     loader: &ProviderLoader,
     dir: &Path,
@@ -79,17 +80,14 @@ async fn load_provider(
         .filter(|p| p.extension().is_some_and(|x| x == "wasm"))
         .collect();
     candidates.sort();
-    // The file named after the provider first; any other component may declare it too.
     candidates.sort_by_key(|p| p.file_stem().is_none_or(|s| s != name));
     let mut found = Vec::new();
     for path in candidates {
-        match loader.inspect(&path).await {
-            Ok(inspection) if inspection.provider_name == name => {
-                return Ok(loader.load(&path, cloud_config).await?);
-            }
-            Ok(inspection) => {
-                found.push(format!("{} ({})", inspection.provider_name, path.display()))
-            }
+        match loader.load(&path, cloud_config.clone()).await {
+            Ok(provider) if provider.name() == name => return Ok(provider),
+            Ok(provider) => found.push(format!("{} ({})", provider.name(), path.display())),
+            // The file named after the provider must load: its error is the answer.
+            Err(err) if path.file_stem().is_some_and(|s| s == name) => return Err(err.into()),
             Err(err) => {
                 tracing::warn!(file = %path.display(), error = %err, "skipping invalid provider component");
                 found.push(format!("invalid: {}", path.display()));

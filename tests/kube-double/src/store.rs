@@ -144,7 +144,8 @@ impl Store {
     /// An empty store with the standard namespaces, keeping `history_limit` changes
     /// for watches.
     pub fn new(history_limit: usize) -> Self {
-        let (changes, _) = broadcast::channel(4096);
+        // Room for bursts: a watcher that falls further behind is ended with a 410.
+        let (changes, _) = broadcast::channel(history_limit.clamp(4096, 1 << 16));
         let store = Self {
             inner: Mutex::new(Inner {
                 objects: BTreeMap::new(),

@@ -572,6 +572,34 @@ mod tests {
     }
 
     #[test]
+    fn unusable_ca_bundles_are_named_in_the_error() {
+        let dir = std::env::temp_dir().join(format!("wasm-ccm-ca-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("empty.pem"), "no certificates here\n").unwrap();
+        let broker = Broker::new(
+            &EgressSettings::default(),
+            crate::metrics::Metrics::new().provider().clone(),
+        )
+        .unwrap();
+        for (file, reason) in [
+            ("missing.pem", "No such file"),
+            ("empty.pem", "no PEM certificates"),
+        ] {
+            let policy = Policy::parse(
+                &format!("tls: {{caBundleFile: {file}}}"),
+                &dir.join("p.yaml"),
+            )
+            .unwrap();
+            let err = broker
+                .egress("p".into(), Arc::new(policy))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(file) && err.contains(reason), "{err}");
+        }
+        std::fs::remove_dir_all(dir).ok();
+    }
+
+    #[test]
     fn deny_by_default() {
         let e = egress("");
         let uri: http::Uri = "http://127.0.0.1:8080/v1".parse().unwrap();
