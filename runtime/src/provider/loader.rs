@@ -117,11 +117,7 @@ impl ProviderLoader {
         policy: Policy,
         cloud_config: Vec<u8>,
     ) -> Result<Provider, LoadError> {
-        let this = self.clone();
-        let owned_path = path.to_owned();
-        let compiled = tokio::task::spawn_blocking(move || this.compile(&owned_path, &bytes))
-            .await
-            .expect("compile task panicked")?;
+        let compiled = self.compile_off_runtime(path, bytes).await?;
         let limits = policy.limits.clone();
         let name = self.verify(&compiled, &limits).await?;
         let provider_name: Arc<str> = name.clone().into();
@@ -182,11 +178,7 @@ impl ProviderLoader {
                 path: path.to_owned(),
                 source,
             })?;
-        let this = self.clone();
-        let owned_path = path.to_owned();
-        let compiled = tokio::task::spawn_blocking(move || this.compile(&owned_path, &bytes))
-            .await
-            .expect("compile task panicked")?;
+        let compiled = self.compile_off_runtime(path, bytes).await?;
         let provider_name = self.verify(&compiled, &Limits::default()).await?;
         Ok(Inspection {
             path: compiled.path.clone(),
@@ -196,6 +188,19 @@ impl ProviderLoader {
             exports: compiled.exports,
             imports: compiled.surface.imports.clone(),
         })
+    }
+
+    /// [`Self::compile`] on the blocking pool, so compilation never stalls the runtime.
+    async fn compile_off_runtime(
+        &self,
+        path: &Path,
+        bytes: Vec<u8>,
+    ) -> Result<Compiled, LoadError> {
+        let this = self.clone();
+        let owned_path = path.to_owned();
+        tokio::task::spawn_blocking(move || this.compile(&owned_path, &bytes))
+            .await
+            .expect("compile task panicked")
     }
 
     /// Compiles and checks the contract statically. CPU-bound: call off the runtime.

@@ -329,13 +329,12 @@ impl Lease {
     where
         E: Into<super::error::CloudError>,
     {
-        let provider = self.pool.provider.to_string();
         match outcome {
             Ok(Ok(result)) => {
                 self.pool
                     .release(self.instance.take().expect("lease holds an instance"));
                 let result = result.map_err(|e| ProviderError::Cloud {
-                    provider,
+                    provider: self.pool.provider.to_string(),
                     function,
                     error: e.into(),
                 });
@@ -344,6 +343,7 @@ impl Lease {
                 result
             }
             Ok(Err(trap)) => {
+                let provider = self.pool.provider.to_string();
                 let kind = TrapKind::classify(&trap);
                 self.pool.record_trap(kind);
                 self.pool.record(interface, function, started, "trap");
@@ -356,6 +356,7 @@ impl Lease {
                 })
             }
             Err(_) => {
+                let provider = self.pool.provider.to_string();
                 let after = self.pool.limits.call_timeout;
                 self.pool.record_trap(TrapKind::Deadline);
                 self.pool.record(interface, function, started, "timeout");
