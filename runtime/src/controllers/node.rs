@@ -143,21 +143,18 @@ pub async fn instance_metadata(ctx: &Context, node: &Node) -> Result<CloudMetada
             Err(e) => return Err(e.into()),
         },
     };
-    let by_id = !provider_id.is_empty();
-    let addresses = match by_id {
-        true => match v1.node_addresses_by_provider_id(&provider_id).await {
-            Ok(a) => a,
-            Err(_) => v1.node_addresses(&name).await?,
-        },
-        false => v1.node_addresses(&name).await?,
-    };
-    let instance_type = match by_id {
-        true => match v1.instance_type_by_provider_id(&provider_id).await {
-            Ok(t) => t,
-            Err(_) => v1.instance_type(&name).await?,
-        },
-        false => v1.instance_type(&name).await?,
-    };
+    let addresses = by_provider_id_or_name(
+        &provider_id,
+        v1.node_addresses_by_provider_id(&provider_id),
+        v1.node_addresses(&name),
+    )
+    .await?;
+    let instance_type = by_provider_id_or_name(
+        &provider_id,
+        v1.instance_type_by_provider_id(&provider_id),
+        v1.instance_type(&name),
+    )
+    .await?;
     let mut meta = CloudMetadata {
         provider_id: provider_id.clone(),
         instance_type,
@@ -165,17 +162,32 @@ pub async fn instance_metadata(ctx: &Context, node: &Node) -> Result<CloudMetada
         ..CloudMetadata::default()
     };
     if let Some(zones) = provider.zones() {
-        let zone = match by_id {
-            true => match zones.get_zone_by_provider_id(&provider_id).await {
-                Ok(z) => z,
-                Err(_) => zones.get_zone_by_node_name(&name).await?,
-            },
-            false => zones.get_zone_by_node_name(&name).await?,
-        };
+        let zone = by_provider_id_or_name(
+            &provider_id,
+            zones.get_zone_by_provider_id(&provider_id),
+            zones.get_zone_by_node_name(&name),
+        )
+        .await?;
         meta.zone = zone.failure_domain;
         meta.region = zone.region;
     }
     Ok(meta)
+}
+
+/// Upstream's `get...ByProviderIDOrName`: the lookup by provider ID when there is one,
+/// falling back to the lookup by node name when it fails. (Futures are lazy: only the
+/// lookups awaited here reach the provider.)
+async fn by_provider_id_or_name<T>(
+    provider_id: &str,
+    by_id: impl Future<Output = Result<T, ProviderError>>,
+    by_name: impl Future<Output = Result<T, ProviderError>>,
+) -> Result<T, ProviderError> {
+    if !provider_id.is_empty()
+        && let Ok(value) = by_id.await
+    {
+        return Ok(value);
+    }
+    by_name.await
 }
 
 /// Addresses from the cloud, with kubelet's provided node IP(s) first: an address
@@ -367,7 +379,8 @@ async fn sync_node(state: &State, node: &Node) -> Result<(), NodeSyncError> {
     };
     update_addresses(&state.api, &updated, &meta.addresses).await?;
     if let Some(created) = &node.metadata.creation_timestamp {
-        let delay = jiff_seconds_since(created);
+        let delay =
+            (k8s_openapi::jiff::Timestamp::now().as_second() - created.0.as_second()).max(0) as f64;
         state
             .ctx
             .metrics
@@ -385,15 +398,6 @@ async fn sync_node(state: &State, node: &Node) -> Result<(), NodeSyncError> {
     )
     .await;
     Ok(())
-}
-
-fn jiff_seconds_since(t: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time) -> f64 {
-    let created = t.0.as_second();
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(created);
-    (now - created).max(0) as f64
 }
 
 /// Beta/GA label reconciliation of an initialized Node.
@@ -445,15 +449,12 @@ pub async fn update_node_status(ctx: &Context, api: &Api<Node>) -> Result<(), ku
                         .as_ref()
                         .and_then(|s| s.provider_id.clone())
                         .unwrap_or_default();
-                    let by_id = if pid.is_empty() {
-                        None
-                    } else {
-                        v1.node_addresses_by_provider_id(&pid).await.ok()
-                    };
-                    match by_id {
-                        Some(a) => Ok(a),
-                        None => v1.node_addresses(&name).await,
-                    }
+                    by_provider_id_or_name(
+                        &pid,
+                        v1.node_addresses_by_provider_id(&pid),
+                        v1.node_addresses(&name),
+                    )
+                    .await
                     .map(|a| a.iter().map(convert::to_k8s_address).collect())
                 }
                 None => continue,
