@@ -258,28 +258,34 @@ pub async fn run(options: Options) -> Result<(), PlaygroundError> {
 
 /// The controller manager in-process, against the playground's cluster and cloud.
 async fn run_controllers(providers_dir: PathBuf, cloud_config: PathBuf, kubeconfig: PathBuf) {
-    let args = crate::daemon::DaemonArgs {
-        cloud_provider: Some("simcloud".into()),
-        providers_dir,
-        cloud_config: Some(cloud_config),
-        kubeconfig: Some(kubeconfig),
-        controllers: vec!["*".into()],
-        leader_elect: false,
-        leader_elect_lease_duration: Duration::from_secs(15),
-        leader_elect_renew_deadline: Duration::from_secs(10),
-        leader_elect_retry_period: Duration::from_secs(2),
-        leader_elect_resource_name: "cloud-controller-manager".into(),
-        leader_elect_resource_namespace: "kube-system".into(),
-        cluster_name: "kubernetes".into(),
-        cluster_cidr: vec!["10.244.0.0/16".into()],
-        configure_cloud_routes: true,
-        route_reconciliation_period: Duration::from_secs(10),
-        node_monitor_period: Duration::from_secs(5),
-        node_status_update_frequency: Duration::from_secs(300),
-        concurrent_node_syncs: 4,
-        concurrent_service_syncs: 2,
-        bind_address: "127.0.0.1".into(),
-        secure_port: 0,
+    // The same flags as the command line (so defaults never drift), for this cluster.
+    #[derive(clap::Parser)]
+    struct Flags {
+        #[command(flatten)]
+        daemon: crate::daemon::DaemonArgs,
+    }
+    let argv: Vec<std::ffi::OsString> = vec![
+        "wasm-ccm".into(),
+        "--cloud-provider=simcloud".into(),
+        "--providers-dir".into(),
+        providers_dir.into(),
+        "--cloud-config".into(),
+        cloud_config.into(),
+        "--kubeconfig".into(),
+        kubeconfig.into(),
+        "--leader-elect=false".into(),
+        "--cluster-cidr=10.244.0.0/16".into(),
+        "--concurrent-node-syncs=4".into(),
+        "--concurrent-service-syncs=2".into(),
+        "--bind-address=127.0.0.1".into(),
+        "--secure-port=0".into(),
+    ];
+    let args = match <Flags as clap::Parser>::try_parse_from(argv) {
+        Ok(flags) => flags.daemon,
+        Err(err) => {
+            println!("controllers not started: {err}");
+            return;
+        }
     };
     if let Err(err) = crate::daemon::run(args).await {
         println!("controllers stopped: {err}");
