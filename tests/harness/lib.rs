@@ -26,10 +26,14 @@ pub fn target_dir() -> PathBuf {
 }
 
 /// A guest component built by `scripts/build-guests.sh`, e.g. `reference_provider`.
+///
+/// `WASM_CCM_GUESTS_DIR` points the tests at components built another way, e.g.
+/// `target/wasm32-wasip1/release` after `cargo component build --release`.
 pub fn guest(name: &str) -> PathBuf {
-    let path = target_dir()
-        .join("wasm32-wasip2/release")
-        .join(format!("{name}.wasm"));
+    let dir = std::env::var_os("WASM_CCM_GUESTS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| target_dir().join("wasm32-wasip2/release"));
+    let path = dir.join(format!("{name}.wasm"));
     assert!(
         path.exists(),
         "{} is missing: build the guests first with scripts/build-guests.sh",
