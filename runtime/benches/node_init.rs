@@ -113,7 +113,7 @@ async fn initialize(nodes: usize, workers: u16) -> (Duration, f64) {
     let client = kube::Client::try_from(kube::Config::new(w.api.url().parse().unwrap())).unwrap();
     let ctx = Context {
         client,
-        provider,
+        provider: provider.into(),
         metrics: Metrics::new(),
         instance: "bench".into(),
     };

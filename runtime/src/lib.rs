@@ -11,9 +11,14 @@
 //! - [`policy`]: the per-provider policy file (allowlist, credentials, limits).
 //! - [`check`]: `wasm-ccm check`, validating a provider before it ships.
 //! - [`engine`]: the shared wasmtime engine (pooling allocator, epoch deadlines).
+//! - [`controllers`]: cloud-node, cloud-node-lifecycle, service and route, run by
+//!   [`daemon::run`].
+//! - [`hot_swap`]: switching to a changed provider without a restart.
 //! - [`bindings`]: host bindings generated from `wit/`.
 
-#![forbid(unsafe_code)]
+// Only the compile cache (`provider::cache`) may use `unsafe`: loading a serialized
+// component. Everything else is safe code.
+#![deny(unsafe_code)]
 
 pub mod bindings;
 pub mod capabilities;
@@ -22,6 +27,7 @@ pub mod controllers;
 pub mod convert;
 pub mod daemon;
 pub mod engine;
+pub mod hot_swap;
 pub mod metrics;
 pub mod playground;
 pub mod policy;

@@ -24,7 +24,7 @@ use kube::Resource;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 
 use crate::metrics::Metrics;
-use crate::provider::Provider;
+use crate::provider::SharedProvider;
 
 /// `node.cloudprovider.kubernetes.io/uninitialized`: kubelet's taint with
 /// `--cloud-provider=external`, removed by the cloud-node controller.
@@ -36,7 +36,8 @@ pub const TAINT_SHUTDOWN: &str = "node.cloudprovider.kubernetes.io/shutdown";
 #[derive(Clone)]
 pub struct Context {
     pub client: kube::Client,
-    pub provider: Provider,
+    /// The provider; take a snapshot per reconcile with `current()`.
+    pub provider: SharedProvider,
     pub metrics: Metrics,
     pub instance: String,
 }

@@ -112,7 +112,7 @@ pub async fn instance_metadata(ctx: &Context, node: &Node) -> Result<CloudMetada
         .as_ref()
         .and_then(|s| s.provider_id.clone())
         .filter(|p| !p.is_empty());
-    let provider = &ctx.provider;
+    let provider = ctx.provider.current();
     if let Some(v2) = provider.instances_v2() {
         let meta = v2.instance_metadata(&convert::node(node)).await?;
         let provider_id = match (meta.provider_id.is_empty(), existing_id) {
@@ -435,14 +435,15 @@ pub async fn update_node_status(ctx: &Context, api: &Api<Node>) -> Result<(), ku
             continue;
         }
         let name = node_name(node);
-        let addresses = match ctx.provider.instances_v2() {
+        let provider = ctx.provider.current();
+        let addresses = match provider.instances_v2() {
             Some(v2) => v2.instance_metadata(&convert::node(node)).await.map(|m| {
                 m.node_addresses
                     .iter()
                     .map(convert::to_k8s_address)
                     .collect::<Vec<_>>()
             }),
-            None => match ctx.provider.instances() {
+            None => match provider.instances() {
                 Some(v1) => {
                     let pid = node
                         .spec

@@ -27,10 +27,11 @@ pub struct Options {
 /// Whether the Node's instance exists: instances-v2, else instances by provider ID
 /// (looking the ID up by name when the Node has none).
 async fn instance_exists(ctx: &Context, node: &Node) -> Result<Option<bool>, ProviderError> {
-    if let Some(v2) = ctx.provider.instances_v2() {
+    let provider = ctx.provider.current();
+    if let Some(v2) = provider.instances_v2() {
         return v2.instance_exists(&convert::node(node)).await.map(Some);
     }
-    let Some(v1) = ctx.provider.instances() else {
+    let Some(v1) = provider.instances() else {
         return Ok(None);
     };
     let mut pid = node
@@ -41,7 +42,7 @@ async fn instance_exists(ctx: &Context, node: &Node) -> Result<Option<bool>, Pro
     if pid.is_empty() {
         let name = node.metadata.name.clone().unwrap_or_default();
         match v1.instance_id(&name).await {
-            Ok(id) => pid = format!("{}://{}", ctx.provider.name(), id),
+            Ok(id) => pid = format!("{}://{}", provider.name(), id),
             Err(e) if e.is_instance_not_found() => return Ok(Some(false)),
             Err(e) => return Err(e),
         }
@@ -50,10 +51,11 @@ async fn instance_exists(ctx: &Context, node: &Node) -> Result<Option<bool>, Pro
 }
 
 async fn instance_shutdown(ctx: &Context, node: &Node) -> Result<Option<bool>, ProviderError> {
-    if let Some(v2) = ctx.provider.instances_v2() {
+    let provider = ctx.provider.current();
+    if let Some(v2) = provider.instances_v2() {
         return v2.instance_shutdown(&convert::node(node)).await.map(Some);
     }
-    let Some(v1) = ctx.provider.instances() else {
+    let Some(v1) = provider.instances() else {
         return Ok(None);
     };
     let pid = node

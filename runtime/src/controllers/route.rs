@@ -149,7 +149,8 @@ pub async fn reconcile(
     options: &Options,
     recorder: &kube::runtime::events::Recorder,
 ) -> bool {
-    let Some(routes) = ctx.provider.routes() else {
+    let provider = ctx.provider.current();
+    let Some(routes) = provider.routes() else {
         return true;
     };
     let api: Api<Node> = Api::all(ctx.client.clone());

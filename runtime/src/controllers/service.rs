@@ -190,7 +190,8 @@ async fn patch_status(
 
 async fn sync_service(state: &State, svc: &Service) -> Result<(), ServiceSyncError> {
     let ctx = &state.ctx;
-    let Some(lb) = ctx.provider.load_balancer() else {
+    let provider = ctx.provider.current();
+    let Some(lb) = provider.load_balancer() else {
         return Ok(());
     };
     let ns = svc.namespace().unwrap_or_default();
@@ -313,7 +314,8 @@ async fn sync_service(state: &State, svc: &Service) -> Result<(), ServiceSyncErr
 /// all updates succeeded (false: retry on the next node event or tick).
 async fn sync_nodes(state: &State, force: bool) -> bool {
     let ctx = &state.ctx;
-    let Some(lb) = ctx.provider.load_balancer() else {
+    let provider = ctx.provider.current();
+    let Some(lb) = provider.load_balancer() else {
         return true;
     };
     let nodes = match eligible_nodes(ctx).await {

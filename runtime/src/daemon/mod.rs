@@ -11,8 +11,10 @@ use std::sync::atomic::Ordering;
 
 use crate::controllers::{self, Context};
 use crate::engine::EngineSettings;
+use crate::hot_swap::{self, ReloadReporter, Reloader, Requirement, Snapshot, report};
 use crate::metrics::Metrics;
-use crate::provider::{LoadError, Provider, ProviderLoader};
+use crate::provider::cache::CompileCache;
+use crate::provider::{LoadError, Provider, ProviderLoader, SharedProvider};
 pub use options::DaemonArgs;
 
 /// Why the controller manager stopped.
@@ -47,6 +49,13 @@ pub enum DaemonError {
     /// The cloud config file cannot be read.
     #[error("cannot read --cloud-config {path}: {source}")]
     CloudConfig {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The compile cache directory cannot be created.
+    #[error("--compile-cache-dir {path}: {source}")]
+    CacheDir {
         path: PathBuf,
         #[source]
         source: std::io::Error,
@@ -103,6 +112,38 @@ async fn load_provider(
             found.join(", ")
         },
     })
+}
+
+/// The enabled controllers that can run with `provider`: one whose interface the
+/// provider does not export is skipped with a warning, as upstream does.
+fn plan(
+    enabled: &[&'static str],
+    provider: &Provider,
+    configure_cloud_routes: bool,
+) -> Vec<&'static str> {
+    let mut planned = Vec::new();
+    for &controller in enabled {
+        if controller == "route" && !configure_cloud_routes {
+            tracing::info!(
+                controller,
+                "--configure-cloud-routes is false; controller not started"
+            );
+            continue;
+        }
+        if let Some(requirement) = Requirement::of_controller(controller)
+            && !requirement.met_by(&provider.exports())
+        {
+            tracing::warn!(
+                controller,
+                provider = provider.name(),
+                "the provider exports no {}; controller not started",
+                requirement.interface()
+            );
+            continue;
+        }
+        planned.push(controller);
+    }
+    planned
 }
 
 async fn kube_client(args: &DaemonArgs) -> Result<kube::Client, DaemonError> {
@@ -169,24 +210,73 @@ pub async fn run(args: DaemonArgs) -> Result<(), DaemonError> {
     tracing::info!(%addr, "serving /healthz, /readyz and /metrics");
     tokio::spawn(health::serve(listener, health.clone(), metrics.clone()));
 
-    let cloud_config = match &args.cloud_config {
-        Some(path) => std::fs::read(path).map_err(|source| DaemonError::CloudConfig {
-            path: path.clone(),
-            source,
-        })?,
-        None => Vec::new(),
-    };
-    let loader = ProviderLoader::with_options(
+    let mut loader = ProviderLoader::with_options(
         &EngineSettings::default(),
         &crate::capabilities::http_egress::EgressSettings::default(),
         metrics.clone(),
     )?;
+    if let Some(dir) = &args.compile_cache_dir {
+        let cache = CompileCache::open(dir, &metrics).map_err(|source| DaemonError::CacheDir {
+            path: dir.clone(),
+            source,
+        })?;
+        loader = loader.with_compile_cache(cache);
+    }
+    // Read before loading: a change landing meanwhile is then seen as a new version.
+    let named = args.providers_dir.join(format!("{name}.wasm"));
+    let before = Snapshot::read(&named, args.cloud_config.as_deref());
+    let cloud_config = match &before {
+        Ok(snapshot) => snapshot.cloud_config.clone(),
+        Err(_) => match &args.cloud_config {
+            Some(path) => std::fs::read(path).map_err(|source| DaemonError::CloudConfig {
+                path: path.clone(),
+                source,
+            })?,
+            None => Vec::new(),
+        },
+    };
     let provider = load_provider(&loader, &args.providers_dir, &name, cloud_config).await?;
+    let serving = match before {
+        Ok(snapshot) if provider.path() == named => Some(snapshot.fingerprint),
+        _ => Snapshot::read(provider.path(), args.cloud_config.as_deref())
+            .ok()
+            .map(|s| s.fingerprint),
+    };
     health.provider_ready.store(true, Ordering::Relaxed);
     let client = kube_client(&args).await?;
     let identity = identity();
+    let reporter = Arc::new(ReloadReporter::new(
+        &metrics,
+        report::own_pod().map(|pod| (client.clone(), pod)),
+    ));
+    reporter.serving(provider.name(), provider.sha256(), None);
+    let planned = plan(&enabled, &provider, args.configure_cloud_routes);
+    let shared = SharedProvider::from(provider.clone());
 
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let mut tasks = tokio::task::JoinSet::new();
+    match serving {
+        Some(serving) if args.provider_hot_swap => {
+            let reloader = Reloader::new(
+                hot_swap::Settings {
+                    component: provider.path().to_owned(),
+                    cloud_config: args.cloud_config.clone(),
+                    provider_name: name.clone(),
+                    controllers: planned.clone(),
+                    rescan_period: args.provider_rescan_period,
+                    debounce: std::time::Duration::from_millis(25),
+                },
+                loader.clone(),
+                shared.clone(),
+                serving,
+                reporter,
+            );
+            tasks.spawn(reloader.run(stop_rx.clone()));
+        }
+        Some(_) => tracing::info!("--provider-hot-swap=false: provider changes need a restart"),
+        None => tracing::warn!(file = %provider.path().display(), "cannot re-read the provider's files; hot swap disabled"),
+    }
+
     let elector = args.leader_elect.then(|| {
         leader::Elector::new(
             client.clone(),
@@ -208,21 +298,12 @@ pub async fn run(args: DaemonArgs) -> Result<(), DaemonError> {
     }
     let ctx = Context {
         client,
-        provider: provider.clone(),
+        provider: shared,
         metrics,
         instance: identity,
     };
-    let mut tasks = tokio::task::JoinSet::new();
-    for controller in &enabled {
-        let has_instances = provider.instances_v2().is_some() || provider.instances().is_some();
+    for controller in &planned {
         match *controller {
-            "cloud-node" | "cloud-node-lifecycle" if !has_instances => {
-                tracing::warn!(
-                    controller,
-                    provider = provider.name(),
-                    "the provider exports neither instances-v2 nor instances; controller not started"
-                );
-            }
             "cloud-node" => {
                 tasks.spawn(controllers::node::run(
                     ctx.clone(),
@@ -233,14 +314,6 @@ pub async fn run(args: DaemonArgs) -> Result<(), DaemonError> {
                     stop_rx.clone(),
                 ));
             }
-            "service" if provider.load_balancer().is_none() => {
-                tracing::warn!(
-                    controller,
-                    provider = provider.name(),
-                    "the provider does not export load-balancer; controller not started"
-                );
-                continue;
-            }
             "service" => {
                 tasks.spawn(controllers::service::run(
                     ctx.clone(),
@@ -250,21 +323,6 @@ pub async fn run(args: DaemonArgs) -> Result<(), DaemonError> {
                     },
                     stop_rx.clone(),
                 ));
-            }
-            "route" if !args.configure_cloud_routes => {
-                tracing::info!(
-                    controller,
-                    "--configure-cloud-routes is false; controller not started"
-                );
-                continue;
-            }
-            "route" if provider.routes().is_none() => {
-                tracing::warn!(
-                    controller,
-                    provider = provider.name(),
-                    "the provider does not export routes; controller not started"
-                );
-                continue;
             }
             "route" => {
                 tasks.spawn(controllers::route::run(
@@ -286,7 +344,7 @@ pub async fn run(args: DaemonArgs) -> Result<(), DaemonError> {
                     stop_rx.clone(),
                 ));
             }
-            _ => {}
+            _ => continue,
         }
         tracing::info!(controller, "started controller");
     }

@@ -70,6 +70,18 @@ pub struct DaemonArgs {
     /// Port of the health and metrics server (`/healthz`, `/readyz`, `/metrics`).
     #[arg(long, default_value_t = 10258)]
     pub secure_port: u16,
+    /// Writable directory (private to this process, e.g. an `emptyDir`) where compiled
+    /// providers are cached, so restarts and swaps back to known content skip compiling.
+    #[arg(long, env = "WASM_CCM_COMPILE_CACHE_DIR")]
+    pub compile_cache_dir: Option<PathBuf>,
+    /// Watch --providers-dir and --cloud-config and switch to a changed provider
+    /// without restarting.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub provider_hot_swap: bool,
+    /// How often the watched files are also re-read in full, in case a change
+    /// notification was missed.
+    #[arg(long, default_value = "30s", value_parser = parse_go_duration)]
+    pub provider_rescan_period: Duration,
 }
 
 /// Parses Go-style durations: `500ms`, `10s`, `5m`, `1m30s`, `1h`.

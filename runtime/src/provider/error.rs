@@ -234,6 +234,27 @@ pub enum LoadError {
     Policy(#[from] crate::policy::PolicyError),
 }
 
+impl LoadError {
+    /// A short, stable name of the failure, for metric labels.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::Read { .. } => "read",
+            Self::NotWasm { .. } => "not_wasm",
+            Self::CoreModule { .. } => "core_module",
+            Self::Compile { .. } => "compile",
+            Self::OtherWorld { .. } => "other_world",
+            Self::IncompatibleVersion { .. } => "incompatible_version",
+            Self::MissingIdentity { .. } => "missing_identity",
+            Self::InterfaceMismatch { .. } => "interface_mismatch",
+            Self::UnsupportedImport { .. } => "unsupported_import",
+            Self::Instantiate { .. } => "instantiate",
+            Self::Initialize { .. } => "initialize",
+            Self::Egress { .. } => "egress",
+            Self::Policy(_) => "policy",
+        }
+    }
+}
+
 fn display_list(items: &[String]) -> String {
     if items.is_empty() {
         "none".into()

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use wasmtime::component::{Component, HasSelf, InstancePre, Linker};
 
+use super::cache::{CompileCache, sha256_hex};
 use super::error::{LoadError, ProviderError};
 use super::inspect::{self, Exports, Surface, WasmKind};
 use super::pool::{self, Indices, Pool, Prepared};
@@ -27,6 +28,7 @@ pub struct ProviderLoader {
     linker: Arc<Linker<HostState>>,
     broker: Broker,
     metrics: Metrics,
+    cache: Option<CompileCache>,
 }
 
 /// What `wasm-ccm check` reports about a component.
@@ -79,7 +81,14 @@ impl ProviderLoader {
             linker: Arc::new(linker),
             broker,
             metrics,
+            cache: None,
         })
+    }
+
+    /// Keeps compiled components in `cache`, so loading known content skips compiling.
+    pub fn with_compile_cache(mut self, cache: CompileCache) -> Self {
+        self.cache = Some(cache);
+        self
     }
 
     /// The metrics the loader's providers record into.
@@ -117,6 +126,7 @@ impl ProviderLoader {
         policy: Policy,
         cloud_config: Vec<u8>,
     ) -> Result<Provider, LoadError> {
+        let sha256 = sha256_hex(&bytes);
         let compiled = self.compile_off_runtime(path, bytes).await?;
         let limits = policy.limits.clone();
         let name = self.verify(&compiled, &limits).await?;
@@ -151,6 +161,7 @@ impl ProviderLoader {
             inner: Arc::new(Inner {
                 name,
                 path: path.to_owned(),
+                sha256,
                 exports: compiled.exports,
                 has_cluster_id: false,
                 pool,
@@ -163,6 +174,7 @@ impl ProviderLoader {
         tracing::info!(
             provider = provider.name(),
             path = %path.display(),
+            sha256 = provider.sha256(),
             exports = ?provider.exports().names(),
             size = compiled.size,
             "provider loaded"
@@ -210,11 +222,15 @@ impl ProviderLoader {
                 path: path.to_owned(),
             });
         }
-        let component =
-            Component::new(self.engine.engine(), bytes).map_err(|source| LoadError::Compile {
-                path: path.to_owned(),
-                source,
-            })?;
+        let engine = self.engine.engine();
+        let component = match &self.cache {
+            Some(cache) => cache.component(engine, bytes),
+            None => Component::new(engine, bytes),
+        }
+        .map_err(|source| LoadError::Compile {
+            path: path.to_owned(),
+            source,
+        })?;
         let surface = Surface::of(self.engine.engine(), &component);
         let exports = surface.check_exports(path)?;
         let pre = self.linker.instantiate_pre(&component).map_err(|source| {

@@ -23,10 +23,12 @@
 //! ```
 
 mod api;
+pub mod cache;
 pub mod error;
 pub mod inspect;
 mod loader;
 mod pool;
+mod shared;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -35,6 +37,7 @@ pub use api::{Clusters, Instances, InstancesV2, LoadBalancer, Routes, Zones};
 pub use error::{CloudError, LoadError, ProviderError, TrapKind};
 pub use inspect::Exports;
 pub use loader::{Inspection, ProviderLoader};
+pub use shared::SharedProvider;
 
 use crate::policy::Limits;
 
@@ -47,6 +50,7 @@ pub struct Provider {
 struct Inner {
     name: String,
     path: PathBuf,
+    sha256: String,
     exports: Exports,
     has_cluster_id: bool,
     pool: Arc<pool::Pool>,
@@ -57,6 +61,7 @@ impl std::fmt::Debug for Provider {
         f.debug_struct("Provider")
             .field("name", &self.inner.name)
             .field("path", &self.inner.path)
+            .field("sha256", &self.inner.sha256)
             .field("exports", &self.inner.exports)
             .finish_non_exhaustive()
     }
@@ -71,6 +76,11 @@ impl Provider {
     /// The file the provider was loaded from.
     pub fn path(&self) -> &Path {
         &self.inner.path
+    }
+
+    /// The hex SHA-256 of the component's bytes.
+    pub fn sha256(&self) -> &str {
+        &self.inner.sha256
     }
 
     /// `identity.has-cluster-id`, read after `initialize`.
