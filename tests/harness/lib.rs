@@ -383,7 +383,15 @@ impl Stack {
 
     /// Starts `wasm-ccm` with fast periods, serving health on `port`, plus `extra` flags.
     pub fn controller_manager(&self, port: u16, extra: &[&str]) -> tokio::process::Child {
-        tokio::process::Command::new(wasm_ccm_bin())
+        self.controller_manager_command(port, extra)
+            .spawn()
+            .expect("start wasm-ccm")
+    }
+
+    /// The command [`Self::controller_manager`] runs, to add environment variables.
+    pub fn controller_manager_command(&self, port: u16, extra: &[&str]) -> tokio::process::Command {
+        let mut command = tokio::process::Command::new(wasm_ccm_bin());
+        command
             .args([
                 "--cloud-provider",
                 &self.provider,
@@ -404,9 +412,8 @@ impl Stack {
             .arg(&self.kubeconfig)
             .args(extra)
             .env("RUST_LOG", "warn")
-            .kill_on_drop(true)
-            .spawn()
-            .expect("start wasm-ccm")
+            .kill_on_drop(true);
+        command
     }
 
     /// A kube client for the double.
@@ -440,4 +447,71 @@ pub fn metric(text: &str, series: &str) -> f64 {
         .and_then(|l| l.rsplit(' ').next())
         .and_then(|v| v.parse().ok())
         .unwrap_or(0.0)
+}
+
+/// Publishes `files` into `dir` the way kubelet updates a ConfigMap volume: a new
+/// timestamped directory, a `..data_tmp` symlink renamed over `..data`, a symlink per
+/// file (`NAME -> ..data/NAME`; links of files no longer present are removed), and
+/// the previous timestamped directory removed.
+#[cfg(unix)]
+pub fn kubelet_publish(dir: &Path, files: &[(&str, &[u8])]) {
+    use std::os::unix::fs::symlink;
+    static VERSION: AtomicU64 = AtomicU64::new(0);
+    let version = format!(
+        "..2026_11_22_{:06}.{}",
+        VERSION.fetch_add(1, Ordering::SeqCst),
+        std::process::id()
+    );
+    std::fs::create_dir(dir.join(&version)).expect("version dir");
+    for (name, bytes) in files {
+        std::fs::write(dir.join(&version).join(name), bytes).expect("write file");
+    }
+    let previous = std::fs::read_link(dir.join("..data")).ok();
+    let _ = std::fs::remove_file(dir.join("..data_tmp"));
+    symlink(&version, dir.join("..data_tmp")).expect("..data_tmp");
+    std::fs::rename(dir.join("..data_tmp"), dir.join("..data")).expect("rename ..data");
+    for (name, _) in files {
+        let link = dir.join(name);
+        if link.symlink_metadata().is_err() {
+            symlink(Path::new("..data").join(name), link).expect("file symlink");
+        }
+    }
+    if let Some(previous) = &previous {
+        for entry in std::fs::read_dir(dir).expect("read dir").flatten() {
+            let name = entry.file_name();
+            let target = std::fs::read_link(entry.path()).ok();
+            let points_into_data = target.is_some_and(|t| t.starts_with("..data"));
+            let still_published = files.iter().any(|(f, _)| std::ffi::OsStr::new(f) == name);
+            if points_into_data && !still_published {
+                std::fs::remove_file(entry.path()).expect("remove stale link");
+            }
+        }
+        std::fs::remove_dir_all(dir.join(previous)).expect("remove previous version");
+    }
+}
+
+/// A copy of a component that differs only by a custom section: a new version with
+/// the same behaviour (a different SHA-256).
+pub fn with_custom_section(component: &[u8], tag: &str) -> Vec<u8> {
+    fn leb128(mut value: usize, out: &mut Vec<u8>) {
+        loop {
+            let byte = (value & 0x7f) as u8;
+            value >>= 7;
+            if value == 0 {
+                out.push(byte);
+                return;
+            }
+            out.push(byte | 0x80);
+        }
+    }
+    let name = b"wasm-ccm-test-version";
+    let mut payload = Vec::new();
+    leb128(name.len(), &mut payload);
+    payload.extend_from_slice(name);
+    payload.extend_from_slice(tag.as_bytes());
+    let mut out = component.to_vec();
+    out.push(0);
+    leb128(payload.len(), &mut out);
+    out.extend_from_slice(&payload);
+    out
 }

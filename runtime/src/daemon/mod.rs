@@ -274,7 +274,9 @@ pub async fn run(args: DaemonArgs) -> Result<(), DaemonError> {
             tasks.spawn(reloader.run(stop_rx.clone()));
         }
         Some(_) => tracing::info!("--provider-hot-swap=false: provider changes need a restart"),
-        None => tracing::warn!(file = %provider.path().display(), "cannot re-read the provider's files; hot swap disabled"),
+        None => {
+            tracing::warn!(file = %provider.path().display(), "cannot re-read the provider's files; hot swap disabled")
+        }
     }
 
     let elector = args.leader_elect.then(|| {

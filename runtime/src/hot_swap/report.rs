@@ -8,7 +8,12 @@
 //! replica reloads (a standby must be ready to lead), and each reports on its own Pod.
 
 use k8s_openapi::api::core::v1::ObjectReference;
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use k8s_openapi::api::events;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use k8s_openapi::jiff::Timestamp;
+use kube::Api;
+use kube::api::PostParams;
+use kube::runtime::events::EventType;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -16,6 +21,8 @@ use prometheus_client::metrics::gauge::Gauge;
 
 use crate::metrics::Metrics;
 
+/// `reportingController` of the events.
+pub const REPORTING_CONTROLLER: &str = "wasm-ccm";
 /// Event reason: a new provider version is serving.
 pub const REASON_RELOADED: &str = "ProviderReloaded";
 /// Event reason: a new version was refused; the previous one keeps serving.
@@ -43,7 +50,7 @@ struct InfoLabels {
 pub struct ReloadReporter {
     reloads: Family<ReloadLabels, Counter>,
     info: Family<InfoLabels, Gauge>,
-    events: Option<(Recorder, ObjectReference)>,
+    events: Option<(Api<events::v1::Event>, ObjectReference)>,
 }
 
 impl ReloadReporter {
@@ -62,14 +69,8 @@ impl ReloadReporter {
             info.clone(),
         );
         let events = events.map(|(client, pod)| {
-            let recorder = Recorder::new(
-                client,
-                Reporter {
-                    controller: "wasm-ccm".into(),
-                    instance: pod.name.clone(),
-                },
-            );
-            (recorder, pod)
+            let api = Api::namespaced(client, pod.namespace.as_deref().unwrap_or("default"));
+            (api, pod)
         });
         Self {
             reloads,
@@ -106,19 +107,41 @@ impl ReloadReporter {
 
     /// Publishes an event on the Pod in the background, logging (not failing) when
     /// that is impossible: an unreachable API server never delays a reload.
+    ///
+    /// Each call creates its own Event. (kube's `Recorder` would fold events with one
+    /// reason into a series that keeps the first note, hiding which version failed
+    /// and why; reload events are rare, one per distinct content, so they need no
+    /// aggregation.)
     pub fn event(&self, type_: EventType, reason: &'static str, note: String) {
-        let Some((recorder, pod)) = self.events.clone() else {
+        let Some((api, pod)) = self.events.clone() else {
             return;
         };
-        let event = Event {
-            type_,
-            reason: reason.into(),
+        let now = Timestamp::now();
+        let pod_name = pod.name.clone().unwrap_or_default();
+        let event = events::v1::Event {
+            metadata: ObjectMeta {
+                name: Some(format!("{pod_name}.{:x}", now.as_nanosecond())),
+                namespace: pod.namespace.clone(),
+                ..Default::default()
+            },
+            action: Some("ReloadProvider".into()),
+            reason: Some(reason.into()),
             note: Some(truncate(note)),
-            action: "ReloadProvider".into(),
-            secondary: None,
+            event_time: Some(MicroTime(now)),
+            regarding: Some(pod),
+            reporting_controller: Some(REPORTING_CONTROLLER.into()),
+            reporting_instance: Some(pod_name),
+            type_: Some(
+                match type_ {
+                    EventType::Normal => "Normal",
+                    EventType::Warning => "Warning",
+                }
+                .into(),
+            ),
+            ..Default::default()
         };
         tokio::spawn(async move {
-            if let Err(err) = recorder.publish(&event, &pod).await {
+            if let Err(err) = api.create(&PostParams::default(), &event).await {
                 tracing::warn!(reason, error = %err, "cannot record event");
             }
         });

@@ -18,15 +18,14 @@ pub struct DirWatcher {
 
 /// Watches `dirs` (non-recursively), waking `changed` on every event.
 pub fn watch(dirs: &[PathBuf], changed: Arc<Notify>) -> notify::Result<DirWatcher> {
-    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-        match event {
+    let mut watcher =
+        notify::recommended_watcher(move |event: notify::Result<notify::Event>| match event {
             Ok(_) => changed.notify_one(),
             Err(err) => {
                 tracing::warn!(error = %err, "file watch error; relying on the periodic rescan");
                 changed.notify_one();
             }
-        }
-    })?;
+        })?;
     for dir in dirs {
         watcher.watch(dir, RecursiveMode::NonRecursive)?;
     }

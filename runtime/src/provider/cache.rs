@@ -181,7 +181,11 @@ mod tests {
     fn count(metrics: &Metrics, result: &str) -> String {
         let text = metrics.encode();
         text.lines()
-            .find(|l| l.starts_with(&format!("wasm_ccm_compile_cache_total{{result=\"{result}\"}}")))
+            .find(|l| {
+                l.starts_with(&format!(
+                    "wasm_ccm_compile_cache_total{{result=\"{result}\"}}"
+                ))
+            })
             .map(|l| l.rsplit(' ').next().unwrap_or("").to_owned())
             .unwrap_or_else(|| "0".into())
     }
@@ -215,7 +219,11 @@ mod tests {
         let cache = CompileCache::open(&dir, &metrics).unwrap();
         let engine = engine();
         let bytes = EMPTY_COMPONENT;
-        std::fs::write(cache.entry_path(&engine, bytes), b"not a compiled component").unwrap();
+        std::fs::write(
+            cache.entry_path(&engine, bytes),
+            b"not a compiled component",
+        )
+        .unwrap();
         cache.component(&engine, bytes).unwrap();
         assert_eq!(count(&metrics, "stale"), "1");
         // The rewritten entry now loads.

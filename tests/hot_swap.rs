@@ -1,0 +1,389 @@
+//! Hot swap through the real `wasm-ccm` binary: kubelet-style ConfigMap updates while
+//! the controllers reconcile, refused versions (each with its metric and Event), a
+//! removed component, rapid successive updates, cloud config changes, and restarts
+//! with a warm compile cache.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Event as CoreEvent, Node};
+use kube::Api;
+use kube::api::{ListParams, PostParams};
+use serde_json::json;
+use sim_cloud::model::NewInstance;
+use wasm_ccm::provider::cache::sha256_hex;
+use wasm_ccm_tests::{
+    Stack, TempDir, free_port, guest, http_get, kubelet_publish, metric, wait_until,
+    with_custom_section,
+};
+
+const TIMEOUT: Duration = Duration::from_secs(90);
+const POD: &str = "wasm-ccm-0";
+const NAMESPACE: &str = "kube-system";
+const UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized";
+
+/// A stack whose providers directory is a kubelet-managed ConfigMap volume.
+struct SwapStack {
+    stack: Stack,
+    reference: Vec<u8>,
+    policy: Vec<u8>,
+}
+
+impl SwapStack {
+    async fn start() -> Self {
+        let stack = Stack::start().await;
+        let dir = stack.dir.dir.path();
+        let reference = std::fs::read(&stack.dir.wasm).unwrap();
+        let policy = std::fs::read(dir.join("simcloud.yaml")).unwrap();
+        std::fs::remove_file(&stack.dir.wasm).unwrap();
+        std::fs::remove_file(dir.join("simcloud.yaml")).unwrap();
+        let this = Self {
+            stack,
+            reference,
+            policy,
+        };
+        this.publish(&this.reference);
+        this
+    }
+
+    fn dir(&self) -> &Path {
+        self.stack.dir.dir.path()
+    }
+
+    /// A kubelet update of the ConfigMap to `wasm` plus the unchanged policy.
+    fn publish(&self, wasm: &[u8]) {
+        kubelet_publish(
+            self.dir(),
+            &[("simcloud.wasm", wasm), ("simcloud.yaml", &self.policy)],
+        );
+    }
+
+    fn controller_manager(&self, port: u16, extra: &[&str]) -> tokio::process::Child {
+        self.stack
+            .controller_manager_command(port, extra)
+            .env("POD_NAME", POD)
+            .env("POD_NAMESPACE", NAMESPACE)
+            .spawn()
+            .expect("start wasm-ccm")
+    }
+
+    /// An instance in the cloud and its Node, tainted as kubelet registers it.
+    async fn add_node(&self, name: &str) {
+        self.stack
+            .cloud
+            .with_state(|s| s.create_instance(NewInstance::named(name)));
+        let node: Node = serde_json::from_value(json!({
+            "metadata": {"name": name},
+            "spec": {"taints": [{"key": UNINITIALIZED, "value": "true", "effect": "NoSchedule"}]},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}]}
+        }))
+        .unwrap();
+        Api::<Node>::all(self.stack.client())
+            .create(&PostParams::default(), &node)
+            .await
+            .unwrap();
+    }
+
+    async fn initialized(&self, name: &str) -> bool {
+        Api::<Node>::all(self.stack.client())
+            .get(name)
+            .await
+            .is_ok_and(|n| {
+                !n.spec
+                    .and_then(|s| s.taints)
+                    .unwrap_or_default()
+                    .iter()
+                    .any(|t| t.key == UNINITIALIZED)
+            })
+    }
+
+    /// Events about the controller manager's Pod: (reason, note).
+    async fn pod_events(&self) -> Vec<(String, String)> {
+        Api::<CoreEvent>::namespaced(self.stack.client(), NAMESPACE)
+            .list(&ListParams::default().fields(&format!("involvedObject.name={POD}")))
+            .await
+            .map(|l| {
+                l.items
+                    .into_iter()
+                    .map(|e| (e.reason.unwrap_or_default(), e.message.unwrap_or_default()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+async fn metrics(port: u16) -> String {
+    http_get(port, "/metrics")
+        .await
+        .map(|(_, body)| body)
+        .unwrap_or_default()
+}
+
+/// The SHA-256 of the version serving, from `wasm_ccm_provider_info`.
+fn serving(metrics: &str) -> Option<String> {
+    metrics.lines().find_map(|line| {
+        let rest = line.strip_prefix("wasm_ccm_provider_info{provider=\"simcloud\",sha256=\"")?;
+        let (sha, value) = rest.split_once("\"} ")?;
+        (value == "1").then(|| sha.to_owned())
+    })
+}
+
+fn reloads(metrics: &str, result: &str) -> f64 {
+    metric(
+        metrics,
+        &format!("wasm_ccm_provider_reloads_total{{provider=\"simcloud\",result=\"{result}\"}}"),
+    )
+}
+
+/// Provider calls that failed in the host (trap, timeout, no instance), not in the cloud.
+fn failed_calls(metrics: &str) -> f64 {
+    metrics
+        .lines()
+        .filter(|l| l.starts_with("wasm_ccm_provider_calls_total{"))
+        .filter(|l| {
+            ["trap", "timeout", "unavailable"]
+                .iter()
+                .any(|r| l.contains(&format!("result=\"{r}\"")))
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+async fn wait_serving(port: u16, sha256: &str) {
+    wait_until(TIMEOUT, &format!("version {sha256} serving"), || async {
+        serving(&metrics(port).await).as_deref() == Some(sha256)
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubelet_update_under_load_swaps_with_no_failed_calls() {
+    let swap = SwapStack::start().await;
+    let v1 = sha256_hex(&swap.reference);
+    for i in 0..10 {
+        swap.add_node(&format!("before-{i}")).await;
+    }
+    let port = free_port();
+    let _ccm = swap.controller_manager(port, &["--leader-elect=false"]);
+    wait_serving(port, &v1).await;
+
+    // Nodes keep arriving while the new version is published.
+    let v2_bytes = with_custom_section(&swap.reference, "v2");
+    let v2 = sha256_hex(&v2_bytes);
+    let mut added = Vec::new();
+    let mut published: Option<Instant> = None;
+    let mut swapped_after = None;
+    for i in 0..40 {
+        let name = format!("during-{i}");
+        swap.add_node(&name).await;
+        added.push(name);
+        if i == 10 {
+            swap.publish(&v2_bytes);
+            published = Some(Instant::now());
+        }
+        if let Some(at) = published
+            && swapped_after.is_none()
+            && serving(&metrics(port).await).as_deref() == Some(v2.as_str())
+        {
+            swapped_after = Some(at.elapsed());
+        }
+    }
+    wait_serving(port, &v2).await;
+    eprintln!(
+        "published -> serving: {:?} (observed while creating nodes)",
+        swapped_after.unwrap_or_else(|| published.unwrap().elapsed())
+    );
+    for name in (0..10).map(|i| format!("before-{i}")).chain(added) {
+        wait_until(TIMEOUT, &format!("{name} initialized"), || {
+            swap.initialized(&name)
+        })
+        .await;
+    }
+    let m = metrics(port).await;
+    assert_eq!(failed_calls(&m), 0.0, "{m}");
+    assert_eq!(
+        metric(
+            &m,
+            "wasm_ccm_controller_reconciles_total{controller=\"cloud-node\",result=\"error\"}"
+        ),
+        0.0,
+        "{m}"
+    );
+    assert_eq!(reloads(&m, "success"), 1.0, "{m}");
+    wait_until(TIMEOUT, "a ProviderReloaded event on the Pod", || async {
+        swap.pod_events()
+            .await
+            .iter()
+            .any(|(reason, note)| reason == "ProviderReloaded" && note.contains(&v2[..12]))
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_versions_leave_the_previous_one_serving() {
+    let swap = SwapStack::start().await;
+    let v1 = sha256_hex(&swap.reference);
+    let port = free_port();
+    let _ccm = swap.controller_manager(port, &["--leader-elect=false"]);
+    wait_serving(port, &v1).await;
+
+    let truncated = swap.reference[..swap.reference.len() / 2].to_vec();
+    let other_world = std::fs::read(guest("fixture-other-world")).unwrap();
+    let stub = std::fs::read(guest("fixture_simcloud_stub")).unwrap();
+    let cases: [(&str, &[u8], &str); 4] = [
+        ("truncated component", &truncated, "compile"),
+        (
+            "not WebAssembly",
+            b"#!/bin/sh\necho not a provider\n",
+            "not_wasm",
+        ),
+        ("a component of another world", &other_world, "other_world"),
+        (
+            "a version without load-balancer",
+            &stub,
+            "interface_dropped",
+        ),
+    ];
+    for (i, (what, bytes, reason)) in cases.iter().enumerate() {
+        swap.publish(bytes);
+        wait_until(TIMEOUT, &format!("{what} refused as {reason}"), || async {
+            reloads(&metrics(port).await, reason) == 1.0
+        })
+        .await;
+        assert_eq!(serving(&metrics(port).await).as_deref(), Some(v1.as_str()));
+        // The previous version still initializes Nodes.
+        let node = format!("after-refusal-{i}");
+        swap.add_node(&node).await;
+        wait_until(TIMEOUT, &format!("{node} initialized"), || {
+            swap.initialized(&node)
+        })
+        .await;
+    }
+
+    // A cloud config change re-initializes: with the stub still published, its
+    // `initialize` now fails.
+    let config = std::fs::read_to_string(&swap.stack.cloud_config).unwrap();
+    let failing = config.replace('}', r#", "zone": "fail-initialize"}"#);
+    std::fs::write(&swap.stack.cloud_config, &failing).unwrap();
+    wait_until(TIMEOUT, "initialize failure refused", || async {
+        reloads(&metrics(port).await, "initialize") == 1.0
+    })
+    .await;
+    let m = metrics(port).await;
+    assert_eq!(serving(&m).as_deref(), Some(v1.as_str()));
+    assert_eq!(reloads(&m, "success"), 0.0, "{m}");
+    assert_eq!(failed_calls(&m), 0.0, "{m}");
+
+    wait_until(
+        TIMEOUT,
+        "a ProviderReloadFailed event per refusal",
+        || async {
+            let events = swap.pod_events().await;
+            let failed: Vec<_> = events
+                .iter()
+                .filter(|(reason, _)| reason == "ProviderReloadFailed")
+                .collect();
+            failed.len() >= 5
+                && failed.iter().any(|(_, note)| {
+                    note.contains("simcloud.wasm")
+                        && note.contains("does not export instances-v2 or instances")
+                })
+        },
+    )
+    .await;
+
+    // Removed from the ConfigMap: the loaded version keeps serving.
+    kubelet_publish(swap.dir(), &[("simcloud.yaml", &swap.policy)]);
+    wait_until(TIMEOUT, "a ProviderFileMissing event", || async {
+        swap.pod_events()
+            .await
+            .iter()
+            .any(|(reason, _)| reason == "ProviderFileMissing")
+    })
+    .await;
+    swap.add_node("after-removal").await;
+    wait_until(TIMEOUT, "after-removal initialized", || {
+        swap.initialized("after-removal")
+    })
+    .await;
+
+    // The reference provider back, with the changed cloud config: a new version.
+    swap.publish(&swap.reference);
+    wait_until(TIMEOUT, "the reference provider reloaded", || async {
+        reloads(&metrics(port).await, "success") == 1.0
+    })
+    .await;
+    assert_eq!(serving(&metrics(port).await).as_deref(), Some(v1.as_str()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rapid_updates_end_on_the_newest_good_version() {
+    let swap = SwapStack::start().await;
+    let port = free_port();
+    let _ccm = swap.controller_manager(port, &["--leader-elect=false"]);
+    wait_serving(port, &sha256_hex(&swap.reference)).await;
+
+    let versions: Vec<Vec<u8>> = ["v2", "v3", "v4"]
+        .iter()
+        .map(|tag| with_custom_section(&swap.reference, tag))
+        .collect();
+    // Faster than a compile: no waiting between updates, a broken one in between.
+    swap.publish(&versions[0]);
+    swap.publish(b"garbage");
+    swap.publish(&versions[1]);
+    swap.publish(&versions[2]);
+    let newest = sha256_hex(&versions[2]);
+    wait_serving(port, &newest).await;
+    swap.add_node("after-rapid").await;
+    wait_until(TIMEOUT, "after-rapid initialized", || {
+        swap.initialized("after-rapid")
+    })
+    .await;
+    let m = metrics(port).await;
+    assert_eq!(serving(&m), Some(newest), "{m}");
+    assert_eq!(failed_calls(&m), 0.0, "{m}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_with_a_warm_compile_cache_skips_compiling() {
+    let swap = SwapStack::start().await;
+    let cache = TempDir::new("compile-cache");
+    let cache_flag = format!("--compile-cache-dir={}", cache.path().display());
+    let args = ["--leader-elect=false", cache_flag.as_str()];
+    let cache_result = |m: &str, result: &str| {
+        metric(
+            m,
+            &format!("wasm_ccm_compile_cache_total{{result=\"{result}\"}}"),
+        )
+    };
+
+    let port = free_port();
+    let mut first = swap.controller_manager(port, &args);
+    wait_serving(port, &sha256_hex(&swap.reference)).await;
+    let m = metrics(port).await;
+    assert_eq!(cache_result(&m, "miss"), 1.0, "{m}");
+    first.kill().await.unwrap();
+    let entries: Vec<_> = std::fs::read_dir(cache.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        entries.len() == 1 && entries[0].ends_with(".cwasm"),
+        "{entries:?}"
+    );
+
+    let port = free_port();
+    let _second = swap.controller_manager(port, &args);
+    wait_serving(port, &sha256_hex(&swap.reference)).await;
+    let m = metrics(port).await;
+    assert_eq!(cache_result(&m, "hit"), 1.0, "{m}");
+    assert_eq!(cache_result(&m, "miss"), 0.0, "{m}");
+    // Nothing is ever written into the providers directory (a ConfigMap).
+    assert!(
+        std::fs::read_dir(swap.dir())
+            .unwrap()
+            .flatten()
+            .all(|e| !e.file_name().to_string_lossy().ends_with(".cwasm"))
+    );
+}
