@@ -16,3 +16,6 @@ done
 args=()
 for p in "${packages[@]}"; do args+=(-p "$p"); done
 cargo build --locked --target wasm32-wasip2 --release "${args[@]}"
+
+# The reference provider is also what deploy/ packages into its providers ConfigMap.
+cp target/wasm32-wasip2/release/reference_provider.wasm deploy/providers/simcloud.wasm

@@ -146,6 +146,9 @@ fn plan(
     planned
 }
 
+/// The `User-Agent` of the controller manager's requests to the API server.
+pub const USER_AGENT: &str = concat!("wasm-ccm/", env!("CARGO_PKG_VERSION"));
+
 async fn kube_client(args: &DaemonArgs) -> Result<kube::Client, DaemonError> {
     let config = match &args.kubeconfig {
         Some(path) => {
@@ -161,6 +164,11 @@ async fn kube_client(args: &DaemonArgs) -> Result<kube::Client, DaemonError> {
         None => kube::Config::incluster()
             .map_err(|e| DaemonError::KubeConfig(format!("in-cluster: {e}")))?,
     };
+    let mut config = config;
+    config.headers.push((
+        http::header::USER_AGENT,
+        http::HeaderValue::from_static(USER_AGENT),
+    ));
     kube::Client::try_from(config).map_err(|e| DaemonError::KubeConfig(e.to_string()))
 }
 

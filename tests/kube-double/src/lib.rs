@@ -73,9 +73,25 @@ impl Default for Settings {
     }
 }
 
+/// One kind of request a client made: what an RBAC rule must allow.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Access {
+    /// API group (`""` for the core group).
+    pub group: String,
+    /// Plural resource, with `/subresource` when one was addressed.
+    pub resource: String,
+    /// RBAC verb: get, list, watch, create, update, patch, delete, deletecollection.
+    pub verb: String,
+    /// Namespace (`""` for cluster-scoped requests).
+    pub namespace: String,
+    /// The client's `User-Agent` (empty when it sent none).
+    pub user_agent: String,
+}
+
 /// A running API server double. Stops when dropped.
 pub struct ApiServer {
     addr: SocketAddr,
+    state: Arc<server::AppState>,
     store: Arc<Store>,
     token: Option<String>,
     disconnect: tokio::sync::watch::Sender<u64>,
@@ -97,10 +113,11 @@ impl ApiServer {
                 bookmark_interval: settings.bookmark_interval,
             },
             address: addr.to_string(),
+            accesses: Default::default(),
         });
         let app = axum::Router::new()
             .fallback(server::handle)
-            .with_state(state);
+            .with_state(state.clone());
         let task = tokio::spawn(async move {
             if let Err(err) = axum::serve(listener, app).await {
                 tracing::error!(error = %err, "API server double stopped");
@@ -108,6 +125,7 @@ impl ApiServer {
         });
         Ok(Self {
             addr,
+            state,
             store,
             token: settings.token,
             disconnect,
@@ -123,6 +141,17 @@ impl ApiServer {
     /// The bound address.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// Every kind of request served so far, for checking RBAC rules.
+    pub fn accesses(&self) -> Vec<Access> {
+        self.state
+            .accesses
+            .lock()
+            .expect("access log lock")
+            .iter()
+            .cloned()
+            .collect()
     }
 
     /// The store, for direct inspection and for forcing 410s ([`Store::compact`]).

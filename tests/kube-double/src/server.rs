@@ -35,6 +35,8 @@ pub(crate) struct AppState {
     pub address: String,
     /// Bumped to end every open watch (clients must reconnect).
     pub disconnect: tokio::sync::watch::Sender<u64>,
+    /// Every (group, resource, verb, namespace) requested, for RBAC checks.
+    pub accesses: std::sync::Mutex<std::collections::BTreeSet<crate::Access>>,
 }
 
 type Shared = Arc<AppState>;
@@ -193,6 +195,35 @@ async fn route(
         Some("status") if target.resource.has_status => Target::Status,
         Some(_) => return Err(unknown()),
     };
+    let verb = match (method, &target.name) {
+        (&Method::GET, None) if is_true(query.get("watch")) => "watch",
+        (&Method::GET, None) => "list",
+        (&Method::GET, Some(_)) => "get",
+        (&Method::POST, _) => "create",
+        (&Method::PUT, _) => "update",
+        (&Method::PATCH, _) => "patch",
+        (&Method::DELETE, Some(_)) => "delete",
+        (&Method::DELETE, None) => "deletecollection",
+        _ => "unknown",
+    };
+    state
+        .accesses
+        .lock()
+        .expect("access log lock")
+        .insert(crate::Access {
+            group: target.resource.group.to_owned(),
+            resource: match target.subresource {
+                Some(sub) => format!("{}/{sub}", target.resource.plural),
+                None => target.resource.plural.to_owned(),
+            },
+            verb: verb.to_owned(),
+            namespace: target.namespace.clone(),
+            user_agent: headers
+                .get(header::USER_AGENT)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_owned(),
+        });
     if query.get("dryRun").is_some_and(|v| !v.is_empty()) {
         return Err(ApiError::bad_request(
             "dryRun is not supported by this API server double",

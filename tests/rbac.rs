@@ -1,0 +1,308 @@
+//! `deploy/` renders with `kubectl kustomize`, and its RBAC grants exactly the API
+//! calls `wasm-ccm` makes: the real binary runs every controller, leader election and
+//! a provider reload against the API server double, which records each request's
+//! (group, resource, verb, namespace); every request must be allowed by the rendered
+//! rules, and every granted verb must have been used.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Node, Service};
+use kube::Api;
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+use sim_cloud::model::{InstancePatch, InstanceState, NewInstance};
+use wasm_ccm_tests::{Stack, free_port, wait_until, with_custom_section};
+
+const TIMEOUT: Duration = Duration::from_secs(90);
+const UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized";
+
+/// One RBAC rule, flattened: (group, resource, verb), with the namespace it applies
+/// in (`None`: cluster-wide).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Grant {
+    group: String,
+    resource: String,
+    verb: String,
+    namespace: Option<String>,
+}
+
+fn kubectl() -> String {
+    std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".into())
+}
+
+/// `kubectl kustomize deploy/`, parsed.
+fn rendered() -> Vec<serde_json::Value> {
+    let deploy = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy");
+    assert!(
+        deploy.join("providers/simcloud.wasm").exists(),
+        "deploy/providers/simcloud.wasm is missing: run scripts/build-guests.sh"
+    );
+    let out = std::process::Command::new(kubectl())
+        .arg("kustomize")
+        .arg(&deploy)
+        .output()
+        .unwrap_or_else(|e| panic!("running {} kustomize: {e} (set KUBECTL)", kubectl()));
+    assert!(
+        out.status.success(),
+        "kubectl kustomize deploy/ failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    text.split("\n---\n")
+        .map(|doc| serde_yaml::from_str::<serde_json::Value>(doc).expect("rendered YAML"))
+        .collect()
+}
+
+fn strings(value: &serde_json::Value) -> Vec<String> {
+    value
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The grants of the ServiceAccount `kube-system/wasm-ccm` through its bindings.
+fn grants(docs: &[serde_json::Value]) -> BTreeSet<Grant> {
+    let binds_us = |doc: &serde_json::Value| {
+        doc["subjects"].as_array().is_some_and(|subjects| {
+            subjects.iter().any(|s| {
+                s["kind"] == "ServiceAccount"
+                    && s["name"] == "wasm-ccm"
+                    && s["namespace"] == "kube-system"
+            })
+        })
+    };
+    let mut grants = BTreeSet::new();
+    for binding in docs.iter().filter(|d| binds_us(d)) {
+        let role_kind = binding["roleRef"]["kind"].as_str().unwrap();
+        let role_name = binding["roleRef"]["name"].as_str().unwrap();
+        let namespace = match binding["kind"].as_str() {
+            Some("RoleBinding") => Some(
+                binding["metadata"]["namespace"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned(),
+            ),
+            _ => None,
+        };
+        let role = docs
+            .iter()
+            .find(|d| d["kind"] == role_kind && d["metadata"]["name"] == role_name)
+            .unwrap_or_else(|| panic!("{role_kind} {role_name} is not in deploy/"));
+        for rule in role["rules"].as_array().unwrap() {
+            for group in strings(&rule["apiGroups"]) {
+                for resource in strings(&rule["resources"]) {
+                    for verb in strings(&rule["verbs"]) {
+                        grants.insert(Grant {
+                            group: group.clone(),
+                            resource: resource.clone(),
+                            verb,
+                            namespace: namespace.clone(),
+                        });
+                    }
+                }
+            }
+        }
+    }
+    grants
+}
+
+fn kubelet_node(name: &str, pod_cidr: &str) -> Node {
+    serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "spec": {
+            "podCIDR": pod_cidr,
+            "taints": [{"key": UNINITIALIZED, "value": "true", "effect": "NoSchedule"}]
+        },
+        "status": {"conditions": [{"type": "Ready", "status": "True"}]}
+    }))
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deploy_rbac_grants_exactly_the_calls_the_controller_manager_makes() {
+    let docs = rendered();
+    let deployment = docs
+        .iter()
+        .find(|d| d["kind"] == "Deployment")
+        .expect("a Deployment");
+    assert_eq!(deployment["spec"]["replicas"], 2);
+    let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(container["securityContext"]["readOnlyRootFilesystem"], true);
+    assert_eq!(
+        container["securityContext"]["allowPrivilegeEscalation"],
+        false
+    );
+    assert!(docs.iter().any(|d| d["kind"] == "ConfigMap"
+        && d["metadata"]["name"] == "wasm-ccm-providers"
+        && d["binaryData"]["simcloud.wasm"].is_string()));
+    let grants = grants(&docs);
+
+    // A full run: leader election, all four controllers, a provider reload.
+    let stack = Stack::start().await;
+    let nodes: Api<Node> = Api::all(stack.client());
+    let services: Api<Service> = Api::namespaced(stack.client(), "default");
+    for (name, cidr) in [("rbac-a", "10.244.1.0/24"), ("rbac-b", "10.244.2.0/24")] {
+        stack
+            .cloud
+            .with_state(|s| s.create_instance(NewInstance::named(name)));
+        nodes
+            .create(&PostParams::default(), &kubelet_node(name, cidr))
+            .await
+            .unwrap();
+    }
+    let port = free_port();
+    let _ccm = stack
+        .controller_manager_command(port, &[])
+        .env("POD_NAME", "wasm-ccm-0")
+        .env("POD_NAMESPACE", "kube-system")
+        .spawn()
+        .unwrap();
+    for name in ["rbac-a", "rbac-b"] {
+        wait_until(TIMEOUT, &format!("{name} initialized"), || async {
+            nodes.get(name).await.is_ok_and(|n| {
+                !n.spec
+                    .and_then(|s| s.taints)
+                    .unwrap_or_default()
+                    .iter()
+                    .any(|t| t.key == UNINITIALIZED)
+            })
+        })
+        .await;
+    }
+    wait_until(TIMEOUT, "routes for both nodes", || async {
+        stack.cloud.with_state(|s| s.list_routes(None).len()) == 2
+    })
+    .await;
+
+    let svc: Service = serde_json::from_value(json!({
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {"type": "LoadBalancer", "ports": [{"port": 80, "targetPort": 8080}]}
+    }))
+    .unwrap();
+    services.create(&PostParams::default(), &svc).await.unwrap();
+    wait_until(TIMEOUT, "an ingress", || async {
+        services.get("web").await.is_ok_and(|s| {
+            s.status
+                .and_then(|s| s.load_balancer)
+                .and_then(|l| l.ingress)
+                .is_some_and(|i| !i.is_empty())
+        })
+    })
+    .await;
+    services
+        .delete("web", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_until(TIMEOUT, "the Service gone after cleanup", || async {
+        services.get_opt("web").await.is_ok_and(|s| s.is_none())
+    })
+    .await;
+
+    // rbac-b's instance stops and the Node is not Ready: the lifecycle taints it;
+    // then the instance is gone: the lifecycle deletes the Node.
+    let b = stack
+        .cloud
+        .with_state(|s| s.list_instances(Some("rbac-b"))[0].id.clone());
+    stack.cloud.with_state(|s| {
+        s.patch_instance(
+            &b,
+            InstancePatch {
+                state: Some(InstanceState::Stopped),
+                ..Default::default()
+            },
+        )
+    });
+    nodes
+        .patch_status(
+            "rbac-b",
+            &PatchParams::default(),
+            &Patch::Strategic(
+                json!({"status": {"conditions": [{"type": "Ready", "status": "False"}]}}),
+            ),
+        )
+        .await
+        .unwrap();
+    wait_until(TIMEOUT, "rbac-b tainted as shut down", || async {
+        nodes.get("rbac-b").await.is_ok_and(|n| {
+            n.spec
+                .and_then(|s| s.taints)
+                .unwrap_or_default()
+                .iter()
+                .any(|t| t.key == "node.cloudprovider.kubernetes.io/shutdown")
+        })
+    })
+    .await;
+    stack.cloud.with_state(|s| s.delete_instance(&b));
+    wait_until(TIMEOUT, "rbac-b deleted", || async {
+        nodes.get_opt("rbac-b").await.is_ok_and(|n| n.is_none())
+    })
+    .await;
+
+    // A provider reload: an Event on the Pod.
+    let reference = std::fs::read(&stack.dir.wasm).unwrap();
+    let staged = stack.dir.dir.path().join("staged.tmp");
+    std::fs::write(&staged, with_custom_section(&reference, "rbac")).unwrap();
+    std::fs::rename(&staged, &stack.dir.wasm).unwrap();
+    wait_until(TIMEOUT, "the reload event", || async {
+        stack.api.accesses().iter().any(|a| {
+            a.group == "events.k8s.io" && a.namespace == "kube-system" && a.verb == "create"
+        })
+    })
+    .await;
+
+    // The leader renews its Lease (every --leader-elect-retry-period).
+    wait_until(TIMEOUT, "a Lease renewal", || async {
+        stack
+            .api
+            .accesses()
+            .iter()
+            .any(|a| a.group == "coordination.k8s.io" && a.verb == "update")
+    })
+    .await;
+
+    // The controller manager's requests (this test's own client sends no User-Agent).
+    let mut used = BTreeSet::new();
+    let mut denied = Vec::new();
+    for access in stack
+        .api
+        .accesses()
+        .into_iter()
+        .filter(|a| a.user_agent == wasm_ccm::daemon::USER_AGENT)
+    {
+        let allowed = grants.iter().any(|g| {
+            g.group == access.group
+                && g.resource == access.resource
+                && g.verb == access.verb
+                && g.namespace
+                    .as_ref()
+                    .is_none_or(|ns| *ns == access.namespace)
+        });
+        if allowed {
+            used.insert((
+                access.group.clone(),
+                access.resource.clone(),
+                access.verb.clone(),
+            ));
+        } else {
+            denied.push(access);
+        }
+    }
+    assert!(
+        denied.is_empty(),
+        "deploy/rbac.yaml does not allow requests the controller manager made: {denied:#?}"
+    );
+    let unused: Vec<_> = grants
+        .iter()
+        .filter(|g| !used.contains(&(g.group.clone(), g.resource.clone(), g.verb.clone())))
+        .collect();
+    assert!(
+        unused.is_empty(),
+        "deploy/rbac.yaml grants more than the controller manager used: {unused:#?}"
+    );
+}
