@@ -6,6 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/build-guests.sh
+# tests/rbac.rs renders deploy/ with `kubectl kustomize`.
+source scripts/ensure-kubectl.sh
 # The host binaries the integration tests run (wasm-ccm, sim-cloud).
 cargo build --locked
 cargo test --locked -- "$@"
