@@ -9,7 +9,7 @@ use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use sim_cloud::model::{Address, Fault, InstancePatch, InstanceState, NewInstance};
-use wasm_ccm_tests::{Stack, free_port, http_get, metric, wait_until};
+use wasm_ccm_tests::{Stack, free_port, http_get, metric, metrics, wait_until};
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 const UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized";
@@ -33,13 +33,6 @@ fn taint_keys(node: &Node) -> Vec<String> {
         .as_ref()
         .and_then(|s| s.taints.as_ref())
         .map(|t| t.iter().map(|t| t.key.clone()).collect())
-        .unwrap_or_default()
-}
-
-async fn metrics(port: u16) -> String {
-    http_get(port, "/metrics")
-        .await
-        .map(|(_, b)| b)
         .unwrap_or_default()
 }
 
@@ -397,6 +390,29 @@ async fn leader_election_hands_over_to_the_second_replica() {
     })
     .await;
     assert_eq!(http_get(p1, "/healthz").await.unwrap(), (200, "ok".into()));
+    let (status, verbose) = http_get(p1, "/healthz?verbose").await.unwrap();
+    assert_eq!(status, 200, "{verbose}");
+    for check in [
+        "[+]leaderElection ok",
+        "[+]controller/cloud-node ok",
+        "[+]controller/cloud-node-lifecycle ok",
+        "[+]controller/service ok",
+        "[+]controller/route ok",
+        "healthz check passed",
+    ] {
+        assert!(verbose.contains(check), "{check} in {verbose}");
+    }
+    assert_eq!(
+        http_get(p1, "/healthz/controller/service").await.unwrap(),
+        (200, "ok".into())
+    );
+    assert_eq!(
+        http_get(p1, "/healthz/controller/nope").await.unwrap().0,
+        404
+    );
+    // The standby runs no controllers yet: only leader election is checked.
+    let (_, standby) = http_get(p2, "/healthz?verbose").await.unwrap();
+    assert!(!standby.contains("controller/"), "{standby}");
 
     let nodes: Api<Node> = Api::all(stack.client());
     nodes

@@ -13,7 +13,7 @@ use serde_json::json;
 use sim_cloud::model::NewInstance;
 use wasm_ccm::provider::cache::sha256_hex;
 use wasm_ccm_tests::{
-    Stack, TempDir, free_port, guest, http_get, kubelet_publish, metric, wait_until,
+    Stack, TempDir, free_port, guest, kubelet_publish, metric, metrics, wait_until,
     with_custom_section,
 };
 
@@ -110,13 +110,6 @@ impl SwapStack {
             })
             .unwrap_or_default()
     }
-}
-
-async fn metrics(port: u16) -> String {
-    http_get(port, "/metrics")
-        .await
-        .map(|(_, body)| body)
-        .unwrap_or_default()
 }
 
 /// The SHA-256 of the version serving, from `wasm_ccm_provider_info`.

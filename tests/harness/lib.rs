@@ -439,6 +439,14 @@ where
     }
 }
 
+/// The Prometheus exposition served on `port`'s `/metrics` (empty while unreachable).
+pub async fn metrics(port: u16) -> String {
+    http_get(port, "/metrics")
+        .await
+        .map(|(_, body)| body)
+        .unwrap_or_default()
+}
+
 /// A metric's value from a Prometheus exposition (the first line starting with
 /// `series`), or 0.
 pub fn metric(text: &str, series: &str) -> f64 {

@@ -312,50 +312,51 @@ pub async fn run(args: DaemonArgs) -> Result<(), DaemonError> {
         metrics,
         instance: identity,
     };
-    for controller in &planned {
-        match *controller {
-            "cloud-node" => {
-                tasks.spawn(controllers::node::run(
-                    ctx.clone(),
-                    controllers::node::Options {
-                        status_update_frequency: args.node_status_update_frequency,
-                        workers: args.concurrent_node_syncs,
-                    },
-                    stop_rx.clone(),
-                ));
-            }
-            "service" => {
-                tasks.spawn(controllers::service::run(
-                    ctx.clone(),
-                    controllers::service::Options {
-                        cluster_name: args.cluster_name.clone(),
-                        workers: args.concurrent_service_syncs,
-                    },
-                    stop_rx.clone(),
-                ));
-            }
-            "route" => {
-                tasks.spawn(controllers::route::run(
-                    ctx.clone(),
-                    controllers::route::Options {
-                        cluster_name: args.cluster_name.clone(),
-                        cluster_cidrs: cluster_cidrs.clone(),
-                        period: args.route_reconciliation_period,
-                    },
-                    stop_rx.clone(),
-                ));
-            }
-            "cloud-node-lifecycle" => {
-                tasks.spawn(controllers::node_lifecycle::run(
-                    ctx.clone(),
-                    controllers::node_lifecycle::Options {
-                        monitor_period: args.node_monitor_period,
-                    },
-                    stop_rx.clone(),
-                ));
-            }
+    for &controller in &planned {
+        let run: futures_util::future::BoxFuture<'static, ()> = match controller {
+            "cloud-node" => Box::pin(controllers::node::run(
+                ctx.clone(),
+                controllers::node::Options {
+                    status_update_frequency: args.node_status_update_frequency,
+                    workers: args.concurrent_node_syncs,
+                },
+                stop_rx.clone(),
+            )),
+            "service" => Box::pin(controllers::service::run(
+                ctx.clone(),
+                controllers::service::Options {
+                    cluster_name: args.cluster_name.clone(),
+                    workers: args.concurrent_service_syncs,
+                },
+                stop_rx.clone(),
+            )),
+            "route" => Box::pin(controllers::route::run(
+                ctx.clone(),
+                controllers::route::Options {
+                    cluster_name: args.cluster_name.clone(),
+                    cluster_cidrs: cluster_cidrs.clone(),
+                    period: args.route_reconciliation_period,
+                },
+                stop_rx.clone(),
+            )),
+            "cloud-node-lifecycle" => Box::pin(controllers::node_lifecycle::run(
+                ctx.clone(),
+                controllers::node_lifecycle::Options {
+                    monitor_period: args.node_monitor_period,
+                },
+                stop_rx.clone(),
+            )),
             _ => continue,
-        }
+        };
+        health.controller_started(controller);
+        let (health, stop) = (health.clone(), stop_rx.clone());
+        tasks.spawn(async move {
+            run.await;
+            if !*stop.borrow() {
+                tracing::error!(controller, "controller stopped unexpectedly");
+                health.controller_failed(controller);
+            }
+        });
         tracing::info!(controller, "started controller");
     }
     health.controllers_running.store(true, Ordering::Relaxed);
