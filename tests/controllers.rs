@@ -869,3 +869,62 @@ async fn legacy_instances_and_zones_path() {
     .await;
     assert!(nodes.get("v1-a").await.is_ok());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hanging_cloud_times_out_and_leaves_nodes_alone() {
+    let stack = Stack::start().await;
+    // Calls give up after 1 s; the cloud answers after 3 s.
+    let policy = stack.dir.dir.path().join("simcloud.yaml");
+    let text = std::fs::read_to_string(&policy).unwrap();
+    std::fs::write(&policy, text.replace("callTimeout: 10s", "callTimeout: 1s")).unwrap();
+    let gone = ready_nodes(&stack, &["slow-gone"]).await.remove(0);
+    stack
+        .cloud
+        .with_state(|s| s.create_instance(NewInstance::named("slow-new")));
+    let nodes: Api<Node> = Api::all(stack.client());
+    nodes
+        .create(&PostParams::default(), &kubelet_node("slow-new", "True"))
+        .await
+        .unwrap();
+    set_ready(&nodes, "slow-gone", "False").await;
+    stack.cloud.with_state(|s| {
+        s.delete_instance(&gone);
+        s.faults.push(Fault {
+            latency_ms: 3000,
+            ..Fault::default()
+        });
+    });
+
+    let port = free_port();
+    let _ccm = stack.controller_manager(port, &["--leader-elect=false"]);
+    let timeouts = |m: &str| -> f64 {
+        m.lines()
+            .filter(|l| {
+                l.starts_with("wasm_ccm_provider_calls_total{") && l.contains("result=\"timeout\"")
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    };
+    wait_until(TIMEOUT, "calls timing out in both node controllers", || async {
+        let m = metrics(port).await;
+        timeouts(&m) >= 4.0
+            && metric(&m, r#"wasm_ccm_controller_reconciles_total{controller="cloud-node-lifecycle",result="error"}"#) >= 1.0
+    })
+    .await;
+    assert!(
+        nodes.get("slow-gone").await.is_ok(),
+        "a timeout must never delete a node"
+    );
+    assert!(taint_keys(&nodes.get("slow-new").await.unwrap()).contains(&UNINITIALIZED.to_string()));
+
+    // The cloud recovers: the gone instance's node is deleted, the new one initialized.
+    stack.cloud.with_state(|s| s.faults.clear());
+    wait_until(TIMEOUT, "slow-new initialized", || {
+        initialized(&nodes, "slow-new")
+    })
+    .await;
+    wait_until(TIMEOUT, "slow-gone deleted", || async {
+        nodes.get_opt("slow-gone").await.is_ok_and(|n| n.is_none())
+    })
+    .await;
+}
