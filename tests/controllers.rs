@@ -928,3 +928,74 @@ async fn a_hanging_cloud_times_out_and_leaves_nodes_alone() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dual_stack_routes_cover_both_cluster_cidrs() {
+    let stack = Stack::start().await;
+    let instance = stack
+        .cloud
+        .with_state(|s| s.create_instance(NewInstance::named("ds-1")));
+    let mut node = kubelet_node("ds-1", "True");
+    let spec = node.spec.as_mut().unwrap();
+    spec.taints = None;
+    spec.provider_id = Some(format!("simcloud://{}", instance.id));
+    spec.pod_cidrs = Some(vec!["10.244.5.0/24".into(), "fd00:10:244:5::/64".into()]);
+    let nodes: Api<Node> = Api::all(stack.client());
+    nodes.create(&PostParams::default(), &node).await.unwrap();
+    // Inside the IPv6 cluster CIDR but no Node's: stale. Outside: not ours.
+    stack.cloud.with_state(|s| {
+        for (name, cidr) in [
+            ("stale6", "fd00:10:244:99::/64"),
+            ("foreign6", "fd00:99::/64"),
+        ] {
+            s.create_route(sim_cloud::model::NewRoute {
+                name: name.into(),
+                cluster: "kubernetes".into(),
+                destination_cidr: cidr.into(),
+                target_instance: instance.id.clone(),
+            });
+        }
+    });
+    let port = free_port();
+    // The harness passes --cluster-cidr 10.244.0.0/16; this adds the IPv6 one.
+    let _ccm = stack.controller_manager(
+        port,
+        &["--leader-elect=false", "--cluster-cidr", "fd00:10:244::/56"],
+    );
+    wait_until(
+        TIMEOUT,
+        "an IPv4 and an IPv6 route, the stale one gone",
+        || async {
+            let mut cidrs: Vec<String> = stack.cloud.with_state(|s| {
+                s.routes
+                    .values()
+                    .map(|r| r.destination_cidr.clone())
+                    .collect()
+            });
+            cidrs.sort();
+            cidrs == ["10.244.5.0/24", "fd00:10:244:5::/64", "fd00:99::/64"]
+        },
+    )
+    .await;
+
+    // A third cluster CIDR is refused at startup.
+    let out = stack
+        .controller_manager_command(
+            free_port(),
+            &[
+                "--cluster-cidr",
+                "fd00:10:244::/56",
+                "--cluster-cidr",
+                "10.0.0.0/8",
+            ],
+        )
+        .output()
+        .await
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("at most two CIDRs"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

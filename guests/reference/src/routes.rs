@@ -50,8 +50,14 @@ impl routes::Guest for Provider {
                         route.destination_cidr, route.target_node
                     ))
                 })?;
+            // One route per IP family for a dual-stack node: the name says which.
+            let family = if route.destination_cidr.contains(':') {
+                "-ipv6"
+            } else {
+                ""
+            };
             s.cloud.create_route(&CloudRoute {
-                name: format!("{cluster_name}-{name_hint}"),
+                name: format!("{cluster_name}-{name_hint}{family}"),
                 cluster: cluster_name.clone(),
                 destination_cidr: route.destination_cidr,
                 target_instance: instance.id,
