@@ -1,12 +1,15 @@
 //! Time to initialize tainted nodes: the API server double and the simulated cloud on
-//! loopback, the reference provider, the cloud-node controller. Prints a table: nodes,
-//! workers, seconds until every node is initialized, nodes per second, and cloud
-//! calls per node; then the peak RSS of a `wasm-ccm` process initializing 1,000
+//! loopback, the cloud-node controller, with the reference provider's component and
+//! with a native Rust port of its `instances-v2` logic (`common/native_simcloud.rs`)
+//! plugged into the same controllers. Prints a table: nodes, workers, seconds until
+//! every node is initialized for both, their ratio, and cloud calls per node; then the
+//! peak RSS of a `wasm-ccm` process initializing 1,000
 //! nodes (when `target/release/wasm-ccm` is built).
 //!
 //! `scripts/build-guests.sh && cargo build --release --bin wasm-ccm && cargo bench --bench node_init`
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kube_double::{ApiServer, Settings, resources};
@@ -16,7 +19,11 @@ use sim_cloud::model::NewInstance;
 use wasm_ccm::controllers::{self, Context};
 use wasm_ccm::engine::EngineSettings;
 use wasm_ccm::metrics::Metrics;
-use wasm_ccm::provider::ProviderLoader;
+use wasm_ccm::provider::{Provider, ProviderLoader};
+
+#[path = "common/native_simcloud.rs"]
+mod native_simcloud;
+use native_simcloud::NativeSimcloud;
 
 const TOKEN: &str = "bench-token";
 
@@ -102,14 +109,21 @@ fn remaining(api: &ApiServer) -> usize {
         .count()
 }
 
-async fn initialize(nodes: usize, workers: u16) -> (Duration, f64) {
+/// Initializes `nodes` tainted nodes with the reference provider's component, or with
+/// its native port (`native`); returns the time taken and cloud requests per node.
+async fn initialize(nodes: usize, workers: u16, native: bool) -> (Duration, f64) {
     let w = world(nodes).await;
     let loader = ProviderLoader::new(&EngineSettings::default()).unwrap();
-    let config = std::fs::read(w.dir.join("cloud-config.json")).unwrap();
-    let provider = loader
-        .load(&w.dir.join("simcloud.wasm"), config)
-        .await
-        .unwrap();
+    let provider = if native {
+        let port = NativeSimcloud::new(loader.broker().client().clone(), &w.cloud.url(), TOKEN);
+        Provider::native("simcloud", Arc::new(port))
+    } else {
+        let config = std::fs::read(w.dir.join("cloud-config.json")).unwrap();
+        loader
+            .load(&w.dir.join("simcloud.wasm"), config)
+            .await
+            .unwrap()
+    };
     let client = kube::Client::try_from(kube::Config::new(w.api.url().parse().unwrap())).unwrap();
     let ctx = Context {
         client,
@@ -133,7 +147,7 @@ async fn initialize(nodes: usize, workers: u16) -> (Duration, f64) {
             started.elapsed() < Duration::from_secs(600),
             "initialization stalled"
         );
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let elapsed = started.elapsed();
     let calls = (w.cloud.total_requests() - before) as f64 / nodes as f64;
@@ -200,23 +214,30 @@ async fn daemon_peak_rss(nodes: usize, cache: Option<&Path>) -> Option<u64> {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
-    println!("node initialization (cloud-node controller, reference provider, loopback)");
+    println!("node initialization (cloud-node controller, loopback): the reference provider's");
+    println!("component (wasm) vs its instances-v2 logic ported to native Rust, same controllers");
     println!(
-        "| {:>6} | {:>7} | {:>9} | {:>10} | {:>15} |",
-        "nodes", "workers", "seconds", "nodes/s", "cloud calls/node"
+        "| {:>6} | {:>7} | {:>8} | {:>10} | {:>10} | {:>10} | {:>10} |",
+        "nodes", "workers", "wasm s", "native s", "wasm/nat", "wasm nodes/s", "calls/node"
     );
     println!(
-        "|{:->8}|{:->9}|{:->11}|{:->12}|{:->17}|",
-        "", "", "", "", ""
+        "|{:->8}|{:->9}|{:->10}|{:->12}|{:->12}|{:->12}|{:->12}|",
+        "", "", "", "", "", "", ""
     );
     for (nodes, workers) in [(1000, 1), (1000, 8), (5000, 1), (5000, 8)] {
-        let (elapsed, calls) = initialize(nodes, workers).await;
+        let (wasm, calls) = initialize(nodes, workers, false).await;
+        let (native, native_calls) = initialize(nodes, workers, true).await;
         println!(
-            "| {nodes:>6} | {workers:>7} | {:>9.2} | {:>10.0} | {calls:>15.2} |",
-            elapsed.as_secs_f64(),
-            nodes as f64 / elapsed.as_secs_f64()
+            "| {nodes:>6} | {workers:>7} | {:>8.2} | {:>10.2} | {:>9.2}x | {:>12.0} | {:>4.2} / {:<4.2} |",
+            wasm.as_secs_f64(),
+            native.as_secs_f64(),
+            wasm.as_secs_f64() / native.as_secs_f64(),
+            nodes as f64 / wasm.as_secs_f64(),
+            calls,
+            native_calls,
         );
     }
+    println!("(calls/node: cloud requests per node, wasm / native)");
     let Some(cold) = daemon_peak_rss(1000, None).await else {
         println!("peak RSS: build target/release/wasm-ccm to measure it");
         return;

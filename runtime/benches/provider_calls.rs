@@ -14,16 +14,21 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use serde::Deserialize;
 use sim_cloud::SimCloud;
 use sim_cloud::model::NewInstance;
-use wasm_ccm::bindings::types::{InstanceInfo, Node, NodeAddress, NodeAddressType};
+use wasm_ccm::bindings::types::Node;
 use wasm_ccm::bindings::types::{
     IpFamily, LoadBalancerStatus, ObjectMeta, Protocol, Service, ServicePort, ServiceType,
     SessionAffinity, TrafficPolicy,
 };
 use wasm_ccm::engine::EngineSettings;
 use wasm_ccm::provider::ProviderLoader;
+
+#[path = "common/native_simcloud.rs"]
+mod native_simcloud;
+
+use native_simcloud::NativeSimcloud;
+use wasm_ccm::provider::native::NativeInstancesV2;
 
 const TOKEN: &str = "bench-token";
 
@@ -110,74 +115,6 @@ fn native_lb_name(service: &Service) -> String {
     name
 }
 
-#[derive(Deserialize)]
-struct Address {
-    #[serde(rename = "type")]
-    kind: String,
-    address: String,
-}
-
-#[derive(Deserialize)]
-struct Instance {
-    id: String,
-    #[serde(rename = "type")]
-    instance_type: String,
-    zone: String,
-    region: String,
-    state: String,
-    addresses: Vec<Address>,
-    labels: std::collections::BTreeMap<String, String>,
-}
-
-#[derive(Deserialize)]
-struct List {
-    items: Vec<Instance>,
-}
-
-/// What the reference provider does for `instance-metadata` by node name, natively.
-async fn native_metadata(client: &reqwest::Client, base: &str, name: &str) -> InstanceInfo {
-    let body = client
-        .get(format!("{base}/v1/instances?name={name}"))
-        .header("authorization", format!("Bearer {TOKEN}"))
-        .header("accept", "application/json")
-        // The broker sets a per-request timeout too.
-        .timeout(std::time::Duration::from_secs(10))
-        .send()
-        .await
-        .unwrap()
-        .bytes()
-        .await
-        .unwrap();
-    let list: List = serde_json::from_slice(&body).unwrap();
-    let i = list
-        .items
-        .into_iter()
-        .find(|i| i.state != "terminated")
-        .unwrap();
-    InstanceInfo {
-        provider_id: format!("simcloud://{}", i.id),
-        instance_type: i.instance_type,
-        node_addresses: i
-            .addresses
-            .into_iter()
-            .filter_map(|a| {
-                let address_type = match a.kind.as_str() {
-                    "InternalIP" => NodeAddressType::InternalIp,
-                    "Hostname" => NodeAddressType::Hostname,
-                    _ => return None,
-                };
-                Some(NodeAddress {
-                    address_type,
-                    address: a.address,
-                })
-            })
-            .collect(),
-        zone: i.zone,
-        region: i.region,
-        additional_labels: i.labels.into_iter().collect(),
-    }
-}
-
 fn row(name: &str, wasm: &Samples, native: &Samples) {
     println!(
         "| {name:<46} | {:>10.2} | {:>10.2} | {:>10.2} | {:>6.2}x |",
@@ -232,14 +169,15 @@ async fn main() {
     })
     .await;
 
-    let client = loader.broker().client().clone();
     let base = cloud.url();
+    let client = loader.broker().client().clone();
+    let native = NativeSimcloud::new(client.clone(), &base, TOKEN);
     let meta_wasm = measure(100, 20, || async {
         std::hint::black_box(v2.instance_metadata(&node).await.unwrap());
     })
     .await;
     let meta_native = measure(100, 20, || async {
-        std::hint::black_box(native_metadata(&client, &base, "bench-node").await);
+        std::hint::black_box(native.instance_metadata(&node).await.unwrap());
     })
     .await;
     // Interleave the two again to even out drift on a noisy machine.
@@ -248,7 +186,7 @@ async fn main() {
     })
     .await;
     let meta_native2 = measure(100, 20, || async {
-        std::hint::black_box(native_metadata(&client, &base, "bench-node").await);
+        std::hint::black_box(native.instance_metadata(&node).await.unwrap());
     })
     .await;
     let meta_wasm = Samples([meta_wasm.0, meta_wasm2.0].concat());

@@ -26,12 +26,11 @@ macro_rules! run_call {
         );
         async {
             let started = std::time::Instant::now();
-            let mut lease = match provider.pool().acquire().await {
+            let pool = provider.pool($function)?;
+            let mut lease = match pool.acquire().await {
                 Ok(lease) => lease,
                 Err(err) => {
-                    provider
-                        .pool()
-                        .record_unavailable($interface, $function, started);
+                    pool.record_unavailable($interface, $function, started);
                     return Err(err);
                 }
             };
@@ -113,6 +112,12 @@ pub struct InstancesV2<'a>(pub(super) &'a Provider);
 impl InstancesV2<'_> {
     /// See `instances-v2.instance-exists` in the WIT contract.
     pub async fn instance_exists(&self, node: &Node) -> Result<bool, ProviderError> {
+        if let Some(native) = self.0.native_instances() {
+            return self
+                .0
+                .native_call("instance-exists", native.instance_exists(node))
+                .await;
+        }
         guest_call!(
             self.0,
             instances_v2,
@@ -124,6 +129,12 @@ impl InstancesV2<'_> {
 
     /// See `instances-v2.instance-shutdown`.
     pub async fn instance_shutdown(&self, node: &Node) -> Result<bool, ProviderError> {
+        if let Some(native) = self.0.native_instances() {
+            return self
+                .0
+                .native_call("instance-shutdown", native.instance_shutdown(node))
+                .await;
+        }
         guest_call!(
             self.0,
             instances_v2,
@@ -135,6 +146,12 @@ impl InstancesV2<'_> {
 
     /// See `instances-v2.instance-metadata`.
     pub async fn instance_metadata(&self, node: &Node) -> Result<InstanceInfo, ProviderError> {
+        if let Some(native) = self.0.native_instances() {
+            return self
+                .0
+                .native_call("instance-metadata", native.instance_metadata(node))
+                .await;
+        }
         guest_call!(
             self.0,
             instances_v2,

@@ -10,7 +10,7 @@ use super::cache::{CompileCache, sha256_hex};
 use super::error::{LoadError, ProviderError};
 use super::inspect::{self, Exports, Surface, WasmKind};
 use super::pool::{self, Indices, Pool, Prepared};
-use super::{Inner, Provider};
+use super::{Backend, Inner, Provider};
 use crate::bindings::{
     self, clusters, identity, instances, instances_v2, load_balancer, routes, zones,
 };
@@ -164,7 +164,7 @@ impl ProviderLoader {
                 sha256,
                 exports: compiled.exports,
                 has_cluster_id: false,
-                pool,
+                backend: Backend::Component(pool),
             }),
         };
         let has_cluster_id = provider.call_has_cluster_id().await.map_err(init_error)?;

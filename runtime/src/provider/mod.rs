@@ -27,6 +27,7 @@ pub mod cache;
 pub mod error;
 pub mod inspect;
 mod loader;
+pub mod native;
 mod pool;
 mod shared;
 
@@ -53,7 +54,15 @@ struct Inner {
     sha256: String,
     exports: Exports,
     has_cluster_id: bool,
-    pool: Arc<pool::Pool>,
+    backend: Backend,
+}
+
+/// What runs the provider's code.
+enum Backend {
+    /// A component: a pool of sandboxed instances.
+    Component(Arc<pool::Pool>),
+    /// Rust in-process ([`native`]).
+    Native(Arc<dyn native::NativeInstancesV2>),
 }
 
 impl std::fmt::Debug for Provider {
@@ -95,12 +104,19 @@ impl Provider {
 
     /// The limits from the provider's policy.
     pub fn limits(&self) -> &Limits {
-        &self.inner.pool.limits
+        static NATIVE: std::sync::OnceLock<Limits> = std::sync::OnceLock::new();
+        match &self.inner.backend {
+            Backend::Component(pool) => &pool.limits,
+            Backend::Native(_) => NATIVE.get_or_init(Limits::default),
+        }
     }
 
     /// Idle initialized instances in the pool.
     pub fn idle_instances(&self) -> usize {
-        self.inner.pool.idle()
+        match &self.inner.backend {
+            Backend::Component(pool) => pool.idle(),
+            Backend::Native(_) => 0,
+        }
     }
 
     /// `InstancesV2`, if exported.
@@ -136,7 +152,15 @@ impl Provider {
         self.inner.exports.clusters.then_some(Clusters(self))
     }
 
-    pub(crate) fn pool(&self) -> &Arc<pool::Pool> {
-        &self.inner.pool
+    /// The instance pool; `Err` for a native provider, which has none.
+    pub(crate) fn pool(&self, function: &'static str) -> Result<&Arc<pool::Pool>, ProviderError> {
+        match &self.inner.backend {
+            Backend::Component(pool) => Ok(pool),
+            Backend::Native(_) => Err(ProviderError::Cloud {
+                provider: self.inner.name.clone(),
+                function,
+                error: CloudError::NotImplemented,
+            }),
+        }
     }
 }
