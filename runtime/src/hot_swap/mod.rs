@@ -14,8 +14,10 @@
 //! A refused version is logged with the file and the reason, counted in
 //! `wasm_ccm_provider_reloads_total{result=<reason>}` and published as a
 //! `ProviderReloadFailed` Event on the controller manager's Pod ([`report`]); the
-//! previous version keeps serving, and the same content is not retried until it
-//! changes again. A removed component keeps the loaded version serving.
+//! previous version keeps serving. The same content is not retried until it changes
+//! again, except after a failure that may pass (`initialize` or instantiation, e.g.
+//! the cloud API briefly down), which is retried every rescan period. A removed
+//! component keeps the loaded version serving.
 //!
 //! Dropping an interface a running controller uses is refused rather than stopping
 //! that controller: a provider upgrade silently ending, say, load balancer management
@@ -114,6 +116,16 @@ pub enum ReloadError {
 }
 
 impl ReloadError {
+    /// Whether the same content may succeed later: `initialize` or instantiation can
+    /// fail on a passing condition (the cloud API briefly unreachable). Such versions
+    /// are retried on every rescan; the others only when the content changes.
+    pub fn may_pass_later(&self) -> bool {
+        matches!(
+            self,
+            Self::Load(LoadError::Initialize { .. } | LoadError::Instantiate { .. })
+        )
+    }
+
     /// A short, stable name of the failure, for metric labels.
     pub fn reason(&self) -> &'static str {
         match self {
@@ -164,6 +176,10 @@ pub struct Reloader {
     reporter: Arc<ReloadReporter>,
     serving: Fingerprint,
     refused: Option<Fingerprint>,
+    /// The refused version may pass on a retry ([`ReloadError::may_pass_later`]).
+    retry_refused: bool,
+    /// The note of the last refusal event, so retries do not repeat it.
+    last_refusal: Option<String>,
     missing_reported: bool,
     changed: Arc<Notify>,
 }
@@ -184,6 +200,8 @@ impl Reloader {
             reporter,
             serving,
             refused: None,
+            retry_refused: false,
+            last_refusal: None,
             missing_reported: false,
             changed: Arc::new(Notify::new()),
         }
@@ -225,6 +243,8 @@ impl Reloader {
             };
             if notified {
                 self.debounce().await;
+            } else if self.retry_refused {
+                self.refused = None;
             }
             self.check().await;
         }
@@ -340,6 +360,8 @@ impl Reloader {
         let old = self.shared.replace(provider.clone());
         self.serving = fingerprint;
         self.refused = None;
+        self.retry_refused = false;
+        self.last_refusal = None;
         let name = provider.name();
         self.reporter.serving(name, &sha256, Some(old.sha256()));
         self.reporter.count(name, "success");
@@ -378,17 +400,23 @@ impl Reloader {
             serving = current.sha256(),
             "provider version refused; the previous version keeps serving"
         );
-        self.reporter.event(
-            EventType::Warning,
-            report::REASON_RELOAD_FAILED,
-            format!(
-                "{err}; provider {name} (sha256 {}) keeps serving",
-                short(current.sha256())
-            ),
+        let note = format!(
+            "{err}; provider {name} (sha256 {}) keeps serving",
+            short(current.sha256())
         );
+        // A retry failing the same way is counted and logged, not published again.
+        if self.last_refusal.as_ref() != Some(&note) {
+            self.reporter.event(
+                EventType::Warning,
+                report::REASON_RELOAD_FAILED,
+                note.clone(),
+            );
+            self.last_refusal = Some(note);
+        }
         // A read error has no fingerprint: the next notification or rescan retries.
         if fingerprint.is_some() {
             self.refused = fingerprint;
+            self.retry_refused = err.may_pass_later();
         }
         Outcome::Refused(err)
     }
