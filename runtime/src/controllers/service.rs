@@ -23,7 +23,7 @@ use k8s_openapi::api::core::v1::{
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::events::{Event, EventType, Recorder};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
@@ -310,20 +310,18 @@ async fn sync_service(state: &State, svc: &Service) -> Result<(), ServiceSyncErr
     Ok(())
 }
 
-/// Updates every load balancer when the eligible node set changed. Returns whether
-/// all updates succeeded (false: retry on the next node event or tick).
-async fn sync_nodes(state: &State, force: bool) -> bool {
+/// The Nodes of `store` eligible as load balancer members.
+fn eligible_in(store: &reflector::Store<Node>) -> Vec<Arc<Node>> {
+    store.state().into_iter().filter(|n| eligible(n)).collect()
+}
+
+/// Updates every load balancer when the eligible node set (`nodes`) changed. Returns
+/// whether all updates succeeded (false: retry on the next node event or tick).
+async fn sync_nodes(state: &State, nodes: Vec<Arc<Node>>, force: bool) -> bool {
     let ctx = &state.ctx;
     let provider = ctx.provider.current();
     let Some(lb) = provider.load_balancer() else {
         return true;
-    };
-    let nodes = match eligible_nodes(ctx).await {
-        Ok(nodes) => nodes,
-        Err(err) => {
-            tracing::error!(error = %err, "cannot list nodes");
-            return false;
-        }
     };
     let names: BTreeSet<String> = nodes.iter().map(|n| n.name_any()).collect();
     {
@@ -340,7 +338,7 @@ async fn sync_nodes(state: &State, force: bool) -> bool {
             return false;
         }
     };
-    let views: Vec<wit::Node> = nodes.iter().map(convert::node).collect();
+    let views: Vec<wit::Node> = nodes.iter().map(|n| convert::node(n)).collect();
     let mut ok = true;
     for svc in services.iter().filter(|s| {
         wants_load_balancer(s) && has_finalizer(s) && s.metadata.deletion_timestamp.is_none()
@@ -403,39 +401,53 @@ pub async fn run(ctx: Context, options: Options, shutdown: tokio::sync::watch::R
         })
         .run(reconcile, error_policy, state.clone())
         .for_each(|_| async {});
-    // Node set changes: react to node events, and retry failed updates periodically.
+    // Node set changes (upstream's node sync): a reflector keeps the Nodes in memory;
+    // each burst of node events, coalesced, recomputes the eligible set, and only a
+    // changed set lists the Services and updates their load balancers. Failed updates
+    // are retried every 5 s.
     let nodes_state = state.clone();
     let node_changes = async move {
         let nodes: Api<Node> = Api::all(nodes_state.ctx.client.clone());
-        let stream = watcher(nodes, watcher::Config::default())
-            .default_backoff()
-            .touched_objects();
+        let (reader, writer) = reflector::store::<Node>();
+        let stream = reflector::reflector(
+            writer,
+            watcher(nodes, watcher::Config::default()).default_backoff(),
+        )
+        .ready_chunks(1024);
         futures_util::pin_mut!(stream);
+        // The store holds every Node only once the first list is complete.
+        let mut listed = false;
         let mut retry = false;
         let mut shutdown_rx = shutdown.clone();
         loop {
             tokio::select! {
                 _ = async { let _ = shutdown_rx.wait_for(|s| *s).await; } => return,
-                event = stream.next() => {
-                    if event.is_none() {
+                batch = stream.next() => {
+                    let Some(batch) = batch else {
                         return;
+                    };
+                    listed |= batch
+                        .iter()
+                        .any(|e| matches!(e, Ok(watcher::Event::InitDone)));
+                    if !listed {
+                        continue;
                     }
-                    // The first node event establishes the set; later ones update.
-                    let first = nodes_state.last_nodes.lock().expect("node set lock").is_none();
-                    if first {
-                        if let Ok(nodes) = eligible_nodes(&nodes_state.ctx).await {
-                            *nodes_state.last_nodes.lock().expect("node set lock") =
-                                Some(nodes.iter().map(|n| n.name_any()).collect());
+                    let eligible = eligible_in(&reader);
+                    // The first complete list establishes the set; later ones update.
+                    {
+                        let mut last = nodes_state.last_nodes.lock().expect("node set lock");
+                        if last.is_none() {
+                            *last = Some(eligible.iter().map(|n| n.name_any()).collect());
+                            continue;
                         }
-                    } else {
-                        retry = !sync_nodes(&nodes_state, retry).await;
                     }
+                    retry = !sync_nodes(&nodes_state, eligible, retry).await;
                 }
                 more = async { tick(Duration::from_secs(5), &shutdown).await }, if retry => {
                     if !more {
                         return;
                     }
-                    retry = !sync_nodes(&nodes_state, true).await;
+                    retry = !sync_nodes(&nodes_state, eligible_in(&reader), true).await;
                 }
             }
         }
