@@ -272,7 +272,7 @@ pub async fn run(args: DaemonArgs) -> Result<(), DaemonError> {
                     provider_name: name.clone(),
                     controllers: planned.clone(),
                     rescan_period: args.provider_rescan_period,
-                    debounce: std::time::Duration::from_millis(25),
+                    debounce: hot_swap::DEBOUNCE,
                 },
                 loader.clone(),
                 shared.clone(),

@@ -138,6 +138,11 @@ impl ReloadError {
     }
 }
 
+/// The default quiet time after a change notification: kubelet's update of a volume
+/// (new directory, files, `..data_tmp` symlink, rename, removal) is a burst of
+/// syscalls well inside it.
+pub const DEBOUNCE: Duration = Duration::from_millis(10);
+
 /// What the reloader watches and what a new version must satisfy.
 #[derive(Debug, Clone)]
 pub struct Settings {
