@@ -999,3 +999,49 @@ async fn dual_stack_routes_cover_both_cluster_cidrs() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_updates_retry_on_conflict() {
+    let stack = Stack::start().await;
+    let nodes: Api<Node> = Api::all(stack.client());
+    stack.cloud.with_state(|s| {
+        s.create_instance(NewInstance::named("c-1"));
+        s.create_instance(NewInstance::named("c-2"));
+    });
+    // Another writer wins the first three updates: the sync re-reads and retries.
+    stack.api.inject_conflicts("nodes", "update", 3);
+    nodes
+        .create(&PostParams::default(), &kubelet_node("c-1", "True"))
+        .await
+        .unwrap();
+    let port = free_port();
+    let _ccm = stack.controller_manager(port, &["--leader-elect=false"]);
+    wait_until(TIMEOUT, "c-1 initialized despite conflicts", || {
+        initialized(&nodes, "c-1")
+    })
+    .await;
+    let errors = |m: &str| {
+        metric(
+            m,
+            r#"wasm_ccm_controller_reconciles_total{controller="cloud-node",result="error"}"#,
+        )
+    };
+    assert_eq!(
+        errors(&metrics(port).await),
+        0.0,
+        "conflicts retried within the sync"
+    );
+
+    // More conflicts than one sync retries (20): the sync fails, is requeued with
+    // backoff, and the next one succeeds.
+    stack.api.inject_conflicts("nodes", "update", 25);
+    nodes
+        .create(&PostParams::default(), &kubelet_node("c-2", "True"))
+        .await
+        .unwrap();
+    wait_until(TIMEOUT, "c-2 initialized after a requeue", || {
+        initialized(&nodes, "c-2")
+    })
+    .await;
+    assert!(errors(&metrics(port).await) >= 1.0);
+}

@@ -88,6 +88,18 @@ pub struct Access {
     pub user_agent: String,
 }
 
+/// An injected failure: the next `count` requests with this verb on this resource
+/// are answered 409 Conflict instead of being served (client-go's fake reactors).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConflictFault {
+    /// Plural resource, with `/subresource` when one is addressed (as in [`Access`]).
+    pub resource: String,
+    /// RBAC verb, e.g. `update`.
+    pub verb: String,
+    /// How many requests fail.
+    pub count: u64,
+}
+
 /// A running API server double. Stops when dropped.
 pub struct ApiServer {
     addr: SocketAddr,
@@ -114,6 +126,7 @@ impl ApiServer {
             },
             address: addr.to_string(),
             accesses: Default::default(),
+            conflicts: Default::default(),
         });
         let app = axum::Router::new()
             .fallback(server::handle)
@@ -141,6 +154,20 @@ impl ApiServer {
     /// The bound address.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// Answers the next `count` `verb` requests on `resource` with 409 Conflict, as when
+    /// another writer changed the object first.
+    pub fn inject_conflicts(&self, resource: &str, verb: &str, count: u64) {
+        self.state
+            .conflicts
+            .lock()
+            .expect("fault lock")
+            .push(ConflictFault {
+                resource: resource.into(),
+                verb: verb.into(),
+                count,
+            });
     }
 
     /// Every kind of request served so far, for checking RBAC rules.

@@ -37,6 +37,8 @@ pub(crate) struct AppState {
     pub disconnect: tokio::sync::watch::Sender<u64>,
     /// Every (group, resource, verb, namespace) requested, for RBAC checks.
     pub accesses: std::sync::Mutex<std::collections::BTreeSet<crate::Access>>,
+    /// Injected 409s ([`crate::ApiServer::inject_conflicts`]).
+    pub conflicts: std::sync::Mutex<Vec<crate::ConflictFault>>,
 }
 
 type Shared = Arc<AppState>;
@@ -206,24 +208,38 @@ async fn route(
         (&Method::DELETE, None) => "deletecollection",
         _ => "unknown",
     };
+    let access = crate::Access {
+        group: target.resource.group.to_owned(),
+        resource: match target.subresource {
+            Some(sub) => format!("{}/{sub}", target.resource.plural),
+            None => target.resource.plural.to_owned(),
+        },
+        verb: verb.to_owned(),
+        namespace: target.namespace.clone(),
+        user_agent: headers
+            .get(header::USER_AGENT)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned(),
+    };
+    let conflict = {
+        let mut faults = state.conflicts.lock().expect("fault lock");
+        let hit = faults
+            .iter_mut()
+            .find(|f| f.count > 0 && f.resource == access.resource && f.verb == access.verb);
+        hit.map(|f| f.count -= 1).is_some()
+    };
     state
         .accesses
         .lock()
         .expect("access log lock")
-        .insert(crate::Access {
-            group: target.resource.group.to_owned(),
-            resource: match target.subresource {
-                Some(sub) => format!("{}/{sub}", target.resource.plural),
-                None => target.resource.plural.to_owned(),
-            },
-            verb: verb.to_owned(),
-            namespace: target.namespace.clone(),
-            user_agent: headers
-                .get(header::USER_AGENT)
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or_default()
-                .to_owned(),
-        });
+        .insert(access);
+    if conflict {
+        return Err(ApiError::conflict(
+            target.resource.plural,
+            target.name.as_deref().unwrap_or_default(),
+        ));
+    }
     if query.get("dryRun").is_some_and(|v| !v.is_empty()) {
         return Err(ApiError::bad_request(
             "dryRun is not supported by this API server double",
