@@ -235,6 +235,14 @@ async fn provider_errors_and_bad_node_ips_keep_the_taint() {
         ) >= 4.0
     })
     .await;
+    // Both failing nodes wait in the retry queue; the initialized one left it.
+    wait_until(TIMEOUT, "two nodes pending a retry", || async {
+        metric(
+            &metrics(port).await,
+            r#"wasm_ccm_controller_retries_pending{controller="cloud-node"}"#,
+        ) == 2.0
+    })
+    .await;
     for name in ["n-ip", "n-ghost"] {
         let node = nodes.get(name).await.unwrap();
         assert!(

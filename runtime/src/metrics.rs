@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Metric, Registry};
 
@@ -103,9 +104,20 @@ pub struct ControllerMetrics {
     pub reconcile_duration: Family<ControllerLabels, Histogram, fn() -> Histogram>,
     /// Upstream's `initial_node_sync_delay_seconds`: Node creation to initialization.
     pub initial_node_sync_delay: Histogram,
+    /// Objects waiting for a retry after a failed reconcile (the retry queue's depth).
+    pub retries_pending: Family<ControllerLabels, Gauge>,
 }
 
 impl ControllerMetrics {
+    /// The retry-queue gauge of `controller`.
+    pub fn retries_pending(&self, controller: &str) -> Gauge {
+        self.retries_pending
+            .get_or_create(&ControllerLabels {
+                controller: controller.into(),
+            })
+            .clone()
+    }
+
     /// Counts one reconcile of `controller` that started at `started`.
     pub fn record(&self, controller: &str, started: std::time::Instant, ok: bool) {
         self.reconciles
@@ -194,6 +206,7 @@ impl Metrics {
             reconciles: Family::default(),
             reconcile_duration: Family::new_with_constructor(latency_histogram),
             initial_node_sync_delay: Histogram::new(exponential_buckets(0.1, 2.0, 16)),
+            retries_pending: Family::default(),
         };
         registry.register(
             "controller_reconciles",
@@ -209,6 +222,11 @@ impl Metrics {
             "node_controller_initial_node_sync_delay_seconds",
             "Delay between a Node's creation and its initialization by the cloud-node controller",
             controllers.initial_node_sync_delay.clone(),
+        );
+        registry.register(
+            "controller_retries_pending",
+            "Objects whose last reconcile failed, waiting for their retry (the depth of the controller's retry queue)",
+            controllers.retries_pending.clone(),
         );
         Self {
             registry: Arc::new(Mutex::new(registry)),

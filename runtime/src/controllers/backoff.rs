@@ -1,17 +1,31 @@
 //! Per-object exponential backoff, as client-go's rate-limiting work queue: the delay
 //! doubles with each consecutive failure of the same object, from `base` to `max`, and
 //! resets on success. A provider's retry-after overrides it.
+//!
+//! The objects waiting for a retry are the depth of the controller's retry queue,
+//! exported as `wasm_ccm_controller_retries_pending{controller}` when a gauge is
+//! attached ([`Backoff::reporting`]).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use prometheus_client::metrics::gauge::Gauge;
+
+/// One object's failures: how many in a row, and when its retry is due.
+#[derive(Debug, Clone, Copy)]
+struct Failing {
+    count: u32,
+    retry_at: Instant,
+}
 
 /// Failure counts by object key.
 #[derive(Debug)]
 pub struct Backoff {
     base: Duration,
     max: Duration,
-    failures: Mutex<HashMap<String, u32>>,
+    failures: Mutex<HashMap<String, Failing>>,
+    pending: Option<Gauge>,
 }
 
 impl Backoff {
@@ -20,24 +34,56 @@ impl Backoff {
             base,
             max,
             failures: Mutex::new(HashMap::new()),
+            pending: None,
         }
+    }
+
+    /// Keeps `gauge` set to [`Self::pending`].
+    pub fn reporting(mut self, gauge: Gauge) -> Self {
+        self.pending = Some(gauge);
+        self
     }
 
     /// The delay before retrying `key` after one more failure.
     pub fn failed(&self, key: &str, retry_after: Option<Duration>) -> Duration {
+        let now = Instant::now();
         let mut failures = self.failures.lock().expect("backoff lock");
-        let n = failures.entry(key.to_owned()).or_insert(0);
-        let delay = self
-            .base
-            .saturating_mul(2u32.saturating_pow(*n))
-            .min(self.max);
-        *n = n.saturating_add(1);
-        retry_after.unwrap_or(delay)
+        let entry = failures.entry(key.to_owned()).or_insert(Failing {
+            count: 0,
+            retry_at: now,
+        });
+        let delay = retry_after.unwrap_or_else(|| {
+            self.base
+                .saturating_mul(2u32.saturating_pow(entry.count))
+                .min(self.max)
+        });
+        entry.count = entry.count.saturating_add(1);
+        entry.retry_at = now + delay;
+        // An object deleted while failing is never retried: forget it once its retry
+        // is long overdue.
+        let stale = self.max * 2;
+        failures.retain(|_, f| f.retry_at + stale > now);
+        self.report(&failures);
+        delay
     }
 
     /// Forgets `key`'s failures.
     pub fn succeeded(&self, key: &str) {
-        self.failures.lock().expect("backoff lock").remove(key);
+        let mut failures = self.failures.lock().expect("backoff lock");
+        if failures.remove(key).is_some() {
+            self.report(&failures);
+        }
+    }
+
+    /// Objects waiting for a retry after a failure.
+    pub fn pending(&self) -> usize {
+        self.failures.lock().expect("backoff lock").len()
+    }
+
+    fn report(&self, failures: &HashMap<String, Failing>) {
+        if let Some(gauge) = &self.pending {
+            gauge.set(failures.len() as i64);
+        }
     }
 }
 
@@ -54,5 +100,22 @@ mod tests {
         b.succeeded("a");
         assert_eq!(b.failed("a", None).as_secs(), 5);
         assert_eq!(b.failed("a", Some(Duration::from_secs(7))).as_secs(), 7);
+    }
+
+    #[test]
+    fn pending_counts_failing_objects_and_reports_them() {
+        let gauge = Gauge::default();
+        let b = Backoff::new(Duration::from_millis(1), Duration::from_millis(2))
+            .reporting(gauge.clone());
+        b.failed("a", None);
+        b.failed("b", None);
+        b.failed("b", None);
+        assert_eq!((b.pending(), gauge.get()), (2, 2));
+        b.succeeded("a");
+        assert_eq!((b.pending(), gauge.get()), (1, 1));
+        // "b" was deleted while failing: forgotten once its retry is long overdue.
+        std::thread::sleep(Duration::from_millis(10));
+        b.failed("c", None);
+        assert_eq!((b.pending(), gauge.get()), (1, 1));
     }
 }

@@ -484,7 +484,8 @@ pub async fn run(ctx: Context, options: Options, shutdown: tokio::sync::watch::R
     let api: Api<Node> = Api::all(ctx.client.clone());
     let state = Arc::new(State {
         recorder: ctx.recorder("cloud-node-controller"),
-        backoff: Backoff::new(Duration::from_millis(500), Duration::from_secs(300)),
+        backoff: Backoff::new(Duration::from_millis(500), Duration::from_secs(300))
+            .reporting(ctx.metrics.controllers().retries_pending("cloud-node")),
         api: api.clone(),
         ctx: ctx.clone(),
     });

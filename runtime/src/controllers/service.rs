@@ -388,7 +388,8 @@ pub async fn run(ctx: Context, options: Options, shutdown: tokio::sync::watch::R
     let api: Api<Service> = Api::all(ctx.client.clone());
     let state = Arc::new(State {
         recorder: ctx.recorder("service-controller"),
-        backoff: Backoff::new(Duration::from_secs(5), Duration::from_secs(300)),
+        backoff: Backoff::new(Duration::from_secs(5), Duration::from_secs(300))
+            .reporting(ctx.metrics.controllers().retries_pending("service")),
         last_nodes: Mutex::new(None),
         options: options.clone(),
         ctx: ctx.clone(),
