@@ -1053,3 +1053,64 @@ async fn node_updates_retry_on_conflict() {
     .await;
     assert!(errors(&metrics(port).await) >= 1.0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn periodic_passes_page_through_nodes_and_survive_an_expired_token() {
+    let stack = Stack::start().await;
+    let nodes_resource = kube_double::resources::find("", "v1", "nodes").unwrap();
+    let total = wasm_ccm::controllers::NODE_PAGE as usize * 2 + 17;
+    for i in 0..total {
+        stack
+            .api
+            .store()
+            .create(
+                nodes_resource,
+                "",
+                json!({"metadata": {"name": format!("p-{i:04}")}}),
+            )
+            .unwrap();
+    }
+    let api: Api<Node> = Api::all(stack.client());
+
+    let mut pages = wasm_ccm::controllers::NodePages::new(&api);
+    let mut sizes = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
+    while let Some(page) = pages.next().await.unwrap() {
+        sizes.push(page.len());
+        seen.extend(page.into_iter().filter_map(|n| n.metadata.name));
+    }
+    let page = wasm_ccm::controllers::NODE_PAGE as usize;
+    assert_eq!(sizes, [page, page, 17]);
+    assert_eq!(seen.len(), total);
+
+    // The continue token expires mid-pass (etcd compaction): the rest comes from a
+    // full list, so every Node is still visited.
+    let mut pages = wasm_ccm::controllers::NodePages::new(&api);
+    let mut seen = std::collections::BTreeSet::new();
+    let first = pages.next().await.unwrap().unwrap();
+    seen.extend(first.into_iter().filter_map(|n| n.metadata.name));
+    let stale = api
+        .list(&ListParams::default().limit(10))
+        .await
+        .unwrap()
+        .metadata
+        .continue_
+        .unwrap();
+    stack
+        .api
+        .store()
+        .create(nodes_resource, "", json!({"metadata": {"name": "p-late"}}))
+        .unwrap();
+    stack.api.store().compact();
+    let expired = api
+        .list(&ListParams::default().limit(10).continue_token(&stale))
+        .await;
+    assert!(
+        matches!(&expired, Err(kube::Error::Api(e)) if e.code == 410),
+        "{expired:?}"
+    );
+    while let Some(page) = pages.next().await.unwrap() {
+        seen.extend(page.into_iter().filter_map(|n| n.metadata.name));
+    }
+    assert_eq!(seen.len(), total + 1);
+}

@@ -94,6 +94,47 @@ pub fn ready_status(node: &Node) -> Option<&str> {
         .map(|c| c.status.as_str())
 }
 
+/// Nodes per page when a periodic pass lists them.
+pub const NODE_PAGE: u32 = 250;
+
+/// Lists every Node a page at a time (upstream's pager), so a pass over a large
+/// cluster never holds all of them. If the continue token expires mid-pass (410), the
+/// rest comes from one full list, as client-go's pager falls back; passes are
+/// idempotent, so a Node seen twice is harmless.
+pub struct NodePages<'a> {
+    api: &'a kube::Api<Node>,
+    params: Option<kube::api::ListParams>,
+}
+
+impl<'a> NodePages<'a> {
+    pub fn new(api: &'a kube::Api<Node>) -> Self {
+        Self {
+            api,
+            params: Some(kube::api::ListParams::default().limit(NODE_PAGE)),
+        }
+    }
+
+    /// The next page, `None` after the last.
+    pub async fn next(&mut self) -> Result<Option<Vec<Node>>, kube::Error> {
+        let Some(params) = self.params.take() else {
+            return Ok(None);
+        };
+        let page = match self.api.list(&params).await {
+            Ok(page) => page,
+            Err(kube::Error::Api(e)) if e.code == 410 && params.continue_token.is_some() => {
+                self.api.list(&kube::api::ListParams::default()).await?
+            }
+            Err(err) => return Err(err),
+        };
+        if let Some(token) = page.metadata.continue_.as_deref().filter(|t| !t.is_empty())
+            && params.limit.is_some()
+        {
+            self.params = Some(params.continue_token(token));
+        }
+        Ok(Some(page.items))
+    }
+}
+
 /// Shared by periodic loops: sleep that ends early on shutdown.
 pub async fn tick(period: Duration, shutdown: &tokio::sync::watch::Receiver<bool>) -> bool {
     let mut shutdown = shutdown.clone();

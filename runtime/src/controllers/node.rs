@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::{Node, NodeAddress};
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::events::{EventType, Recorder};
 use kube::runtime::watcher;
@@ -429,53 +429,57 @@ async fn reconcile_labels(api: &Api<Node>, node: &Node) -> Result<(), NodeSyncEr
 /// Nodes. Errors are logged per Node.
 pub async fn update_node_status(ctx: &Context, api: &Api<Node>) -> Result<(), kube::Error> {
     let started = Instant::now();
-    let nodes = api.list(&ListParams::default()).await?;
-    for node in &nodes.items {
-        if has_taint(node, TAINT_UNINITIALIZED) {
-            continue;
-        }
-        let name = node_name(node);
-        let provider = ctx.provider.current();
-        let addresses = match provider.instances_v2() {
-            Some(v2) => v2.instance_metadata(&convert::node(node)).await.map(|m| {
-                m.node_addresses
-                    .iter()
-                    .map(convert::to_k8s_address)
-                    .collect::<Vec<_>>()
-            }),
-            None => match provider.instances() {
-                Some(v1) => {
-                    let pid = node
-                        .spec
-                        .as_ref()
-                        .and_then(|s| s.provider_id.clone())
-                        .unwrap_or_default();
-                    by_provider_id_or_name(
-                        &pid,
-                        v1.node_addresses_by_provider_id(&pid),
-                        v1.node_addresses(&name),
-                    )
-                    .await
-                    .map(|a| a.iter().map(convert::to_k8s_address).collect())
+    let mut visited = 0usize;
+    let mut pages = super::NodePages::new(api);
+    while let Some(page) = pages.next().await? {
+        for node in &page {
+            visited += 1;
+            if has_taint(node, TAINT_UNINITIALIZED) {
+                continue;
+            }
+            let name = node_name(node);
+            let provider = ctx.provider.current();
+            let addresses = match provider.instances_v2() {
+                Some(v2) => v2.instance_metadata(&convert::node(node)).await.map(|m| {
+                    m.node_addresses
+                        .iter()
+                        .map(convert::to_k8s_address)
+                        .collect::<Vec<_>>()
+                }),
+                None => match provider.instances() {
+                    Some(v1) => {
+                        let pid = node
+                            .spec
+                            .as_ref()
+                            .and_then(|s| s.provider_id.clone())
+                            .unwrap_or_default();
+                        by_provider_id_or_name(
+                            &pid,
+                            v1.node_addresses_by_provider_id(&pid),
+                            v1.node_addresses(&name),
+                        )
+                        .await
+                        .map(|a| a.iter().map(convert::to_k8s_address).collect())
+                    }
+                    None => continue,
+                },
+            };
+            match addresses {
+                Ok(addresses) => {
+                    if let Err(err) = update_addresses(api, node, &addresses).await {
+                        tracing::error!(node = %name, error = %err, "cannot update node addresses");
+                    }
                 }
-                None => continue,
-            },
-        };
-        match addresses {
-            Ok(addresses) => {
-                if let Err(err) = update_addresses(api, node, &addresses).await {
-                    tracing::error!(node = %name, error = %err, "cannot update node addresses");
+                Err(err) => {
+                    tracing::error!(node = %name, error = %err, "error getting instance metadata for node addresses")
                 }
             }
-            Err(err) => {
-                tracing::error!(node = %name, error = %err, "error getting instance metadata for node addresses")
+            if let Err(err) = reconcile_labels(api, node).await {
+                tracing::error!(node = %name, error = %err, "cannot reconcile node labels");
             }
-        }
-        if let Err(err) = reconcile_labels(api, node).await {
-            tracing::error!(node = %name, error = %err, "cannot reconcile node labels");
         }
     }
-    tracing::debug!(nodes = nodes.items.len(), elapsed = ?started.elapsed(), "updated node status");
+    tracing::debug!(nodes = visited, elapsed = ?started.elapsed(), "updated node status");
     Ok(())
 }
 

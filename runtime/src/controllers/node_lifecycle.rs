@@ -9,7 +9,7 @@
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Node, Taint};
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::runtime::events::EventType;
 use serde_json::json;
 
@@ -101,14 +101,16 @@ pub async fn monitor(
     api: &Api<Node>,
     recorder: &kube::runtime::events::Recorder,
 ) -> Result<(), kube::Error> {
-    let nodes = api.list(&ListParams::default()).await?;
-    for node in &nodes.items {
-        let started = Instant::now();
-        let name = node.metadata.name.clone().unwrap_or_default();
-        let ok = check_node(ctx, api, recorder, node, &name).await;
-        ctx.metrics
-            .controllers()
-            .record("cloud-node-lifecycle", started, ok);
+    let mut pages = super::NodePages::new(api);
+    while let Some(page) = pages.next().await? {
+        for node in &page {
+            let started = Instant::now();
+            let name = node.metadata.name.clone().unwrap_or_default();
+            let ok = check_node(ctx, api, recorder, node, &name).await;
+            ctx.metrics
+                .controllers()
+                .record("cloud-node-lifecycle", started, ok);
+        }
     }
     Ok(())
 }

@@ -497,10 +497,23 @@ fn list(
     }
     let mut metadata = json!({"resourceVersion": rv.to_string()});
     let offset: usize = match query.get("continue").filter(|c| !c.is_empty()) {
-        Some(token) => token
-            .split_once(':')
-            .and_then(|(_, o)| o.parse().ok())
-            .ok_or_else(|| ApiError::bad_request(format!("invalid continue token {token:?}")))?,
+        Some(token) => {
+            let (token_rv, offset) = token
+                .split_once(':')
+                .and_then(|(rv, o)| Some((rv.parse::<u64>().ok()?, o.parse().ok()?)))
+                .ok_or_else(|| {
+                    ApiError::bad_request(format!("invalid continue token {token:?}"))
+                })?;
+            // As after an etcd compaction: the list the token continues is gone.
+            if token_rv < store.oldest_watchable() {
+                return Err(ApiError::gone(format!(
+                    "The provided continue parameter is too old to display a consistent list result. \
+                     You can start a new list without the continue parameter, or use the continue token \
+                     in this response to retrieve the remainder of the results. (token resource version {token_rv})"
+                )));
+            }
+            offset
+        }
         None => 0,
     };
     let limit: usize = query.get("limit").and_then(|l| l.parse().ok()).unwrap_or(0);
