@@ -392,3 +392,55 @@ async fn a_restart_with_a_warm_compile_cache_skips_compiling() {
             .all(|e| !e.file_name().to_string_lossy().ends_with(".cwasm"))
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn policy_changes_reload_and_invalid_policies_are_refused() {
+    let swap = SwapStack::start().await;
+    let v1 = sha256_hex(&swap.reference);
+    let port = free_port();
+    let _ccm = swap.controller_manager(port, &["--leader-elect=false"]);
+    wait_serving(port, &v1).await;
+
+    // An invalid policy: refused, naming the file and the field.
+    let policy = String::from_utf8(swap.policy.clone()).unwrap();
+    let invalid = policy.replace("callTimeout: 10s", "callTimeout: soon");
+    kubelet_publish(
+        swap.dir(),
+        &[
+            ("simcloud.wasm", &swap.reference),
+            ("simcloud.yaml", invalid.as_bytes()),
+        ],
+    );
+    wait_until(TIMEOUT, "the invalid policy refused", || async {
+        reloads(&metrics(port).await, "policy") == 1.0
+    })
+    .await;
+    wait_until(TIMEOUT, "an event naming the field", || async {
+        swap.pod_events().await.iter().any(|(reason, note)| {
+            reason == "ProviderReloadFailed"
+                && note.contains("simcloud.yaml")
+                && note.contains("callTimeout")
+        })
+    })
+    .await;
+
+    // A valid change (a shorter call timeout): the same component, re-initialized.
+    let shorter = policy.replace("callTimeout: 10s", "callTimeout: 5s");
+    kubelet_publish(
+        swap.dir(),
+        &[
+            ("simcloud.wasm", &swap.reference),
+            ("simcloud.yaml", shorter.as_bytes()),
+        ],
+    );
+    wait_until(TIMEOUT, "the policy change reloaded", || async {
+        reloads(&metrics(port).await, "success") == 1.0
+    })
+    .await;
+    assert_eq!(serving(&metrics(port).await).as_deref(), Some(v1.as_str()));
+    swap.add_node("after-policy").await;
+    wait_until(TIMEOUT, "after-policy initialized", || {
+        swap.initialized("after-policy")
+    })
+    .await;
+}
