@@ -1114,3 +1114,71 @@ async fn periodic_passes_page_through_nodes_and_survive_an_expired_token() {
     }
     assert_eq!(seen.len(), total + 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_load_balancer_implemented_elsewhere_is_left_alone() {
+    let stack = Stack::start().await;
+    ready_nodes(&stack, &["ie-1"]).await;
+    let services: Api<k8s_openapi::api::core::v1::Service> =
+        Api::namespaced(stack.client(), "default");
+    let mut svc = lb_service("external", None);
+    svc.metadata.annotations = Some(
+        [(
+            "simcloud.example/load-balancer-implementation".to_string(),
+            "external".to_string(),
+        )]
+        .into(),
+    );
+    services.create(&PostParams::default(), &svc).await.unwrap();
+    let port = free_port();
+    let _ccm = stack.controller_manager(port, &["--leader-elect=false"]);
+    wait_until(TIMEOUT, "the ensure attempt", || async {
+        reasons(&stack, "external")
+            .await
+            .contains(&"EnsuringLoadBalancer".to_string())
+    })
+    .await;
+    wait_until(
+        TIMEOUT,
+        "the service reconcile counted as a success",
+        || async {
+            metric(
+                &metrics(port).await,
+                r#"wasm_ccm_controller_reconciles_total{controller="service",result="success"}"#,
+            ) >= 1.0
+        },
+    )
+    .await;
+    // Upstream: the provider says another controller owns it; no status, no error,
+    // no retry, no cloud load balancer.
+    let m = metrics(port).await;
+    assert_eq!(
+        metric(
+            &m,
+            r#"wasm_ccm_controller_reconciles_total{controller="service",result="error"}"#
+        ),
+        0.0
+    );
+    let got = services.get("external").await.unwrap();
+    assert!(ingress_ip(&got).is_none());
+    let reasons = reasons(&stack, "external").await;
+    assert!(
+        !reasons
+            .iter()
+            .any(|r| r == "SyncLoadBalancerFailed" || r == "EnsuredLoadBalancer"),
+        "{reasons:?}"
+    );
+    assert!(stack.cloud.with_state(|s| s.load_balancers.is_empty()));
+    // Deleting it still completes (the finalizer is removed).
+    services
+        .delete("external", &Default::default())
+        .await
+        .unwrap();
+    wait_until(TIMEOUT, "the Service gone", || async {
+        services
+            .get_opt("external")
+            .await
+            .is_ok_and(|s| s.is_none())
+    })
+    .await;
+}

@@ -1,5 +1,9 @@
 //! `load-balancer`: one cloud load balancer per Service, named like upstream's
 //! default (`a` + UID without dashes, 32 characters at most).
+//!
+//! A Service annotated `simcloud.example/load-balancer-implementation: external` is
+//! served by another controller: `ensure-load-balancer` answers
+//! `implemented-elsewhere` and the host leaves it alone, as upstream does.
 
 use std::collections::HashMap;
 
@@ -9,6 +13,17 @@ use crate::bindings::wasm_ccm::provider::types::{
 };
 use crate::cloud::{LbPort, LoadBalancerSpec};
 use crate::{Provider, State, instance_id_from_provider_id, with_state};
+
+/// The annotation handing a Service's load balancer to another controller.
+pub const ANNOTATION_IMPLEMENTATION: &str = "simcloud.example/load-balancer-implementation";
+
+fn implemented_elsewhere(service: &Service) -> bool {
+    service
+        .metadata
+        .annotations
+        .iter()
+        .any(|(k, v)| k == ANNOTATION_IMPLEMENTATION && v == "external")
+}
 
 /// Upstream's `cloudprovider.DefaultLoadBalancerName`.
 pub fn default_name(service: &Service) -> String {
@@ -119,6 +134,9 @@ impl load_balancer::Guest for Provider {
         service: Service,
         nodes: Vec<Node>,
     ) -> Result<LoadBalancerStatus, CloudError> {
+        if implemented_elsewhere(&service) {
+            return Err(CloudError::ImplementedElsewhere);
+        }
         with_state(|s| {
             let spec = spec(s, &service, &nodes)?;
             let lb = s.cloud.put_load_balancer(&default_name(&service), &spec)?;
