@@ -24,8 +24,15 @@ struct Failing {
 pub struct Backoff {
     base: Duration,
     max: Duration,
-    failures: Mutex<HashMap<String, Failing>>,
+    failures: Mutex<Failures>,
     pending: Option<Gauge>,
+}
+
+/// The failing objects, and when forgotten ones were last swept out.
+#[derive(Debug)]
+struct Failures {
+    by_key: HashMap<String, Failing>,
+    swept: Instant,
 }
 
 impl Backoff {
@@ -33,7 +40,10 @@ impl Backoff {
         Self {
             base,
             max,
-            failures: Mutex::new(HashMap::new()),
+            failures: Mutex::new(Failures {
+                by_key: HashMap::new(),
+                swept: Instant::now(),
+            }),
             pending: None,
         }
     }
@@ -48,7 +58,7 @@ impl Backoff {
     pub fn failed(&self, key: &str, retry_after: Option<Duration>) -> Duration {
         let now = Instant::now();
         let mut failures = self.failures.lock().expect("backoff lock");
-        let entry = failures.entry(key.to_owned()).or_insert(Failing {
+        let entry = failures.by_key.entry(key.to_owned()).or_insert(Failing {
             count: 0,
             retry_at: now,
         });
@@ -60,24 +70,28 @@ impl Backoff {
         entry.count = entry.count.saturating_add(1);
         entry.retry_at = now + delay;
         // An object deleted while failing is never retried: forget it once its retry
-        // is long overdue.
+        // is long overdue. Swept at most once per `max`, not on every failure (during
+        // a cloud outage every object fails at once).
         let stale = self.max * 2;
-        failures.retain(|_, f| f.retry_at + stale > now);
-        self.report(&failures);
+        if now.duration_since(failures.swept) >= self.max {
+            failures.by_key.retain(|_, f| f.retry_at + stale > now);
+            failures.swept = now;
+        }
+        self.report(&failures.by_key);
         delay
     }
 
     /// Forgets `key`'s failures.
     pub fn succeeded(&self, key: &str) {
         let mut failures = self.failures.lock().expect("backoff lock");
-        if failures.remove(key).is_some() {
-            self.report(&failures);
+        if failures.by_key.remove(key).is_some() {
+            self.report(&failures.by_key);
         }
     }
 
     /// Objects waiting for a retry after a failure.
     pub fn pending(&self) -> usize {
-        self.failures.lock().expect("backoff lock").len()
+        self.failures.lock().expect("backoff lock").by_key.len()
     }
 
     fn report(&self, failures: &HashMap<String, Failing>) {
