@@ -149,6 +149,17 @@ fn plan(
 /// The `User-Agent` of the controller manager's requests to the API server.
 pub const USER_AGENT: &str = concat!("wasm-ccm/", env!("CARGO_PKG_VERSION"));
 
+/// The `--cloud-config` bytes (empty without the flag).
+fn read_cloud_config(args: &DaemonArgs) -> Result<Vec<u8>, DaemonError> {
+    match &args.cloud_config {
+        Some(path) => std::fs::read(path).map_err(|source| DaemonError::CloudConfig {
+            path: path.clone(),
+            source,
+        }),
+        None => Ok(Vec::new()),
+    }
+}
+
 async fn kube_client(args: &DaemonArgs) -> Result<kube::Client, DaemonError> {
     let config = match &args.kubeconfig {
         Some(path) => {
@@ -230,25 +241,29 @@ pub async fn run(args: DaemonArgs) -> Result<(), DaemonError> {
         })?;
         loader = loader.with_compile_cache(cache);
     }
-    // Read before loading: a change landing meanwhile is then seen as a new version.
+    // `NAME.wasm` is read once, and what was read is what loads: the hot swap then
+    // compares later reads with exactly this version.
     let named = args.providers_dir.join(format!("{name}.wasm"));
-    let before = Snapshot::read(&named, args.cloud_config.as_deref());
-    let cloud_config = match &before {
-        Ok(snapshot) => snapshot.cloud_config.clone(),
-        Err(_) => match &args.cloud_config {
-            Some(path) => std::fs::read(path).map_err(|source| DaemonError::CloudConfig {
-                path: path.clone(),
-                source,
-            })?,
-            None => Vec::new(),
-        },
+    let from_named = match Snapshot::read(&named, args.cloud_config.as_deref()) {
+        Ok(snapshot) => {
+            let fingerprint = snapshot.fingerprint.clone();
+            // The file named after the provider must load: its error is the answer.
+            let provider = snapshot.load(&loader, &named).await?;
+            (provider.name() == name).then_some((provider, Some(fingerprint)))
+        }
+        Err(_) => None,
     };
-    let provider = load_provider(&loader, &args.providers_dir, &name, cloud_config).await?;
-    let serving = match before {
-        Ok(snapshot) if provider.path() == named => Some(snapshot.fingerprint),
-        _ => Snapshot::read(provider.path(), args.cloud_config.as_deref())
-            .ok()
-            .map(|s| s.fingerprint),
+    let (provider, serving) = match from_named {
+        Some(found) => found,
+        // Another file of the directory declaring the name.
+        None => {
+            let config = read_cloud_config(&args)?;
+            let provider = load_provider(&loader, &args.providers_dir, &name, config).await?;
+            let serving = Snapshot::read(provider.path(), args.cloud_config.as_deref())
+                .ok()
+                .map(|s| s.fingerprint);
+            (provider, serving)
+        }
     };
     health.provider_ready.store(true, Ordering::Relaxed);
     let client = kube_client(&args).await?;

@@ -38,7 +38,6 @@ use std::time::Duration;
 use kube::runtime::events::EventType;
 use tokio::sync::Notify;
 
-use crate::policy::{Policy, PolicyError};
 use crate::provider::{Exports, LoadError, Provider, ProviderLoader, SharedProvider};
 pub use report::ReloadReporter;
 pub use snapshot::{Fingerprint, Snapshot, SnapshotError};
@@ -90,9 +89,6 @@ pub enum ReloadError {
     /// The files could not be read.
     #[error(transparent)]
     Snapshot(#[from] SnapshotError),
-    /// The policy file is invalid.
-    #[error(transparent)]
-    Policy(#[from] PolicyError),
     /// Compiling, checking, instantiating or initializing the component failed.
     #[error(transparent)]
     Load(#[from] LoadError),
@@ -130,7 +126,6 @@ impl ReloadError {
     pub fn reason(&self) -> &'static str {
         match self {
             Self::Snapshot(_) => "read",
-            Self::Policy(_) => "policy",
             Self::Load(err) => err.reason(),
             Self::WrongProvider { .. } => "wrong_provider",
             Self::InterfaceDropped { .. } => "interface_dropped",
@@ -331,14 +326,7 @@ impl Reloader {
     /// Builds the new version and checks it may replace the serving one.
     async fn load(&self, snapshot: Snapshot) -> Result<Provider, ReloadError> {
         let path = &self.settings.component;
-        let policy = match &snapshot.policy {
-            Some(text) => Policy::parse(text, &Policy::path_for(path))?,
-            None => Policy::default(),
-        };
-        let provider = self
-            .loader
-            .load_bytes(path, snapshot.component, policy, snapshot.cloud_config)
-            .await?;
+        let provider = snapshot.load(&self.loader, path).await?;
         if provider.name() != self.settings.provider_name {
             return Err(ReloadError::WrongProvider {
                 path: path.clone(),

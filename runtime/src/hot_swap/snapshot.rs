@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 
 use crate::policy::Policy;
 use crate::provider::cache::sha256_hex;
+use crate::provider::{LoadError, Provider, ProviderLoader};
 
 /// What identifies a provider version: a change in any part is a new version.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -86,6 +87,18 @@ fn split(path: &Path) -> (PathBuf, &std::ffi::OsStr) {
 }
 
 impl Snapshot {
+    /// Loads this version as the component at `path` (which names it in errors), with
+    /// the policy and cloud config read alongside it.
+    pub async fn load(self, loader: &ProviderLoader, path: &Path) -> Result<Provider, LoadError> {
+        let policy = match &self.policy {
+            Some(text) => Policy::parse(text, &Policy::path_for(path))?,
+            None => Policy::default(),
+        };
+        loader
+            .load_bytes(path, self.component, policy, self.cloud_config)
+            .await
+    }
+
     /// Reads the component `wasm` (a path in the providers directory), the policy next
     /// to it and the cloud config.
     pub fn read(wasm: &Path, cloud_config: Option<&Path>) -> Result<Self, SnapshotError> {
