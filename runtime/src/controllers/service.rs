@@ -44,6 +44,9 @@ pub enum ServiceSyncError {
     Provider(#[from] ProviderError),
     #[error("kubernetes API: {0}")]
     Kube(#[from] kube::Error),
+    /// The Node cache stopped (only at shutdown).
+    #[error("the Node cache is not running")]
+    NodeCacheStopped,
 }
 
 /// Options of the controller (upstream flags).
@@ -62,6 +65,8 @@ struct State {
     backoff: Backoff,
     /// The eligible node names last used for load balancers.
     last_nodes: Mutex<Option<BTreeSet<String>>>,
+    /// Every Node, kept by the node-sync watch (upstream's node lister).
+    nodes: reflector::Store<Node>,
 }
 
 /// Whether a Service wants a load balancer from this controller.
@@ -86,17 +91,6 @@ pub fn eligible(node: &Node) -> bool {
         return false;
     }
     !super::has_taint(node, TAINT_TO_BE_DELETED)
-}
-
-async fn eligible_nodes(ctx: &Context) -> Result<Vec<Node>, kube::Error> {
-    let nodes: Api<Node> = Api::all(ctx.client.clone());
-    Ok(nodes
-        .list(&ListParams::default())
-        .await?
-        .items
-        .into_iter()
-        .filter(eligible)
-        .collect())
 }
 
 fn to_k8s_status(s: &wit::LoadBalancerStatus) -> LoadBalancerStatus {
@@ -252,7 +246,13 @@ async fn sync_service(state: &State, svc: &Service) -> Result<(), ServiceSyncErr
         finalizers.push(FINALIZER.into());
         set_finalizers(&api, svc, finalizers).await?
     };
-    let nodes = eligible_nodes(ctx).await?;
+    // The cache holds every Node once its first list is complete.
+    state
+        .nodes
+        .wait_until_ready()
+        .await
+        .map_err(|_| ServiceSyncError::NodeCacheStopped)?;
+    let nodes = eligible_in(&state.nodes);
     if nodes.is_empty() {
         event(
             state,
@@ -271,7 +271,7 @@ async fn sync_service(state: &State, svc: &Service) -> Result<(), ServiceSyncErr
         "Ensuring load balancer".into(),
     )
     .await;
-    let views: Vec<wit::Node> = nodes.iter().map(convert::node).collect();
+    let views: Vec<wit::Node> = nodes.iter().map(|n| convert::node(n)).collect();
     let status = match lb
         .ensure_load_balancer(cluster, &convert::service(&svc), &views)
         .await
@@ -386,7 +386,9 @@ async fn sync_nodes(state: &State, nodes: Vec<Arc<Node>>, force: bool) -> bool {
 /// Runs the controller until `shutdown` turns true.
 pub async fn run(ctx: Context, options: Options, shutdown: tokio::sync::watch::Receiver<bool>) {
     let api: Api<Service> = Api::all(ctx.client.clone());
+    let (reader, writer) = reflector::store::<Node>();
     let state = Arc::new(State {
+        nodes: reader.clone(),
         recorder: ctx.recorder("service-controller"),
         backoff: Backoff::new(Duration::from_secs(5), Duration::from_secs(300))
             .reporting(ctx.metrics.controllers().retries_pending("service")),
@@ -402,14 +404,14 @@ pub async fn run(ctx: Context, options: Options, shutdown: tokio::sync::watch::R
         })
         .run(reconcile, error_policy, state.clone())
         .for_each(|_| async {});
-    // Node set changes (upstream's node sync): a reflector keeps the Nodes in memory;
+    // Node set changes (upstream's node sync): a reflector keeps the Nodes in memory
+    // (also what Service syncs read);
     // each burst of node events, coalesced, recomputes the eligible set, and only a
     // changed set lists the Services and updates their load balancers. Failed updates
     // are retried every 5 s.
     let nodes_state = state.clone();
     let node_changes = async move {
         let nodes: Api<Node> = Api::all(nodes_state.ctx.client.clone());
-        let (reader, writer) = reflector::store::<Node>();
         let stream = reflector::reflector(
             writer,
             watcher(nodes, watcher::Config::default()).default_backoff(),
@@ -476,7 +478,7 @@ fn key(svc: &Service) -> String {
 fn error_policy(svc: Arc<Service>, err: &ServiceSyncError, state: Arc<State>) -> Action {
     let retry_after = match err {
         ServiceSyncError::Provider(e) => e.retry_after(),
-        ServiceSyncError::Kube(_) => None,
+        ServiceSyncError::Kube(_) | ServiceSyncError::NodeCacheStopped => None,
     };
     let delay = state.backoff.failed(&key(&svc), retry_after);
     tracing::warn!(service = %key(&svc), error = %err, retry_in = ?delay, "error syncing load balancer");
