@@ -9,7 +9,9 @@ use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use sim_cloud::model::{Address, Fault, InstancePatch, InstanceState, NewInstance};
-use wasm_ccm_tests::{Stack, free_port, http_get, metric, metrics, wait_until};
+use wasm_ccm_tests::{
+    Stack, free_port, http_get, metric, metrics, provider_calls, reconciles, wait_until,
+};
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 const UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized";
@@ -173,13 +175,7 @@ async fn cloud_node_initializes_tainted_nodes() {
     })
     .await;
     let m = metrics(port).await;
-    assert!(
-        metric(
-            &m,
-            r#"wasm_ccm_controller_reconciles_total{controller="cloud-node",result="success"}"#
-        ) >= 2.0,
-        "{m}"
-    );
+    assert!(reconciles(&m, "cloud-node", "success") >= 2.0, "{m}");
     assert!(
         metric(
             &m,
@@ -229,10 +225,7 @@ async fn provider_errors_and_bad_node_ips_keep_the_taint() {
     })
     .await;
     wait_until(TIMEOUT, "several failed syncs", || async {
-        metric(
-            &metrics(port).await,
-            r#"wasm_ccm_controller_reconciles_total{controller="cloud-node",result="error"}"#,
-        ) >= 4.0
+        reconciles(&metrics(port).await, "cloud-node", "error") >= 4.0
     })
     .await;
     // Both failing nodes wait in the retry queue; the initialized one left it.
@@ -312,14 +305,14 @@ async fn lifecycle_deletes_only_not_ready_nodes_whose_instance_is_gone() {
     });
     set_ready(&nodes, "gone", "Unknown").await;
     set_ready(&nodes, "stopped", "False").await;
-    let errors_before = metric(
-        &metrics(port).await,
-        r#"wasm_ccm_controller_reconciles_total{controller="cloud-node-lifecycle",result="error"}"#,
-    );
-    wait_until(TIMEOUT, "lifecycle passes failing on the cloud API", || async {
-        metric(&metrics(port).await, r#"wasm_ccm_controller_reconciles_total{controller="cloud-node-lifecycle",result="error"}"#)
-            >= errors_before + 4.0
-    })
+    let errors_before = reconciles(&metrics(port).await, "cloud-node-lifecycle", "error");
+    wait_until(
+        TIMEOUT,
+        "lifecycle passes failing on the cloud API",
+        || async {
+            reconciles(&metrics(port).await, "cloud-node-lifecycle", "error") >= errors_before + 4.0
+        },
+    )
     .await;
     assert!(
         nodes.get("gone").await.is_ok(),
@@ -339,12 +332,9 @@ async fn lifecycle_deletes_only_not_ready_nodes_whose_instance_is_gone() {
     })
     .await;
     // A Ready node is never deleted, whatever the cloud says.
-    let passes = metric(
-        &metrics(port).await,
-        r#"wasm_ccm_controller_reconciles_total{controller="cloud-node-lifecycle",result="success"}"#,
-    );
+    let passes = reconciles(&metrics(port).await, "cloud-node-lifecycle", "success");
     wait_until(TIMEOUT, "more lifecycle passes", || async {
-        metric(&metrics(port).await, r#"wasm_ccm_controller_reconciles_total{controller="cloud-node-lifecycle",result="success"}"#) >= passes + 4.0
+        reconciles(&metrics(port).await, "cloud-node-lifecycle", "success") >= passes + 4.0
     })
     .await;
     assert!(nodes.get("gone-ready").await.is_ok());
@@ -905,19 +895,15 @@ async fn a_hanging_cloud_times_out_and_leaves_nodes_alone() {
 
     let port = free_port();
     let _ccm = stack.controller_manager(port, &["--leader-elect=false"]);
-    let timeouts = |m: &str| -> f64 {
-        m.lines()
-            .filter(|l| {
-                l.starts_with("wasm_ccm_provider_calls_total{") && l.contains("result=\"timeout\"")
-            })
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum()
-    };
-    wait_until(TIMEOUT, "calls timing out in both node controllers", || async {
-        let m = metrics(port).await;
-        timeouts(&m) >= 4.0
-            && metric(&m, r#"wasm_ccm_controller_reconciles_total{controller="cloud-node-lifecycle",result="error"}"#) >= 1.0
-    })
+    wait_until(
+        TIMEOUT,
+        "calls timing out in both node controllers",
+        || async {
+            let m = metrics(port).await;
+            provider_calls(&m, &["timeout"]) >= 4.0
+                && reconciles(&m, "cloud-node-lifecycle", "error") >= 1.0
+        },
+    )
     .await;
     assert!(
         nodes.get("slow-gone").await.is_ok(),
@@ -1028,12 +1014,7 @@ async fn node_updates_retry_on_conflict() {
         initialized(&nodes, "c-1")
     })
     .await;
-    let errors = |m: &str| {
-        metric(
-            m,
-            r#"wasm_ccm_controller_reconciles_total{controller="cloud-node",result="error"}"#,
-        )
-    };
+    let errors = |m: &str| reconciles(m, "cloud-node", "error");
     assert_eq!(
         errors(&metrics(port).await),
         0.0,
@@ -1141,24 +1122,13 @@ async fn a_load_balancer_implemented_elsewhere_is_left_alone() {
     wait_until(
         TIMEOUT,
         "the service reconcile counted as a success",
-        || async {
-            metric(
-                &metrics(port).await,
-                r#"wasm_ccm_controller_reconciles_total{controller="service",result="success"}"#,
-            ) >= 1.0
-        },
+        || async { reconciles(&metrics(port).await, "service", "success") >= 1.0 },
     )
     .await;
     // Upstream: the provider says another controller owns it; no status, no error,
     // no retry, no cloud load balancer.
     let m = metrics(port).await;
-    assert_eq!(
-        metric(
-            &m,
-            r#"wasm_ccm_controller_reconciles_total{controller="service",result="error"}"#
-        ),
-        0.0
-    );
+    assert_eq!(reconciles(&m, "service", "error"), 0.0);
     let got = services.get("external").await.unwrap();
     assert!(ingress_ip(&got).is_none());
     let reasons = reasons(&stack, "external").await;

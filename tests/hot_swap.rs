@@ -13,8 +13,8 @@ use serde_json::json;
 use sim_cloud::model::NewInstance;
 use wasm_ccm::provider::cache::sha256_hex;
 use wasm_ccm_tests::{
-    Stack, TempDir, free_port, guest, kubelet_publish, metric, metrics, wait_until,
-    with_custom_section,
+    Stack, TempDir, free_port, guest, kubelet_publish, metric, metrics, provider_calls, reconciles,
+    wait_until, with_custom_section,
 };
 
 const TIMEOUT: Duration = Duration::from_secs(90);
@@ -130,16 +130,7 @@ fn reloads(metrics: &str, result: &str) -> f64 {
 
 /// Provider calls that failed in the host (trap, timeout, no instance), not in the cloud.
 fn failed_calls(metrics: &str) -> f64 {
-    metrics
-        .lines()
-        .filter(|l| l.starts_with("wasm_ccm_provider_calls_total{"))
-        .filter(|l| {
-            ["trap", "timeout", "unavailable"]
-                .iter()
-                .any(|r| l.contains(&format!("result=\"{r}\"")))
-        })
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
+    provider_calls(metrics, &["trap", "timeout", "unavailable"])
 }
 
 async fn wait_serving(port: u16, sha256: &str) {
@@ -194,14 +185,7 @@ async fn kubelet_update_under_load_swaps_with_no_failed_calls() {
     }
     let m = metrics(port).await;
     assert_eq!(failed_calls(&m), 0.0, "{m}");
-    assert_eq!(
-        metric(
-            &m,
-            "wasm_ccm_controller_reconciles_total{controller=\"cloud-node\",result=\"error\"}"
-        ),
-        0.0,
-        "{m}"
-    );
+    assert_eq!(reconciles(&m, "cloud-node", "error"), 0.0, "{m}");
     assert_eq!(reloads(&m, "success"), 1.0, "{m}");
     wait_until(TIMEOUT, "a ProviderReloaded event on the Pod", || async {
         swap.pod_events()

@@ -447,6 +447,31 @@ pub async fn metrics(port: u16) -> String {
         .unwrap_or_default()
 }
 
+/// `wasm_ccm_controller_reconciles_total` of `controller` with `result` (`success` or
+/// `error`).
+pub fn reconciles(text: &str, controller: &str, result: &str) -> f64 {
+    metric(
+        text,
+        &format!(
+            "wasm_ccm_controller_reconciles_total{{controller=\"{controller}\",result=\"{result}\"}}"
+        ),
+    )
+}
+
+/// Provider calls, over every interface and function, that ended with one of `results`
+/// (`ok`, `cloud_error`, `trap`, `timeout`, `unavailable`).
+pub fn provider_calls(text: &str, results: &[&str]) -> f64 {
+    text.lines()
+        .filter(|l| l.starts_with("wasm_ccm_provider_calls_total{"))
+        .filter(|l| {
+            results
+                .iter()
+                .any(|r| l.contains(&format!("result=\"{r}\"")))
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
 /// A metric's value from a Prometheus exposition (the first line starting with
 /// `series`), or 0.
 pub fn metric(text: &str, series: &str) -> f64 {
