@@ -6,10 +6,10 @@ use std::time::{Duration, Instant};
 
 use sim_cloud::SimCloud;
 use sim_cloud::model::NewInstance;
-use wasm_ccm::capabilities::http_egress::EgressSettings;
-use wasm_ccm::engine::EngineSettings;
-use wasm_ccm::metrics::Metrics;
-use wasm_ccm::provider::{CloudError, Provider, ProviderError, ProviderLoader, TrapKind};
+use wasm_ccm_host::capabilities::http_egress::EgressSettings;
+use wasm_ccm_host::engine::EngineSettings;
+use wasm_ccm_host::metrics::Metrics;
+use wasm_ccm_host::provider::{CloudError, Provider, ProviderError, ProviderLoader, TrapKind};
 use wasm_ccm_tests::types::InstanceInfo;
 use wasm_ccm_tests::{
     ProviderDir, RawBehavior, RawServer, TOKEN, cloud_config, loader, node, policy_for,

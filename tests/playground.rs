@@ -1,18 +1,18 @@
-//! `wasm-ccm playground` as a user runs it: the real binary, then kubectl against the
+//! `wasm-ccm-playground` as a user runs it: the real binary, then kubectl against the
 //! kubeconfig it writes.
 
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use tokio::io::AsyncBufReadExt;
-use wasm_ccm_tests::{TempDir, guest, wasm_ccm_bin};
+use wasm_ccm_tests::{TempDir, built_bin, guest};
 
 #[tokio::test]
 async fn playground_serves_a_cluster_kubectl_can_use() {
     let dir = TempDir::new("playground");
     let kubeconfig = dir.path().join("kubeconfig");
-    let mut child = tokio::process::Command::new(wasm_ccm_bin())
-        .args(["playground", "--nodes", "4"])
+    let mut child = tokio::process::Command::new(built_bin("wasm-ccm-playground"))
+        .args(["--nodes", "4"])
         .arg("--kubeconfig-out")
         .arg(&kubeconfig)
         .arg("--work-dir")

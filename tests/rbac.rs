@@ -51,7 +51,7 @@ fn rendered() -> Vec<serde_json::Value> {
     );
     let text = String::from_utf8(out.stdout).unwrap();
     text.split("\n---\n")
-        .map(|doc| serde_yaml::from_str::<serde_json::Value>(doc).expect("rendered YAML"))
+        .map(|doc| serde_saphyr::from_str::<serde_json::Value>(doc).expect("rendered YAML"))
         .collect()
 }
 

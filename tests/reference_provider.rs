@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use sim_cloud::model::{Address, Cluster, Fault, InstancePatch, InstanceState, NewInstance};
-use wasm_ccm::provider::CloudError;
+use wasm_ccm_host::provider::CloudError;
 use wasm_ccm_tests::types::{NodeAddress, NodeAddressType, Route};
 use wasm_ccm_tests::{Simulated, lb_service, node};
 

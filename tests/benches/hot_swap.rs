@@ -10,11 +10,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use sim_cloud::model::NewInstance;
-use wasm_ccm::engine::EngineSettings;
-use wasm_ccm::hot_swap::{self, ReloadReporter, Reloader, Snapshot};
-use wasm_ccm::metrics::Metrics;
-use wasm_ccm::provider::cache::CompileCache;
-use wasm_ccm::provider::{ProviderLoader, SharedProvider};
+use wasm_ccm::hot_swap::{self, ReloadReporter, Reloader};
+use wasm_ccm_host::engine::EngineSettings;
+use wasm_ccm_host::metrics::Metrics;
+use wasm_ccm_host::provider::cache::CompileCache;
+use wasm_ccm_host::provider::{ProviderLoader, ProviderSource, SharedProvider};
 use wasm_ccm_tests::{
     Stack, TempDir, free_port, http_get, kubelet_publish, node, wasm_ccm_bin, with_custom_section,
 };
@@ -70,7 +70,7 @@ async fn swap_latencies(cache: bool, load: bool) -> (Vec<Duration>, u64, u64) {
     let component = dir.join("simcloud.wasm");
     let config = std::fs::read(&stack.cloud_config).unwrap();
     let provider = loader.load(&component, config).await.unwrap();
-    let serving = Snapshot::read(&component, Some(&stack.cloud_config))
+    let serving = ProviderSource::read(&component, Some(&stack.cloud_config))
         .unwrap()
         .fingerprint;
     let shared = SharedProvider::from(provider);
@@ -80,7 +80,7 @@ async fn swap_latencies(cache: bool, load: bool) -> (Vec<Duration>, u64, u64) {
             component: component.clone(),
             cloud_config: Some(stack.cloud_config.clone()),
             provider_name: "simcloud".into(),
-            controllers: vec!["cloud-node", "cloud-node-lifecycle", "service", "route"],
+            controllers: wasm_ccm::controllers::ALL.iter().collect(),
             rescan_period: Duration::from_secs(30),
             debounce: hot_swap::DEBOUNCE,
         },
@@ -119,7 +119,7 @@ async fn swap_latencies(cache: bool, load: bool) -> (Vec<Duration>, u64, u64) {
     let mut latencies = Vec::new();
     let probe = node("bench-node", None, &[]);
     for version in &versions {
-        let expected = wasm_ccm::provider::cache::sha256_hex(version);
+        let expected = wasm_ccm_host::provider::cache::sha256_hex(version);
         let started = Instant::now();
         publish(version);
         loop {

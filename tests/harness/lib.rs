@@ -11,8 +11,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use sim_cloud::SimCloud;
-use wasm_ccm::engine::EngineSettings;
-use wasm_ccm::provider::{Provider, ProviderLoader};
+use wasm_ccm_host::engine::EngineSettings;
+use wasm_ccm_host::provider::{Provider, ProviderLoader};
 
 /// The bearer token every test cloud requires.
 pub const TOKEN: &str = "test-token-7f3a9c";
@@ -44,13 +44,19 @@ pub fn guest(name: &str) -> PathBuf {
 
 /// The `wasm-ccm` binary next to the running test (built by `cargo build`).
 pub fn wasm_ccm_bin() -> PathBuf {
+    built_bin("wasm-ccm")
+}
+
+/// A workspace binary next to the running test (built by `cargo build`), e.g.
+/// `wasm-ccm-playground`.
+pub fn built_bin(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("current test executable");
-    // target/debug/deps/<test>-<hash> -> target/debug/wasm-ccm
+    // target/debug/deps/<test>-<hash> -> target/debug/<name>
     let dir = exe
         .parent()
         .and_then(Path::parent)
         .expect("target profile dir");
-    let bin = dir.join("wasm-ccm");
+    let bin = dir.join(name);
     assert!(
         bin.exists(),
         "{} is missing: run `cargo build` before the tests (scripts/test.sh does)",
@@ -162,7 +168,7 @@ pub async fn eventually(timeout: Duration, what: &str, mut condition: impl FnMut
     }
 }
 
-pub use wasm_ccm::bindings::types;
+pub use wasm_ccm_host::contract::types;
 
 /// A Node view with a name, optional provider ID, and annotations.
 pub fn node(name: &str, provider_id: Option<&str>, annotations: &[(&str, &str)]) -> types::Node {

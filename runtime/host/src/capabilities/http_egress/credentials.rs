@@ -1,0 +1,199 @@
+//! Credentials the host injects into outbound requests, read from mounted Secret files.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::SystemTime;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use http::{HeaderName, HeaderValue};
+
+use crate::policy::{Credential, CredentialRule};
+
+/// Why a credential could not be produced.
+#[derive(Debug, thiserror::Error)]
+pub enum CredentialError {
+    /// The Secret file cannot be read.
+    #[error("cannot read credential file {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file's content cannot be used as a header value.
+    #[error("credential file {path} does not hold a valid header value")]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+    },
+}
+
+/// Produces headers for credential rules. Each use checks the files' metadata and
+/// re-reads them when they changed, so a rotated Secret (kubelet swaps a symlink)
+/// takes effect on the next request without re-reading files on every request.
+#[derive(Debug)]
+pub struct CredentialStore {
+    rules: Vec<CredentialRule>,
+    cache: Vec<Mutex<Option<Cached>>>,
+}
+
+#[derive(Debug)]
+struct Cached {
+    stamps: Vec<FileStamp>,
+    header: (HeaderName, HeaderValue),
+}
+
+/// What identifies a version of a file without reading it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct FileStamp {
+    modified: Option<SystemTime>,
+    len: u64,
+    inode: u64,
+}
+
+impl FileStamp {
+    fn of(path: &Path) -> Result<Self, CredentialError> {
+        use std::os::unix::fs::MetadataExt;
+        let meta = std::fs::metadata(path).map_err(|source| CredentialError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Ok(Self {
+            modified: meta.modified().ok(),
+            len: meta.len(),
+            inode: meta.ino(),
+        })
+    }
+}
+
+impl CredentialStore {
+    pub fn new(rules: &[CredentialRule]) -> Self {
+        Self {
+            rules: rules.to_vec(),
+            cache: rules.iter().map(|_| Mutex::new(None)).collect(),
+        }
+    }
+
+    /// The header for rule number `index`.
+    pub fn header(&self, index: usize) -> Result<(HeaderName, HeaderValue), CredentialError> {
+        let files = self.rules[index].credential.files();
+        let stamps = files
+            .iter()
+            .map(|f| FileStamp::of(f))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut cache = self.cache[index].lock().expect("credential cache lock");
+        if let Some(cached) = cache.as_ref()
+            && cached.stamps == stamps
+        {
+            return Ok(cached.header.clone());
+        }
+        let header = self.read(index)?;
+        *cache = Some(Cached {
+            stamps,
+            header: header.clone(),
+        });
+        Ok(header)
+    }
+
+    fn read(&self, index: usize) -> Result<(HeaderName, HeaderValue), CredentialError> {
+        match &self.rules[index].credential {
+            Credential::Bearer { token_file } => {
+                let token = read_trimmed(token_file)?;
+                Ok((
+                    http::header::AUTHORIZATION,
+                    sensitive(format!("Bearer {token}"), token_file)?,
+                ))
+            }
+            Credential::Basic {
+                username_file,
+                password_file,
+            } => {
+                let user = read_trimmed(username_file)?;
+                let password = read_trimmed(password_file)?;
+                let encoded = BASE64.encode(format!("{user}:{password}"));
+                Ok((
+                    http::header::AUTHORIZATION,
+                    sensitive(format!("Basic {encoded}"), password_file)?,
+                ))
+            }
+            Credential::Header { name, value_file } => {
+                let value = read_trimmed(value_file)?;
+                let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
+                    CredentialError::Invalid {
+                        path: value_file.clone(),
+                    }
+                })?;
+                Ok((name, sensitive(value, value_file)?))
+            }
+        }
+    }
+}
+
+fn read_trimmed(path: &Path) -> Result<String, CredentialError> {
+    std::fs::read_to_string(path)
+        .map(|s| s.trim().to_owned())
+        .map_err(|source| CredentialError::Read {
+            path: path.to_owned(),
+            source,
+        })
+}
+
+fn sensitive(value: String, path: &Path) -> Result<HeaderValue, CredentialError> {
+    let mut value = HeaderValue::try_from(value).map_err(|_| CredentialError::Invalid {
+        path: path.to_owned(),
+    })?;
+    value.set_sensitive(true);
+    Ok(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::allowlist::HostPattern;
+
+    #[test]
+    fn basic_credentials_are_base64_of_user_colon_password() {
+        let dir = std::env::temp_dir().join(format!("wasm-ccm-basic-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("user"), "user\n").unwrap();
+        std::fs::write(dir.join("password"), "pa55").unwrap();
+        let store = CredentialStore::new(&[CredentialRule {
+            destination: HostPattern::parse("http://x").unwrap(),
+            credential: Credential::Basic {
+                username_file: dir.join("user"),
+                password_file: dir.join("password"),
+            },
+        }]);
+        let (name, value) = store.header(0).unwrap();
+        assert_eq!(name, http::header::AUTHORIZATION);
+        // RFC 4648 test vector: "user:pa55".
+        assert_eq!(value, "Basic dXNlcjpwYTU1");
+        assert!(value.is_sensitive());
+        std::fs::remove_dir_all(dir).ok();
+    }
+
+    #[test]
+    fn reads_rotated_files_on_each_use() {
+        let dir = std::env::temp_dir().join(format!("wasm-ccm-cred-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let token = dir.join("token");
+        std::fs::write(&token, "one\n").unwrap();
+        let store = CredentialStore::new(&[CredentialRule {
+            destination: HostPattern::parse("http://x").unwrap(),
+            credential: Credential::Bearer {
+                token_file: token.clone(),
+            },
+        }]);
+        assert_eq!(store.header(0).unwrap().1, "Bearer one");
+        // Rotation the way kubelet does it: a new file renamed over the old one.
+        let next = dir.join("token.new");
+        std::fs::write(&next, "two").unwrap();
+        std::fs::rename(&next, &token).unwrap();
+        assert_eq!(store.header(0).unwrap().1, "Bearer two");
+        std::fs::remove_file(&token).unwrap();
+        assert!(matches!(store.header(0), Err(CredentialError::Read { .. })));
+        std::fs::remove_dir_all(dir).ok();
+    }
+}

@@ -1,0 +1,236 @@
+//! Prometheus metrics of the host, served on `/metrics`.
+//!
+//! [`Metrics`] owns the registry. The provider runtime records calls, traps and egress
+//! here; other subsystems (the controller manager's controllers, hot swap, the compile
+//! cache) register their own families with [`Metrics::register`].
+
+use std::sync::{Arc, Mutex};
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::{Metric, Registry};
+
+/// Labels of `wasm_ccm_egress_requests_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct EgressLabels {
+    /// The provider's name.
+    pub provider: String,
+    /// The allowlist entry the destination matched.
+    pub host: String,
+    /// The HTTP method.
+    pub method: String,
+    /// The HTTP status, or `error` when no response arrived.
+    pub status: String,
+}
+
+/// Labels of `wasm_ccm_egress_denied_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DeniedLabels {
+    /// The provider's name.
+    pub provider: String,
+    /// Always empty: refused destinations are chosen by the guest, so they are not
+    /// labels (the log names them).
+    pub host: String,
+    /// Why the request was refused.
+    pub reason: String,
+}
+
+/// Labels of the egress latency histogram.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct HostLabels {
+    /// The provider's name.
+    pub provider: String,
+    /// The allowlist entry the destination matched.
+    pub host: String,
+}
+
+/// Labels of `wasm_ccm_provider_calls_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CallLabels {
+    /// The provider's name.
+    pub provider: String,
+    /// The WIT interface.
+    pub interface: String,
+    /// The WIT function.
+    pub function: String,
+    /// `ok`, `cloud_error`, `trap`, `timeout` or `unavailable`.
+    pub result: String,
+}
+
+/// Labels of the provider call latency histogram.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct FunctionLabels {
+    /// The provider's name.
+    pub provider: String,
+    /// The WIT interface.
+    pub interface: String,
+    /// The WIT function.
+    pub function: String,
+}
+
+/// Labels of `wasm_ccm_provider_traps_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TrapLabels {
+    /// The provider's name.
+    pub provider: String,
+    /// [`TrapKind`](crate::provider::TrapKind) as a label.
+    pub kind: String,
+}
+
+/// Labels carrying only the provider name.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ProviderLabels {
+    /// The provider's name.
+    pub provider: String,
+}
+
+/// The latency histogram of every `*_duration_seconds` family: 100 µs to ~100 s.
+pub fn latency_histogram() -> Histogram {
+    // 100 µs .. ~100 s
+    Histogram::new(exponential_buckets(0.0001, 2.5, 16))
+}
+
+/// The families recorded by the provider runtime.
+pub struct ProviderMetrics {
+    /// `wasm_ccm_egress_requests_total`.
+    pub egress_requests: Family<EgressLabels, Counter>,
+    /// `wasm_ccm_egress_denied_total`.
+    pub egress_denied: Family<DeniedLabels, Counter>,
+    /// `wasm_ccm_egress_request_duration_seconds`.
+    pub egress_duration: Family<HostLabels, Histogram, fn() -> Histogram>,
+    /// `wasm_ccm_provider_calls_total`.
+    pub calls: Family<CallLabels, Counter>,
+    /// `wasm_ccm_provider_call_duration_seconds`.
+    pub call_duration: Family<FunctionLabels, Histogram, fn() -> Histogram>,
+    /// `wasm_ccm_provider_traps_total`.
+    pub traps: Family<TrapLabels, Counter>,
+    /// `wasm_ccm_provider_log_records_dropped_total`.
+    pub guest_log_dropped: Family<ProviderLabels, Counter>,
+}
+
+/// The host's metrics registry. Cheap to clone.
+#[derive(Clone)]
+pub struct Metrics {
+    registry: Arc<Mutex<Registry>>,
+    provider: Arc<ProviderMetrics>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Metrics")
+    }
+}
+
+impl Metrics {
+    /// A registry with the provider runtime's families registered under `wasm_ccm_`.
+    pub fn new() -> Self {
+        let provider = ProviderMetrics {
+            egress_requests: Family::default(),
+            egress_denied: Family::default(),
+            egress_duration: Family::new_with_constructor(latency_histogram),
+            calls: Family::default(),
+            call_duration: Family::new_with_constructor(latency_histogram),
+            traps: Family::default(),
+            guest_log_dropped: Family::default(),
+        };
+        let mut registry = Registry::with_prefix("wasm_ccm");
+        registry.register(
+            "egress_requests",
+            "Outbound HTTP requests made for providers, by destination and status",
+            provider.egress_requests.clone(),
+        );
+        registry.register(
+            "egress_denied",
+            "Outbound HTTP requests refused by the provider policy, by reason",
+            provider.egress_denied.clone(),
+        );
+        registry.register(
+            "egress_request_duration_seconds",
+            "Latency of outbound HTTP requests made for providers",
+            provider.egress_duration.clone(),
+        );
+        registry.register(
+            "provider_calls",
+            "Calls into providers, by interface, function and result",
+            provider.calls.clone(),
+        );
+        registry.register(
+            "provider_call_duration_seconds",
+            "Latency of calls into providers, including the HTTP requests they make",
+            provider.call_duration.clone(),
+        );
+        registry.register(
+            "provider_traps",
+            "Provider instances discarded after a trap, by kind",
+            provider.traps.clone(),
+        );
+        registry.register(
+            "provider_log_records_dropped",
+            "Provider log and stdout/stderr records dropped by the rate limit",
+            provider.guest_log_dropped.clone(),
+        );
+        Self {
+            registry: Arc::new(Mutex::new(registry)),
+            provider: Arc::new(provider),
+        }
+    }
+
+    /// The provider runtime's families.
+    pub fn provider(&self) -> &Arc<ProviderMetrics> {
+        &self.provider
+    }
+
+    /// Registers another metric under the `wasm_ccm_` prefix.
+    pub fn register(&self, name: &str, help: &str, metric: impl Metric) {
+        self.registry
+            .lock()
+            .expect("metrics registry lock")
+            .register(name, help, metric);
+    }
+
+    /// The Prometheus text exposition of every metric.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(
+            &mut out,
+            &self.registry.lock().expect("metrics registry lock"),
+        )
+        .expect("encoding metrics into a String cannot fail");
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn families_are_exposed_with_the_prefix() {
+        let metrics = Metrics::new();
+        metrics
+            .provider()
+            .traps
+            .get_or_create(&TrapLabels {
+                provider: "p".into(),
+                kind: "deadline".into(),
+            })
+            .inc();
+        let text = metrics.encode();
+        assert!(
+            text.contains("wasm_ccm_provider_traps_total{provider=\"p\",kind=\"deadline\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("# HELP wasm_ccm_provider_traps Provider instances"),
+            "{text}"
+        );
+    }
+}

@@ -1,0 +1,540 @@
+//! The provider policy: the YAML file next to a provider's `.wasm` (`NAME.yaml` beside
+//! `NAME.wasm`) that says where the provider may send requests, which credentials the
+//! host injects on its behalf, and the limits it runs under.
+//!
+//! ```yaml
+//! allowedOutboundHosts:
+//!   - https://api.example-cloud.net
+//!   - http://127.0.0.1:8000-9000
+//! credentials:
+//!   - destination: https://api.example-cloud.net
+//!     bearerTokenFile: /etc/wasm-ccm/credentials/token
+//! limits:
+//!   callTimeout: 10s
+//!   memoryMiB: 64
+//!   maxResponseBytes: 4194304
+//!   poolSize: 4
+//!   maxConcurrentRequests: 16
+//!   requestsPerSecond: 20
+//! tls:
+//!   caBundleFile: /etc/wasm-ccm/credentials/ca.pem
+//! ```
+//!
+//! Unknown fields are rejected, naming the file and the field. Relative credential
+//! paths are resolved against the directory holding the policy file. Durations use
+//! the Go grammar of [`duration`] (`1m30s`), like every flag.
+//!
+//! The grammars every layer uses live here, at the bottom: host patterns
+//! ([`allowlist`]) and durations ([`duration`]).
+
+pub mod allowlist;
+pub mod duration;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use allowlist::{HostPattern, PatternError};
+pub use duration::{DurationError, parse_duration};
+
+/// Errors reading a policy file.
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyError {
+    /// The policy file exists but cannot be read.
+    #[error("cannot read provider policy {path}: {source}")]
+    Read {
+        /// The policy file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is not valid YAML for the policy schema (unknown field, wrong type...).
+    #[error("invalid provider policy {path}: {source}")]
+    Parse {
+        /// The policy file.
+        path: PathBuf,
+        /// What the YAML parser found (with the field and position).
+        #[source]
+        source: Box<serde_saphyr::Error>,
+    },
+    /// A host pattern in `allowedOutboundHosts` or `credentials[].destination` is malformed.
+    #[error("invalid provider policy {path}: field `{field}`: {source}")]
+    Pattern {
+        /// The policy file.
+        path: PathBuf,
+        /// The field, e.g. `allowedOutboundHosts[2]`.
+        field: String,
+        /// What is wrong with the pattern.
+        #[source]
+        source: PatternError,
+    },
+    /// A value is out of range or inconsistent.
+    #[error("invalid provider policy {path}: field `{field}`: {reason}")]
+    Invalid {
+        /// The policy file.
+        path: PathBuf,
+        /// The field, e.g. `limits.poolSize`.
+        field: String,
+        /// What is wrong with the value.
+        reason: String,
+    },
+}
+
+/// A parsed, validated provider policy.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    /// Where requests may go. Empty means nothing is allowed.
+    pub allowed_outbound_hosts: Vec<HostPattern>,
+    /// Credentials the host adds to requests, first match wins.
+    pub credentials: Vec<CredentialRule>,
+    /// Limits of the provider's instances: deadline, memory, pool size.
+    pub instance_limits: InstanceLimits,
+    /// Limits of the provider's outbound requests.
+    pub egress_limits: EgressLimits,
+    /// Extra CA certificates (PEM) trusted for this provider's HTTPS destinations,
+    /// for private clouds.
+    pub tls_ca_bundle: Option<PathBuf>,
+}
+
+impl Default for Policy {
+    /// The policy of a provider that has no policy file: no egress, default limits.
+    fn default() -> Self {
+        Self {
+            allowed_outbound_hosts: Vec::new(),
+            credentials: Vec::new(),
+            instance_limits: InstanceLimits::default(),
+            egress_limits: EgressLimits::default(),
+            tls_ca_bundle: None,
+        }
+    }
+}
+
+/// One credential injection rule.
+#[derive(Debug, Clone)]
+pub struct CredentialRule {
+    /// Requests matching this pattern get the credential.
+    pub destination: HostPattern,
+    /// What to inject.
+    pub credential: Credential,
+}
+
+/// A credential read by the host from mounted files; the guest never sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Credential {
+    /// `Authorization: Bearer <file contents>`.
+    Bearer {
+        /// The file holding the token.
+        token_file: PathBuf,
+    },
+    /// `Authorization: Basic base64(user:password)`.
+    Basic {
+        /// The file holding the user name.
+        username_file: PathBuf,
+        /// The file holding the password.
+        password_file: PathBuf,
+    },
+    /// `<name>: <file contents>`.
+    Header {
+        /// The header name, lowercase.
+        name: String,
+        /// The file holding its value.
+        value_file: PathBuf,
+    },
+}
+
+impl Credential {
+    /// The Secret files this credential is read from.
+    pub fn files(&self) -> Vec<&Path> {
+        match self {
+            Credential::Bearer { token_file } => vec![token_file],
+            Credential::Basic {
+                username_file,
+                password_file,
+            } => vec![username_file, password_file],
+            Credential::Header { value_file, .. } => vec![value_file],
+        }
+    }
+}
+
+/// Limits of a provider's instances (the `limits` fields about calls and memory).
+#[derive(Debug, Clone, PartialEq)]
+pub struct InstanceLimits {
+    /// `callTimeout`: deadline for one provider call, including the HTTP requests it makes.
+    pub call_timeout: Duration,
+    /// `memoryMiB`: linear memory cap per instance.
+    pub memory_bytes: usize,
+    /// `poolSize`: initialized instances kept (and the maximum concurrent calls).
+    pub pool_size: usize,
+}
+
+impl Default for InstanceLimits {
+    fn default() -> Self {
+        Self {
+            call_timeout: Duration::from_secs(30),
+            memory_bytes: 64 << 20,
+            pool_size: 4,
+        }
+    }
+}
+
+/// Limits of a provider's outbound requests (the `limits` fields about egress).
+#[derive(Debug, Clone, PartialEq)]
+pub struct EgressLimits {
+    /// `requestTimeout`: timeout for one outbound HTTP request.
+    pub request_timeout: Duration,
+    /// `maxResponseBytes`: largest response body handed to the guest.
+    pub max_response_bytes: usize,
+    /// `maxConcurrentRequests`: outbound requests in flight at once.
+    pub max_concurrent_requests: usize,
+    /// `requestsPerSecond`: token bucket rate; none for unlimited.
+    pub requests_per_second: Option<f64>,
+    /// `burst`: token bucket size; defaults to `requests_per_second` rounded up.
+    pub burst: Option<u32>,
+}
+
+impl Default for EgressLimits {
+    fn default() -> Self {
+        Self {
+            request_timeout: Duration::from_secs(10),
+            max_response_bytes: 4 << 20,
+            max_concurrent_requests: 16,
+            requests_per_second: None,
+            burst: None,
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawPolicy {
+    #[serde(default)]
+    allowed_outbound_hosts: Vec<String>,
+    #[serde(default)]
+    credentials: Vec<RawCredential>,
+    #[serde(default)]
+    limits: RawLimits,
+    tls: Option<RawTls>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawTls {
+    ca_bundle_file: PathBuf,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawCredential {
+    destination: String,
+    bearer_token_file: Option<PathBuf>,
+    basic: Option<RawBasic>,
+    header: Option<RawHeader>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawBasic {
+    username_file: PathBuf,
+    password_file: PathBuf,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawHeader {
+    name: String,
+    value_file: PathBuf,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawLimits {
+    call_timeout: Option<String>,
+    request_timeout: Option<String>,
+    #[serde(rename = "memoryMiB")]
+    memory_mib: Option<usize>,
+    max_response_bytes: Option<usize>,
+    pool_size: Option<usize>,
+    max_concurrent_requests: Option<usize>,
+    requests_per_second: Option<f64>,
+    burst: Option<u32>,
+}
+
+impl Policy {
+    /// The policy path for a provider file: `dir/NAME.wasm` -> `dir/NAME.yaml`.
+    pub fn path_for(wasm: &Path) -> PathBuf {
+        wasm.with_extension("yaml")
+    }
+
+    /// Parses policy text; `path` names the file in errors and anchors relative paths.
+    pub fn parse(text: &str, path: &Path) -> Result<Self, PolicyError> {
+        let raw: RawPolicy = if text.trim().is_empty() {
+            RawPolicy {
+                allowed_outbound_hosts: Vec::new(),
+                credentials: Vec::new(),
+                limits: RawLimits::default(),
+                tls: None,
+            }
+        } else {
+            serde_saphyr::from_str(text).map_err(|source| PolicyError::Parse {
+                path: path.to_owned(),
+                source: Box::new(source),
+            })?
+        };
+        let base = path.parent().unwrap_or(Path::new("."));
+        let pattern_error = |field: String, source| PolicyError::Pattern {
+            path: path.to_owned(),
+            field,
+            source,
+        };
+        let invalid = |field: &str, reason: &str| PolicyError::Invalid {
+            path: path.to_owned(),
+            field: field.to_owned(),
+            reason: reason.to_owned(),
+        };
+
+        let mut allowed_outbound_hosts = Vec::new();
+        for (i, pattern) in raw.allowed_outbound_hosts.iter().enumerate() {
+            allowed_outbound_hosts.push(
+                HostPattern::parse(pattern)
+                    .map_err(|e| pattern_error(format!("allowedOutboundHosts[{i}]"), e))?,
+            );
+        }
+
+        let resolve = |p: PathBuf| if p.is_absolute() { p } else { base.join(p) };
+        let mut credentials = Vec::new();
+        for (i, raw) in raw.credentials.into_iter().enumerate() {
+            let field = format!("credentials[{i}]");
+            let destination = HostPattern::parse(&raw.destination)
+                .map_err(|e| pattern_error(format!("{field}.destination"), e))?;
+            let mut kinds = Vec::new();
+            if let Some(file) = raw.bearer_token_file {
+                kinds.push(Credential::Bearer {
+                    token_file: resolve(file),
+                });
+            }
+            if let Some(basic) = raw.basic {
+                kinds.push(Credential::Basic {
+                    username_file: resolve(basic.username_file),
+                    password_file: resolve(basic.password_file),
+                });
+            }
+            if let Some(header) = raw.header {
+                if http::HeaderName::from_bytes(header.name.as_bytes()).is_err() {
+                    return Err(invalid(
+                        &format!("{field}.header.name"),
+                        &format!("`{}` is not a valid HTTP header name", header.name),
+                    ));
+                }
+                kinds.push(Credential::Header {
+                    name: header.name.to_ascii_lowercase(),
+                    value_file: resolve(header.value_file),
+                });
+            }
+            if kinds.len() != 1 {
+                return Err(invalid(
+                    &field,
+                    "set exactly one of `bearerTokenFile`, `basic` or `header`",
+                ));
+            }
+            credentials.push(CredentialRule {
+                destination,
+                credential: kinds.remove(0),
+            });
+        }
+
+        let instance_defaults = InstanceLimits::default();
+        let egress_defaults = EgressLimits::default();
+        let duration = |field: &str, value: Option<String>, default: Duration| match value {
+            None => Ok(default),
+            Some(text) => parse_duration(&text).map_err(|e| invalid(field, &e.to_string())),
+        };
+        let instance_limits = InstanceLimits {
+            call_timeout: duration(
+                "limits.callTimeout",
+                raw.limits.call_timeout,
+                instance_defaults.call_timeout,
+            )?,
+            memory_bytes: match raw.limits.memory_mib {
+                None => instance_defaults.memory_bytes,
+                Some(mib) => mib
+                    .checked_mul(1 << 20)
+                    .ok_or_else(|| invalid("limits.memoryMiB", "is too large"))?,
+            },
+            pool_size: raw.limits.pool_size.unwrap_or(instance_defaults.pool_size),
+        };
+        let limits = EgressLimits {
+            request_timeout: duration(
+                "limits.requestTimeout",
+                raw.limits.request_timeout,
+                egress_defaults.request_timeout,
+            )?,
+            max_response_bytes: raw
+                .limits
+                .max_response_bytes
+                .unwrap_or(egress_defaults.max_response_bytes),
+            max_concurrent_requests: raw
+                .limits
+                .max_concurrent_requests
+                .unwrap_or(egress_defaults.max_concurrent_requests),
+            requests_per_second: raw.limits.requests_per_second,
+            burst: raw.limits.burst,
+        };
+        if limits.max_concurrent_requests == 0 {
+            return Err(invalid(
+                "limits.maxConcurrentRequests",
+                "must be at least 1",
+            ));
+        }
+        if let Some(rate) = limits.requests_per_second
+            && !(rate.is_finite() && rate > 0.0)
+        {
+            return Err(invalid(
+                "limits.requestsPerSecond",
+                "must be a positive number",
+            ));
+        }
+        if limits.burst == Some(0) {
+            return Err(invalid("limits.burst", "must be at least 1"));
+        }
+        if limits.burst.is_some() && limits.requests_per_second.is_none() {
+            return Err(invalid("limits.burst", "needs limits.requestsPerSecond"));
+        }
+        if instance_limits.pool_size == 0 || instance_limits.pool_size > 64 {
+            return Err(invalid("limits.poolSize", "must be between 1 and 64"));
+        }
+        if instance_limits.memory_bytes < (2 << 20) {
+            return Err(invalid("limits.memoryMiB", "must be at least 2"));
+        }
+        if instance_limits.call_timeout.is_zero() {
+            return Err(invalid("limits.callTimeout", "must be greater than zero"));
+        }
+        if limits.request_timeout.is_zero() {
+            return Err(invalid(
+                "limits.requestTimeout",
+                "must be greater than zero",
+            ));
+        }
+        Ok(Self {
+            allowed_outbound_hosts,
+            credentials,
+            instance_limits,
+            egress_limits: limits,
+            tls_ca_bundle: raw.tls.map(|t| resolve(t.ca_bundle_file)),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Policy, PolicyError> {
+        Policy::parse(text, Path::new("/providers/sim.yaml"))
+    }
+
+    #[test]
+    fn full_policy_parses() {
+        let policy = parse(
+            "allowedOutboundHosts: ['http://127.0.0.1:*', 'https://*.example.com']\n\
+             credentials:\n\
+             - destination: http://127.0.0.1:*\n\
+             \x20 bearerTokenFile: token\n\
+             - destination: https://api.example.com\n\
+             \x20 header: {name: X-Api-Key, valueFile: /secrets/key}\n\
+             limits: {callTimeout: 1500ms, memoryMiB: 32, poolSize: 2, maxResponseBytes: 1024,\n\
+             \x20 maxConcurrentRequests: 3, requestsPerSecond: 2.5, burst: 5}\n\
+             tls: {caBundleFile: ca.pem}\n",
+        )
+        .unwrap();
+        assert_eq!(policy.allowed_outbound_hosts.len(), 2);
+        assert_eq!(
+            policy.credentials[0].credential,
+            Credential::Bearer {
+                token_file: PathBuf::from("/providers/token")
+            }
+        );
+        assert_eq!(
+            policy.credentials[1].credential,
+            Credential::Header {
+                name: "x-api-key".into(),
+                value_file: PathBuf::from("/secrets/key")
+            }
+        );
+        assert_eq!(
+            policy.instance_limits.call_timeout,
+            Duration::from_millis(1500)
+        );
+        assert_eq!(policy.instance_limits.memory_bytes, 32 << 20);
+        assert_eq!(policy.instance_limits.pool_size, 2);
+        assert_eq!(policy.egress_limits.max_response_bytes, 1024);
+        assert_eq!(policy.egress_limits.max_concurrent_requests, 3);
+        assert_eq!(policy.egress_limits.requests_per_second, Some(2.5));
+        assert_eq!(policy.egress_limits.burst, Some(5));
+        assert_eq!(
+            policy.tls_ca_bundle,
+            Some(PathBuf::from("/providers/ca.pem"))
+        );
+    }
+
+    #[test]
+    fn empty_policy_denies_everything() {
+        let policy = parse("").unwrap();
+        assert!(policy.allowed_outbound_hosts.is_empty());
+        assert_eq!(policy.instance_limits, InstanceLimits::default());
+        assert_eq!(policy.egress_limits, EgressLimits::default());
+    }
+
+    #[test]
+    fn unknown_field_is_named_with_the_file() {
+        let err = parse("allowedHosts: []\n").unwrap_err().to_string();
+        assert!(err.contains("/providers/sim.yaml"), "{err}");
+        assert!(err.contains("allowedHosts"), "{err}");
+        let err = parse("limits: {timeout: 1s}\n").unwrap_err().to_string();
+        assert!(err.contains("timeout"), "{err}");
+    }
+
+    #[test]
+    fn bad_values_name_the_field() {
+        let err = parse("allowedOutboundHosts: ['ftp//x']\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("allowedOutboundHosts[0]"), "{err}");
+        let err = parse("limits: {callTimeout: soon}\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("limits.callTimeout"), "{err}");
+        let err = parse("limits: {poolSize: 0}\n").unwrap_err().to_string();
+        assert!(err.contains("limits.poolSize"), "{err}");
+        let err = parse("limits: {requestsPerSecond: 0}\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("limits.requestsPerSecond"), "{err}");
+        let err = parse("limits: {burst: 3}\n").unwrap_err().to_string();
+        assert!(err.contains("limits.burst"), "{err}");
+        let err = parse("tls: {caBundle: x}\n").unwrap_err().to_string();
+        assert!(err.contains("caBundle"), "{err}");
+        let err = parse("credentials: [{destination: 'http://a'}]\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("credentials[0]"), "{err}");
+    }
+
+    #[test]
+    fn durations_use_the_go_grammar() {
+        let policy = parse("limits: {callTimeout: 1m30s, requestTimeout: 1.5s}\n").unwrap();
+        assert_eq!(policy.instance_limits.call_timeout, Duration::from_secs(90));
+        assert_eq!(
+            policy.egress_limits.request_timeout,
+            Duration::from_millis(1500)
+        );
+        let err = parse("limits: {callTimeout: 10}\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("limits.callTimeout") && err.contains("1m30s"),
+            "{err}"
+        );
+    }
+}

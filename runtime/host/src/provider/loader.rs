@@ -1,0 +1,409 @@
+//! Turning a provider's files into a [`Provider`]: compile (off the async runtime),
+//! check the contract, pre-instantiate, create and initialize the first instance.
+//! [`ProviderLoader::find`] is start-up's way in, [`ProviderLoader::load_source`] hot
+//! swap's; both read the files with [`ProviderSource`].
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use wasmtime::component::{Component, HasSelf, InstancePre, Linker};
+
+use super::cache::{CompileCache, sha256_hex};
+use super::error::{FindError, LoadError, ProviderError};
+use super::inspect::{self, Surface, WasmKind};
+use super::pool::{self, Pool, Prepared};
+use super::source::{Fingerprint, ProviderSource};
+use super::{Inner, Provider};
+use crate::capabilities::HostState;
+use crate::capabilities::http_egress::{Broker, EgressSettings};
+use crate::contract::{self, Exports, Indices, interface_name};
+use crate::engine::{EngineError, EngineSettings, WasmEngine};
+use crate::metrics::Metrics;
+use crate::policy::{InstanceLimits, Policy};
+
+/// Compiles and instantiates providers. One per process: it owns the engine, the
+/// linker with the host capabilities, and the pooled HTTP client for egress.
+#[derive(Clone)]
+pub struct ProviderLoader {
+    engine: WasmEngine,
+    linker: Arc<Linker<HostState>>,
+    broker: Broker,
+    metrics: Metrics,
+    cache: Option<CompileCache>,
+}
+
+/// What `wasm-ccm check` reports about a component.
+#[derive(Debug, Clone)]
+pub struct Inspection {
+    /// The file inspected.
+    pub path: PathBuf,
+    /// Its size in bytes.
+    pub size: usize,
+    /// What `identity.provider-name` returned.
+    pub provider_name: String,
+    /// The contract package and version it was checked against.
+    pub package: String,
+    /// The optional interfaces it exports.
+    pub exports: Exports,
+    /// Everything it imports.
+    pub imports: Vec<String>,
+}
+
+/// A compiled, contract-checked component, ready to instantiate.
+struct Compiled {
+    path: PathBuf,
+    pre: InstancePre<HostState>,
+    indices: Indices,
+    exports: Exports,
+    surface: Surface,
+    size: usize,
+}
+
+impl ProviderLoader {
+    /// Builds the engine, the linker and the egress broker with default egress
+    /// settings and a fresh metrics registry.
+    pub fn new(settings: &EngineSettings) -> Result<Self, EngineError> {
+        Self::with_options(settings, &EgressSettings::default(), Metrics::new())
+    }
+
+    /// Builds the loader recording into `metrics`.
+    pub fn with_options(
+        settings: &EngineSettings,
+        egress: &EgressSettings,
+        metrics: Metrics,
+    ) -> Result<Self, EngineError> {
+        let engine = WasmEngine::new(settings)?;
+        let mut linker = Linker::new(engine.engine());
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(EngineError::Create)?;
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)
+            .map_err(EngineError::Create)?;
+        contract::logging::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)
+            .map_err(EngineError::Create)?;
+        contract::types::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)
+            .map_err(EngineError::Create)?;
+        let broker = Broker::new(egress, metrics.provider().clone())
+            .map_err(|e| EngineError::Create(wasmtime::Error::msg(e.to_string())))?;
+        Ok(Self {
+            engine,
+            linker: Arc::new(linker),
+            broker,
+            metrics,
+            cache: None,
+        })
+    }
+
+    /// Keeps compiled components in `cache`, so loading known content skips compiling.
+    pub fn with_compile_cache(mut self, cache: CompileCache) -> Self {
+        self.cache = Some(cache);
+        self
+    }
+
+    /// The metrics the loader's providers record into.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// The egress broker.
+    pub fn broker(&self) -> &Broker {
+        &self.broker
+    }
+
+    /// The engine providers run on.
+    pub fn engine(&self) -> &WasmEngine {
+        &self.engine
+    }
+
+    /// Loads `path` with the policy next to it and `cloud_config` for `initialize`.
+    pub async fn load(&self, path: &Path, cloud_config: Vec<u8>) -> Result<Provider, LoadError> {
+        let owned = path.to_owned();
+        let source = tokio::task::spawn_blocking(move || ProviderSource::read(&owned, None))
+            .await
+            .expect("reading provider files panicked")?;
+        self.load_source(path, source.with_cloud_config(cloud_config))
+            .await
+    }
+
+    /// Finds the provider named `name` in `dir` and loads it: `NAME.wasm` first, then
+    /// any other component declaring that name. Each candidate is read once, with the
+    /// policy next to it and the cloud config at `cloud_config`; what was read is what
+    /// loads, and its [`Fingerprint`] is returned so hot swap can compare later reads.
+    pub async fn find(
+        &self,
+        dir: &Path,
+        name: &str,
+        cloud_config: Option<&Path>,
+    ) -> Result<(Provider, Fingerprint), FindError> {
+        let mut candidates: Vec<PathBuf> = std::fs::read_dir(dir)
+            .map_err(|source| FindError::Dir {
+                path: dir.to_owned(),
+                source,
+            })?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "wasm"))
+            .collect();
+        candidates.sort();
+        candidates.sort_by_key(|p| p.file_stem().is_none_or(|s| s != name));
+        let mut found = Vec::new();
+        for path in candidates {
+            // The file named after the provider must load: its error is the answer.
+            let named = path.file_stem().is_some_and(|s| s == name);
+            let loaded = match ProviderSource::read(&path, cloud_config) {
+                Ok(source) => {
+                    let fingerprint = source.fingerprint.clone();
+                    self.load_source(&path, source)
+                        .await
+                        .map(|provider| (provider, fingerprint))
+                }
+                Err(err) => Err(err.into()),
+            };
+            match loaded {
+                Ok((provider, fingerprint)) if provider.name() == name => {
+                    return Ok((provider, fingerprint));
+                }
+                Ok((provider, _)) => {
+                    found.push(format!("{} ({})", provider.name(), path.display()))
+                }
+                Err(err) if named => return Err(err.into()),
+                Err(err) => {
+                    tracing::warn!(file = %path.display(), error = %err, "skipping invalid provider component");
+                    found.push(format!("invalid: {}", path.display()));
+                }
+            }
+        }
+        Err(FindError::NotFound {
+            name: name.into(),
+            dir: dir.to_owned(),
+            found: if found.is_empty() {
+                "nothing".into()
+            } else {
+                found.join(", ")
+            },
+        })
+    }
+
+    /// Loads one version read by [`ProviderSource::read`] as the component at `path`
+    /// (which names it in errors and logs).
+    pub async fn load_source(
+        &self,
+        path: &Path,
+        source: ProviderSource,
+    ) -> Result<Provider, LoadError> {
+        let policy = source.policy(path)?;
+        self.load_bytes(path, source.component, policy, source.cloud_config)
+            .await
+    }
+
+    /// Loads a component from memory; `path` names it in errors.
+    async fn load_bytes(
+        &self,
+        path: &Path,
+        bytes: Vec<u8>,
+        policy: Policy,
+        cloud_config: Vec<u8>,
+    ) -> Result<Provider, LoadError> {
+        let sha256 = sha256_hex(&bytes);
+        let compiled = self.compile_off_runtime(path, bytes).await?;
+        let limits = policy.instance_limits.clone();
+        let name = self.verify(&compiled, &limits).await?;
+        let provider_name: Arc<str> = name.clone().into();
+        let egress = self
+            .broker
+            .egress(provider_name.clone(), Arc::new(policy))
+            .map_err(|source| LoadError::Egress {
+                path: path.to_owned(),
+                source,
+            })?;
+        let pool = Arc::new(Pool::new(
+            provider_name,
+            Prepared {
+                engine: self.engine.clone(),
+                pre: compiled.pre,
+                indices: compiled.indices,
+            },
+            egress,
+            self.metrics.provider().clone(),
+            limits,
+            cloud_config.into(),
+        ));
+        let init_error = |source: ProviderError| LoadError::Initialize {
+            path: path.to_owned(),
+            source,
+        };
+        // The first instance proves `initialize` succeeds and warms the pool.
+        let lease = pool.acquire().await.map_err(init_error)?;
+        drop(lease);
+        let mut provider = Provider {
+            inner: Arc::new(Inner {
+                name,
+                path: path.to_owned(),
+                sha256,
+                exports: compiled.exports,
+                has_cluster_id: false,
+                pool,
+            }),
+        };
+        let has_cluster_id = provider.call_has_cluster_id().await.map_err(init_error)?;
+        Arc::get_mut(&mut provider.inner)
+            .expect("the provider has not been shared yet")
+            .has_cluster_id = has_cluster_id;
+        tracing::info!(
+            provider = provider.name(),
+            path = %path.display(),
+            sha256 = provider.sha256(),
+            exports = ?provider.exports().names(),
+            size = compiled.size,
+            "provider loaded"
+        );
+        Ok(provider)
+    }
+
+    /// Checks a component without initializing it: everything `wasm-ccm check` reports.
+    pub async fn inspect(&self, path: &Path) -> Result<Inspection, LoadError> {
+        let bytes = tokio::fs::read(path)
+            .await
+            .map_err(|source| LoadError::Read {
+                path: path.to_owned(),
+                source,
+            })?;
+        let compiled = self.compile_off_runtime(path, bytes).await?;
+        let provider_name = self.verify(&compiled, &InstanceLimits::default()).await?;
+        Ok(Inspection {
+            path: compiled.path.clone(),
+            size: compiled.size,
+            provider_name,
+            package: format!("{}@{}", contract::PACKAGE, contract::PACKAGE_VERSION),
+            exports: compiled.exports,
+            imports: compiled.surface.imports.clone(),
+        })
+    }
+
+    /// [`Self::compile`] on the blocking pool, so compilation never stalls the runtime.
+    async fn compile_off_runtime(
+        &self,
+        path: &Path,
+        bytes: Vec<u8>,
+    ) -> Result<Compiled, LoadError> {
+        let this = self.clone();
+        let owned_path = path.to_owned();
+        tokio::task::spawn_blocking(move || this.compile(&owned_path, &bytes))
+            .await
+            .expect("compile task panicked")
+    }
+
+    /// Compiles and checks the contract statically. CPU-bound: call off the runtime.
+    fn compile(&self, path: &Path, bytes: &[u8]) -> Result<Compiled, LoadError> {
+        if inspect::sniff(path, bytes)? == WasmKind::CoreModule {
+            return Err(LoadError::CoreModule {
+                path: path.to_owned(),
+            });
+        }
+        let engine = self.engine.engine();
+        let component = match &self.cache {
+            Some(cache) => cache.component(engine, bytes),
+            None => Component::new(engine, bytes),
+        }
+        .map_err(|source| LoadError::Compile {
+            path: path.to_owned(),
+            source,
+        })?;
+        let surface = Surface::of(self.engine.engine(), &component);
+        let exports = surface.check_exports(path)?;
+        let pre = self.linker.instantiate_pre(&component).map_err(|source| {
+            LoadError::UnsupportedImport {
+                path: path.to_owned(),
+                imports: surface.unsupported_imports(),
+                source,
+            }
+        })?;
+        let indices = Indices::new(&pre, exports).map_err(|m| LoadError::InterfaceMismatch {
+            path: path.to_owned(),
+            interface: interface_name(m.interface),
+            source: m.source,
+        })?;
+        Ok(Compiled {
+            path: path.to_owned(),
+            pre,
+            indices,
+            exports,
+            surface,
+            size: bytes.len(),
+        })
+    }
+
+    /// Instantiates once in a throwaway store (no egress, nothing initialized) to
+    /// type-check every export and read the provider name.
+    async fn verify(
+        &self,
+        compiled: &Compiled,
+        limits: &InstanceLimits,
+    ) -> Result<String, LoadError> {
+        let path = &compiled.path;
+        let name: Arc<str> = "verify".into();
+        let egress = self
+            .broker
+            .egress(name.clone(), Arc::new(Policy::default()))
+            .map_err(|source| LoadError::Egress {
+                path: path.clone(),
+                source,
+            })?;
+        let mut store = pool::new_store(
+            &self.engine,
+            &name,
+            &egress,
+            self.metrics.provider(),
+            limits,
+        );
+        let instance = tokio::time::timeout(
+            limits.call_timeout,
+            compiled.pre.instantiate_async(&mut store),
+        )
+        .await
+        .map_err(|_| LoadError::Instantiate {
+            path: path.clone(),
+            source: wasmtime::Error::msg(format!(
+                "instantiation did not finish within {:?}",
+                limits.call_timeout
+            )),
+        })?
+        .map_err(|source| LoadError::Instantiate {
+            path: path.clone(),
+            source,
+        })?;
+        let guests = compiled.indices.load(&mut store, &instance).map_err(|m| {
+            LoadError::InterfaceMismatch {
+                path: path.clone(),
+                interface: interface_name(m.interface),
+                source: m.source,
+            }
+        })?;
+        let name = tokio::time::timeout(
+            limits.call_timeout,
+            guests.identity.call_provider_name(&mut store),
+        )
+        .await;
+        let name = match name {
+            Ok(Ok(name)) => name,
+            Ok(Err(trap)) => {
+                return Err(LoadError::Instantiate {
+                    path: path.clone(),
+                    source: trap,
+                });
+            }
+            Err(_) => {
+                return Err(LoadError::Instantiate {
+                    path: path.clone(),
+                    source: wasmtime::Error::msg("provider-name did not return in time"),
+                });
+            }
+        };
+        if name.is_empty() || name.contains(|c: char| c.is_whitespace() || c == '/') {
+            return Err(LoadError::Instantiate {
+                path: path.clone(),
+                source: wasmtime::Error::msg(format!(
+                    "provider-name returned {name:?}; it must be non-empty without spaces or `/`"
+                )),
+            });
+        }
+        Ok(name)
+    }
+}

@@ -1,0 +1,113 @@
+//! Providers: reading a version's files, loading the component, its pool of
+//! instances, and the typed handles to call it.
+//!
+//! Start with [`ProviderLoader::load`], which turns a `.wasm` file (plus the policy
+//! next to it) into a [`Provider`]; start-up ([`ProviderLoader::find`]) and hot swap
+//! ([`ProviderLoader::load_source`]) read the files with the same
+//! [`ProviderSource`]. A `Provider` mirrors upstream's `cloudprovider.Interface`: each
+//! optional interface is an `Option`, present when the component exports it, like
+//! upstream's `LoadBalancer() (LoadBalancer, bool)`.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use wasm_ccm_host::engine::EngineSettings;
+//! use wasm_ccm_host::provider::ProviderLoader;
+//!
+//! let loader = ProviderLoader::new(&EngineSettings::default())?;
+//! let provider = loader
+//!     .load("/etc/wasm-ccm/providers/simcloud.wasm".as_ref(), b"{}".to_vec())
+//!     .await?;
+//! if let Some(lb) = provider.load_balancer() {
+//!     // lb.ensure_load_balancer("kubernetes", &service, &nodes).await?
+//! #   let _ = lb;
+//! }
+//! # Ok(()) }
+//! ```
+
+pub mod cache;
+pub(crate) mod call;
+mod error;
+mod inspect;
+mod loader;
+mod pool;
+mod shared;
+mod source;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+pub use error::{CloudError, FindError, LoadError, ProviderError, TrapKind};
+pub use loader::{Inspection, ProviderLoader};
+pub use shared::SharedProvider;
+pub use source::{Fingerprint, ProviderSource, SourceError};
+
+use crate::contract::Exports;
+use crate::policy::InstanceLimits;
+
+/// A loaded, initialized provider. Cheap to clone; clones share the instance pool.
+#[derive(Clone)]
+pub struct Provider {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    name: String,
+    path: PathBuf,
+    sha256: String,
+    exports: Exports,
+    has_cluster_id: bool,
+    pool: Arc<pool::Pool>,
+}
+
+impl std::fmt::Debug for Provider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Provider")
+            .field("name", &self.inner.name)
+            .field("path", &self.inner.path)
+            .field("sha256", &self.inner.sha256)
+            .field("exports", &self.inner.exports)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Provider {
+    /// `identity.provider-name`.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// The file the provider was loaded from.
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// The hex SHA-256 of the component's bytes.
+    pub fn sha256(&self) -> &str {
+        &self.inner.sha256
+    }
+
+    /// `identity.has-cluster-id`, read after `initialize`.
+    pub fn has_cluster_id(&self) -> bool {
+        self.inner.has_cluster_id
+    }
+
+    /// The optional interfaces the component exports.
+    pub fn exports(&self) -> Exports {
+        self.inner.exports
+    }
+
+    /// The instance limits from the provider's policy.
+    pub fn limits(&self) -> &InstanceLimits {
+        &self.inner.pool.limits
+    }
+
+    /// Idle initialized instances in the pool.
+    pub fn idle_instances(&self) -> usize {
+        self.inner.pool.idle()
+    }
+
+    /// The instance pool.
+    pub(crate) fn pool(&self) -> &Arc<pool::Pool> {
+        &self.inner.pool
+    }
+}

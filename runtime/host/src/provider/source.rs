@@ -1,0 +1,217 @@
+//! The one reader of what a provider version consists of — component, policy, cloud
+//! config — used by start-up and hot swap alike. It reads consistently through
+//! kubelet's `..data` symlink.
+//!
+//! kubelet publishes a ConfigMap volume as `DIR/..2026_11_22_05_38_35.123/` holding the
+//! files, `DIR/..data -> ..2026_...` and `DIR/NAME.wasm -> ..data/NAME.wasm`; an update
+//! writes a new timestamped directory, renames a `..data_tmp` symlink over `..data`
+//! and removes the old directory. Resolving `..data` once and reading every file
+//! from the directory it points to gives one consistent version even while an update
+//! is under way. A plain directory (no `..data`) is read as is.
+
+use std::path::{Path, PathBuf};
+
+use super::cache::sha256_hex;
+use crate::policy::{Policy, PolicyError};
+
+/// What identifies a provider version: a change in any part is a new version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fingerprint {
+    /// SHA-256 of the component.
+    pub component: String,
+    /// SHA-256 of the policy file, `None` without one.
+    pub policy: Option<String>,
+    /// SHA-256 of the cloud config (empty without `--cloud-config`).
+    pub cloud_config: String,
+}
+
+/// One consistent read of the files making up a provider version.
+#[derive(Debug)]
+pub struct ProviderSource {
+    /// The component's bytes.
+    pub component: Vec<u8>,
+    /// The policy file's text, `None` without one (no egress, default limits).
+    pub policy: Option<String>,
+    /// The cloud config passed to `initialize` (empty without one).
+    pub cloud_config: Vec<u8>,
+    /// What identifies this version.
+    pub fingerprint: Fingerprint,
+}
+
+/// Why a provider's files could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    /// The component file is not in the directory (removed from the ConfigMap).
+    #[error("{path} is missing")]
+    Missing {
+        /// The component's path.
+        path: PathBuf,
+    },
+    /// A file exists but cannot be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The policy file is not UTF-8 text.
+    #[error("{path} is not UTF-8 text")]
+    PolicyNotText {
+        /// The policy file.
+        path: PathBuf,
+    },
+}
+
+/// The directory files of `dir` are read from: the target of `dir/..data` when it
+/// exists, else `dir` itself.
+pub fn resolve(dir: &Path) -> PathBuf {
+    match std::fs::canonicalize(dir.join("..data")) {
+        Ok(target) if target.is_dir() => target,
+        _ => dir.to_owned(),
+    }
+}
+
+/// Reads `file` of `dir` (through `..data`), `None` when it does not exist.
+fn read_in(dir: &Path, file: &std::ffi::OsStr) -> Result<Option<Vec<u8>>, SourceError> {
+    let resolved = resolve(dir).join(file);
+    let path = if resolved.exists() {
+        resolved
+    } else {
+        // Files placed next to a mounted ConfigMap (or a plain directory).
+        dir.join(file)
+    };
+    match std::fs::read(&path) {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(SourceError::Read { path, source }),
+    }
+}
+
+/// Splits a file path into its directory and name.
+fn split(path: &Path) -> (PathBuf, &std::ffi::OsStr) {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    (dir.to_owned(), path.file_name().unwrap_or_default())
+}
+
+impl ProviderSource {
+    /// The policy of this version, parsed; the file next to `wasm` names it in errors.
+    pub fn policy(&self, wasm: &Path) -> Result<Policy, PolicyError> {
+        match &self.policy {
+            Some(text) => Policy::parse(text, &Policy::path_for(wasm)),
+            None => Ok(Policy::default()),
+        }
+    }
+
+    /// The same files with `cloud_config` as the cloud config.
+    pub fn with_cloud_config(mut self, cloud_config: Vec<u8>) -> Self {
+        self.fingerprint.cloud_config = sha256_hex(&cloud_config);
+        self.cloud_config = cloud_config;
+        self
+    }
+
+    /// Reads the component `wasm` (a path in the providers directory), the policy next
+    /// to it and the cloud config.
+    pub fn read(wasm: &Path, cloud_config: Option<&Path>) -> Result<Self, SourceError> {
+        let (dir, file) = split(wasm);
+        let component = read_in(&dir, file)?.ok_or_else(|| SourceError::Missing {
+            path: wasm.to_owned(),
+        })?;
+        let policy_path = Policy::path_for(wasm);
+        let policy = read_in(&dir, policy_path.file_name().unwrap_or_default())?
+            .map(|bytes| {
+                String::from_utf8(bytes).map_err(|_| SourceError::PolicyNotText {
+                    path: policy_path.clone(),
+                })
+            })
+            .transpose()?;
+        let cloud_config = match cloud_config {
+            Some(path) => {
+                let (dir, file) = split(path);
+                read_in(&dir, file)?.ok_or_else(|| SourceError::Read {
+                    path: path.to_owned(),
+                    source: std::io::ErrorKind::NotFound.into(),
+                })?
+            }
+            None => Vec::new(),
+        };
+        let fingerprint = Fingerprint {
+            component: sha256_hex(&component),
+            policy: policy.as_deref().map(|p| sha256_hex(p.as_bytes())),
+            cloud_config: sha256_hex(&cloud_config),
+        };
+        Ok(Self {
+            component,
+            policy,
+            cloud_config,
+            fingerprint,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Dir(PathBuf);
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    fn temp(name: &str) -> Dir {
+        let dir =
+            std::env::temp_dir().join(format!("wasm-ccm-source-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Dir(dir)
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn reads_the_version_data_points_to() {
+        use std::os::unix::fs::symlink;
+        let dir = temp("data");
+        for (version, bytes) in [("..v1", b"one"), ("..v2", b"two")] {
+            std::fs::create_dir(dir.0.join(version)).unwrap();
+            std::fs::write(dir.0.join(version).join("p.wasm"), bytes).unwrap();
+        }
+        symlink("..v1", dir.0.join("..data")).unwrap();
+        symlink("..data/p.wasm", dir.0.join("p.wasm")).unwrap();
+        let wasm = dir.0.join("p.wasm");
+        let first = ProviderSource::read(&wasm, None).unwrap();
+        assert_eq!(first.component, b"one");
+        symlink("..v2", dir.0.join("..data_tmp")).unwrap();
+        std::fs::rename(dir.0.join("..data_tmp"), dir.0.join("..data")).unwrap();
+        let second = ProviderSource::read(&wasm, None).unwrap();
+        assert_eq!(second.component, b"two");
+        assert_ne!(first.fingerprint, second.fingerprint);
+    }
+
+    #[test]
+    fn plain_directories_and_missing_files() {
+        let dir = temp("plain");
+        let wasm = dir.0.join("p.wasm");
+        assert!(matches!(
+            ProviderSource::read(&wasm, None),
+            Err(SourceError::Missing { .. })
+        ));
+        std::fs::write(&wasm, b"one").unwrap();
+        let config = dir.0.join("cloud.conf");
+        let err = ProviderSource::read(&wasm, Some(&config)).unwrap_err();
+        assert!(err.to_string().contains("cloud.conf"), "{err}");
+        std::fs::write(&config, b"x").unwrap();
+        let a = ProviderSource::read(&wasm, Some(&config)).unwrap();
+        assert_eq!(a.policy, None);
+        std::fs::write(&config, b"y").unwrap();
+        let b = ProviderSource::read(&wasm, Some(&config)).unwrap();
+        assert_ne!(
+            a.fingerprint, b.fingerprint,
+            "a cloud config change is a new version"
+        );
+    }
+}

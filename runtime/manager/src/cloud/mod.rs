@@ -1,0 +1,227 @@
+//! The cloud seam: the one place where Kubernetes objects become provider contract
+//! calls and answers become Kubernetes objects again.
+//!
+//! Controllers speak Kubernetes (`k8s-openapi` types) to a [`Cloud`]; nothing else in
+//! the controller manager touches the contract's bindings. [`ProviderCloud`] is the
+//! implementation over a loaded provider: it converts the objects ([`convert`]),
+//! chooses `instances-v2` or falls back to legacy `instances` + `zones` exactly as
+//! upstream `k8s.io/cloud-provider` does, and formats provider IDs
+//! ([`provider_id`]). Other implementations (a native Rust port in the benchmarks)
+//! plug in at the same trait.
+//!
+//! Each reconcile takes one [`SharedCloud::current`] and makes all its calls on it, so
+//! a hot swap never changes the provider under a reconcile in flight.
+
+mod convert;
+mod error;
+mod provider;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, NodeAddress, Service};
+use wasm_ccm_host::contract::{Exports, Interface};
+use wasm_ccm_host::provider::SharedProvider;
+
+pub use error::Error;
+pub use provider::ProviderCloud;
+pub use wasm_ccm_host::provider::CloudError;
+
+/// What a cloud call returns: a boxed future, so [`Cloud`] can be a trait object.
+pub type CloudFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, Error>> + Send + 'a>>;
+
+/// What a controller needs from the provider to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Requirement {
+    /// `instances-v2` or the legacy `instances`.
+    Instances,
+    /// `load-balancer`.
+    LoadBalancer,
+    /// `routes`.
+    Routes,
+}
+
+impl Requirement {
+    /// Whether a component exporting `exports` satisfies it.
+    pub fn met_by(self, exports: Exports) -> bool {
+        match self {
+            Self::Instances => {
+                exports.contains(Interface::InstancesV2) || exports.contains(Interface::Instances)
+            }
+            Self::LoadBalancer => exports.contains(Interface::LoadBalancer),
+            Self::Routes => exports.contains(Interface::Routes),
+        }
+    }
+
+    /// The interface(s) by WIT name, for messages.
+    pub fn interface(self) -> &'static str {
+        match self {
+            Self::Instances => "instances-v2 or instances",
+            Self::LoadBalancer => "load-balancer",
+            Self::Routes => "routes",
+        }
+    }
+}
+
+/// What the cloud says about a Node's instance (upstream `cloudprovider.InstanceMetadata`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct InstanceMetadata {
+    /// `ProviderName://...`; the Node's own when the cloud gave none.
+    pub provider_id: String,
+    pub instance_type: String,
+    pub addresses: Vec<NodeAddress>,
+    pub zone: String,
+    pub region: String,
+    /// Labels the provider wants on the Node (filtered by the cloud-node controller).
+    pub additional_labels: Vec<(String, String)>,
+}
+
+/// A cloud route (upstream `cloudprovider.Route`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Route {
+    /// The provider's name for the route; empty when creating.
+    pub name: String,
+    /// The Node the route sends traffic to.
+    pub target_node: String,
+    /// That Node's addresses when the route was made (empty when unknown).
+    pub target_node_addresses: Vec<NodeAddress>,
+    pub destination_cidr: String,
+    /// The route's target is gone.
+    pub blackhole: bool,
+}
+
+/// The cloud as the controllers see it. Methods take and return Kubernetes objects.
+///
+/// Load balancer and route methods have default bodies answering
+/// [`Error::NotExported`], so an implementation with instances only (the benchmarks'
+/// native port) writes just those.
+pub trait Cloud: Send + Sync {
+    /// The provider's name (upstream `ProviderName()`).
+    fn name(&self) -> &str;
+
+    /// Whether the provider serves `requirement`.
+    fn meets(&self, requirement: Requirement) -> bool;
+
+    /// Instance metadata for initializing `node`: provider ID, type, addresses, zone,
+    /// region and additional labels.
+    fn instance_metadata<'a>(&'a self, node: &'a Node) -> CloudFuture<'a, InstanceMetadata>;
+
+    /// The Node's current addresses, for the periodic status update; `None` when the
+    /// provider has no instances interface.
+    fn node_addresses<'a>(&'a self, node: &'a Node) -> CloudFuture<'a, Option<Vec<NodeAddress>>>;
+
+    /// Whether the Node's instance exists; `None` when the provider cannot tell.
+    fn instance_exists<'a>(&'a self, node: &'a Node) -> CloudFuture<'a, Option<bool>>;
+
+    /// Whether the Node's instance is shut down; `None` when the provider cannot tell.
+    fn instance_shutdown<'a>(&'a self, node: &'a Node) -> CloudFuture<'a, Option<bool>>;
+
+    /// The Service's load balancer status, `None` when it does not exist.
+    fn get_load_balancer<'a>(
+        &'a self,
+        _cluster: &'a str,
+        _service: &'a Service,
+    ) -> CloudFuture<'a, Option<LoadBalancerStatus>> {
+        not_exported(Requirement::LoadBalancer)
+    }
+
+    /// Creates or updates the Service's load balancer on `nodes`.
+    fn ensure_load_balancer<'a>(
+        &'a self,
+        _cluster: &'a str,
+        _service: &'a Service,
+        _nodes: &'a [Arc<Node>],
+    ) -> CloudFuture<'a, LoadBalancerStatus> {
+        not_exported(Requirement::LoadBalancer)
+    }
+
+    /// Points the Service's load balancer at `nodes`.
+    fn update_load_balancer<'a>(
+        &'a self,
+        _cluster: &'a str,
+        _service: &'a Service,
+        _nodes: &'a [Arc<Node>],
+    ) -> CloudFuture<'a, ()> {
+        not_exported(Requirement::LoadBalancer)
+    }
+
+    /// Deletes the Service's load balancer; succeeds when it is already gone.
+    fn ensure_load_balancer_deleted<'a>(
+        &'a self,
+        _cluster: &'a str,
+        _service: &'a Service,
+    ) -> CloudFuture<'a, ()> {
+        not_exported(Requirement::LoadBalancer)
+    }
+
+    /// The cluster's routes.
+    fn list_routes<'a>(&'a self, _cluster: &'a str) -> CloudFuture<'a, Vec<Route>> {
+        not_exported(Requirement::Routes)
+    }
+
+    /// Creates `route`; `name_hint` is unique per route (the Node UID).
+    fn create_route<'a>(
+        &'a self,
+        _cluster: &'a str,
+        _name_hint: &'a str,
+        _route: &'a Route,
+    ) -> CloudFuture<'a, ()> {
+        not_exported(Requirement::Routes)
+    }
+
+    /// Deletes `route`.
+    fn delete_route<'a>(&'a self, _cluster: &'a str, _route: &'a Route) -> CloudFuture<'a, ()> {
+        not_exported(Requirement::Routes)
+    }
+}
+
+fn not_exported<'a, T: Send + 'a>(requirement: Requirement) -> CloudFuture<'a, T> {
+    Box::pin(std::future::ready(Err(Error::NotExported(
+        requirement.interface(),
+    ))))
+}
+
+/// Upstream's provider ID format: `ProviderName://instance-id`.
+pub fn provider_id(provider_name: &str, instance_id: &str) -> String {
+    format!("{provider_name}://{instance_id}")
+}
+
+/// The Node's addresses as the cloud sees them (of the known address types).
+pub fn node_addresses(node: &Node) -> Vec<NodeAddress> {
+    let addresses = node.status.as_ref().and_then(|s| s.addresses.as_deref());
+    convert::known_addresses(addresses.unwrap_or_default())
+}
+
+/// The cloud serving now, replaceable while controllers run (hot swap).
+#[derive(Clone)]
+pub struct SharedCloud {
+    current: Arc<dyn Fn() -> Arc<dyn Cloud> + Send + Sync>,
+}
+
+impl std::fmt::Debug for SharedCloud {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SharedCloud")
+    }
+}
+
+impl SharedCloud {
+    /// The provider serving in `shared`, whichever version that is at each call.
+    pub fn provider(shared: SharedProvider) -> Self {
+        Self {
+            current: Arc::new(move || Arc::new(ProviderCloud::new(shared.current()))),
+        }
+    }
+
+    /// Always `cloud` (an implementation that is not a provider component).
+    pub fn fixed(cloud: Arc<dyn Cloud>) -> Self {
+        Self {
+            current: Arc::new(move || cloud.clone()),
+        }
+    }
+
+    /// The cloud to make one reconcile's calls on.
+    pub fn current(&self) -> Arc<dyn Cloud> {
+        (self.current)()
+    }
+}

@@ -1,0 +1,250 @@
+//! The controllers, with upstream `k8s.io/cloud-provider` semantics:
+//!
+//! - [`node`]: cloud-node — initializes Nodes tainted
+//!   `node.cloudprovider.kubernetes.io/uninitialized`, then keeps their addresses current;
+//! - [`node_lifecycle`]: cloud-node-lifecycle — deletes Nodes whose instance is gone and
+//!   taints shut-down ones;
+//! - [`service`]: service — load balancers for Services of type LoadBalancer;
+//! - [`route`]: route — cloud routes for Node pod CIDRs.
+//!
+//! [`ALL`] is the table of controllers: each one's name (as in `--controllers`, the
+//! metrics and the health checks), what it needs from the provider, and how it runs.
+//! Flags, start-up and hot swap all read it. Each controller gets a [`Context`]: the
+//! Kubernetes client, the cloud (through the seam in [`crate::cloud`]), an event
+//! recorder and the metrics.
+
+pub mod backoff;
+pub mod node;
+pub mod node_lifecycle;
+pub mod route;
+pub mod service;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use k8s_openapi::api::core::v1::Node;
+use kube::Resource;
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+
+use crate::cloud::{Requirement, SharedCloud};
+use crate::metrics::ControllerMetrics;
+
+/// One controller of the table.
+#[derive(Debug)]
+pub struct Controller {
+    /// Upstream's name: in `--controllers`, metrics, health checks and logs.
+    pub name: &'static str,
+    /// What the provider must export for it to run, and keep exporting across hot swaps.
+    pub needs: Requirement,
+    /// Runs it until the shutdown signal turns true.
+    pub run: fn(Context, &Settings, tokio::sync::watch::Receiver<bool>) -> BoxFuture<'static, ()>,
+}
+
+/// The controllers, in upstream's order.
+pub const ALL: [Controller; 4] = [
+    Controller {
+        name: node::NAME,
+        needs: Requirement::Instances,
+        run: |ctx, settings, stop| {
+            Box::pin(node::run(
+                ctx,
+                node::Options {
+                    status_update_frequency: settings.node_status_update_frequency,
+                    workers: settings.concurrent_node_syncs,
+                },
+                stop,
+            ))
+        },
+    },
+    Controller {
+        name: node_lifecycle::NAME,
+        needs: Requirement::Instances,
+        run: |ctx, settings, stop| {
+            Box::pin(node_lifecycle::run(
+                ctx,
+                node_lifecycle::Options {
+                    monitor_period: settings.node_monitor_period,
+                },
+                stop,
+            ))
+        },
+    },
+    Controller {
+        name: service::NAME,
+        needs: Requirement::LoadBalancer,
+        run: |ctx, settings, stop| {
+            Box::pin(service::run(
+                ctx,
+                service::Options {
+                    cluster_name: settings.cluster_name.clone(),
+                    workers: settings.concurrent_service_syncs,
+                },
+                stop,
+            ))
+        },
+    },
+    Controller {
+        name: route::NAME,
+        needs: Requirement::Routes,
+        run: |ctx, settings, stop| {
+            Box::pin(route::run(
+                ctx,
+                route::Options {
+                    cluster_name: settings.cluster_name.clone(),
+                    cluster_cidrs: settings.cluster_cidrs.clone(),
+                    period: settings.route_reconciliation_period,
+                },
+                stop,
+            ))
+        },
+    },
+];
+
+/// The controller named `name`.
+pub fn find(name: &str) -> Option<&'static Controller> {
+    ALL.iter().find(|c| c.name == name)
+}
+
+/// What the controllers take from the flags (upstream's names).
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// `--cluster-name`.
+    pub cluster_name: String,
+    /// `--cluster-cidr`, at most two (dual stack).
+    pub cluster_cidrs: Vec<route::Cidr>,
+    /// `--node-status-update-frequency`.
+    pub node_status_update_frequency: Duration,
+    /// `--node-monitor-period`.
+    pub node_monitor_period: Duration,
+    /// `--route-reconciliation-period`.
+    pub route_reconciliation_period: Duration,
+    /// `--concurrent-node-syncs`.
+    pub concurrent_node_syncs: u16,
+    /// `--concurrent-service-syncs`.
+    pub concurrent_service_syncs: u16,
+}
+
+/// `node.cloudprovider.kubernetes.io/uninitialized`: kubelet's taint with
+/// `--cloud-provider=external`, removed by the cloud-node controller.
+pub const TAINT_UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized";
+/// `node.cloudprovider.kubernetes.io/shutdown`: set on Nodes whose instance is stopped.
+pub const TAINT_SHUTDOWN: &str = "node.cloudprovider.kubernetes.io/shutdown";
+
+/// What every controller needs.
+#[derive(Clone)]
+pub struct Context {
+    /// The Kubernetes client.
+    pub client: kube::Client,
+    /// The cloud; take one per reconcile with `current()`.
+    pub cloud: SharedCloud,
+    /// The controllers' metrics.
+    pub metrics: Arc<ControllerMetrics>,
+    /// This replica's identity, the `reportingInstance` of events.
+    pub instance: String,
+}
+
+impl Context {
+    /// A recorder publishing events as `controller`.
+    pub fn recorder(&self, controller: &str) -> Recorder {
+        Recorder::new(
+            self.client.clone(),
+            Reporter {
+                controller: controller.into(),
+                instance: Some(self.instance.clone()),
+            },
+        )
+    }
+}
+
+/// Publishes an event about a Node, logging (not failing) when that is impossible.
+pub async fn node_event(
+    recorder: &Recorder,
+    node: &Node,
+    type_: EventType,
+    reason: &str,
+    note: String,
+) {
+    let event = Event {
+        type_,
+        reason: reason.into(),
+        note: Some(note),
+        action: reason.into(),
+        secondary: None,
+    };
+    if let Err(err) = recorder.publish(&event, &node.object_ref(&())).await {
+        tracing::warn!(node = node.metadata.name.as_deref().unwrap_or(""), reason, error = %err, "cannot record event");
+    }
+}
+
+/// Whether a Node has a taint with this key.
+pub fn has_taint(node: &Node, key: &str) -> bool {
+    node.spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .is_some_and(|t| t.iter().any(|t| t.key == key))
+}
+
+/// The Node's Ready condition status (`True`, `False`, `Unknown`), if any.
+pub fn ready_status(node: &Node) -> Option<&str> {
+    node.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .map(|c| c.status.as_str())
+}
+
+/// Nodes per page when a periodic pass lists them.
+pub const NODE_PAGE: u32 = 250;
+
+/// Lists every Node a page at a time (upstream's pager), so a pass over a large
+/// cluster never holds all of them. If the continue token expires mid-pass (410), the
+/// rest comes from one full list, as client-go's pager falls back; passes are
+/// idempotent, so a Node seen twice is harmless.
+pub struct NodePages<'a> {
+    api: &'a kube::Api<Node>,
+    params: Option<kube::api::ListParams>,
+}
+
+impl<'a> NodePages<'a> {
+    pub fn new(api: &'a kube::Api<Node>) -> Self {
+        Self {
+            api,
+            params: Some(kube::api::ListParams::default().limit(NODE_PAGE)),
+        }
+    }
+
+    /// The next page, `None` after the last.
+    pub async fn next(&mut self) -> Result<Option<Vec<Node>>, kube::Error> {
+        let Some(params) = self.params.take() else {
+            return Ok(None);
+        };
+        let page = match self.api.list(&params).await {
+            Ok(page) => page,
+            Err(kube::Error::Api(e)) if e.code == 410 && params.continue_token.is_some() => {
+                self.api.list(&kube::api::ListParams::default()).await?
+            }
+            Err(err) => return Err(err),
+        };
+        if let Some(token) = page.metadata.continue_.as_deref().filter(|t| !t.is_empty())
+            && params.limit.is_some()
+        {
+            self.params = Some(params.continue_token(token));
+        }
+        Ok(Some(page.items))
+    }
+}
+
+/// Shared by periodic loops: sleep that ends early on shutdown.
+pub async fn tick(period: Duration, shutdown: &tokio::sync::watch::Receiver<bool>) -> bool {
+    let mut shutdown = shutdown.clone();
+    tokio::select! {
+        _ = tokio::time::sleep(period) => true,
+        _ = shutdown.wait_for(|stop| *stop) => false,
+    }
+}
+
+/// A handle to stop controllers.
+pub type Shutdown = Arc<tokio::sync::watch::Sender<bool>>;

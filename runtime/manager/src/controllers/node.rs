@@ -1,0 +1,528 @@
+//! The cloud-node controller.
+//!
+//! Initializes Nodes that kubelet registered with `--cloud-provider=external` (tainted
+//! [`TAINT_UNINITIALIZED`]): sets `spec.providerID` if empty, the instance-type,
+//! zone and region labels (GA and beta), the provider's additional labels (never in the
+//! `kubernetes.io`/`k8s.io` namespaces, never overwriting), validates the
+//! `alpha.kubernetes.io/provided-node-ip` annotation against the cloud's addresses,
+//! removes only that taint, then sets the addresses and records `Synced`. Any provider
+//! error keeps the taint and retries with backoff. Every
+//! `--node-status-update-frequency` it refreshes the addresses of initialized Nodes
+//! and reconciles beta/GA labels; provider ID and labels are not re-synced.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use k8s_openapi::api::core::v1::{Node, NodeAddress};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::runtime::controller::{self, Action, Controller};
+use kube::runtime::events::{EventType, Recorder};
+use kube::runtime::watcher;
+use serde_json::json;
+
+use super::backoff::Backoff;
+use super::{Context, TAINT_UNINITIALIZED, has_taint, node_event, tick};
+use crate::cloud::{self, CloudError, InstanceMetadata};
+
+/// The controller's name: in `--controllers`, metrics and logs.
+pub const NAME: &str = "cloud-node";
+
+pub const LABEL_INSTANCE_TYPE: &str = "node.kubernetes.io/instance-type";
+pub const LABEL_INSTANCE_TYPE_BETA: &str = "beta.kubernetes.io/instance-type";
+pub const LABEL_ZONE: &str = "topology.kubernetes.io/zone";
+pub const LABEL_ZONE_BETA: &str = "failure-domain.beta.kubernetes.io/zone";
+pub const LABEL_REGION: &str = "topology.kubernetes.io/region";
+pub const LABEL_REGION_BETA: &str = "failure-domain.beta.kubernetes.io/region";
+/// kubelet's `--node-ip`, comma-separated for dual stack.
+pub const ANNOTATION_PROVIDED_NODE_IP: &str = "alpha.kubernetes.io/provided-node-ip";
+
+/// (primary, secondary): upstream keeps the beta label as the source of truth and
+/// ensures the GA one exists with the same value.
+const LABELS_TO_RECONCILE: [(&str, &str); 3] = [
+    (LABEL_ZONE_BETA, LABEL_ZONE),
+    (LABEL_REGION_BETA, LABEL_REGION),
+    (LABEL_INSTANCE_TYPE_BETA, LABEL_INSTANCE_TYPE),
+];
+
+/// Why syncing a Node failed (the taint stays; the Node is retried).
+#[derive(Debug, thiserror::Error)]
+pub enum NodeSyncError {
+    /// The cloud failed, or gave no provider ID for a Node without one.
+    #[error(transparent)]
+    Cloud(#[from] cloud::Error),
+    /// The Kubernetes API failed.
+    #[error("kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    /// The provided node IP is not among the cloud's addresses.
+    #[error("provided node ip for node {node} is not valid: {reason}")]
+    ProvidedNodeIp { node: String, reason: String },
+}
+
+impl NodeSyncError {
+    fn retry_after(&self) -> Option<Duration> {
+        match self {
+            NodeSyncError::Cloud(e) => e.retry_after(),
+            _ => None,
+        }
+    }
+}
+
+/// Options of the controller (upstream flags).
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// `--node-status-update-frequency`.
+    pub status_update_frequency: Duration,
+    /// `--concurrent-node-syncs`.
+    pub workers: u16,
+}
+
+struct State {
+    ctx: Context,
+    api: Api<Node>,
+    recorder: Recorder,
+    backoff: Backoff,
+}
+
+fn node_name(node: &Node) -> String {
+    node.metadata.name.clone().unwrap_or_default()
+}
+
+/// Addresses from the cloud, with kubelet's provided node IP(s) first: an address
+/// matching a node IP is the only one of its type; other addresses follow.
+pub fn apply_provided_node_ip(
+    node: &Node,
+    cloud: &[NodeAddress],
+) -> Result<Vec<NodeAddress>, String> {
+    let Some(provided) = node
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ANNOTATION_PROVIDED_NODE_IP))
+    else {
+        return Ok(cloud.to_vec());
+    };
+    let ips: Vec<&str> = provided
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect();
+    if ips.is_empty() || ips.len() > 2 {
+        return Err(format!(
+            "{ANNOTATION_PROVIDED_NODE_IP} {provided:?} must hold one IP or two (dual stack)"
+        ));
+    }
+    let mut first = Vec::new();
+    for ip in &ips {
+        if ip.parse::<std::net::IpAddr>().is_err() {
+            return Err(format!("{ip:?} is not an IP address"));
+        }
+        match cloud.iter().find(|a| a.address == *ip) {
+            Some(a) => first.push(a.clone()),
+            None => {
+                return Err(format!(
+                    "failed to get node address from cloud provider that matches ip: {ip}"
+                ));
+            }
+        }
+    }
+    let taken_types: Vec<String> = first.iter().map(|a| a.type_.clone()).collect();
+    let rest: Vec<NodeAddress> = cloud
+        .iter()
+        .filter(|a| !taken_types.contains(&a.type_) && !first.contains(a))
+        .cloned()
+        .collect();
+    first.extend(rest);
+    Ok(first)
+}
+
+/// Additional label keys upstream discards: `(^|\.)(kubernetes|k8s)\.io/`.
+pub fn is_kubernetes_namespaced(key: &str) -> bool {
+    ["kubernetes.io/", "k8s.io/"]
+        .iter()
+        .any(|ns| key.starts_with(ns) || key.contains(&format!(".{ns}")))
+}
+
+/// The cloud's addresses, keeping the Node's Hostname address when the cloud has none.
+fn addresses_with_hostname(node: &Node, cloud: &[NodeAddress]) -> Vec<NodeAddress> {
+    let mut addresses = cloud.to_vec();
+    if !addresses.iter().any(|a| a.type_ == "Hostname") {
+        let current = node.status.as_ref().and_then(|s| s.addresses.as_ref());
+        addresses.extend(
+            current
+                .into_iter()
+                .flatten()
+                .filter(|a| a.type_ == "Hostname")
+                .cloned(),
+        );
+    }
+    addresses
+}
+
+/// Upstream's `nodeAddressesChangeDetected`.
+fn addresses_changed(current: &[NodeAddress], next: &[NodeAddress]) -> bool {
+    if current.len() != next.len() {
+        return true;
+    }
+    let by_type: BTreeMap<&str, &str> = current
+        .iter()
+        .map(|a| (a.type_.as_str(), a.address.as_str()))
+        .collect();
+    next.iter()
+        .any(|a| by_type.get(a.type_.as_str()) != Some(&a.address.as_str()))
+}
+
+/// Applies the labels, provider ID and taint removal of initialization to `node`.
+fn initialize(node: &mut Node, meta: &InstanceMetadata) {
+    let spec = node.spec.get_or_insert_default();
+    if spec.provider_id.as_deref().unwrap_or("").is_empty() && !meta.provider_id.is_empty() {
+        spec.provider_id = Some(meta.provider_id.clone());
+    }
+    if let Some(taints) = spec.taints.as_mut() {
+        taints.retain(|t| t.key != TAINT_UNINITIALIZED);
+    }
+    let labels = node.metadata.labels.get_or_insert_default();
+    for (value, keys) in [
+        (
+            &meta.instance_type,
+            [LABEL_INSTANCE_TYPE, LABEL_INSTANCE_TYPE_BETA],
+        ),
+        (&meta.zone, [LABEL_ZONE, LABEL_ZONE_BETA]),
+        (&meta.region, [LABEL_REGION, LABEL_REGION_BETA]),
+    ] {
+        if !value.is_empty() {
+            for key in keys {
+                labels.insert(key.into(), value.clone());
+            }
+        }
+    }
+    for (k, v) in &meta.additional_labels {
+        if is_kubernetes_namespaced(k) {
+            tracing::warn!(label = %k, "discarding node label with kubernetes namespace");
+        } else if let Some(existing) = labels.get(k) {
+            if existing != v {
+                tracing::warn!(label = %k, "discarding node label that is already present");
+            }
+        } else {
+            labels.insert(k.clone(), v.clone());
+        }
+    }
+}
+
+/// Writes the addresses to the status subresource when they changed.
+async fn update_addresses(
+    api: &Api<Node>,
+    node: &Node,
+    cloud: &[NodeAddress],
+) -> Result<(), NodeSyncError> {
+    if cloud.is_empty() {
+        return Ok(());
+    }
+    let name = node_name(node);
+    let addresses =
+        apply_provided_node_ip(node, &addresses_with_hostname(node, cloud)).map_err(|reason| {
+            NodeSyncError::ProvidedNodeIp {
+                node: name.clone(),
+                reason,
+            }
+        })?;
+    let current = node
+        .status
+        .as_ref()
+        .and_then(|s| s.addresses.clone())
+        .unwrap_or_default();
+    if !addresses_changed(&current, &addresses) {
+        return Ok(());
+    }
+    api.patch_status(
+        &name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"addresses": addresses}})),
+    )
+    .await?;
+    Ok(())
+}
+
+/// Initializes one tainted Node.
+async fn sync_node(state: &State, node: &Node) -> Result<(), NodeSyncError> {
+    let name = node_name(node);
+    if !has_taint(node, TAINT_UNINITIALIZED) {
+        return reconcile_labels(&state.api, node).await;
+    }
+    tracing::info!(node = %name, "initializing node with cloud provider");
+    let meta = state.ctx.cloud.current().instance_metadata(node).await?;
+    apply_provided_node_ip(node, &meta.addresses).map_err(|reason| {
+        NodeSyncError::ProvidedNodeIp {
+            node: name.clone(),
+            reason,
+        }
+    })?;
+    // Retry on conflict, re-reading the Node each time (upstream's RetryOnConflict).
+    let mut attempt = 0;
+    let updated = loop {
+        let mut current = state.api.get(&name).await?;
+        initialize(&mut current, &meta);
+        match state
+            .api
+            .replace(&name, &PostParams::default(), &current)
+            .await
+        {
+            Ok(updated) => break updated,
+            Err(kube::Error::Api(e)) if e.code == 409 && attempt < 20 => {
+                attempt += 1;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    };
+    update_addresses(&state.api, &updated, &meta.addresses).await?;
+    if let Some(created) = &node.metadata.creation_timestamp {
+        let delay =
+            (k8s_openapi::jiff::Timestamp::now().as_second() - created.0.as_second()).max(0) as f64;
+        state.ctx.metrics.initial_node_sync_delay.observe(delay);
+    }
+    tracing::info!(node = %name, provider_id = %meta.provider_id, "successfully initialized node with cloud provider");
+    node_event(
+        &state.recorder,
+        node,
+        EventType::Normal,
+        "Synced",
+        "Node synced successfully".into(),
+    )
+    .await;
+    Ok(())
+}
+
+/// Beta/GA label reconciliation of an initialized Node.
+async fn reconcile_labels(api: &Api<Node>, node: &Node) -> Result<(), NodeSyncError> {
+    let Some(labels) = node.metadata.labels.as_ref() else {
+        return Ok(());
+    };
+    let mut update = BTreeMap::new();
+    for (primary, secondary) in LABELS_TO_RECONCILE {
+        if let Some(value) = labels.get(primary)
+            && labels.get(secondary) != Some(value)
+        {
+            update.insert(secondary, value.clone());
+        }
+    }
+    if update.is_empty() {
+        return Ok(());
+    }
+    api.patch(
+        &node_name(node),
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": update}})),
+    )
+    .await?;
+    Ok(())
+}
+
+/// Upstream's `UpdateNodeStatus`: addresses (and label reconciliation) of initialized
+/// Nodes. Errors are logged per Node.
+pub async fn update_node_status(ctx: &Context, api: &Api<Node>) -> Result<(), kube::Error> {
+    let started = Instant::now();
+    let mut visited = 0usize;
+    let mut pages = super::NodePages::new(api);
+    while let Some(page) = pages.next().await? {
+        for node in &page {
+            visited += 1;
+            if has_taint(node, TAINT_UNINITIALIZED) {
+                continue;
+            }
+            let name = node_name(node);
+            let addresses = match ctx.cloud.current().node_addresses(node).await {
+                Ok(None) => continue,
+                Ok(Some(addresses)) => Ok(addresses),
+                Err(err) => Err(err),
+            };
+            match addresses {
+                Ok(addresses) => {
+                    if let Err(err) = update_addresses(api, node, &addresses).await {
+                        tracing::error!(node = %name, error = %err, "cannot update node addresses");
+                    }
+                }
+                Err(err) => {
+                    tracing::error!(node = %name, error = %err, "error getting instance metadata for node addresses")
+                }
+            }
+            if let Err(err) = reconcile_labels(api, node).await {
+                tracing::error!(node = %name, error = %err, "cannot reconcile node labels");
+            }
+        }
+    }
+    tracing::debug!(nodes = visited, elapsed = ?started.elapsed(), "updated node status");
+    Ok(())
+}
+
+/// Runs the controller until `shutdown` turns true.
+pub async fn run(ctx: Context, options: Options, shutdown: tokio::sync::watch::Receiver<bool>) {
+    let api: Api<Node> = Api::all(ctx.client.clone());
+    let state = Arc::new(State {
+        recorder: ctx.recorder("cloud-node-controller"),
+        backoff: Backoff::new(Duration::from_millis(500), Duration::from_secs(300))
+            .reporting(ctx.metrics.retries_pending(NAME)),
+        api: api.clone(),
+        ctx: ctx.clone(),
+    });
+    let mut stop = shutdown.clone();
+    let controller = Controller::new(api.clone(), watcher::Config::default())
+        .with_config(controller::Config::default().concurrency(options.workers.max(1)))
+        .graceful_shutdown_on(async move {
+            let _ = stop.wait_for(|s| *s).await;
+        })
+        .run(reconcile, error_policy, state)
+        .for_each(|_| async {});
+    let periodic = async {
+        while tick(options.status_update_frequency, &shutdown).await {
+            if let Err(err) = update_node_status(&ctx, &api).await {
+                tracing::error!(error = %err, "failed to update node status");
+            }
+        }
+    };
+    tokio::join!(controller, periodic);
+}
+
+async fn reconcile(node: Arc<Node>, state: Arc<State>) -> Result<Action, NodeSyncError> {
+    let started = Instant::now();
+    let result = sync_node(&state, &node).await;
+    state.ctx.metrics.record(NAME, started, result.is_ok());
+    result?;
+    state.backoff.succeeded(&node_name(&node));
+    Ok(Action::await_change())
+}
+
+fn error_policy(node: Arc<Node>, err: &NodeSyncError, state: Arc<State>) -> Action {
+    let name = node_name(&node);
+    let delay = state.backoff.failed(&name, err.retry_after());
+    let is_cloud = matches!(
+        err,
+        NodeSyncError::Cloud(e) if matches!(e.cloud(), Some(CloudError::Other(_)))
+    );
+    tracing::warn!(node = %name, error = %err, cloud_error = is_cloud, retry_in = ?delay, "error syncing node; the uninitialized taint stays");
+    Action::requeue(delay)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn addr(t: &str, a: &str) -> NodeAddress {
+        NodeAddress {
+            type_: t.into(),
+            address: a.into(),
+        }
+    }
+
+    fn annotated(ip: &str) -> Node {
+        let mut node = Node::default();
+        node.metadata.annotations =
+            Some([(ANNOTATION_PROVIDED_NODE_IP.to_string(), ip.to_string())].into());
+        node
+    }
+
+    #[test]
+    fn provided_node_ip_comes_first_and_must_exist() {
+        let cloud = vec![
+            addr("InternalIP", "10.0.0.1"),
+            addr("InternalIP", "10.0.0.2"),
+            addr("ExternalIP", "203.0.113.5"),
+            addr("Hostname", "n"),
+        ];
+        let out = apply_provided_node_ip(&annotated("10.0.0.2"), &cloud).unwrap();
+        assert_eq!(
+            out,
+            vec![
+                addr("InternalIP", "10.0.0.2"),
+                addr("ExternalIP", "203.0.113.5"),
+                addr("Hostname", "n")
+            ]
+        );
+        assert!(
+            apply_provided_node_ip(&annotated("10.9.9.9"), &cloud)
+                .unwrap_err()
+                .contains("10.9.9.9")
+        );
+        assert!(apply_provided_node_ip(&annotated("nonsense"), &cloud).is_err());
+        assert_eq!(
+            apply_provided_node_ip(&Node::default(), &cloud).unwrap(),
+            cloud
+        );
+    }
+
+    #[test]
+    fn kubernetes_label_namespaces_are_discarded() {
+        for key in [
+            "kubernetes.io/role",
+            "node.kubernetes.io/x",
+            "k8s.io/a",
+            "foo.k8s.io/b",
+        ] {
+            assert!(is_kubernetes_namespaced(key), "{key}");
+        }
+        for key in ["example.com/rack", "tier", "notkubernetes.io/x"] {
+            assert!(!is_kubernetes_namespaced(key), "{key}");
+        }
+    }
+
+    #[test]
+    fn initialization_sets_labels_without_overwriting() {
+        let mut node = Node::default();
+        node.metadata.labels = Some([("tier".to_string(), "mine".to_string())].into());
+        node.spec = Some(k8s_openapi::api::core::v1::NodeSpec {
+            taints: Some(vec![
+                k8s_openapi::api::core::v1::Taint {
+                    key: TAINT_UNINITIALIZED.into(),
+                    effect: "NoSchedule".into(),
+                    ..Default::default()
+                },
+                k8s_openapi::api::core::v1::Taint {
+                    key: "other".into(),
+                    effect: "NoSchedule".into(),
+                    ..Default::default()
+                },
+            ]),
+            ..Default::default()
+        });
+        let meta = InstanceMetadata {
+            provider_id: "sim://1".into(),
+            instance_type: "large".into(),
+            zone: "z".into(),
+            region: "r".into(),
+            additional_labels: vec![
+                ("tier".into(), "cloud".into()),
+                ("kubernetes.io/evil".into(), "x".into()),
+                ("rack".into(), "7".into()),
+            ],
+            ..InstanceMetadata::default()
+        };
+        initialize(&mut node, &meta);
+        let labels = node.metadata.labels.unwrap();
+        assert_eq!(labels["tier"], "mine");
+        assert_eq!(labels["rack"], "7");
+        assert!(!labels.contains_key("kubernetes.io/evil"));
+        for key in [LABEL_INSTANCE_TYPE, LABEL_INSTANCE_TYPE_BETA] {
+            assert_eq!(labels[key], "large");
+        }
+        assert_eq!(labels[LABEL_ZONE_BETA], "z");
+        assert_eq!(labels[LABEL_REGION], "r");
+        let spec = node.spec.unwrap();
+        assert_eq!(spec.provider_id.as_deref(), Some("sim://1"));
+        assert_eq!(spec.taints.unwrap().len(), 1);
+    }
+
+    #[test]
+    fn address_changes_are_detected_by_type() {
+        let a = vec![addr("InternalIP", "1"), addr("Hostname", "h")];
+        assert!(!addresses_changed(
+            &a,
+            &[addr("Hostname", "h"), addr("InternalIP", "1")]
+        ));
+        assert!(addresses_changed(
+            &a,
+            &[addr("InternalIP", "2"), addr("Hostname", "h")]
+        ));
+        assert!(addresses_changed(&a, &a[..1]));
+    }
+}

@@ -1,0 +1,157 @@
+//! The cloud-node-lifecycle controller.
+//!
+//! Every `--node-monitor-period`: a Ready Node loses the
+//! `node.cloudprovider.kubernetes.io/shutdown` taint; a Node that is not Ready is
+//! deleted (event `DeletingNode`) only when the provider says its instance definitely
+//! does not exist, and gets the shutdown taint when the instance is shut down. Any
+//! provider error, trap or timeout leaves the Node alone.
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Node, Taint};
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::runtime::events::EventType;
+use serde_json::json;
+
+use super::{Context, TAINT_SHUTDOWN, has_taint, node_event, ready_status, tick};
+use crate::cloud::Cloud;
+
+/// The controller's name: in `--controllers`, metrics and logs.
+pub const NAME: &str = "cloud-node-lifecycle";
+
+/// Options of the controller (upstream flags).
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// `--node-monitor-period`.
+    pub monitor_period: Duration,
+}
+
+fn taints_without(node: &Node, key: &str) -> Vec<Taint> {
+    node.spec
+        .as_ref()
+        .and_then(|s| s.taints.clone())
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|t| t.key != key)
+        .collect()
+}
+
+/// Writes the Node's taints, conditional on its resourceVersion (a JSON merge patch
+/// replaces the list, like upstream's taint helpers).
+async fn set_taints(api: &Api<Node>, node: &Node, taints: Vec<Taint>) -> Result<(), kube::Error> {
+    let patch = json!({
+        "metadata": {"resourceVersion": node.metadata.resource_version},
+        "spec": {"taints": taints},
+    });
+    api.patch(
+        node.metadata.name.as_deref().unwrap_or(""),
+        &PatchParams::default(),
+        &Patch::Merge(patch),
+    )
+    .await
+    .map(drop)
+}
+
+/// One pass over all Nodes.
+pub async fn monitor(
+    ctx: &Context,
+    api: &Api<Node>,
+    recorder: &kube::runtime::events::Recorder,
+) -> Result<(), kube::Error> {
+    let mut pages = super::NodePages::new(api);
+    while let Some(page) = pages.next().await? {
+        for node in &page {
+            let started = Instant::now();
+            let name = node.metadata.name.clone().unwrap_or_default();
+            let ok = check_node(ctx.cloud.current().as_ref(), api, recorder, node, &name).await;
+            ctx.metrics.record(NAME, started, ok);
+        }
+    }
+    Ok(())
+}
+
+async fn check_node(
+    cloud: &dyn Cloud,
+    api: &Api<Node>,
+    recorder: &kube::runtime::events::Recorder,
+    node: &Node,
+    name: &str,
+) -> bool {
+    if ready_status(node) == Some("True") {
+        if has_taint(node, TAINT_SHUTDOWN)
+            && let Err(err) = set_taints(api, node, taints_without(node, TAINT_SHUTDOWN)).await
+        {
+            tracing::error!(node = %name, error = %err, "cannot remove the shutdown taint");
+            return false;
+        }
+        return true;
+    }
+    let exists = match cloud.instance_exists(node).await {
+        Ok(Some(exists)) => exists,
+        Ok(None) => return true,
+        Err(err) => {
+            tracing::error!(node = %name, error = %err, "error checking if node exists; leaving it alone");
+            return false;
+        }
+    };
+    if !exists {
+        tracing::info!(node = %name, "deleting node because it does not exist in the cloud provider");
+        node_event(
+            recorder,
+            node,
+            EventType::Normal,
+            "DeletingNode",
+            format!("Deleting node {name} because it does not exist in the cloud provider"),
+        )
+        .await;
+        // Only the Node we looked at: a replaced Node (new UID) is not deleted.
+        let params = DeleteParams {
+            preconditions: Some(kube::api::Preconditions {
+                uid: node.metadata.uid.clone(),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        };
+        return match api.delete(name, &params).await {
+            Ok(_) => true,
+            Err(err) => {
+                tracing::error!(node = %name, error = %err, "unable to delete node");
+                false
+            }
+        };
+    }
+    match cloud.instance_shutdown(node).await {
+        Ok(Some(true)) if !has_taint(node, TAINT_SHUTDOWN) => {
+            let mut taints = taints_without(node, TAINT_SHUTDOWN);
+            taints.push(Taint {
+                key: TAINT_SHUTDOWN.into(),
+                effect: "NoSchedule".into(),
+                ..Taint::default()
+            });
+            if let Err(err) = set_taints(api, node, taints).await {
+                tracing::error!(node = %name, error = %err, "cannot add the shutdown taint");
+                return false;
+            }
+            true
+        }
+        Ok(_) => true,
+        Err(err) => {
+            tracing::error!(node = %name, error = %err, "error checking if node is shutdown; leaving it alone");
+            false
+        }
+    }
+}
+
+/// Runs the controller until `shutdown` turns true.
+pub async fn run(ctx: Context, options: Options, shutdown: tokio::sync::watch::Receiver<bool>) {
+    let api: Api<Node> = Api::all(ctx.client.clone());
+    let recorder = ctx.recorder("cloud-node-lifecycle-controller");
+    loop {
+        if let Err(err) = monitor(&ctx, &api, &recorder).await {
+            tracing::error!(error = %err, "cannot list nodes");
+        }
+        if !tick(options.monitor_period, &shutdown).await {
+            return;
+        }
+    }
+}

@@ -1,0 +1,492 @@
+//! The service (load balancer) controller.
+//!
+//! For Services of `type: LoadBalancer` without `spec.loadBalancerClass`: add the
+//! finalizer `service.kubernetes.io/load-balancer-cleanup`, ensure the load balancer on
+//! the eligible nodes, and patch `status.loadBalancer` on the status subresource when
+//! it changed. When a Service is deleted (deletionTimestamp) or stops wanting a load
+//! balancer, ensure it is deleted and only then remove the finalizer. When the set of
+//! eligible nodes changes, update every load balancer. Events use upstream's reasons;
+//! errors back off exponentially from 5 s to 300 s, or by the provider's retry-after.
+//!
+//! Eligible nodes: not being deleted, not labelled
+//! `node.kubernetes.io/exclude-from-external-load-balancers` (unless the value parses
+//! as false), not tainted `ToBeDeletedByClusterAutoscaler`. Readiness does not matter.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, Service};
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::runtime::controller::{self, Action, Controller};
+use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::{WatchStreamExt, reflector, watcher};
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+
+use super::backoff::Backoff;
+use super::{Context, tick};
+use crate::cloud::{self, Requirement};
+
+/// The controller's name: in `--controllers`, metrics and logs.
+pub const NAME: &str = "service";
+
+pub const FINALIZER: &str = "service.kubernetes.io/load-balancer-cleanup";
+pub const LABEL_EXCLUDE_FROM_LB: &str = "node.kubernetes.io/exclude-from-external-load-balancers";
+pub const TAINT_TO_BE_DELETED: &str = "ToBeDeletedByClusterAutoscaler";
+
+/// Why a Service sync failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceSyncError {
+    /// The cloud failed.
+    #[error(transparent)]
+    Cloud(#[from] cloud::Error),
+    /// The Kubernetes API failed.
+    #[error("kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    /// The Node cache stopped (only at shutdown).
+    #[error("the Node cache is not running")]
+    NodeCacheStopped,
+}
+
+/// Options of the controller (upstream flags).
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// `--cluster-name`.
+    pub cluster_name: String,
+    /// `--concurrent-service-syncs`.
+    pub workers: u16,
+}
+
+struct State {
+    ctx: Context,
+    options: Options,
+    recorder: Recorder,
+    backoff: Backoff,
+    /// The eligible node names last used for load balancers.
+    last_nodes: Mutex<Option<BTreeSet<String>>>,
+    /// Every Node, kept by the node-sync watch (upstream's node lister).
+    nodes: reflector::Store<Node>,
+}
+
+/// Whether a Service wants a load balancer from this controller.
+pub fn wants_load_balancer(s: &Service) -> bool {
+    let spec = s.spec.as_ref();
+    spec.and_then(|s| s.type_.as_deref()) == Some("LoadBalancer")
+        && spec.and_then(|s| s.load_balancer_class.as_ref()).is_none()
+}
+
+fn has_finalizer(s: &Service) -> bool {
+    s.finalizers().iter().any(|f| f == FINALIZER)
+}
+
+/// Whether a Node may back load balancers.
+pub fn eligible(node: &Node) -> bool {
+    if node.metadata.deletion_timestamp.is_some() {
+        return false;
+    }
+    if let Some(value) = node.labels().get(LABEL_EXCLUDE_FROM_LB)
+        && !matches!(value.to_ascii_lowercase().as_str(), "false" | "0" | "f")
+    {
+        return false;
+    }
+    !super::has_taint(node, TAINT_TO_BE_DELETED)
+}
+
+async fn event(state: &State, svc: &Service, type_: EventType, reason: &str, note: String) {
+    let ev = Event {
+        type_,
+        reason: reason.into(),
+        note: Some(note),
+        action: reason.into(),
+        secondary: None,
+    };
+    if let Err(err) = state.recorder.publish(&ev, &svc.object_ref(&())).await {
+        tracing::warn!(service = %svc.name_any(), reason, error = %err, "cannot record event");
+    }
+}
+
+/// Sets the finalizers, conditional on the resourceVersion read.
+async fn set_finalizers(
+    api: &Api<Service>,
+    svc: &Service,
+    finalizers: Vec<String>,
+) -> Result<Service, kube::Error> {
+    let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": svc.metadata.resource_version}});
+    api.patch(
+        &svc.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(patch),
+    )
+    .await
+}
+
+async fn patch_status(
+    api: &Api<Service>,
+    svc: &Service,
+    status: &LoadBalancerStatus,
+) -> Result<(), kube::Error> {
+    let current = svc
+        .status
+        .as_ref()
+        .and_then(|s| s.load_balancer.clone())
+        .unwrap_or_default();
+    let normalize = |s: &LoadBalancerStatus| s.ingress.clone().unwrap_or_default();
+    if normalize(&current) == normalize(status) {
+        return Ok(());
+    }
+    let ingress = if normalize(status).is_empty() {
+        json!(null)
+    } else {
+        json!(status.ingress)
+    };
+    api.patch_status(
+        &svc.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"loadBalancer": {"ingress": ingress}}})),
+    )
+    .await
+    .map(drop)
+}
+
+async fn sync_service(state: &State, svc: &Service) -> Result<(), ServiceSyncError> {
+    let ctx = &state.ctx;
+    let lb = ctx.cloud.current();
+    if !lb.meets(Requirement::LoadBalancer) {
+        return Ok(());
+    }
+    let ns = svc.namespace().unwrap_or_default();
+    let api: Api<Service> = Api::namespaced(ctx.client.clone(), &ns);
+    let cluster = &state.options.cluster_name;
+    let deleting = svc.metadata.deletion_timestamp.is_some();
+    if (deleting || !wants_load_balancer(svc)) && has_finalizer(svc) {
+        event(
+            state,
+            svc,
+            EventType::Normal,
+            "DeletingLoadBalancer",
+            "Deleting load balancer".into(),
+        )
+        .await;
+        if let Err(err) = lb.ensure_load_balancer_deleted(cluster, svc).await {
+            event(
+                state,
+                svc,
+                EventType::Warning,
+                "DeleteLoadBalancerFailed",
+                format!("Error deleting load balancer: {err}"),
+            )
+            .await;
+            return Err(err.into());
+        }
+        event(
+            state,
+            svc,
+            EventType::Normal,
+            "DeletedLoadBalancer",
+            "Deleted load balancer".into(),
+        )
+        .await;
+        if !deleting {
+            patch_status(&api, svc, &LoadBalancerStatus::default()).await?;
+        }
+        // Only now that the provider confirmed the load balancer is gone.
+        let remaining: Vec<String> = svc
+            .finalizers()
+            .iter()
+            .filter(|f| *f != FINALIZER)
+            .cloned()
+            .collect();
+        set_finalizers(&api, svc, remaining).await?;
+        return Ok(());
+    }
+    if deleting || !wants_load_balancer(svc) {
+        return Ok(());
+    }
+    let svc = if has_finalizer(svc) {
+        svc.clone()
+    } else {
+        let mut finalizers = svc.finalizers().to_vec();
+        finalizers.push(FINALIZER.into());
+        set_finalizers(&api, svc, finalizers).await?
+    };
+    // The cache holds every Node once its first list is complete.
+    state
+        .nodes
+        .wait_until_ready()
+        .await
+        .map_err(|_| ServiceSyncError::NodeCacheStopped)?;
+    let nodes = eligible_in(&state.nodes);
+    if nodes.is_empty() {
+        event(
+            state,
+            &svc,
+            EventType::Warning,
+            "UnAvailableLoadBalancer",
+            "There are no available nodes for LoadBalancer".into(),
+        )
+        .await;
+    }
+    event(
+        state,
+        &svc,
+        EventType::Normal,
+        "EnsuringLoadBalancer",
+        "Ensuring load balancer".into(),
+    )
+    .await;
+    let status = match lb.ensure_load_balancer(cluster, &svc, &nodes).await {
+        Ok(status) => status,
+        Err(err) if err.is_implemented_elsewhere() => {
+            tracing::info!(service = %svc.name_any(), "load balancer implemented elsewhere; skipping");
+            return Ok(());
+        }
+        Err(err) => {
+            event(
+                state,
+                &svc,
+                EventType::Warning,
+                "SyncLoadBalancerFailed",
+                format!("Error syncing load balancer: {err}"),
+            )
+            .await;
+            return Err(err.into());
+        }
+    };
+    patch_status(&api, &svc, &status).await?;
+    event(
+        state,
+        &svc,
+        EventType::Normal,
+        "EnsuredLoadBalancer",
+        "Ensured load balancer".into(),
+    )
+    .await;
+    Ok(())
+}
+
+/// The Nodes of `store` eligible as load balancer members.
+fn eligible_in(store: &reflector::Store<Node>) -> Vec<Arc<Node>> {
+    store.state().into_iter().filter(|n| eligible(n)).collect()
+}
+
+/// Updates every load balancer when the eligible node set (`nodes`) changed. Returns
+/// whether all updates succeeded (false: retry on the next node event or tick).
+async fn sync_nodes(state: &State, nodes: Vec<Arc<Node>>, force: bool) -> bool {
+    let ctx = &state.ctx;
+    let lb = ctx.cloud.current();
+    if !lb.meets(Requirement::LoadBalancer) {
+        return true;
+    }
+    let names: BTreeSet<String> = nodes.iter().map(|n| n.name_any()).collect();
+    {
+        let last = state.last_nodes.lock().expect("node set lock");
+        if !force && last.as_ref() == Some(&names) {
+            return true;
+        }
+    }
+    let services: Api<Service> = Api::all(ctx.client.clone());
+    let services = match services.list(&ListParams::default()).await {
+        Ok(list) => list.items,
+        Err(err) => {
+            tracing::error!(error = %err, "cannot list services");
+            return false;
+        }
+    };
+    let mut ok = true;
+    for svc in services.iter().filter(|s| {
+        wants_load_balancer(s) && has_finalizer(s) && s.metadata.deletion_timestamp.is_none()
+    }) {
+        let started = Instant::now();
+        let result = lb
+            .update_load_balancer(&state.options.cluster_name, svc, &nodes)
+            .await;
+        ctx.metrics.record(NAME, started, result.is_ok());
+        match result {
+            Ok(()) => {
+                event(
+                    state,
+                    svc,
+                    EventType::Normal,
+                    "UpdatedLoadBalancer",
+                    format!(
+                        "Updated load balancer with new hosts ({} nodes)",
+                        nodes.len()
+                    ),
+                )
+                .await;
+            }
+            Err(err) => {
+                ok = false;
+                event(
+                    state,
+                    svc,
+                    EventType::Warning,
+                    "UpdateLoadBalancerFailed",
+                    format!("Error updating load balancer with new hosts: {err}"),
+                )
+                .await;
+            }
+        }
+    }
+    if ok {
+        *state.last_nodes.lock().expect("node set lock") = Some(names);
+    }
+    ok
+}
+
+/// Runs the controller until `shutdown` turns true.
+pub async fn run(ctx: Context, options: Options, shutdown: tokio::sync::watch::Receiver<bool>) {
+    let api: Api<Service> = Api::all(ctx.client.clone());
+    let (reader, writer) = reflector::store::<Node>();
+    let state = Arc::new(State {
+        nodes: reader.clone(),
+        recorder: ctx.recorder("service-controller"),
+        backoff: Backoff::new(Duration::from_secs(5), Duration::from_secs(300))
+            .reporting(ctx.metrics.retries_pending(NAME)),
+        last_nodes: Mutex::new(None),
+        options: options.clone(),
+        ctx: ctx.clone(),
+    });
+    let mut stop = shutdown.clone();
+    let controller = Controller::new(api, watcher::Config::default())
+        .with_config(controller::Config::default().concurrency(options.workers.max(1)))
+        .graceful_shutdown_on(async move {
+            let _ = stop.wait_for(|s| *s).await;
+        })
+        .run(reconcile, error_policy, state.clone())
+        .for_each(|_| async {});
+    // Node set changes (upstream's node sync): a reflector keeps the Nodes in memory
+    // (also what Service syncs read);
+    // each burst of node events, coalesced, recomputes the eligible set, and only a
+    // changed set lists the Services and updates their load balancers. Failed updates
+    // are retried every 5 s.
+    let nodes_state = state.clone();
+    let node_changes = async move {
+        let nodes: Api<Node> = Api::all(nodes_state.ctx.client.clone());
+        let stream = reflector::reflector(
+            writer,
+            watcher(nodes, watcher::Config::default()).default_backoff(),
+        )
+        .ready_chunks(1024);
+        futures_util::pin_mut!(stream);
+        // The store holds every Node only once the first list is complete.
+        let mut listed = false;
+        let mut retry = false;
+        let mut shutdown_rx = shutdown.clone();
+        loop {
+            tokio::select! {
+                _ = async { let _ = shutdown_rx.wait_for(|s| *s).await; } => return,
+                batch = stream.next() => {
+                    let Some(batch) = batch else {
+                        return;
+                    };
+                    listed |= batch
+                        .iter()
+                        .any(|e| matches!(e, Ok(watcher::Event::InitDone)));
+                    if !listed {
+                        continue;
+                    }
+                    let eligible = eligible_in(&reader);
+                    // The first complete list establishes the set; later ones update.
+                    {
+                        let mut last = nodes_state.last_nodes.lock().expect("node set lock");
+                        if last.is_none() {
+                            *last = Some(eligible.iter().map(|n| n.name_any()).collect());
+                            continue;
+                        }
+                    }
+                    retry = !sync_nodes(&nodes_state, eligible, retry).await;
+                }
+                more = async { tick(Duration::from_secs(5), &shutdown).await }, if retry => {
+                    if !more {
+                        return;
+                    }
+                    retry = !sync_nodes(&nodes_state, eligible_in(&reader), true).await;
+                }
+            }
+        }
+    };
+    tokio::join!(controller, node_changes);
+}
+
+async fn reconcile(svc: Arc<Service>, state: Arc<State>) -> Result<Action, ServiceSyncError> {
+    let started = Instant::now();
+    let result = sync_service(&state, &svc).await;
+    state.ctx.metrics.record(NAME, started, result.is_ok());
+    result?;
+    state.backoff.succeeded(&key(&svc));
+    Ok(Action::await_change())
+}
+
+fn key(svc: &Service) -> String {
+    format!("{}/{}", svc.namespace().unwrap_or_default(), svc.name_any())
+}
+
+fn error_policy(svc: Arc<Service>, err: &ServiceSyncError, state: Arc<State>) -> Action {
+    let retry_after = match err {
+        ServiceSyncError::Cloud(e) => e.retry_after(),
+        ServiceSyncError::Kube(_) | ServiceSyncError::NodeCacheStopped => None,
+    };
+    let delay = state.backoff.failed(&key(&svc), retry_after);
+    tracing::warn!(service = %key(&svc), error = %err, retry_in = ?delay, "error syncing load balancer");
+    Action::requeue(delay)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(labels: &[(&str, &str)], taint: Option<&str>) -> Node {
+        let mut n = Node::default();
+        n.metadata.labels = Some(
+            labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        );
+        if let Some(key) = taint {
+            n.spec = Some(k8s_openapi::api::core::v1::NodeSpec {
+                taints: Some(vec![k8s_openapi::api::core::v1::Taint {
+                    key: key.into(),
+                    effect: "NoSchedule".into(),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            });
+        }
+        n
+    }
+
+    #[test]
+    fn node_eligibility_follows_upstream() {
+        assert!(eligible(&node(&[], None)));
+        assert!(!eligible(&node(&[(LABEL_EXCLUDE_FROM_LB, "")], None)));
+        assert!(!eligible(&node(&[(LABEL_EXCLUDE_FROM_LB, "true")], None)));
+        assert!(eligible(&node(&[(LABEL_EXCLUDE_FROM_LB, "false")], None)));
+        assert!(!eligible(&node(&[], Some(TAINT_TO_BE_DELETED))));
+        let mut deleting = node(&[], None);
+        deleting.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::now(),
+            ));
+        assert!(!eligible(&deleting));
+    }
+
+    #[test]
+    fn only_classless_load_balancers_are_ours() {
+        let mut svc = Service {
+            spec: Some(k8s_openapi::api::core::v1::ServiceSpec {
+                type_: Some("LoadBalancer".into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        assert!(wants_load_balancer(&svc));
+        svc.spec.as_mut().unwrap().load_balancer_class = Some("example.com/other".into());
+        assert!(!wants_load_balancer(&svc));
+        svc.spec.as_mut().unwrap().type_ = Some("ClusterIP".into());
+        assert!(!wants_load_balancer(&svc));
+    }
+}

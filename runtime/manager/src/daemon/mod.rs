@@ -1,0 +1,140 @@
+//! The controller manager process. [`run`] is the start-up sequence, read top to
+//! bottom; [`wiring`] builds each piece it puts together (health server, provider
+//! loader, Kubernetes client, hot swap, leader election, the controllers of the
+//! table in [`crate::controllers::ALL`]).
+
+pub mod health;
+pub mod leader;
+pub mod options;
+mod wiring;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use wasm_ccm_host::metrics::Metrics;
+use wasm_ccm_host::provider::{FindError, SharedProvider};
+
+use crate::cloud::SharedCloud;
+use crate::controllers::Context;
+use crate::hot_swap::ReloadReporter;
+use crate::metrics::ControllerMetrics;
+pub use options::DaemonArgs;
+
+/// Why the controller manager stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    /// A flag is missing or invalid.
+    #[error("{0}")]
+    Flags(String),
+    /// No usable Kubernetes client configuration.
+    #[error("kubernetes client configuration: {0}")]
+    KubeConfig(String),
+    /// The provider could not be found in the providers directory or failed to load.
+    #[error(transparent)]
+    Provider(#[from] FindError),
+    /// The engine could not be created.
+    #[error(transparent)]
+    Engine(#[from] wasm_ccm_host::engine::EngineError),
+    /// The compile cache directory cannot be created.
+    #[error("--compile-cache-dir {path}: {source}")]
+    CacheDir {
+        /// The directory.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The health server cannot listen.
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        /// `--bind-address:--secure-port`.
+        addr: String,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// This replica lost the leader lease.
+    #[error("leader election lost")]
+    LeaderLost,
+}
+
+/// The `User-Agent` of the controller manager's requests to the API server.
+pub const USER_AGENT: &str = concat!("wasm-ccm/", env!("CARGO_PKG_VERSION"));
+
+/// Runs the controller manager until SIGINT/SIGTERM or the loss of the leader lease.
+pub async fn run(args: DaemonArgs) -> Result<(), DaemonError> {
+    // Flags first: nothing starts with a bad command line.
+    let name = args.cloud_provider.clone().ok_or_else(|| {
+        DaemonError::Flags("--cloud-provider is required (the provider name, e.g. simcloud)".into())
+    })?;
+    let enabled = options::enabled_controllers(&args.controllers).map_err(DaemonError::Flags)?;
+    let settings = args.controller_settings().map_err(DaemonError::Flags)?;
+    wiring::check_route_flags(&enabled, &args, &settings)?;
+
+    // Health and metrics, then the provider: `/readyz` says when it is loaded.
+    let metrics = Metrics::new();
+    let controller_metrics = Arc::new(ControllerMetrics::register(&metrics));
+    let health = wiring::serve_health(&args, &metrics).await?;
+    let loader = wiring::loader(&args, &metrics)?;
+    let (provider, serving) = loader
+        .find(&args.providers_dir, &name, args.cloud_config.as_deref())
+        .await?;
+    health.provider_ready.store(true, Ordering::Relaxed);
+
+    let client = wiring::kube_client(&args).await?;
+    let identity = wiring::identity();
+    let reporter = Arc::new(ReloadReporter::new(
+        &metrics,
+        crate::hot_swap::report::own_pod().map(|pod| (client.clone(), pod)),
+    ));
+    reporter.serving(provider.name(), provider.sha256(), None);
+    let planned = wiring::plan(&enabled, &provider, args.configure_cloud_routes);
+    let shared = SharedProvider::from(provider.clone());
+
+    // Every replica hot-swaps (a standby must be ready to lead); only the leader runs
+    // the controllers.
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let mut tasks = tokio::task::JoinSet::new();
+    if args.provider_hot_swap {
+        let reloader = wiring::reloader(
+            &args, &name, &planned, &provider, loader, &shared, serving, reporter,
+        );
+        tasks.spawn(reloader.run(stop_rx.clone()));
+    } else {
+        tracing::info!("--provider-hot-swap=false: provider changes need a restart");
+    }
+    let elector = wiring::elector(&args, &client, &identity);
+    if let Some(elector) = &elector {
+        tokio::select! {
+            _ = elector.acquire() => {}
+            _ = wiring::shutdown_signal() => return Ok(()),
+        }
+    }
+    let ctx = Context {
+        client,
+        cloud: SharedCloud::provider(shared),
+        metrics: controller_metrics,
+        instance: identity,
+    };
+    wiring::start_controllers(&planned, &ctx, &settings, &health, &stop_rx, &mut tasks);
+    health.controllers_running.store(true, Ordering::Relaxed);
+
+    let result = match &elector {
+        Some(elector) => tokio::select! {
+            _ = elector.hold() => {
+                health.leader_ok.store(false, Ordering::Relaxed);
+                Err(DaemonError::LeaderLost)
+            }
+            _ = wiring::shutdown_signal() => Ok(()),
+        },
+        None => {
+            wiring::shutdown_signal().await;
+            Ok(())
+        }
+    };
+    let _ = stop_tx.send(true);
+    let drain = async { while tasks.join_next().await.is_some() {} };
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(10), drain).await;
+    result
+}

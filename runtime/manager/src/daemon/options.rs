@@ -1,0 +1,179 @@
+//! The controller manager's flags, with upstream's names and defaults.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+
+use crate::controllers::{self, Controller, Settings, route::Cidr};
+
+/// Flags of `wasm-ccm` (the controller manager).
+#[derive(Debug, Clone, Args)]
+pub struct DaemonArgs {
+    /// The provider to run: the component in --providers-dir whose provider name is this.
+    #[arg(long)]
+    pub cloud_provider: Option<String>,
+    /// Directory holding provider components (`NAME.wasm`) and their policies (`NAME.yaml`).
+    #[arg(long, default_value = "/etc/wasm-ccm/providers")]
+    pub providers_dir: PathBuf,
+    /// The cloud provider configuration file, passed to the provider's `initialize`.
+    #[arg(long)]
+    pub cloud_config: Option<PathBuf>,
+    /// Path to a kubeconfig; in-cluster configuration when absent.
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// Controllers to enable: `*` for all, `foo` to enable, `-foo` to disable.
+    /// Known: cloud-node, cloud-node-lifecycle, service, route (upstream's names).
+    #[arg(long, default_value = "*", value_delimiter = ',')]
+    pub controllers: Vec<String>,
+    /// Take a leader lease before running the controllers.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub leader_elect: bool,
+    #[arg(long, default_value = "15s", value_parser = parse_go_duration)]
+    pub leader_elect_lease_duration: Duration,
+    #[arg(long, default_value = "10s", value_parser = parse_go_duration)]
+    pub leader_elect_renew_deadline: Duration,
+    #[arg(long, default_value = "2s", value_parser = parse_go_duration)]
+    pub leader_elect_retry_period: Duration,
+    #[arg(long, default_value = "cloud-controller-manager")]
+    pub leader_elect_resource_name: String,
+    #[arg(long, default_value = "kube-system")]
+    pub leader_elect_resource_namespace: String,
+    /// The cluster's name, passed to the provider.
+    #[arg(long, default_value = "kubernetes")]
+    pub cluster_name: String,
+    /// The cluster's pod CIDRs (at most two, dual stack); needed by the route controller.
+    #[arg(long, value_delimiter = ',')]
+    pub cluster_cidr: Vec<String>,
+    /// Whether the route controller programs cloud routes.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub configure_cloud_routes: bool,
+    /// Period of the route controller.
+    #[arg(long, default_value = "10s", value_parser = parse_go_duration)]
+    pub route_reconciliation_period: Duration,
+    /// Period of the cloud-node-lifecycle controller.
+    #[arg(long, default_value = "5s", value_parser = parse_go_duration)]
+    pub node_monitor_period: Duration,
+    /// Period of node address updates by the cloud-node controller.
+    #[arg(long, default_value = "5m", value_parser = parse_go_duration)]
+    pub node_status_update_frequency: Duration,
+    /// Nodes initialized concurrently.
+    #[arg(long, default_value_t = 1)]
+    pub concurrent_node_syncs: u16,
+    /// Services synced concurrently.
+    #[arg(long, default_value_t = 1)]
+    pub concurrent_service_syncs: u16,
+    /// Address of the health and metrics server.
+    #[arg(long, default_value = "0.0.0.0")]
+    pub bind_address: String,
+    /// Port of the health and metrics server (`/healthz`, `/readyz`, `/metrics`).
+    #[arg(long, default_value_t = 10258)]
+    pub secure_port: u16,
+    /// Writable directory (private to this process, e.g. an `emptyDir`) where compiled
+    /// providers are cached, so restarts and swaps back to known content skip compiling.
+    #[arg(long, env = "WASM_CCM_COMPILE_CACHE_DIR")]
+    pub compile_cache_dir: Option<PathBuf>,
+    /// Watch --providers-dir and --cloud-config and switch to a changed provider
+    /// without restarting.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub provider_hot_swap: bool,
+    /// How often the watched files are also re-read in full, in case a change
+    /// notification was missed.
+    #[arg(long, default_value = "30s", value_parser = parse_go_duration)]
+    pub provider_rescan_period: Duration,
+}
+
+/// Parses a flag's Go-style duration (`500ms`, `10s`, `5m`, `1m30s`) with the one
+/// grammar of the host ([`wasm_ccm_host::policy::parse_duration`]).
+pub fn parse_go_duration(text: &str) -> Result<Duration, String> {
+    wasm_ccm_host::policy::parse_duration(text).map_err(|e| e.to_string())
+}
+
+impl DaemonArgs {
+    /// What the controllers take from the flags; `--cluster-cidr` is parsed here.
+    pub fn controller_settings(&self) -> Result<Settings, String> {
+        let cluster_cidrs = self
+            .cluster_cidr
+            .iter()
+            .map(|c| Cidr::parse(c))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| format!("--cluster-cidr: {e}"))?;
+        if cluster_cidrs.len() > 2 {
+            return Err("--cluster-cidr: at most two CIDRs (dual stack)".into());
+        }
+        Ok(Settings {
+            cluster_name: self.cluster_name.clone(),
+            cluster_cidrs,
+            node_status_update_frequency: self.node_status_update_frequency,
+            node_monitor_period: self.node_monitor_period,
+            route_reconciliation_period: self.route_reconciliation_period,
+            concurrent_node_syncs: self.concurrent_node_syncs,
+            concurrent_service_syncs: self.concurrent_service_syncs,
+        })
+    }
+}
+
+/// Which known controllers `--controllers` enables (upstream rules: `*` enables all,
+/// `name` enables, `-name` disables; unknown names are errors).
+pub fn enabled_controllers(list: &[String]) -> Result<Vec<&'static Controller>, String> {
+    let mut all = false;
+    let mut on = Vec::new();
+    let mut off = Vec::new();
+    for item in list.iter().map(|s| s.trim()).filter(|s| !s.is_empty()) {
+        if item == "*" {
+            all = true;
+            continue;
+        }
+        let (name, disable) = match item.strip_prefix('-') {
+            Some(name) => (name, true),
+            None => (item, false),
+        };
+        let known = controllers::find(name).ok_or_else(|| {
+            let names: Vec<&str> = controllers::ALL.iter().map(|c| c.name).collect();
+            format!(
+                "--controllers: unknown controller {name:?}; known: {}",
+                names.join(", ")
+            )
+        })?;
+        if disable {
+            off.push(known.name)
+        } else {
+            on.push(known.name)
+        }
+    }
+    Ok(controllers::ALL
+        .iter()
+        .filter(|c| (all || on.contains(&c.name)) && !off.contains(&c.name))
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn controller_selection() {
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        let enabled = |v: &[&str]| {
+            enabled_controllers(&s(v))
+                .unwrap()
+                .iter()
+                .map(|c| c.name)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            enabled(&["*"]),
+            ["cloud-node", "cloud-node-lifecycle", "service", "route"]
+        );
+        assert_eq!(
+            enabled(&["*", "-cloud-node-lifecycle", "-route"]),
+            ["cloud-node", "service"]
+        );
+        assert_eq!(enabled(&["cloud-node-lifecycle"]), ["cloud-node-lifecycle"]);
+        assert!(
+            enabled_controllers(&s(&["nodes"]))
+                .unwrap_err()
+                .contains("unknown controller")
+        );
+    }
+}

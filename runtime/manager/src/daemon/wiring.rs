@@ -1,0 +1,220 @@
+//! The pieces [`super::run`] puts together, each built from the flags.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use wasm_ccm_host::capabilities::http_egress::EgressSettings;
+use wasm_ccm_host::engine::EngineSettings;
+use wasm_ccm_host::metrics::Metrics;
+use wasm_ccm_host::provider::cache::CompileCache;
+use wasm_ccm_host::provider::{Fingerprint, Provider, ProviderLoader, SharedProvider};
+
+use super::{DaemonArgs, DaemonError, USER_AGENT, health, leader};
+use crate::controllers::{self, Context, Controller, Settings};
+use crate::hot_swap::{self, ReloadReporter, Reloader};
+
+/// The route controller needs `--cluster-cidr` when it would program routes.
+pub(super) fn check_route_flags(
+    enabled: &[&'static Controller],
+    args: &DaemonArgs,
+    settings: &Settings,
+) -> Result<(), DaemonError> {
+    let route_enabled = enabled.iter().any(|c| c.name == controllers::route::NAME);
+    if route_enabled && args.configure_cloud_routes && settings.cluster_cidrs.is_empty() {
+        return Err(DaemonError::Flags(
+            "the route controller needs --cluster-cidr (or --configure-cloud-routes=false, or --controllers=*,-route)".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Binds `--bind-address:--secure-port` and serves `/healthz`, `/readyz`, `/metrics`.
+pub(super) async fn serve_health(
+    args: &DaemonArgs,
+    metrics: &Metrics,
+) -> Result<Arc<health::Health>, DaemonError> {
+    let health = Arc::new(health::Health::default());
+    health.leader_ok.store(true, Ordering::Relaxed);
+    let addr = format!("{}:{}", args.bind_address, args.secure_port);
+    let listener = tokio::net::TcpListener::bind(&addr)
+        .await
+        .map_err(|source| DaemonError::Listen {
+            addr: addr.clone(),
+            source,
+        })?;
+    tracing::info!(%addr, "serving /healthz, /readyz and /metrics");
+    tokio::spawn(health::serve(listener, health.clone(), metrics.clone()));
+    Ok(health)
+}
+
+/// The provider loader, with the compile cache when `--compile-cache-dir` is set.
+pub(super) fn loader(args: &DaemonArgs, metrics: &Metrics) -> Result<ProviderLoader, DaemonError> {
+    let loader = ProviderLoader::with_options(
+        &EngineSettings::default(),
+        &EgressSettings::default(),
+        metrics.clone(),
+    )?;
+    let Some(dir) = &args.compile_cache_dir else {
+        return Ok(loader);
+    };
+    let cache = CompileCache::open(dir, metrics).map_err(|source| DaemonError::CacheDir {
+        path: dir.clone(),
+        source,
+    })?;
+    Ok(loader.with_compile_cache(cache))
+}
+
+/// The Kubernetes client from `--kubeconfig`, or the in-cluster configuration.
+pub(super) async fn kube_client(args: &DaemonArgs) -> Result<kube::Client, DaemonError> {
+    let mut config = match &args.kubeconfig {
+        Some(path) => {
+            let kubeconfig = kube::config::Kubeconfig::read_from(path)
+                .map_err(|e| DaemonError::KubeConfig(format!("{}: {e}", path.display())))?;
+            kube::Config::from_custom_kubeconfig(
+                kubeconfig,
+                &kube::config::KubeConfigOptions::default(),
+            )
+            .await
+            .map_err(|e| DaemonError::KubeConfig(format!("{}: {e}", path.display())))?
+        }
+        None => kube::Config::incluster()
+            .map_err(|e| DaemonError::KubeConfig(format!("in-cluster: {e}")))?,
+    };
+    config.headers.push((
+        http::header::USER_AGENT,
+        http::HeaderValue::from_static(USER_AGENT),
+    ));
+    kube::Client::try_from(config).map_err(|e| DaemonError::KubeConfig(e.to_string()))
+}
+
+/// This replica's identity: the lease holder and events' reporting instance.
+pub(super) fn identity() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .unwrap_or_else(|_| "wasm-ccm".into());
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    format!("{host}_{:08x}", nanos ^ std::process::id())
+}
+
+/// The enabled controllers that can run with `provider`: one whose interface the
+/// provider does not export is skipped with a warning, as upstream does.
+pub(super) fn plan(
+    enabled: &[&'static Controller],
+    provider: &Provider,
+    configure_cloud_routes: bool,
+) -> Vec<&'static Controller> {
+    let mut planned = Vec::new();
+    for &controller in enabled {
+        if controller.name == controllers::route::NAME && !configure_cloud_routes {
+            tracing::info!(
+                controller = controller.name,
+                "--configure-cloud-routes is false; controller not started"
+            );
+            continue;
+        }
+        if !controller.needs.met_by(provider.exports()) {
+            tracing::warn!(
+                controller = controller.name,
+                provider = provider.name(),
+                "the provider exports no {}; controller not started",
+                controller.needs.interface()
+            );
+            continue;
+        }
+        planned.push(controller);
+    }
+    planned
+}
+
+/// The hot swap of the provider serving as `serving`.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn reloader(
+    args: &DaemonArgs,
+    name: &str,
+    planned: &[&'static Controller],
+    provider: &Provider,
+    loader: ProviderLoader,
+    shared: &SharedProvider,
+    serving: Fingerprint,
+    reporter: Arc<ReloadReporter>,
+) -> Reloader {
+    Reloader::new(
+        hot_swap::Settings {
+            component: provider.path().to_owned(),
+            cloud_config: args.cloud_config.clone(),
+            provider_name: name.to_owned(),
+            controllers: planned.to_vec(),
+            rescan_period: args.provider_rescan_period,
+            debounce: hot_swap::DEBOUNCE,
+        },
+        loader,
+        shared.clone(),
+        serving,
+        reporter,
+    )
+}
+
+/// The leader elector, with `--leader-elect`.
+pub(super) fn elector(
+    args: &DaemonArgs,
+    client: &kube::Client,
+    identity: &str,
+) -> Option<leader::Elector> {
+    args.leader_elect.then(|| {
+        leader::Elector::new(
+            client.clone(),
+            leader::Settings {
+                lease_duration: args.leader_elect_lease_duration,
+                renew_deadline: args.leader_elect_renew_deadline,
+                retry_period: args.leader_elect_retry_period,
+                name: args.leader_elect_resource_name.clone(),
+                namespace: args.leader_elect_resource_namespace.clone(),
+                identity: identity.to_owned(),
+            },
+        )
+    })
+}
+
+/// Starts each planned controller; one that ends on its own fails its health check.
+pub(super) fn start_controllers(
+    planned: &[&'static Controller],
+    ctx: &Context,
+    settings: &Settings,
+    health: &Arc<health::Health>,
+    stop: &tokio::sync::watch::Receiver<bool>,
+    tasks: &mut tokio::task::JoinSet<()>,
+) {
+    for &controller in planned {
+        let run = (controller.run)(ctx.clone(), settings, stop.clone());
+        let name = controller.name;
+        health.controller_started(name);
+        let (health, stop) = (health.clone(), stop.clone());
+        tasks.spawn(async move {
+            run.await;
+            if !*stop.borrow() {
+                tracing::error!(controller = name, "controller stopped unexpectedly");
+                health.controller_failed(name);
+            }
+        });
+        tracing::info!(controller = name, "started controller");
+    }
+}
+
+/// SIGINT or SIGTERM.
+pub(super) async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("installing the SIGTERM handler");
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}

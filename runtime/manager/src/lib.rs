@@ -1,0 +1,41 @@
+//! # wasm-ccm
+//!
+//! The controller manager: Kubernetes controllers with upstream
+//! `k8s.io/cloud-provider` semantics, whose cloud-specific logic runs in a sandboxed
+//! WebAssembly provider hosted by [`wasm_ccm_host`].
+//!
+//! Where to start:
+//! - [`daemon::run`]: the process — flags ([`daemon::options`]), health and metrics,
+//!   loading the provider, leader election, starting the controllers.
+//! - [`controllers`]: cloud-node, cloud-node-lifecycle, service and route, behind one
+//!   table ([`controllers::ALL`]: name, what each needs from the provider, how it runs).
+//! - [`cloud`]: the seam between Kubernetes objects and the provider contract. The
+//!   controllers call a [`cloud::Cloud`] and never touch the contract's bindings.
+//! - [`hot_swap`]: switching to a changed provider without a restart.
+//!
+//! Crates: this one depends on `wasm-ccm-host` (which knows nothing of Kubernetes);
+//! the playground (`wasm-ccm-playground`) depends on both, and is the only one that
+//! links the API server double and the simulated cloud.
+
+#![deny(unsafe_code)]
+
+pub mod cloud;
+pub mod controllers;
+pub mod daemon;
+pub mod hot_swap;
+pub mod metrics;
+
+/// An error and its sources on one line, each cause once: what the binaries print.
+pub fn error_chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}

@@ -1,0 +1,97 @@
+//! The `wasm-ccm` binary.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Kubernetes cloud-controller-manager with WebAssembly providers.
+///
+/// Without a subcommand it runs the controller manager:
+/// `wasm-ccm --cloud-provider NAME --providers-dir DIR [--kubeconfig FILE] ...`
+#[derive(Parser)]
+#[command(
+    name = "wasm-ccm",
+    version,
+    about,
+    args_conflicts_with_subcommands = true
+)]
+struct Cli {
+    /// Log format: text or json.
+    #[arg(long, global = true, default_value = "text", value_parser = ["text", "json"])]
+    log_format: String,
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    daemon: wasm_ccm::daemon::DaemonArgs,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Validate a provider component before it ships: contract version, exported
+    /// interfaces, imports, and size against the 1 MiB ConfigMap limit.
+    Check {
+        /// The provider component (`.wasm`).
+        file: PathBuf,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn init_tracing(format: &str, default_level: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    if format == "json" {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    // The controller manager logs what it does; the tools only warnings.
+    init_tracing(
+        &cli.log_format,
+        if cli.command.is_none() {
+            "info"
+        } else {
+            "warn"
+        },
+    );
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(err) => {
+            eprintln!("error: cannot start the async runtime: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let Some(command) = cli.command else {
+        return runtime.block_on(async { exit_code(wasm_ccm::daemon::run(cli.daemon).await) });
+    };
+    match command {
+        Command::Check { file, json } => runtime.block_on(async {
+            exit_code(wasm_ccm_host::check::check(&file).await.map(|report| {
+                if json {
+                    println!("{:#}", report.to_json());
+                } else {
+                    println!("{report}");
+                }
+            }))
+        }),
+    }
+}
+
+fn exit_code<E: std::error::Error>(result: Result<(), E>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {}", wasm_ccm::error_chain(&err));
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,81 @@
+//! `wasm-ccm-playground`: everything on one machine with no cluster and no cloud
+//! account — the Kubernetes API server double (with a kubeconfig for kubectl), the
+//! simulated cloud, the reference provider, seeded nodes and a LoadBalancer Service —
+//! and the controller manager running against them, with a readable log of what
+//! changes.
+//!
+//! This is the only crate that links the API server double and the simulated cloud;
+//! the shipped `wasm-ccm` binary does not.
+
+mod playground;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+
+/// Run wasm-ccm on this machine with no cluster and no cloud account: the Kubernetes
+/// API server double, the simulated cloud and the reference provider, with seeded
+/// nodes and a LoadBalancer Service. Stays up until Ctrl-C.
+#[derive(Parser)]
+#[command(name = "wasm-ccm-playground", version, about)]
+struct Cli {
+    /// Number of nodes (and cloud instances) to seed.
+    #[arg(long, default_value_t = 3)]
+    nodes: usize,
+    /// Where to write the kubeconfig for kubectl (printed either way).
+    #[arg(long, default_value_os_t = std::env::temp_dir().join("wasm-ccm-playground/kubeconfig"))]
+    kubeconfig_out: PathBuf,
+    /// Run only the API server double and the simulated cloud, and print the
+    /// `wasm-ccm` command to run against them.
+    #[arg(long)]
+    without_ccm: bool,
+    /// Address of the API server double.
+    #[arg(long, default_value = "127.0.0.1:0")]
+    api_listen: String,
+    /// Address of the simulated cloud.
+    #[arg(long, default_value = "127.0.0.1:0")]
+    cloud_listen: String,
+    /// The reference provider component.
+    #[arg(
+        long,
+        default_value = "target/wasm32-wasip2/release/reference_provider.wasm"
+    )]
+    provider: PathBuf,
+    /// Directory for the provider directory, credentials and cloud config.
+    #[arg(long, default_value_os_t = std::env::temp_dir().join("wasm-ccm-playground"))]
+    work_dir: PathBuf,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(err) => {
+            eprintln!("error: cannot start the async runtime: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let options = playground::Options {
+        nodes: cli.nodes,
+        kubeconfig_out: cli.kubeconfig_out,
+        without_ccm: cli.without_ccm,
+        api_listen: cli.api_listen,
+        cloud_listen: cli.cloud_listen,
+        provider: cli.provider,
+        work_dir: cli.work_dir,
+    };
+    match runtime.block_on(playground::run(options)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {}", wasm_ccm::error_chain(&err));
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,275 @@
+//! Time to initialize tainted nodes: the API server double and the simulated cloud on
+//! loopback, the cloud-node controller, with the reference provider's component and
+//! with a native Rust port of its `instances-v2` logic (`common/native_simcloud.rs`)
+//! plugged into the same controllers at the cloud seam. Prints a table: nodes, workers, seconds until
+//! every node is initialized for both, their ratio, and cloud calls per node; then the
+//! peak RSS of a `wasm-ccm` process initializing 1,000
+//! nodes (when `target/release/wasm-ccm` is built).
+//!
+//! `scripts/build-guests.sh && cargo build --release --bin wasm-ccm && cargo bench -p wasm-ccm-tests --bench node_init`
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kube_double::{ApiServer, Settings, resources};
+use serde_json::json;
+use sim_cloud::SimCloud;
+use sim_cloud::model::NewInstance;
+use wasm_ccm::cloud::SharedCloud;
+use wasm_ccm::controllers::{self, Context};
+use wasm_ccm::metrics::ControllerMetrics;
+use wasm_ccm_host::engine::EngineSettings;
+use wasm_ccm_host::metrics::Metrics;
+use wasm_ccm_host::provider::{ProviderLoader, SharedProvider};
+
+#[path = "common/native_simcloud.rs"]
+mod native_simcloud;
+use native_simcloud::NativeSimcloud;
+
+const TOKEN: &str = "bench-token";
+
+fn target() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"))
+}
+
+struct World {
+    api: ApiServer,
+    cloud: SimCloud,
+    dir: PathBuf,
+}
+
+async fn world(nodes: usize) -> World {
+    let api = ApiServer::start(Settings {
+        history: nodes * 8 + 1000,
+        ..Settings::default()
+    })
+    .await
+    .unwrap();
+    let cloud = SimCloud::start("127.0.0.1:0", TOKEN).await.unwrap();
+    let node_resource = resources::find("", "v1", "nodes").unwrap();
+    for i in 0..nodes {
+        let name = format!("node-{i}");
+        cloud.with_state(|s| s.create_instance(NewInstance::named(&name)));
+        api.store()
+            .create(
+                node_resource,
+                "",
+                json!({
+                    "metadata": {"name": name},
+                    "spec": {"taints": [{"key": controllers::TAINT_UNINITIALIZED, "value": "true", "effect": "NoSchedule"}]},
+                    "status": {"conditions": [{"type": "Ready", "status": "True"}], "addresses": [{"type": "Hostname", "address": name}]}
+                }),
+            )
+            .unwrap();
+    }
+    let dir = std::env::temp_dir().join(format!(
+        "wasm-ccm-node-bench-{}-{nodes}",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(
+        target().join("wasm32-wasip2/release/reference_provider.wasm"),
+        dir.join("simcloud.wasm"),
+    )
+    .expect("scripts/build-guests.sh builds the reference provider");
+    std::fs::write(dir.join("token"), TOKEN).unwrap();
+    std::fs::write(
+        dir.join("simcloud.yaml"),
+        format!(
+            "allowedOutboundHosts: ['{u}']\ncredentials: [{{destination: '{u}', bearerTokenFile: token}}]\nlimits: {{poolSize: 8}}\n",
+            u = cloud.url()
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("cloud-config.json"),
+        format!(r#"{{"endpoint": "{}"}}"#, cloud.url()),
+    )
+    .unwrap();
+    api.write_kubeconfig(&dir.join("kubeconfig")).unwrap();
+    World { api, cloud, dir }
+}
+
+/// Nodes the cloud-node controller initialized, from its init-delay histogram.
+fn initialized(metrics: &Metrics) -> usize {
+    metrics
+        .encode()
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("wasm_ccm_node_controller_initial_node_sync_delay_seconds_count ")
+        })
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .unwrap_or(0.0) as usize
+}
+
+fn remaining(api: &ApiServer) -> usize {
+    let nodes = resources::find("", "v1", "nodes").unwrap();
+    let (items, _) = api
+        .store()
+        .list(nodes, "", &Default::default(), &Default::default());
+    items
+        .iter()
+        .filter(|n| {
+            n.pointer("/spec/taints")
+                .and_then(|t| t.as_array())
+                .is_some_and(|t| {
+                    t.iter()
+                        .any(|t| t["key"] == controllers::TAINT_UNINITIALIZED)
+                })
+        })
+        .count()
+}
+
+/// Initializes `nodes` tainted nodes with the reference provider's component, or with
+/// its native port (`native`); returns the time taken and cloud requests per node.
+async fn initialize(nodes: usize, workers: u16, native: bool) -> (Duration, f64) {
+    let w = world(nodes).await;
+    let loader = ProviderLoader::new(&EngineSettings::default()).unwrap();
+    let cloud = if native {
+        let port = NativeSimcloud::new(loader.broker().client().clone(), &w.cloud.url(), TOKEN);
+        SharedCloud::fixed(Arc::new(port))
+    } else {
+        let config = std::fs::read(w.dir.join("cloud-config.json")).unwrap();
+        let provider = loader
+            .load(&w.dir.join("simcloud.wasm"), config)
+            .await
+            .unwrap();
+        SharedCloud::provider(SharedProvider::from(provider))
+    };
+    let client = kube::Client::try_from(kube::Config::new(w.api.url().parse().unwrap())).unwrap();
+    let metrics = Metrics::new();
+    let ctx = Context {
+        client,
+        cloud,
+        metrics: Arc::new(ControllerMetrics::register(&metrics)),
+        instance: "bench".into(),
+    };
+    let (stop, stop_rx) = tokio::sync::watch::channel(false);
+    let before = w.cloud.total_requests();
+    let started = Instant::now();
+    let task = tokio::spawn(controllers::node::run(
+        ctx,
+        controllers::node::Options {
+            status_update_frequency: Duration::from_secs(3600),
+            workers,
+        },
+        stop_rx,
+    ));
+    // Polled cheaply (listing thousands of Nodes would compete with the controller
+    // for the two cores): the controller observes the init-delay histogram once per
+    // initialized Node.
+    while initialized(&metrics) < nodes {
+        assert!(
+            started.elapsed() < Duration::from_secs(600),
+            "initialization stalled"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let elapsed = started.elapsed();
+    assert_eq!(remaining(&w.api), 0, "every Node lost the taint");
+    let calls = (w.cloud.total_requests() - before) as f64 / nodes as f64;
+    let _ = stop.send(true);
+    let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
+    let _ = std::fs::remove_dir_all(&w.dir);
+    (elapsed, calls)
+}
+
+/// Peak RSS (VmHWM) of a `wasm-ccm` process that initialized `nodes` nodes, with
+/// `--compile-cache-dir cache` when given.
+async fn daemon_peak_rss(nodes: usize, cache: Option<&Path>) -> Option<u64> {
+    let bin = target().join("release/wasm-ccm");
+    if !bin.exists() {
+        return None;
+    }
+    let w = world(nodes).await;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut child = tokio::process::Command::new(bin)
+        .args([
+            "--cloud-provider",
+            "simcloud",
+            "--leader-elect=false",
+            "--configure-cloud-routes=false",
+            "--bind-address",
+            "127.0.0.1",
+        ])
+        .arg("--secure-port")
+        .arg(port.to_string())
+        .arg("--providers-dir")
+        .arg(&w.dir)
+        .arg("--cloud-config")
+        .arg(w.dir.join("cloud-config.json"))
+        .arg("--kubeconfig")
+        .arg(w.dir.join("kubeconfig"))
+        .args(cache.map(|dir| format!("--compile-cache-dir={}", dir.display())))
+        .env("RUST_LOG", "error")
+        .kill_on_drop(true)
+        .spawn()
+        .ok()?;
+    let pid = child.id()?;
+    let started = Instant::now();
+    while remaining(&w.api) > 0 && started.elapsed() < Duration::from_secs(300) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Let the lifecycle controller make a pass over all nodes too.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kib = status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse::<u64>()
+        .ok()?;
+    let _ = child.kill().await;
+    let _ = std::fs::remove_dir_all(&w.dir);
+    Some(kib)
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    println!("node initialization (cloud-node controller, loopback): the reference provider's");
+    println!("component (wasm) vs its instances-v2 logic ported to native Rust, same controllers");
+    println!(
+        "| {:>6} | {:>7} | {:>8} | {:>10} | {:>10} | {:>10} | {:>10} |",
+        "nodes", "workers", "wasm s", "native s", "wasm/nat", "wasm nodes/s", "calls/node"
+    );
+    println!(
+        "|{:->8}|{:->9}|{:->10}|{:->12}|{:->12}|{:->12}|{:->12}|",
+        "", "", "", "", "", "", ""
+    );
+    for (nodes, workers) in [(1000, 1), (1000, 8), (5000, 1), (5000, 8)] {
+        let (wasm, calls) = initialize(nodes, workers, false).await;
+        let (native, native_calls) = initialize(nodes, workers, true).await;
+        println!(
+            "| {nodes:>6} | {workers:>7} | {:>8.2} | {:>10.2} | {:>9.2}x | {:>12.0} | {:>4.2} / {:<4.2} |",
+            wasm.as_secs_f64(),
+            native.as_secs_f64(),
+            wasm.as_secs_f64() / native.as_secs_f64(),
+            nodes as f64 / wasm.as_secs_f64(),
+            calls,
+            native_calls,
+        );
+    }
+    println!("(calls/node: cloud requests per node, wasm / native)");
+    let Some(cold) = daemon_peak_rss(1000, None).await else {
+        println!("peak RSS: build target/release/wasm-ccm to measure it");
+        return;
+    };
+    // The same with a warm compile cache (the first run fills it): no compile peak.
+    let cache = std::env::temp_dir().join(format!("wasm-ccm-rss-cache-{}", std::process::id()));
+    let _ = daemon_peak_rss(1000, Some(&cache)).await;
+    let warm = daemon_peak_rss(1000, Some(&cache)).await;
+    let _ = std::fs::remove_dir_all(&cache);
+    println!(
+        "peak RSS of wasm-ccm initializing 1000 nodes: {:.1} MiB (compiling the provider), {} (warm compile cache)",
+        cold as f64 / 1024.0,
+        warm.map_or("-".into(), |kib| format!("{:.1} MiB", kib as f64 / 1024.0))
+    );
+}

@@ -1,0 +1,296 @@
+//! Provider call costs, printed as a table of medians measured in one run.
+//!
+//! - a call with no I/O (`get-load-balancer-name`, and the bare `provider-name`)
+//!   through a pooled instance, vs the same computation in native Rust;
+//! - `instance-metadata` through the simulated cloud at the controller manager's cloud
+//!   seam (Node conversion -> guest -> egress hook -> reqwest -> answer conversion),
+//!   vs the native port plugged in at the same seam (the same GET + JSON decode with
+//!   reqwest);
+//! - one plain GET through the full broker (policy check, credential injection,
+//!   metrics) from the `hostile` fixture's `fetch`, vs native reqwest sending the same
+//!   header to the same loopback server;
+//! - the broker's policy check alone (`Egress::authorize`).
+//!
+//! Needs the guests: `scripts/build-guests.sh`, then
+//! `cargo bench -p wasm-ccm-tests --bench provider_calls`.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use sim_cloud::SimCloud;
+use sim_cloud::model::NewInstance;
+use wasm_ccm_host::contract::types::Node;
+use wasm_ccm_host::contract::types::{
+    IpFamily, LoadBalancerStatus, ObjectMeta, Protocol, Service, ServicePort, ServiceType,
+    SessionAffinity, TrafficPolicy,
+};
+use wasm_ccm_host::engine::EngineSettings;
+use wasm_ccm_host::provider::ProviderLoader;
+
+#[path = "common/native_simcloud.rs"]
+mod native_simcloud;
+
+use native_simcloud::NativeSimcloud;
+use wasm_ccm::cloud::{Cloud, ProviderCloud};
+
+const TOKEN: &str = "bench-token";
+
+fn guest(name: &str) -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"));
+    let path = target.join(format!("wasm32-wasip2/release/{name}.wasm"));
+    assert!(
+        path.exists(),
+        "{} missing: run scripts/build-guests.sh",
+        path.display()
+    );
+    path
+}
+
+/// Per-call times of `batches` batches of `per_batch` calls each.
+struct Samples(Vec<f64>);
+
+impl Samples {
+    fn percentile(&self, p: f64) -> f64 {
+        let mut v = self.0.clone();
+        v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        v[((v.len() - 1) as f64 * p).round() as usize]
+    }
+    fn median(&self) -> f64 {
+        self.percentile(0.5)
+    }
+}
+
+async fn measure<F, Fut>(batches: usize, per_batch: usize, mut f: F) -> Samples
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = ()>,
+{
+    for _ in 0..per_batch * 2 {
+        f().await; // warm up
+    }
+    let mut samples = Vec::with_capacity(batches);
+    for _ in 0..batches {
+        let start = Instant::now();
+        for _ in 0..per_batch {
+            f().await;
+        }
+        samples.push(start.elapsed().as_secs_f64() * 1e6 / per_batch as f64);
+    }
+    Samples(samples)
+}
+
+fn service() -> Service {
+    Service {
+        metadata: ObjectMeta {
+            name: "web".into(),
+            namespace: "default".into(),
+            uid: "6f1c2d3e-aaaa-bbbb-cccc-0123456789ab".into(),
+            labels: vec![("app".into(), "web".into())],
+            annotations: Vec::new(),
+        },
+        service_type: ServiceType::LoadBalancer,
+        ports: vec![ServicePort {
+            name: "http".into(),
+            protocol: Protocol::Tcp,
+            port: 80,
+            target_port: "8080".into(),
+            node_port: 30080,
+            app_protocol: None,
+        }],
+        session_affinity: SessionAffinity::None,
+        load_balancer_source_ranges: Vec::new(),
+        external_traffic_policy: TrafficPolicy::Cluster,
+        health_check_node_port: 0,
+        ip_families: vec![IpFamily::Ipv4],
+        load_balancer_class: None,
+        load_balancer_ip: None,
+        status: LoadBalancerStatus {
+            ingress: Vec::new(),
+        },
+    }
+}
+
+fn native_lb_name(service: &Service) -> String {
+    let mut name = format!("a{}", service.metadata.uid.replace('-', ""));
+    name.truncate(32);
+    name
+}
+
+fn row(name: &str, wasm: &Samples, native: &Samples) {
+    println!(
+        "| {name:<46} | {:>10.2} | {:>10.2} | {:>10.2} | {:>6.2}x |",
+        wasm.median(),
+        wasm.percentile(0.9),
+        native.median(),
+        wasm.median() / native.median()
+    );
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let cloud = SimCloud::start("127.0.0.1:0", TOKEN).await.unwrap();
+    cloud.with_state(|s| s.create_instance(NewInstance::named("bench-node")));
+
+    let dir = std::env::temp_dir().join(format!("wasm-ccm-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let wasm = dir.join("simcloud.wasm");
+    let hostile_wasm = dir.join("hostile.wasm");
+    std::fs::copy(guest("reference_provider"), &wasm).unwrap();
+    std::fs::copy(guest("fixture_hostile"), &hostile_wasm).unwrap();
+    std::fs::write(dir.join("token"), TOKEN).unwrap();
+    let policy = format!(
+        "allowedOutboundHosts: ['https://api.example.com', '{url}']\ncredentials:\n- destination: '{url}'\n  bearerTokenFile: token\n",
+        url = cloud.url()
+    );
+    std::fs::write(dir.join("simcloud.yaml"), &policy).unwrap();
+    std::fs::write(dir.join("hostile.yaml"), &policy).unwrap();
+    let loader = ProviderLoader::new(&EngineSettings::default()).unwrap();
+    let config = format!(r#"{{"endpoint": "{}"}}"#, cloud.url()).into_bytes();
+    let provider = loader.load(&wasm, config).await.unwrap();
+    let hostile = loader.load(&hostile_wasm, Vec::new()).await.unwrap();
+    let lb = provider.load_balancer().unwrap();
+    let svc = service();
+    let node = Node::named("bench-node");
+
+    let name_wasm = measure(200, 200, || async {
+        std::hint::black_box(lb.get_load_balancer_name("kubernetes", &svc).await.unwrap());
+    })
+    .await;
+    let name_native = measure(200, 200, || async {
+        std::hint::black_box(native_lb_name(std::hint::black_box(&svc)));
+    })
+    .await;
+    let ident_wasm = measure(200, 200, || async {
+        std::hint::black_box(provider.call_provider_name().await.unwrap());
+    })
+    .await;
+    let ident_native = measure(200, 200, || async {
+        std::hint::black_box(String::from(std::hint::black_box("simcloud")));
+    })
+    .await;
+
+    let base = cloud.url();
+    let client = loader.broker().client().clone();
+    let native = NativeSimcloud::new(client.clone(), &base, TOKEN);
+    let seam = ProviderCloud::new(provider.clone());
+    let mut k8s_node = k8s_openapi::api::core::v1::Node::default();
+    k8s_node.metadata.name = Some("bench-node".into());
+    let meta_wasm = measure(100, 20, || async {
+        std::hint::black_box(seam.instance_metadata(&k8s_node).await.unwrap());
+    })
+    .await;
+    let meta_native = measure(100, 20, || async {
+        std::hint::black_box(native.instance_metadata(&k8s_node).await.unwrap());
+    })
+    .await;
+    // Interleave the two again to even out drift on a noisy machine.
+    let meta_wasm2 = measure(100, 20, || async {
+        std::hint::black_box(seam.instance_metadata(&k8s_node).await.unwrap());
+    })
+    .await;
+    let meta_native2 = measure(100, 20, || async {
+        std::hint::black_box(native.instance_metadata(&k8s_node).await.unwrap());
+    })
+    .await;
+    let meta_wasm = Samples([meta_wasm.0, meta_wasm2.0].concat());
+    let meta_native = Samples([meta_native.0, meta_native2.0].concat());
+
+    // One plain GET through the full broker vs native reqwest with the same header.
+    let get_url = format!("{base}/v1/clusters");
+    let fetch_node = Node {
+        metadata: ObjectMeta {
+            annotations: vec![
+                ("hostile/action".into(), "fetch".into()),
+                ("hostile/url".into(), get_url.clone()),
+            ],
+            ..node.metadata.clone()
+        },
+        ..node.clone()
+    };
+    let hostile_v2 = hostile.instances_v2().unwrap();
+    let get_once_wasm = || async {
+        let info = hostile_v2.instance_metadata(&fetch_node).await.unwrap();
+        assert_eq!(info.additional_labels[0].1, "200");
+    };
+    let get_once_native = || async {
+        let response = client
+            .get(&get_url)
+            .header("authorization", format!("Bearer {TOKEN}"))
+            .timeout(std::time::Duration::from_secs(10))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        std::hint::black_box(response.bytes().await.unwrap());
+    };
+    let mut get_wasm = Vec::new();
+    let mut get_native = Vec::new();
+    for _ in 0..2 {
+        get_wasm.extend(measure(100, 20, get_once_wasm).await.0);
+        get_native.extend(measure(100, 20, get_once_native).await.0);
+    }
+    let (get_wasm, get_native) = (Samples(get_wasm), Samples(get_native));
+
+    // The policy check alone: allowlist match + credential header (cached file).
+    let egress = loader
+        .broker()
+        .egress(
+            "bench".into(),
+            std::sync::Arc::new(
+                wasm_ccm_host::policy::Policy::parse(&policy, &dir.join("bench.yaml")).unwrap(),
+            ),
+        )
+        .unwrap();
+    let uri: http::Uri = get_url.parse().unwrap();
+    let headers = http::HeaderMap::new();
+    let authorize = measure(200, 1000, || async {
+        std::hint::black_box(
+            egress
+                .authorize(std::hint::black_box(&uri), &headers)
+                .unwrap(),
+        );
+    })
+    .await;
+
+    println!(
+        "provider calls (µs per call; median and p90 over batches; pooling allocator: {})",
+        loader.engine().is_pooling()
+    );
+    println!(
+        "| {:<46} | {:>10} | {:>10} | {:>10} | {:>7} |",
+        "call", "wasm p50", "wasm p90", "native p50", "ratio"
+    );
+    println!(
+        "|{:-<48}|{:->12}|{:->12}|{:->12}|{:->9}|",
+        "", "", "", "", ""
+    );
+    row(
+        "identity.provider-name (no I/O)",
+        &ident_wasm,
+        &ident_native,
+    );
+    row(
+        "load-balancer.get-load-balancer-name (no I/O)",
+        &name_wasm,
+        &name_native,
+    );
+    row(
+        "instance-metadata at the cloud seam (1 GET + JSON)",
+        &meta_wasm,
+        &meta_native,
+    );
+    row("plain GET through the full broker", &get_wasm, &get_native);
+    println!(
+        "broker policy check alone (allowlist + credential): median {:.3} µs, p90 {:.3} µs",
+        authorize.median(),
+        authorize.percentile(0.9)
+    );
+    println!(
+        "no-I/O call overhead (name, wasm - native): {:.2} µs; HTTP call overhead: {:.1} µs",
+        name_wasm.median() - name_native.median(),
+        meta_wasm.median() - meta_native.median()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
