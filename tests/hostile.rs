@@ -9,20 +9,12 @@ use sim_cloud::model::NewInstance;
 use wasm_ccm_host::capabilities::http_egress::EgressSettings;
 use wasm_ccm_host::engine::EngineSettings;
 use wasm_ccm_host::metrics::Metrics;
-use wasm_ccm_host::provider::{CloudError, Provider, ProviderError, ProviderLoader, TrapKind};
+use wasm_ccm_host::provider::{Provider, ProviderError, ProviderLoader, TrapKind};
 use wasm_ccm_tests::types::InstanceInfo;
 use wasm_ccm_tests::{
-    ProviderDir, RawBehavior, RawServer, TOKEN, cloud_config, loader, node, policy_for,
+    ProviderDir, RawBehavior, RawServer, TOKEN, TempDir, act, cloud_config, hostile, loader, node,
+    other_message, policy_for,
 };
-
-async fn hostile(loader: &ProviderLoader, policy: &str) -> (ProviderDir, Provider) {
-    let dir = ProviderDir::new("fixture_hostile", "hostile", policy, TOKEN);
-    let provider = loader
-        .load(&dir.wasm, Vec::new())
-        .await
-        .expect("load hostile");
-    (dir, provider)
-}
 
 async fn reference(loader: &ProviderLoader, cloud: &SimCloud) -> (ProviderDir, Provider) {
     let dir = ProviderDir::new("reference_provider", "simcloud", &policy_for(cloud), TOKEN);
@@ -33,31 +25,12 @@ async fn reference(loader: &ProviderLoader, cloud: &SimCloud) -> (ProviderDir, P
     (dir, provider)
 }
 
-/// Calls `instance-metadata` on the hostile provider with these annotations.
-async fn act(
-    provider: &Provider,
-    annotations: &[(&str, &str)],
-) -> Result<InstanceInfo, ProviderError> {
-    provider
-        .instances_v2()
-        .unwrap()
-        .instance_metadata(&node("victim", None, annotations))
-        .await
-}
-
 fn label<'a>(info: &'a InstanceInfo, key: &str) -> &'a str {
     info.additional_labels
         .iter()
         .find(|(k, _)| k == key)
         .map(|(_, v)| v.as_str())
         .unwrap_or_else(|| panic!("no {key} in {:?}", info.additional_labels))
-}
-
-fn other_message(err: &ProviderError) -> &str {
-    match err.cloud() {
-        Some(CloudError::Other(m)) => m,
-        _ => panic!("expected cloud-error.other, got {err:?}"),
-    }
 }
 
 /// Runs `calls` reference-provider calls while `misbehaviour` is in flight; all must
@@ -187,43 +160,6 @@ async fn request_to_a_host_not_allowed_is_denied_before_the_network() {
     assert!(
         metrics.contains(
             r#"wasm_ccm_egress_denied_total{provider="hostile",host="",reason="not_allowed"} 1"#
-        ),
-        "{metrics}"
-    );
-}
-
-#[tokio::test]
-async fn metadata_address_is_denied_even_when_allowed_by_pattern() {
-    let loader = ProviderLoader::with_options(
-        &EngineSettings::default(),
-        &EgressSettings {
-            dns_overrides: vec![(
-                "metadata.internal".into(),
-                "169.254.169.254".parse().unwrap(),
-            )],
-        },
-        Metrics::new(),
-    )
-    .unwrap();
-    let (_h, bad) = hostile(&loader, "allowedOutboundHosts: ['http://*:*']\n").await;
-    for url in [
-        "http://169.254.169.254/latest/meta-data/iam/security-credentials/",
-        "http://[fd00:ec2::254]/latest/meta-data/",
-        "http://metadata.internal/latest/meta-data/",
-    ] {
-        let err = act(&bad, &[("hostile/action", "fetch"), ("hostile/url", url)])
-            .await
-            .unwrap_err();
-        assert_eq!(
-            other_message(&err),
-            "request denied by the host's egress policy",
-            "{url}"
-        );
-    }
-    let metrics = loader.metrics().encode();
-    assert!(
-        metrics.contains(
-            r#"wasm_ccm_egress_denied_total{provider="hostile",host="",reason="link_local"} 3"#
         ),
         "{metrics}"
     );
@@ -426,4 +362,149 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for CapturedLogs {
     fn make_writer(&'a self) -> Self::Writer {
         self.clone()
     }
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn credential_files_outside_the_credentials_directory_are_refused() {
+    let secrets = TempDir::new("secrets");
+    let elsewhere = TempDir::new("elsewhere");
+    std::fs::write(secrets.path().join("token"), TOKEN).unwrap();
+    // What a vendor's policy must not be able to hand out: the pod's own token.
+    let service_account = elsewhere.path().join("serviceaccount-token");
+    std::fs::write(&service_account, "the pod's service-account token").unwrap();
+    std::os::unix::fs::symlink(&service_account, secrets.path().join("escape")).unwrap();
+    let loader = ProviderLoader::with_options(
+        &EngineSettings::default(),
+        &EgressSettings {
+            credentials_dir: Some(secrets.path().to_owned()),
+            ..EgressSettings::default()
+        },
+        Metrics::new(),
+    )
+    .unwrap();
+    let policy = |file: &std::path::Path| {
+        format!(
+            "allowedOutboundHosts: ['https://api.example.com']\ncredentials:\n- destination: https://api.example.com\n  bearerTokenFile: '{}'\n",
+            file.display()
+        )
+    };
+    for file in [
+        service_account.clone(),
+        secrets.path().join("escape"),
+        secrets
+            .path()
+            .join("../")
+            .join(elsewhere.path().file_name().unwrap())
+            .join("serviceaccount-token"),
+    ] {
+        let dir = ProviderDir::new("fixture_hostile", "hostile", &policy(&file), TOKEN);
+        let err = loader
+            .load(&dir.wasm, Vec::new())
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("outside the credentials directory")
+                && err.contains(&file.display().to_string()),
+            "{err}"
+        );
+    }
+    let dir = ProviderDir::new(
+        "fixture_hostile",
+        "hostile",
+        &policy(&secrets.path().join("token")),
+        TOKEN,
+    );
+    loader
+        .load(&dir.wasm, Vec::new())
+        .await
+        .expect("a file inside the credentials directory loads");
+}
+
+/// This process's resident set size, in KiB.
+fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hoarded_host_resources_are_bounded_and_never_outlive_a_call() {
+    use wasm_ccm_host::capabilities::MAX_RESOURCES;
+    let cloud = SimCloud::start("127.0.0.1:0", TOKEN).await.unwrap();
+    cloud.with_state(|s| s.create_instance(NewInstance::named("good-node")));
+    let loader = loader();
+    let (_g, good) = reference(&loader, &cloud).await;
+    let silent = RawServer::start(RawBehavior::Silent).await;
+    let (_h, bad) = hostile(
+        &loader,
+        &format!(
+            "allowedOutboundHosts: ['{}']\nlimits: {{callTimeout: 2s, requestTimeout: 1s}}\n",
+            silent.url()
+        ),
+    )
+    .await;
+    let before = rss_kib();
+    let mut peak = before;
+    for _round in 0..3 {
+        for action in ["hoard-fields", "hoard-bodies", "unread-responses"] {
+            let url = format!("{}/never-answers", silent.url());
+            let outcome = keeps_serving(
+                &good,
+                act(&bad, &[("hostile/action", action), ("hostile/url", &url)]),
+            )
+            .await;
+            match outcome {
+                // It stopped where the host said no: within the bound.
+                Ok(info) => {
+                    let hoarded: usize = label(&info, "hoarded").parse().unwrap();
+                    assert!(hoarded <= MAX_RESOURCES, "{action}: {hoarded}");
+                }
+                // Or the bound (or the deadline) ended the call: the instance is gone.
+                Err(err) => assert!(
+                    matches!(
+                        err,
+                        ProviderError::Trap { .. } | ProviderError::Timeout { .. }
+                    ),
+                    "{action}: {err}"
+                ),
+            }
+            peak = peak.max(rss_kib());
+        }
+    }
+    let grown_mib = peak.saturating_sub(before) / 1024;
+    println!(
+        "host RSS: {} MiB before, {} MiB at peak",
+        before / 1024,
+        peak / 1024
+    );
+    assert!(grown_mib < 192, "host RSS grew by {grown_mib} MiB");
+
+    // One resource kept past a call is enough: the instance is not reused.
+    let metrics_before = loader.metrics().encode();
+    let held = |text: &str| {
+        wasm_ccm_tests::metric(
+            text,
+            r#"wasm_ccm_provider_traps_total{provider="hostile",kind="held_resources"}"#,
+        )
+    };
+    for _ in 0..3 {
+        act(&bad, &[("hostile/action", "keep-one")]).await.unwrap();
+    }
+    let after = held(&loader.metrics().encode());
+    assert_eq!(
+        after - held(&metrics_before),
+        3.0,
+        "each keeping instance discarded"
+    );
+    // A call that keeps nothing returns its instance to the pool.
+    act(&bad, &[("hostile/action", "behave")]).await.unwrap();
+    assert_eq!(held(&loader.metrics().encode()), after);
 }

@@ -428,3 +428,56 @@ async fn policy_changes_reload_and_invalid_policies_are_refused() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tightened_policy_applies_even_when_its_component_is_refused() {
+    let swap = SwapStack::start().await;
+    let v1 = sha256_hex(&swap.reference);
+    let port = free_port();
+    let _ccm = swap.controller_manager(port, &["--leader-elect=false"]);
+    wait_serving(port, &v1).await;
+    swap.add_node("before").await;
+    wait_until(TIMEOUT, "before initialized", || swap.initialized("before")).await;
+
+    // The operator narrows the allowlist (the cloud is no longer allowed) in the same
+    // update as a component that is refused: the narrower policy must still apply.
+    let narrowed = "allowedOutboundHosts:\n  - https://api.example.com\nlimits:\n  callTimeout: 10s\n  poolSize: 2\n";
+    kubelet_publish(
+        swap.dir(),
+        &[
+            ("simcloud.wasm", b"not a component"),
+            ("simcloud.yaml", narrowed.as_bytes()),
+        ],
+    );
+    wait_until(TIMEOUT, "the component refused", || async {
+        reloads(&metrics(port).await, "not_wasm") == 1.0
+    })
+    .await;
+    wait_until(
+        TIMEOUT,
+        "the policy applied to the serving version",
+        || async { reloads(&metrics(port).await, "policy_applied") == 1.0 },
+    )
+    .await;
+    assert_eq!(serving(&metrics(port).await).as_deref(), Some(v1.as_str()));
+
+    // The serving version is now held to it: the cloud is out of reach.
+    swap.add_node("after").await;
+    wait_until(TIMEOUT, "the old egress denied", || async {
+        metric(
+            &metrics(port).await,
+            r#"wasm_ccm_egress_denied_total{provider="simcloud",host="",reason="not_allowed"}"#,
+        ) >= 1.0
+    })
+    .await;
+    assert!(
+        !swap.initialized("after").await,
+        "no cloud call may succeed"
+    );
+    wait_until(TIMEOUT, "an event saying the policy applies", || async {
+        swap.pod_events().await.iter().any(|(reason, note)| {
+            reason == "ProviderPolicyApplied" && note.contains("the changed policy now applies")
+        })
+    })
+    .await;
+}

@@ -79,7 +79,7 @@ async fn world(nodes: usize) -> World {
     std::fs::write(
         dir.join("simcloud.yaml"),
         format!(
-            "allowedOutboundHosts: ['{u}']\ncredentials: [{{destination: '{u}', bearerTokenFile: token}}]\nlimits: {{poolSize: 8}}\n",
+            "allowedOutboundHosts: ['{u}']\ncredentials: [{{destination: '{u}', bearerTokenFile: token}}]\nlimits: {{poolSize: 8, memoryMiB: 32}}\n",
             u = cloud.url()
         ),
     )
@@ -202,6 +202,8 @@ async fn daemon_peak_rss(nodes: usize, cache: Option<&Path>) -> Option<u64> {
         .arg("--secure-port")
         .arg(port.to_string())
         .arg("--providers-dir")
+        .arg(&w.dir)
+        .arg("--credentials-dir")
         .arg(&w.dir)
         .arg("--cloud-config")
         .arg(w.dir.join("cloud-config.json"))

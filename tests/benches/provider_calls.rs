@@ -32,6 +32,7 @@ mod native_simcloud;
 
 use native_simcloud::NativeSimcloud;
 use wasm_ccm::cloud::{Cloud, ProviderCloud};
+use wasm_ccm_host::capabilities::http_egress::Destination;
 
 const TOKEN: &str = "bench-token";
 
@@ -233,7 +234,8 @@ async fn main() {
     }
     let (get_wasm, get_native) = (Samples(get_wasm), Samples(get_native));
 
-    // The policy check alone: allowlist match + credential header (cached file).
+    // The policy check alone: parsing the destination once, the address rules, the
+    // allowlist match and the credential header (cached file).
     let egress = loader
         .broker()
         .egress(
@@ -245,12 +247,10 @@ async fn main() {
         .unwrap();
     let uri: http::Uri = get_url.parse().unwrap();
     let headers = http::HeaderMap::new();
+    let method = http::Method::GET;
     let authorize = measure(200, 1000, || async {
-        std::hint::black_box(
-            egress
-                .authorize(std::hint::black_box(&uri), &headers)
-                .unwrap(),
-        );
+        let destination = Destination::parse(std::hint::black_box(&uri)).unwrap();
+        std::hint::black_box(egress.authorize(&method, &destination, &headers).unwrap());
     })
     .await;
 

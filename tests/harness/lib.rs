@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use sim_cloud::SimCloud;
 use wasm_ccm_host::engine::EngineSettings;
-use wasm_ccm_host::provider::{Provider, ProviderLoader};
+use wasm_ccm_host::provider::{CloudError, Provider, ProviderError, ProviderLoader};
 
 /// The bearer token every test cloud requires.
 pub const TOKEN: &str = "test-token-7f3a9c";
@@ -156,6 +156,37 @@ impl Simulated {
             provider,
             dir,
         }
+    }
+}
+
+/// The `hostile` fixture loaded by `loader` under `policy`.
+pub async fn hostile(loader: &ProviderLoader, policy: &str) -> (ProviderDir, Provider) {
+    let dir = ProviderDir::new("fixture_hostile", "hostile", policy, TOKEN);
+    let provider = loader
+        .load(&dir.wasm, Vec::new())
+        .await
+        .expect("load hostile");
+    (dir, provider)
+}
+
+/// Calls `instance-metadata` on the hostile provider with these annotations (its
+/// `hostile/action` and arguments).
+pub async fn act(
+    provider: &Provider,
+    annotations: &[(&str, &str)],
+) -> Result<types::InstanceInfo, ProviderError> {
+    provider
+        .instances_v2()
+        .expect("the hostile fixture exports instances-v2")
+        .instance_metadata(&node("victim", None, annotations))
+        .await
+}
+
+/// The message of a `cloud-error.other`; panics on anything else.
+pub fn other_message(err: &ProviderError) -> &str {
+    match err.cloud() {
+        Some(CloudError::Other(m)) => m,
+        _ => panic!("expected cloud-error.other, got {err:?}"),
     }
 }
 
@@ -411,6 +442,8 @@ impl Stack {
             ])
             .arg(port.to_string())
             .args(["--bind-address", "127.0.0.1", "--providers-dir"])
+            .arg(self.dir.dir.path())
+            .arg("--credentials-dir")
             .arg(self.dir.dir.path())
             .arg("--cloud-config")
             .arg(&self.cloud_config)

@@ -94,6 +94,24 @@ impl Request {
         Self::new(Method::Get, url)
     }
 
+    /// A request with any method by name (`GET`, `HEAD`, `PATCH`, ... or an
+    /// extension method).
+    pub fn method(method: &str, url: &str) -> Self {
+        let method = match method.to_ascii_uppercase().as_str() {
+            "GET" => Method::Get,
+            "HEAD" => Method::Head,
+            "POST" => Method::Post,
+            "PUT" => Method::Put,
+            "DELETE" => Method::Delete,
+            "CONNECT" => Method::Connect,
+            "OPTIONS" => Method::Options,
+            "TRACE" => Method::Trace,
+            "PATCH" => Method::Patch,
+            _ => Method::Other(method.to_owned()),
+        };
+        Self::new(method, url)
+    }
+
     pub fn post(url: &str) -> Self {
         Self::new(Method::Post, url)
     }

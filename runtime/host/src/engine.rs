@@ -49,6 +49,7 @@ pub enum EngineError {
 pub struct WasmEngine {
     engine: Engine,
     pooling: bool,
+    max_memory_bytes: usize,
     _ticker: Arc<EpochTicker>,
 }
 
@@ -78,6 +79,7 @@ impl WasmEngine {
         Ok(Self {
             engine,
             pooling,
+            max_memory_bytes: settings.max_memory_bytes,
             _ticker: Arc::new(ticker),
         })
     }
@@ -90,6 +92,11 @@ impl WasmEngine {
     /// Whether instances come from the pooling allocator.
     pub fn is_pooling(&self) -> bool {
         self.pooling
+    }
+
+    /// The largest linear memory any instance may have.
+    pub fn max_memory_bytes(&self) -> usize {
+        self.max_memory_bytes
     }
 
     /// Converts a call deadline to epoch ticks (at least one).

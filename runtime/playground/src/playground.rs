@@ -221,8 +221,9 @@ pub async fn run(options: Options) -> Result<(), PlaygroundError> {
             "controllers: not started (--without-ccm); run a controller manager against the kubeconfig above:"
         );
         println!(
-            "  wasm-ccm --cloud-provider simcloud --providers-dir {} --cloud-config {} --kubeconfig {} --leader-elect=false --cluster-cidr=10.244.0.0/16",
+            "  wasm-ccm --cloud-provider simcloud --providers-dir {} --credentials-dir {} --cloud-config {} --kubeconfig {} --leader-elect=false --cluster-cidr=10.244.0.0/16",
             providers.display(),
+            options.work_dir.join("credentials").display(),
             cloud_config.display(),
             options.kubeconfig_out.display()
         );
@@ -232,6 +233,7 @@ pub async fn run(options: Options) -> Result<(), PlaygroundError> {
         );
         tokio::spawn(run_controllers(
             providers.clone(),
+            options.work_dir.join("credentials"),
             cloud_config.clone(),
             options.kubeconfig_out.clone(),
         ));
@@ -260,7 +262,12 @@ pub async fn run(options: Options) -> Result<(), PlaygroundError> {
 }
 
 /// The controller manager in-process, against the playground's cluster and cloud.
-async fn run_controllers(providers_dir: PathBuf, cloud_config: PathBuf, kubeconfig: PathBuf) {
+async fn run_controllers(
+    providers_dir: PathBuf,
+    credentials_dir: PathBuf,
+    cloud_config: PathBuf,
+    kubeconfig: PathBuf,
+) {
     // The same flags as the command line (so defaults never drift), for this cluster.
     #[derive(clap::Parser)]
     struct Flags {
@@ -276,6 +283,8 @@ async fn run_controllers(providers_dir: PathBuf, cloud_config: PathBuf, kubeconf
         cloud_config.into(),
         "--kubeconfig".into(),
         kubeconfig.into(),
+        "--credentials-dir".into(),
+        credentials_dir.into(),
         "--leader-elect=false".into(),
         "--cluster-cidr=10.244.0.0/16".into(),
         "--concurrent-node-syncs=4".into(),

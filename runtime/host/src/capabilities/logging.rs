@@ -12,6 +12,29 @@ use crate::metrics::ProviderLabels;
 /// counted in one warning.
 pub const LOG_RECORDS_PER_SECOND: u32 = 200;
 
+/// The most bytes of one guest-provided text (a log message, a field, an error
+/// message) the host keeps.
+pub const MAX_GUEST_TEXT_BYTES: usize = 2048;
+
+/// A guest-provided text made safe for logs, events and error messages: control
+/// characters (CR, LF, ESC, ...) escaped as `\n`, `\u{1b}` and so on, so no guest can
+/// forge a log line or a terminal sequence, and cut at [`MAX_GUEST_TEXT_BYTES`].
+pub fn sanitize(text: &str) -> String {
+    let mut out = String::with_capacity(text.len().min(MAX_GUEST_TEXT_BYTES));
+    for (i, c) in text.char_indices() {
+        if out.len() >= MAX_GUEST_TEXT_BYTES {
+            out.push_str(&format!("... ({} more bytes)", text.len() - i));
+            break;
+        }
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// A one-second window counter, shared by an instance's logging import, stdout and
 /// stderr (and used for the broker's denial warnings).
 #[derive(Debug)]
@@ -75,6 +98,7 @@ impl Host for HostState {
                 .inc();
             return;
         }
+        let message = sanitize(&message);
         let fields = format_fields(&fields);
         match level {
             Level::Trace => tracing::trace!(target: "provider", provider, fields, "{message}"),
@@ -94,9 +118,9 @@ fn format_fields(fields: &[(String, String)]) -> String {
         if !out.is_empty() {
             out.push(' ');
         }
-        out.push_str(k);
+        out.push_str(&sanitize(k));
         out.push('=');
-        out.push_str(v);
+        out.push_str(&sanitize(v));
     }
     out
 }
@@ -115,6 +139,23 @@ mod tests {
         assert_eq!(limiter.admit(t0), (false, 0));
         assert_eq!(limiter.admit(t0), (false, 0));
         assert_eq!(limiter.admit(t0 + Duration::from_secs(1)), (true, 2));
+    }
+
+    #[test]
+    fn guest_text_cannot_forge_lines_or_terminal_sequences() {
+        assert_eq!(
+            sanitize("ok\n2026-01-01T00:00:00Z INFO wasm_ccm: forged\r\x1b[2J"),
+            "ok\\n2026-01-01T00:00:00Z INFO wasm_ccm: forged\\r\\u{1b}[2J"
+        );
+        let long = "x".repeat(10_000);
+        let cut = sanitize(&long);
+        assert!(cut.len() < MAX_GUEST_TEXT_BYTES + 40, "{}", cut.len());
+        assert!(cut.ends_with("... (7952 more bytes)"), "{cut}");
+        assert_eq!(sanitize("naïve ✓"), "naïve ✓");
+        assert_eq!(
+            format_fields(&[("k\n".into(), "v\r\nINFO forged".into())]),
+            "k\\n=v\\r\\nINFO forged"
+        );
     }
 
     #[test]

@@ -20,6 +20,12 @@ use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 use crate::metrics::ProviderMetrics;
 use http_egress::{Egress, EgressHooks};
 
+/// Host resources (requests, responses, bodies, header fields, streams, pollables) one
+/// instance may hold at once; creating one more fails in the guest.
+pub const MAX_RESOURCES: usize = 256;
+/// The most memory one header-fields resource may use (roughly its bytes in memory).
+pub const MAX_FIELDS_BYTES: usize = 64 << 10;
+
 /// The data of one provider instance's store.
 pub struct HostState {
     pub(crate) provider: Arc<str>,
@@ -43,19 +49,36 @@ impl HostState {
     ) -> Self {
         // One budget for the logging import, stdout and stderr of the instance.
         let log = Arc::new(Mutex::new(logging::LogLimiter::default()));
+        let mut http = WasiHttpCtx::new();
+        http.set_field_size_limit(MAX_FIELDS_BYTES);
+        let mut table = ResourceTable::new();
+        table.set_max_capacity(MAX_RESOURCES);
         Self {
             wasi: wasi::closed_context(&provider, &log, metrics),
-            http: WasiHttpCtx::new(),
+            http,
             hooks: egress.hooks(),
-            table: ResourceTable::new(),
+            table,
             limits: wasmtime::StoreLimitsBuilder::new()
                 .memory_size(memory_bytes)
+                // A Rust component is a few core instances (program, adapters, shims),
+                // each with a memory or two and a few tables.
+                .instances(32)
+                .memories(8)
+                .tables(32)
+                .table_elements(100_000)
                 .trap_on_grow_failure(false)
                 .build(),
             log,
             metrics: metrics.clone(),
             provider,
         }
+    }
+}
+
+impl HostState {
+    /// Host resources the instance holds now.
+    pub fn held_resources(&mut self) -> usize {
+        self.table.iter_mut().count()
     }
 }
 

@@ -76,7 +76,7 @@ impl LineWriter {
         if self.line.is_empty() {
             return;
         }
-        let text = String::from_utf8_lossy(&self.line).into_owned();
+        let text = super::logging::sanitize(&String::from_utf8_lossy(&self.line));
         self.line.clear();
         let (admit, dropped) = self
             .out

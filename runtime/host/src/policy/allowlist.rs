@@ -2,12 +2,18 @@
 //! policy's `allowedOutboundHosts` and `credentials[].destination`.
 //!
 //! - scheme: `http`, `https` or `*`;
-//! - host: an exact name or IP (`[::1]` for IPv6), `*` for any host, or `*.example.com`
-//!   for any subdomain of `example.com` (not `example.com` itself);
+//! - host: an exact name or IP (`[::1]` for IPv6), or `*.example.com` for any
+//!   subdomain of `example.com` (not `example.com` itself). A bare `*` and a wildcard
+//!   over a single label (`*.com`) are refused: a policy names the cloud it talks to.
+//!   IP addresses are read as URLs read them (`0x7f.1` is `127.0.0.1`), and an address
+//!   that is never reachable ([`super::address`]) is refused;
 //! - port: a number, a range `8000-9000`, or `*`; when absent, the scheme's default
 //!   port (80 for http, 443 for https, either for `*`).
 
 use std::fmt;
+use std::net::IpAddr;
+
+use super::address;
 
 /// Why a host pattern cannot be parsed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -21,6 +27,15 @@ pub enum PatternError {
     /// An empty or malformed host.
     #[error("`{0}`: invalid host")]
     Host(String),
+    /// A bare `*` host or a wildcard over a single label such as `*.com`.
+    #[error(
+        "`{0}`: too wide; name the cloud's hosts (`api.example.com`) or a wildcard under \
+         a domain of at least two labels (`*.example.com`)"
+    )]
+    TooWide(String),
+    /// A host that no provider may ever reach.
+    #[error("`{0}`: {1} is never reachable from a provider")]
+    NeverReachable(String, &'static str),
     /// A port that is not a number, a range `a-b` with a <= b, or `*`.
     #[error("`{0}`: invalid port")]
     Port(String),
@@ -38,7 +53,6 @@ enum SchemePattern {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum HostMatch {
-    Any,
     Exact(String),
     /// `*.suffix`: stored as `.suffix`.
     Subdomain(String),
@@ -85,15 +99,25 @@ impl HostPattern {
         let (host, port) = split_host_port(rest).ok_or_else(|| PatternError::Host(text.into()))?;
         let host = host.to_ascii_lowercase();
         let host = if host == "*" {
-            HostMatch::Any
+            return Err(PatternError::TooWide(text.into()));
         } else if let Some(suffix) = host.strip_prefix("*.") {
+            let suffix = suffix.trim_end_matches('.');
             if suffix.is_empty() || suffix.contains('*') {
                 return Err(PatternError::Host(text.into()));
+            }
+            if !suffix.contains('.') {
+                return Err(PatternError::TooWide(text.into()));
             }
             HostMatch::Subdomain(format!(".{suffix}"))
         } else if host.is_empty() || host.contains('*') {
             return Err(PatternError::Host(text.into()));
         } else {
+            let host = normalize_host(&host).ok_or_else(|| PatternError::Host(text.into()))?;
+            if let Ok(ip) = host.parse::<IpAddr>()
+                && let Some(never) = address::never_reachable(ip)
+            {
+                return Err(PatternError::NeverReachable(text.into(), never.what));
+            }
             HostMatch::Exact(host)
         };
         let port = match port {
@@ -121,8 +145,25 @@ impl HostPattern {
         })
     }
 
+    /// Whether the pattern names a loopback host itself (`127.0.0.1`, `[::1]`,
+    /// `localhost`): the only way a provider reaches loopback.
+    pub fn names_loopback(&self) -> bool {
+        match &self.host {
+            HostMatch::Exact(host) => {
+                host == "localhost" || host.parse::<IpAddr>().is_ok_and(address::is_loopback)
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether the pattern can match a plain `http://` request.
+    pub fn allows_http(&self) -> bool {
+        matches!(self.scheme, SchemePattern::Any | SchemePattern::Http)
+    }
+
     /// True if a request to `scheme://host:port` matches. `host` is compared
-    /// case-insensitively; IPv6 hosts are given without brackets.
+    /// case-insensitively; IPv6 hosts are given without brackets, IP addresses in
+    /// their canonical form (as [`url::Host`] writes them).
     pub fn matches(&self, scheme: &str, host: &str, port: u16) -> bool {
         let scheme = scheme.to_ascii_lowercase();
         let scheme_ok = match self.scheme {
@@ -135,7 +176,6 @@ impl HostPattern {
         }
         let host = host.trim_end_matches('.').to_ascii_lowercase();
         let host_ok = match &self.host {
-            HostMatch::Any => true,
             HostMatch::Exact(h) => *h == host,
             HostMatch::Subdomain(suffix) => host.len() > suffix.len() && host.ends_with(suffix),
         };
@@ -153,6 +193,19 @@ impl HostPattern {
                 }
             },
         }
+    }
+}
+
+/// The canonical form of an exact host: an IP address as URLs read it, a name in
+/// lowercase without a trailing dot.
+fn normalize_host(host: &str) -> Option<String> {
+    if let Ok(v6) = host.parse::<std::net::Ipv6Addr>() {
+        return Some(v6.to_string());
+    }
+    match url::Host::parse(host).ok()? {
+        url::Host::Domain(name) => Some(name.trim_end_matches('.').to_owned()),
+        url::Host::Ipv4(v4) => Some(v4.to_string()),
+        url::Host::Ipv6(v6) => Some(v6.to_string()),
     }
 }
 
@@ -201,7 +254,7 @@ mod tests {
         assert!(sub.matches("https", "ec2.eu.example.com", 443));
         assert!(!sub.matches("https", "example.com", 443));
         assert!(!sub.matches("https", "badexample.com", 443));
-        assert!(p("*://*:*").matches("https", "anything", 1));
+        assert!(p("*://*.example.com:*").matches("https", "a.example.com", 1));
     }
 
     #[test]
@@ -245,5 +298,49 @@ mod tests {
             HostPattern::parse("http://u@a"),
             Err(PatternError::Path(_))
         ));
+    }
+
+    #[test]
+    fn wide_and_never_reachable_patterns_are_refused() {
+        for wide in [
+            "http://*",
+            "*://*:*",
+            "https://*.com",
+            "https://*.com.",
+            "http://*:443",
+        ] {
+            let err = HostPattern::parse(wide).unwrap_err();
+            assert!(matches!(err, PatternError::TooWide(_)), "{wide}: {err}");
+            assert!(err.to_string().contains("too wide"), "{err}");
+        }
+        for never in [
+            "http://169.254.169.254",
+            "http://[fd00:ec2::254]",
+            "http://0xA9FEA9FE",
+            "http://169.254.43518",
+            "http://[::ffff:169.254.169.254]:80",
+            "http://168.63.129.16",
+            "http://100.100.100.200",
+            "http://0.0.0.0:8080",
+        ] {
+            let err = HostPattern::parse(never).unwrap_err();
+            assert!(
+                matches!(err, PatternError::NeverReachable(..)),
+                "{never}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn hosts_are_read_as_urls_read_them() {
+        let pattern = p("http://0x7f.1:8080");
+        assert!(pattern.matches("http", "127.0.0.1", 8080));
+        assert!(pattern.names_loopback());
+        assert!(p("http://[0:0::1]:1").matches("http", "::1", 1));
+        assert!(p("http://LOCALHOST.:1").names_loopback());
+        assert!(!p("http://*.example.com").names_loopback());
+        assert!(p("http://API.Example.com.").matches("http", "api.example.com", 80));
+        assert!(p("*://a.example.com").allows_http());
+        assert!(!p("https://a.example.com").allows_http());
     }
 }

@@ -20,13 +20,16 @@
 //!   caBundleFile: /etc/wasm-ccm/credentials/ca.pem
 //! ```
 //!
-//! Unknown fields are rejected, naming the file and the field. Relative credential
+//! A credential rule that can match plain `http://` is refused unless its destination
+//! is loopback or the rule says `allowPlaintext: true`. Unknown fields are rejected,
+//! naming the file and the field. Relative credential
 //! paths are resolved against the directory holding the policy file. Durations use
 //! the Go grammar of [`duration`] (`1m30s`), like every flag.
 //!
-//! The grammars every layer uses live here, at the bottom: host patterns
-//! ([`allowlist`]) and durations ([`duration`]).
+//! The rules every layer uses live here, at the bottom: host patterns ([`allowlist`]),
+//! the addresses no provider reaches ([`address`]) and durations ([`duration`]).
 
+pub mod address;
 pub mod allowlist;
 pub mod duration;
 
@@ -158,6 +161,27 @@ impl Credential {
     }
 }
 
+/// The largest request body a provider may send (buffered by the host).
+pub const MAX_REQUEST_BODY_BYTES: usize = 2 << 20;
+
+/// The largest `limits.poolSize`.
+pub const MAX_POOL_SIZE: usize = 64;
+/// The largest `limits.memoryMiB` (the engine's per-instance maximum, 512 MiB by
+/// default, may be lower: the loader checks that too).
+pub const MAX_MEMORY_MIB: usize = 4096;
+/// The longest `limits.callTimeout` and `limits.requestTimeout`.
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(3600);
+/// The largest `limits.maxResponseBytes`.
+pub const MAX_RESPONSE_BYTES: usize = 256 << 20;
+/// The largest `limits.maxConcurrentRequests`.
+pub const MAX_CONCURRENT_REQUESTS: usize = 1024;
+/// The smallest `limits.requestsPerSecond` (one request every 1,000 s).
+pub const MIN_REQUESTS_PER_SECOND: f64 = 0.001;
+/// The largest `limits.requestsPerSecond`.
+pub const MAX_REQUESTS_PER_SECOND: f64 = 100_000.0;
+/// The largest `limits.burst`.
+pub const MAX_BURST: u32 = 100_000;
+
 /// Limits of a provider's instances (the `limits` fields about calls and memory).
 #[derive(Debug, Clone, PartialEq)]
 pub struct InstanceLimits {
@@ -228,6 +252,8 @@ struct RawTls {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct RawCredential {
     destination: String,
+    #[serde(default)]
+    allow_plaintext: bool,
     bearer_token_file: Option<PathBuf>,
     basic: Option<RawBasic>,
     header: Option<RawHeader>,
@@ -262,6 +288,16 @@ struct RawLimits {
 }
 
 impl Policy {
+    /// The most host memory this policy lets a provider use: every pooled instance at
+    /// its full linear memory, plus every request in flight with a full request body
+    /// and a full response buffered.
+    pub fn worst_case_bytes(&self) -> u64 {
+        let instances =
+            self.instance_limits.pool_size as u64 * self.instance_limits.memory_bytes as u64;
+        let per_request = (self.egress_limits.max_response_bytes + MAX_REQUEST_BODY_BYTES) as u64;
+        instances + self.egress_limits.max_concurrent_requests as u64 * per_request
+    }
+
     /// The policy path for a provider file: `dir/NAME.wasm` -> `dir/NAME.yaml`.
     pub fn path_for(wasm: &Path) -> PathBuf {
         wasm.with_extension("yaml")
@@ -308,6 +344,16 @@ impl Policy {
             let field = format!("credentials[{i}]");
             let destination = HostPattern::parse(&raw.destination)
                 .map_err(|e| pattern_error(format!("{field}.destination"), e))?;
+            if destination.allows_http() && !destination.names_loopback() && !raw.allow_plaintext {
+                return Err(invalid(
+                    &format!("{field}.destination"),
+                    &format!(
+                        "`{}` can match plain http://, which would send the credential in clear \
+                         text; use https://, a loopback destination, or set `allowPlaintext: true`",
+                        raw.destination
+                    ),
+                ));
+            }
             let mut kinds = Vec::new();
             if let Some(file) = raw.bearer_token_file {
                 kinds.push(Credential::Bearer {
@@ -381,40 +427,75 @@ impl Policy {
             requests_per_second: raw.limits.requests_per_second,
             burst: raw.limits.burst,
         };
-        if limits.max_concurrent_requests == 0 {
-            return Err(invalid(
-                "limits.maxConcurrentRequests",
-                "must be at least 1",
-            ));
-        }
+        // Every limit has a range, so no value can panic or starve the host.
+        let range = |field: &str, value: u128, lo: u128, hi: u128, unit: &str| {
+            if value < lo || value > hi {
+                Err(invalid(
+                    field,
+                    &format!("{value} is out of range: must be between {lo} and {hi}{unit}"),
+                ))
+            } else {
+                Ok(())
+            }
+        };
+        range(
+            "limits.poolSize",
+            instance_limits.pool_size as u128,
+            1,
+            MAX_POOL_SIZE as u128,
+            "",
+        )?;
+        range(
+            "limits.memoryMiB",
+            (instance_limits.memory_bytes >> 20) as u128,
+            2,
+            MAX_MEMORY_MIB as u128,
+            " MiB",
+        )?;
+        range(
+            "limits.callTimeout",
+            instance_limits.call_timeout.as_millis(),
+            1,
+            MAX_TIMEOUT.as_millis(),
+            " ms",
+        )?;
+        range(
+            "limits.requestTimeout",
+            limits.request_timeout.as_millis(),
+            1,
+            MAX_TIMEOUT.as_millis(),
+            " ms",
+        )?;
+        range(
+            "limits.maxResponseBytes",
+            limits.max_response_bytes as u128,
+            1,
+            MAX_RESPONSE_BYTES as u128,
+            " bytes",
+        )?;
+        range(
+            "limits.maxConcurrentRequests",
+            limits.max_concurrent_requests as u128,
+            1,
+            MAX_CONCURRENT_REQUESTS as u128,
+            "",
+        )?;
         if let Some(rate) = limits.requests_per_second
-            && !(rate.is_finite() && rate > 0.0)
+            && !(rate.is_finite()
+                && (MIN_REQUESTS_PER_SECOND..=MAX_REQUESTS_PER_SECOND).contains(&rate))
         {
             return Err(invalid(
                 "limits.requestsPerSecond",
-                "must be a positive number",
+                &format!(
+                    "{rate} is out of range: must be a number between {MIN_REQUESTS_PER_SECOND} and {MAX_REQUESTS_PER_SECOND}"
+                ),
             ));
         }
-        if limits.burst == Some(0) {
-            return Err(invalid("limits.burst", "must be at least 1"));
-        }
-        if limits.burst.is_some() && limits.requests_per_second.is_none() {
-            return Err(invalid("limits.burst", "needs limits.requestsPerSecond"));
-        }
-        if instance_limits.pool_size == 0 || instance_limits.pool_size > 64 {
-            return Err(invalid("limits.poolSize", "must be between 1 and 64"));
-        }
-        if instance_limits.memory_bytes < (2 << 20) {
-            return Err(invalid("limits.memoryMiB", "must be at least 2"));
-        }
-        if instance_limits.call_timeout.is_zero() {
-            return Err(invalid("limits.callTimeout", "must be greater than zero"));
-        }
-        if limits.request_timeout.is_zero() {
-            return Err(invalid(
-                "limits.requestTimeout",
-                "must be greater than zero",
-            ));
+        if let Some(burst) = limits.burst {
+            range("limits.burst", u128::from(burst), 1, MAX_BURST as u128, "")?;
+            if limits.requests_per_second.is_none() {
+                return Err(invalid("limits.burst", "needs limits.requestsPerSecond"));
+            }
         }
         Ok(Self {
             allowed_outbound_hosts,
@@ -515,10 +596,92 @@ mod tests {
         assert!(err.contains("limits.burst"), "{err}");
         let err = parse("tls: {caBundle: x}\n").unwrap_err().to_string();
         assert!(err.contains("caBundle"), "{err}");
-        let err = parse("credentials: [{destination: 'http://a'}]\n")
+        let err = parse("credentials: [{destination: 'https://a'}]\n")
             .unwrap_err()
             .to_string();
         assert!(err.contains("credentials[0]"), "{err}");
+    }
+
+    #[test]
+    fn credentials_never_go_over_plain_http_unless_said_so() {
+        for destination in ["http://api.example.com", "*://api.example.com"] {
+            let err = parse(&format!(
+                "credentials: [{{destination: '{destination}', bearerTokenFile: t}}]\n"
+            ))
+            .unwrap_err()
+            .to_string();
+            assert!(
+                err.contains("credentials[0].destination") && err.contains("allowPlaintext"),
+                "{err}"
+            );
+        }
+        for ok in [
+            "{destination: 'https://api.example.com', bearerTokenFile: t}",
+            "{destination: 'http://127.0.0.1:8080', bearerTokenFile: t}",
+            "{destination: 'http://localhost:*', bearerTokenFile: t}",
+            "{destination: 'http://api.example.com', bearerTokenFile: t, allowPlaintext: true}",
+        ] {
+            parse(&format!("credentials: [{ok}]\n")).unwrap_or_else(|e| panic!("{ok}: {e}"));
+        }
+    }
+
+    #[test]
+    fn wide_patterns_are_refused_naming_the_field() {
+        let err = parse("allowedOutboundHosts: ['https://api.example.com', 'http://*:*']\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("allowedOutboundHosts[1]") && err.contains("too wide"),
+            "{err}"
+        );
+        let err = parse("allowedOutboundHosts: ['https://*.com']\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("too wide"), "{err}");
+    }
+
+    #[test]
+    fn no_limit_value_can_panic_the_host() {
+        for (limits, field) in [
+            ("requestsPerSecond: 1.0e-300", "limits.requestsPerSecond"),
+            ("requestsPerSecond: 1.0e300", "limits.requestsPerSecond"),
+            ("requestsPerSecond: .nan", "limits.requestsPerSecond"),
+            ("requestsPerSecond: -1", "limits.requestsPerSecond"),
+            ("requestsPerSecond: 5, burst: 4294967295", "limits.burst"),
+            (
+                "maxConcurrentRequests: 18446744073709551615",
+                "limits.maxConcurrentRequests",
+            ),
+            ("maxConcurrentRequests: 0", "limits.maxConcurrentRequests"),
+            ("memoryMiB: 18446744073709551615", "limits.memoryMiB"),
+            ("memoryMiB: 1", "limits.memoryMiB"),
+            ("maxResponseBytes: 0", "limits.maxResponseBytes"),
+            (
+                "maxResponseBytes: 18446744073709551615",
+                "limits.maxResponseBytes",
+            ),
+            ("callTimeout: 100000h", "limits.callTimeout"),
+            ("callTimeout: 0s", "limits.callTimeout"),
+            (
+                "requestTimeout: 99999999999999999999h",
+                "limits.requestTimeout",
+            ),
+            ("poolSize: 65", "limits.poolSize"),
+        ] {
+            let err = parse(&format!("limits: {{{limits}}}\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(field), "{limits}: {err}");
+        }
+    }
+
+    #[test]
+    fn worst_case_memory() {
+        // The defaults: 4 instances x 64 MiB + 16 requests x (4 MiB + 2 MiB).
+        assert_eq!(parse("").unwrap().worst_case_bytes(), (256 + 96) << 20);
+        let small = parse("limits: {poolSize: 1, memoryMiB: 16, maxConcurrentRequests: 2, maxResponseBytes: 1048576}\n")
+            .unwrap();
+        assert_eq!(small.worst_case_bytes(), (16 + 2 * 3) << 20);
     }
 
     #[test]

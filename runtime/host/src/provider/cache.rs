@@ -9,9 +9,17 @@
 //! produced here from source `.wasm` bytes: precompiled artifacts are never taken from
 //! the providers directory (a ConfigMap).
 //!
-//! Loading an entry maps machine code into the process, so the directory must be
-//! private to this process (an `emptyDir`, mode 0700); entries are written 0600 through
-//! a temporary file and a rename, so a crash never leaves a torn entry behind.
+//! Loading an entry runs its machine code in the process, so:
+//! - the directory must be private: owned by the process's user and writable by no
+//!   one else (a wider mode is narrowed to 0700; a directory owned by someone else, or
+//!   a symlink, is refused with a clear error);
+//! - entries are written 0600 through a temporary file created exclusively (never
+//!   following a symlink planted at its name) and renamed into place, so a crash never
+//!   leaves a torn entry;
+//! - an entry is a regular file that starts with a header binding it to the SHA-256
+//!   of the component it was compiled from and of the compiled bytes that follow; an
+//!   entry that is not the compilation of the named component's bytes (renamed,
+//!   truncated, swapped) is refused, deleted and recompiled.
 
 #![allow(unsafe_code)]
 
@@ -57,14 +65,61 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     digest.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// The first bytes of an entry: a magic string, then the SHA-256 of the component's
+/// bytes and of the compiled bytes that follow.
+const MAGIC: &[u8; 8] = b"wccm-c1\n";
+const HEADER_LEN: usize = MAGIC.len() + 32 + 32;
+
+/// Makes `dir` private to this process's user, or says why it cannot be.
+#[cfg(unix)]
+fn make_private(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let meta = std::fs::symlink_metadata(dir)?;
+    if !meta.is_dir() {
+        return Err(std::io::Error::other(
+            "not a directory (a symlink is refused: the cache must be a directory of its own)",
+        ));
+    }
+    // Who this process is, as the file system sees it: the owner of a file it creates.
+    let probe = dir.join(format!(".owner-probe-{}", std::process::id()));
+    let me = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&probe)
+        .and_then(|file| file.metadata())
+        .map(|m| m.uid());
+    let _ = std::fs::remove_file(&probe);
+    let me = me?;
+    if meta.uid() != me {
+        return Err(std::io::Error::other(format!(
+            "owned by uid {}, not by this process (uid {me}); compiled code is loaded from it, \
+             so it must be private to this process",
+            meta.uid()
+        )));
+    }
+    if meta.permissions().mode() & 0o077 != 0 {
+        tracing::warn!(dir = %dir.display(), mode = format!("{:o}", meta.permissions().mode() & 0o777),
+            "compile cache directory was accessible to others; setting mode 0700");
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    }
+    Ok(())
+}
+
+#[cfg(not(unix))]
+fn make_private(_dir: &Path) -> std::io::Result<()> {
+    Ok(())
+}
+
 impl CompileCache {
-    /// Uses (and creates, mode 0700) `dir`, counting hits and misses in `metrics`.
+    /// Uses (and creates, mode 0700) `dir`, counting hits and misses in `metrics`. The
+    /// directory must be (or is made) private to this process's user.
     pub fn open(dir: &Path, metrics: &Metrics) -> std::io::Result<Self> {
         let mut builder = std::fs::DirBuilder::new();
         builder.recursive(true);
         #[cfg(unix)]
         std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
         builder.create(dir)?;
+        make_private(dir)?;
         let results = Family::<CacheLabels, Counter>::default();
         metrics.register(
             "compile_cache",
@@ -97,30 +152,38 @@ impl CompileCache {
     /// compiled and stored. CPU-bound: call off the async runtime.
     pub fn component(&self, engine: &Engine, bytes: &[u8]) -> wasmtime::Result<Component> {
         let entry = self.entry_path(engine, bytes);
-        if entry.exists() {
-            // SAFETY: entries are written only by `store` below, from components this
-            // process compiled, into a directory private to it (see the module docs);
-            // wasmtime checks the header (version, engine settings) and refuses
-            // mismatching entries with an error.
-            match unsafe { Component::deserialize_file(engine, &entry) } {
-                Ok(component) => {
-                    self.count("hit");
-                    return Ok(component);
-                }
-                Err(err) => {
-                    tracing::warn!(entry = %entry.display(), error = %err, "discarding unusable compile cache entry");
-                    self.count("stale");
-                    let _ = std::fs::remove_file(&entry);
+        let source = Sha256::digest(bytes);
+        match read_entry(&entry, &source) {
+            Ok(Some(compiled)) => {
+                // SAFETY: the entry is a regular file in a directory private to this
+                // process (checked at open), written only by `store` below from a
+                // component this process compiled, and its header proves it is the
+                // compilation of exactly `bytes` and arrived intact; wasmtime checks
+                // its own header (version, engine settings) and refuses mismatches.
+                match unsafe { Component::deserialize(engine, compiled) } {
+                    Ok(component) => {
+                        self.count("hit");
+                        return Ok(component);
+                    }
+                    Err(err) => {
+                        tracing::warn!(entry = %entry.display(), error = %err, "discarding unusable compile cache entry");
+                        self.count("stale");
+                        let _ = std::fs::remove_file(&entry);
+                    }
                 }
             }
-        } else {
-            self.count("miss");
+            Ok(None) => self.count("miss"),
+            Err(reason) => {
+                tracing::warn!(entry = %entry.display(), %reason, "discarding compile cache entry that is not the compilation of this component");
+                self.count("stale");
+                let _ = std::fs::remove_file(&entry);
+            }
         }
         let component = Component::new(engine, bytes)?;
         if let Err(err) = component
             .serialize()
             .map_err(std::io::Error::other)
-            .and_then(|serialized| store(&entry, &serialized))
+            .and_then(|serialized| store(&entry, &source, &serialized))
         {
             tracing::warn!(entry = %entry.display(), error = %err, "cannot write compile cache entry");
             self.count("write_error");
@@ -137,16 +200,47 @@ impl CompileCache {
     }
 }
 
-/// Writes `bytes` to `path` through a temporary file and a rename.
-fn store(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+/// The compiled bytes of the entry at `path` when it is the compilation of the
+/// component whose SHA-256 is `source`; `None` when there is no entry; why not
+/// otherwise.
+fn read_entry(path: &Path, source: &[u8]) -> Result<Option<Vec<u8>>, String> {
+    match std::fs::symlink_metadata(path) {
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(err) => return Err(err.to_string()),
+        Ok(meta) if !meta.is_file() => return Err("not a regular file".into()),
+        Ok(_) => {}
+    }
+    let mut data = std::fs::read(path).map_err(|e| e.to_string())?;
+    if data.len() < HEADER_LEN || &data[..MAGIC.len()] != MAGIC {
+        return Err("no cache header".into());
+    }
+    let (source_hash, compiled_hash) = data[MAGIC.len()..HEADER_LEN].split_at(32);
+    if source_hash != source {
+        return Err("compiled from other component bytes".into());
+    }
+    if compiled_hash != Sha256::digest(&data[HEADER_LEN..]).as_slice() {
+        return Err("compiled bytes do not match their checksum".into());
+    }
+    Ok(Some(data.split_off(HEADER_LEN)))
+}
+
+/// Writes the entry for the component whose SHA-256 is `source` to `path`: header
+/// and compiled `bytes`, through a temporary file created exclusively and a rename.
+fn store(path: &Path, source: &[u8], bytes: &[u8]) -> std::io::Result<()> {
     let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    // A leftover of a crashed write is ours to remove (the directory is private).
+    let _ = std::fs::remove_file(&tmp);
     let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
+    // Exclusive creation never follows a symlink planted at the name.
+    options.write(true).create_new(true);
     #[cfg(unix)]
     std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
     let result = options
         .open(&tmp)
         .and_then(|mut file| {
+            file.write_all(MAGIC)?;
+            file.write_all(source)?;
+            file.write_all(&Sha256::digest(bytes))?;
             file.write_all(bytes)?;
             file.sync_all()
         })
@@ -229,6 +323,65 @@ mod tests {
         // The rewritten entry now loads.
         cache.component(&engine, bytes).unwrap();
         assert_eq!(count(&metrics, "hit"), "1");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn an_entry_of_other_bytes_is_refused_and_recompiled() {
+        let dir = temp_dir("swap");
+        let metrics = Metrics::new();
+        let cache = CompileCache::open(&dir, &metrics).unwrap();
+        let engine = engine();
+        // A valid entry for one component, renamed to another's name.
+        let other = b"\0asm\x0d\0\x01\0\0\x02\x00\x00";
+        let _ = cache.component(&engine, EMPTY_COMPONENT);
+        std::fs::rename(
+            cache.entry_path(&engine, EMPTY_COMPONENT),
+            cache.entry_path(&engine, other),
+        )
+        .unwrap();
+        let _ = cache.component(&engine, other);
+        assert_eq!(count(&metrics, "stale"), "1");
+        // A truncated entry.
+        let entry = cache.entry_path(&engine, EMPTY_COMPONENT);
+        cache.component(&engine, EMPTY_COMPONENT).unwrap();
+        let data = std::fs::read(&entry).unwrap();
+        std::fs::write(&entry, &data[..data.len() - 1]).unwrap();
+        cache.component(&engine, EMPTY_COMPONENT).unwrap();
+        assert_eq!(count(&metrics, "stale"), "2");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn the_directory_is_made_private_or_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = temp_dir("mode");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+        CompileCache::open(&dir, &Metrics::new()).unwrap();
+        let mode = std::fs::metadata(&dir).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700, "{mode:o}");
+        // A symlink to a directory is not a private directory.
+        let link = temp_dir("link");
+        std::os::unix::fs::symlink(&dir, &link).unwrap();
+        let err = CompileCache::open(&link, &Metrics::new()).unwrap_err();
+        assert!(err.to_string().contains("symlink"), "{err}");
+        std::fs::remove_file(&link).unwrap();
+        // A planted symlink at an entry's temporary name is not followed.
+        let cache = CompileCache::open(&dir, &Metrics::new()).unwrap();
+        let engine = engine();
+        let entry = cache.entry_path(&engine, EMPTY_COMPONENT);
+        let victim = dir.join("victim");
+        std::fs::write(&victim, b"keep").unwrap();
+        std::os::unix::fs::symlink(
+            &victim,
+            entry.with_extension(format!("tmp{}", std::process::id())),
+        )
+        .unwrap();
+        cache.component(&engine, EMPTY_COMPONENT).unwrap();
+        assert_eq!(std::fs::read(&victim).unwrap(), b"keep");
+        assert!(std::fs::symlink_metadata(&entry).unwrap().is_file());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

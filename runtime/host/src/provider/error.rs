@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::capabilities::logging::sanitize;
 use crate::contract::types as wit;
 
 /// Upstream's sentinel errors, as returned by a provider.
@@ -31,6 +32,7 @@ pub enum CloudError {
 }
 
 impl From<wit::CloudError> for CloudError {
+    /// Guest messages are sanitized here, once: they reach logs, Events and metrics.
     fn from(e: wit::CloudError) -> Self {
         match e {
             wit::CloudError::InstanceNotFound => Self::InstanceNotFound,
@@ -38,9 +40,9 @@ impl From<wit::CloudError> for CloudError {
             wit::CloudError::ImplementedElsewhere => Self::ImplementedElsewhere,
             wit::CloudError::RetryAfter(r) => Self::RetryAfter {
                 delay: Duration::from_millis(r.delay_ms),
-                message: r.message,
+                message: sanitize(&r.message),
             },
-            wit::CloudError::Other(m) => Self::Other(m),
+            wit::CloudError::Other(m) => Self::Other(sanitize(&m)),
         }
     }
 }
@@ -58,6 +60,9 @@ pub enum TrapKind {
     Fault,
     /// A host function failed in a way that traps the guest.
     Host,
+    /// Not a trap: the call returned still holding host resources (requests,
+    /// responses, bodies, fields), so the instance was discarded rather than reused.
+    HeldResources,
 }
 
 impl TrapKind {
@@ -69,6 +74,7 @@ impl TrapKind {
             TrapKind::StackOverflow => "stack_overflow",
             TrapKind::Fault => "fault",
             TrapKind::Host => "host",
+            TrapKind::HeldResources => "held_resources",
         }
     }
 
@@ -291,6 +297,16 @@ pub enum LoadError {
     /// The policy file next to the component is invalid.
     #[error(transparent)]
     Policy(#[from] crate::policy::PolicyError),
+    /// The component declares another provider name than the one asked for.
+    #[error("{path}: provider-name is {found:?}, but {expected:?} was asked for")]
+    WrongName {
+        /// The file.
+        path: PathBuf,
+        /// The name it declares.
+        found: String,
+        /// The name asked for.
+        expected: String,
+    },
     /// The component, its policy or the cloud config could not be read.
     #[error(transparent)]
     Source(#[from] super::source::SourceError),
@@ -314,6 +330,7 @@ impl LoadError {
             Self::Egress { .. } => "egress",
             Self::Policy(_) => "policy",
             Self::Source(_) => "read",
+            Self::WrongName { .. } => "wrong_provider",
         }
     }
 }

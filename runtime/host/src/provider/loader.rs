@@ -30,6 +30,7 @@ pub struct ProviderLoader {
     broker: Broker,
     metrics: Metrics,
     cache: Option<CompileCache>,
+    memory_budget: Option<u64>,
 }
 
 /// What `wasm-ccm check` reports about a component.
@@ -89,7 +90,15 @@ impl ProviderLoader {
             broker,
             metrics,
             cache: None,
+            memory_budget: None,
         })
+    }
+
+    /// Refuses policies whose worst-case memory ([`Policy::worst_case_bytes`]) is over
+    /// `bytes` (the controller manager's `--provider-memory-budget`).
+    pub fn with_memory_budget(mut self, bytes: u64) -> Self {
+        self.memory_budget = Some(bytes);
+        self
     }
 
     /// Keeps compiled components in `cache`, so loading known content skips compiling.
@@ -150,18 +159,16 @@ impl ProviderLoader {
             let loaded = match ProviderSource::read(&path, cloud_config) {
                 Ok(source) => {
                     let fingerprint = source.fingerprint.clone();
-                    self.load_source(&path, source)
+                    self.load_named(&path, source, name)
                         .await
                         .map(|provider| (provider, fingerprint))
                 }
                 Err(err) => Err(err.into()),
             };
             match loaded {
-                Ok((provider, fingerprint)) if provider.name() == name => {
-                    return Ok((provider, fingerprint));
-                }
-                Ok((provider, _)) => {
-                    found.push(format!("{} ({})", provider.name(), path.display()))
+                Ok(found) => return Ok(found),
+                Err(LoadError::WrongName { found: other, .. }) if !named => {
+                    found.push(format!("{other} ({})", path.display()))
                 }
                 Err(err) if named => return Err(err.into()),
                 Err(err) => {
@@ -188,9 +195,64 @@ impl ProviderLoader {
         path: &Path,
         source: ProviderSource,
     ) -> Result<Provider, LoadError> {
+        self.load_source_as(path, source, None).await
+    }
+
+    /// [`Self::load_source`] for a component that must declare `name`: one declaring
+    /// another is refused before any instance of it runs (so a candidate cannot put a
+    /// name of its choosing on metrics and logs).
+    pub async fn load_named(
+        &self,
+        path: &Path,
+        source: ProviderSource,
+        name: &str,
+    ) -> Result<Provider, LoadError> {
+        self.load_source_as(path, source, Some(name)).await
+    }
+
+    async fn load_source_as(
+        &self,
+        path: &Path,
+        source: ProviderSource,
+        expected: Option<&str>,
+    ) -> Result<Provider, LoadError> {
         let policy = source.policy(path)?;
-        self.load_bytes(path, source.component, policy, source.cloud_config)
-            .await
+        if let Some(budget) = self.memory_budget
+            && policy.worst_case_bytes() > budget
+        {
+            return Err(LoadError::Policy(crate::policy::PolicyError::Invalid {
+                path: Policy::path_for(path),
+                field: "limits".into(),
+                reason: format!(
+                    "its worst case, {} MiB (poolSize x memoryMiB + maxConcurrentRequests x \
+                     (maxResponseBytes + {} MiB of request body)), is over this host's provider \
+                     memory budget of {} MiB (--provider-memory-budget)",
+                    policy.worst_case_bytes() >> 20,
+                    crate::policy::MAX_REQUEST_BODY_BYTES >> 20,
+                    budget >> 20
+                ),
+            }));
+        }
+        let most = self.engine.max_memory_bytes();
+        if policy.instance_limits.memory_bytes > most {
+            return Err(LoadError::Policy(crate::policy::PolicyError::Invalid {
+                path: Policy::path_for(path),
+                field: "limits.memoryMiB".into(),
+                reason: format!(
+                    "{} MiB is over this host's per-instance maximum of {} MiB",
+                    policy.instance_limits.memory_bytes >> 20,
+                    most >> 20
+                ),
+            }));
+        }
+        self.load_bytes(
+            path,
+            source.component,
+            policy,
+            source.cloud_config,
+            expected,
+        )
+        .await
     }
 
     /// Loads a component from memory; `path` names it in errors.
@@ -200,11 +262,21 @@ impl ProviderLoader {
         bytes: Vec<u8>,
         policy: Policy,
         cloud_config: Vec<u8>,
+        expected: Option<&str>,
     ) -> Result<Provider, LoadError> {
         let sha256 = sha256_hex(&bytes);
         let compiled = self.compile_off_runtime(path, bytes).await?;
         let limits = policy.instance_limits.clone();
         let name = self.verify(&compiled, &limits).await?;
+        if let Some(expected) = expected
+            && name != expected
+        {
+            return Err(LoadError::WrongName {
+                path: path.to_owned(),
+                found: name,
+                expected: expected.to_owned(),
+            });
+        }
         let provider_name: Arc<str> = name.clone().into();
         let egress = self
             .broker
@@ -396,14 +468,51 @@ impl ProviderLoader {
                 });
             }
         };
-        if name.is_empty() || name.contains(|c: char| c.is_whitespace() || c == '/') {
+        if !is_provider_name(&name) {
             return Err(LoadError::Instantiate {
                 path: path.clone(),
                 source: wasmtime::Error::msg(format!(
-                    "provider-name returned {name:?}; it must be non-empty without spaces or `/`"
+                    "provider-name returned {:?}; it must be 1 to 63 lowercase letters, digits, \
+                     `-` or `.`, starting and ending with a letter or digit",
+                    crate::capabilities::logging::sanitize(&name)
                 )),
             });
         }
         Ok(name)
+    }
+}
+
+/// A provider name: what `--cloud-provider` names, the scheme of provider IDs, a label
+/// of every metric. 1 to 63 of `[a-z0-9.-]`, starting and ending alphanumeric.
+fn is_provider_name(name: &str) -> bool {
+    let alnum = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
+    (1..=63).contains(&name.len())
+        && name.chars().all(|c| alnum(c) || c == '-' || c == '.')
+        && name.starts_with(alnum)
+        && name.ends_with(alnum)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_provider_name;
+
+    #[test]
+    fn provider_names_are_dns_like() {
+        for ok in ["aws", "simcloud", "open-stack", "a", "cloud.v2"] {
+            assert!(is_provider_name(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "AWS",
+            "a b",
+            "a/b",
+            "-a",
+            "a-",
+            "x\u{1b}[2J",
+            "a\nb",
+            &"a".repeat(64),
+        ] {
+            assert!(!is_provider_name(bad), "{bad:?}");
+        }
     }
 }

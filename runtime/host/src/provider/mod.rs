@@ -106,6 +106,19 @@ impl Provider {
         self.inner.pool.idle()
     }
 
+    /// Puts the egress part of `policy` (allowlist, credentials, request limits, TLS)
+    /// in force for this running version, from its next request on. Hot swap uses it
+    /// so a tightened or removed policy applies even when the component it came with is
+    /// refused. If the rules cannot be built, all egress is denied (fail closed) and
+    /// the error says why. Instance limits (pool size, memory, call timeout) keep the
+    /// values the version was loaded with.
+    pub fn apply_egress_policy(
+        &self,
+        policy: crate::policy::Policy,
+    ) -> Result<(), crate::capabilities::http_egress::BrokerError> {
+        self.inner.pool.egress().replace_policy(Arc::new(policy))
+    }
+
     /// The instance pool.
     pub(crate) fn pool(&self) -> &Arc<pool::Pool> {
         &self.inner.pool

@@ -25,6 +25,9 @@ use crate::policy::InstanceLimits;
 pub(crate) struct Instance {
     pub store: Store<HostState>,
     pub guests: Guests,
+    /// Host resources it held once initialized (WASI's own); holding more after a
+    /// call means it kept requests, responses, bodies or fields across calls.
+    pub baseline_resources: usize,
 }
 
 /// A compiled component ready to instantiate.
@@ -105,6 +108,11 @@ impl Pool {
     /// Counts a call that failed before reaching the guest (no instance could be made).
     pub fn record_unavailable(&self, interface: &str, function: &str, started: Instant) {
         self.record(interface, function, started, "unavailable");
+    }
+
+    /// The provider's egress, shared by its instances.
+    pub fn egress(&self) -> &Arc<Egress> {
+        &self.egress
     }
 
     /// Number of idle, initialized instances.
@@ -198,8 +206,18 @@ impl Pool {
                     message: format!("{trap:#}"),
                 })
             }
-            Ok(Ok(Err(message))) => Err(ProviderError::Initialize { provider, message }),
-            Ok(Ok(Ok(()))) => Ok(Instance { store, guests }),
+            Ok(Ok(Err(message))) => Err(ProviderError::Initialize {
+                provider,
+                message: crate::capabilities::logging::sanitize(&message),
+            }),
+            Ok(Ok(Ok(()))) => {
+                let baseline_resources = store.data_mut().held_resources();
+                Ok(Instance {
+                    store,
+                    guests,
+                    baseline_resources,
+                })
+            }
         }
     }
 }
@@ -255,8 +273,22 @@ impl Lease {
     {
         match outcome {
             Ok(Ok(result)) => {
-                self.pool
-                    .release(self.instance.take().expect("lease holds an instance"));
+                let mut instance = self.instance.take().expect("lease holds an instance");
+                let held = instance.store.data_mut().held_resources();
+                if held > instance.baseline_resources {
+                    // Requests, responses, bodies or fields kept past the call would
+                    // pile up across calls: the instance is not reused.
+                    self.pool.record_trap(TrapKind::HeldResources);
+                    tracing::warn!(
+                        provider = &*self.pool.provider,
+                        interface,
+                        function,
+                        held = held - instance.baseline_resources,
+                        "provider returned still holding host resources; discarding the instance"
+                    );
+                } else {
+                    self.pool.release(instance);
+                }
                 let result = result.map_err(|e| ProviderError::Cloud {
                     provider: self.pool.provider.to_string(),
                     function,

@@ -62,7 +62,16 @@ pub enum SourceError {
         /// The policy file.
         path: PathBuf,
     },
+    /// The directory's `..data` kept changing while it was read.
+    #[error("{dir} changed while it was read, {READ_ATTEMPTS} times in a row")]
+    Unstable {
+        /// The directory.
+        dir: PathBuf,
+    },
 }
+
+/// How many times a read is retried when `..data` changes under it.
+const READ_ATTEMPTS: usize = 3;
 
 /// The directory files of `dir` are read from: the target of `dir/..data` when it
 /// exists, else `dir` itself.
@@ -73,9 +82,14 @@ pub fn resolve(dir: &Path) -> PathBuf {
     }
 }
 
-/// Reads `file` of `dir` (through `..data`), `None` when it does not exist.
-fn read_in(dir: &Path, file: &std::ffi::OsStr) -> Result<Option<Vec<u8>>, SourceError> {
-    let resolved = resolve(dir).join(file);
+/// Reads `file` of `dir` from `version` (the resolved `..data` of `dir`), `None` when
+/// it does not exist.
+fn read_in(
+    version: &Path,
+    dir: &Path,
+    file: &std::ffi::OsStr,
+) -> Result<Option<Vec<u8>>, SourceError> {
+    let resolved = version.join(file);
     let path = if resolved.exists() {
         resolved
     } else {
@@ -116,28 +130,54 @@ impl ProviderSource {
 
     /// Reads the component `wasm` (a path in the providers directory), the policy next
     /// to it and the cloud config.
+    ///
+    /// Each directory's `..data` is resolved once and every file read from that one
+    /// version; the link is checked again afterwards, and the read repeated if kubelet
+    /// switched it meanwhile, so the fingerprint is always of bytes from one version.
     pub fn read(wasm: &Path, cloud_config: Option<&Path>) -> Result<Self, SourceError> {
+        let (dir, _) = split(wasm);
+        let config_dir = cloud_config.map(|path| split(path).0);
+        for _ in 0..READ_ATTEMPTS {
+            let version = resolve(&dir);
+            let config_version = config_dir.as_deref().map(resolve);
+            let read =
+                Self::read_versions(wasm, &version, cloud_config, config_version.as_deref())?;
+            let unchanged =
+                resolve(&dir) == version && config_dir.as_deref().map(resolve) == config_version;
+            if unchanged {
+                return Ok(read);
+            }
+        }
+        Err(SourceError::Unstable { dir })
+    }
+
+    fn read_versions(
+        wasm: &Path,
+        version: &Path,
+        cloud_config: Option<&Path>,
+        config_version: Option<&Path>,
+    ) -> Result<Self, SourceError> {
         let (dir, file) = split(wasm);
-        let component = read_in(&dir, file)?.ok_or_else(|| SourceError::Missing {
+        let component = read_in(version, &dir, file)?.ok_or_else(|| SourceError::Missing {
             path: wasm.to_owned(),
         })?;
         let policy_path = Policy::path_for(wasm);
-        let policy = read_in(&dir, policy_path.file_name().unwrap_or_default())?
+        let policy = read_in(version, &dir, policy_path.file_name().unwrap_or_default())?
             .map(|bytes| {
                 String::from_utf8(bytes).map_err(|_| SourceError::PolicyNotText {
                     path: policy_path.clone(),
                 })
             })
             .transpose()?;
-        let cloud_config = match cloud_config {
-            Some(path) => {
+        let cloud_config = match (cloud_config, config_version) {
+            (Some(path), Some(config_version)) => {
                 let (dir, file) = split(path);
-                read_in(&dir, file)?.ok_or_else(|| SourceError::Read {
+                read_in(config_version, &dir, file)?.ok_or_else(|| SourceError::Read {
                     path: path.to_owned(),
                     source: std::io::ErrorKind::NotFound.into(),
                 })?
             }
-            None => Vec::new(),
+            _ => Vec::new(),
         };
         let fingerprint = Fingerprint {
             component: sha256_hex(&component),

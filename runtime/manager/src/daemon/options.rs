@@ -69,6 +69,20 @@ pub struct DaemonArgs {
     /// Port of the health and metrics server (`/healthz`, `/readyz`, `/metrics`).
     #[arg(long, default_value_t = 10258)]
     pub secure_port: u16,
+    /// The directory holding the credential files policies name (the mounted Secret).
+    /// A policy naming a file outside it — directly or through a symlink — is refused.
+    #[arg(
+        long,
+        env = "WASM_CCM_CREDENTIALS_DIR",
+        default_value = "/etc/wasm-ccm/credentials"
+    )]
+    pub credentials_dir: PathBuf,
+    /// The most memory a provider's policy may let it use in the worst case (every
+    /// pooled instance at its full memory, every request in flight with full bodies);
+    /// a policy over it is refused. Bytes, or with a suffix Ki, Mi or Gi. The default
+    /// fits deploy/'s container memory limit (512Mi) with room for the host.
+    #[arg(long, default_value = "384Mi", value_parser = parse_quantity)]
+    pub provider_memory_budget: u64,
     /// Writable directory (private to this process, e.g. an `emptyDir`) where compiled
     /// providers are cached, so restarts and swaps back to known content skip compiling.
     #[arg(long, env = "WASM_CCM_COMPILE_CACHE_DIR")]
@@ -87,6 +101,20 @@ pub struct DaemonArgs {
 /// grammar of the host ([`wasm_ccm_host::policy::parse_duration`]).
 pub fn parse_go_duration(text: &str) -> Result<Duration, String> {
     wasm_ccm_host::policy::parse_duration(text).map_err(|e| e.to_string())
+}
+
+/// Parses a byte quantity: `402653184`, `384Mi`, `1Gi`, `512Ki`.
+pub fn parse_quantity(text: &str) -> Result<u64, String> {
+    let bad =
+        || format!("invalid quantity {text:?}: use bytes or a suffix Ki, Mi or Gi, e.g. 384Mi");
+    let (number, scale) = match text.trim() {
+        t if t.ends_with("Gi") => (&t[..t.len() - 2], 1u64 << 30),
+        t if t.ends_with("Mi") => (&t[..t.len() - 2], 1 << 20),
+        t if t.ends_with("Ki") => (&t[..t.len() - 2], 1 << 10),
+        t => (t, 1),
+    };
+    let number: u64 = number.parse().map_err(|_| bad())?;
+    number.checked_mul(scale).ok_or_else(bad)
 }
 
 impl DaemonArgs {
@@ -150,6 +178,16 @@ pub fn enabled_controllers(list: &[String]) -> Result<Vec<&'static Controller>, 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn quantities() {
+        assert_eq!(parse_quantity("384Mi").unwrap(), 384 << 20);
+        assert_eq!(parse_quantity("1Gi").unwrap(), 1 << 30);
+        assert_eq!(parse_quantity("4096").unwrap(), 4096);
+        for bad in ["", "Mi", "1.5Gi", "1G", "-1Mi", "99999999999999999999Gi"] {
+            assert!(parse_quantity(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn controller_selection() {

@@ -49,11 +49,13 @@ pub(super) async fn serve_health(
 
 /// The provider loader, with the compile cache when `--compile-cache-dir` is set.
 pub(super) fn loader(args: &DaemonArgs, metrics: &Metrics) -> Result<ProviderLoader, DaemonError> {
-    let loader = ProviderLoader::with_options(
-        &EngineSettings::default(),
-        &EgressSettings::default(),
-        metrics.clone(),
-    )?;
+    let egress = EgressSettings {
+        credentials_dir: Some(args.credentials_dir.clone()),
+        ..EgressSettings::default()
+    };
+    let loader =
+        ProviderLoader::with_options(&EngineSettings::default(), &egress, metrics.clone())?
+            .with_memory_budget(args.provider_memory_budget);
     let Some(dir) = &args.compile_cache_dir else {
         return Ok(loader);
     };

@@ -24,6 +24,13 @@
 //! for every Service is worse than an upgrade that waits for the operator. To drop the
 //! controller, restart with `--controllers` excluding it.
 //!
+//! A changed policy takes effect even when the component it came with is refused: its
+//! egress rules (allowlist, credentials, request limits) are put in force on the
+//! serving version, so a tightened or removed policy never leaves it on the older,
+//! wider one; an invalid policy denies all egress until it is fixed (fail closed).
+//! That is counted as `policy_applied` and published as a `ProviderPolicyApplied`
+//! Event.
+//!
 //! Credential files named by the policy need no reload: the egress broker re-reads
 //! them when they change.
 
@@ -52,13 +59,6 @@ pub enum ReloadError {
     /// Compiling, checking, instantiating or initializing the component failed.
     #[error(transparent)]
     Load(#[from] LoadError),
-    /// The component is another provider.
-    #[error("{path}: provider-name is {found:?}, but this controller manager runs {expected:?}")]
-    WrongProvider {
-        path: PathBuf,
-        found: String,
-        expected: String,
-    },
     /// The component no longer exports an interface a running controller uses.
     #[error(
         "{path}: does not export {interface}, which the running {controller} controller uses; \
@@ -87,7 +87,6 @@ impl ReloadError {
         match self {
             Self::Source(_) => "read",
             Self::Load(err) => err.reason(),
-            Self::WrongProvider { .. } => "wrong_provider",
             Self::InterfaceDropped { .. } => "interface_dropped",
         }
     }
@@ -254,9 +253,17 @@ impl Reloader {
             return Outcome::Unchanged;
         }
         tracing::info!(file = %path.display(), sha256 = %fingerprint.component, "provider files changed; loading the new version");
+        // A changed policy applies even if its component is refused (fail closed).
+        let new_policy =
+            (fingerprint.policy != self.serving.policy).then(|| snapshot.policy(&path));
         match self.load(snapshot).await {
             Ok(provider) => self.swap(provider, fingerprint),
-            Err(err) => self.refuse(err, Some(fingerprint)),
+            Err(err) => {
+                if let Some(policy) = new_policy {
+                    self.apply_policy(policy, &fingerprint);
+                }
+                self.refuse(err, Some(fingerprint))
+            }
         }
     }
 
@@ -287,14 +294,11 @@ impl Reloader {
     /// Builds the new version and checks it may replace the serving one.
     async fn load(&self, source: ProviderSource) -> Result<Provider, ReloadError> {
         let path = &self.settings.component;
-        let provider = self.loader.load_source(path, source).await?;
-        if provider.name() != self.settings.provider_name {
-            return Err(ReloadError::WrongProvider {
-                path: path.clone(),
-                found: provider.name().into(),
-                expected: self.settings.provider_name.clone(),
-            });
-        }
+        // A candidate declaring another name is refused before it runs.
+        let provider = self
+            .loader
+            .load_named(path, source, &self.settings.provider_name)
+            .await?;
         for controller in &self.settings.controllers {
             if !controller.needs.met_by(provider.exports()) {
                 return Err(ReloadError::InterfaceDropped {
@@ -305,6 +309,44 @@ impl Reloader {
             }
         }
         Ok(provider)
+    }
+
+    /// Puts a changed policy's egress in force on the serving version whose new
+    /// component was refused: a tightened or removed policy must never leave it on the
+    /// older, wider one. An invalid policy denies all egress until it is fixed.
+    fn apply_policy(
+        &mut self,
+        policy: Result<wasm_ccm_host::policy::Policy, wasm_ccm_host::policy::PolicyError>,
+        fingerprint: &Fingerprint,
+    ) {
+        let current = self.shared.current();
+        let name = current.name().to_owned();
+        let file = self.settings.component.display().to_string();
+        let outcome = match policy {
+            Ok(policy) => current
+                .apply_egress_policy(policy)
+                .map_err(|err| format!("{err}; all egress is denied until the policy is fixed")),
+            Err(err) => {
+                let _ = current.apply_egress_policy(wasm_ccm_host::policy::Policy::default());
+                Err(format!(
+                    "{err}; all egress is denied until the policy is fixed"
+                ))
+            }
+        };
+        self.serving.policy = fingerprint.policy.clone();
+        self.reporter.count(&name, "policy_applied");
+        let note = match &outcome {
+            Ok(()) => format!(
+                "{file}: the changed policy now applies to the serving provider {name} (sha256 {}), whose new component was refused",
+                short(current.sha256())
+            ),
+            Err(reason) => format!(
+                "{file}: the changed policy cannot apply to the serving provider {name}: {reason}"
+            ),
+        };
+        tracing::warn!(provider = %name, file = %file, "{note}");
+        self.reporter
+            .event(EventType::Warning, report::REASON_POLICY_APPLIED, note);
     }
 
     fn swap(&mut self, provider: Provider, fingerprint: Fingerprint) -> Outcome {

@@ -27,6 +27,9 @@ pub const REPORTING_CONTROLLER: &str = "wasm-ccm";
 pub const REASON_RELOADED: &str = "ProviderReloaded";
 /// Event reason: a new version was refused; the previous one keeps serving.
 pub const REASON_RELOAD_FAILED: &str = "ProviderReloadFailed";
+/// Event reason: a changed policy was put in force on the serving version although
+/// its new component was refused.
+pub const REASON_POLICY_APPLIED: &str = "ProviderPolicyApplied";
 /// Event reason: the component file disappeared; the loaded version keeps serving.
 pub const REASON_MISSING: &str = "ProviderFileMissing";
 

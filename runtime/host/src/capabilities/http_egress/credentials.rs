@@ -1,4 +1,9 @@
 //! Credentials the host injects into outbound requests, read from mounted Secret files.
+//!
+//! With a credentials directory (`--credentials-dir`, the Secret's mount), every file
+//! is read through its canonical path, which must lie inside that directory: a policy
+//! ships next to a vendor's component, so it must not be able to name the
+//! service-account token or any other file of the host, directly or through a symlink.
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -28,6 +33,17 @@ pub enum CredentialError {
         /// The file.
         path: PathBuf,
     },
+    /// The file (or what its symlinks lead to) is outside the credentials directory.
+    #[error(
+        "credential file {path} is outside the credentials directory {dir} (--credentials-dir); \
+         mount the Secret there and name files inside it"
+    )]
+    OutsideDir {
+        /// The file named by the policy.
+        path: PathBuf,
+        /// The credentials directory.
+        dir: PathBuf,
+    },
 }
 
 /// Produces headers for credential rules. Each use checks the files' metadata and
@@ -37,6 +53,8 @@ pub enum CredentialError {
 pub struct CredentialStore {
     rules: Vec<CredentialRule>,
     cache: Vec<Mutex<Option<Cached>>>,
+    /// The canonical credentials directory files must lie in, if confined.
+    dir: Option<PathBuf>,
 }
 
 #[derive(Debug)]
@@ -69,11 +87,73 @@ impl FileStamp {
 }
 
 impl CredentialStore {
-    pub fn new(rules: &[CredentialRule]) -> Self {
-        Self {
+    /// A store for `rules`, reading files only inside `dir` when given.
+    pub fn new(rules: &[CredentialRule], dir: Option<&Path>) -> Result<Self, CredentialError> {
+        // Without rules the directory is not needed (and need not exist).
+        let dir = dir
+            .filter(|_| !rules.is_empty())
+            .map(|dir| {
+                std::fs::canonicalize(dir).map_err(|source| CredentialError::Read {
+                    path: dir.to_owned(),
+                    source,
+                })
+            })
+            .transpose()?;
+        let store = Self {
             rules: rules.to_vec(),
             cache: rules.iter().map(|_| Mutex::new(None)).collect(),
+            dir,
+        };
+        store.check()?;
+        Ok(store)
+    }
+
+    /// Checks every file the rules name is (or, not yet written, would be) inside the
+    /// credentials directory.
+    fn check(&self) -> Result<(), CredentialError> {
+        for rule in &self.rules {
+            for file in rule.credential.files() {
+                match std::fs::symlink_metadata(file) {
+                    Ok(_) => {
+                        self.confined(file)?;
+                    }
+                    Err(_) => {
+                        // Not there yet: its directory must be inside.
+                        let parent = file.parent().unwrap_or(Path::new("/"));
+                        if let Some(dir) = &self.dir {
+                            let inside =
+                                std::fs::canonicalize(parent).is_ok_and(|p| p.starts_with(dir));
+                            if !inside {
+                                return Err(CredentialError::OutsideDir {
+                                    path: file.to_owned(),
+                                    dir: dir.clone(),
+                                });
+                            }
+                        }
+                    }
+                }
+            }
         }
+        Ok(())
+    }
+
+    /// The path to read `file` through: its canonical path, checked to lie inside the
+    /// credentials directory when there is one.
+    fn confined(&self, file: &Path) -> Result<PathBuf, CredentialError> {
+        let Some(dir) = &self.dir else {
+            return Ok(file.to_owned());
+        };
+        let real = std::fs::canonicalize(file).map_err(|source| CredentialError::Read {
+            path: file.to_owned(),
+            source,
+        })?;
+        if !real.starts_with(dir) {
+            return Err(CredentialError::OutsideDir {
+                path: file.to_owned(),
+                dir: dir.clone(),
+            });
+        }
+        Ok(real)
     }
 
     /// The header for rule number `index`.
@@ -100,7 +180,7 @@ impl CredentialStore {
     fn read(&self, index: usize) -> Result<(HeaderName, HeaderValue), CredentialError> {
         match &self.rules[index].credential {
             Credential::Bearer { token_file } => {
-                let token = read_trimmed(token_file)?;
+                let token = read_trimmed(&self.confined(token_file)?)?;
                 Ok((
                     http::header::AUTHORIZATION,
                     sensitive(format!("Bearer {token}"), token_file)?,
@@ -110,8 +190,8 @@ impl CredentialStore {
                 username_file,
                 password_file,
             } => {
-                let user = read_trimmed(username_file)?;
-                let password = read_trimmed(password_file)?;
+                let user = read_trimmed(&self.confined(username_file)?)?;
+                let password = read_trimmed(&self.confined(password_file)?)?;
                 let encoded = BASE64.encode(format!("{user}:{password}"));
                 Ok((
                     http::header::AUTHORIZATION,
@@ -119,7 +199,7 @@ impl CredentialStore {
                 ))
             }
             Credential::Header { name, value_file } => {
-                let value = read_trimmed(value_file)?;
+                let value = read_trimmed(&self.confined(value_file)?)?;
                 let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
                     CredentialError::Invalid {
                         path: value_file.clone(),
@@ -159,13 +239,17 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("user"), "user\n").unwrap();
         std::fs::write(dir.join("password"), "pa55").unwrap();
-        let store = CredentialStore::new(&[CredentialRule {
-            destination: HostPattern::parse("http://x").unwrap(),
-            credential: Credential::Basic {
-                username_file: dir.join("user"),
-                password_file: dir.join("password"),
-            },
-        }]);
+        let store = CredentialStore::new(
+            &[CredentialRule {
+                destination: HostPattern::parse("http://x").unwrap(),
+                credential: Credential::Basic {
+                    username_file: dir.join("user"),
+                    password_file: dir.join("password"),
+                },
+            }],
+            Some(&dir),
+        )
+        .unwrap();
         let (name, value) = store.header(0).unwrap();
         assert_eq!(name, http::header::AUTHORIZATION);
         // RFC 4648 test vector: "user:pa55".
@@ -180,12 +264,16 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let token = dir.join("token");
         std::fs::write(&token, "one\n").unwrap();
-        let store = CredentialStore::new(&[CredentialRule {
-            destination: HostPattern::parse("http://x").unwrap(),
-            credential: Credential::Bearer {
-                token_file: token.clone(),
-            },
-        }]);
+        let store = CredentialStore::new(
+            &[CredentialRule {
+                destination: HostPattern::parse("http://x").unwrap(),
+                credential: Credential::Bearer {
+                    token_file: token.clone(),
+                },
+            }],
+            None,
+        )
+        .unwrap();
         assert_eq!(store.header(0).unwrap().1, "Bearer one");
         // Rotation the way kubelet does it: a new file renamed over the old one.
         let next = dir.join("token.new");
@@ -195,5 +283,53 @@ mod tests {
         std::fs::remove_file(&token).unwrap();
         assert!(matches!(store.header(0), Err(CredentialError::Read { .. })));
         std::fs::remove_dir_all(dir).ok();
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn files_outside_the_credentials_directory_are_refused() {
+        use std::os::unix::fs::symlink;
+        let root = std::env::temp_dir().join(format!("wasm-ccm-confine-{}", std::process::id()));
+        let secrets = root.join("credentials");
+        std::fs::create_dir_all(&secrets).unwrap();
+        std::fs::write(root.join("sa-token"), "service-account").unwrap();
+        std::fs::write(secrets.join("token"), "cloud").unwrap();
+        symlink(root.join("sa-token"), secrets.join("escape")).unwrap();
+        // kubelet's layout: token -> ..data/token, ..data -> ..2026_01_01.
+        std::fs::create_dir_all(secrets.join("..2026_01_01")).unwrap();
+        std::fs::write(secrets.join("..2026_01_01/rotated"), "v1").unwrap();
+        symlink("..2026_01_01", secrets.join("..data")).unwrap();
+        symlink("..data/rotated", secrets.join("rotated")).unwrap();
+        let rule = |file: PathBuf| CredentialRule {
+            destination: HostPattern::parse("https://x.example.com").unwrap(),
+            credential: Credential::Bearer { token_file: file },
+        };
+        for inside in ["token", "rotated", "not-yet-written"] {
+            CredentialStore::new(&[rule(secrets.join(inside))], Some(&secrets))
+                .unwrap_or_else(|e| panic!("{inside}: {e}"));
+        }
+        for outside in [
+            root.join("sa-token"),
+            secrets.join("escape"),
+            secrets.join("../sa-token"),
+            PathBuf::from("/var/run/secrets/kubernetes.io/serviceaccount/token"),
+        ] {
+            let err = CredentialStore::new(&[rule(outside.clone())], Some(&secrets)).unwrap_err();
+            assert!(
+                matches!(err, CredentialError::OutsideDir { .. }),
+                "{}: {err}",
+                outside.display()
+            );
+        }
+        // A symlink swapped to point outside after loading is refused when read.
+        let store = CredentialStore::new(&[rule(secrets.join("token"))], Some(&secrets)).unwrap();
+        assert_eq!(store.header(0).unwrap().1, "Bearer cloud");
+        std::fs::remove_file(secrets.join("token")).unwrap();
+        symlink(root.join("sa-token"), secrets.join("token")).unwrap();
+        assert!(matches!(
+            store.header(0),
+            Err(CredentialError::OutsideDir { .. })
+        ));
+        std::fs::remove_dir_all(root).ok();
     }
 }

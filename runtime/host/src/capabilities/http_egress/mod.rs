@@ -2,9 +2,12 @@
 //!
 //! Guests call `wasi:http/outgoing-handler`; wasmtime hands every request to
 //! [`EgressHooks::send_request`], which
-//! 1. checks the destination against the provider policy's allowlist (deny by default;
-//!    link-local / instance-metadata addresses are refused whether given as an IP or
-//!    as a name resolving to one, see [`resolver`]),
+//! 1. parses the destination once ([`destination`]) and checks it: the method (no
+//!    `TRACE`, no `CONNECT`), the address rules of [`crate::policy::address`] (metadata
+//!    and host-local addresses never; loopback only through a pattern naming it), and
+//!    the provider policy's allowlist (deny by default). Names are checked again on
+//!    what they resolve to ([`resolver`]) and every connection on the address it
+//!    reached ([`connect`]), so no spelling, DNS answer or IP literal gets around them;
 //! 2. injects the credential configured for the destination; the guest never sees it,
 //!    and a request on which the guest set that header itself is refused,
 //! 3. waits for the provider's concurrency and rate limits ([`rate_limit`]),
@@ -17,13 +20,15 @@
 //! Metric labels are bounded: the destination of an allowed request is the allowlist
 //! entry it matched, and denied requests are labelled by reason only.
 
+mod connect;
 mod credentials;
+pub mod destination;
 pub mod rate_limit;
 pub mod resolver;
 
 use std::net::IpAddr;
-use std::path::Path;
-use std::sync::{Arc, Mutex, Once};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, Once, RwLock};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -34,26 +39,34 @@ use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody, WasiHttpH
 
 use crate::capabilities::logging::LogLimiter;
 use crate::metrics::{DeniedLabels, EgressLabels, HostLabels, ProviderMetrics};
-use crate::policy::Policy;
+use crate::policy::{Policy, address};
 pub use credentials::CredentialError;
+pub use destination::Destination;
 
 /// Largest request body a guest may send.
-pub const MAX_REQUEST_BODY_BYTES: usize = 8 << 20;
+pub use crate::policy::MAX_REQUEST_BODY_BYTES;
 
 /// Process-wide egress settings.
 #[derive(Debug, Clone, Default)]
 pub struct EgressSettings {
     /// Fixed DNS answers (name -> address) checked before the system resolver, for
-    /// split-horizon setups and tests. Link-local answers are refused like any other.
+    /// split-horizon setups and tests. Forbidden answers are refused like any other.
     pub dns_overrides: Vec<(String, IpAddr)>,
+    /// The directory credential files must lie in (the mounted Secret); `None` leaves
+    /// them unconfined (tools and tests). The controller manager always sets it
+    /// (`--credentials-dir`).
+    pub credentials_dir: Option<PathBuf>,
 }
 
 /// Why a request was refused before it left the host.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Denial {
-    /// The URI has no host or an unsupported scheme.
-    #[error("request URI `{0}` has no usable scheme and host")]
+    /// The URI has no host, an unsupported scheme, or user info.
+    #[error("request URI `{0}` has no usable scheme and host (or carries user info)")]
     BadUri(String),
+    /// `TRACE` or `CONNECT`.
+    #[error("method {0} is not allowed")]
+    Method(String),
     /// No `allowedOutboundHosts` pattern matches.
     #[error("{scheme}://{host}:{port} is not in the provider's allowedOutboundHosts")]
     NotAllowed {
@@ -64,12 +77,28 @@ pub enum Denial {
         /// The request's port.
         port: u16,
     },
-    /// The destination is a link-local / instance metadata address.
-    #[error("{0} is a link-local or instance-metadata address, which providers may never reach")]
-    LinkLocal(IpAddr),
-    /// The destination name resolves only to link-local addresses.
-    #[error("{0}")]
-    LinkLocalName(String),
+    /// The destination is an address no provider may reach.
+    #[error("{ip} is {}, which providers may never reach", .never.what)]
+    Never {
+        /// The address (normalized).
+        ip: IpAddr,
+        /// What it is.
+        never: address::Never,
+    },
+    /// The destination name resolves, or a connection went, only to such addresses.
+    #[error("{message}")]
+    NeverByName {
+        /// The metric label of the first refused address.
+        label: &'static str,
+        /// What was refused, for the log.
+        message: String,
+    },
+    /// Loopback, through a pattern that does not name it.
+    #[error(
+        "{0} is this host's loopback; a provider reaches it only through an allowedOutboundHosts \
+         entry naming a loopback address or localhost"
+    )]
+    Loopback(String),
     /// The guest set a header that the host injects for this destination.
     #[error(
         "the provider set its own `{0}` header on a destination whose credentials the host injects"
@@ -85,8 +114,11 @@ impl Denial {
     pub fn reason(&self) -> &'static str {
         match self {
             Denial::BadUri(_) => "bad_uri",
+            Denial::Method(_) => "method",
             Denial::NotAllowed { .. } => "not_allowed",
-            Denial::LinkLocal(_) | Denial::LinkLocalName(_) => "link_local",
+            Denial::Never { never, .. } => never.label,
+            Denial::NeverByName { label, .. } => label,
+            Denial::Loopback(_) => "loopback",
             Denial::GuestCredentialHeader(_) => "guest_credential_header",
             Denial::Credential(_) => "credential_unavailable",
         }
@@ -99,6 +131,9 @@ pub enum BrokerError {
     /// The HTTP client could not be built.
     #[error("cannot build the HTTP client: {0}")]
     Client(#[source] reqwest::Error),
+    /// A credential file of the policy is unusable (outside the credentials directory).
+    #[error(transparent)]
+    Credential(#[from] CredentialError),
     /// The policy's CA bundle cannot be read or parsed.
     #[error("CA bundle {path}: {reason}")]
     CaBundle {
@@ -115,6 +150,7 @@ pub struct Broker {
     client: reqwest::Client,
     resolver: resolver::GuardedResolver,
     metrics: Arc<ProviderMetrics>,
+    credentials_dir: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for Broker {
@@ -136,6 +172,7 @@ impl Broker {
                 .map_err(BrokerError::Client)?,
             resolver,
             metrics,
+            credentials_dir: settings.credentials_dir.clone(),
         })
     }
 
@@ -145,24 +182,35 @@ impl Broker {
         provider: Arc<str>,
         policy: Arc<Policy>,
     ) -> Result<Arc<Egress>, BrokerError> {
+        Ok(Arc::new(Egress {
+            rules: RwLock::new(Arc::new(self.rules(policy)?)),
+            broker: self.clone(),
+            denial_log: Mutex::new(LogLimiter::default()),
+            metrics: self.metrics.clone(),
+            provider,
+        }))
+    }
+
+    /// What a policy makes of a provider's egress.
+    fn rules(&self, policy: Arc<Policy>) -> Result<Rules, BrokerError> {
         let client = match &policy.tls_ca_bundle {
             None => self.client.clone(),
             Some(path) => dedicated_client(&self.resolver, path)?,
         };
         let limits = &policy.egress_limits;
-        Ok(Arc::new(Egress {
+        Ok(Rules {
             limiter: rate_limit::EgressLimiter::new(
                 limits.max_concurrent_requests,
                 limits.requests_per_second,
                 limits.burst,
             ),
-            credentials: credentials::CredentialStore::new(&policy.credentials),
-            denial_log: Mutex::new(LogLimiter::default()),
-            metrics: self.metrics.clone(),
-            provider,
+            credentials: credentials::CredentialStore::new(
+                &policy.credentials,
+                self.credentials_dir.as_deref(),
+            )?,
             policy,
             client,
-        }))
+        })
     }
 
     /// The shared client (for native comparisons in benchmarks).
@@ -176,6 +224,10 @@ fn client_builder(resolver: &resolver::GuardedResolver) -> reqwest::ClientBuilde
     reqwest::Client::builder()
         // A redirect would leave the allowlist's control: the guest sees the 3xx.
         .redirect(reqwest::redirect::Policy::none())
+        // Never a proxy from the environment (HTTP(S)_PROXY, ALL_PROXY): credentials
+        // and requests go only where the policy says.
+        .no_proxy()
+        .connector_layer(connect::PeerGuardLayer)
         .connect_timeout(Duration::from_secs(5))
         .pool_max_idle_per_host(64)
         .tcp_nodelay(true)
@@ -212,12 +264,20 @@ fn install_crypto_provider() {
 /// Per-provider egress state shared by all of the provider's instances.
 pub struct Egress {
     provider: Arc<str>,
+    /// What the policy in force says; replaced as a whole when the policy changes.
+    rules: RwLock<Arc<Rules>>,
+    broker: Broker,
+    metrics: Arc<ProviderMetrics>,
+    denial_log: Mutex<LogLimiter>,
+}
+
+/// A policy's egress: the policy, the client for its TLS settings, its credentials
+/// and its limits. A request is authorized and forwarded under one `Rules`.
+struct Rules {
     policy: Arc<Policy>,
     client: reqwest::Client,
     credentials: credentials::CredentialStore,
     limiter: rate_limit::EgressLimiter,
-    metrics: Arc<ProviderMetrics>,
-    denial_log: Mutex<LogLimiter>,
 }
 
 impl std::fmt::Debug for Egress {
@@ -245,25 +305,62 @@ impl Egress {
         }
     }
 
-    /// Checks a request against the policy.
-    pub fn authorize(&self, uri: &http::Uri, headers: &HeaderMap) -> Result<Grant, Denial> {
-        let scheme = uri
-            .scheme_str()
-            .ok_or_else(|| Denial::BadUri(uri.to_string()))?;
-        let host = uri
-            .host()
-            .filter(|h| !h.is_empty())
-            .ok_or_else(|| Denial::BadUri(uri.to_string()))?;
-        let host = host.trim_start_matches('[').trim_end_matches(']');
-        let port = uri.port_u16().unwrap_or(match scheme {
-            "https" => 443,
-            _ => 80,
-        });
-        if let Ok(ip) = host.parse::<IpAddr>()
-            && is_link_local(ip)
-        {
-            return Err(Denial::LinkLocal(ip));
+    /// The rules in force.
+    fn rules(&self) -> Arc<Rules> {
+        self.rules
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
+
+    /// Puts `policy`'s egress rules in force for every instance of the provider, from
+    /// the next request on. If they cannot be built (an unreadable CA bundle, a
+    /// credential file outside the credentials directory), nothing is allowed any
+    /// more (fail closed) and the error says why.
+    pub fn replace_policy(&self, policy: Arc<Policy>) -> Result<(), BrokerError> {
+        let (rules, result) = match self.broker.rules(policy) {
+            Ok(rules) => (rules, Ok(())),
+            Err(err) => (
+                self.broker
+                    .rules(Arc::new(Policy::default()))
+                    .expect("the deny-all policy always builds"),
+                Err(err),
+            ),
+        };
+        *self
+            .rules
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Arc::new(rules);
+        result
+    }
+
+    /// Checks a request to `destination` against the address rules and the policy.
+    pub fn authorize(
+        &self,
+        method: &Method,
+        destination: &Destination,
+        headers: &HeaderMap,
+    ) -> Result<Grant, Denial> {
+        self.rules().authorize(method, destination, headers)
+    }
+}
+
+impl Rules {
+    fn authorize(
+        &self,
+        method: &Method,
+        destination: &Destination,
+        headers: &HeaderMap,
+    ) -> Result<Grant, Denial> {
+        if *method == Method::TRACE || *method == Method::CONNECT {
+            return Err(Denial::Method(method.to_string()));
         }
+        if let Some(ip) = destination.ip
+            && let Some(never) = address::never_reachable(ip)
+        {
+            return Err(Denial::Never { ip, never });
+        }
+        let (scheme, host, port) = (destination.scheme(), &destination.host, destination.port);
         let Some(pattern) = self
             .policy
             .allowed_outbound_hosts
@@ -272,10 +369,13 @@ impl Egress {
         else {
             return Err(Denial::NotAllowed {
                 scheme: scheme.into(),
-                host: host.into(),
+                host: host.clone(),
                 port,
             });
         };
+        if destination.is_loopback() && !pattern.names_loopback() {
+            return Err(Denial::Loopback(host.clone()));
+        }
         let destination = pattern.to_string();
         let Some(rule) = self
             .policy
@@ -300,8 +400,10 @@ impl Egress {
             inject: Some((name, value)),
         })
     }
+}
 
-    fn record_denial(&self, method: &Method, uri: &http::Uri, denial: &Denial) {
+impl Egress {
+    fn record_denial(&self, method: &Method, uri: &str, denial: &Denial) {
         self.metrics
             .egress_denied
             .get_or_create(&DeniedLabels {
@@ -319,7 +421,7 @@ impl Egress {
             tracing::warn!(
                 provider = %self.provider,
                 %method,
-                uri = %redact_query(uri),
+                uri = %uri,
                 reason = denial.reason(),
                 suppressed = dropped,
                 "outbound request denied: {denial}"
@@ -329,17 +431,19 @@ impl Egress {
 
     async fn forward(
         self: Arc<Self>,
+        rules: Arc<Rules>,
         request: http::Request<WasiBody>,
+        destination: Destination,
         grant: Grant,
     ) -> Result<http::Response<WasiBody>, HttpError> {
         let method = request.method().clone();
-        let uri = request.uri().clone();
-        let _permit = self.limiter.admit().await;
+        let uri = redact_query(&destination.url);
+        let _permit = rules.limiter.admit().await;
         let started = Instant::now();
-        let result = self.send(request, grant.inject).await;
+        let result = rules.send(request, destination, grant.inject).await;
         let status = match &result {
-            Ok(response) => response.status().as_str().to_owned(),
-            Err(_) => "error".to_owned(),
+            Ok(response) => status_label(response.status()),
+            Err(_) => "error",
         };
         let method_label = match method {
             Method::GET
@@ -356,7 +460,7 @@ impl Egress {
                 provider: self.provider.to_string(),
                 host: grant.destination.clone(),
                 method: method_label,
-                status: status.clone(),
+                status: status.to_owned(),
             })
             .inc();
         self.metrics
@@ -374,7 +478,7 @@ impl Egress {
             Err(Forward::Failed(error)) => tracing::warn!(
                 provider = %self.provider,
                 %method,
-                uri = %redact_query(&uri),
+                uri = %uri,
                 error = %error,
                 "outbound request failed"
             ),
@@ -384,10 +488,13 @@ impl Egress {
             Forward::Failed(error) => error,
         })
     }
+}
 
+impl Rules {
     async fn send(
         &self,
         request: http::Request<WasiBody>,
+        destination: Destination,
         inject: Option<(HeaderName, HeaderValue)>,
     ) -> Result<http::Response<WasiBody>, Forward> {
         let (parts, body) = request.into_parts();
@@ -398,8 +505,7 @@ impl Egress {
                     MAX_REQUEST_BODY_BYTES as u64,
                 )))
             })?;
-        let url = reqwest::Url::parse(&parts.uri.to_string())
-            .map_err(|_| Forward::Failed(HttpError::HttpRequestUriInvalid))?;
+        let url = destination.url;
         let mut headers = parts.headers;
         headers.remove(http::header::HOST);
         if let Some((name, value)) = inject {
@@ -469,12 +575,19 @@ impl WasiHttpHooks for EgressHooks {
         _fut: Box<dyn Future<Output = Result<(), HttpError>> + Send>,
     ) -> ResponseFuture {
         let egress = self.egress.clone();
-        match egress.authorize(request.uri(), request.headers()) {
+        // One request, one set of rules: authorized and forwarded under the same policy.
+        let rules = egress.rules();
+        let checked = Destination::parse(request.uri()).and_then(|destination| {
+            rules
+                .authorize(request.method(), &destination, request.headers())
+                .map(|grant| (destination, grant))
+        });
+        match checked {
             Err(denial) => {
-                egress.record_denial(request.method(), request.uri(), &denial);
+                egress.record_denial(request.method(), &redact_uri(request.uri()), &denial);
                 Box::new(async move { Err(HttpError::HttpRequestDenied) })
             }
-            Ok(grant) => {
+            Ok((destination, grant)) => {
                 // A child of the provider call span current while the guest runs.
                 let span = tracing::debug_span!(
                     "egress",
@@ -484,7 +597,7 @@ impl WasiHttpHooks for EgressHooks {
                 );
                 Box::new(
                     async move {
-                        let response = egress.forward(request, grant).await?;
+                        let response = egress.forward(rules, request, destination, grant).await?;
                         Ok((
                             response,
                             Box::new(async { Ok(()) }) as Box<dyn Future<Output = _> + Send>,
@@ -497,21 +610,36 @@ impl WasiHttpHooks for EgressHooks {
     }
 }
 
-/// 169.254.0.0/16, fe80::/10 and the AWS IPv6 metadata address fd00:ec2::254.
-pub fn is_link_local(ip: IpAddr) -> bool {
-    match ip {
-        IpAddr::V4(v4) => v4.is_link_local(),
-        IpAddr::V6(v6) => {
-            if let Some(v4) = v6.to_ipv4_mapped() {
-                return v4.is_link_local();
-            }
-            (v6.segments()[0] & 0xffc0) == 0xfe80
-                || v6.segments() == [0xfd00, 0x0ec2, 0, 0, 0, 0, 0, 0x0254]
-        }
+/// The `status` label: the codes clouds use for their API contract, else the class,
+/// so a server cannot create series at will.
+fn status_label(status: http::StatusCode) -> &'static str {
+    const KNOWN: [&str; 17] = [
+        "200", "201", "202", "204", "304", "400", "401", "403", "404", "409", "412", "422", "429",
+        "500", "502", "503", "504",
+    ];
+    if let Some(known) = KNOWN.iter().find(|k| **k == status.as_str()) {
+        return known;
+    }
+    match status.as_u16() {
+        100..=199 => "1xx",
+        200..=299 => "2xx",
+        300..=399 => "3xx",
+        400..=499 => "4xx",
+        500..=599 => "5xx",
+        _ => "other",
     }
 }
 
-fn redact_query(uri: &http::Uri) -> String {
+/// The URL without its query (which may carry tokens), for logs.
+fn redact_query(url: &reqwest::Url) -> String {
+    let mut redacted = url.clone();
+    redacted.set_query(None);
+    redacted.set_fragment(None);
+    redacted.to_string()
+}
+
+/// The guest's URI without its query, for logs of requests refused before parsing.
+fn redact_uri(uri: &http::Uri) -> String {
     format!(
         "{}://{}{}",
         uri.scheme_str().unwrap_or(""),
@@ -549,8 +677,17 @@ async fn read_limited(mut response: reqwest::Response, limit: usize) -> Result<B
 fn classify(err: reqwest::Error) -> Forward {
     let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&err);
     while let Some(e) = source {
-        if let Some(link_local) = e.downcast_ref::<resolver::LinkLocalOnly>() {
-            return Forward::Denied(Denial::LinkLocalName(link_local.to_string()));
+        if let Some(refused) = e.downcast_ref::<resolver::Unreachable>() {
+            return Forward::Denied(Denial::NeverByName {
+                label: refused.label,
+                message: refused.to_string(),
+            });
+        }
+        if let Some(refused) = e.downcast_ref::<connect::RefusedPeer>() {
+            return Forward::Denied(Denial::NeverByName {
+                label: refused.label,
+                message: refused.to_string(),
+            });
         }
         source = e.source();
     }
@@ -606,12 +743,16 @@ mod tests {
         std::fs::remove_dir_all(dir).ok();
     }
 
+    fn authorize(e: &Egress, method: Method, uri: &str) -> Result<Grant, Denial> {
+        let destination = Destination::parse(&uri.parse().unwrap())?;
+        e.authorize(&method, &destination, &HeaderMap::new())
+    }
+
     #[test]
     fn deny_by_default() {
         let e = egress("");
-        let uri: http::Uri = "http://127.0.0.1:8080/v1".parse().unwrap();
         assert!(matches!(
-            e.authorize(&uri, &HeaderMap::new()),
+            authorize(&e, Method::GET, "http://127.0.0.1:8080/v1"),
             Err(Denial::NotAllowed { port: 8080, .. })
         ));
     }
@@ -619,34 +760,73 @@ mod tests {
     #[test]
     fn allowed_requests_are_labelled_by_the_matching_entry() {
         let e = egress("allowedOutboundHosts: ['http://127.0.0.1:*']");
-        let uri: http::Uri = "http://127.0.0.1:8080/v1".parse().unwrap();
         assert_eq!(
-            e.authorize(&uri, &HeaderMap::new()),
+            authorize(&e, Method::GET, "http://127.0.0.1:8080/v1"),
             Ok(Grant {
                 destination: "http://127.0.0.1:*".into(),
                 inject: None
             })
         );
+        // The same address in another spelling is the same destination.
+        assert!(authorize(&e, Method::GET, "http://2130706433:8080/v1").is_ok());
     }
 
     #[test]
-    fn link_local_is_never_allowed() {
-        let e = egress("allowedOutboundHosts: ['http://*:*']");
-        for uri in [
-            "http://169.254.169.254/latest/meta-data",
-            "http://[fd00:ec2::254]/",
-            "http://[fe80::1]:80/",
-            "http://[::ffff:169.254.169.254]/",
+    fn metadata_and_host_local_addresses_are_never_allowed_in_any_spelling() {
+        let e = egress("allowedOutboundHosts: ['http://*.example.com:*', 'http://127.0.0.1:*']");
+        for (uri, reason) in [
+            ("http://169.254.169.254/latest/meta-data", "link_local"),
+            ("http://2852039166/latest/meta-data", "link_local"),
+            ("http://0xA9FEA9FE/", "link_local"),
+            ("http://0251.0376.0251.0376/", "link_local"),
+            ("http://169.254.43518/", "link_local"),
+            ("http://169.254.169.254./", "link_local"),
+            ("http://[fe80::1]:80/", "link_local"),
+            ("http://[::ffff:169.254.169.254]/", "link_local"),
+            ("http://[64:ff9b::a9fe:a9fe]/", "link_local"),
+            ("http://[fd00:ec2::254]/", "metadata"),
+            ("http://168.63.129.16/", "metadata"),
+            ("http://100.100.100.200/", "metadata"),
+            ("http://0.0.0.0:8080/", "unspecified"),
+            ("http://[::]:8080/", "unspecified"),
         ] {
-            let uri: http::Uri = uri.parse().unwrap();
-            assert!(
-                matches!(
-                    e.authorize(&uri, &HeaderMap::new()),
-                    Err(Denial::LinkLocal(_))
-                ),
-                "{uri}"
+            let denial = authorize(&e, Method::GET, uri).unwrap_err();
+            assert_eq!(denial.reason(), reason, "{uri}: {denial}");
+        }
+    }
+
+    #[test]
+    fn loopback_only_through_a_pattern_naming_it() {
+        let e = egress(
+            "allowedOutboundHosts: ['http://*.example.com:*', 'http://127.0.0.1:8080', 'http://localhost:9090']",
+        );
+        assert!(authorize(&e, Method::GET, "http://127.0.0.1:8080/").is_ok());
+        assert!(authorize(&e, Method::GET, "http://localhost:9090/").is_ok());
+        // Not named: the address does not match, and no wildcard reaches loopback.
+        assert!(matches!(
+            authorize(&e, Method::GET, "http://127.0.0.2:8080/"),
+            Err(Denial::NotAllowed { .. })
+        ));
+        // Nor does a wildcard over it: `*.localhost` is refused as too wide.
+        assert!(
+            Policy::parse(
+                "allowedOutboundHosts: ['http://*.localhost:*']",
+                Path::new("/p")
+            )
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn trace_and_connect_are_refused() {
+        let e = egress("allowedOutboundHosts: ['https://api.example.com']");
+        for method in [Method::TRACE, Method::CONNECT] {
+            assert_eq!(
+                authorize(&e, method.clone(), "https://api.example.com/").unwrap_err(),
+                Denial::Method(method.to_string())
             );
         }
+        assert!(authorize(&e, Method::PATCH, "https://api.example.com/").is_ok());
     }
 
     #[test]
@@ -655,12 +835,14 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("token"), "s3cret").unwrap();
         let policy = format!(
-            "allowedOutboundHosts: ['http://a']\ncredentials: [{{destination: 'http://a', bearerTokenFile: '{}/token'}}]",
+            "allowedOutboundHosts: ['https://a.example.com']\ncredentials: [{{destination: 'https://a.example.com', bearerTokenFile: '{}/token'}}]",
             dir.display()
         );
         let e = egress(&policy);
-        let uri: http::Uri = "http://a/".parse().unwrap();
-        let grant = e.authorize(&uri, &HeaderMap::new()).unwrap();
+        let destination = Destination::parse(&"https://a.example.com/".parse().unwrap()).unwrap();
+        let grant = e
+            .authorize(&Method::GET, &destination, &HeaderMap::new())
+            .unwrap();
         let (name, value) = grant.inject.unwrap();
         assert_eq!(name, http::header::AUTHORIZATION);
         assert!(value.is_sensitive());
@@ -670,7 +852,7 @@ mod tests {
             HeaderValue::from_static("Bearer mine"),
         );
         assert_eq!(
-            e.authorize(&uri, &own),
+            e.authorize(&Method::GET, &destination, &own),
             Err(Denial::GuestCredentialHeader("authorization".into()))
         );
         std::fs::remove_dir_all(dir).ok();

@@ -7,6 +7,9 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{Semaphore, SemaphorePermit};
 
+/// The longest a request waits for a token before asking again.
+const MAX_WAIT: Duration = Duration::from_secs(3600);
+
 /// A token bucket: `rate` tokens per second, at most `burst` stored.
 #[derive(Debug)]
 pub struct TokenBucket {
@@ -36,7 +39,11 @@ impl TokenBucket {
             self.tokens -= 1.0;
             Ok(())
         } else {
-            Err(Duration::from_secs_f64((1.0 - self.tokens) / self.rate))
+            // Never a panic, whatever the rate: an unrepresentable wait is an hour.
+            let wait = Duration::try_from_secs_f64((1.0 - self.tokens) / self.rate)
+                .unwrap_or(MAX_WAIT)
+                .min(MAX_WAIT);
+            Err(wait)
         }
     }
 }

@@ -1,32 +1,51 @@
-//! Name resolution for egress that never yields a link-local address.
+//! Name resolution for egress that never yields an address a provider may not reach.
 //!
 //! The allowlist is checked against the name a guest asked for; this resolver checks
 //! what the name resolves to, at connection time (so a DNS answer cannot be swapped
-//! between check and use). Link-local / instance-metadata addresses are dropped; a
-//! name that resolves only to such addresses fails with [`LinkLocalOnly`], which the
-//! broker reports to the guest as a denied request.
+//! between check and use). Addresses that are never reachable
+//! ([`crate::policy::address`]) are dropped, and so is loopback for every name but
+//! `localhost` (whose pattern must name it); `localhost` keeps only loopback answers.
+//! A name left with no address fails with [`Unreachable`], which the broker reports
+//! to the guest as a denied request.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 
-use super::is_link_local;
+use crate::policy::address;
 
-/// A name resolved only to link-local addresses.
+/// A name that resolved only to addresses a provider may not reach.
 #[derive(Debug, Clone, thiserror::Error)]
-#[error(
-    "{name} resolves only to link-local addresses ({addrs:?}), which providers may never reach"
-)]
-pub struct LinkLocalOnly {
+#[error("{name} resolves only to addresses providers may not reach ({addrs:?}: {what})")]
+pub struct Unreachable {
     /// The name looked up.
     pub name: String,
-    /// The link-local addresses it resolved to.
+    /// The addresses it resolved to.
     pub addrs: Vec<IpAddr>,
+    /// The metric label of the first refused address.
+    pub label: &'static str,
+    /// What the first refused address is.
+    pub what: &'static str,
 }
 
-/// The system resolver (or fixed answers for configured names), minus link-local
-/// addresses.
+/// Whether a DNS answer for `name` may be connected to; the refusal otherwise.
+fn refusal(name: &str, ip: IpAddr) -> Option<(&'static str, &'static str)> {
+    if let Some(never) = address::never_reachable(ip) {
+        return Some((never.label, never.what));
+    }
+    match (name == "localhost", address::is_loopback(ip)) {
+        (true, false) => Some(("loopback", "not loopback, for the name localhost")),
+        (false, true) => Some((
+            "loopback",
+            "this host's loopback, for a name other than localhost",
+        )),
+        _ => None,
+    }
+}
+
+/// The system resolver (or fixed answers for configured names), minus the addresses
+/// providers may not reach.
 #[derive(Debug, Clone, Default)]
 pub struct GuardedResolver {
     overrides: HashMap<String, Vec<IpAddr>>,
@@ -43,7 +62,7 @@ impl GuardedResolver {
         Self { overrides: map }
     }
 
-    /// Resolves `host`, dropping link-local addresses.
+    /// Resolves `host`, dropping the addresses providers may not reach.
     pub async fn lookup(
         &self,
         host: &str,
@@ -59,10 +78,17 @@ impl GuardedResolver {
         let allowed: Vec<IpAddr> = addrs
             .iter()
             .copied()
-            .filter(|ip| !is_link_local(*ip))
+            .filter(|ip| refusal(&host, *ip).is_none())
             .collect();
-        if allowed.is_empty() && !addrs.is_empty() {
-            return Err(Box::new(LinkLocalOnly { name: host, addrs }));
+        if allowed.is_empty()
+            && let Some((label, what)) = addrs.first().and_then(|ip| refusal(&host, *ip))
+        {
+            return Err(Box::new(Unreachable {
+                name: host,
+                addrs,
+                label,
+                what,
+            }));
         }
         Ok(allowed)
     }
@@ -85,17 +111,28 @@ mod tests {
     use super::*;
 
     #[tokio::test]
-    async fn link_local_answers_are_refused() {
+    async fn forbidden_answers_are_refused() {
         let metadata: IpAddr = "169.254.169.254".parse().unwrap();
+        let wireserver: IpAddr = "168.63.129.16".parse().unwrap();
         let loopback: IpAddr = "127.0.0.1".parse().unwrap();
+        let private: IpAddr = "10.1.2.3".parse().unwrap();
         let r = GuardedResolver::new(&[
             ("metadata.internal".into(), metadata),
+            ("wire.internal".into(), wireserver),
+            ("rebind.example.com".into(), loopback),
             ("mixed.internal".into(), metadata),
-            ("mixed.internal".into(), loopback),
+            ("mixed.internal".into(), private),
         ]);
-        let err = r.lookup("Metadata.Internal.").await.unwrap_err();
-        assert!(err.downcast_ref::<LinkLocalOnly>().is_some(), "{err}");
-        assert_eq!(r.lookup("mixed.internal").await.unwrap(), vec![loopback]);
+        for (name, label) in [
+            ("Metadata.Internal.", "link_local"),
+            ("wire.internal", "metadata"),
+            ("rebind.example.com", "loopback"),
+        ] {
+            let err = r.lookup(name).await.unwrap_err();
+            let refused = err.downcast_ref::<Unreachable>().expect("an Unreachable");
+            assert_eq!(refused.label, label, "{name}: {err}");
+        }
+        assert_eq!(r.lookup("mixed.internal").await.unwrap(), vec![private]);
         assert!(
             r.lookup("localhost")
                 .await
