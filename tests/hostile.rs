@@ -364,6 +364,79 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for CapturedLogs {
     }
 }
 
+#[tokio::test(flavor = "current_thread")]
+async fn guest_text_cannot_forge_log_lines_or_flood_errors() {
+    let logs = CapturedLogs::default();
+    let _guard = tracing::subscriber::set_default(
+        tracing_subscriber::fmt()
+            .with_writer(logs.clone())
+            .with_ansi(false)
+            .with_max_level(tracing::Level::INFO)
+            .finish(),
+    );
+    let loader = loader();
+    let (_h, bad) = hostile(&loader, "").await;
+    let err = act(&bad, &[("hostile/action", "forge")]).await.unwrap_err();
+    let message = other_message(&err);
+    assert!(
+        message.starts_with(r"ok\n2026-01-01T00:00:00Z  INFO wasm_ccm: FORGED-LINE\r\u{1b}[2J"),
+        "{message}"
+    );
+    assert!(
+        message.len() < 2100,
+        "cut at 2 KiB: {} bytes",
+        message.len()
+    );
+    assert!(message.ends_with("more bytes)"), "{message}");
+    let text = logs.text();
+    // The record, its field and the stdout line are there, on lines of their own.
+    assert_eq!(text.matches("FORGED-LINE").count(), 3, "{text}");
+    assert!(
+        text.contains("FORGED-FIELD") && !text.contains("\nFORGED-FIELD"),
+        "{text}"
+    );
+    for line in text.lines() {
+        assert!(
+            !line.contains("FORGED")
+                || line.contains(r#"provider="hostile""#)
+                || line.contains("provider=hostile"),
+            "a line a guest started: {line:?}"
+        );
+        assert!(!line.contains('\x1b') && !line.contains('\r'), "{line:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_policy_over_the_memory_budget_is_refused_with_both_numbers() {
+    let loader = loader().with_memory_budget(128 << 20);
+    let dir = ProviderDir::new(
+        "fixture_hostile",
+        "hostile",
+        "limits: {poolSize: 4, memoryMiB: 64}\n",
+        TOKEN,
+    );
+    let err = loader
+        .load(&dir.wasm, Vec::new())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("hostile.yaml")
+            && err.contains("limits")
+            && err.contains("352 MiB")
+            && err.contains("128 MiB"),
+        "{err}"
+    );
+    // Within the budget it loads.
+    let dir = ProviderDir::new(
+        "fixture_hostile",
+        "hostile",
+        "limits: {poolSize: 1, memoryMiB: 16, maxConcurrentRequests: 4}\n",
+        TOKEN,
+    );
+    loader.load(&dir.wasm, Vec::new()).await.unwrap();
+}
+
 #[cfg(unix)]
 #[tokio::test]
 async fn credential_files_outside_the_credentials_directory_are_refused() {

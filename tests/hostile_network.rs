@@ -328,15 +328,7 @@ async fn netns_a_connection_landing_on_a_forbidden_address_sends_nothing() {
         .send()
         .await
         .unwrap_err();
-    let chain = {
-        let mut text = err.to_string();
-        let mut source = std::error::Error::source(&err);
-        while let Some(cause) = source {
-            text.push_str(&format!(": {cause}"));
-            source = cause.source();
-        }
-        text
-    };
+    let chain = wasm_ccm::error_chain(&err);
     assert!(chain.contains("which providers may never reach"), "{chain}");
     // The connection was made (the address is only checked once connected) and closed
     // by the connector: wait for the close, then count what it carried.

@@ -422,6 +422,19 @@ async fn policy_changes_reload_and_invalid_policies_are_refused() {
     })
     .await;
     assert_eq!(serving(&metrics(port).await).as_deref(), Some(v1.as_str()));
+    // While it was checked, the candidate's own calls were labelled as a candidate;
+    // the serving series counts only the version loaded at start-up.
+    let text = metrics(port).await;
+    let identity_calls = |provider: &str| {
+        metric(
+            &text,
+            &format!(
+                r#"wasm_ccm_provider_calls_total{{provider="{provider}",interface="identity",function="has-cluster-id",result="ok"}}"#
+            ),
+        )
+    };
+    assert_eq!(identity_calls("candidate"), 1.0, "{text}");
+    assert_eq!(identity_calls("simcloud"), 1.0, "{text}");
     swap.add_node("after-policy").await;
     wait_until(TIMEOUT, "after-policy initialized", || {
         swap.initialized("after-policy")

@@ -239,7 +239,7 @@ async fn main() {
     let egress = loader
         .broker()
         .egress(
-            "bench".into(),
+            wasm_ccm_host::metrics::ProviderLabel::new("bench"),
             std::sync::Arc::new(
                 wasm_ccm_host::policy::Policy::parse(&policy, &dir.join("bench.yaml")).unwrap(),
             ),

@@ -86,6 +86,45 @@ pub struct ProviderLabels {
     pub provider: String,
 }
 
+/// The `provider` label of a provider version's metrics and logs: `candidate` while
+/// hot swap is still deciding on a new version, the provider's name once it serves.
+/// Shared by the version's pool, instances and egress, so accepting a candidate
+/// relabels all of them at once.
+#[derive(Debug)]
+pub struct ProviderLabel(std::sync::RwLock<Arc<str>>);
+
+impl ProviderLabel {
+    /// The label of a version not yet accepted.
+    pub const CANDIDATE: &'static str = "candidate";
+
+    /// A label reading `value`.
+    pub fn new(value: &str) -> Arc<Self> {
+        Arc::new(Self(std::sync::RwLock::new(value.into())))
+    }
+
+    /// The value now.
+    pub fn get(&self) -> Arc<str> {
+        self.0
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
+
+    /// Changes the value for every later metric and log line.
+    pub fn set(&self, value: &str) {
+        *self
+            .0
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = value.into();
+    }
+}
+
+impl std::fmt::Display for ProviderLabel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.get())
+    }
+}
+
 /// The latency histogram of every `*_duration_seconds` family: 100 µs to ~100 s.
 pub fn latency_histogram() -> Histogram {
     // 100 µs .. ~100 s

@@ -81,7 +81,8 @@ impl Host for HostState {
             .lock()
             .expect("log limiter lock")
             .admit(Instant::now());
-        let provider = &*self.provider;
+        let label = self.provider.get();
+        let provider = &*label;
         if dropped > 0 {
             tracing::warn!(
                 provider,

@@ -17,7 +17,7 @@ use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
-use crate::metrics::ProviderMetrics;
+use crate::metrics::{ProviderLabel, ProviderMetrics};
 use http_egress::{Egress, EgressHooks};
 
 /// Host resources (requests, responses, bodies, header fields, streams, pollables) one
@@ -28,7 +28,7 @@ pub const MAX_FIELDS_BYTES: usize = 64 << 10;
 
 /// The data of one provider instance's store.
 pub struct HostState {
-    pub(crate) provider: Arc<str>,
+    pub(crate) provider: Arc<ProviderLabel>,
     pub(crate) wasi: WasiCtx,
     pub(crate) http: WasiHttpCtx,
     pub(crate) hooks: EgressHooks,
@@ -42,7 +42,7 @@ impl HostState {
     /// State for a new instance of `provider`, whose requests go through `egress` and
     /// whose memory is capped at `memory_bytes`.
     pub fn new(
-        provider: Arc<str>,
+        provider: Arc<ProviderLabel>,
         egress: &Arc<Egress>,
         memory_bytes: usize,
         metrics: &Arc<ProviderMetrics>,
@@ -76,9 +76,29 @@ impl HostState {
 }
 
 impl HostState {
-    /// Host resources the instance holds now.
-    pub fn held_resources(&mut self) -> usize {
-        self.table.iter_mut().count()
+    /// HTTP resources the instance holds now: header fields, requests, bodies,
+    /// responses and their futures (WASI's own, such as a cached stdout stream, do not
+    /// count: they do not pile up).
+    pub fn held_http_resources(&mut self) -> usize {
+        use wasmtime_wasi_http::FieldMap;
+        use wasmtime_wasi_http::p2::body::{
+            HostFutureTrailers, HostIncomingBody, HostOutgoingBody,
+        };
+        use wasmtime_wasi_http::p2::types::{
+            HostFutureIncomingResponse, HostIncomingResponse, HostOutgoingRequest,
+        };
+        self.table
+            .iter_mut()
+            .filter(|entry| {
+                entry.is::<FieldMap>()
+                    || entry.is::<HostOutgoingRequest>()
+                    || entry.is::<HostOutgoingBody>()
+                    || entry.is::<HostFutureIncomingResponse>()
+                    || entry.is::<HostIncomingResponse>()
+                    || entry.is::<HostIncomingBody>()
+                    || entry.is::<HostFutureTrailers>()
+            })
+            .count()
     }
 }
 

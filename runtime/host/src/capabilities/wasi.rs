@@ -14,14 +14,14 @@ use wasmtime_wasi::WasiCtx;
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 
 use super::logging::LogLimiter;
-use crate::metrics::{ProviderLabels, ProviderMetrics};
+use crate::metrics::{ProviderLabel, ProviderLabels, ProviderMetrics};
 
 /// Longest line kept from a guest's stdout/stderr; longer lines are cut.
 pub const MAX_LINE_BYTES: usize = 4096;
 
 /// A WASI context with nothing to reach.
 pub fn closed_context(
-    provider: &Arc<str>,
+    provider: &Arc<ProviderLabel>,
     limiter: &Arc<Mutex<LogLimiter>>,
     metrics: &Arc<ProviderMetrics>,
 ) -> WasiCtx {
@@ -32,7 +32,7 @@ pub fn closed_context(
         metrics: metrics.clone(),
     };
     WasiCtx::builder()
-        .arg(&**provider)
+        .arg(&*provider.get())
         .stdout(output("stdout"))
         .stderr(output("stderr"))
         .allow_tcp(false)
@@ -44,7 +44,7 @@ pub fn closed_context(
 /// A guest's stdout or stderr.
 #[derive(Clone)]
 struct GuestOutput {
-    provider: Arc<str>,
+    provider: Arc<ProviderLabel>,
     stream: &'static str,
     limiter: Arc<Mutex<LogLimiter>>,
     metrics: Arc<ProviderMetrics>,
@@ -84,7 +84,8 @@ impl LineWriter {
             .lock()
             .expect("log limiter lock")
             .admit(Instant::now());
-        let provider = &*self.out.provider;
+        let label = self.out.provider.get();
+        let provider = &*label;
         if dropped > 0 {
             tracing::warn!(
                 provider,

@@ -18,7 +18,7 @@ use crate::capabilities::HostState;
 use crate::capabilities::http_egress::{Broker, EgressSettings};
 use crate::contract::{self, Exports, Indices, interface_name};
 use crate::engine::{EngineError, EngineSettings, WasmEngine};
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, ProviderLabel};
 use crate::policy::{InstanceLimits, Policy};
 
 /// Compiles and instantiates providers. One per process: it owns the engine, the
@@ -48,6 +48,13 @@ pub struct Inspection {
     pub exports: Exports,
     /// Everything it imports.
     pub imports: Vec<String>,
+}
+
+/// Whether a version is loaded to serve, or as a hot-swap candidate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Load {
+    Serving,
+    Candidate,
 }
 
 /// A compiled, contract-checked component, ready to instantiate.
@@ -195,19 +202,33 @@ impl ProviderLoader {
         path: &Path,
         source: ProviderSource,
     ) -> Result<Provider, LoadError> {
-        self.load_source_as(path, source, None).await
+        self.load_source_as(path, source, None, Load::Serving).await
     }
 
     /// [`Self::load_source`] for a component that must declare `name`: one declaring
-    /// another is refused before any instance of it runs (so a candidate cannot put a
-    /// name of its choosing on metrics and logs).
+    /// another is refused before any instance of it runs (so it cannot put a name of
+    /// its choosing on metrics and logs).
     pub async fn load_named(
         &self,
         path: &Path,
         source: ProviderSource,
         name: &str,
     ) -> Result<Provider, LoadError> {
-        self.load_source_as(path, source, Some(name)).await
+        self.load_source_as(path, source, Some(name), Load::Serving)
+            .await
+    }
+
+    /// [`Self::load_named`] for a hot-swap candidate: its metrics and logs say
+    /// `provider="candidate"` until [`Provider::accept`] puts its name on them, so a
+    /// version that is refused never mixes into the serving version's series.
+    pub async fn load_candidate(
+        &self,
+        path: &Path,
+        source: ProviderSource,
+        name: &str,
+    ) -> Result<Provider, LoadError> {
+        self.load_source_as(path, source, Some(name), Load::Candidate)
+            .await
     }
 
     async fn load_source_as(
@@ -215,6 +236,7 @@ impl ProviderLoader {
         path: &Path,
         source: ProviderSource,
         expected: Option<&str>,
+        load: Load,
     ) -> Result<Provider, LoadError> {
         let policy = source.policy(path)?;
         if let Some(budget) = self.memory_budget
@@ -245,25 +267,23 @@ impl ProviderLoader {
                 ),
             }));
         }
-        self.load_bytes(
-            path,
-            source.component,
-            policy,
-            source.cloud_config,
-            expected,
-        )
-        .await
+        self.load_bytes(path, source, policy, expected, load).await
     }
 
     /// Loads a component from memory; `path` names it in errors.
     async fn load_bytes(
         &self,
         path: &Path,
-        bytes: Vec<u8>,
+        source: ProviderSource,
         policy: Policy,
-        cloud_config: Vec<u8>,
         expected: Option<&str>,
+        load: Load,
     ) -> Result<Provider, LoadError> {
+        let ProviderSource {
+            component: bytes,
+            cloud_config,
+            ..
+        } = source;
         let sha256 = sha256_hex(&bytes);
         let compiled = self.compile_off_runtime(path, bytes).await?;
         let limits = policy.instance_limits.clone();
@@ -277,16 +297,19 @@ impl ProviderLoader {
                 expected: expected.to_owned(),
             });
         }
-        let provider_name: Arc<str> = name.clone().into();
+        let label = ProviderLabel::new(match load {
+            Load::Candidate => ProviderLabel::CANDIDATE,
+            Load::Serving => &name,
+        });
         let egress = self
             .broker
-            .egress(provider_name.clone(), Arc::new(policy))
+            .egress(label.clone(), Arc::new(policy))
             .map_err(|source| LoadError::Egress {
                 path: path.to_owned(),
                 source,
             })?;
         let pool = Arc::new(Pool::new(
-            provider_name,
+            label,
             Prepared {
                 engine: self.engine.clone(),
                 pre: compiled.pre,
@@ -410,7 +433,7 @@ impl ProviderLoader {
         limits: &InstanceLimits,
     ) -> Result<String, LoadError> {
         let path = &compiled.path;
-        let name: Arc<str> = "verify".into();
+        let name = ProviderLabel::new("verify");
         let egress = self
             .broker
             .egress(name.clone(), Arc::new(Policy::default()))

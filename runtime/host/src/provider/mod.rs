@@ -119,6 +119,12 @@ impl Provider {
         self.inner.pool.egress().replace_policy(Arc::new(policy))
     }
 
+    /// Puts the provider's name on the metrics and logs of a version loaded with
+    /// [`ProviderLoader::load_candidate`] (labelled `candidate` until now).
+    pub fn accept(&self) {
+        self.inner.pool.label.set(&self.inner.name);
+    }
+
     /// The instance pool.
     pub(crate) fn pool(&self) -> &Arc<pool::Pool> {
         &self.inner.pool

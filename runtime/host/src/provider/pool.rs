@@ -18,15 +18,15 @@ use crate::capabilities::HostState;
 use crate::capabilities::http_egress::Egress;
 use crate::contract::{Guests, Indices};
 use crate::engine::WasmEngine;
-use crate::metrics::{CallLabels, FunctionLabels, ProviderMetrics, TrapLabels};
+use crate::metrics::{CallLabels, FunctionLabels, ProviderLabel, ProviderMetrics, TrapLabels};
 use crate::policy::InstanceLimits;
 
 /// One initialized instance.
 pub(crate) struct Instance {
     pub store: Store<HostState>,
     pub guests: Guests,
-    /// Host resources it held once initialized (WASI's own); holding more after a
-    /// call means it kept requests, responses, bodies or fields across calls.
+    /// HTTP resources it held once initialized; holding more after a call means it
+    /// kept requests, responses, bodies or fields across calls.
     pub baseline_resources: usize,
 }
 
@@ -38,7 +38,8 @@ pub(crate) struct Prepared {
 }
 
 pub(crate) struct Pool {
-    pub provider: Arc<str>,
+    /// The `provider` label of its metrics and logs.
+    pub label: Arc<ProviderLabel>,
     pub limits: InstanceLimits,
     engine: WasmEngine,
     pre: InstancePre<HostState>,
@@ -52,7 +53,7 @@ pub(crate) struct Pool {
 
 impl Pool {
     pub fn new(
-        provider: Arc<str>,
+        label: Arc<ProviderLabel>,
         prepared: Prepared,
         egress: Arc<Egress>,
         metrics: Arc<ProviderMetrics>,
@@ -62,7 +63,7 @@ impl Pool {
         Self {
             permits: Arc::new(Semaphore::new(limits.pool_size)),
             idle: Mutex::new(Vec::with_capacity(limits.pool_size)),
-            provider,
+            label,
             limits,
             engine: prepared.engine,
             pre: prepared.pre,
@@ -75,7 +76,7 @@ impl Pool {
 
     /// Counts a call and its latency.
     fn record(&self, interface: &str, function: &str, started: Instant, result: &str) {
-        let provider = self.provider.to_string();
+        let provider = self.label.get().to_string();
         self.metrics
             .calls
             .get_or_create(&CallLabels {
@@ -99,7 +100,7 @@ impl Pool {
         self.metrics
             .traps
             .get_or_create(&TrapLabels {
-                provider: self.provider.to_string(),
+                provider: self.label.get().to_string(),
                 kind: kind.as_str().into(),
             })
             .inc();
@@ -152,10 +153,10 @@ impl Pool {
     /// Creates an instance and runs `initialize` with the cloud config, under the
     /// call deadline.
     pub async fn instantiate(&self) -> Result<Instance, ProviderError> {
-        let provider = self.provider.to_string();
+        let provider = self.label.get().to_string();
         let mut store = new_store(
             &self.engine,
-            &self.provider,
+            &self.label,
             &self.egress,
             &self.metrics,
             &self.limits,
@@ -211,7 +212,7 @@ impl Pool {
                 message: crate::capabilities::logging::sanitize(&message),
             }),
             Ok(Ok(Ok(()))) => {
-                let baseline_resources = store.data_mut().held_resources();
+                let baseline_resources = store.data_mut().held_http_resources();
                 Ok(Instance {
                     store,
                     guests,
@@ -225,7 +226,7 @@ impl Pool {
 /// A store for one instance: memory limit, epoch deadline trap armed.
 pub(crate) fn new_store(
     engine: &WasmEngine,
-    provider: &Arc<str>,
+    provider: &Arc<ProviderLabel>,
     egress: &Arc<Egress>,
     metrics: &Arc<ProviderMetrics>,
     limits: &InstanceLimits,
@@ -274,13 +275,13 @@ impl Lease {
         match outcome {
             Ok(Ok(result)) => {
                 let mut instance = self.instance.take().expect("lease holds an instance");
-                let held = instance.store.data_mut().held_resources();
+                let held = instance.store.data_mut().held_http_resources();
                 if held > instance.baseline_resources {
                     // Requests, responses, bodies or fields kept past the call would
                     // pile up across calls: the instance is not reused.
                     self.pool.record_trap(TrapKind::HeldResources);
                     tracing::warn!(
-                        provider = &*self.pool.provider,
+                        provider = &*self.pool.label.get(),
                         interface,
                         function,
                         held = held - instance.baseline_resources,
@@ -290,7 +291,7 @@ impl Lease {
                     self.pool.release(instance);
                 }
                 let result = result.map_err(|e| ProviderError::Cloud {
-                    provider: self.pool.provider.to_string(),
+                    provider: self.pool.label.get().to_string(),
                     function,
                     error: e.into(),
                 });
@@ -299,7 +300,7 @@ impl Lease {
                 result
             }
             Ok(Err(trap)) => {
-                let provider = self.pool.provider.to_string();
+                let provider = self.pool.label.get().to_string();
                 let kind = TrapKind::classify(&trap);
                 self.pool.record_trap(kind);
                 self.pool.record(interface, function, started, "trap");
@@ -312,7 +313,7 @@ impl Lease {
                 })
             }
             Err(_) => {
-                let provider = self.pool.provider.to_string();
+                let provider = self.pool.label.get().to_string();
                 let after = self.pool.limits.call_timeout;
                 self.pool.record_trap(TrapKind::Deadline);
                 self.pool.record(interface, function, started, "timeout");

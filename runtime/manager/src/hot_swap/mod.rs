@@ -294,10 +294,11 @@ impl Reloader {
     /// Builds the new version and checks it may replace the serving one.
     async fn load(&self, source: ProviderSource) -> Result<Provider, ReloadError> {
         let path = &self.settings.component;
-        // A candidate declaring another name is refused before it runs.
+        // A candidate declaring another name is refused before it runs; until it is
+        // accepted its metrics and logs say provider="candidate".
         let provider = self
             .loader
-            .load_named(path, source, &self.settings.provider_name)
+            .load_candidate(path, source, &self.settings.provider_name)
             .await?;
         for controller in &self.settings.controllers {
             if !controller.needs.met_by(provider.exports()) {
@@ -350,6 +351,7 @@ impl Reloader {
     }
 
     fn swap(&mut self, provider: Provider, fingerprint: Fingerprint) -> Outcome {
+        provider.accept();
         let sha256 = provider.sha256().to_owned();
         let old = self.shared.replace(provider.clone());
         self.serving = fingerprint;

@@ -38,7 +38,7 @@ use tracing::Instrument;
 use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody, WasiHttpHooks};
 
 use crate::capabilities::logging::LogLimiter;
-use crate::metrics::{DeniedLabels, EgressLabels, HostLabels, ProviderMetrics};
+use crate::metrics::{DeniedLabels, EgressLabels, HostLabels, ProviderLabel, ProviderMetrics};
 use crate::policy::{Policy, address};
 pub use credentials::CredentialError;
 pub use destination::Destination;
@@ -179,7 +179,7 @@ impl Broker {
     /// The egress of one provider under `policy`.
     pub fn egress(
         &self,
-        provider: Arc<str>,
+        provider: Arc<ProviderLabel>,
         policy: Arc<Policy>,
     ) -> Result<Arc<Egress>, BrokerError> {
         Ok(Arc::new(Egress {
@@ -263,7 +263,7 @@ fn install_crypto_provider() {
 
 /// Per-provider egress state shared by all of the provider's instances.
 pub struct Egress {
-    provider: Arc<str>,
+    provider: Arc<ProviderLabel>,
     /// What the policy in force says; replaced as a whole when the policy changes.
     rules: RwLock<Arc<Rules>>,
     broker: Broker,
@@ -711,7 +711,7 @@ mod tests {
         let metrics = crate::metrics::Metrics::new();
         Broker::new(&EgressSettings::default(), metrics.provider().clone())
             .unwrap()
-            .egress("test".into(), Arc::new(policy))
+            .egress(ProviderLabel::new("test"), Arc::new(policy))
             .unwrap()
     }
 
@@ -735,7 +735,7 @@ mod tests {
             )
             .unwrap();
             let err = broker
-                .egress("p".into(), Arc::new(policy))
+                .egress(ProviderLabel::new("p"), Arc::new(policy))
                 .unwrap_err()
                 .to_string();
             assert!(err.contains(file) && err.contains(reason), "{err}");
@@ -815,6 +815,19 @@ mod tests {
             )
             .is_err()
         );
+    }
+
+    #[test]
+    fn status_labels_are_bounded() {
+        let label = |code: u16| status_label(http::StatusCode::from_u16(code).unwrap());
+        assert_eq!(label(200), "200");
+        assert_eq!(label(429), "429");
+        assert_eq!(label(418), "4xx");
+        assert_eq!(label(299), "2xx");
+        assert_eq!(label(599), "5xx");
+        assert_eq!(label(999), "other");
+        let distinct: std::collections::BTreeSet<&str> = (100..1000).map(label).collect();
+        assert!(distinct.len() <= 23, "{distinct:?}");
     }
 
     #[test]
