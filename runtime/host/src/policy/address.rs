@@ -136,11 +136,16 @@ pub fn never_reachable(ip: IpAddr) -> Option<Never> {
     }
 }
 
-/// Whether `ip` is loopback, in any spelling.
+/// Whether `ip` is this host's loopback: `127.0.0.0/8`, `::1`, or `::ffff:127.x.y.z`
+/// (the only IPv6 spelling that reaches IPv4 loopback; NAT64 or 6to4 forms of
+/// `127.0.0.1` go out to the network, so they are not loopback).
 pub fn is_loopback(ip: IpAddr) -> bool {
-    match as_ipv4(ip) {
-        Some(v4) => v4.is_loopback(),
-        None => ip.is_loopback(),
+    match ip {
+        IpAddr::V4(v4) => v4.is_loopback(),
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => v4.is_loopback(),
+            None => v6.is_loopback(),
+        },
     }
 }
 
@@ -202,15 +207,12 @@ mod tests {
 
     #[test]
     fn loopback_in_every_spelling() {
-        for ip in [
-            "127.0.0.1",
-            "127.9.9.9",
-            "::1",
-            "::ffff:127.0.0.1",
-            "64:ff9b::7f00:1",
-        ] {
+        for ip in ["127.0.0.1", "127.9.9.9", "::1", "::ffff:127.0.0.1"] {
             assert!(is_loopback(ip.parse().unwrap()), "{ip}");
         }
-        assert!(!is_loopback("10.0.0.1".parse().unwrap()));
+        // These embed 127.0.0.1 but are routed off this host.
+        for ip in ["10.0.0.1", "64:ff9b::7f00:1", "2002:7f00:1::1", "::7f00:1"] {
+            assert!(!is_loopback(ip.parse().unwrap()), "{ip}");
+        }
     }
 }

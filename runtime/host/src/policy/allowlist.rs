@@ -105,7 +105,11 @@ impl HostPattern {
             if suffix.is_empty() || suffix.contains('*') {
                 return Err(PatternError::Host(text.into()));
             }
-            if !suffix.contains('.') {
+            let numeric = suffix
+                .rsplit('.')
+                .next()
+                .is_some_and(|label| label.chars().all(|c| c.is_ascii_digit()));
+            if !suffix.contains('.') || numeric {
                 return Err(PatternError::TooWide(text.into()));
             }
             HostMatch::Subdomain(format!(".{suffix}"))
@@ -177,7 +181,12 @@ impl HostPattern {
         let host = host.trim_end_matches('.').to_ascii_lowercase();
         let host_ok = match &self.host {
             HostMatch::Exact(h) => *h == host,
-            HostMatch::Subdomain(suffix) => host.len() > suffix.len() && host.ends_with(suffix),
+            // A wildcard is over names: never over IP addresses (`*.0.1`).
+            HostMatch::Subdomain(suffix) => {
+                host.len() > suffix.len()
+                    && host.ends_with(suffix)
+                    && host.parse::<IpAddr>().is_err()
+            }
         };
         if !host_ok {
             return false;
@@ -308,6 +317,7 @@ mod tests {
             "https://*.com",
             "https://*.com.",
             "http://*:443",
+            "http://*.0.1:*",
         ] {
             let err = HostPattern::parse(wide).unwrap_err();
             assert!(matches!(err, PatternError::TooWide(_)), "{wide}: {err}");

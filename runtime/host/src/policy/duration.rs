@@ -69,7 +69,9 @@ pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
         let mut scale = nanos_per_unit;
         for digit in fraction.bytes() {
             scale /= 10;
-            nanos += u128::from(digit - b'0') * scale;
+            nanos = nanos
+                .checked_add(u128::from(digit - b'0') * scale)
+                .ok_or_else(|| err("too large"))?;
         }
         let part = u64::try_from(nanos / 1_000_000_000)
             .ok()
@@ -119,6 +121,7 @@ mod tests {
             "1e3s",
             "NaNs",
             "infs",
+            "94522879700260684295381835.9h",
         ] {
             let err = parse_duration(bad).unwrap_err();
             assert!(err.to_string().contains(&format!("{bad:?}")), "{err}");

@@ -82,6 +82,8 @@ fn make_private(dir: &Path) -> std::io::Result<()> {
     }
     // Who this process is, as the file system sees it: the owner of a file it creates.
     let probe = dir.join(format!(".owner-probe-{}", std::process::id()));
+    // A probe left by a crashed start with the same PID (1 in a container) is stale.
+    let _ = std::fs::remove_file(&probe);
     let me = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -156,10 +158,11 @@ impl CompileCache {
         match read_entry(&entry, &source) {
             Ok(Some(compiled)) => {
                 // SAFETY: the entry is a regular file in a directory private to this
-                // process (checked at open), written only by `store` below from a
-                // component this process compiled, and its header proves it is the
-                // compilation of exactly `bytes` and arrived intact; wasmtime checks
-                // its own header (version, engine settings) and refuses mismatches.
+                // process's user (checked at open), written only by `store` below from
+                // a component this process compiled; its header (a checksum, not a
+                // signature: the directory's privacy is the protection) shows it was
+                // compiled from exactly `bytes` and arrived intact; wasmtime checks its
+                // own header (version, engine settings) and refuses mismatches.
                 match unsafe { Component::deserialize(engine, compiled) } {
                     Ok(component) => {
                         self.count("hit");

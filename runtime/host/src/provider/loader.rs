@@ -239,6 +239,13 @@ impl ProviderLoader {
         load: Load,
     ) -> Result<Provider, LoadError> {
         let policy = source.policy(path)?;
+        self.check_policy(path, &policy)?;
+        self.load_bytes(path, source, policy, expected, load).await
+    }
+
+    /// Checks `policy` (of the component at `path`) against this host: its worst-case
+    /// memory against the budget, its instance memory against the engine's maximum.
+    pub fn check_policy(&self, path: &Path, policy: &Policy) -> Result<(), LoadError> {
         if let Some(budget) = self.memory_budget
             && policy.worst_case_bytes() > budget
         {
@@ -267,7 +274,7 @@ impl ProviderLoader {
                 ),
             }));
         }
-        self.load_bytes(path, source, policy, expected, load).await
+        Ok(())
     }
 
     /// Loads a component from memory; `path` names it in errors.

@@ -25,9 +25,6 @@ use crate::policy::InstanceLimits;
 pub(crate) struct Instance {
     pub store: Store<HostState>,
     pub guests: Guests,
-    /// HTTP resources it held once initialized; holding more after a call means it
-    /// kept requests, responses, bodies or fields across calls.
-    pub baseline_resources: usize,
 }
 
 /// A compiled component ready to instantiate.
@@ -212,12 +209,19 @@ impl Pool {
                 message: crate::capabilities::logging::sanitize(&message),
             }),
             Ok(Ok(Ok(()))) => {
-                let baseline_resources = store.data_mut().held_http_resources();
-                Ok(Instance {
-                    store,
-                    guests,
-                    baseline_resources,
-                })
+                // Nothing HTTP may outlive `initialize` either: kept responses would
+                // hold memory the policy's worst case does not count.
+                let held = store.data_mut().held_http_resources();
+                if held > 0 {
+                    return Err(ProviderError::Initialize {
+                        provider,
+                        message: format!(
+                            "returned still holding {held} HTTP resources (requests, responses, \
+                             bodies or fields); drop them before returning"
+                        ),
+                    });
+                }
+                Ok(Instance { store, guests })
             }
         }
     }
@@ -276,7 +280,7 @@ impl Lease {
             Ok(Ok(result)) => {
                 let mut instance = self.instance.take().expect("lease holds an instance");
                 let held = instance.store.data_mut().held_http_resources();
-                if held > instance.baseline_resources {
+                if held > 0 {
                     // Requests, responses, bodies or fields kept past the call would
                     // pile up across calls: the instance is not reused.
                     self.pool.record_trap(TrapKind::HeldResources);
@@ -284,7 +288,7 @@ impl Lease {
                         provider = &*self.pool.label.get(),
                         interface,
                         function,
-                        held = held - instance.baseline_resources,
+                        held,
                         "provider returned still holding host resources; discarding the instance"
                     );
                 } else {

@@ -119,7 +119,8 @@ mod tests {
     #[test]
     fn pending_counts_failing_objects_and_reports_them() {
         let gauge = Gauge::default();
-        let b = Backoff::new(Duration::from_millis(1), Duration::from_millis(2))
+        // A max delay far above how long these lines take, even on a loaded machine.
+        let b = Backoff::new(Duration::from_secs(60), Duration::from_secs(120))
             .reporting(gauge.clone());
         b.failed("a", None);
         b.failed("b", None);
@@ -127,7 +128,11 @@ mod tests {
         assert_eq!((b.pending(), gauge.get()), (2, 2));
         b.succeeded("a");
         assert_eq!((b.pending(), gauge.get()), (1, 1));
-        // "b" was deleted while failing: forgotten once its retry is long overdue.
+        // An object deleted while failing is forgotten once its retry is long overdue.
+        let gauge = Gauge::default();
+        let b = Backoff::new(Duration::from_millis(1), Duration::from_millis(2))
+            .reporting(gauge.clone());
+        b.failed("deleted", None);
         std::thread::sleep(Duration::from_millis(10));
         b.failed("c", None);
         assert_eq!((b.pending(), gauge.get()), (1, 1));

@@ -140,6 +140,8 @@ pub struct Reloader {
     /// The note of the last refusal event, so retries do not repeat it.
     last_refusal: Option<String>,
     missing_reported: bool,
+    /// The policy file could not be read as text, and all egress is denied until it can.
+    policy_unreadable: bool,
     changed: Arc<Notify>,
 }
 
@@ -162,6 +164,7 @@ impl Reloader {
             retry_refused: false,
             last_refusal: None,
             missing_reported: false,
+            policy_unreadable: false,
             changed: Arc::new(Notify::new()),
         }
     }
@@ -245,8 +248,24 @@ impl Reloader {
                 }
                 return Outcome::Missing;
             }
-            Err(err) => return self.refuse(err.into(), None),
+            Err(err) => {
+                // A policy that cannot even be read denies all egress (fail closed).
+                if let SourceError::PolicyNotText { path } = &err
+                    && !self.policy_unreadable
+                {
+                    self.policy_unreadable = true;
+                    let unreadable = wasm_ccm_host::policy::PolicyError::Read {
+                        path: path.clone(),
+                        source: std::io::Error::other("not UTF-8 text"),
+                    };
+                    self.apply_policy(Err(unreadable), None);
+                    // Whatever readable policy comes next is a change, even the old one.
+                    self.serving.policy = Some("unreadable".into());
+                }
+                return self.refuse(err.into(), None);
+            }
         };
+        self.policy_unreadable = false;
         self.missing_reported = false;
         let fingerprint = snapshot.fingerprint.clone();
         if fingerprint == self.serving || Some(&fingerprint) == self.refused.as_ref() {
@@ -260,7 +279,7 @@ impl Reloader {
             Ok(provider) => self.swap(provider, fingerprint),
             Err(err) => {
                 if let Some(policy) = new_policy {
-                    self.apply_policy(policy, &fingerprint);
+                    self.apply_policy(policy, Some(&fingerprint));
                 }
                 self.refuse(err, Some(fingerprint))
             }
@@ -318,11 +337,19 @@ impl Reloader {
     fn apply_policy(
         &mut self,
         policy: Result<wasm_ccm_host::policy::Policy, wasm_ccm_host::policy::PolicyError>,
-        fingerprint: &Fingerprint,
+        fingerprint: Option<&Fingerprint>,
     ) {
         let current = self.shared.current();
         let name = current.name().to_owned();
         let file = self.settings.component.display().to_string();
+        // Held to this host's limits with the serving version's instance limits.
+        let policy = policy.map_err(|e| e.to_string()).and_then(|mut policy| {
+            policy.instance_limits = current.limits().clone();
+            self.loader
+                .check_policy(&self.settings.component, &policy)
+                .map(|()| policy)
+                .map_err(|e| e.to_string())
+        });
         let outcome = match policy {
             Ok(policy) => current
                 .apply_egress_policy(policy)
@@ -334,7 +361,9 @@ impl Reloader {
                 ))
             }
         };
-        self.serving.policy = fingerprint.policy.clone();
+        if let Some(fingerprint) = fingerprint {
+            self.serving.policy = fingerprint.policy.clone();
+        }
         self.reporter.count(&name, "policy_applied");
         let note = match &outcome {
             Ok(()) => format!(

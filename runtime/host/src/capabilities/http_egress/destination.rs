@@ -32,7 +32,8 @@ impl Destination {
     /// Parses the guest's request URI.
     pub fn parse(uri: &http::Uri) -> Result<Self, Denial> {
         let text = uri.to_string();
-        let bad = || Denial::BadUri(text.clone());
+        // Errors (and so logs) name the URI without its query, which may carry tokens.
+        let bad = || Denial::BadUri(super::redact_uri(uri));
         let url = Url::parse(&text).map_err(|_| bad())?;
         if !matches!(url.scheme(), "http" | "https") {
             return Err(bad());

@@ -242,7 +242,7 @@ fn dedicated_client(
         path: path.display().to_string(),
         reason,
     };
-    let pem = std::fs::read(path).map_err(|e| ca_error(e.to_string()))?;
+    let pem = read_ca_bundle(path).map_err(|e| ca_error(e.to_string()))?;
     let certs = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| ca_error(e.to_string()))?;
     if certs.is_empty() {
         return Err(ca_error("no PEM certificates found".into()));
@@ -251,6 +251,27 @@ fn dedicated_client(
         .tls_certs_merge(certs)
         .build()
         .map_err(BrokerError::Client)
+}
+
+/// The largest CA bundle read.
+const MAX_CA_BUNDLE_BYTES: u64 = 1 << 20;
+
+/// Reads a CA bundle: a regular file (not a device or a FIFO), at most 1 MiB.
+fn read_ca_bundle(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let file = std::fs::File::open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    if meta.len() > MAX_CA_BUNDLE_BYTES {
+        return Err(std::io::Error::other(format!(
+            "larger than {MAX_CA_BUNDLE_BYTES} bytes"
+        )));
+    }
+    let mut pem = Vec::new();
+    file.take(MAX_CA_BUNDLE_BYTES + 1).read_to_end(&mut pem)?;
+    Ok(pem)
 }
 
 /// reqwest is built without a default TLS crypto provider; install ring once, as kube does.
@@ -728,6 +749,7 @@ mod tests {
         for (file, reason) in [
             ("missing.pem", "No such file"),
             ("empty.pem", "no PEM certificates"),
+            ("/dev/zero", "not a regular file"),
         ] {
             let policy = Policy::parse(
                 &format!("tls: {{caBundleFile: {file}}}"),
