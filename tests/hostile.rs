@@ -167,14 +167,7 @@ async fn request_to_a_host_not_allowed_is_denied_before_the_network() {
 
 #[tokio::test(flavor = "current_thread")]
 async fn guest_sees_no_environment_files_or_sockets_and_its_output_is_logged() {
-    let logs = CapturedLogs::default();
-    let _guard = tracing::subscriber::set_default(
-        tracing_subscriber::fmt()
-            .with_writer(logs.clone())
-            .with_ansi(false)
-            .with_max_level(tracing::Level::INFO)
-            .finish(),
-    );
+    let (logs, _guard) = CapturedLogs::install();
     let loader = loader();
     let (_h, bad) = hostile(&loader, "").await;
     let info = act(&bad, &[("hostile/action", "snoop")]).await.unwrap();
@@ -342,6 +335,19 @@ async fn garbage_from_the_cloud_is_a_clear_error() {
 struct CapturedLogs(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
 
 impl CapturedLogs {
+    /// Captures this thread's `tracing` output at INFO and above until the guard drops.
+    fn install() -> (Self, tracing::subscriber::DefaultGuard) {
+        let logs = Self::default();
+        let guard = tracing::subscriber::set_default(
+            tracing_subscriber::fmt()
+                .with_writer(logs.clone())
+                .with_ansi(false)
+                .with_max_level(tracing::Level::INFO)
+                .finish(),
+        );
+        (logs, guard)
+    }
+
     fn text(&self) -> String {
         String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
     }
@@ -366,14 +372,7 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for CapturedLogs {
 
 #[tokio::test(flavor = "current_thread")]
 async fn guest_text_cannot_forge_log_lines_or_flood_errors() {
-    let logs = CapturedLogs::default();
-    let _guard = tracing::subscriber::set_default(
-        tracing_subscriber::fmt()
-            .with_writer(logs.clone())
-            .with_ansi(false)
-            .with_max_level(tracing::Level::INFO)
-            .finish(),
-    );
+    let (logs, _guard) = CapturedLogs::install();
     let loader = loader();
     let (_h, bad) = hostile(&loader, "").await;
     let err = act(&bad, &[("hostile/action", "forge")]).await.unwrap_err();

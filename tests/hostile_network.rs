@@ -94,13 +94,12 @@ fn loader_with(overrides: &[(&str, &str)]) -> ProviderLoader {
 }
 
 fn denied(metrics: &str, reason: &str) -> f64 {
-    let series =
-        format!(r#"wasm_ccm_egress_denied_total{{provider="hostile",host="",reason="{reason}"}} "#);
-    metrics
-        .lines()
-        .find_map(|l| l.strip_prefix(series.as_str()))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0.0)
+    wasm_ccm_tests::metric(
+        metrics,
+        &format!(
+            r#"wasm_ccm_egress_denied_total{{provider="hostile",host="",reason="{reason}"}} "#
+        ),
+    )
 }
 
 #[tokio::test]
