@@ -160,6 +160,14 @@ impl HostPattern {
         }
     }
 
+    /// The one host the pattern names, if it is not a wildcard.
+    pub fn exact_host(&self) -> Option<&str> {
+        match &self.host {
+            HostMatch::Exact(host) => Some(host),
+            _ => None,
+        }
+    }
+
     /// Whether the pattern can match a plain `http://` request.
     pub fn allows_http(&self) -> bool {
         matches!(self.scheme, SchemePattern::Any | SchemePattern::Http)

@@ -31,6 +31,7 @@
 
 pub mod address;
 pub mod allowlist;
+pub mod aws;
 pub mod duration;
 
 use std::path::{Path, PathBuf};
@@ -145,6 +146,8 @@ pub enum Credential {
         /// The file holding its value.
         value_file: PathBuf,
     },
+    /// AWS Signature Version 4 over the whole request, computed by the host.
+    Aws(aws::AwsCredential),
 }
 
 impl Credential {
@@ -157,6 +160,7 @@ impl Credential {
                 password_file,
             } => vec![username_file, password_file],
             Credential::Header { value_file, .. } => vec![value_file],
+            Credential::Aws(aws) => aws.files(),
         }
     }
 }
@@ -257,6 +261,7 @@ struct RawCredential {
     bearer_token_file: Option<PathBuf>,
     basic: Option<RawBasic>,
     header: Option<RawHeader>,
+    aws: Option<aws::RawAws>,
 }
 
 #[derive(Deserialize)]
@@ -378,10 +383,16 @@ impl Policy {
                     value_file: resolve(header.value_file),
                 });
             }
+            if let Some(raw_aws) = raw.aws {
+                let credential = raw_aws
+                    .validate(&destination, resolve, &allowed_outbound_hosts)
+                    .map_err(|e| invalid(&format!("{field}.aws.{}", e.field), &e.reason))?;
+                kinds.push(Credential::Aws(credential));
+            }
             if kinds.len() != 1 {
                 return Err(invalid(
                     &field,
-                    "set exactly one of `bearerTokenFile`, `basic` or `header`",
+                    "set exactly one of `bearerTokenFile`, `basic`, `header` or `aws`",
                 ));
             }
             credentials.push(CredentialRule {

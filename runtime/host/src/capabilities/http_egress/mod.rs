@@ -32,7 +32,7 @@ use std::sync::{Arc, Mutex, Once, RwLock};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http::{HeaderMap, HeaderName, HeaderValue, Method};
+use http::{HeaderMap, Method};
 use http_body_util::{BodyExt, Full};
 use tracing::Instrument;
 use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody, WasiHttpHooks};
@@ -40,7 +40,7 @@ use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody, WasiHttpH
 use crate::capabilities::logging::LogLimiter;
 use crate::metrics::{DeniedLabels, EgressLabels, HostLabels, ProviderLabel, ProviderMetrics};
 use crate::policy::{Policy, address};
-pub use credentials::CredentialError;
+pub use credentials::{AwsError, CredentialError, Injection};
 pub use destination::Destination;
 
 /// Largest request body a guest may send.
@@ -309,13 +309,13 @@ impl std::fmt::Debug for Egress {
     }
 }
 
-/// An allowed request: the matched allowlist entry and the header to inject.
+/// An allowed request: the matched allowlist entry and the credential to add.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Grant {
     /// The allowlist pattern that matched (the `host` metric label).
     pub destination: String,
-    /// The credential header, if the destination has one.
-    pub inject: Option<(HeaderName, HeaderValue)>,
+    /// The credential (a header, or an AWS signature), if the destination has one.
+    pub inject: Option<Injection>,
 }
 
 impl Egress {
@@ -409,16 +409,20 @@ impl Rules {
                 inject: None,
             });
         };
-        let (name, value) = self
+        let injection = self
             .credentials
-            .header(rule)
+            .injection(rule)
             .map_err(|e| Denial::Credential(e.to_string()))?;
-        if headers.contains_key(&name) {
-            return Err(Denial::GuestCredentialHeader(name.to_string()));
+        if let Some(own) = injection
+            .owned_headers()
+            .into_iter()
+            .find(|name| headers.contains_key(*name))
+        {
+            return Err(Denial::GuestCredentialHeader(own.to_owned()));
         }
         Ok(Grant {
             destination,
-            inject: Some((name, value)),
+            inject: Some(injection),
         })
     }
 }
@@ -516,7 +520,7 @@ impl Rules {
         &self,
         request: http::Request<WasiBody>,
         destination: Destination,
-        inject: Option<(HeaderName, HeaderValue)>,
+        inject: Option<Injection>,
     ) -> Result<http::Response<WasiBody>, Forward> {
         let (parts, body) = request.into_parts();
         let body = collect_limited(body, MAX_REQUEST_BODY_BYTES)
@@ -529,8 +533,15 @@ impl Rules {
         let url = destination.url;
         let mut headers = parts.headers;
         headers.remove(http::header::HOST);
-        if let Some((name, value)) = inject {
-            headers.insert(name, value);
+        match inject {
+            None => {}
+            Some(Injection::Header(name, value)) => {
+                headers.insert(name, value);
+            }
+            Some(Injection::Aws(signer)) => signer
+                .sign(&parts.method, &url, &mut headers, &body, &self.client)
+                .await
+                .map_err(|e| Forward::Denied(Denial::Credential(e.to_string())))?,
         }
         let limits = &self.policy.egress_limits;
         let response = self
@@ -726,6 +737,7 @@ fn classify(err: reqwest::Error) -> Forward {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use http::HeaderValue;
 
     fn egress(policy: &str) -> Arc<Egress> {
         let policy = Policy::parse(policy, Path::new("/p/test.yaml")).unwrap();
@@ -878,7 +890,9 @@ mod tests {
         let grant = e
             .authorize(&Method::GET, &destination, &HeaderMap::new())
             .unwrap();
-        let (name, value) = grant.inject.unwrap();
+        let Some(Injection::Header(name, value)) = grant.inject else {
+            panic!("a header credential")
+        };
         assert_eq!(name, http::header::AUTHORIZATION);
         assert!(value.is_sensitive());
         let mut own = HeaderMap::new();

@@ -1,12 +1,15 @@
-//! Credentials the host injects into outbound requests, read from mounted Secret files.
+//! Credentials the host adds to outbound requests, read from mounted Secret files: a
+//! header (bearer, basic, any named header), or an AWS SigV4 signature ([`aws`]).
 //!
 //! With a credentials directory (`--credentials-dir`, the Secret's mount), every file
 //! is read through its canonical path, which must lie inside that directory: a policy
 //! ships next to a vendor's component, so it must not be able to name the
 //! service-account token or any other file of the host, directly or through a symlink.
 
+mod aws;
+
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use base64::Engine as _;
@@ -14,6 +17,7 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use http::{HeaderName, HeaderValue};
 
 use crate::policy::{Credential, CredentialRule};
+pub use aws::{AwsError, AwsSigner, SIGNING_HEADERS};
 
 /// Why a credential could not be produced.
 #[derive(Debug, thiserror::Error)]
@@ -52,7 +56,51 @@ pub enum CredentialError {
 #[derive(Debug)]
 pub struct CredentialStore {
     rules: Vec<CredentialRule>,
-    cache: Vec<Mutex<Option<Cached>>>,
+    sources: Vec<Source>,
+    confinement: Arc<Confinement>,
+}
+
+/// What a rule adds to a request.
+#[derive(Debug, Clone)]
+pub enum Injection {
+    /// A header with a value read from Secret files.
+    Header(HeaderName, HeaderValue),
+    /// An AWS SigV4 signature, computed once the body is buffered.
+    Aws(Arc<AwsSigner>),
+}
+
+impl PartialEq for Injection {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Injection::Header(n1, v1), Injection::Header(n2, v2)) => n1 == n2 && v1 == v2,
+            (Injection::Aws(a), Injection::Aws(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+}
+
+impl Eq for Injection {}
+
+impl Injection {
+    /// The headers the host sets for this injection: a guest setting one of them
+    /// itself is refused.
+    pub fn owned_headers(&self) -> Vec<&str> {
+        match self {
+            Injection::Header(name, _) => vec![name.as_str()],
+            Injection::Aws(_) => SIGNING_HEADERS.to_vec(),
+        }
+    }
+}
+
+#[derive(Debug)]
+enum Source {
+    Header(Mutex<Option<Cached>>),
+    Aws(Arc<AwsSigner>),
+}
+
+/// Reads Secret files, only inside the credentials directory when there is one.
+#[derive(Debug)]
+pub struct Confinement {
     /// The canonical credentials directory files must lie in, if confined.
     dir: Option<PathBuf>,
 }
@@ -72,7 +120,7 @@ struct FileStamp {
 }
 
 impl FileStamp {
-    fn of(path: &Path) -> Result<Self, CredentialError> {
+    pub(super) fn of(path: &Path) -> Result<Self, CredentialError> {
         use std::os::unix::fs::MetadataExt;
         let meta = std::fs::metadata(path).map_err(|source| CredentialError::Read {
             path: path.to_owned(),
@@ -99,10 +147,23 @@ impl CredentialStore {
                 })
             })
             .transpose()?;
+        let confinement = Arc::new(Confinement { dir });
+        let mut web_identities = aws::WebIdentities::new();
+        let sources = rules
+            .iter()
+            .map(|rule| match &rule.credential {
+                Credential::Aws(credential) => Source::Aws(Arc::new(AwsSigner::new(
+                    credential,
+                    &confinement,
+                    &mut web_identities,
+                ))),
+                _ => Source::Header(Mutex::new(None)),
+            })
+            .collect();
         let store = Self {
             rules: rules.to_vec(),
-            cache: rules.iter().map(|_| Mutex::new(None)).collect(),
-            dir,
+            sources,
+            confinement,
         };
         store.check()?;
         Ok(store)
@@ -115,12 +176,12 @@ impl CredentialStore {
             for file in rule.credential.files() {
                 match std::fs::symlink_metadata(file) {
                     Ok(_) => {
-                        self.confined(file)?;
+                        self.confinement.confined(file)?;
                     }
                     Err(_) => {
                         // Not there yet: its directory must be inside.
                         let parent = file.parent().unwrap_or(Path::new("/"));
-                        if let Some(dir) = &self.dir {
+                        if let Some(dir) = &self.confinement.dir {
                             let inside =
                                 std::fs::canonicalize(parent).is_ok_and(|p| p.starts_with(dir));
                             if !inside {
@@ -137,6 +198,78 @@ impl CredentialStore {
         Ok(())
     }
 
+    /// What rule number `index` adds to a request.
+    pub fn injection(&self, index: usize) -> Result<Injection, CredentialError> {
+        let cache = match &self.sources[index] {
+            Source::Aws(signer) => return Ok(Injection::Aws(signer.clone())),
+            Source::Header(cache) => cache,
+        };
+        let (name, value) = self.header(index, cache)?;
+        Ok(Injection::Header(name, value))
+    }
+
+    /// The header of rule number `index`, read again when its files changed.
+    fn header(
+        &self,
+        index: usize,
+        cache: &Mutex<Option<Cached>>,
+    ) -> Result<(HeaderName, HeaderValue), CredentialError> {
+        let files = self.rules[index].credential.files();
+        let stamps = files
+            .iter()
+            .map(|f| FileStamp::of(f))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut cache = cache.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(cached) = cache.as_ref()
+            && cached.stamps == stamps
+        {
+            return Ok(cached.header.clone());
+        }
+        let header = self.read(index)?;
+        *cache = Some(Cached {
+            stamps,
+            header: header.clone(),
+        });
+        Ok(header)
+    }
+
+    fn read(&self, index: usize) -> Result<(HeaderName, HeaderValue), CredentialError> {
+        let files = &self.confinement;
+        match &self.rules[index].credential {
+            Credential::Bearer { token_file } => {
+                let token = files.read_trimmed(token_file)?;
+                Ok((
+                    http::header::AUTHORIZATION,
+                    sensitive(format!("Bearer {token}"), token_file)?,
+                ))
+            }
+            Credential::Basic {
+                username_file,
+                password_file,
+            } => {
+                let user = files.read_trimmed(username_file)?;
+                let password = files.read_trimmed(password_file)?;
+                let encoded = BASE64.encode(format!("{user}:{password}"));
+                Ok((
+                    http::header::AUTHORIZATION,
+                    sensitive(format!("Basic {encoded}"), password_file)?,
+                ))
+            }
+            Credential::Header { name, value_file } => {
+                let value = files.read_trimmed(value_file)?;
+                let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
+                    CredentialError::Invalid {
+                        path: value_file.clone(),
+                    }
+                })?;
+                Ok((name, sensitive(value, value_file)?))
+            }
+            Credential::Aws(_) => unreachable!("AWS rules sign; they have no header"),
+        }
+    }
+}
+
+impl Confinement {
     /// The path to read `file` through: its canonical path, checked to lie inside the
     /// credentials directory when there is one.
     fn confined(&self, file: &Path) -> Result<PathBuf, CredentialError> {
@@ -156,58 +289,9 @@ impl CredentialStore {
         Ok(real)
     }
 
-    /// The header for rule number `index`.
-    pub fn header(&self, index: usize) -> Result<(HeaderName, HeaderValue), CredentialError> {
-        let files = self.rules[index].credential.files();
-        let stamps = files
-            .iter()
-            .map(|f| FileStamp::of(f))
-            .collect::<Result<Vec<_>, _>>()?;
-        let mut cache = self.cache[index].lock().expect("credential cache lock");
-        if let Some(cached) = cache.as_ref()
-            && cached.stamps == stamps
-        {
-            return Ok(cached.header.clone());
-        }
-        let header = self.read(index)?;
-        *cache = Some(Cached {
-            stamps,
-            header: header.clone(),
-        });
-        Ok(header)
-    }
-
-    fn read(&self, index: usize) -> Result<(HeaderName, HeaderValue), CredentialError> {
-        match &self.rules[index].credential {
-            Credential::Bearer { token_file } => {
-                let token = read_trimmed(&self.confined(token_file)?)?;
-                Ok((
-                    http::header::AUTHORIZATION,
-                    sensitive(format!("Bearer {token}"), token_file)?,
-                ))
-            }
-            Credential::Basic {
-                username_file,
-                password_file,
-            } => {
-                let user = read_trimmed(&self.confined(username_file)?)?;
-                let password = read_trimmed(&self.confined(password_file)?)?;
-                let encoded = BASE64.encode(format!("{user}:{password}"));
-                Ok((
-                    http::header::AUTHORIZATION,
-                    sensitive(format!("Basic {encoded}"), password_file)?,
-                ))
-            }
-            Credential::Header { name, value_file } => {
-                let value = read_trimmed(&self.confined(value_file)?)?;
-                let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
-                    CredentialError::Invalid {
-                        path: value_file.clone(),
-                    }
-                })?;
-                Ok((name, sensitive(value, value_file)?))
-            }
-        }
+    /// The trimmed content of `file`, read through its confined path.
+    pub fn read_trimmed(&self, file: &Path) -> Result<String, CredentialError> {
+        read_trimmed(&self.confined(file)?)
     }
 }
 
@@ -233,6 +317,15 @@ mod tests {
     use super::*;
     use crate::policy::allowlist::HostPattern;
 
+    fn first_header(
+        store: &CredentialStore,
+    ) -> Result<(HeaderName, HeaderValue), CredentialError> {
+        match store.injection(0)? {
+            Injection::Header(name, value) => Ok((name, value)),
+            Injection::Aws(_) => panic!("not a header rule"),
+        }
+    }
+
     #[test]
     fn basic_credentials_are_base64_of_user_colon_password() {
         let dir = std::env::temp_dir().join(format!("wasm-ccm-basic-{}", std::process::id()));
@@ -250,7 +343,7 @@ mod tests {
             Some(&dir),
         )
         .unwrap();
-        let (name, value) = store.header(0).unwrap();
+        let (name, value) = first_header(&store).unwrap();
         assert_eq!(name, http::header::AUTHORIZATION);
         // RFC 4648 test vector: "user:pa55".
         assert_eq!(value, "Basic dXNlcjpwYTU1");
@@ -274,14 +367,14 @@ mod tests {
             None,
         )
         .unwrap();
-        assert_eq!(store.header(0).unwrap().1, "Bearer one");
+        assert_eq!(first_header(&store).unwrap().1, "Bearer one");
         // Rotation the way kubelet does it: a new file renamed over the old one.
         let next = dir.join("token.new");
         std::fs::write(&next, "two").unwrap();
         std::fs::rename(&next, &token).unwrap();
-        assert_eq!(store.header(0).unwrap().1, "Bearer two");
+        assert_eq!(first_header(&store).unwrap().1, "Bearer two");
         std::fs::remove_file(&token).unwrap();
-        assert!(matches!(store.header(0), Err(CredentialError::Read { .. })));
+        assert!(matches!(first_header(&store), Err(CredentialError::Read { .. })));
         std::fs::remove_dir_all(dir).ok();
     }
 
@@ -323,11 +416,11 @@ mod tests {
         }
         // A symlink swapped to point outside after loading is refused when read.
         let store = CredentialStore::new(&[rule(secrets.join("token"))], Some(&secrets)).unwrap();
-        assert_eq!(store.header(0).unwrap().1, "Bearer cloud");
+        assert_eq!(first_header(&store).unwrap().1, "Bearer cloud");
         std::fs::remove_file(secrets.join("token")).unwrap();
         symlink(root.join("sa-token"), secrets.join("token")).unwrap();
         assert!(matches!(
-            store.header(0),
+            first_header(&store),
             Err(CredentialError::OutsideDir { .. })
         ));
         std::fs::remove_dir_all(root).ok();
