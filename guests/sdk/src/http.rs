@@ -131,6 +131,12 @@ impl Request {
         self
     }
 
+    /// Sets a body with its `content-type`.
+    pub fn body(mut self, content_type: &str, body: Vec<u8>) -> Self {
+        self.body = body;
+        self.header("content-type", content_type)
+    }
+
     /// Sets a body with `content-type: application/json`.
     pub fn json_body(mut self, body: Vec<u8>) -> Self {
         self.body = body;

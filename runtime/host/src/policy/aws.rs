@@ -190,7 +190,9 @@ impl RawAws {
             {
                 return Err(invalid(
                     field,
-                    format!("`{value}` is not a valid AWS {field} (lowercase letters, digits, `-`)"),
+                    format!(
+                        "`{value}` is not a valid AWS {field} (lowercase letters, digits, `-`)"
+                    ),
                 ));
             }
         }
@@ -211,17 +213,19 @@ impl RawAws {
                         "goes with static keys, not with webIdentity",
                     ));
                 }
-                AwsSource::WebIdentity(web.validate(
-                    self.region.as_deref(),
-                    resolve,
-                    allowed,
-                )?)
+                AwsSource::WebIdentity(web.validate(self.region.as_deref(), resolve, allowed)?)
             }
             (Some(_), None, None) => {
-                return Err(invalid("secretAccessKeyFile", "is required with accessKeyIdFile"));
+                return Err(invalid(
+                    "secretAccessKeyFile",
+                    "is required with accessKeyIdFile",
+                ));
             }
             (None, Some(_), None) => {
-                return Err(invalid("accessKeyIdFile", "is required with secretAccessKeyFile"));
+                return Err(invalid(
+                    "accessKeyIdFile",
+                    "is required with secretAccessKeyFile",
+                ));
             }
             _ => {
                 return Err(invalid(
@@ -259,7 +263,11 @@ impl RawWebIdentity {
         allowed: &[HostPattern],
     ) -> Result<WebIdentity, Invalid> {
         let arn_ok = self.role_arn.starts_with("arn:aws")
-            && self.role_arn.split(':').nth(5).is_some_and(|r| r.starts_with("role/"));
+            && self
+                .role_arn
+                .split(':')
+                .nth(5)
+                .is_some_and(|r| r.starts_with("role/"));
         if !arn_ok {
             return Err(invalid(
                 "webIdentity.roleArn",
@@ -317,9 +325,9 @@ impl RawWebIdentity {
                 ),
             ));
         }
-        let listed = allowed.iter().any(|p| {
-            p.matches(scheme, &host, port) && (!loopback || p.names_loopback())
-        });
+        let listed = allowed
+            .iter()
+            .any(|p| p.matches(scheme, &host, port) && (!loopback || p.names_loopback()));
         if !listed {
             return Err(invalid(
                 "webIdentity.stsEndpoint",
@@ -349,7 +357,10 @@ mod tests {
                 "elasticloadbalancing.us-east-2.amazonaws.com",
                 Some("elasticloadbalancing/us-east-2"),
             ),
-            ("ec2-fips.us-gov-west-1.amazonaws.com", Some("ec2/us-gov-west-1")),
+            (
+                "ec2-fips.us-gov-west-1.amazonaws.com",
+                Some("ec2/us-gov-west-1"),
+            ),
             ("ec2.cn-north-1.amazonaws.com.cn", Some("ec2/cn-north-1")),
             ("ec2.eu-west-1.api.aws", Some("ec2/eu-west-1")),
             ("sts.amazonaws.com", Some("sts/us-east-1")),

@@ -193,8 +193,9 @@ impl AwsSigner {
         let (add, query) = instructions.into_parts();
         debug_assert!(query.is_empty(), "signatures go in headers");
         for header in add {
-            let mut value = HeaderValue::from_str(header.value())
-                .map_err(|_| AwsError::Sign(format!("`{}` is not a header value", header.name())))?;
+            let mut value = HeaderValue::from_str(header.value()).map_err(|_| {
+                AwsError::Sign(format!("`{}` is not a header value", header.name()))
+            })?;
             value.set_sensitive(header.sensitive() || header.name() == "authorization");
             headers.insert(HeaderName::from_static(header.name()), value);
         }
@@ -320,9 +321,7 @@ impl WebIdentityKeys {
             .await
             .map_err(|e| self.sts_error(transport_reason(&e)))?;
         let status = response.status();
-        let body = read_capped(response)
-            .await
-            .map_err(|e| self.sts_error(e))?;
+        let body = read_capped(response).await.map_err(|e| self.sts_error(e))?;
         let text = String::from_utf8_lossy(&body);
         let parsed = parse_sts_response(&text).map_err(|e| {
             self.sts_error(if status.is_success() {
@@ -383,8 +382,8 @@ struct StsCredentials {
 
 /// Reads an `AssumeRoleWithWebIdentityResponse`, or the `ErrorResponse` STS sent.
 fn parse_sts_response(text: &str) -> Result<StsCredentials, String> {
-    let doc = roxmltree::Document::parse(text)
-        .map_err(|e| format!("the response is not XML ({e})"))?;
+    let doc =
+        roxmltree::Document::parse(text).map_err(|e| format!("the response is not XML ({e})"))?;
     let element = |name: &str| {
         doc.descendants()
             .find(|n| n.is_element() && n.tag_name().name() == name)

@@ -317,9 +317,7 @@ mod tests {
     use super::*;
     use crate::policy::allowlist::HostPattern;
 
-    fn first_header(
-        store: &CredentialStore,
-    ) -> Result<(HeaderName, HeaderValue), CredentialError> {
+    fn first_header(store: &CredentialStore) -> Result<(HeaderName, HeaderValue), CredentialError> {
         match store.injection(0)? {
             Injection::Header(name, value) => Ok((name, value)),
             Injection::Aws(_) => panic!("not a header rule"),
@@ -374,7 +372,10 @@ mod tests {
         std::fs::rename(&next, &token).unwrap();
         assert_eq!(first_header(&store).unwrap().1, "Bearer two");
         std::fs::remove_file(&token).unwrap();
-        assert!(matches!(first_header(&store), Err(CredentialError::Read { .. })));
+        assert!(matches!(
+            first_header(&store),
+            Err(CredentialError::Read { .. })
+        ));
         std::fs::remove_dir_all(dir).ok();
     }
 

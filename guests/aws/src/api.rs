@@ -1,0 +1,374 @@
+//! The AWS Query protocol (EC2 and ELBv2): `Action=...&Version=...` form posts, XML
+//! answers, error codes mapped to the contract, and paginated lists.
+//!
+//! The request leaves without credentials: the host signs it (SigV4) under the
+//! provider policy's `aws` credential rule.
+
+use wasm_ccm_guest::http::Request;
+use wasm_ccm_guest::url::encode_component;
+
+use crate::bindings::wasm_ccm::provider::types::{CloudError, Retry};
+use crate::xml;
+
+/// Error codes AWS uses for throttling (the SDK's list).
+const THROTTLING_CODES: &[&str] = &[
+    "Throttling",
+    "ThrottlingException",
+    "ThrottledException",
+    "RequestThrottledException",
+    "TooManyRequestsException",
+    "ProvisionedThroughputExceededException",
+    "TransactionInProgressException",
+    "RequestLimitExceeded",
+    "BandwidthLimitExceeded",
+    "LimitExceededException",
+    "RequestThrottled",
+    "SlowDown",
+    "PriorRequestNotComplete",
+    "EC2ThrottledException",
+];
+
+/// The delay asked for when AWS throttles without a `Retry-After`.
+const DEFAULT_RETRY_MS: u64 = 5_000;
+
+/// Request parameters, in order.
+#[derive(Debug, Default, Clone)]
+pub struct Params(Vec<(String, String)>);
+
+impl Params {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds `name=value`.
+    pub fn set(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.0.push((name.into(), value.into()));
+        self
+    }
+
+    /// Adds `prefix.1=a`, `prefix.2=b`, ... (the Query protocol's lists).
+    pub fn list<S: AsRef<str>>(mut self, prefix: &str, values: &[S]) -> Self {
+        for (i, value) in values.iter().enumerate() {
+            self.0
+                .push((format!("{prefix}.{}", i + 1), value.as_ref().to_owned()));
+        }
+        self
+    }
+
+    /// Adds an EC2 filter `Filter.N.Name` with its values.
+    pub fn filter<S: AsRef<str>>(self, name: &str, values: &[S]) -> Self {
+        let n = self
+            .0
+            .iter()
+            .filter(|(k, _)| k.starts_with("Filter.") && k.ends_with(".Name"))
+            .count()
+            + 1;
+        self.set(format!("Filter.{n}.Name"), name)
+            .list(&format!("Filter.{n}.Value"), values)
+    }
+
+    /// Adds tags as `prefix.N.Key` / `prefix.N.Value`.
+    pub fn tags(mut self, prefix: &str, tags: &[(String, String)]) -> Self {
+        for (i, (key, value)) in tags.iter().enumerate() {
+            self.0
+                .push((format!("{prefix}.{}.Key", i + 1), key.clone()));
+            self.0
+                .push((format!("{prefix}.{}.Value", i + 1), value.clone()));
+        }
+        self
+    }
+
+    fn encode(&self, action: &str, version: &str) -> String {
+        let mut body = format!("Action={action}&Version={version}");
+        for (name, value) in &self.0 {
+            body.push('&');
+            body.push_str(&encode_component(name));
+            body.push('=');
+            body.push_str(&encode_component(value));
+        }
+        body
+    }
+}
+
+/// A failed call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ApiError {
+    /// AWS answered with an error code.
+    Aws {
+        /// The action called.
+        action: String,
+        /// The error code, e.g. `InvalidInstanceID.NotFound`.
+        code: String,
+        /// AWS's message.
+        message: String,
+        /// The HTTP status.
+        status: u16,
+        /// A `Retry-After` in milliseconds, if AWS sent one.
+        retry_after_ms: Option<u64>,
+    },
+    /// The request did not complete, or the answer could not be read.
+    Transport {
+        /// The action called.
+        action: String,
+        /// What happened.
+        reason: String,
+    },
+}
+
+impl ApiError {
+    /// The AWS error code, or "" for transport failures.
+    pub fn code(&self) -> &str {
+        match self {
+            ApiError::Aws { code, .. } => code,
+            ApiError::Transport { .. } => "",
+        }
+    }
+
+    /// Whether AWS asked to slow down.
+    pub fn is_throttling(&self) -> bool {
+        match self {
+            ApiError::Aws { code, status, .. } => {
+                THROTTLING_CODES.contains(&code.as_str()) || *status == 429 || *status == 503
+            }
+            ApiError::Transport { .. } => false,
+        }
+    }
+}
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ApiError::Aws {
+                action,
+                code,
+                message,
+                status,
+                ..
+            } => write!(f, "{action}: {code}: {message} (HTTP {status})"),
+            ApiError::Transport { action, reason } => write!(f, "{action}: {reason}"),
+        }
+    }
+}
+
+impl From<ApiError> for CloudError {
+    fn from(error: ApiError) -> Self {
+        if error.is_throttling() {
+            let delay_ms = match &error {
+                ApiError::Aws {
+                    retry_after_ms: Some(ms),
+                    ..
+                } => *ms,
+                _ => DEFAULT_RETRY_MS,
+            };
+            return CloudError::RetryAfter(Retry {
+                delay_ms,
+                message: format!("AWS throttled the request: {error}"),
+            });
+        }
+        CloudError::Other(format!("AWS {error}"))
+    }
+}
+
+/// One AWS service endpoint.
+#[derive(Debug, Clone)]
+pub struct Api {
+    endpoint: String,
+    version: &'static str,
+}
+
+impl Api {
+    /// A client for the service at `endpoint` with API `version`.
+    pub fn new(endpoint: String, version: &'static str) -> Self {
+        Self { endpoint, version }
+    }
+
+    /// The endpoint URL.
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    /// Calls `action` and returns the answer's XML text.
+    pub fn call(&self, action: &str, params: &Params) -> Result<String, ApiError> {
+        let transport = |reason: String| ApiError::Transport {
+            action: action.to_owned(),
+            reason,
+        };
+        let response = Request::post(&format!("{}/", self.endpoint))
+            .header("accept", "text/xml")
+            .body(
+                "application/x-www-form-urlencoded; charset=utf-8",
+                params.encode(action, self.version).into_bytes(),
+            )
+            .send()
+            .map_err(|e| {
+                transport(match e {
+                    wasm_ccm_guest::http::Error::Denied => "the host refused the request: the \
+                        endpoint is not in the provider policy's allowedOutboundHosts, or its AWS \
+                        credentials are unavailable (the host log says which)"
+                        .into(),
+                    other => other.to_string(),
+                })
+            })?;
+        let text = String::from_utf8_lossy(&response.body).into_owned();
+        if response.is_success() {
+            return Ok(text);
+        }
+        let retry_after_ms = response
+            .header("retry-after")
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(|secs| secs.saturating_mul(1000));
+        let (code, message) = match xml::parse(&text) {
+            Ok(doc) => {
+                let root = doc.root_element();
+                let code = xml::find(root, "Code")
+                    .and_then(|n| n.text())
+                    .unwrap_or_default()
+                    .trim()
+                    .to_owned();
+                let message = xml::find(root, "Message")
+                    .and_then(|n| n.text())
+                    .unwrap_or_default()
+                    .trim()
+                    .to_owned();
+                (code, message)
+            }
+            Err(_) => (String::new(), text.chars().take(200).collect()),
+        };
+        let code = if code.is_empty() {
+            format!("HTTP{}", response.status)
+        } else {
+            code
+        };
+        Err(ApiError::Aws {
+            action: action.to_owned(),
+            code,
+            message,
+            status: response.status,
+            retry_after_ms,
+        })
+    }
+
+    /// Calls a list action until its pages run out: `read` gets each page's root
+    /// element; `token_param` is the request parameter and `token_element` the answer
+    /// element that carry the page token (`NextToken`/`nextToken` for EC2,
+    /// `Marker`/`NextMarker` for ELBv2).
+    pub fn pages(
+        &self,
+        action: &str,
+        params: &Params,
+        token_param: &str,
+        token_element: &str,
+        mut read: impl FnMut(xml::Node<'_, '_>) -> Result<(), String>,
+    ) -> Result<(), ApiError> {
+        let mut token: Option<String> = None;
+        // A server that keeps answering with tokens cannot hold the provider forever.
+        for _ in 0..1000 {
+            let mut page = params.clone();
+            if let Some(token) = &token {
+                page = page.set(token_param, token.clone());
+            }
+            let text = self.call(action, &page)?;
+            let doc = xml::parse(&text).map_err(|reason| ApiError::Transport {
+                action: action.to_owned(),
+                reason,
+            })?;
+            let root = doc.root_element();
+            read(root).map_err(|reason| ApiError::Transport {
+                action: action.to_owned(),
+                reason,
+            })?;
+            let next = xml::text(root, token_element);
+            let next = if next.is_empty() {
+                // ELBv2 nests it in the result element.
+                xml::find(root, token_element)
+                    .and_then(|n| n.text())
+                    .unwrap_or_default()
+                    .trim()
+                    .to_owned()
+            } else {
+                next
+            };
+            if next.is_empty() {
+                return Ok(());
+            }
+            token = Some(next);
+        }
+        Err(ApiError::Transport {
+            action: action.to_owned(),
+            reason: "more than 1000 pages".into(),
+        })
+    }
+
+    /// Calls `action` and parses the answer with `read`.
+    pub fn call_read<T>(
+        &self,
+        action: &str,
+        params: &Params,
+        read: impl FnOnce(xml::Node<'_, '_>) -> Result<T, String>,
+    ) -> Result<T, ApiError> {
+        let text = self.call(action, params)?;
+        let doc = xml::parse(&text).map_err(|reason| ApiError::Transport {
+            action: action.to_owned(),
+            reason,
+        })?;
+        read(doc.root_element()).map_err(|reason| ApiError::Transport {
+            action: action.to_owned(),
+            reason,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parameters_are_form_encoded_in_order() {
+        let body = Params::new()
+            .filter("private-dns-name", &["ip-10-0-0-1.ec2.internal"])
+            .filter("instance-state-name", &["running", "stopped"])
+            .list("InstanceId", &["i-1"])
+            .tags(
+                "Tags.member",
+                &[("kubernetes.io/service-name".into(), "a b".into())],
+            )
+            .encode("DescribeInstances", "2016-11-15");
+        assert_eq!(
+            body,
+            "Action=DescribeInstances&Version=2016-11-15\
+             &Filter.1.Name=private-dns-name&Filter.1.Value.1=ip-10-0-0-1.ec2.internal\
+             &Filter.2.Name=instance-state-name&Filter.2.Value.1=running&Filter.2.Value.2=stopped\
+             &InstanceId.1=i-1\
+             &Tags.member.1.Key=kubernetes.io%2Fservice-name&Tags.member.1.Value=a%20b"
+        );
+    }
+
+    #[test]
+    fn throttling_becomes_retry_after() {
+        let error = |code: &str, status: u16, retry_after_ms: Option<u64>| ApiError::Aws {
+            action: "DescribeInstances".into(),
+            code: code.into(),
+            message: "slow down".into(),
+            status,
+            retry_after_ms,
+        };
+        assert!(matches!(
+            CloudError::from(error("RequestLimitExceeded", 503, None)),
+            CloudError::RetryAfter(Retry {
+                delay_ms: 5_000,
+                ..
+            })
+        ));
+        assert!(matches!(
+            CloudError::from(error("Throttling", 400, Some(7_000))),
+            CloudError::RetryAfter(Retry {
+                delay_ms: 7_000,
+                ..
+            })
+        ));
+        assert!(matches!(
+            CloudError::from(error("AuthFailure", 401, None)),
+            CloudError::Other(m) if m.contains("AuthFailure")
+        ));
+    }
+}

@@ -1,0 +1,551 @@
+//! The cloud config, in cloud-provider-aws's format: a gcfg (git-config style) file
+//! with a `[Global]` section and `[ServiceOverride "N"]` sections.
+//!
+//! ```ini
+//! [Global]
+//! Zone = eu-west-1a
+//! VPC = vpc-0123456789abcdef0
+//! KubernetesClusterID = prod
+//! RouteTableID = rtb-0123456789abcdef0
+//!
+//! [ServiceOverride "1"]
+//! Service = ec2
+//! Region = eu-west-1
+//! URL = https://ec2.eu-west-1.amazonaws.com
+//! SigningRegion = eu-west-1
+//! ```
+//!
+//! The region comes from `Zone` (`eu-west-1a` → `eu-west-1`) or `Region`: the sandbox
+//! has no instance metadata service to ask. `ServiceOverride.Service` accepts both the
+//! SDK service IDs upstream matches today (`EC2`, `Elastic Load Balancing v2`) and the
+//! endpoint prefixes older configs use (`ec2`, `elasticloadbalancing`). Signing is
+//! the host's: `SigningRegion`/`SigningName` must agree with the policy's `aws` rule.
+//! Variables the provider does not use are logged and ignored, as gcfg does.
+
+/// The services the provider calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Service {
+    /// EC2 (instances, subnets, route tables).
+    Ec2,
+    /// Elastic Load Balancing v2 (Network Load Balancers).
+    Elbv2,
+}
+
+impl Service {
+    /// The endpoint prefix (`<prefix>.<region>.amazonaws.com`).
+    fn prefix(self) -> &'static str {
+        match self {
+            Service::Ec2 => "ec2",
+            Service::Elbv2 => "elasticloadbalancing",
+        }
+    }
+
+    /// Whether a `ServiceOverride`'s `Service` names this service.
+    fn is_named(self, name: &str) -> bool {
+        let name = name.trim();
+        match self {
+            Service::Ec2 => name.eq_ignore_ascii_case("ec2"),
+            Service::Elbv2 => ["elasticloadbalancing", "Elastic Load Balancing v2", "elbv2"]
+                .iter()
+                .any(|n| name.eq_ignore_ascii_case(n)),
+        }
+    }
+}
+
+/// A `[ServiceOverride "N"]` section.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ServiceOverride {
+    /// The section's name (`N`).
+    pub key: String,
+    pub service: String,
+    pub region: String,
+    pub url: String,
+    pub signing_region: String,
+    pub signing_name: String,
+}
+
+/// The parsed configuration.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Config {
+    /// `Zone`, when set.
+    pub zone: String,
+    /// The region (from `Zone` or `Region`).
+    pub region: String,
+    /// `VPC`: the cluster's VPC (else the target instances' VPC).
+    pub vpc: String,
+    /// `SubnetID`: used for load balancers when no subnet is tagged for them.
+    pub subnet_id: String,
+    /// `RouteTableID`: the route table for pod routes (else found by cluster tag).
+    pub route_table_id: String,
+    /// `KubernetesClusterID` (or the legacy `KubernetesClusterTag`); may be empty.
+    pub cluster_id: String,
+    /// Whether the legacy `KubernetesCluster=<id>` tag is in use.
+    pub legacy_cluster_tag: bool,
+    /// `NodeIPFamilies`: `ipv4` and/or `ipv6`, in order.
+    pub node_ip_families: Vec<String>,
+    /// The `ServiceOverride` sections.
+    pub overrides: Vec<ServiceOverride>,
+}
+
+/// The cluster tag key: `kubernetes.io/cluster/<id>`.
+pub const CLUSTER_TAG_PREFIX: &str = "kubernetes.io/cluster/";
+/// The legacy cluster tag key, whose value is the cluster ID.
+pub const LEGACY_CLUSTER_TAG: &str = "KubernetesCluster";
+
+impl Config {
+    /// Parses and checks the file.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let mut config = Config::default();
+        let mut region = String::new();
+        let mut cluster_tag = String::new();
+        for entry in gcfg(text)? {
+            let Entry {
+                line,
+                section,
+                subsection,
+                name,
+                value,
+            } = entry;
+            match (section.as_str(), subsection.as_deref()) {
+                ("global", None) => match name.as_str() {
+                    "zone" => config.zone = value,
+                    "region" => region = value,
+                    "vpc" => config.vpc = value,
+                    "subnetid" => config.subnet_id = value,
+                    "routetableid" => config.route_table_id = value,
+                    "kubernetesclusterid" => config.cluster_id = value,
+                    "kubernetesclustertag" => cluster_tag = value,
+                    "nodeipfamilies" => config.node_ip_families.push(value),
+                    _ => wasm_ccm_guest::log::warn(
+                        "cloud config: [Global] variable not used by this provider; ignored",
+                        &[("variable", &name), ("line", &line.to_string())],
+                    ),
+                },
+                ("serviceoverride", Some(key)) => {
+                    let index = match config.overrides.iter().position(|o| o.key == key) {
+                        Some(i) => i,
+                        None => {
+                            config.overrides.push(ServiceOverride {
+                                key: key.to_owned(),
+                                ..Default::default()
+                            });
+                            config.overrides.len() - 1
+                        }
+                    };
+                    let o = &mut config.overrides[index];
+                    match name.as_str() {
+                        "service" => o.service = value,
+                        "region" => o.region = value,
+                        "url" => o.url = value,
+                        "signingregion" => o.signing_region = value,
+                        "signingname" => o.signing_name = value,
+                        "signingmethod" => {}
+                        _ => wasm_ccm_guest::log::warn(
+                            "cloud config: [ServiceOverride] variable not known; ignored",
+                            &[("variable", &name), ("line", &line.to_string())],
+                        ),
+                    }
+                }
+                _ => {
+                    return Err(format!(
+                        "cloud config line {line}: section [{section}{}] is not known \
+                         (expected [Global] or [ServiceOverride \"N\"])",
+                        subsection.map(|s| format!(" \"{s}\"")).unwrap_or_default()
+                    ));
+                }
+            }
+        }
+        if !cluster_tag.is_empty() {
+            if !config.cluster_id.is_empty() && config.cluster_id != cluster_tag {
+                return Err(format!(
+                    "cloud config: KubernetesClusterID `{}` and KubernetesClusterTag `{cluster_tag}` \
+                     do not match",
+                    config.cluster_id
+                ));
+            }
+            config.cluster_id = cluster_tag;
+            config.legacy_cluster_tag = true;
+        }
+        config.region = if !config.zone.is_empty() {
+            zone_to_region(&config.zone)?
+        } else if !region.is_empty() {
+            region
+        } else {
+            return Err("cloud config: set `Zone` or `Region` in [Global] \
+                        (the provider cannot ask the instance metadata service)"
+                .into());
+        };
+        if config.node_ip_families.is_empty() {
+            config.node_ip_families.push("ipv4".into());
+        }
+        for family in &config.node_ip_families {
+            if family != "ipv4" && family != "ipv6" {
+                return Err(format!(
+                    "cloud config: NodeIPFamilies `{family}` is not `ipv4` or `ipv6`"
+                ));
+            }
+        }
+        let mut seen = Vec::new();
+        for o in &config.overrides {
+            for (field, value) in [
+                ("Service", &o.service),
+                ("Region", &o.region),
+                ("URL", &o.url),
+                ("SigningRegion", &o.signing_region),
+            ] {
+                if value.is_empty() {
+                    return Err(format!(
+                        "cloud config: [ServiceOverride \"{}\"] has no {field}",
+                        o.key
+                    ));
+                }
+            }
+            wasm_ccm_guest::url::Url::parse(&o.url)
+                .map_err(|e| format!("cloud config: [ServiceOverride \"{}\"] URL: {e}", o.key))?;
+            let pair = (o.service.to_ascii_lowercase(), o.region.clone());
+            if seen.contains(&pair) {
+                return Err(format!(
+                    "cloud config: duplicate [ServiceOverride] for service {} in {}",
+                    o.service, o.region
+                ));
+            }
+            seen.push(pair);
+        }
+        Ok(config)
+    }
+
+    /// The endpoint for `service` in the configured region: a `ServiceOverride`'s URL
+    /// when one matches, else the public regional endpoint.
+    pub fn endpoint(&self, service: Service) -> String {
+        if let Some(o) = self
+            .overrides
+            .iter()
+            .find(|o| service.is_named(&o.service) && o.region == self.region)
+        {
+            return o.url.trim_end_matches('/').to_owned();
+        }
+        let domain = if self.region.starts_with("cn-") {
+            "amazonaws.com.cn"
+        } else {
+            "amazonaws.com"
+        };
+        format!("https://{}.{}.{domain}", service.prefix(), self.region)
+    }
+
+    /// Whether resources with these tags belong to the cluster (true when no cluster
+    /// ID is configured), as upstream's `hasClusterTag`.
+    pub fn has_cluster_tag(&self, tags: &[(String, String)]) -> bool {
+        if self.cluster_id.is_empty() {
+            return true;
+        }
+        let key = self.cluster_tag_key();
+        tags.iter()
+            .any(|(k, v)| *k == key || (k == LEGACY_CLUSTER_TAG && *v == self.cluster_id))
+    }
+
+    /// `kubernetes.io/cluster/<id>`.
+    pub fn cluster_tag_key(&self) -> String {
+        format!("{CLUSTER_TAG_PREFIX}{}", self.cluster_id)
+    }
+}
+
+/// `us-east-1a` → `us-east-1` (upstream's `azToRegion`: letters-and-dashes then digits).
+pub fn zone_to_region(zone: &str) -> Result<String, String> {
+    let bytes = zone.as_bytes();
+    let mut end = 0;
+    let mut i = 0;
+    // ([a-zA-Z]+-)+
+    let mut groups = 0;
+    loop {
+        let start = i;
+        while i < bytes.len() && bytes[i].is_ascii_alphabetic() {
+            i += 1;
+        }
+        if i > start && i < bytes.len() && bytes[i] == b'-' {
+            i += 1;
+            groups += 1;
+            end = i;
+        } else {
+            i = end;
+            break;
+        }
+    }
+    let digits = bytes[i..].iter().take_while(|b| b.is_ascii_digit()).count();
+    if groups == 0 || digits == 0 {
+        return Err(format!(
+            "cloud config: Zone `{zone}` is not an availability zone name"
+        ));
+    }
+    Ok(zone[..i + digits].to_owned())
+}
+
+/// One variable of a gcfg file.
+#[derive(Debug, PartialEq, Eq)]
+struct Entry {
+    line: usize,
+    /// Lowercase.
+    section: String,
+    /// Case-sensitive, as written between quotes.
+    subsection: Option<String>,
+    /// Lowercase, without `-` and `_` (gcfg matches names that way).
+    name: String,
+    value: String,
+}
+
+/// Reads gcfg syntax: `[section]`, `[section "subsection"]`, `name = value` (values
+/// may be quoted, with `\"`, `\\`, `\n`, `\t` escapes), `;` and `#` comments, and a
+/// bare `name` meaning `true`.
+fn gcfg(text: &str) -> Result<Vec<Entry>, String> {
+    let mut entries = Vec::new();
+    let mut section: Option<(String, Option<String>)> = None;
+    for (index, raw) in text.lines().enumerate() {
+        let line = index + 1;
+        let trimmed = raw.trim();
+        if trimmed.is_empty() || trimmed.starts_with([';', '#']) {
+            continue;
+        }
+        if let Some(rest) = trimmed.strip_prefix('[') {
+            let inner = strip_comment(rest)
+                .trim_end()
+                .strip_suffix(']')
+                .ok_or_else(|| format!("cloud config line {line}: `[` without `]`"))?
+                .trim();
+            let (name, sub) = match inner.split_once(char::is_whitespace) {
+                None => (inner, None),
+                Some((name, sub)) => {
+                    let sub = sub.trim();
+                    let quoted = sub
+                        .strip_prefix('"')
+                        .and_then(|s| s.strip_suffix('"'))
+                        .ok_or_else(|| {
+                            format!("cloud config line {line}: subsection names are quoted: [{name} \"...\"]")
+                        })?;
+                    (name, Some(unescape(quoted, line)?))
+                }
+            };
+            if name.is_empty()
+                || !name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.')
+            {
+                return Err(format!(
+                    "cloud config line {line}: bad section name `{name}`"
+                ));
+            }
+            section = Some((name.to_ascii_lowercase(), sub));
+            continue;
+        }
+        let Some((section, subsection)) = &section else {
+            return Err(format!(
+                "cloud config line {line}: a variable before any [section]"
+            ));
+        };
+        let (name, value) = match trimmed.split_once('=') {
+            Some((name, value)) => (name.trim(), value_of(value, line)?),
+            None => (strip_comment(trimmed).trim(), "true".to_owned()),
+        };
+        if name.is_empty()
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
+            return Err(format!(
+                "cloud config line {line}: bad variable name `{name}`"
+            ));
+        }
+        entries.push(Entry {
+            line,
+            section: section.clone(),
+            subsection: subsection.clone(),
+            name: name
+                .chars()
+                .filter(|c| *c != '-' && *c != '_')
+                .collect::<String>()
+                .to_ascii_lowercase(),
+            value,
+        });
+    }
+    Ok(entries)
+}
+
+/// The text before an unquoted `;` or `#`.
+fn strip_comment(text: &str) -> &str {
+    let mut quoted = false;
+    let mut escaped = false;
+    for (i, c) in text.char_indices() {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' => escaped = true,
+            '"' => quoted = !quoted,
+            ';' | '#' if !quoted => return &text[..i],
+            _ => {}
+        }
+    }
+    text
+}
+
+/// A value: unquoted parts trimmed, quoted parts kept, escapes applied.
+fn value_of(text: &str, line: usize) -> Result<String, String> {
+    let text = strip_comment(text).trim();
+    let mut out = String::new();
+    let mut quoted = false;
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' => quoted = !quoted,
+            '\\' => out.push(escape(chars.next(), line)?),
+            c => out.push(c),
+        }
+    }
+    if quoted {
+        return Err(format!("cloud config line {line}: unterminated quote"));
+    }
+    Ok(out)
+}
+
+fn unescape(text: &str, line: usize) -> Result<String, String> {
+    let mut out = String::new();
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => out.push(escape(chars.next(), line)?),
+            c => out.push(c),
+        }
+    }
+    Ok(out)
+}
+
+fn escape(c: Option<char>, line: usize) -> Result<char, String> {
+    match c {
+        Some('"') => Ok('"'),
+        Some('\\') => Ok('\\'),
+        Some('n') => Ok('\n'),
+        Some('t') => Ok('\t'),
+        other => Err(format!(
+            "cloud config line {line}: unknown escape `\\{}`",
+            other.map(String::from).unwrap_or_default()
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn regions_from_zones_as_upstream() {
+        for (zone, region) in [
+            ("us-east-1a", "us-east-1"),
+            ("eu-west-2c", "eu-west-2"),
+            ("us-gov-west-1b", "us-gov-west-1"),
+            ("ap-northeast-1-wl1-nrt-wlz-1", "ap-northeast-1"),
+            ("us-west-2-lax-1a", "us-west-2"),
+        ] {
+            assert_eq!(zone_to_region(zone).unwrap(), region, "{zone}");
+        }
+        for bad in ["", "us", "us-east", "1a", "-1"] {
+            assert!(zone_to_region(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn gcfg_syntax() {
+        let entries = gcfg(
+            "; comment\n# comment\n[global]\nZone = us-east-1a ; trailing\nVPC=\"vpc-1 ;x\"\n\
+             Disable-Security-Group-Ingress\n[ServiceOverride \"1\"]\nService = ec2\n",
+        )
+        .unwrap();
+        let flat: Vec<_> = entries
+            .iter()
+            .map(|e| {
+                (
+                    e.section.as_str(),
+                    e.subsection.as_deref(),
+                    e.name.as_str(),
+                    e.value.as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            flat,
+            [
+                ("global", None, "zone", "us-east-1a"),
+                ("global", None, "vpc", "vpc-1 ;x"),
+                ("global", None, "disablesecuritygroupingress", "true"),
+                ("serviceoverride", Some("1"), "service", "ec2"),
+            ]
+        );
+        assert!(gcfg("Zone = x").unwrap_err().contains("line 1"));
+        assert!(gcfg("[Global\n").unwrap_err().contains("line 1"));
+        assert!(
+            gcfg("[ServiceOverride 1]\n")
+                .unwrap_err()
+                .contains("quoted")
+        );
+        assert!(
+            gcfg("[Global]\nVPC = \"x\n")
+                .unwrap_err()
+                .contains("line 2")
+        );
+    }
+
+    #[test]
+    fn overrides_choose_endpoints() {
+        let config = Config::parse(
+            "[Global]\nZone = us-east-1a\nKubernetesClusterID = c1\n\
+             [ServiceOverride \"1\"]\nService = ec2\nRegion = us-east-1\n\
+             URL = http://127.0.0.1:5000\nSigningRegion = us-east-1\n\
+             [ServiceOverride \"2\"]\nService = Elastic Load Balancing v2\nRegion = us-east-1\n\
+             URL = http://localhost:5000/\nSigningRegion = us-east-1\n\
+             [ServiceOverride \"3\"]\nService = ec2\nRegion = eu-west-1\n\
+             URL = http://other\nSigningRegion = eu-west-1\n",
+        )
+        .unwrap();
+        assert_eq!(config.region, "us-east-1");
+        assert_eq!(config.cluster_id, "c1");
+        assert_eq!(config.endpoint(Service::Ec2), "http://127.0.0.1:5000");
+        assert_eq!(config.endpoint(Service::Elbv2), "http://localhost:5000");
+        let plain = Config::parse("[Global]\nRegion = cn-north-1\n").unwrap();
+        assert_eq!(
+            plain.endpoint(Service::Ec2),
+            "https://ec2.cn-north-1.amazonaws.com.cn"
+        );
+        assert_eq!(plain.node_ip_families, ["ipv4"]);
+    }
+
+    #[test]
+    fn bad_configs_say_what_is_wrong() {
+        for (text, needle) in [
+            ("", "Zone"),
+            ("[Global]\nZone = nowhere\n", "Zone `nowhere`"),
+            ("[Nope]\n", "[nope]"),
+            (
+                "[Global]\nRegion = r-1\nKubernetesClusterID = a\nKubernetesClusterTag = b\n",
+                "do not match",
+            ),
+            (
+                "[Global]\nRegion = r-1\n[ServiceOverride \"1\"]\nService = ec2\n",
+                "has no Region",
+            ),
+            (
+                "[Global]\nRegion = r-1\n[ServiceOverride \"1\"]\nService = ec2\nRegion = r-1\nURL = x\nSigningRegion = r-1\n",
+                "URL",
+            ),
+            ("[Global]\nRegion = r-1\nNodeIPFamilies = ipv5\n", "ipv5"),
+        ] {
+            let err = Config::parse(text).unwrap_err();
+            assert!(err.contains(needle), "{text:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn cluster_tags() {
+        let config = Config::parse("[Global]\nRegion = r-1\nKubernetesClusterTag = c1\n").unwrap();
+        assert!(config.legacy_cluster_tag);
+        let tag = |k: &str, v: &str| vec![(k.to_owned(), v.to_owned())];
+        assert!(config.has_cluster_tag(&tag("kubernetes.io/cluster/c1", "shared")));
+        assert!(config.has_cluster_tag(&tag("KubernetesCluster", "c1")));
+        assert!(!config.has_cluster_tag(&tag("KubernetesCluster", "c2")));
+        assert!(!config.has_cluster_tag(&tag("kubernetes.io/cluster/c2", "owned")));
+    }
+}

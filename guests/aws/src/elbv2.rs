@@ -1,0 +1,397 @@
+//! The Elastic Load Balancing v2 calls the provider makes (Network Load Balancers).
+
+use crate::api::{Api, ApiError, Params};
+use crate::xml::{self, Node};
+
+/// The ELBv2 API version.
+const VERSION: &str = "2015-12-01";
+
+/// A load balancer.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LoadBalancer {
+    pub arn: String,
+    pub name: String,
+    pub dns_name: String,
+    /// `provisioning`, `active`, `active_impaired` or `failed`.
+    pub state: String,
+    pub lb_type: String,
+    pub vpc_id: String,
+}
+
+/// A target group.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TargetGroup {
+    pub arn: String,
+    pub name: String,
+    pub port: i32,
+    pub protocol: String,
+    pub health_check_protocol: String,
+    pub health_check_port: String,
+    pub health_check_path: String,
+    pub health_check_interval: String,
+    pub healthy_threshold: String,
+    pub unhealthy_threshold: String,
+}
+
+/// A listener.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Listener {
+    pub arn: String,
+    pub port: i32,
+    pub protocol: String,
+    /// The target group of its first `forward` action.
+    pub target_group_arn: String,
+}
+
+/// A registered target.
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Target {
+    pub id: String,
+    pub port: i32,
+}
+
+/// A health check, as sent to `CreateTargetGroup`/`ModifyTargetGroup`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HealthCheck {
+    /// `TCP`, `HTTP` or `HTTPS`.
+    pub protocol: String,
+    /// `traffic-port` or a port number.
+    pub port: String,
+    /// For HTTP(S) only.
+    pub path: String,
+    pub interval: i32,
+    pub timeout: i32,
+    pub healthy_threshold: i32,
+    pub unhealthy_threshold: i32,
+}
+
+impl HealthCheck {
+    fn params(&self, mut params: Params) -> Params {
+        params = params
+            .set("HealthCheckProtocol", self.protocol.clone())
+            .set("HealthCheckPort", self.port.clone())
+            .set("HealthCheckIntervalSeconds", self.interval.to_string())
+            .set("HealthyThresholdCount", self.healthy_threshold.to_string())
+            .set(
+                "UnhealthyThresholdCount",
+                self.unhealthy_threshold.to_string(),
+            );
+        if self.protocol != "TCP" {
+            params = params.set("HealthCheckPath", self.path.clone());
+        }
+        params
+    }
+
+    /// Whether `group`'s health check differs from this one in what can be modified.
+    pub fn differs_from(&self, group: &TargetGroup) -> bool {
+        group.health_check_port != self.port
+            || group.healthy_threshold != self.healthy_threshold.to_string()
+            || group.unhealthy_threshold != self.unhealthy_threshold.to_string()
+            || (self.protocol != "TCP" && group.health_check_path != self.path)
+    }
+}
+
+impl LoadBalancer {
+    fn read(node: Node<'_, '_>) -> Self {
+        Self {
+            arn: xml::text(node, "LoadBalancerArn"),
+            name: xml::text(node, "LoadBalancerName"),
+            dns_name: xml::text(node, "DNSName"),
+            state: xml::text(node, "State/Code"),
+            lb_type: xml::text(node, "Type"),
+            vpc_id: xml::text(node, "VpcId"),
+        }
+    }
+}
+
+impl TargetGroup {
+    fn read(node: Node<'_, '_>) -> Self {
+        Self {
+            arn: xml::text(node, "TargetGroupArn"),
+            name: xml::text(node, "TargetGroupName"),
+            port: xml::text(node, "Port").parse().unwrap_or_default(),
+            protocol: xml::text(node, "Protocol"),
+            health_check_protocol: xml::text(node, "HealthCheckProtocol"),
+            health_check_port: xml::text(node, "HealthCheckPort"),
+            health_check_path: xml::text(node, "HealthCheckPath"),
+            health_check_interval: xml::text(node, "HealthCheckIntervalSeconds"),
+            healthy_threshold: xml::text(node, "HealthyThresholdCount"),
+            unhealthy_threshold: xml::text(node, "UnhealthyThresholdCount"),
+        }
+    }
+}
+
+/// Where the result of an ELBv2 answer is: `<ActionResult>` under the root.
+fn result<'a, 'i>(root: Node<'a, 'i>, action: &str) -> Option<Node<'a, 'i>> {
+    xml::child(root, &format!("{action}Result"))
+}
+
+/// The ELBv2 client.
+#[derive(Debug, Clone)]
+pub struct Elbv2 {
+    api: Api,
+}
+
+impl Elbv2 {
+    pub fn new(endpoint: String) -> Self {
+        Self {
+            api: Api::new(endpoint, VERSION),
+        }
+    }
+
+    pub fn endpoint(&self) -> &str {
+        self.api.endpoint()
+    }
+
+    /// The load balancer named `name`, if any.
+    pub fn load_balancer(&self, name: &str) -> Result<Option<LoadBalancer>, ApiError> {
+        let found = self.api.call_read(
+            "DescribeLoadBalancers",
+            &Params::new().list("Names.member", &[name]),
+            |root| {
+                Ok(result(root, "DescribeLoadBalancers")
+                    .and_then(|r| xml::items(r, "LoadBalancers").next())
+                    .map(LoadBalancer::read))
+            },
+        );
+        match found {
+            Err(e) if e.code() == "LoadBalancerNotFound" => Ok(None),
+            other => other,
+        }
+    }
+
+    /// Creates a Network Load Balancer.
+    pub fn create_load_balancer(
+        &self,
+        name: &str,
+        internal: bool,
+        subnets: &[String],
+        tags: &[(String, String)],
+    ) -> Result<LoadBalancer, ApiError> {
+        let params = Params::new()
+            .set("Name", name)
+            .set("Type", "network")
+            .set(
+                "Scheme",
+                if internal {
+                    "internal"
+                } else {
+                    "internet-facing"
+                },
+            )
+            .list("Subnets.member", subnets)
+            .tags("Tags.member", tags);
+        self.api.call_read("CreateLoadBalancer", &params, |root| {
+            result(root, "CreateLoadBalancer")
+                .and_then(|r| xml::items(r, "LoadBalancers").next())
+                .map(LoadBalancer::read)
+                .ok_or_else(|| "the answer names no load balancer".to_owned())
+        })
+    }
+
+    /// Deletes a load balancer (and its listeners).
+    pub fn delete_load_balancer(&self, arn: &str) -> Result<(), ApiError> {
+        self.api
+            .call(
+                "DeleteLoadBalancer",
+                &Params::new().set("LoadBalancerArn", arn),
+            )
+            .map(drop)
+    }
+
+    /// The load balancer's listeners.
+    pub fn listeners(&self, lb_arn: &str) -> Result<Vec<Listener>, ApiError> {
+        let mut listeners = Vec::new();
+        self.api.pages(
+            "DescribeListeners",
+            &Params::new().set("LoadBalancerArn", lb_arn),
+            "Marker",
+            "NextMarker",
+            |root| {
+                if let Some(r) = result(root, "DescribeListeners") {
+                    listeners.extend(xml::items(r, "Listeners").map(|l| {
+                        Listener {
+                            arn: xml::text(l, "ListenerArn"),
+                            port: xml::text(l, "Port").parse().unwrap_or_default(),
+                            protocol: xml::text(l, "Protocol"),
+                            target_group_arn: xml::items(l, "DefaultActions")
+                                .map(|a| xml::text(a, "TargetGroupArn"))
+                                .find(|a| !a.is_empty())
+                                .unwrap_or_default(),
+                        }
+                    }));
+                }
+                Ok(())
+            },
+        )?;
+        Ok(listeners)
+    }
+
+    /// Creates a listener forwarding to `target_group`.
+    pub fn create_listener(
+        &self,
+        lb_arn: &str,
+        port: i32,
+        protocol: &str,
+        target_group: &str,
+        tags: &[(String, String)],
+    ) -> Result<(), ApiError> {
+        let params = Params::new()
+            .set("LoadBalancerArn", lb_arn)
+            .set("Port", port.to_string())
+            .set("Protocol", protocol)
+            .set("DefaultActions.member.1.Type", "forward")
+            .set("DefaultActions.member.1.TargetGroupArn", target_group)
+            .tags("Tags.member", tags);
+        self.api.call("CreateListener", &params).map(drop)
+    }
+
+    /// Points a listener at another target group.
+    pub fn modify_listener(
+        &self,
+        arn: &str,
+        protocol: &str,
+        target_group: &str,
+    ) -> Result<(), ApiError> {
+        let params = Params::new()
+            .set("ListenerArn", arn)
+            .set("Protocol", protocol)
+            .set("DefaultActions.member.1.Type", "forward")
+            .set("DefaultActions.member.1.TargetGroupArn", target_group);
+        self.api.call("ModifyListener", &params).map(drop)
+    }
+
+    /// Deletes a listener; gone already is fine.
+    pub fn delete_listener(&self, arn: &str) -> Result<(), ApiError> {
+        match self
+            .api
+            .call("DeleteListener", &Params::new().set("ListenerArn", arn))
+        {
+            Err(e) if e.code() == "ListenerNotFound" => Ok(()),
+            other => other.map(drop),
+        }
+    }
+
+    /// Target groups attached to the load balancer.
+    pub fn target_groups(&self, lb_arn: &str) -> Result<Vec<TargetGroup>, ApiError> {
+        self.describe_target_groups(Params::new().set("LoadBalancerArn", lb_arn))
+    }
+
+    /// The target group named `name`, if any.
+    pub fn target_group(&self, name: &str) -> Result<Option<TargetGroup>, ApiError> {
+        match self.describe_target_groups(Params::new().list("Names.member", &[name])) {
+            Ok(groups) => Ok(groups.into_iter().next()),
+            Err(e) if e.code() == "TargetGroupNotFound" => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn describe_target_groups(&self, params: Params) -> Result<Vec<TargetGroup>, ApiError> {
+        let mut groups = Vec::new();
+        self.api.pages(
+            "DescribeTargetGroups",
+            &params,
+            "Marker",
+            "NextMarker",
+            |root| {
+                if let Some(r) = result(root, "DescribeTargetGroups") {
+                    groups.extend(xml::items(r, "TargetGroups").map(TargetGroup::read));
+                }
+                Ok(())
+            },
+        )?;
+        Ok(groups)
+    }
+
+    /// Creates an instance target group on `port` in `vpc`.
+    pub fn create_target_group(
+        &self,
+        name: &str,
+        protocol: &str,
+        port: i32,
+        vpc: &str,
+        health: &HealthCheck,
+        tags: &[(String, String)],
+    ) -> Result<TargetGroup, ApiError> {
+        let params = health.params(
+            Params::new()
+                .set("Name", name)
+                .set("Protocol", protocol)
+                .set("Port", port.to_string())
+                .set("VpcId", vpc)
+                .set("TargetType", "instance"),
+        );
+        let params = params.tags("Tags.member", tags);
+        self.api.call_read("CreateTargetGroup", &params, |root| {
+            result(root, "CreateTargetGroup")
+                .and_then(|r| xml::items(r, "TargetGroups").next())
+                .map(TargetGroup::read)
+                .ok_or_else(|| "the answer names no target group".to_owned())
+        })
+    }
+
+    /// Changes a target group's health check.
+    pub fn modify_target_group(&self, arn: &str, health: &HealthCheck) -> Result<(), ApiError> {
+        let params = health.params(Params::new().set("TargetGroupArn", arn));
+        self.api.call("ModifyTargetGroup", &params).map(drop)
+    }
+
+    /// Deletes a target group; gone already is fine.
+    pub fn delete_target_group(&self, arn: &str) -> Result<(), ApiError> {
+        match self.api.call(
+            "DeleteTargetGroup",
+            &Params::new().set("TargetGroupArn", arn),
+        ) {
+            Err(e) if e.code() == "TargetGroupNotFound" => Ok(()),
+            other => other.map(drop),
+        }
+    }
+
+    /// The group's registered targets (those being deregistered left out).
+    pub fn targets(&self, group_arn: &str) -> Result<Vec<Target>, ApiError> {
+        self.api.call_read(
+            "DescribeTargetHealth",
+            &Params::new().set("TargetGroupArn", group_arn),
+            |root| {
+                Ok(result(root, "DescribeTargetHealth")
+                    .into_iter()
+                    .flat_map(|r| xml::items(r, "TargetHealthDescriptions"))
+                    .filter(|d| {
+                        xml::text(*d, "TargetHealth/Reason") != "Target.DeregistrationInProgress"
+                    })
+                    .map(|d| Target {
+                        id: xml::text(d, "Target/Id"),
+                        port: xml::text(d, "Target/Port").parse().unwrap_or_default(),
+                    })
+                    .collect())
+            },
+        )
+    }
+
+    /// Registers (`register`) or deregisters targets, 100 per call.
+    pub fn change_targets(
+        &self,
+        group_arn: &str,
+        targets: &[Target],
+        register: bool,
+    ) -> Result<(), ApiError> {
+        let action = if register {
+            "RegisterTargets"
+        } else {
+            "DeregisterTargets"
+        };
+        for chunk in targets.chunks(100) {
+            let mut params = Params::new().set("TargetGroupArn", group_arn);
+            for (i, target) in chunk.iter().enumerate() {
+                params = params
+                    .set(format!("Targets.member.{}.Id", i + 1), target.id.clone())
+                    .set(
+                        format!("Targets.member.{}.Port", i + 1),
+                        target.port.to_string(),
+                    );
+            }
+            self.api.call(action, &params)?;
+        }
+        Ok(())
+    }
+}
