@@ -518,7 +518,7 @@ mod tests {
         for (text, needle) in [
             ("", "Zone"),
             ("[Global]\nZone = nowhere\n", "Zone `nowhere`"),
-            ("[Nope]\n", "[nope]"),
+            ("[Nope]\nx = 1\n", "[nope]"),
             (
                 "[Global]\nRegion = r-1\nKubernetesClusterID = a\nKubernetesClusterTag = b\n",
                 "do not match",

@@ -152,7 +152,7 @@ impl Ec2 {
 
     fn describe(&self, params: &Params, paginate: bool) -> Result<Vec<Instance>, ApiError> {
         let mut instances = Vec::new();
-        let mut read = |root: Node<'_, '_>| {
+        let read = |root: Node<'_, '_>| {
             for reservation in xml::items(root, "reservationSet") {
                 instances.extend(xml::items(reservation, "instancesSet").map(Instance::read));
             }
