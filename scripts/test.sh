@@ -8,6 +8,8 @@ cd "$(dirname "$0")/.."
 scripts/build-guests.sh
 # tests/rbac.rs renders deploy/ with `kubectl kustomize`.
 source scripts/ensure-kubectl.sh
+# tests/aws.rs runs the AWS provider against moto's server on 127.0.0.1.
+source scripts/ensure-moto.sh
 # The host binaries the integration tests run (wasm-ccm, sim-cloud).
 cargo build --locked
 cargo test --locked -- "$@"

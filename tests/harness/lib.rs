@@ -10,6 +10,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+pub mod moto;
+
 use sim_cloud::SimCloud;
 use wasm_ccm_host::engine::EngineSettings;
 use wasm_ccm_host::provider::{CloudError, Provider, ProviderError, ProviderLoader};
@@ -427,38 +429,58 @@ impl Stack {
 
     /// The command [`Self::controller_manager`] runs, to add environment variables.
     pub fn controller_manager_command(&self, port: u16, extra: &[&str]) -> tokio::process::Command {
-        let mut command = tokio::process::Command::new(wasm_ccm_bin());
-        command
-            .args([
-                "--cloud-provider",
-                &self.provider,
-                "--node-monitor-period",
-                "500ms",
-                "--cluster-cidr",
-                "10.244.0.0/16",
-                "--route-reconciliation-period",
-                "500ms",
-                "--secure-port",
-            ])
-            .arg(port.to_string())
-            .args(["--bind-address", "127.0.0.1", "--providers-dir"])
-            .arg(self.dir.dir.path())
-            .arg("--credentials-dir")
-            .arg(self.dir.dir.path())
-            .arg("--cloud-config")
-            .arg(&self.cloud_config)
-            .arg("--kubeconfig")
-            .arg(&self.kubeconfig)
-            .args(extra)
-            .env("RUST_LOG", "warn")
-            .kill_on_drop(true);
-        command
+        controller_manager_command(
+            &self.provider,
+            self.dir.dir.path(),
+            &self.cloud_config,
+            &self.kubeconfig,
+            port,
+            extra,
+        )
     }
 
     /// A kube client for the double.
     pub fn client(&self) -> kube::Client {
         kube::Client::try_from(kube::Config::new(self.api.url().parse().unwrap())).unwrap()
     }
+}
+
+/// `wasm-ccm` for provider `provider` in `providers_dir` (also the credentials
+/// directory), with fast periods, serving health on `port`, plus `extra` flags.
+pub fn controller_manager_command(
+    provider: &str,
+    providers_dir: &Path,
+    cloud_config: &Path,
+    kubeconfig: &Path,
+    port: u16,
+    extra: &[&str],
+) -> tokio::process::Command {
+    let mut command = tokio::process::Command::new(wasm_ccm_bin());
+    command
+        .args([
+            "--cloud-provider",
+            provider,
+            "--node-monitor-period",
+            "500ms",
+            "--cluster-cidr",
+            "10.244.0.0/16",
+            "--route-reconciliation-period",
+            "500ms",
+            "--secure-port",
+        ])
+        .arg(port.to_string())
+        .args(["--bind-address", "127.0.0.1", "--providers-dir"])
+        .arg(providers_dir)
+        .arg("--credentials-dir")
+        .arg(providers_dir)
+        .arg("--cloud-config")
+        .arg(cloud_config)
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(extra)
+        .env("RUST_LOG", "warn")
+        .kill_on_drop(true);
+    command
 }
 
 fn cloud_config_bytes(cloud: &SimCloud) -> Vec<u8> {

@@ -274,7 +274,11 @@ impl Elbv2 {
 
     /// Target groups attached to the load balancer.
     pub fn target_groups(&self, lb_arn: &str) -> Result<Vec<TargetGroup>, ApiError> {
-        self.describe_target_groups(Params::new().set("LoadBalancerArn", lb_arn))
+        match self.describe_target_groups(Params::new().set("LoadBalancerArn", lb_arn)) {
+            // Some implementations answer "not found" for a load balancer without groups.
+            Err(e) if e.code() == "TargetGroupNotFound" => Ok(Vec::new()),
+            other => other,
+        }
     }
 
     /// The target group named `name`, if any.

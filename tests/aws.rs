@@ -1,0 +1,545 @@
+//! The AWS provider (`guests/aws`) through the real controllers and the API server
+//! double, against moto on 127.0.0.1 with request authentication on: every request the
+//! provider makes must carry a SigV4 signature the host computed.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Node, Service};
+use kube::Api;
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+use wasm_ccm_tests::moto::{self, Keys, LaunchedInstance, Moto, World};
+use wasm_ccm_tests::{TempDir, controller_manager_command, free_port, guest, wait_until};
+
+const TIMEOUT: Duration = Duration::from_secs(90);
+const UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized";
+const SHUTDOWN: &str = "node.cloudprovider.kubernetes.io/shutdown";
+const CLUSTER: &str = "test";
+
+/// How the provider gets its keys.
+enum Auth<'a> {
+    Static(&'a Keys),
+    WebIdentity { role_arn: &'a str, token: &'a str },
+}
+
+/// moto, its world, the API server double and a provider directory for `aws`.
+struct AwsStack {
+    moto: Moto,
+    world: World,
+    api: kube_double::ApiServer,
+    dir: TempDir,
+    kubeconfig: PathBuf,
+    cloud_config: PathBuf,
+}
+
+impl AwsStack {
+    async fn start() -> Self {
+        let mut moto = Moto::start().await;
+        let world = World::create(&mut moto, CLUSTER).await;
+        let api = kube_double::ApiServer::start(kube_double::Settings::default())
+            .await
+            .expect("API server double");
+        let dir = TempDir::new("aws");
+        std::fs::copy(guest("aws_provider"), dir.path().join("aws.wasm")).unwrap();
+        let kubeconfig = dir.path().join("kubeconfig");
+        api.write_kubeconfig(&kubeconfig).unwrap();
+        // EC2 at 127.0.0.1, ELB at localhost: one moto serves both, and the host signs
+        // each name for its service.
+        let cloud_config = dir.path().join("cloud.conf");
+        std::fs::write(
+            &cloud_config,
+            format!(
+                "[Global]\nZone = us-east-1a\nVPC = {vpc}\nKubernetesClusterID = {CLUSTER}\n\n\
+                 [ServiceOverride \"1\"]\nService = ec2\nRegion = us-east-1\nURL = http://127.0.0.1:{port}\nSigningRegion = us-east-1\n\n\
+                 [ServiceOverride \"2\"]\nService = elasticloadbalancing\nRegion = us-east-1\nURL = http://localhost:{port}\nSigningRegion = us-east-1\n",
+                vpc = world.vpc,
+                port = moto.port,
+            ),
+        )
+        .unwrap();
+        Self {
+            moto,
+            world,
+            api,
+            dir,
+            kubeconfig,
+            cloud_config,
+        }
+    }
+
+    /// Writes the provider policy (and the Secret files) for `auth`.
+    fn policy(&self, auth: Auth<'_>) {
+        let secrets = self.dir.path().join("aws");
+        std::fs::create_dir_all(&secrets).unwrap();
+        let port = self.moto.port;
+        let source = match auth {
+            Auth::Static(keys) => {
+                std::fs::write(secrets.join("access-key-id"), &keys.id).unwrap();
+                std::fs::write(secrets.join("secret-access-key"), &keys.secret).unwrap();
+                "accessKeyIdFile: aws/access-key-id, secretAccessKeyFile: aws/secret-access-key"
+                    .to_owned()
+            }
+            Auth::WebIdentity { role_arn, token } => {
+                std::fs::write(secrets.join("token"), token).unwrap();
+                format!(
+                    "webIdentity: {{roleArn: '{role_arn}', webIdentityTokenFile: aws/token, \
+                     stsEndpoint: 'http://127.0.0.1:{port}'}}"
+                )
+            }
+        };
+        let policy = format!(
+            "allowedOutboundHosts:\n  - http://127.0.0.1:{port}\n  - http://localhost:{port}\n\
+             credentials:\n\
+             \x20 - destination: http://127.0.0.1:{port}\n    aws: {{region: us-east-1, service: ec2, {source}}}\n\
+             \x20 - destination: http://localhost:{port}\n    aws: {{region: us-east-1, service: elasticloadbalancing, {source}}}\n\
+             limits:\n  callTimeout: 30s\n  poolSize: 2\n"
+        );
+        std::fs::write(self.dir.path().join("aws.yaml"), policy).unwrap();
+    }
+
+    fn controller_manager(&self, port: u16) -> tokio::process::Command {
+        controller_manager_command(
+            "aws",
+            self.dir.path(),
+            &self.cloud_config,
+            &self.kubeconfig,
+            port,
+            &["--leader-elect=false"],
+        )
+    }
+
+    fn client(&self) -> kube::Client {
+        kube::Client::try_from(kube::Config::new(self.api.url().parse().unwrap())).unwrap()
+    }
+}
+
+/// A Node as kubelet registers it on AWS: named by its private DNS name.
+fn kubelet_node(instance: &LaunchedInstance, pod_cidr: &str) -> Node {
+    serde_json::from_value(json!({
+        "metadata": {"name": instance.private_dns_name, "labels": {"kubernetes.io/hostname": instance.private_dns_name}},
+        "spec": {
+            "podCIDR": pod_cidr,
+            "podCIDRs": [pod_cidr],
+            "taints": [{"key": UNINITIALIZED, "value": "true", "effect": "NoSchedule"}]
+        },
+        "status": {
+            "conditions": [{"type": "Ready", "status": "True"}],
+            "addresses": [{"type": "Hostname", "address": instance.private_dns_name}]
+        }
+    }))
+    .unwrap()
+}
+
+fn taint_keys(node: &Node) -> Vec<String> {
+    node.spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .map(|t| t.iter().map(|t| t.key.clone()).collect())
+        .unwrap_or_default()
+}
+
+async fn set_ready(nodes: &Api<Node>, name: &str, status: &str) {
+    nodes
+        .patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Strategic(
+                json!({"status": {"conditions": [{"type": "Ready", "status": status}]}}),
+            ),
+        )
+        .await
+        .unwrap();
+}
+
+async fn initialized(nodes: &Api<Node>, name: &str) -> bool {
+    nodes
+        .get(name)
+        .await
+        .is_ok_and(|n| !taint_keys(&n).contains(&UNINITIALIZED.to_string()))
+}
+
+/// The instance IDs registered in the target groups of load balancer `name`, with
+/// their ports.
+async fn registered_targets(moto: &Moto, lb_name: &str) -> Option<Vec<(String, String)>> {
+    let lbs = moto
+        .call_as(
+            &moto.keys,
+            moto::Service::Elbv2,
+            "DescribeLoadBalancers",
+            &[("Names.member.1", lb_name)],
+        )
+        .await
+        .ok()?;
+    let arn = moto::text(&lbs, "LoadBalancerArn");
+    let groups = moto
+        .call(
+            moto::Service::Elbv2,
+            "DescribeTargetGroups",
+            &[("LoadBalancerArn", &arn)],
+        )
+        .await;
+    let mut targets = Vec::new();
+    for group in moto::texts(&groups, "TargetGroupArn") {
+        let health = moto
+            .call(
+                moto::Service::Elbv2,
+                "DescribeTargetHealth",
+                &[("TargetGroupArn", &group)],
+            )
+            .await;
+        let ids = moto::texts(&health, "Id");
+        let ports = moto::texts(&health, "Port");
+        targets.extend(ids.into_iter().zip(ports));
+    }
+    targets.sort();
+    Some(targets)
+}
+
+async fn target_group_names(moto: &Moto) -> Vec<String> {
+    let groups = moto
+        .call(moto::Service::Elbv2, "DescribeTargetGroups", &[])
+        .await;
+    moto::texts(&groups, "TargetGroupName")
+}
+
+async fn routes(moto: &Moto, table: &str) -> Vec<(String, String)> {
+    let tables = moto
+        .call(
+            moto::Service::Ec2,
+            "DescribeRouteTables",
+            &[("RouteTableId.1", table)],
+        )
+        .await;
+    let doc = roxmltree::Document::parse(&tables).unwrap();
+    let mut routes: Vec<(String, String)> = doc
+        .descendants()
+        .filter(|n| {
+            n.tag_name().name() == "item"
+                && n.children()
+                    .any(|c| c.tag_name().name() == "destinationCidrBlock")
+        })
+        .filter_map(|route| {
+            let get = |name: &str| {
+                route
+                    .children()
+                    .find(|c| c.tag_name().name() == name)
+                    .and_then(|c| c.text())
+                    .map(str::to_owned)
+            };
+            Some((get("destinationCidrBlock")?, get("instanceId")?))
+        })
+        .collect();
+    routes.sort();
+    routes
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodes_load_balancers_routes_and_lifecycle_against_moto() {
+    let stack = AwsStack::start().await;
+    let (moto, world) = (&stack.moto, &stack.world);
+    let a = world.launch(moto, 0).await;
+    let b = world.launch(moto, 1).await;
+    let nodes: Api<Node> = Api::all(stack.client());
+    for (instance, cidr) in [(&a, "10.244.1.0/24"), (&b, "10.244.2.0/24")] {
+        nodes
+            .create(&PostParams::default(), &kubelet_node(instance, cidr))
+            .await
+            .unwrap();
+    }
+    stack.policy(Auth::Static(&world.provider));
+    // From here on moto checks every signature and the provider user's IAM policy.
+    moto.enable_auth(0).await;
+    let port = free_port();
+    let _ccm = stack.controller_manager(port).spawn().unwrap();
+
+    // cloud-node: provider IDs, types, zones, addresses, zone IDs.
+    for instance in [&a, &b] {
+        wait_until(TIMEOUT, "node initialized", || {
+            initialized(&nodes, &instance.private_dns_name)
+        })
+        .await;
+        let node = nodes.get(&instance.private_dns_name).await.unwrap();
+        assert_eq!(
+            node.spec.as_ref().unwrap().provider_id.as_deref(),
+            Some(format!("aws:///{}/{}", instance.zone, instance.id).as_str())
+        );
+        let labels = node.metadata.labels.clone().unwrap();
+        assert_eq!(labels["node.kubernetes.io/instance-type"], "m5.large");
+        assert_eq!(labels["topology.kubernetes.io/zone"], instance.zone);
+        assert_eq!(labels["topology.kubernetes.io/region"], "us-east-1");
+        assert!(
+            labels.contains_key("topology.k8s.aws/zone-id"),
+            "{labels:?}"
+        );
+        let addresses: Vec<(String, String)> = node
+            .status
+            .unwrap()
+            .addresses
+            .unwrap()
+            .into_iter()
+            .map(|a| (a.type_, a.address))
+            .collect();
+        assert!(
+            addresses.contains(&("InternalIP".into(), instance.private_ip.clone())),
+            "{addresses:?}"
+        );
+        assert!(
+            addresses.contains(&("InternalDNS".into(), instance.private_dns_name.clone())),
+            "{addresses:?}"
+        );
+        assert!(
+            addresses.contains(&("Hostname".into(), instance.private_dns_name.clone())),
+            "{addresses:?}"
+        );
+    }
+
+    // routes: each node's pod CIDR routed to its instance in the cluster's table.
+    wait_until(TIMEOUT, "routes for both nodes", || async {
+        let routes = routes(moto, &world.route_table).await;
+        routes.contains(&("10.244.1.0/24".into(), a.id.clone()))
+            && routes.contains(&("10.244.2.0/24".into(), b.id.clone()))
+    })
+    .await;
+
+    // load balancers: an NLB with the nodes' instances on the node port.
+    let services: Api<Service> = Api::namespaced(stack.client(), "default");
+    let service: Service = serde_json::from_value(json!({
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {"type": "LoadBalancer", "ports": [{"name": "http", "port": 80, "targetPort": 8080, "protocol": "TCP"}]}
+    }))
+    .unwrap();
+    let created = services
+        .create(&PostParams::default(), &service)
+        .await
+        .unwrap();
+    let node_port = created.spec.as_ref().unwrap().ports.as_ref().unwrap()[0]
+        .node_port
+        .unwrap()
+        .to_string();
+    let lb_name: String = format!(
+        "a{}",
+        created.metadata.uid.clone().unwrap().replace('-', "")
+    )
+    .chars()
+    .take(32)
+    .collect();
+    wait_until(TIMEOUT, "a load balancer hostname", || async {
+        services.get("web").await.is_ok_and(|s| {
+            s.status
+                .and_then(|s| s.load_balancer)
+                .and_then(|l| l.ingress)
+                .and_then(|i| i.first().and_then(|i| i.hostname.clone()))
+                .is_some_and(|h| h.contains(".elb."))
+        })
+    })
+    .await;
+    let both = {
+        let mut both = vec![
+            (a.id.clone(), node_port.clone()),
+            (b.id.clone(), node_port.clone()),
+        ];
+        both.sort();
+        both
+    };
+    wait_until(TIMEOUT, "both instances registered", || async {
+        registered_targets(moto, &lb_name).await == Some(both.clone())
+    })
+    .await;
+    let listeners = {
+        let lbs = moto
+            .call(
+                moto::Service::Elbv2,
+                "DescribeLoadBalancers",
+                &[("Names.member.1", &lb_name)],
+            )
+            .await;
+        assert_eq!(moto::text(&lbs, "Type"), "network");
+        moto.call(
+            moto::Service::Elbv2,
+            "DescribeListeners",
+            &[("LoadBalancerArn", &moto::text(&lbs, "LoadBalancerArn"))],
+        )
+        .await
+    };
+    assert_eq!(moto::texts(&listeners, "Port"), ["80"]);
+
+    // Scaling: a third node joins (its kubelet started with --provider-id).
+    let c = world.launch(moto, 0).await;
+    let mut joining = kubelet_node(&c, "10.244.3.0/24");
+    joining.spec.as_mut().unwrap().provider_id = Some(format!("aws:///{}/{}", c.zone, c.id));
+    nodes
+        .create(&PostParams::default(), &joining)
+        .await
+        .unwrap();
+    wait_until(TIMEOUT, "the new node's instance registered", || async {
+        registered_targets(moto, &lb_name)
+            .await
+            .is_some_and(|t| t.contains(&(c.id.clone(), node_port.clone())) && t.len() == 3)
+    })
+    .await;
+
+    // Lifecycle: a terminated instance's NotReady node is deleted, a stopped one tainted.
+    moto.call(
+        moto::Service::Ec2,
+        "TerminateInstances",
+        &[("InstanceId.1", &a.id)],
+    )
+    .await;
+    moto.call(
+        moto::Service::Ec2,
+        "StopInstances",
+        &[("InstanceId.1", &b.id)],
+    )
+    .await;
+    set_ready(&nodes, &a.private_dns_name, "False").await;
+    set_ready(&nodes, &b.private_dns_name, "False").await;
+    wait_until(
+        TIMEOUT,
+        "the terminated instance's node deleted",
+        || async { nodes.get_opt(&a.private_dns_name).await.unwrap().is_none() },
+    )
+    .await;
+    wait_until(TIMEOUT, "the stopped instance's node tainted", || async {
+        nodes
+            .get(&b.private_dns_name)
+            .await
+            .is_ok_and(|n| taint_keys(&n).contains(&SHUTDOWN.to_string()))
+    })
+    .await;
+    wait_until(
+        TIMEOUT,
+        "the deleted node's instance deregistered",
+        || async {
+            registered_targets(moto, &lb_name)
+                .await
+                .is_some_and(|t| !t.iter().any(|(id, _)| *id == a.id))
+        },
+    )
+    .await;
+
+    // Deleting the Service removes the NLB, its listeners and target groups.
+    assert!(!target_group_names(moto).await.is_empty());
+    services
+        .delete("web", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_until(TIMEOUT, "the Service gone (finalizer removed)", || async {
+        services.get_opt("web").await.unwrap().is_none()
+    })
+    .await;
+    assert_eq!(registered_targets(moto, &lb_name).await, None);
+    assert_eq!(target_group_names(moto).await, Vec::<String>::new());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_secret_is_refused_by_aws_and_nothing_is_deleted() {
+    let stack = AwsStack::start().await;
+    let (moto, world) = (&stack.moto, &stack.world);
+    let a = world.launch(moto, 0).await;
+    moto.call(
+        moto::Service::Ec2,
+        "TerminateInstances",
+        &[("InstanceId.1", &a.id)],
+    )
+    .await;
+    // A NotReady node of a terminated instance: a working provider would delete it.
+    let nodes: Api<Node> = Api::all(stack.client());
+    let mut node = kubelet_node(&a, "10.244.1.0/24");
+    node.spec.as_mut().unwrap().taints = None;
+    node.spec.as_mut().unwrap().provider_id = Some(format!("aws:///{}/{}", a.zone, a.id));
+    nodes.create(&PostParams::default(), &node).await.unwrap();
+    set_ready(&nodes, &a.private_dns_name, "False").await;
+    let wrong = Keys {
+        secret: "not-the-secret".into(),
+        ..world.provider.clone()
+    };
+    stack.policy(Auth::Static(&wrong));
+    moto.enable_auth(0).await;
+    let port = free_port();
+    let mut ccm = stack
+        .controller_manager(port)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = ccm.stderr.take().unwrap();
+    let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let sink = log.clone();
+    tokio::spawn(async move {
+        use tokio::io::AsyncBufReadExt;
+        let mut lines = tokio::io::BufReader::new(stderr).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            sink.lock().unwrap().push_str(&line);
+            sink.lock().unwrap().push('\n');
+        }
+    });
+    wait_until(TIMEOUT, "AWS refusing the signature", || async {
+        log.lock().unwrap().contains("AuthFailure")
+    })
+    .await;
+    // Several lifecycle passes later, the node is still there.
+    let metrics_port = port;
+    wait_until(TIMEOUT, "several failed lifecycle passes", || async {
+        let text = wasm_ccm_tests::metrics(metrics_port).await;
+        wasm_ccm_tests::reconciles(&text, "cloud-node-lifecycle", "error") >= 3.0
+    })
+    .await;
+    assert!(nodes.get_opt(&a.private_dns_name).await.unwrap().is_some());
+    let log = log.lock().unwrap().clone();
+    assert!(
+        !log.contains(&world.provider.secret),
+        "the secret leaked into the log"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn web_identity_credentials_come_from_sts() {
+    let stack = AwsStack::start().await;
+    let (moto, world) = (&stack.moto, &stack.world);
+    let a = world.launch(moto, 0).await;
+    let nodes: Api<Node> = Api::all(stack.client());
+    nodes
+        .create(&PostParams::default(), &kubelet_node(&a, "10.244.1.0/24"))
+        .await
+        .unwrap();
+    let token = "eyJhbGciOiJSUzI1NiJ9.web-identity-token.sig";
+    stack.policy(Auth::WebIdentity {
+        role_arn: &world.role_arn,
+        token,
+    });
+    // AssumeRoleWithWebIdentity is unsigned (the token is the proof), which moto's
+    // authentication cannot tell apart: the one free request is the host's exchange.
+    moto.enable_auth(1).await;
+    let port = free_port();
+    let mut ccm = stack
+        .controller_manager(port)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = ccm.stderr.take().unwrap();
+    let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let sink = log.clone();
+    tokio::spawn(async move {
+        use tokio::io::AsyncBufReadExt;
+        let mut lines = tokio::io::BufReader::new(stderr).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            sink.lock().unwrap().push_str(&line);
+            sink.lock().unwrap().push('\n');
+        }
+    });
+    wait_until(
+        TIMEOUT,
+        "node initialized with temporary credentials",
+        || initialized(&nodes, &a.private_dns_name),
+    )
+    .await;
+    let node = nodes.get(&a.private_dns_name).await.unwrap();
+    assert_eq!(
+        node.spec.unwrap().provider_id.as_deref(),
+        Some(format!("aws:///{}/{}", a.zone, a.id).as_str())
+    );
+    assert!(
+        !log.lock().unwrap().contains(token),
+        "the token leaked into the log"
+    );
+}

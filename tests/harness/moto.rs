@@ -1,0 +1,435 @@
+//! moto, the AWS emulator, as a test peer: its server started on 127.0.0.1, a small
+//! signed Query-protocol client for setting up and inspecting its state, and a world
+//! (VPC, subnets, route table, instances, IAM users and a role) for the AWS provider.
+//!
+//! `scripts/ensure-moto.sh` installs the pinned moto into the tools venv and sets
+//! `MOTO_SERVER`; every request goes to 127.0.0.1.
+
+use std::time::{Duration, Instant, SystemTime};
+
+use aws_credential_types::Credentials;
+use aws_sigv4::http_request::{SignableBody, SignableRequest, SigningSettings, sign};
+use aws_sigv4::sign::v4;
+use aws_smithy_runtime_api::client::identity::Identity;
+
+use crate::free_port;
+
+/// The account moto uses.
+pub const ACCOUNT: &str = "123456789012";
+/// The region of every test.
+pub const REGION: &str = "us-east-1";
+
+/// An access key pair.
+#[derive(Debug, Clone)]
+pub struct Keys {
+    pub id: String,
+    pub secret: String,
+    pub session_token: Option<String>,
+}
+
+impl Keys {
+    /// Keys for a moto without authentication (any key is accepted).
+    pub fn anonymous() -> Self {
+        Self {
+            id: "AKIAIOSFODNN7EXAMPLE".into(),
+            secret: "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY".into(),
+            session_token: None,
+        }
+    }
+}
+
+/// A running moto server, stopped on drop.
+pub struct Moto {
+    child: tokio::process::Child,
+    pub port: u16,
+    client: reqwest::Client,
+    /// The keys the test's own calls are signed with.
+    pub keys: Keys,
+}
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        let _ = self.child.start_kill();
+    }
+}
+
+/// A service the client calls.
+#[derive(Debug, Clone, Copy)]
+pub enum Service {
+    Ec2,
+    Elbv2,
+    Iam,
+    Sts,
+}
+
+impl Service {
+    fn signing_name(self) -> &'static str {
+        match self {
+            Service::Ec2 => "ec2",
+            Service::Elbv2 => "elasticloadbalancing",
+            Service::Iam => "iam",
+            Service::Sts => "sts",
+        }
+    }
+
+    fn version(self) -> &'static str {
+        match self {
+            Service::Ec2 => "2016-11-15",
+            Service::Elbv2 => "2015-12-01",
+            Service::Iam => "2010-05-08",
+            Service::Sts => "2011-06-15",
+        }
+    }
+}
+
+impl Moto {
+    /// Starts `$MOTO_SERVER` on a free port of 127.0.0.1 and waits until it answers.
+    pub async fn start() -> Self {
+        let server = std::env::var("MOTO_SERVER").unwrap_or_else(|_| {
+            crate::target_dir()
+                .join("tools-venv/bin/moto_server")
+                .display()
+                .to_string()
+        });
+        assert!(
+            std::path::Path::new(&server).exists(),
+            "{server} is missing: run the tests with scripts/test.sh (it installs moto), or set MOTO_SERVER"
+        );
+        let port = free_port();
+        let child = tokio::process::Command::new(&server)
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {server}: {e}"));
+        // reqwest is built without a default TLS provider (as the host's is).
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let client = reqwest::Client::builder().no_proxy().build().unwrap();
+        let moto = Self {
+            child,
+            port,
+            client,
+            keys: Keys::anonymous(),
+        };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let ready = moto
+                .client
+                .get(format!("{}/moto-api/", moto.url()))
+                .send()
+                .await
+                .is_ok_and(|r| r.status().is_success());
+            if ready {
+                return moto;
+            }
+            assert!(Instant::now() < deadline, "moto did not start within 60s");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// `http://127.0.0.1:<port>`.
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// Turns request authentication on: after `free` more requests, every request
+    /// must be signed with a key moto's IAM knows and be allowed by its policies.
+    pub async fn enable_auth(&self, free: u32) {
+        let response = self
+            .client
+            .post(format!("{}/moto-api/reset-auth", self.url()))
+            .body(free.to_string())
+            .send()
+            .await
+            .unwrap();
+        assert!(response.status().is_success(), "reset-auth");
+    }
+
+    /// Calls `action` signed with `keys`; the answer's text, or the error's.
+    pub async fn call_as(
+        &self,
+        keys: &Keys,
+        service: Service,
+        action: &str,
+        params: &[(&str, &str)],
+    ) -> Result<String, String> {
+        let mut body = url::form_urlencoded::Serializer::new(String::new());
+        body.append_pair("Action", action)
+            .append_pair("Version", service.version());
+        for (k, v) in params {
+            body.append_pair(k, v);
+        }
+        let body = body.finish();
+        let url = format!("{}/", self.url());
+        let content_type = "application/x-www-form-urlencoded; charset=utf-8";
+        let identity: Identity = Credentials::new(
+            &keys.id,
+            &keys.secret,
+            keys.session_token.clone(),
+            None,
+            "test",
+        )
+        .into();
+        let params = v4::SigningParams::builder()
+            .identity(&identity)
+            .region(REGION)
+            .name(service.signing_name())
+            .time(SystemTime::now())
+            .settings(SigningSettings::default())
+            .build()
+            .unwrap()
+            .into();
+        let headers = [("content-type", content_type)];
+        let signable = SignableRequest::new(
+            "POST",
+            &url,
+            headers.into_iter(),
+            SignableBody::Bytes(body.as_bytes()),
+        )
+        .unwrap();
+        let (instructions, _) = sign(signable, &params).unwrap().into_parts();
+        let mut request = self
+            .client
+            .post(&url)
+            .header("content-type", content_type)
+            .body(body);
+        for (name, value) in instructions.headers() {
+            request = request.header(name, value);
+        }
+        let response = request.send().await.map_err(|e| e.to_string())?;
+        let status = response.status();
+        let text = response.text().await.map_err(|e| e.to_string())?;
+        if status.is_success() {
+            Ok(text)
+        } else {
+            Err(format!("{action}: HTTP {status}: {text}"))
+        }
+    }
+
+    /// Calls `action` with the test's keys; panics on errors.
+    pub async fn call(&self, service: Service, action: &str, params: &[(&str, &str)]) -> String {
+        self.call_as(&self.keys, service, action, params)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+}
+
+/// Every text of elements named `name` (local name), in document order.
+pub fn texts(xml: &str, name: &str) -> Vec<String> {
+    let doc = roxmltree::Document::parse(xml).unwrap_or_else(|e| panic!("{e}: {xml}"));
+    doc.descendants()
+        .filter(|n| n.is_element() && n.tag_name().name() == name)
+        .map(|n| n.text().unwrap_or_default().trim().to_owned())
+        .collect()
+}
+
+/// The first text of an element named `name`.
+pub fn text(xml: &str, name: &str) -> String {
+    texts(xml, name)
+        .into_iter()
+        .next()
+        .unwrap_or_else(|| panic!("no <{name}> in {xml}"))
+}
+
+/// An instance the world launched.
+#[derive(Debug, Clone)]
+pub struct LaunchedInstance {
+    pub id: String,
+    pub zone: String,
+    pub private_dns_name: String,
+    pub private_ip: String,
+}
+
+/// What [`World::create`] set up in moto.
+#[derive(Debug, Clone)]
+pub struct World {
+    pub cluster_id: String,
+    pub vpc: String,
+    pub subnets: Vec<String>,
+    pub route_table: String,
+    /// Keys of an IAM user allowed everything (the test's own calls).
+    pub admin: Keys,
+    /// Keys of the IAM user the provider uses (EC2 and ELB only).
+    pub provider: Keys,
+    /// A role for web identity, allowed EC2 and ELB.
+    pub role_arn: String,
+}
+
+const ALLOW_ALL: &str =
+    r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":"*","Resource":"*"}]}"#;
+const ALLOW_CCM: &str = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":["ec2:*","elasticloadbalancing:*"],"Resource":"*"}]}"#;
+const TRUST_WEB_IDENTITY: &str = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Federated":"arn:aws:iam::123456789012:oidc-provider/oidc.eks.us-east-1.amazonaws.com/id/TEST"},"Action":"sts:AssumeRoleWithWebIdentity"}]}"#;
+
+impl World {
+    /// A VPC with two public subnets (us-east-1a, us-east-1b) tagged for load
+    /// balancers and the cluster, a route table tagged for the cluster, and IAM
+    /// users. Run before authentication is turned on.
+    pub async fn create(moto: &mut Moto, cluster_id: &str) -> Self {
+        let admin = user(moto, "admin", ALLOW_ALL).await;
+        let provider = user(moto, "wasm-ccm", ALLOW_CCM).await;
+        moto.call(
+            Service::Iam,
+            "CreateRole",
+            &[
+                ("RoleName", "wasm-ccm-irsa"),
+                ("AssumeRolePolicyDocument", TRUST_WEB_IDENTITY),
+            ],
+        )
+        .await;
+        moto.call(
+            Service::Iam,
+            "PutRolePolicy",
+            &[
+                ("RoleName", "wasm-ccm-irsa"),
+                ("PolicyName", "ccm"),
+                ("PolicyDocument", ALLOW_CCM),
+            ],
+        )
+        .await;
+        moto.keys = admin.clone();
+        let cluster_tag = format!("kubernetes.io/cluster/{cluster_id}");
+        let vpc = text(
+            &moto
+                .call(Service::Ec2, "CreateVpc", &[("CidrBlock", "10.0.0.0/16")])
+                .await,
+            "vpcId",
+        );
+        let mut subnets = Vec::new();
+        for (cidr, zone) in [
+            ("10.0.0.0/20", "us-east-1a"),
+            ("10.0.16.0/20", "us-east-1b"),
+        ] {
+            let subnet = text(
+                &moto
+                    .call(
+                        Service::Ec2,
+                        "CreateSubnet",
+                        &[
+                            ("VpcId", &vpc),
+                            ("CidrBlock", cidr),
+                            ("AvailabilityZone", zone),
+                        ],
+                    )
+                    .await,
+                "subnetId",
+            );
+            tag(
+                moto,
+                &subnet,
+                &[(&cluster_tag, "owned"), ("kubernetes.io/role/elb", "1")],
+            )
+            .await;
+            subnets.push(subnet);
+        }
+        let gateway = text(
+            &moto.call(Service::Ec2, "CreateInternetGateway", &[]).await,
+            "internetGatewayId",
+        );
+        moto.call(
+            Service::Ec2,
+            "AttachInternetGateway",
+            &[("InternetGatewayId", &gateway), ("VpcId", &vpc)],
+        )
+        .await;
+        let route_table = text(
+            &moto
+                .call(Service::Ec2, "CreateRouteTable", &[("VpcId", &vpc)])
+                .await,
+            "routeTableId",
+        );
+        tag(moto, &route_table, &[(&cluster_tag, "owned")]).await;
+        moto.call(
+            Service::Ec2,
+            "CreateRoute",
+            &[
+                ("RouteTableId", &route_table),
+                ("DestinationCidrBlock", "0.0.0.0/0"),
+                ("GatewayId", &gateway),
+            ],
+        )
+        .await;
+        for subnet in &subnets {
+            moto.call(
+                Service::Ec2,
+                "AssociateRouteTable",
+                &[("RouteTableId", &route_table), ("SubnetId", subnet)],
+            )
+            .await;
+        }
+        Self {
+            cluster_id: cluster_id.into(),
+            vpc,
+            subnets,
+            route_table,
+            admin,
+            provider,
+            role_arn: format!("arn:aws:iam::{ACCOUNT}:role/wasm-ccm-irsa"),
+        }
+    }
+
+    /// Launches an `m5.large` tagged for the cluster in subnet `index`.
+    pub async fn launch(&self, moto: &Moto, index: usize) -> LaunchedInstance {
+        let answer = moto
+            .call(
+                Service::Ec2,
+                "RunInstances",
+                &[
+                    ("ImageId", "ami-12c6146b"),
+                    ("MinCount", "1"),
+                    ("MaxCount", "1"),
+                    ("InstanceType", "m5.large"),
+                    ("SubnetId", &self.subnets[index]),
+                    ("TagSpecification.1.ResourceType", "instance"),
+                    (
+                        "TagSpecification.1.Tag.1.Key",
+                        &format!("kubernetes.io/cluster/{}", self.cluster_id),
+                    ),
+                    ("TagSpecification.1.Tag.1.Value", "owned"),
+                ],
+            )
+            .await;
+        LaunchedInstance {
+            id: text(&answer, "instanceId"),
+            zone: text(&answer, "availabilityZone"),
+            private_dns_name: text(&answer, "privateDnsName"),
+            private_ip: text(&answer, "privateIpAddress"),
+        }
+    }
+}
+
+async fn user(moto: &Moto, name: &str, policy: &str) -> Keys {
+    moto.call(Service::Iam, "CreateUser", &[("UserName", name)])
+        .await;
+    moto.call(
+        Service::Iam,
+        "PutUserPolicy",
+        &[
+            ("UserName", name),
+            ("PolicyName", "policy"),
+            ("PolicyDocument", policy),
+        ],
+    )
+    .await;
+    let answer = moto
+        .call(Service::Iam, "CreateAccessKey", &[("UserName", name)])
+        .await;
+    Keys {
+        id: text(&answer, "AccessKeyId"),
+        secret: text(&answer, "SecretAccessKey"),
+        session_token: None,
+    }
+}
+
+async fn tag(moto: &Moto, resource: &str, tags: &[(&str, &str)]) {
+    let mut params = vec![("ResourceId.1".to_owned(), resource.to_owned())];
+    for (i, (k, v)) in tags.iter().enumerate() {
+        params.push((format!("Tag.{}.Key", i + 1), (*k).to_owned()));
+        params.push((format!("Tag.{}.Value", i + 1), (*v).to_owned()));
+    }
+    let params: Vec<(&str, &str)> = params
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    moto.call(Service::Ec2, "CreateTags", &params).await;
+}
