@@ -346,6 +346,117 @@ impl RawWebIdentity {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy::{Credential, Policy};
+
+    fn parse(text: &str) -> Result<Policy, String> {
+        Policy::parse(text, Path::new("/providers/aws.yaml")).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn aws_rules_parse() {
+        let policy = parse(
+            "allowedOutboundHosts: ['https://*.eu-west-1.amazonaws.com', 'http://127.0.0.1:5000']\n\
+             credentials:\n\
+             - destination: https://*.eu-west-1.amazonaws.com\n\
+             \x20 aws: {accessKeyIdFile: aws/id, secretAccessKeyFile: /secrets/key, sessionTokenFile: aws/token}\n\
+             - destination: http://127.0.0.1:5000\n\
+             \x20 aws:\n\
+             \x20   region: us-east-1\n\
+             \x20   service: ec2\n\
+             \x20   webIdentity: {roleArn: 'arn:aws:iam::111122223333:role/ccm', webIdentityTokenFile: aws/sa-token, stsEndpoint: 'http://127.0.0.1:5000'}\n",
+        )
+        .unwrap();
+        let Credential::Aws(keys) = &policy.credentials[0].credential else {
+            panic!("an aws rule")
+        };
+        assert_eq!(
+            keys.source,
+            AwsSource::Static {
+                access_key_id_file: "/providers/aws/id".into(),
+                secret_access_key_file: "/secrets/key".into(),
+                session_token_file: Some("/providers/aws/token".into()),
+            }
+        );
+        assert_eq!(
+            keys.scope_for("ec2.eu-west-1.amazonaws.com"),
+            Some(("ec2".into(), "eu-west-1".into()))
+        );
+        let Credential::Aws(web) = &policy.credentials[1].credential else {
+            panic!("an aws rule")
+        };
+        let AwsSource::WebIdentity(identity) = &web.source else {
+            panic!("web identity")
+        };
+        assert_eq!(identity.session_name, "wasm-ccm");
+        assert_eq!(identity.token_file, Path::new("/providers/aws/sa-token"));
+        assert_eq!(
+            web.scope_for("127.0.0.1"),
+            Some(("ec2".into(), "us-east-1".into()))
+        );
+        assert_eq!(web.files(), [Path::new("/providers/aws/sa-token")]);
+    }
+
+    #[test]
+    fn bad_aws_rules_name_the_field() {
+        let allowed = "allowedOutboundHosts: ['https://sts.us-east-1.amazonaws.com', 'https://ec2.us-east-1.amazonaws.com', 'http://127.0.0.1:5000']\n";
+        let web = |fields: &str| {
+            format!(
+                "{allowed}credentials: [{{destination: 'https://ec2.us-east-1.amazonaws.com', aws: {{webIdentity: {{roleArn: 'arn:aws:iam::1:role/r', webIdentityTokenFile: t{fields}}}}}}}]\n"
+            )
+        };
+        for (text, field) in [
+            (
+                format!(
+                    "{allowed}credentials: [{{destination: 'https://ec2.us-east-1.amazonaws.com', aws: {{accessKeyIdFile: a}}}}]\n"
+                ),
+                "credentials[0].aws.secretAccessKeyFile",
+            ),
+            (
+                format!(
+                    "{allowed}credentials: [{{destination: 'https://ec2.us-east-1.amazonaws.com', aws: {{}}}}]\n"
+                ),
+                "credentials[0].aws.webIdentity",
+            ),
+            (
+                format!(
+                    "{allowed}credentials: [{{destination: 'http://127.0.0.1:5000', aws: {{accessKeyIdFile: a, secretAccessKeyFile: b}}}}]\n"
+                ),
+                "credentials[0].aws.service",
+            ),
+            (
+                format!(
+                    "{allowed}credentials: [{{destination: 'https://ec2.us-east-1.amazonaws.com', aws: {{region: 'US East', accessKeyIdFile: a, secretAccessKeyFile: b}}}}]\n"
+                ),
+                "credentials[0].aws.region",
+            ),
+            (
+                web("").replace("role/r", "user/r"),
+                "credentials[0].aws.webIdentity.roleArn",
+            ),
+            (
+                web(", stsEndpoint: 'https://sts.evil.example'"),
+                "credentials[0].aws.webIdentity.stsEndpoint",
+            ),
+            (
+                web(", stsEndpoint: 'http://sts.us-east-1.amazonaws.com'"),
+                "credentials[0].aws.webIdentity.stsEndpoint",
+            ),
+            (
+                web(", sessionName: 'a b'"),
+                "credentials[0].aws.webIdentity.sessionName",
+            ),
+        ] {
+            let err = parse(&text).unwrap_err();
+            assert!(err.contains(&format!("`{field}`")), "{text}\n-> {err}");
+        }
+        // Without an explicit endpoint, the regional STS endpoint must be allowed.
+        let err = parse(
+            "allowedOutboundHosts: ['https://ec2.eu-west-1.amazonaws.com']\n\
+             credentials: [{destination: 'https://ec2.eu-west-1.amazonaws.com', aws: {region: eu-west-1, webIdentity: {roleArn: 'arn:aws:iam::1:role/r', webIdentityTokenFile: t}}}]\n",
+        )
+        .unwrap_err();
+        assert!(err.contains("https://sts.eu-west-1.amazonaws.com"), "{err}");
+    }
 
     #[test]
     fn scopes_from_aws_host_names() {

@@ -877,6 +877,36 @@ mod tests {
     }
 
     #[test]
+    fn guest_signing_headers_on_an_aws_destination_are_refused() {
+        let e = egress(
+            "allowedOutboundHosts: ['https://ec2.us-east-1.amazonaws.com']\n\
+             credentials: [{destination: 'https://ec2.us-east-1.amazonaws.com', aws: {accessKeyIdFile: /nonexistent/id, secretAccessKeyFile: /nonexistent/key}}]",
+        );
+        let destination =
+            Destination::parse(&"https://ec2.us-east-1.amazonaws.com/".parse().unwrap()).unwrap();
+        let grant = e
+            .authorize(&Method::POST, &destination, &HeaderMap::new())
+            .unwrap();
+        assert!(matches!(grant.inject, Some(Injection::Aws(_))));
+        for header in [
+            "authorization",
+            "x-amz-date",
+            "x-amz-security-token",
+            "x-amz-content-sha256",
+        ] {
+            let mut own = HeaderMap::new();
+            own.insert(
+                http::HeaderName::from_static(header),
+                HeaderValue::from_static("x"),
+            );
+            assert_eq!(
+                e.authorize(&Method::POST, &destination, &own),
+                Err(Denial::GuestCredentialHeader(header.into()))
+            );
+        }
+    }
+
+    #[test]
     fn guest_authorization_on_a_credentialed_destination_is_refused() {
         let dir = std::env::temp_dir().join(format!("wasm-ccm-egress-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();

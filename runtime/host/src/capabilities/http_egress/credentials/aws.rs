@@ -330,11 +330,7 @@ impl WebIdentityKeys {
                 format!("HTTP {status}: {e}")
             })
         })?;
-        let lifetime = parsed
-            .expiration
-            .duration_since(requested)
-            .unwrap_or_default();
-        let refresh_at = parsed.expiration - REFRESH_BEFORE_EXPIRY.min(lifetime / 2);
+        let refresh_at = refresh_time(requested, parsed.expiration);
         Ok(Temporary {
             credentials: Credentials::new(
                 parsed.access_key_id,
@@ -346,6 +342,13 @@ impl WebIdentityKeys {
             refresh_at,
         })
     }
+}
+
+/// When credentials obtained at `obtained` and expiring at `expiration` are renewed:
+/// [`REFRESH_BEFORE_EXPIRY`] before they expire, or half-way for shorter lifetimes.
+fn refresh_time(obtained: SystemTime, expiration: SystemTime) -> SystemTime {
+    let lifetime = expiration.duration_since(obtained).unwrap_or_default();
+    expiration - REFRESH_BEFORE_EXPIRY.min(lifetime / 2)
 }
 
 /// A transport error with its causes (the STS endpoint's URL has no query to hide).
@@ -419,6 +422,242 @@ fn parse_sts_response(text: &str) -> Result<StsCredentials, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::{Path, PathBuf};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// An STS double on 127.0.0.1 answering every request with `status` and `body`
+    /// (`{EXPIRATION}` replaced), counting requests and keeping the last body.
+    async fn sts_double(
+        status: u16,
+        body: String,
+    ) -> (url::Url, Arc<AtomicUsize>, Arc<Mutex<String>>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = url::Url::parse(&format!("http://{}/", listener.local_addr().unwrap())).unwrap();
+        let count = Arc::new(AtomicUsize::new(0));
+        let last = Arc::new(Mutex::new(String::new()));
+        let (counter, seen) = (count.clone(), last.clone());
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut socket, _)) = listener.accept().await else {
+                    return;
+                };
+                let mut request = Vec::new();
+                let mut buf = [0u8; 4096];
+                // Headers, then the form body (small: one read after the headers).
+                while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                    let n = socket.read(&mut buf).await.unwrap_or(0);
+                    if n == 0 {
+                        break;
+                    }
+                    request.extend_from_slice(&buf[..n]);
+                }
+                let text = String::from_utf8_lossy(&request).to_string();
+                let length: usize = text
+                    .lines()
+                    .find_map(|l| {
+                        l.to_ascii_lowercase()
+                            .strip_prefix("content-length:")
+                            .map(|v| v.trim().parse().unwrap_or(0))
+                    })
+                    .unwrap_or(0);
+                let head = text.find("\r\n\r\n").map(|i| i + 4).unwrap_or(text.len());
+                while request.len() < head + length {
+                    let n = socket.read(&mut buf).await.unwrap_or(0);
+                    if n == 0 {
+                        break;
+                    }
+                    request.extend_from_slice(&buf[..n]);
+                }
+                counter.fetch_add(1, Ordering::SeqCst);
+                *seen.lock().unwrap() =
+                    String::from_utf8_lossy(&request[head.min(request.len())..]).to_string();
+                let response = format!(
+                    "HTTP/1.1 {status} X\r\ncontent-type: text/xml\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = socket.write_all(response.as_bytes()).await;
+            }
+        });
+        (url, count, last)
+    }
+
+    fn credentials_xml(expiration: &str) -> String {
+        format!(
+            "<AssumeRoleWithWebIdentityResponse><AssumeRoleWithWebIdentityResult><Credentials>\
+             <AccessKeyId>ASIATEMP</AccessKeyId><SecretAccessKey>temp-secret</SecretAccessKey>\
+             <SessionToken>temp-session</SessionToken><Expiration>{expiration}</Expiration>\
+             </Credentials></AssumeRoleWithWebIdentityResult></AssumeRoleWithWebIdentityResponse>"
+        )
+    }
+
+    fn web_identity_signer(dir: &Path, endpoint: url::Url) -> AwsSigner {
+        std::fs::write(dir.join("token"), "projected-sa-token\n").unwrap();
+        let credential = AwsCredential {
+            region: Some("us-east-1".into()),
+            service: Some("ec2".into()),
+            source: AwsSource::WebIdentity(WebIdentity {
+                role_arn: "arn:aws:iam::123456789012:role/ccm".into(),
+                token_file: dir.join("token"),
+                sts_endpoint: endpoint,
+                session_name: "wasm-ccm".into(),
+            }),
+        };
+        let confinement = Arc::new(Confinement {
+            dir: Some(std::fs::canonicalize(dir).unwrap()),
+        });
+        AwsSigner::new(&credential, &confinement, &mut WebIdentities::new())
+    }
+
+    fn temp(label: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("wasm-ccm-aws-{label}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    fn client() -> reqwest::Client {
+        super::super::super::install_crypto_provider();
+        reqwest::Client::builder().no_proxy().build().unwrap()
+    }
+
+    async fn sign_once(signer: &AwsSigner) -> Result<HeaderMap, AwsError> {
+        let url = url::Url::parse("https://ec2.us-east-1.amazonaws.com/").unwrap();
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            http::header::CONTENT_TYPE,
+            HeaderValue::from_static("application/x-www-form-urlencoded"),
+        );
+        signer
+            .sign(
+                &Method::POST,
+                &url,
+                &mut headers,
+                b"Action=DescribeInstances",
+                &client(),
+            )
+            .await
+            .map(|()| headers)
+    }
+
+    #[tokio::test]
+    async fn web_identity_credentials_are_exchanged_once_and_sign_with_the_session_token() {
+        let dir = temp("irsa");
+        let (endpoint, count, last) =
+            sts_double(200, credentials_xml("2999-01-01T00:00:00Z")).await;
+        let signer = web_identity_signer(&dir, endpoint);
+        let headers = sign_once(&signer).await.unwrap();
+        let authorization = headers["authorization"].to_str().unwrap().to_owned();
+        assert!(
+            authorization.starts_with("AWS4-HMAC-SHA256 Credential=ASIATEMP/")
+                && authorization.contains("/us-east-1/ec2/aws4_request"),
+            "{authorization}"
+        );
+        assert!(headers["authorization"].is_sensitive());
+        assert_eq!(headers["x-amz-security-token"], "temp-session");
+        assert!(headers.contains_key("x-amz-date"));
+        let form = last.lock().unwrap().clone();
+        assert!(
+            form.contains("Action=AssumeRoleWithWebIdentity")
+                && form.contains("WebIdentityToken=projected-sa-token")
+                && form.contains("RoleArn=arn%3Aaws%3Aiam%3A%3A123456789012%3Arole%2Fccm"),
+            "{form}"
+        );
+        sign_once(&signer).await.unwrap();
+        assert_eq!(
+            count.load(Ordering::SeqCst),
+            1,
+            "cached until close to expiry"
+        );
+        std::fs::remove_dir_all(dir).ok();
+    }
+
+    #[tokio::test]
+    async fn expired_credentials_are_exchanged_again() {
+        let dir = temp("irsa-expired");
+        let (endpoint, count, _) = sts_double(200, credentials_xml("2001-01-01T00:00:00Z")).await;
+        let signer = web_identity_signer(&dir, endpoint);
+        sign_once(&signer).await.unwrap();
+        sign_once(&signer).await.unwrap();
+        assert_eq!(count.load(Ordering::SeqCst), 2, "past their renewal time");
+        std::fs::remove_dir_all(dir).ok();
+    }
+
+    #[test]
+    fn renewal_is_five_minutes_early_or_half_way() {
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let hour = Duration::from_secs(3600);
+        assert_eq!(
+            refresh_time(t0, t0 + hour),
+            t0 + hour - REFRESH_BEFORE_EXPIRY
+        );
+        let short = Duration::from_secs(60);
+        assert_eq!(refresh_time(t0, t0 + short), t0 + short / 2);
+        assert_eq!(refresh_time(t0, t0), t0);
+    }
+
+    #[tokio::test]
+    async fn sts_errors_name_the_code_never_the_token_and_are_held() {
+        let dir = temp("irsa-error");
+        let (endpoint, count, _) = sts_double(
+            400,
+            "<ErrorResponse><Error><Type>Sender</Type><Code>InvalidIdentityToken</Code>\
+             <Message>No OpenIDConnect provider found</Message></Error></ErrorResponse>"
+                .into(),
+        )
+        .await;
+        let signer = web_identity_signer(&dir, endpoint);
+        let error = sign_once(&signer).await.unwrap_err().to_string();
+        assert!(
+            error.contains("InvalidIdentityToken") && error.contains("role/ccm"),
+            "{error}"
+        );
+        assert!(!error.contains("projected-sa-token"), "{error}");
+        let again = sign_once(&signer).await.unwrap_err().to_string();
+        assert_eq!(again, error);
+        assert_eq!(
+            count.load(Ordering::SeqCst),
+            1,
+            "a failure is held for a while"
+        );
+        std::fs::remove_dir_all(dir).ok();
+    }
+
+    #[tokio::test]
+    async fn static_keys_are_re_read_when_rotated() {
+        let dir = temp("static");
+        std::fs::write(dir.join("id"), "AKIAFIRST\n").unwrap();
+        std::fs::write(dir.join("secret"), "first-secret").unwrap();
+        let credential = AwsCredential {
+            region: None,
+            service: None,
+            source: AwsSource::Static {
+                access_key_id_file: dir.join("id"),
+                secret_access_key_file: dir.join("secret"),
+                session_token_file: None,
+            },
+        };
+        let confinement = Arc::new(Confinement { dir: None });
+        let signer = AwsSigner::new(&credential, &confinement, &mut WebIdentities::new());
+        let headers = sign_once(&signer).await.unwrap();
+        let authorization = headers["authorization"].to_str().unwrap();
+        // Scope from the host name: ec2.us-east-1.amazonaws.com.
+        assert!(
+            authorization.contains("Credential=AKIAFIRST/")
+                && authorization.contains("/us-east-1/ec2/"),
+            "{authorization}"
+        );
+        assert!(!headers.contains_key("x-amz-security-token"));
+        std::fs::write(dir.join("id.new"), "AKIASECOND").unwrap();
+        std::fs::rename(dir.join("id.new"), dir.join("id")).unwrap();
+        let headers = sign_once(&signer).await.unwrap();
+        assert!(
+            headers["authorization"]
+                .to_str()
+                .unwrap()
+                .contains("Credential=AKIASECOND/")
+        );
+        std::fs::remove_dir_all(dir).ok();
+    }
 
     #[test]
     fn sts_responses_and_errors_are_read() {
