@@ -13,3 +13,5 @@ source scripts/ensure-moto.sh
 # The host binaries the integration tests run (wasm-ccm, sim-cloud).
 cargo build --locked
 cargo test --locked -- "$@"
+# The providers' own unit tests (configs, XML, names), natively.
+cargo test --locked -p reference-provider -p aws-provider -- "$@"
