@@ -19,3 +19,5 @@ cargo build --locked --target wasm32-wasip2 --release "${args[@]}"
 
 # The reference provider is also what deploy/ packages into its providers ConfigMap.
 cp target/wasm32-wasip2/release/reference_provider.wasm deploy/providers/simcloud.wasm
+# And the AWS provider for deploy/aws/.
+cp target/wasm32-wasip2/release/aws_provider.wasm deploy/aws/providers/aws.wasm

@@ -84,6 +84,26 @@ fn reference_provider_passes() {
 }
 
 #[test]
+fn aws_provider_passes_and_fits_a_config_map() {
+    let file = guest("aws_provider");
+    let out = check(&file, &[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    for expected in [
+        "provider:  aws",
+        "exports:   identity, instances-v2, load-balancer, routes\n",
+        "result:    ok",
+    ] {
+        assert!(
+            out.stdout.contains(expected),
+            "missing {expected:?} in:\n{}",
+            out.stdout
+        );
+    }
+    let size = std::fs::metadata(&file).unwrap().len();
+    assert!(size < 1 << 20, "{size} bytes");
+}
+
+#[test]
 fn json_report_lists_exports() {
     let out = check(&guest("reference_provider"), &["--json"]);
     assert_eq!(out.code, 0, "{}", out.stderr);

@@ -295,7 +295,7 @@ async fn deploy_rbac_grants_exactly_the_calls_the_controller_manager_makes() {
     }
     assert!(
         denied.is_empty(),
-        "deploy/rbac.yaml does not allow requests the controller manager made: {denied:#?}"
+        "deploy/base/rbac.yaml does not allow requests the controller manager made: {denied:#?}"
     );
     let unused: Vec<_> = grants
         .iter()
@@ -303,6 +303,6 @@ async fn deploy_rbac_grants_exactly_the_calls_the_controller_manager_makes() {
         .collect();
     assert!(
         unused.is_empty(),
-        "deploy/rbac.yaml grants more than the controller manager used: {unused:#?}"
+        "deploy/base/rbac.yaml grants more than the controller manager used: {unused:#?}"
     );
 }
