@@ -543,3 +543,61 @@ async fn web_identity_credentials_come_from_sts() {
         "the token leaked into the log"
     );
 }
+
+/// `kubectl kustomize deploy/aws/` renders, and the provider loads with its policy and
+/// cloud config (initialize parses the cloud config; nothing is sent).
+#[tokio::test]
+async fn the_deploy_aws_example_renders_and_loads() {
+    let deploy = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/aws");
+    let kubectl = std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".into());
+    let out = std::process::Command::new(&kubectl)
+        .arg("kustomize")
+        .arg(&deploy)
+        .output()
+        .unwrap_or_else(|e| panic!("running {kubectl} kustomize: {e} (set KUBECTL)"));
+    assert!(
+        out.status.success(),
+        "kubectl kustomize deploy/aws failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let docs: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .split("\n---\n")
+        .map(|doc| serde_saphyr::from_str(doc).expect("rendered YAML"))
+        .collect();
+    let config_map = |name: &str| {
+        docs.iter()
+            .find(|d| d["kind"] == "ConfigMap" && d["metadata"]["name"] == name)
+            .unwrap_or_else(|| panic!("ConfigMap {name}"))
+            .clone()
+    };
+    let providers = config_map("wasm-ccm-providers");
+    assert!(providers["binaryData"]["aws.wasm"].is_string());
+    let policy = providers["data"]["aws.yaml"].as_str().unwrap();
+    let cloud_conf = config_map("wasm-ccm-cloud-config")["data"]["cloud.conf"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let deployment = docs.iter().find(|d| d["kind"] == "Deployment").unwrap();
+    let args = deployment["spec"]["template"]["spec"]["containers"][0]["args"].clone();
+    assert!(
+        args.as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a == "--cloud-provider=aws")
+    );
+    let sources = &deployment["spec"]["template"]["spec"]["volumes"][0]["projected"]["sources"];
+    assert_eq!(
+        sources[1]["serviceAccountToken"]["audience"],
+        "sts.amazonaws.com"
+    );
+
+    let dir = TempDir::new("deploy-aws");
+    std::fs::copy(guest("aws_provider"), dir.path().join("aws.wasm")).unwrap();
+    std::fs::write(dir.path().join("aws.yaml"), policy).unwrap();
+    let provider = wasm_ccm_tests::loader()
+        .load(&dir.path().join("aws.wasm"), cloud_conf.into_bytes())
+        .await
+        .unwrap_or_else(|e| panic!("loading the AWS provider with deploy/aws's files: {e}"));
+    assert_eq!(provider.name(), "aws");
+}
