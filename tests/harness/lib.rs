@@ -247,9 +247,15 @@ pub fn lb_service(namespace: &str, name: &str, uid: &str) -> types::Service {
     }
 }
 
+/// Answers a whole request (head and body, as text) with a status and a body.
+pub type Responder = std::sync::Arc<dyn Fn(&str) -> (u16, String) + Send + Sync>;
+
 /// How a [`RawServer`] answers every connection.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub enum RawBehavior {
+    /// Reads each request with its body and answers what the function says, keeping
+    /// the connection open for the next request.
+    Respond(Responder),
     /// Accepts and reads, never answers.
     Silent,
     /// Answers 200 with this body (e.g. garbage instead of JSON).
@@ -295,6 +301,41 @@ impl RawServer {
                         }
                     }
                     match behavior {
+                        RawBehavior::Respond(respond) => loop {
+                            let text = String::from_utf8_lossy(&head).to_string();
+                            let split = text.find("\r\n\r\n").map_or(text.len(), |i| i + 4);
+                            let length: usize = text[..split]
+                                .lines()
+                                .find_map(|l| {
+                                    l.to_ascii_lowercase()
+                                        .strip_prefix("content-length:")
+                                        .and_then(|v| v.trim().parse().ok())
+                                })
+                                .unwrap_or(0);
+                            while head.len() < split + length {
+                                match socket.read(&mut buf).await {
+                                    Ok(0) | Err(_) => return,
+                                    Ok(n) => head.extend_from_slice(&buf[..n]),
+                                }
+                            }
+                            let request =
+                                String::from_utf8_lossy(&head[..split + length]).to_string();
+                            head.drain(..split + length);
+                            let (status, body) = respond(&request);
+                            let response = format!(
+                                "HTTP/1.1 {status} X\r\ncontent-type: text/xml\r\ncontent-length: {}\r\n\r\n{body}",
+                                body.len()
+                            );
+                            if socket.write_all(response.as_bytes()).await.is_err() {
+                                return;
+                            }
+                            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                                match socket.read(&mut buf).await {
+                                    Ok(0) | Err(_) => return,
+                                    Ok(n) => head.extend_from_slice(&buf[..n]),
+                                }
+                            }
+                        },
                         RawBehavior::Silent => {
                             let _ = socket.read(&mut buf).await;
                             tokio::time::sleep(Duration::from_secs(3600)).await;
