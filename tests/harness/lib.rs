@@ -266,6 +266,18 @@ pub enum RawBehavior {
     EndlessChunked,
 }
 
+impl std::fmt::Debug for RawBehavior {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            RawBehavior::Respond(_) => "Respond",
+            RawBehavior::Silent => "Silent",
+            RawBehavior::Fixed(_) => "Fixed",
+            RawBehavior::HugeWithLength => "HugeWithLength",
+            RawBehavior::EndlessChunked => "EndlessChunked",
+        })
+    }
+}
+
 /// A raw TCP HTTP server on 127.0.0.1 for misbehaving-cloud scenarios. It counts
 /// connections and stops when dropped.
 pub struct RawServer {
