@@ -44,20 +44,8 @@ impl AwsStack {
         std::fs::copy(guest("aws_provider"), dir.path().join("aws.wasm")).unwrap();
         let kubeconfig = dir.path().join("kubeconfig");
         api.write_kubeconfig(&kubeconfig).unwrap();
-        // EC2 at 127.0.0.1, ELB at localhost: one moto serves both, and the host signs
-        // each name for its service.
         let cloud_config = dir.path().join("cloud.conf");
-        std::fs::write(
-            &cloud_config,
-            format!(
-                "[Global]\nZone = us-east-1a\nVPC = {vpc}\nKubernetesClusterID = {CLUSTER}\n\n\
-                 [ServiceOverride \"1\"]\nService = ec2\nRegion = us-east-1\nURL = http://127.0.0.1:{port}\nSigningRegion = us-east-1\n\n\
-                 [ServiceOverride \"2\"]\nService = elasticloadbalancing\nRegion = us-east-1\nURL = http://localhost:{port}\nSigningRegion = us-east-1\n",
-                vpc = world.vpc,
-                port = moto.port,
-            ),
-        )
-        .unwrap();
+        std::fs::write(&cloud_config, world.cloud_config(&moto)).unwrap();
         Self {
             moto,
             world,
@@ -73,7 +61,7 @@ impl AwsStack {
         let secrets = self.dir.path().join("aws");
         std::fs::create_dir_all(&secrets).unwrap();
         let port = self.moto.port;
-        let source = match auth {
+        let keys = match auth {
             Auth::Static(keys) => {
                 std::fs::write(secrets.join("access-key-id"), &keys.id).unwrap();
                 std::fs::write(secrets.join("secret-access-key"), &keys.secret).unwrap();
@@ -88,13 +76,7 @@ impl AwsStack {
                 )
             }
         };
-        let policy = format!(
-            "allowedOutboundHosts:\n  - http://127.0.0.1:{port}\n  - http://localhost:{port}\n\
-             credentials:\n\
-             \x20 - destination: http://127.0.0.1:{port}\n    aws: {{region: us-east-1, service: ec2, {source}}}\n\
-             \x20 - destination: http://localhost:{port}\n    aws: {{region: us-east-1, service: elasticloadbalancing, {source}}}\n\
-             limits:\n  callTimeout: 30s\n  poolSize: 2\n"
-        );
+        let policy = World::policy(&self.moto, &keys);
         std::fs::write(self.dir.path().join("aws.yaml"), policy).unwrap();
     }
 
@@ -172,13 +154,20 @@ async fn registered_targets(moto: &Moto, lb_name: &str) -> Option<Vec<(String, S
         .await
         .ok()?;
     let arn = moto::text(&lbs, "LoadBalancerArn");
-    let groups = moto
-        .call(
+    // moto answers TargetGroupNotFound for a load balancer without groups.
+    let groups = match moto
+        .call_as(
+            &moto.keys,
             moto::Service::Elbv2,
             "DescribeTargetGroups",
             &[("LoadBalancerArn", &arn)],
         )
-        .await;
+        .await
+    {
+        Ok(groups) => groups,
+        Err(e) if e.contains("TargetGroupNotFound") => return Some(Vec::new()),
+        Err(e) => panic!("{e}"),
+    };
     let mut targets = Vec::new();
     for group in moto::texts(&groups, "TargetGroupArn") {
         let health = moto
@@ -197,10 +186,20 @@ async fn registered_targets(moto: &Moto, lb_name: &str) -> Option<Vec<(String, S
 }
 
 async fn target_group_names(moto: &Moto) -> Vec<String> {
-    let groups = moto
-        .call(moto::Service::Elbv2, "DescribeTargetGroups", &[])
-        .await;
-    moto::texts(&groups, "TargetGroupName")
+    // moto answers TargetGroupNotFound when there are none.
+    match moto
+        .call_as(
+            &moto.keys,
+            moto::Service::Elbv2,
+            "DescribeTargetGroups",
+            &[],
+        )
+        .await
+    {
+        Ok(groups) => moto::texts(&groups, "TargetGroupName"),
+        Err(e) if e.contains("TargetGroupNotFound") => Vec::new(),
+        Err(e) => panic!("{e}"),
+    }
 }
 
 async fn routes(moto: &Moto, table: &str) -> Vec<(String, String)> {
@@ -250,6 +249,18 @@ async fn nodes_load_balancers_routes_and_lifecycle_against_moto() {
     stack.policy(Auth::Static(&world.provider));
     // From here on moto checks every signature and the provider user's IAM policy.
     moto.enable_auth(0).await;
+    let anonymous = moto
+        .call_as(
+            &Keys::anonymous(),
+            moto::Service::Ec2,
+            "DescribeInstances",
+            &[],
+        )
+        .await;
+    assert!(
+        anonymous.is_err_and(|e| e.contains("AuthFailure")),
+        "moto must refuse keys it does not know"
+    );
     let port = free_port();
     let _ccm = stack.controller_manager(port).spawn().unwrap();
 
@@ -414,6 +425,51 @@ async fn nodes_load_balancers_routes_and_lifecycle_against_moto() {
             registered_targets(moto, &lb_name)
                 .await
                 .is_some_and(|t| !t.iter().any(|(id, _)| *id == a.id))
+        },
+    )
+    .await;
+
+    // A Service that stops being a LoadBalancer (its node ports gone) loses its NLB
+    // and target groups.
+    let api_service: Service = serde_json::from_value(json!({
+        "metadata": {"name": "api", "namespace": "default"},
+        "spec": {"type": "LoadBalancer", "ports": [{"name": "https", "port": 443, "targetPort": 8443, "protocol": "TCP"}]}
+    }))
+    .unwrap();
+    let api_created = services
+        .create(&PostParams::default(), &api_service)
+        .await
+        .unwrap();
+    let api_lb: String = format!(
+        "a{}",
+        api_created.metadata.uid.clone().unwrap().replace('-', "")
+    )
+    .chars()
+    .take(32)
+    .collect();
+    wait_until(TIMEOUT, "the second Service's load balancer", || async {
+        registered_targets(moto, &api_lb)
+            .await
+            .is_some_and(|t| !t.is_empty())
+    })
+    .await;
+    services
+        .patch(
+            "api",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"type": "ClusterIP", "ports": [{"name": "https", "port": 443, "targetPort": 8443, "protocol": "TCP"}]}})),
+        )
+        .await
+        .unwrap();
+    wait_until(
+        TIMEOUT,
+        "the ClusterIP Service's load balancer deleted",
+        || async {
+            registered_targets(moto, &api_lb).await.is_none()
+                && !target_group_names(moto)
+                    .await
+                    .iter()
+                    .any(|n| n.starts_with("k8s-default-api-"))
         },
     )
     .await;
@@ -615,10 +671,10 @@ async fn pagination_and_throttling_against_a_scripted_ec2() {
         <networkInterfaceSet><item><status>in-use</status><attachment><deviceIndex>0</deviceIndex></attachment>\
         <privateIpAddressesSet><item><privateIpAddress>10.0.9.9</privateIpAddress></item></privateIpAddressesSet></item></networkInterfaceSet>\
         </item></instancesSet></item>";
-    let signed = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let counter = signed.clone();
+    let unsigned = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = unsigned.clone();
     let ec2 = RawServer::start(RawBehavior::Respond(std::sync::Arc::new(move |request: &str| {
-        if request.contains("authorization: AWS4-HMAC-SHA256 Credential=AKIAPAGES/") {
+        if !request.contains("authorization: AWS4-HMAC-SHA256 Credential=AKIAPAGES/") {
             counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         }
         let body = request.split("\r\n\r\n").nth(1).unwrap_or_default();
@@ -686,8 +742,9 @@ async fn pagination_and_throttling_against_a_scripted_ec2() {
         }
         other => panic!("expected retry-after, got {other:?}"),
     }
-    assert!(
-        signed.load(std::sync::atomic::Ordering::SeqCst) >= 3,
+    assert_eq!(
+        unsigned.load(std::sync::atomic::Ordering::SeqCst),
+        0,
         "every request is signed"
     );
 }

@@ -51,7 +51,12 @@ fn the_shipped_binary_links_no_test_doubles() {
         deps.contains("wasm-ccm-host") && deps.contains("kube"),
         "{deps:?}"
     );
-    for forbidden in ["kube-double", "sim-cloud", "wasm-ccm-playground"] {
+    for forbidden in [
+        "kube-double",
+        "sim-cloud",
+        "moto-peer",
+        "wasm-ccm-playground",
+    ] {
         assert!(!deps.contains(forbidden), "wasm-ccm depends on {forbidden}");
     }
 }
@@ -59,7 +64,13 @@ fn the_shipped_binary_links_no_test_doubles() {
 #[test]
 fn only_the_playground_links_the_doubles() {
     let deps = normal_dependencies("wasm-ccm-playground");
-    for needed in ["wasm-ccm", "wasm-ccm-host", "kube-double", "sim-cloud"] {
+    for needed in [
+        "wasm-ccm",
+        "wasm-ccm-host",
+        "kube-double",
+        "sim-cloud",
+        "moto-peer",
+    ] {
         assert!(deps.contains(needed), "playground lacks {needed}: {deps:?}");
     }
 }

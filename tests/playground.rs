@@ -7,6 +7,89 @@ use std::time::{Duration, Instant};
 use tokio::io::AsyncBufReadExt;
 use wasm_ccm_tests::{TempDir, built_bin, guest};
 
+fn kubectl() -> String {
+    std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".into())
+}
+
+/// Reads the playground's output until it is up; everything it printed.
+async fn started(
+    lines: &mut tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+) -> String {
+    let mut output = String::new();
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while !output.contains("watching the cluster") {
+        assert!(
+            Instant::now() < deadline,
+            "playground did not start:\n{output}"
+        );
+        match tokio::time::timeout(Duration::from_secs(60), lines.next_line()).await {
+            Ok(Ok(Some(line))) => {
+                output.push_str(&line);
+                output.push('\n');
+            }
+            other => panic!("playground output ended: {other:?}\n{output}"),
+        }
+    }
+    output
+}
+
+#[tokio::test]
+async fn playground_runs_the_aws_provider_against_moto() {
+    let dir = TempDir::new("playground-aws");
+    let kubeconfig = dir.path().join("kubeconfig");
+    let mut child = tokio::process::Command::new(built_bin("wasm-ccm-playground"))
+        .args(["--cloud", "aws", "--nodes", "2"])
+        .arg("--kubeconfig-out")
+        .arg(&kubeconfig)
+        .arg("--work-dir")
+        .arg(dir.path().join("work"))
+        .arg("--provider")
+        .arg(guest("aws_provider"))
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let output = started(&mut lines).await;
+    assert!(
+        output.contains("AWS emulator (moto):      http://127.0.0.1:"),
+        "{output}"
+    );
+    assert!(output.contains("provider: aws loaded"), "{output}");
+    assert!(
+        output.contains(".ec2.internal) -> aws:///us-east-1"),
+        "{output}"
+    );
+    // The Service gets an NLB in moto: its DNS name in the status.
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let out = tokio::process::Command::new(kubectl())
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .args([
+                "get",
+                "service",
+                "web",
+                "-o",
+                "jsonpath={.status.loadBalancer.ingress[0].hostname}",
+            ])
+            .output()
+            .await
+            .unwrap();
+        let hostname = String::from_utf8_lossy(&out.stdout).into_owned();
+        if hostname.ends_with(".elb.amazonaws.com") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no load balancer: {hostname:?} {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    child.kill().await.unwrap();
+}
+
 #[tokio::test]
 async fn playground_serves_a_cluster_kubectl_can_use() {
     let dir = TempDir::new("playground");
@@ -24,21 +107,7 @@ async fn playground_serves_a_cluster_kubectl_can_use() {
         .spawn()
         .unwrap();
     let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut output = String::new();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !output.contains("watching the cluster") {
-        assert!(
-            Instant::now() < deadline,
-            "playground did not start:\n{output}"
-        );
-        match tokio::time::timeout(Duration::from_secs(30), lines.next_line()).await {
-            Ok(Ok(Some(line))) => {
-                output.push_str(&line);
-                output.push('\n');
-            }
-            other => panic!("playground output ended: {other:?}\n{output}"),
-        }
-    }
+    let output = started(&mut lines).await;
     assert!(
         output.contains(&kubeconfig.display().to_string()),
         "{output}"
@@ -56,7 +125,7 @@ async fn playground_serves_a_cluster_kubectl_can_use() {
     // The controllers initialize every node: provider IDs set, taints gone.
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let out = tokio::process::Command::new("/usr/bin/kubectl")
+        let out = tokio::process::Command::new(kubectl())
             .arg("--kubeconfig")
             .arg(&kubeconfig)
             .args([
@@ -86,7 +155,7 @@ async fn playground_serves_a_cluster_kubectl_can_use() {
     }
 
     // A change made with kubectl shows up in the playground's log.
-    let out = tokio::process::Command::new("/usr/bin/kubectl")
+    let out = tokio::process::Command::new(kubectl())
         .arg("--kubeconfig")
         .arg(&kubeconfig)
         .args(["label", "node", "node-2", "seen=yes"])

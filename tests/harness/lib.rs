@@ -10,7 +10,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-pub mod moto;
+/// moto, the AWS emulator, as a test peer.
+pub use moto_peer as moto;
 
 use sim_cloud::SimCloud;
 use wasm_ccm_host::engine::EngineSettings;

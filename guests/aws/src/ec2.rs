@@ -276,12 +276,10 @@ impl Ec2 {
     }
 }
 
-/// Whether EC2 said the instance does not exist.
+/// Whether EC2 said the instance does not exist (a malformed ID is an error, not
+/// proof of absence).
 pub fn is_not_found(error: &ApiError) -> bool {
-    matches!(
-        error.code(),
-        "InvalidInstanceID.NotFound" | "InvalidInstanceID.Malformed"
-    )
+    error.code() == "InvalidInstanceID.NotFound"
 }
 
 #[cfg(test)]

@@ -6,6 +6,9 @@ use crate::xml::{self, Node};
 /// The ELBv2 API version.
 const VERSION: &str = "2015-12-01";
 
+/// Tags as key/value pairs.
+pub type Tags = Vec<(String, String)>;
+
 /// A load balancer.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LoadBalancer {
@@ -279,6 +282,31 @@ impl Elbv2 {
             Err(e) if e.code() == "TargetGroupNotFound" => Ok(Vec::new()),
             other => other,
         }
+    }
+
+    /// Every target group of the account in the region.
+    pub fn all_target_groups(&self) -> Result<Vec<TargetGroup>, ApiError> {
+        match self.describe_target_groups(Params::new()) {
+            // Some implementations answer "not found" when there are none.
+            Err(e) if e.code() == "TargetGroupNotFound" => Ok(Vec::new()),
+            other => other,
+        }
+    }
+
+    /// The tags of these resources (20 per call).
+    pub fn tags(&self, arns: &[String]) -> Result<Vec<(String, Tags)>, ApiError> {
+        let mut tags = Vec::new();
+        for chunk in arns.chunks(20) {
+            let params = Params::new().list("ResourceArns.member", chunk);
+            tags.extend(self.api.call_read("DescribeTags", &params, |root| {
+                Ok(result(root, "DescribeTags")
+                    .into_iter()
+                    .flat_map(|r| xml::items(r, "TagDescriptions"))
+                    .map(|d| (xml::text(d, "ResourceArn"), xml::tags(d, "Tags")))
+                    .collect::<Vec<_>>())
+            })?);
+        }
+        Ok(tags)
     }
 
     /// The target group named `name`, if any.

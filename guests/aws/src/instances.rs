@@ -4,8 +4,11 @@
 //!   `i-...` are read too ([`instance_id`]).
 //! - A Node without a provider ID is found by name: an `i-...` name is the instance
 //!   ID, any other name is the instance's private DNS name among alive instances.
-//! - Exists is false only for a terminated or unknown instance; shutdown is
-//!   `stopped`; addresses are upstream's (`node_addresses`).
+//! - Exists is false only for a terminated instance or one EC2 says does not exist
+//!   (`InvalidInstanceID.NotFound`, by provider ID). A Node found by name has no
+//!   proof of absence: no match is `instance-not-found`, an error, so the Node is
+//!   never deleted for it (upstream does the same). Shutdown is `stopped`; addresses
+//!   are upstream's (`node_addresses`).
 
 use crate::api::Params;
 use crate::bindings::exports::wasm_ccm::provider::instances_v2;
@@ -50,15 +53,18 @@ pub fn provider_id(instance: &Instance) -> String {
     format!("{PROVIDER_NAME}:///{}/{}", instance.zone, instance.id)
 }
 
-/// The instance behind `node`, if EC2 knows it.
+/// The instance behind `node`: `None` only when EC2 says the node's provider ID names
+/// no instance; a node without a provider ID that matches no instance by name is
+/// `instance-not-found` (not a proof that its instance is gone).
 pub fn find(state: &State, node: &Node) -> Result<Option<Instance>, CloudError> {
-    let by_id = |id: String| -> Result<Option<Instance>, CloudError> {
-        Ok(state.ec2.instances_by_id(&[id])?.into_iter().next())
-    };
     if let Some(pid) = node.provider_id.as_deref().filter(|p| !p.is_empty()) {
-        return by_id(instance_id(pid)?);
+        let id = instance_id(pid)?;
+        return Ok(state.ec2.instances_by_id(&[id])?.into_iter().next());
     }
-    by_node_name(state, &node.metadata.name)
+    match by_node_name(state, &node.metadata.name)? {
+        Some(instance) => Ok(Some(instance)),
+        None => Err(CloudError::InstanceNotFound),
+    }
 }
 
 /// The alive instance a node named `name` runs on.

@@ -304,11 +304,16 @@ fn targets(
     ids.sort();
     ids.dedup();
     let found = state.ec2.instances_by_id(&ids)?;
+    // Only instances that can serve: ELB refuses to register a stopped one.
     let mut alive = Vec::new();
     for id in ids {
         match found.iter().find(|i| i.id == id) {
-            Some(i) if i.state != "terminated" => alive.push(id),
-            _ => wasm_ccm_guest::log::warn(
+            Some(i) if matches!(i.state.as_str(), "pending" | "running") => alive.push(id),
+            Some(i) => wasm_ccm_guest::log::info(
+                "node's instance is not running; not a target",
+                &[("instance", &id), ("state", &i.state)],
+            ),
+            None => wasm_ccm_guest::log::warn(
                 "node's instance no longer exists; not a target",
                 &[("instance", &id)],
             ),
@@ -583,6 +588,23 @@ fn ensure(
         }
         Some(lb) => lb,
         None => {
+            // A Classic ELB from the controller this one replaced: upstream's check.
+            if let Some(hostname) = service
+                .status
+                .ingress
+                .iter()
+                .filter_map(|i| i.hostname.as_deref())
+                .find(|h| h.ends_with(".elb.amazonaws.com"))
+            {
+                return Err(invalid(
+                    service,
+                    format!(
+                        "the Service already has a Classic Load Balancer ({hostname}); this provider \
+                         manages Network Load Balancers only: delete and recreate the Service, or \
+                         set {ANNOTATION}type: external"
+                    ),
+                ));
+            }
             let subnets = subnets(state, service, internal, &vpc)?;
             let lb = state
                 .elb
@@ -640,6 +662,47 @@ fn ensure(
     Ok(status(&lb))
 }
 
+/// The target groups made for the Service: named `k8s-<ns>-<name>-…` and tagged
+/// with its name (and the cluster), attached or not — so nothing is left behind when
+/// a delete is retried after the load balancer went, or the Service's ports changed.
+fn owned_target_groups(state: &State, service: &Service) -> Result<Vec<TargetGroup>, CloudError> {
+    let clean = |s: &str| {
+        s.chars()
+            .filter(|c| c.is_ascii_alphanumeric())
+            .collect::<String>()
+    };
+    let (ns, name) = (
+        clean(&service.metadata.namespace),
+        clean(&service.metadata.name),
+    );
+    let prefix = format!(
+        "k8s-{}-{}-",
+        &ns[..ns.len().min(8)],
+        &name[..name.len().min(8)]
+    );
+    let candidates: Vec<TargetGroup> = state
+        .elb
+        .all_target_groups()?
+        .into_iter()
+        .filter(|g| g.name.starts_with(&prefix))
+        .collect();
+    let arns: Vec<String> = candidates.iter().map(|g| g.arn.clone()).collect();
+    let tags = state.elb.tags(&arns)?;
+    let owner = format!("{}/{}", service.metadata.namespace, service.metadata.name);
+    Ok(candidates
+        .into_iter()
+        .filter(|g| {
+            tags.iter().any(|(arn, tags)| {
+                *arn == g.arn
+                    && tags
+                        .iter()
+                        .any(|(k, v)| k == "kubernetes.io/service-name" && *v == owner)
+                    && state.config.has_cluster_tag(tags)
+            })
+        })
+        .collect())
+}
+
 fn delete(state: &State, service: &Service) -> Result<(), CloudError> {
     let name = default_name(service);
     let lb = state.elb.load_balancer(&name)?;
@@ -647,16 +710,9 @@ fn delete(state: &State, service: &Service) -> Result<(), CloudError> {
         Some(lb) => state.elb.target_groups(&lb.arn)?,
         None => Vec::new(),
     };
-    // Groups for the Service's ports not (or no longer) attached: left by an
-    // interrupted create or delete.
-    if let (Ok(mappings), Ok(hc)) = (mappings(service), health_check(service)) {
-        for m in &mappings {
-            let group_name = target_group_name(&state.config.cluster_id, service, m, &hc);
-            if !groups.iter().any(|g| g.name == group_name)
-                && let Some(group) = state.elb.target_group(&group_name)?
-            {
-                groups.push(group);
-            }
+    for group in owned_target_groups(state, service)? {
+        if !groups.iter().any(|g| g.arn == group.arn) {
+            groups.push(group);
         }
     }
     if let Some(lb) = &lb {

@@ -15,8 +15,9 @@ use std::process::ExitCode;
 use clap::Parser;
 
 /// Run wasm-ccm on this machine with no cluster and no cloud account: the Kubernetes
-/// API server double, the simulated cloud and the reference provider, with seeded
-/// nodes and a LoadBalancer Service. Stays up until Ctrl-C.
+/// API server double, the simulated cloud and the reference provider (or AWS emulated
+/// by moto and the AWS provider, with --cloud aws), with seeded nodes and a
+/// LoadBalancer Service. Stays up until Ctrl-C.
 #[derive(Parser)]
 #[command(name = "wasm-ccm-playground", version, about)]
 struct Cli {
@@ -36,12 +37,15 @@ struct Cli {
     /// Address of the simulated cloud.
     #[arg(long, default_value = "127.0.0.1:0")]
     cloud_listen: String,
-    /// The reference provider component.
-    #[arg(
-        long,
-        default_value = "target/wasm32-wasip2/release/reference_provider.wasm"
-    )]
-    provider: PathBuf,
+    /// The cloud: `simcloud` (the simulated cloud and the reference provider) or `aws`
+    /// (AWS emulated by moto on 127.0.0.1, started from $MOTO_SERVER or
+    /// target/tools-venv/bin/moto_server, and the AWS provider).
+    #[arg(long, value_enum, default_value_t = playground::Cloud::Simcloud)]
+    cloud: playground::Cloud,
+    /// The provider component (default: the cloud's, as built by
+    /// scripts/build-guests.sh).
+    #[arg(long)]
+    provider: Option<PathBuf>,
     /// Directory for the provider directory, credentials and cloud config.
     #[arg(long, default_value_os_t = std::env::temp_dir().join("wasm-ccm-playground"))]
     work_dir: PathBuf,
@@ -68,6 +72,7 @@ fn main() -> ExitCode {
         without_ccm: cli.without_ccm,
         api_listen: cli.api_listen,
         cloud_listen: cli.cloud_listen,
+        cloud: cli.cloud,
         provider: cli.provider,
         work_dir: cli.work_dir,
     };

@@ -22,16 +22,59 @@ pub struct Options {
     pub nodes: usize,
     /// Where the kubeconfig for kubectl is written.
     pub kubeconfig_out: PathBuf,
-    /// Start only the API server double and the simulated cloud.
+    /// Start only the API server double and the cloud.
     pub without_ccm: bool,
     /// Address of the API server double.
     pub api_listen: String,
     /// Address of the simulated cloud.
     pub cloud_listen: String,
-    /// The reference provider component to load and demonstrate.
-    pub provider: PathBuf,
+    /// Which cloud: the simulated one, or AWS emulated by moto.
+    pub cloud: Cloud,
+    /// The provider component to load and demonstrate (the cloud's default if `None`).
+    pub provider: Option<PathBuf>,
     /// Where the provider directory (component, policy, token, cloud config) is written.
     pub work_dir: PathBuf,
+}
+
+/// The cloud the playground runs against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Cloud {
+    /// The simulated cloud, with the reference provider (`simcloud`).
+    Simcloud,
+    /// AWS emulated by moto on 127.0.0.1, with the AWS provider (`aws`).
+    Aws,
+}
+
+impl Cloud {
+    /// The provider name (`--cloud-provider`).
+    fn provider_name(self) -> &'static str {
+        match self {
+            Cloud::Simcloud => "simcloud",
+            Cloud::Aws => "aws",
+        }
+    }
+
+    /// Where `scripts/build-guests.sh` puts the cloud's provider.
+    fn default_provider(self) -> PathBuf {
+        PathBuf::from(match self {
+            Cloud::Simcloud => "target/wasm32-wasip2/release/reference_provider.wasm",
+            Cloud::Aws => "target/wasm32-wasip2/release/aws_provider.wasm",
+        })
+    }
+}
+
+/// A seeded cloud: what the controllers need to reach it, and what to tell the user.
+struct Seeded {
+    /// The cloud config file.
+    cloud_config: PathBuf,
+    /// A node to demonstrate `instance-metadata` on.
+    demo_node: String,
+    /// Lines describing the cloud.
+    about: Vec<String>,
+    /// Commands to try.
+    try_lines: Vec<String>,
+    /// The running cloud, kept until the playground stops.
+    _cloud: Box<dyn std::any::Any + Send>,
 }
 
 /// Errors starting the playground.
@@ -54,6 +97,9 @@ pub enum PlaygroundError {
     /// Seeding the API server failed.
     #[error("seeding the cluster: {0}")]
     Seed(#[source] kube_double::ApiError),
+    /// The AWS emulator could not be started.
+    #[error("starting the AWS emulator (moto): {0}")]
+    Emulator(String),
 }
 
 /// A Node as kubelet registers it with `--cloud-provider=external`, with the pod CIDR
@@ -116,61 +162,13 @@ pub async fn run(options: Options) -> Result<(), PlaygroundError> {
             path: options.kubeconfig_out.clone(),
             source,
         })?;
-    let token = format!("playground-{:x}", std::process::id() as u64 * 0x9E37_79B9);
-    let cloud = SimCloud::start(&options.cloud_listen, &token)
-        .await
-        .map_err(|source| PlaygroundError::Listen {
-            addr: options.cloud_listen.clone(),
-            source,
-        })?;
-
-    // The cluster: N kubelet-registered nodes and a LoadBalancer Service.
-    let nodes = resources::find("", "v1", "nodes").expect("nodes");
-    let services = resources::find("", "v1", "services").expect("services");
-    for i in 1..=options.nodes {
-        let name = format!("node-{i}");
-        cloud.with_state(|s| {
-            s.create_instance(NewInstance {
-                zone: Some(if i % 2 == 0 { "zone-b" } else { "zone-a" }.into()),
-                labels: [(
-                    "example.com/rack".to_string(),
-                    format!("r{}", i.div_ceil(2)),
-                )]
-                .into_iter()
-                .collect(),
-                ..NewInstance::named(&name)
-            })
-        });
-        api.store()
-            .create(nodes, "", kubelet_node(&name, &format!("10.244.{i}.0/24")))
-            .map_err(PlaygroundError::Seed)?;
-    }
-    api.store()
-        .create(
-            services,
-            "default",
-            json!({
-                "apiVersion": "v1", "kind": "Service",
-                "metadata": {"name": "web", "namespace": "default"},
-                "spec": {"type": "LoadBalancer", "selector": {"app": "web"},
-                         "ports": [{"name": "http", "port": 80, "targetPort": 8080}]},
-            }),
-        )
-        .map_err(PlaygroundError::Seed)?;
-
-    // The provider directory the controller manager reads.
     let providers = options.work_dir.join("providers");
-    let policy = format!(
-        "allowedOutboundHosts:\n  - {url}\ncredentials:\n  - destination: {url}\n    bearerTokenFile: ../credentials/token\n",
-        url = cloud.url()
-    );
-    write(&providers.join("simcloud.yaml"), &policy)?;
-    write(&options.work_dir.join("credentials/token"), &token)?;
-    let cloud_config = options.work_dir.join("cloud-config.json");
-    write(
-        &cloud_config,
-        format!(r#"{{"endpoint": "{}"}}"#, cloud.url()),
-    )?;
+    let seeded = match options.cloud {
+        Cloud::Simcloud => seed_simcloud(&api, &options, &providers).await?,
+        Cloud::Aws => seed_aws(&api, &options, &providers).await?,
+    };
+    let cloud_config = seeded.cloud_config.clone();
+    let name = options.cloud.provider_name();
 
     println!("wasm-ccm playground");
     println!("  Kubernetes API (double):  {}", api.url());
@@ -178,11 +176,9 @@ pub async fn run(options: Options) -> Result<(), PlaygroundError> {
         "  kubeconfig:               {}",
         options.kubeconfig_out.display()
     );
-    println!(
-        "  simulated cloud:          {}  (admin API: {}/admin/...)",
-        cloud.url(),
-        cloud.url()
-    );
+    for line in &seeded.about {
+        println!("  {line}");
+    }
     println!(
         "  cluster:                  {} nodes tainted {TAINT_UNINITIALIZED}, Service default/web (LoadBalancer)",
         options.nodes
@@ -192,36 +188,34 @@ pub async fn run(options: Options) -> Result<(), PlaygroundError> {
         "  try: kubectl --kubeconfig {} get nodes,services -o wide",
         options.kubeconfig_out.display()
     );
-    println!(
-        "       curl -X PATCH {}/admin/instances/i-00000001 -H 'content-type: application/json' -d '{{\"state\": \"stopped\"}}'",
-        cloud.url()
-    );
-    println!(
-        "       curl -X DELETE {}/admin/instances/i-00000002",
-        cloud.url()
-    );
+    for line in &seeded.try_lines {
+        println!("       {line}");
+    }
     println!();
 
-    if std::fs::metadata(&options.provider).is_ok() {
-        let installed = providers.join("simcloud.wasm");
-        std::fs::copy(&options.provider, &installed).map_err(|source| PlaygroundError::Write {
+    let component = options
+        .provider
+        .clone()
+        .unwrap_or_else(|| options.cloud.default_provider());
+    let installed = providers.join(format!("{name}.wasm"));
+    if std::fs::metadata(&component).is_ok() {
+        std::fs::copy(&component, &installed).map_err(|source| PlaygroundError::Write {
             path: installed.clone(),
             source,
         })?;
-        demonstrate_provider(&installed, &cloud_config).await;
+        demonstrate_provider(&installed, &cloud_config, &seeded.demo_node).await;
     } else {
         println!(
             "provider: {} not found; build it with scripts/build-guests.sh (or pass --provider)",
-            options.provider.display()
+            component.display()
         );
     }
-    let installed = providers.join("simcloud.wasm");
     if options.without_ccm {
         println!(
             "controllers: not started (--without-ccm); run a controller manager against the kubeconfig above:"
         );
         println!(
-            "  wasm-ccm --cloud-provider simcloud --providers-dir {} --credentials-dir {} --cloud-config {} --kubeconfig {} --leader-elect=false --cluster-cidr=10.244.0.0/16",
+            "  wasm-ccm --cloud-provider {name} --providers-dir {} --credentials-dir {} --cloud-config {} --kubeconfig {} --leader-elect=false --cluster-cidr=10.244.0.0/16",
             providers.display(),
             options.work_dir.join("credentials").display(),
             cloud_config.display(),
@@ -229,9 +223,10 @@ pub async fn run(options: Options) -> Result<(), PlaygroundError> {
         );
     } else if installed.exists() {
         println!(
-            "controllers: cloud-node, cloud-node-lifecycle, service and route running with the reference provider"
+            "controllers: cloud-node, cloud-node-lifecycle, service and route running with the {name} provider"
         );
         tokio::spawn(run_controllers(
+            name,
             providers.clone(),
             options.work_dir.join("credentials"),
             cloud_config.clone(),
@@ -261,8 +256,170 @@ pub async fn run(options: Options) -> Result<(), PlaygroundError> {
     Ok(())
 }
 
+/// The Service every playground starts with.
+fn web_service() -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {"type": "LoadBalancer", "selector": {"app": "web"},
+                 "ports": [{"name": "http", "port": 80, "targetPort": 8080}]},
+    })
+}
+
+/// The simulated cloud with one instance per node, and the reference provider's files.
+async fn seed_simcloud(
+    api: &ApiServer,
+    options: &Options,
+    providers: &Path,
+) -> Result<Seeded, PlaygroundError> {
+    let token = format!("playground-{:x}", std::process::id() as u64 * 0x9E37_79B9);
+    let cloud = SimCloud::start(&options.cloud_listen, &token)
+        .await
+        .map_err(|source| PlaygroundError::Listen {
+            addr: options.cloud_listen.clone(),
+            source,
+        })?;
+    let nodes = resources::find("", "v1", "nodes").expect("nodes");
+    let services = resources::find("", "v1", "services").expect("services");
+    for i in 1..=options.nodes {
+        let name = format!("node-{i}");
+        cloud.with_state(|s| {
+            s.create_instance(NewInstance {
+                zone: Some(if i % 2 == 0 { "zone-b" } else { "zone-a" }.into()),
+                labels: [(
+                    "example.com/rack".to_string(),
+                    format!("r{}", i.div_ceil(2)),
+                )]
+                .into_iter()
+                .collect(),
+                ..NewInstance::named(&name)
+            })
+        });
+        api.store()
+            .create(nodes, "", kubelet_node(&name, &format!("10.244.{i}.0/24")))
+            .map_err(PlaygroundError::Seed)?;
+    }
+    api.store()
+        .create(services, "default", web_service())
+        .map_err(PlaygroundError::Seed)?;
+    let policy = format!(
+        "allowedOutboundHosts:\n  - {url}\ncredentials:\n  - destination: {url}\n    bearerTokenFile: ../credentials/token\n",
+        url = cloud.url()
+    );
+    write(&providers.join("simcloud.yaml"), &policy)?;
+    write(&options.work_dir.join("credentials/token"), &token)?;
+    let cloud_config = options.work_dir.join("cloud-config.json");
+    write(
+        &cloud_config,
+        format!(r#"{{"endpoint": "{}"}}"#, cloud.url()),
+    )?;
+    let url = cloud.url();
+    Ok(Seeded {
+        cloud_config,
+        demo_node: "node-1".into(),
+        about: vec![format!(
+            "simulated cloud:          {url}  (admin API: {url}/admin/...)"
+        )],
+        try_lines: vec![
+            format!(
+                "curl -X PATCH {url}/admin/instances/i-00000001 -H 'content-type: application/json' -d '{{\"state\": \"stopped\"}}'"
+            ),
+            format!("curl -X DELETE {url}/admin/instances/i-00000002"),
+        ],
+        _cloud: Box::new(cloud),
+    })
+}
+
+/// moto on 127.0.0.1 with a VPC, one EC2 instance per node (nodes named by their
+/// private DNS names, as on AWS), request authentication on, and the AWS provider's
+/// files: its policy signs with an IAM user's keys from the credentials directory.
+async fn seed_aws(
+    api: &ApiServer,
+    options: &Options,
+    providers: &Path,
+) -> Result<Seeded, PlaygroundError> {
+    let mut moto = moto_peer::Moto::try_start()
+        .await
+        .map_err(PlaygroundError::Emulator)?;
+    let world = moto_peer::World::create(&mut moto, "playground").await;
+    let nodes = resources::find("", "v1", "nodes").expect("nodes");
+    let services = resources::find("", "v1", "services").expect("services");
+    let mut instances = Vec::new();
+    for i in 1..=options.nodes {
+        let instance = world.launch(&moto, (i + 1) % 2).await;
+        api.store()
+            .create(
+                nodes,
+                "",
+                kubelet_node(&instance.private_dns_name, &format!("10.244.{i}.0/24")),
+            )
+            .map_err(PlaygroundError::Seed)?;
+        instances.push(instance);
+    }
+    api.store()
+        .create(services, "default", web_service())
+        .map_err(PlaygroundError::Seed)?;
+    let credentials = options.work_dir.join("credentials");
+    write(&credentials.join("aws/access-key-id"), &world.provider.id)?;
+    write(
+        &credentials.join("aws/secret-access-key"),
+        &world.provider.secret,
+    )?;
+    write(
+        &providers.join("aws.yaml"),
+        moto_peer::World::policy(
+            &moto,
+            "accessKeyIdFile: ../credentials/aws/access-key-id, secretAccessKeyFile: ../credentials/aws/secret-access-key",
+        ),
+    )?;
+    let cloud_config = options.work_dir.join("cloud.conf");
+    write(&cloud_config, world.cloud_config(&moto))?;
+    // From here on, every request must carry a valid signature (the host's).
+    moto.enable_auth(0).await;
+    let url = moto.url();
+    let ec2 = |action: &str, instance: &str| {
+        format!(
+            "target/tools-venv/bin/python -c \"import boto3; boto3.client('ec2', endpoint_url='{url}', region_name='{}', aws_access_key_id='{}', aws_secret_access_key='{}').{action}(InstanceIds=['{instance}'])\"",
+            moto_peer::REGION,
+            world.admin.id,
+            world.admin.secret
+        )
+    };
+    let mut try_lines = Vec::new();
+    if let Some(first) = instances.first() {
+        try_lines.push(ec2("stop_instances", &first.id));
+    }
+    if let Some(second) = instances.get(1) {
+        try_lines.push(ec2("terminate_instances", &second.id));
+    }
+    try_lines.push(
+        "(then mark the node NotReady: kubectl edit node ..., status.conditions Ready=False)"
+            .into(),
+    );
+    Ok(Seeded {
+        cloud_config,
+        demo_node: instances
+            .first()
+            .map(|i| i.private_dns_name.clone())
+            .unwrap_or_default(),
+        about: vec![
+            format!(
+                "AWS emulator (moto):      {url}  (VPC {}, request authentication on)",
+                world.vpc
+            ),
+            format!(
+                "admin keys:               {} / {}",
+                world.admin.id, world.admin.secret
+            ),
+        ],
+        try_lines,
+        _cloud: Box::new(moto),
+    })
+}
+
 /// The controller manager in-process, against the playground's cluster and cloud.
 async fn run_controllers(
+    provider: &'static str,
     providers_dir: PathBuf,
     credentials_dir: PathBuf,
     cloud_config: PathBuf,
@@ -276,7 +433,7 @@ async fn run_controllers(
     }
     let argv: Vec<std::ffi::OsString> = vec![
         "wasm-ccm".into(),
-        "--cloud-provider=simcloud".into(),
+        format!("--cloud-provider={provider}").into(),
         "--providers-dir".into(),
         providers_dir.into(),
         "--cloud-config".into(),
@@ -304,8 +461,8 @@ async fn run_controllers(
     }
 }
 
-/// Loads the reference provider against the simulated cloud and shows its answers.
-async fn demonstrate_provider(wasm: &Path, cloud_config: &Path) {
+/// Loads the provider against its cloud and shows its answer for `node`.
+async fn demonstrate_provider(wasm: &Path, cloud_config: &Path, node: &str) {
     let config = std::fs::read(cloud_config).unwrap_or_default();
     let loader = match ProviderLoader::new(&EngineSettings {
         max_instances: 8,
@@ -326,20 +483,20 @@ async fn demonstrate_provider(wasm: &Path, cloud_config: &Path) {
                 provider.exports().names().join(", ")
             );
             if let Some(v2) = provider.instances_v2() {
-                let node = Node::named("node-1");
-                match tokio::time::timeout(Duration::from_secs(10), v2.instance_metadata(&node))
+                let view = Node::named(node);
+                match tokio::time::timeout(Duration::from_secs(10), v2.instance_metadata(&view))
                     .await
                 {
                     Ok(Ok(meta)) => println!(
-                        "provider: instance-metadata(node-1) -> {} type={} zone={} region={} labels={:?}",
+                        "provider: instance-metadata({node}) -> {} type={} zone={} region={} labels={:?}",
                         meta.provider_id,
                         meta.instance_type,
                         meta.zone,
                         meta.region,
                         meta.additional_labels
                     ),
-                    Ok(Err(err)) => println!("provider: instance-metadata(node-1) failed: {err}"),
-                    Err(_) => println!("provider: instance-metadata(node-1) timed out"),
+                    Ok(Err(err)) => println!("provider: instance-metadata({node}) failed: {err}"),
+                    Err(_) => println!("provider: instance-metadata({node}) timed out"),
                 }
             }
         }

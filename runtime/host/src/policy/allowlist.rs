@@ -168,6 +168,14 @@ impl HostPattern {
         }
     }
 
+    /// The suffix a wildcard pattern matches (`.example.com` for `*.example.com`).
+    pub fn wildcard_suffix(&self) -> Option<&str> {
+        match &self.host {
+            HostMatch::Subdomain(suffix) => Some(suffix),
+            _ => None,
+        }
+    }
+
     /// Whether the pattern can match a plain `http://` request.
     pub fn allows_http(&self) -> bool {
         matches!(self.scheme, SchemePattern::Any | SchemePattern::Http)

@@ -5,16 +5,17 @@
 //!   # Static keys from a mounted Secret (re-read when rotated).
 //!   - destination: https://*.eu-west-1.amazonaws.com
 //!     aws:
+//!       services: [ec2, elasticloadbalancing]     # what the host may sign for
 //!       accessKeyIdFile: aws/access-key-id
 //!       secretAccessKeyFile: aws/secret-access-key
 //!       sessionTokenFile: aws/session-token      # optional
 //!   # Web identity (EKS IRSA): the projected service-account token is exchanged with
 //!   # STS AssumeRoleWithWebIdentity for temporary credentials, cached until shortly
 //!   # before they expire.
-//!   - destination: https://*.eu-west-1.amazonaws.com
+//!   - destination: https://ec2.eu-west-1.amazonaws.com
 //!     aws:
 //!       region: eu-west-1                         # optional: from the host name
-//!       service: ec2                              # optional: from the host name
+//!       service: ec2                              # or `services`: from the host name
 //!       webIdentity:
 //!         roleArn: arn:aws:iam::111122223333:role/wasm-ccm
 //!         webIdentityTokenFile: aws/web-identity-token
@@ -22,11 +23,17 @@
 //!         sessionName: wasm-ccm                              # optional
 //! ```
 //!
-//! The signing service and region come from the rule when set, else from the request's
-//! host name ([`signing_scope`]: `<service>.<region>.amazonaws.com`, `-fips`, `.cn`,
-//! `api.aws`, VPC endpoints, and the global `<service>.amazonaws.com` as `us-east-1`).
-//! The STS endpoint must be HTTPS (or loopback) and in `allowedOutboundHosts`: it
-//! receives the web-identity token.
+//! The signing service is the rule's `service`, or the one the request's host name
+//! implies ([`signing_scope`]: `<service>.<region>.amazonaws.com`, `-fips`, `.cn`,
+//! `api.aws`, VPC endpoints, and the global `<service>.amazonaws.com` as `us-east-1`)
+//! when it is one of the rule's `services`; the region likewise. The host never signs
+//! for a service that hands out credentials ([`CREDENTIAL_SERVICES`]: STS, IAM, ...):
+//! a signed `GetSessionToken` or `CreateAccessKey` would give the provider keys.
+//!
+//! An `aws` destination is HTTPS (or loopback), and a wildcard one lies under an AWS
+//! domain. The STS endpoint, which receives the web-identity token, is an AWS STS
+//! endpoint over HTTPS (or loopback, for emulators); the host calls it itself, so it
+//! need not (and should not) be in `allowedOutboundHosts`.
 
 use std::path::{Path, PathBuf};
 
@@ -34,14 +41,30 @@ use serde::Deserialize;
 
 use super::allowlist::HostPattern;
 
+/// Services the host never signs for: they hand out credentials.
+pub const CREDENTIAL_SERVICES: [&str; 7] = [
+    "sts",
+    "iam",
+    "sso",
+    "sso-oauth",
+    "signin",
+    "cognito-identity",
+    "cognito-idp",
+];
+
+/// AWS domains an `aws` wildcard destination may cover.
+const AWS_SUFFIXES: [&str; 3] = [".amazonaws.com", ".amazonaws.com.cn", ".api.aws"];
+
 /// AWS SigV4 signing for a destination.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AwsCredential {
     /// The signing region; from the host name when `None`.
     pub region: Option<String>,
-    /// The signing service name (`ec2`, `elasticloadbalancing`); from the host name
-    /// when `None`.
+    /// The signing service name (`ec2`, `elasticloadbalancing`); when `None`, the one
+    /// the host name implies, if it is in `services`.
     pub service: Option<String>,
+    /// The services the host may sign for when `service` is not set.
+    pub services: Vec<String>,
     /// Where the keys come from.
     pub source: AwsSource,
 }
@@ -93,13 +116,19 @@ impl AwsCredential {
     }
 
     /// The service and region to sign a request to `host` for: the rule's, else what
-    /// the host name says.
+    /// the host name says (a service in `services`); `None` when neither allows it.
     pub fn scope_for(&self, host: &str) -> Option<(String, String)> {
         let derived = signing_scope(host);
-        let service = self
-            .service
-            .clone()
-            .or_else(|| derived.as_ref().map(|d| d.0.clone()))?;
+        let service = match &self.service {
+            Some(service) => service.clone(),
+            None => derived
+                .as_ref()
+                .map(|d| d.0.clone())
+                .filter(|s| self.services.contains(s))?,
+        };
+        if CREDENTIAL_SERVICES.contains(&service.as_str()) {
+            return None;
+        }
         let region = self
             .region
             .clone()
@@ -145,6 +174,8 @@ fn is_scope_label(label: &str) -> bool {
 pub(super) struct RawAws {
     region: Option<String>,
     service: Option<String>,
+    #[serde(default)]
+    services: Vec<String>,
     access_key_id_file: Option<PathBuf>,
     secret_access_key_file: Option<PathBuf>,
     session_token_file: Option<PathBuf>,
@@ -176,25 +207,69 @@ fn invalid(field: &'static str, reason: impl Into<String>) -> Invalid {
 }
 
 impl RawAws {
-    /// Validates the rule; `resolve` anchors relative paths, `allowed` is the policy's
-    /// allowlist (the STS endpoint must be in it), `destination` the rule's.
+    /// Validates the rule for `destination`; `resolve` anchors relative paths.
     pub(super) fn validate(
         self,
         destination: &HostPattern,
         resolve: impl Fn(PathBuf) -> PathBuf,
-        allowed: &[HostPattern],
     ) -> Result<AwsCredential, Invalid> {
-        for (field, value) in [("region", &self.region), ("service", &self.service)] {
+        let names = [
+            ("region", self.region.as_ref()),
+            ("service", self.service.as_ref()),
+        ]
+        .into_iter()
+        .chain(self.services.iter().map(|s| ("services", Some(s))));
+        for (field, value) in names {
             if let Some(value) = value
                 && !is_scope_label(value)
             {
                 return Err(invalid(
                     field,
                     format!(
-                        "`{value}` is not a valid AWS {field} (lowercase letters, digits, `-`)"
+                        "`{value}` is not a valid AWS {field} name (lowercase letters, digits, `-`)"
                     ),
                 ));
             }
+        }
+        for (field, service) in self
+            .service
+            .iter()
+            .map(|s| ("service", s))
+            .chain(self.services.iter().map(|s| ("services", s)))
+        {
+            if CREDENTIAL_SERVICES.contains(&service.as_str()) {
+                return Err(invalid(
+                    field,
+                    format!(
+                        "the host never signs for `{service}`: a signed request to it could hand \
+                         the provider credentials"
+                    ),
+                ));
+            }
+        }
+        if self.service.is_some() && !self.services.is_empty() {
+            return Err(invalid("services", "set `service` or `services`, not both"));
+        }
+        if self.service.is_none() && self.services.is_empty() {
+            return Err(invalid(
+                "services",
+                "list the AWS services the host may sign for (e.g. [ec2, elasticloadbalancing]), \
+                 or set `service`",
+            ));
+        }
+        if destination.allows_http() && !destination.names_loopback() {
+            return Err(invalid(
+                "destination",
+                "AWS credentials go only over https:// (or to a loopback emulator)",
+            ));
+        }
+        if let Some(suffix) = destination.wildcard_suffix()
+            && !AWS_SUFFIXES.iter().any(|aws| suffix.ends_with(aws))
+        {
+            return Err(invalid(
+                "destination",
+                format!("a wildcard AWS destination must lie under an AWS domain, not `*{suffix}`"),
+            ));
         }
         let source = match (
             self.access_key_id_file,
@@ -213,7 +288,7 @@ impl RawAws {
                         "goes with static keys, not with webIdentity",
                     ));
                 }
-                AwsSource::WebIdentity(web.validate(self.region.as_deref(), resolve, allowed)?)
+                AwsSource::WebIdentity(web.validate(self.region.as_deref(), resolve)?)
             }
             (Some(_), None, None) => {
                 return Err(invalid(
@@ -237,6 +312,7 @@ impl RawAws {
         let credential = AwsCredential {
             region: self.region,
             service: self.service,
+            services: self.services,
             source,
         };
         // A destination naming one host must say what to sign for.
@@ -246,8 +322,8 @@ impl RawAws {
             return Err(invalid(
                 "service",
                 format!(
-                    "`{host}` is not an AWS endpoint name (`<service>.<region>.amazonaws.com`): \
-                     set `service` and `region` to sign for"
+                    "`{host}` is not the endpoint of one of `services` \
+                     (`<service>.<region>.amazonaws.com`): set `service` and `region` to sign for"
                 ),
             ));
         }
@@ -260,7 +336,6 @@ impl RawWebIdentity {
         self,
         region: Option<&str>,
         resolve: impl Fn(PathBuf) -> PathBuf,
-        allowed: &[HostPattern],
     ) -> Result<WebIdentity, Invalid> {
         let arn_ok = self.role_arn.starts_with("arn:aws")
             && self
@@ -291,6 +366,9 @@ impl RawWebIdentity {
         let endpoint = match self.sts_endpoint {
             Some(text) => text,
             None => match region {
+                Some(region) if region.starts_with("cn-") => {
+                    format!("https://sts.{region}.amazonaws.com.cn")
+                }
                 Some(region) => format!("https://sts.{region}.amazonaws.com"),
                 None => "https://sts.amazonaws.com".into(),
             },
@@ -307,31 +385,22 @@ impl RawWebIdentity {
             Some(url::Host::Ipv6(ip)) => ip.to_string(),
             None => String::new(),
         };
-        let port = sts_endpoint.port_or_known_default().unwrap_or(0);
         let scheme = sts_endpoint.scheme();
         let loopback = host == "localhost"
             || host
                 .parse::<std::net::IpAddr>()
                 .is_ok_and(super::address::is_loopback);
-        if !sts_endpoint.username().is_empty()
-            || sts_endpoint.password().is_some()
-            || !(scheme == "https" || (scheme == "http" && loopback))
-        {
+        let is_sts = signing_scope(&host).is_some_and(|(service, _)| service == "sts");
+        let acceptable = sts_endpoint.username().is_empty()
+            && sts_endpoint.password().is_none()
+            && ((scheme == "https" && (is_sts || loopback)) || (scheme == "http" && loopback));
+        if !acceptable {
             return Err(invalid(
                 "webIdentity.stsEndpoint",
                 format!(
-                    "`{endpoint}` must be an https:// URL (http:// only on loopback) without user info: \
-                     it receives the web-identity token"
+                    "`{endpoint}` must be an AWS STS endpoint over https:// (sts.<region>.amazonaws.com), \
+                     or a loopback emulator, without user info: it receives the web-identity token"
                 ),
-            ));
-        }
-        let listed = allowed
-            .iter()
-            .any(|p| p.matches(scheme, &host, port) && (!loopback || p.names_loopback()));
-        if !listed {
-            return Err(invalid(
-                "webIdentity.stsEndpoint",
-                format!("`{endpoint}` is not in allowedOutboundHosts"),
             ));
         }
         Ok(WebIdentity {
@@ -358,7 +427,7 @@ mod tests {
             "allowedOutboundHosts: ['https://*.eu-west-1.amazonaws.com', 'http://127.0.0.1:5000']\n\
              credentials:\n\
              - destination: https://*.eu-west-1.amazonaws.com\n\
-             \x20 aws: {accessKeyIdFile: aws/id, secretAccessKeyFile: /secrets/key, sessionTokenFile: aws/token}\n\
+             \x20 aws: {services: [ec2, elasticloadbalancing], accessKeyIdFile: aws/id, secretAccessKeyFile: /secrets/key, sessionTokenFile: aws/token}\n\
              - destination: http://127.0.0.1:5000\n\
              \x20 aws:\n\
              \x20   region: us-east-1\n\
@@ -381,6 +450,9 @@ mod tests {
             keys.scope_for("ec2.eu-west-1.amazonaws.com"),
             Some(("ec2".into(), "eu-west-1".into()))
         );
+        // Never a service outside `services`, never one that hands out credentials.
+        assert_eq!(keys.scope_for("sts.eu-west-1.amazonaws.com"), None);
+        assert_eq!(keys.scope_for("s3.eu-west-1.amazonaws.com"), None);
         let Credential::Aws(web) = &policy.credentials[1].credential else {
             panic!("an aws rule")
         };
@@ -398,36 +470,63 @@ mod tests {
 
     #[test]
     fn bad_aws_rules_name_the_field() {
-        let allowed = "allowedOutboundHosts: ['https://sts.us-east-1.amazonaws.com', 'https://ec2.us-east-1.amazonaws.com', 'http://127.0.0.1:5000']\n";
-        let web = |fields: &str| {
+        let rule = |destination: &str, aws: &str| {
             format!(
-                "{allowed}credentials: [{{destination: 'https://ec2.us-east-1.amazonaws.com', aws: {{webIdentity: {{roleArn: 'arn:aws:iam::1:role/r', webIdentityTokenFile: t{fields}}}}}}}]\n"
+                "allowedOutboundHosts: ['{destination}']\ncredentials: [{{destination: '{destination}', aws: {{{aws}}}}}]\n"
+            )
+        };
+        let ec2 = "https://ec2.us-east-1.amazonaws.com";
+        let keys = "accessKeyIdFile: a, secretAccessKeyFile: b";
+        let web = |fields: &str| {
+            rule(
+                ec2,
+                &format!(
+                    "services: [ec2], webIdentity: {{roleArn: 'arn:aws:iam::1:role/r', webIdentityTokenFile: t{fields}}}"
+                ),
             )
         };
         for (text, field) in [
             (
-                format!(
-                    "{allowed}credentials: [{{destination: 'https://ec2.us-east-1.amazonaws.com', aws: {{accessKeyIdFile: a}}}}]\n"
-                ),
+                rule(ec2, "services: [ec2], accessKeyIdFile: a"),
                 "credentials[0].aws.secretAccessKeyFile",
             ),
             (
-                format!(
-                    "{allowed}credentials: [{{destination: 'https://ec2.us-east-1.amazonaws.com', aws: {{}}}}]\n"
-                ),
+                rule(ec2, "services: [ec2]"),
                 "credentials[0].aws.webIdentity",
             ),
+            (rule(ec2, keys), "credentials[0].aws.services"),
             (
-                format!(
-                    "{allowed}credentials: [{{destination: 'http://127.0.0.1:5000', aws: {{accessKeyIdFile: a, secretAccessKeyFile: b}}}}]\n"
-                ),
+                rule(ec2, &format!("services: [ec2, sts], {keys}")),
+                "credentials[0].aws.services",
+            ),
+            (
+                rule(ec2, &format!("service: iam, {keys}")),
                 "credentials[0].aws.service",
             ),
             (
-                format!(
-                    "{allowed}credentials: [{{destination: 'https://ec2.us-east-1.amazonaws.com', aws: {{region: 'US East', accessKeyIdFile: a, secretAccessKeyFile: b}}}}]\n"
-                ),
+                rule(ec2, &format!("service: ec2, services: [ec2], {keys}")),
+                "credentials[0].aws.services",
+            ),
+            (
+                rule("http://127.0.0.1:5000", &format!("services: [ec2], {keys}")),
+                "credentials[0].aws.service",
+            ),
+            (
+                rule(ec2, &format!("region: 'US East', services: [ec2], {keys}")),
                 "credentials[0].aws.region",
+            ),
+            (
+                rule(
+                    "https://*.example.com",
+                    &format!("service: ec2, region: r, {keys}"),
+                ),
+                "credentials[0].aws.destination",
+            ),
+            (
+                format!(
+                    "allowedOutboundHosts: ['http://ec2.us-east-1.amazonaws.com']\ncredentials: [{{destination: 'http://ec2.us-east-1.amazonaws.com', allowPlaintext: true, aws: {{services: [ec2], {keys}}}}}]\n"
+                ),
+                "credentials[0].aws.destination",
             ),
             (
                 web("").replace("role/r", "user/r"),
@@ -435,6 +534,10 @@ mod tests {
             ),
             (
                 web(", stsEndpoint: 'https://sts.evil.example'"),
+                "credentials[0].aws.webIdentity.stsEndpoint",
+            ),
+            (
+                web(", stsEndpoint: 'https://ec2.us-east-1.amazonaws.com'"),
                 "credentials[0].aws.webIdentity.stsEndpoint",
             ),
             (
@@ -449,13 +552,23 @@ mod tests {
             let err = parse(&text).unwrap_err();
             assert!(err.contains(&format!("`{field}`")), "{text}\n-> {err}");
         }
-        // Without an explicit endpoint, the regional STS endpoint must be allowed.
-        let err = parse(
-            "allowedOutboundHosts: ['https://ec2.eu-west-1.amazonaws.com']\n\
-             credentials: [{destination: 'https://ec2.eu-west-1.amazonaws.com', aws: {region: eu-west-1, webIdentity: {roleArn: 'arn:aws:iam::1:role/r', webIdentityTokenFile: t}}}]\n",
-        )
-        .unwrap_err();
-        assert!(err.contains("https://sts.eu-west-1.amazonaws.com"), "{err}");
+        // The STS endpoint defaults to the region's (.cn in China).
+        let policy = parse(&rule(
+            "https://ec2.cn-north-1.amazonaws.com.cn",
+            "region: cn-north-1, services: [ec2], webIdentity: {roleArn: 'arn:aws-cn:iam::1:role/r', webIdentityTokenFile: t}",
+        ))
+        .unwrap();
+        let Credential::Aws(AwsCredential {
+            source: AwsSource::WebIdentity(web),
+            ..
+        }) = &policy.credentials[0].credential
+        else {
+            panic!("web identity")
+        };
+        assert_eq!(
+            web.sts_endpoint.as_str(),
+            "https://sts.cn-north-1.amazonaws.com.cn/"
+        );
     }
 
     #[test]

@@ -385,7 +385,7 @@ impl Policy {
             }
             if let Some(raw_aws) = raw.aws {
                 let credential = raw_aws
-                    .validate(&destination, resolve, &allowed_outbound_hosts)
+                    .validate(&destination, resolve)
                     .map_err(|e| invalid(&format!("{field}.aws.{}", e.field), &e.reason))?;
                 kinds.push(Credential::Aws(credential));
             }

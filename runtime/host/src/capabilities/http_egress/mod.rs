@@ -880,7 +880,7 @@ mod tests {
     fn guest_signing_headers_on_an_aws_destination_are_refused() {
         let e = egress(
             "allowedOutboundHosts: ['https://ec2.us-east-1.amazonaws.com']\n\
-             credentials: [{destination: 'https://ec2.us-east-1.amazonaws.com', aws: {accessKeyIdFile: /nonexistent/id, secretAccessKeyFile: /nonexistent/key}}]",
+             credentials: [{destination: 'https://ec2.us-east-1.amazonaws.com', aws: {services: [ec2], accessKeyIdFile: /nonexistent/id, secretAccessKeyFile: /nonexistent/key}}]",
         );
         let destination =
             Destination::parse(&"https://ec2.us-east-1.amazonaws.com/".parse().unwrap()).unwrap();

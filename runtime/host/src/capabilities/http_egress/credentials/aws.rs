@@ -44,9 +44,11 @@ const MAX_STS_RESPONSE_BYTES: usize = 64 << 10;
 /// Why a request could not be signed. Never contains a secret.
 #[derive(Debug, thiserror::Error)]
 pub enum AwsError {
-    /// The rule sets no service or region, and the host name does not imply them.
+    /// The host name implies no service the rule may sign for (or no region), and the
+    /// rule sets none.
     #[error(
-        "cannot tell the AWS signing service and region for `{0}`: set `service` and `region` in the credential rule"
+        "the credential rule does not sign for `{0}`: its service is not in the rule's `services` \
+         (services that hand out credentials, such as STS and IAM, never are), or it has no region"
     )]
     NoScope(String),
     /// A Secret file (keys or web-identity token) could not be read.
@@ -106,6 +108,15 @@ struct Exchange {
 struct Temporary {
     credentials: Credentials,
     refresh_at: SystemTime,
+}
+
+impl Temporary {
+    /// Not expired yet.
+    fn still_valid(&self) -> bool {
+        self.credentials
+            .expiry()
+            .is_some_and(|expiry| SystemTime::now() < expiry)
+    }
 }
 
 /// Web identities by their settings, so rules naming the same one share its keys.
@@ -257,6 +268,10 @@ impl WebIdentityKeys {
         if let Some((at, reason)) = &state.failed
             && at.elapsed() < FAILURE_HOLD
         {
+            // Renewal failed a moment ago: keep using credentials that are still valid.
+            if let Some(current) = state.current.as_ref().filter(|c| c.still_valid()) {
+                return Ok(current.credentials.clone());
+            }
             return Err(self.sts_error(reason.clone()));
         }
         match self.exchange(client).await {
@@ -274,12 +289,7 @@ impl WebIdentityKeys {
             Err(AwsError::Sts { reason, .. }) => {
                 state.failed = Some((Instant::now(), reason.clone()));
                 // Credentials still valid (refresh is early) keep serving.
-                if let Some(current) = &state.current
-                    && current
-                        .credentials
-                        .expiry()
-                        .is_some_and(|expiry| SystemTime::now() < expiry)
-                {
+                if let Some(current) = state.current.as_ref().filter(|c| c.still_valid()) {
                     tracing::warn!(role = %self.web.role_arn, %reason, "renewing temporary AWS credentials failed; using the current ones until they expire");
                     return Ok(current.credentials.clone());
                 }
@@ -496,6 +506,7 @@ mod tests {
         let credential = AwsCredential {
             region: Some("us-east-1".into()),
             service: Some("ec2".into()),
+            services: Vec::new(),
             source: AwsSource::WebIdentity(WebIdentity {
                 role_arn: "arn:aws:iam::123456789012:role/ccm".into(),
                 token_file: dir.join("token"),
@@ -623,6 +634,46 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_failed_renewal_keeps_valid_credentials_in_use() {
+        let dir = temp("irsa-renewal");
+        let (endpoint, count, _) = sts_double(
+            503,
+            "<ErrorResponse><Error><Code>ServiceUnavailable</Code><Message>down</Message></Error></ErrorResponse>".into(),
+        )
+        .await;
+        let signer = web_identity_signer(&dir, endpoint);
+        let Keys::WebIdentity(keys) = &signer.keys else {
+            panic!("web identity")
+        };
+        // Due for renewal, not expired.
+        keys.state.lock().await.current = Some(Temporary {
+            credentials: Credentials::new(
+                "ASIAOLD",
+                "old-secret",
+                Some("old-session".into()),
+                Some(SystemTime::now() + Duration::from_secs(120)),
+                "test",
+            ),
+            refresh_at: SystemTime::now() - Duration::from_secs(1),
+        });
+        for _ in 0..3 {
+            let headers = sign_once(&signer).await.unwrap();
+            assert!(
+                headers["authorization"]
+                    .to_str()
+                    .unwrap()
+                    .contains("Credential=ASIAOLD/")
+            );
+        }
+        assert_eq!(
+            count.load(Ordering::SeqCst),
+            1,
+            "one renewal attempt, then held"
+        );
+        std::fs::remove_dir_all(dir).ok();
+    }
+
+    #[tokio::test]
     async fn static_keys_are_re_read_when_rotated() {
         let dir = temp("static");
         std::fs::write(dir.join("id"), "AKIAFIRST\n").unwrap();
@@ -630,6 +681,7 @@ mod tests {
         let credential = AwsCredential {
             region: None,
             service: None,
+            services: vec!["ec2".into()],
             source: AwsSource::Static {
                 access_key_id_file: dir.join("id"),
                 secret_access_key_file: dir.join("secret"),

@@ -1,6 +1,7 @@
-//! moto, the AWS emulator, as a test peer: its server started on 127.0.0.1, a small
-//! signed Query-protocol client for setting up and inspecting its state, and a world
-//! (VPC, subnets, route table, instances, IAM users and a role) for the AWS provider.
+//! moto, the AWS emulator, as a peer for the tests and the playground: its server
+//! started on 127.0.0.1, a small signed Query-protocol client for setting up and
+//! inspecting its state, and a [`World`] (VPC, subnets, route table, instances, IAM
+//! users and a role) for the AWS provider.
 //!
 //! `scripts/ensure-moto.sh` installs the pinned moto into the tools venv and sets
 //! `MOTO_SERVER`; every request goes to 127.0.0.1.
@@ -11,8 +12,6 @@ use aws_credential_types::Credentials;
 use aws_sigv4::http_request::{SignableBody, SignableRequest, SigningSettings, sign};
 use aws_sigv4::sign::v4;
 use aws_smithy_runtime_api::client::identity::Identity;
-
-use crate::free_port;
 
 /// The account moto uses.
 pub const ACCOUNT: &str = "123456789012";
@@ -83,26 +82,42 @@ impl Service {
 }
 
 impl Moto {
-    /// Starts `$MOTO_SERVER` on a free port of 127.0.0.1 and waits until it answers.
+    /// The moto server program: `$MOTO_SERVER`, else the tools venv's.
+    pub fn program() -> std::path::PathBuf {
+        std::env::var_os("MOTO_SERVER")
+            .map(Into::into)
+            .unwrap_or_else(|| {
+                std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join("../../target/tools-venv/bin/moto_server")
+            })
+    }
+
+    /// Starts [`Moto::program`] on a free port of 127.0.0.1 and waits until it answers.
+    /// Panics when it cannot (a test peer).
     pub async fn start() -> Self {
-        let server = std::env::var("MOTO_SERVER").unwrap_or_else(|_| {
-            crate::target_dir()
-                .join("tools-venv/bin/moto_server")
-                .display()
-                .to_string()
-        });
-        assert!(
-            std::path::Path::new(&server).exists(),
-            "{server} is missing: run the tests with scripts/test.sh (it installs moto), or set MOTO_SERVER"
-        );
-        let port = free_port();
+        Self::try_start().await.unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Starts [`Moto::program`] on a free port of 127.0.0.1 and waits until it answers.
+    pub async fn try_start() -> Result<Self, String> {
+        let server = Self::program();
+        if !server.exists() {
+            return Err(format!(
+                "{} is missing: install moto with `source scripts/ensure-moto.sh` (scripts/test.sh does), or set MOTO_SERVER",
+                server.display()
+            ));
+        }
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map_err(|e| format!("no free port on 127.0.0.1: {e}"))?
+            .port();
         let child = tokio::process::Command::new(&server)
             .args(["-H", "127.0.0.1", "-p", &port.to_string()])
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .kill_on_drop(true)
             .spawn()
-            .unwrap_or_else(|e| panic!("starting {server}: {e}"));
+            .map_err(|e| format!("starting {}: {e}", server.display()))?;
         // reqwest is built without a default TLS provider (as the host's is).
         let _ = rustls::crypto::ring::default_provider().install_default();
         let client = reqwest::Client::builder().no_proxy().build().unwrap();
@@ -121,9 +136,11 @@ impl Moto {
                 .await
                 .is_ok_and(|r| r.status().is_success());
             if ready {
-                return moto;
+                return Ok(moto);
             }
-            assert!(Instant::now() < deadline, "moto did not start within 60s");
+            if Instant::now() > deadline {
+                return Err("moto did not start within 60s".into());
+            }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
@@ -432,4 +449,32 @@ async fn tag(moto: &Moto, resource: &str, tags: &[(&str, &str)]) {
         .map(|(k, v)| (k.as_str(), v.as_str()))
         .collect();
     moto.call(Service::Ec2, "CreateTags", &params).await;
+}
+
+impl World {
+    /// The AWS provider's cloud config for this world: EC2 at 127.0.0.1, ELB at
+    /// localhost (one moto serves both; the host signs each name for its service).
+    pub fn cloud_config(&self, moto: &Moto) -> String {
+        let port = moto.port;
+        format!(
+            "[Global]\nZone = us-east-1a\nVPC = {vpc}\nKubernetesClusterID = {cluster}\n\n\
+             [ServiceOverride \"1\"]\nService = ec2\nRegion = {REGION}\nURL = http://127.0.0.1:{port}\nSigningRegion = {REGION}\n\n\
+             [ServiceOverride \"2\"]\nService = elasticloadbalancing\nRegion = {REGION}\nURL = http://localhost:{port}\nSigningRegion = {REGION}\n",
+            vpc = self.vpc,
+            cluster = self.cluster_id,
+        )
+    }
+
+    /// The AWS provider's policy for this world; `keys` is the YAML of the `aws`
+    /// rule's key source, e.g. `accessKeyIdFile: id, secretAccessKeyFile: secret`.
+    pub fn policy(moto: &Moto, keys: &str) -> String {
+        let port = moto.port;
+        format!(
+            "allowedOutboundHosts:\n  - http://127.0.0.1:{port}\n  - http://localhost:{port}\n\
+             credentials:\n\
+             \x20 - destination: http://127.0.0.1:{port}\n    aws: {{region: {REGION}, service: ec2, {keys}}}\n\
+             \x20 - destination: http://localhost:{port}\n    aws: {{region: {REGION}, service: elasticloadbalancing, {keys}}}\n\
+             limits:\n  callTimeout: 30s\n  poolSize: 2\n"
+        )
+    }
 }
