@@ -10,7 +10,8 @@ use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use sim_cloud::model::{Address, Fault, InstancePatch, InstanceState, NewInstance};
 use wasm_ccm_tests::{
-    Stack, free_port, http_get, metric, metrics, provider_calls, reconciles, wait_until,
+    Stack, free_port, http_get, initialized, metric, metrics, provider_calls, reconciles,
+    set_ready, taint_keys, wait_until,
 };
 
 const TIMEOUT: Duration = Duration::from_secs(60);
@@ -28,21 +29,6 @@ fn kubelet_node(name: &str, ready: &str) -> Node {
         }
     }))
     .unwrap()
-}
-
-fn taint_keys(node: &Node) -> Vec<String> {
-    node.spec
-        .as_ref()
-        .and_then(|s| s.taints.as_ref())
-        .map(|t| t.iter().map(|t| t.key.clone()).collect())
-        .unwrap_or_default()
-}
-
-async fn initialized(nodes: &Api<Node>, name: &str) -> bool {
-    nodes
-        .get(name)
-        .await
-        .is_ok_and(|n| !taint_keys(&n).contains(&UNINITIALIZED.to_string()))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -248,19 +234,6 @@ async fn provider_errors_and_bad_node_ips_keep_the_taint() {
             "{name} got no provider ID"
         );
     }
-}
-
-async fn set_ready(nodes: &Api<Node>, name: &str, status: &str) {
-    nodes
-        .patch_status(
-            name,
-            &PatchParams::default(),
-            &Patch::Strategic(
-                json!({"status": {"conditions": [{"type": "Ready", "status": status}]}}),
-            ),
-        )
-        .await
-        .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

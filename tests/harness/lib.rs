@@ -541,6 +541,41 @@ fn cloud_config_bytes(cloud: &SimCloud) -> Vec<u8> {
     format!(r#"{{"endpoint": "{}"}}"#, cloud.url()).into_bytes()
 }
 
+/// The keys of a Node's taints.
+pub fn taint_keys(node: &k8s_openapi::api::core::v1::Node) -> Vec<String> {
+    node.spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .map(|t| t.iter().map(|t| t.key.clone()).collect())
+        .unwrap_or_default()
+}
+
+/// Sets a Node's Ready condition to `status`, as its kubelet would.
+pub async fn set_ready(
+    nodes: &kube::Api<k8s_openapi::api::core::v1::Node>,
+    name: &str,
+    status: &str,
+) {
+    nodes
+        .patch_status(
+            name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Strategic(serde_json::json!(
+                {"status": {"conditions": [{"type": "Ready", "status": status}]}}
+            )),
+        )
+        .await
+        .unwrap();
+}
+
+/// Whether the cloud-node controller has initialized the Node (its
+/// `node.cloudprovider.kubernetes.io/uninitialized` taint is gone).
+pub async fn initialized(nodes: &kube::Api<k8s_openapi::api::core::v1::Node>, name: &str) -> bool {
+    nodes.get(name).await.is_ok_and(|n| {
+        !taint_keys(&n).contains(&"node.cloudprovider.kubernetes.io/uninitialized".to_string())
+    })
+}
+
 /// Polls an async condition until it holds or `timeout` passes.
 pub async fn wait_until<F, Fut>(timeout: Duration, what: &str, mut condition: F)
 where
