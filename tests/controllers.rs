@@ -769,17 +769,68 @@ async fn routes_follow_node_pod_cidrs_within_the_cluster_cidr() {
     .await;
 }
 
-#[tokio::test]
-async fn route_controller_needs_a_cluster_cidr() {
-    let out = tokio::process::Command::new(wasm_ccm_tests::wasm_ccm_bin())
-        .args(["--cloud-provider", "simcloud", "--secure-port", "0"])
-        .output()
-        .await
-        .unwrap();
+/// Upstream `startRouteController`: the route controller starts only with
+/// `--configure-cloud-routes` and a provider exporting routes, and only then needs
+/// `--cluster-cidr` (one or two CIDRs, two of different families).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_cidr_is_needed_only_when_the_route_controller_runs() {
+    let command = |stack: &Stack, port: u16, extra: &[&str]| {
+        let mut command = tokio::process::Command::new(wasm_ccm_tests::wasm_ccm_bin());
+        command
+            .args(["--cloud-provider", &stack.provider, "--secure-port"])
+            .arg(port.to_string())
+            .args(["--bind-address", "127.0.0.1", "--leader-elect=false"])
+            .arg("--providers-dir")
+            .arg(stack.dir.dir.path())
+            .arg("--credentials-dir")
+            .arg(stack.dir.dir.path())
+            .arg("--cloud-config")
+            .arg(&stack.cloud_config)
+            .arg("--kubeconfig")
+            .arg(&stack.kubeconfig)
+            .args(extra)
+            .kill_on_drop(true);
+        command
+    };
+    // A provider with routes and default flags: a clear error.
+    let stack = Stack::start().await;
+    let out = command(&stack, free_port(), &[]).output().await.unwrap();
     assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        String::from_utf8_lossy(&out.stderr).contains("the route controller needs --cluster-cidr")
+        stderr.contains("the route controller needs --cluster-cidr"),
+        "{stderr}"
     );
+    // Two CIDRs of one family are not dual stack.
+    let out = command(
+        &stack,
+        free_port(),
+        &["--cluster-cidr=10.0.0.0/16,10.1.0.0/16"],
+    )
+    .output()
+    .await
+    .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("one IPv4 and one IPv6"));
+    // Without --configure-cloud-routes, or with a provider exporting no routes, the
+    // controller manager starts with default flags.
+    let ready = |port: u16| async move {
+        wait_until(TIMEOUT, "the controller manager ready", || async move {
+            http_get(port, "/readyz")
+                .await
+                .is_ok_and(|(status, _)| status == 200)
+        })
+        .await
+    };
+    let port = free_port();
+    let _routes_off = command(&stack, port, &["--configure-cloud-routes=false"])
+        .spawn()
+        .unwrap();
+    ready(port).await;
+    let legacy = Stack::with_provider("fixture_legacy", "legacy").await;
+    let port = free_port();
+    let _no_routes = command(&legacy, port, &[]).spawn().unwrap();
+    ready(port).await;
 }
 
 /// A provider without instances-v2: upstream's fallback through instances and zones.

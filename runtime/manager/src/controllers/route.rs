@@ -30,6 +30,11 @@ pub struct Cidr {
 }
 
 impl Cidr {
+    /// Whether this is an IPv6 CIDR.
+    pub fn is_ipv6(&self) -> bool {
+        self.addr.is_ipv6()
+    }
+
     /// Parses `10.244.0.0/16` or `fd00::/64`.
     pub fn parse(text: &str) -> Result<Self, String> {
         let bad = || format!("{text:?} is not a CIDR such as 10.244.0.0/16");

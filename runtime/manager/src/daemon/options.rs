@@ -42,7 +42,8 @@ pub struct DaemonArgs {
     /// The cluster's name, passed to the provider.
     #[arg(long, default_value = "kubernetes")]
     pub cluster_name: String,
-    /// The cluster's pod CIDRs (at most two, dual stack); needed by the route controller.
+    /// The cluster's pod CIDRs (at most two: one IPv4, one IPv6); needed when the route
+    /// controller runs (--configure-cloud-routes and a provider exporting routes).
     #[arg(long, value_delimiter = ',')]
     pub cluster_cidr: Vec<String>,
     /// Whether the route controller programs cloud routes.
@@ -128,6 +129,14 @@ impl DaemonArgs {
             .map_err(|e| format!("--cluster-cidr: {e}"))?;
         if cluster_cidrs.len() > 2 {
             return Err("--cluster-cidr: at most two CIDRs (dual stack)".into());
+        }
+        // Upstream startRouteController: two CIDRs are dual stack, one of each family.
+        if let [a, b] = cluster_cidrs.as_slice()
+            && a.is_ipv6() == b.is_ipv6()
+        {
+            return Err(
+                "--cluster-cidr: two CIDRs must be one IPv4 and one IPv6 (dual stack)".into(),
+            );
         }
         Ok(Settings {
             cluster_name: self.cluster_name.clone(),

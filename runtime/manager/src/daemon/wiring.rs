@@ -13,14 +13,15 @@ use super::{DaemonArgs, DaemonError, USER_AGENT, health, leader};
 use crate::controllers::{self, Context, Controller, Settings};
 use crate::hot_swap::{self, ReloadReporter, Reloader};
 
-/// The route controller needs `--cluster-cidr` when it would program routes.
+/// The route controller needs `--cluster-cidr` when it will run: enabled,
+/// `--configure-cloud-routes`, and a provider exporting `routes` (upstream
+/// `startRouteController` checks in that order). Called with the planned controllers.
 pub(super) fn check_route_flags(
-    enabled: &[&'static Controller],
-    args: &DaemonArgs,
+    planned: &[&'static Controller],
     settings: &Settings,
 ) -> Result<(), DaemonError> {
-    let route_enabled = enabled.iter().any(|c| c.name == controllers::route::NAME);
-    if route_enabled && args.configure_cloud_routes && settings.cluster_cidrs.is_empty() {
+    let route_runs = planned.iter().any(|c| c.name == controllers::route::NAME);
+    if route_runs && settings.cluster_cidrs.is_empty() {
         return Err(DaemonError::Flags(
             "the route controller needs --cluster-cidr (or --configure-cloud-routes=false, or --controllers=*,-route)".into(),
         ));
