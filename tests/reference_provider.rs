@@ -278,6 +278,18 @@ async fn load_balancer_lifecycle() {
         .with_state(|s| s.load_balancers[expected_name].backends.clone());
     assert_eq!(backends, vec![a.id.clone()]);
 
+    // A node whose instance vanished is left out; the others keep being served.
+    sim.cloud.with_state(|s| s.delete_instance(&b.id));
+    let pid_b = format!("simcloud://{}", b.id);
+    let with_gone = vec![node("n-a", Some(&pid_a), &[]), node("n-b", Some(&pid_b), &[])];
+    lb.update_load_balancer("kubernetes", &svc, &with_gone)
+        .await
+        .unwrap();
+    let backends = sim
+        .cloud
+        .with_state(|s| s.load_balancers[expected_name].backends.clone());
+    assert_eq!(backends, vec![a.id.clone()]);
+
     lb.ensure_load_balancer_deleted("kubernetes", &svc)
         .await
         .unwrap();

@@ -43,33 +43,35 @@ fn status(address: String) -> LoadBalancerStatus {
     }
 }
 
-/// Instance IDs for nodes: from provider IDs, else by name (one list call at most).
+/// Instance IDs for nodes: from provider IDs, else by name. One list call: a node
+/// whose instance is gone (deleted or terminated) is left out and logged, so one
+/// vanished instance does not make every load balancer fail.
 fn backends(state: &State, nodes: &[Node]) -> Result<Vec<String>, CloudError> {
-    let mut by_name: Option<HashMap<String, String>> = None;
+    if nodes.is_empty() {
+        return Ok(Vec::new());
+    }
+    let alive: HashMap<String, String> = state
+        .cloud
+        .instances()?
+        .into_iter()
+        .filter(|i| !i.is_terminated())
+        .map(|i| (i.id, i.name))
+        .collect();
     let mut ids = Vec::with_capacity(nodes.len());
     for node in nodes {
-        match node.provider_id.as_deref().filter(|p| !p.is_empty()) {
-            Some(pid) => ids.push(instance_id_from_provider_id(pid)?.to_owned()),
-            None => {
-                if by_name.is_none() {
-                    by_name = Some(
-                        state
-                            .cloud
-                            .instances()?
-                            .into_iter()
-                            .filter(|i| !i.is_terminated())
-                            .map(|i| (i.name, i.id))
-                            .collect(),
-                    );
-                }
-                match by_name.as_ref().and_then(|m| m.get(&node.metadata.name)) {
-                    Some(id) => ids.push(id.clone()),
-                    None => wasm_ccm_guest::log::warn(
-                        "node has no cloud instance; leaving it out of the load balancer",
-                        &[("node", &node.metadata.name)],
-                    ),
-                }
-            }
+        let id = match node.provider_id.as_deref().filter(|p| !p.is_empty()) {
+            Some(pid) => Some(instance_id_from_provider_id(pid)?.to_owned()),
+            None => alive
+                .iter()
+                .find(|(_, name)| **name == node.metadata.name)
+                .map(|(id, _)| id.clone()),
+        };
+        match id.filter(|id| alive.contains_key(id)) {
+            Some(id) => ids.push(id),
+            None => wasm_ccm_guest::log::warn(
+                "node has no running cloud instance; leaving it out of the load balancer",
+                &[("node", &node.metadata.name)],
+            ),
         }
     }
     ids.sort();
