@@ -140,6 +140,21 @@ async fn kubectl_create_get_label_taint() {
         node["spec"]["taints"],
         json!([{"key": "dedicated", "value": "ccm", "effect": "NoExecute"}])
     );
+    // The last taint removed: the field is gone, as Go's omitempty encodes it on a
+    // real server (`kubectl get -o jsonpath={.spec.taints}` prints nothing).
+    c.kubectl(&["taint", "node", "worker-1", "dedicated-"])
+        .await;
+    let taints = c
+        .kubectl(&["get", "node", "worker-1", "-o", "jsonpath={.spec.taints}"])
+        .await;
+    assert_eq!(taints, "");
+    let node = c.get_json(&["node", "worker-1"]).await;
+    assert!(node["spec"].get("taints").is_none(), "{node}");
+    c.kubectl(&["label", "node", "worker-1", "tier-"]).await;
+    c.kubectl(&["label", "node", "worker-1", "role-"]).await;
+    let node = c.get_json(&["node", "worker-1"]).await;
+    assert!(node["metadata"].get("labels").is_none(), "{node}");
+    assert!(node["spec"].is_object(), "structs stay, even empty: {node}");
 
     // Duplicate create and unknown fields are rejected like the real server does.
     let (ok, _, err) = c.kubectl_result(&["create", "-f", &file]).await;

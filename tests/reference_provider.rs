@@ -281,7 +281,10 @@ async fn load_balancer_lifecycle() {
     // A node whose instance vanished is left out; the others keep being served.
     sim.cloud.with_state(|s| s.delete_instance(&b.id));
     let pid_b = format!("simcloud://{}", b.id);
-    let with_gone = vec![node("n-a", Some(&pid_a), &[]), node("n-b", Some(&pid_b), &[])];
+    let with_gone = vec![
+        node("n-a", Some(&pid_a), &[]),
+        node("n-b", Some(&pid_b), &[]),
+    ];
     lb.update_load_balancer("kubernetes", &svc, &with_gone)
         .await
         .unwrap();

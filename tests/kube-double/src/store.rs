@@ -495,6 +495,7 @@ impl Store {
             obj["spec"] = json!({});
         }
         Self::validate(resource, &obj)?;
+        omit_empty(&mut obj);
         if resource.kind == "Service" {
             Self::default_service(&mut inner, &mut obj);
         } else if resource.has_status && !resource.keep_status_on_create {
@@ -694,6 +695,7 @@ impl Store {
             m.insert("resourceVersion".into(), json!(current_rv.clone()));
         }
         Self::validate(resource, &next)?;
+        omit_empty(&mut next);
         let deleting = old_meta.contains_key("deletionTimestamp");
         if deleting {
             let before = finalizers(&current);
@@ -824,6 +826,47 @@ impl Store {
     }
 }
 
+/// Fields of the served types that are Go maps (`map[string]string` and the like):
+/// `omitempty` drops them when empty. Struct fields are kept even when empty (Go's
+/// encoder never omits a struct), so an empty object elsewhere stays.
+const MAP_FIELDS: [&str; 9] = [
+    "labels",
+    "annotations",
+    "selector",
+    "matchLabels",
+    "nodeSelector",
+    "capacity",
+    "allocatable",
+    "data",
+    "binaryData",
+];
+
+/// What the real server's Go types do when they encode a stored object: `omitempty`
+/// slices and maps that are empty, and nil pointers, disappear (after a patch removes
+/// the last taint, `.spec.taints` is absent, not `[]`). Every slice and pointer field
+/// of the served types (Node, Service, Event, Lease, Namespace) is `omitempty`.
+fn omit_empty(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            for child in map.values_mut() {
+                omit_empty(child);
+            }
+            map.retain(|key, child| match child {
+                Value::Null => false,
+                Value::Array(items) => !items.is_empty(),
+                Value::Object(fields) => !(fields.is_empty() && MAP_FIELDS.contains(&key.as_str())),
+                _ => true,
+            });
+        }
+        Value::Array(items) => {
+            for item in items {
+                omit_empty(item);
+            }
+        }
+        _ => {}
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -870,8 +913,8 @@ mod tests {
         assert_eq!(updated["metadata"]["labels"]["x"], "1");
         assert_eq!(
             updated["status"],
-            json!({"addresses": []}),
-            "main update ignores status"
+            json!({}),
+            "main update ignores status (an empty address list is omitted)"
         );
         let mut stale = a.clone();
         stale["metadata"]["labels"] = json!({"x": "2"});
