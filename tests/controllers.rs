@@ -1176,3 +1176,54 @@ async fn a_load_balancer_implemented_elsewhere_is_left_alone() {
     })
     .await;
 }
+
+/// Upstream `syncNode` → `updateNodeAddress`: the address update after initialization
+/// failing is logged, the Node stays initialized with its `Synced` event, and the
+/// periodic status update writes the addresses later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_address_update_after_initialization_is_not_a_failed_sync() {
+    let stack = Stack::start().await;
+    stack.cloud.with_state(|s| {
+        s.create_instance(NewInstance {
+            addresses: Some(vec![Address::new("InternalIP", "10.1.0.7")]),
+            ..NewInstance::named("n-addr")
+        })
+    });
+    let nodes: Api<Node> = Api::all(stack.client());
+    nodes
+        .create(&PostParams::default(), &kubelet_node("n-addr", "True"))
+        .await
+        .unwrap();
+    // The first status patch (the addresses, right after the taint is removed) fails.
+    stack.api.inject_conflicts("nodes/status", "patch", 1);
+    let port = free_port();
+    let _ccm = stack.controller_manager(
+        port,
+        &["--leader-elect=false", "--node-status-update-frequency=1s"],
+    );
+    wait_until(TIMEOUT, "initialized", || initialized(&nodes, "n-addr")).await;
+    let events: Api<CoreEvent> = Api::namespaced(stack.client(), "default");
+    wait_until(TIMEOUT, "a Synced event", || async {
+        events
+            .list(&ListParams::default().fields("involvedObject.name=n-addr"))
+            .await
+            .is_ok_and(|l| {
+                l.items
+                    .iter()
+                    .any(|e| e.reason.as_deref() == Some("Synced"))
+            })
+    })
+    .await;
+    wait_until(
+        TIMEOUT,
+        "the addresses set by the status update",
+        || async {
+            nodes.get("n-addr").await.is_ok_and(|n| {
+                n.status
+                    .and_then(|s| s.addresses)
+                    .is_some_and(|a| a.iter().any(|a| a.address == "10.1.0.7"))
+            })
+        },
+    )
+    .await;
+}

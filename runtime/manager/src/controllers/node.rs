@@ -276,7 +276,11 @@ async fn sync_node(state: &State, node: &Node) -> Result<(), NodeSyncError> {
             Err(e) => return Err(e.into()),
         }
     };
-    update_addresses(&state.api, &updated, &meta.addresses).await?;
+    // Upstream updateNodeAddress: a failure here is logged, the node stays
+    // initialized, and the periodic status update sets the addresses later.
+    if let Err(err) = update_addresses(&state.api, &updated, &meta.addresses).await {
+        tracing::error!(node = %name, error = %err, "failed to update the node's addresses after initializing it");
+    }
     if let Some(created) = &node.metadata.creation_timestamp {
         let delay =
             (k8s_openapi::jiff::Timestamp::now().as_second() - created.0.as_second()).max(0) as f64;
