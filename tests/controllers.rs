@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Event as CoreEvent, Node};
+use k8s_openapi::api::core::v1::{Event as CoreEvent, Node, Taint};
 use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
@@ -1225,5 +1225,89 @@ async fn a_failed_address_update_after_initialization_is_not_a_failed_sync() {
             })
         },
     )
+    .await;
+}
+
+/// Upstream cloud-node-lifecycle corners: with the legacy `instances` interface, a
+/// NotReady Node without a provider ID gets one through `instance-id` for the
+/// shutdown check (`shutdownInCloudProvider`); the shutdown taint is matched by key
+/// and effect (`MatchTaint`), so a same-key taint with another effect is left alone;
+/// a failed delete records `DeletingNodeFailed` and is retried.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lifecycle_corners_as_upstream() {
+    let stack = Stack::with_provider("fixture_legacy", "legacy").await;
+    let (stopped, gone) = stack.cloud.with_state(|s| {
+        (
+            s.create_instance(NewInstance::named("legacy-stopped")),
+            s.create_instance(NewInstance::named("legacy-gone")),
+        )
+    });
+    stack.cloud.with_state(|s| {
+        s.patch_instance(
+            &stopped.id,
+            InstancePatch {
+                state: Some(InstanceState::Stopped),
+                ..Default::default()
+            },
+        );
+        s.delete_instance(&gone.id);
+    });
+    let nodes: Api<Node> = Api::all(stack.client());
+    for name in ["legacy-stopped", "legacy-gone"] {
+        let mut node = kubelet_node(name, "False");
+        // Initialized long ago, by a version that set no provider ID; someone else's
+        // taint shares the shutdown key with another effect.
+        node.spec.as_mut().unwrap().taints = Some(vec![Taint {
+            key: SHUTDOWN.into(),
+            effect: "NoExecute".into(),
+            ..Taint::default()
+        }]);
+        nodes.create(&PostParams::default(), &node).await.unwrap();
+    }
+    stack.api.inject_conflicts("nodes", "delete", 1);
+    let port = free_port();
+    let _ccm = stack.controller_manager(port, &["--leader-elect=false"]);
+    let shutdown_taints = |node: &Node| -> Vec<String> {
+        node.spec
+            .as_ref()
+            .and_then(|s| s.taints.clone())
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|t| t.key == SHUTDOWN)
+            .map(|t| t.effect)
+            .collect()
+    };
+    wait_until(
+        TIMEOUT,
+        "the shutdown taint on the stopped node",
+        || async {
+            nodes
+                .get("legacy-stopped")
+                .await
+                .is_ok_and(|n| shutdown_taints(&n).contains(&"NoSchedule".to_string()))
+        },
+    )
+    .await;
+    let events: Api<CoreEvent> = Api::namespaced(stack.client(), "default");
+    wait_until(
+        TIMEOUT,
+        "DeletingNodeFailed, then the node deleted",
+        || async {
+            let failed = events
+                .list(&ListParams::default().fields("reason=DeletingNodeFailed"))
+                .await
+                .is_ok_and(|l| !l.items.is_empty());
+            failed && nodes.get_opt("legacy-gone").await.unwrap().is_none()
+        },
+    )
+    .await;
+    // Ready again: our taint goes, the NoExecute one with the same key stays.
+    set_ready(&nodes, "legacy-stopped", "True").await;
+    wait_until(TIMEOUT, "the shutdown taint removed", || async {
+        nodes
+            .get("legacy-stopped")
+            .await
+            .is_ok_and(|n| shutdown_taints(&n) == ["NoExecute"])
+    })
     .await;
 }

@@ -134,12 +134,22 @@ impl ProviderCloud {
         let Some(v1) = provider.instances() else {
             return Ok(None);
         };
-        let Some(provider_id) = existing_provider_id(node) else {
-            return Ok(None);
+        // Upstream shutdownInCloudProvider: a Node without a provider ID gets one
+        // through instance-id; not found or not implemented mean "not shut down".
+        let provider_id = match existing_provider_id(node) {
+            Some(id) => id,
+            None => match v1.instance_id(&node_name(node)).await {
+                Ok(id) => super::provider_id(provider.name(), &id),
+                Err(e) if e.is_instance_not_found() || e.is_not_implemented() => {
+                    return Ok(Some(false));
+                }
+                Err(e) => return Err(e.into()),
+            },
         };
-        Ok(Some(
-            v1.instance_shutdown_by_provider_id(&provider_id).await?,
-        ))
+        match v1.instance_shutdown_by_provider_id(&provider_id).await {
+            Err(e) if e.is_not_implemented() => Ok(Some(false)),
+            other => Ok(Some(other?)),
+        }
     }
 
     fn load_balancer(&self) -> Result<wasm_ccm_host::contract::LoadBalancer<'_>, Error> {

@@ -13,7 +13,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::runtime::events::EventType;
 use serde_json::json;
 
-use super::{Context, TAINT_SHUTDOWN, has_taint, node_event, ready_status, tick};
+use super::{Context, TAINT_SHUTDOWN, node_event, ready_status, tick};
 use crate::cloud::Cloud;
 
 /// The controller's name: in `--controllers`, metrics and logs.
@@ -26,13 +26,30 @@ pub struct Options {
     pub monitor_period: Duration,
 }
 
-fn taints_without(node: &Node, key: &str) -> Vec<Taint> {
+/// The shutdown taint's effect.
+const SHUTDOWN_EFFECT: &str = "NoSchedule";
+
+/// Whether `taint` is the shutdown taint: key and effect, as upstream's `MatchTaint`
+/// (a taint with the same key and another effect is someone else's).
+fn is_shutdown_taint(taint: &Taint) -> bool {
+    taint.key == TAINT_SHUTDOWN && taint.effect == SHUTDOWN_EFFECT
+}
+
+fn node_taints(node: &Node) -> Vec<Taint> {
     node.spec
         .as_ref()
         .and_then(|s| s.taints.clone())
         .unwrap_or_default()
+}
+
+fn has_shutdown_taint(node: &Node) -> bool {
+    node_taints(node).iter().any(is_shutdown_taint)
+}
+
+fn taints_without_shutdown(node: &Node) -> Vec<Taint> {
+    node_taints(node)
         .into_iter()
-        .filter(|t| t.key != key)
+        .filter(|t| !is_shutdown_taint(t))
         .collect()
 }
 
@@ -78,8 +95,8 @@ async fn check_node(
     name: &str,
 ) -> bool {
     if ready_status(node) == Some("True") {
-        if has_taint(node, TAINT_SHUTDOWN)
-            && let Err(err) = set_taints(api, node, taints_without(node, TAINT_SHUTDOWN)).await
+        if has_shutdown_taint(node)
+            && let Err(err) = set_taints(api, node, taints_without_shutdown(node)).await
         {
             tracing::error!(node = %name, error = %err, "cannot remove the shutdown taint");
             return false;
@@ -116,16 +133,24 @@ async fn check_node(
             Ok(_) => true,
             Err(err) => {
                 tracing::error!(node = %name, error = %err, "unable to delete node");
+                node_event(
+                    recorder,
+                    node,
+                    EventType::Warning,
+                    "DeletingNodeFailed",
+                    format!("Error deleting node {name}: {err}"),
+                )
+                .await;
                 false
             }
         };
     }
     match cloud.instance_shutdown(node).await {
-        Ok(Some(true)) if !has_taint(node, TAINT_SHUTDOWN) => {
-            let mut taints = taints_without(node, TAINT_SHUTDOWN);
+        Ok(Some(true)) if !has_shutdown_taint(node) => {
+            let mut taints = taints_without_shutdown(node);
             taints.push(Taint {
                 key: TAINT_SHUTDOWN.into(),
-                effect: "NoSchedule".into(),
+                effect: SHUTDOWN_EFFECT.into(),
                 ..Taint::default()
             });
             if let Err(err) = set_taints(api, node, taints).await {
