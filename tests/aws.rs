@@ -269,8 +269,14 @@ async fn nodes_load_balancers_routes_and_lifecycle_against_moto() {
 
     // cloud-node: provider IDs, types, zones, addresses, zone IDs.
     for instance in [&a, &b] {
-        wait_until(TIMEOUT, "node initialized", || {
-            initialized(&nodes, &instance.private_dns_name)
+        // Initialized (taint gone), then the addresses written to the status.
+        wait_until(TIMEOUT, "node initialized with its addresses", || async {
+            initialized(&nodes, &instance.private_dns_name).await
+                && nodes.get(&instance.private_dns_name).await.is_ok_and(|n| {
+                    n.status
+                        .and_then(|s| s.addresses)
+                        .is_some_and(|a| a.iter().any(|a| a.type_ == "InternalIP"))
+                })
         })
         .await;
         let node = nodes.get(&instance.private_dns_name).await.unwrap();
@@ -378,12 +384,11 @@ async fn nodes_load_balancers_routes_and_lifecycle_against_moto() {
     };
     assert_eq!(moto::texts(&listeners, "Port"), ["80"]);
 
-    // Scaling: a third node joins (its kubelet started with --provider-id).
+    // Scaling: a third node joins; once cloud-node has set its provider ID (a change
+    // of the node set, as upstream's nodesSufficientlyEqual sees it), it is registered.
     let c = world.launch(moto, 0).await;
-    let mut joining = kubelet_node(&c, "10.244.3.0/24");
-    joining.spec.as_mut().unwrap().provider_id = Some(format!("aws:///{}/{}", c.zone, c.id));
     nodes
-        .create(&PostParams::default(), &joining)
+        .create(&PostParams::default(), &kubelet_node(&c, "10.244.3.0/24"))
         .await
         .unwrap();
     wait_until(TIMEOUT, "the new node's instance registered", || async {

@@ -5,14 +5,15 @@
 //! the eligible nodes, and patch `status.loadBalancer` on the status subresource when
 //! it changed. When a Service is deleted (deletionTimestamp) or stops wanting a load
 //! balancer, ensure it is deleted and only then remove the finalizer. When the set of
-//! eligible nodes changes, update every load balancer. Events use upstream's reasons;
+//! eligible nodes changes (names or provider IDs, upstream's `nodesSufficientlyEqual`),
+//! update every load balancer; retry only the ones that failed. Events use upstream's reasons;
 //! errors back off exponentially from 5 s to 300 s, or by the provider's retry-after.
 //!
 //! Eligible nodes: not being deleted, not labelled
 //! `node.kubernetes.io/exclude-from-external-load-balancers` (unless the value parses
 //! as false), not tainted `ToBeDeletedByClusterAutoscaler`. Readiness does not matter.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -64,8 +65,10 @@ struct State {
     options: Options,
     recorder: Recorder,
     backoff: Backoff,
-    /// The eligible node names last used for load balancers.
-    last_nodes: Mutex<Option<BTreeSet<String>>>,
+    /// The eligible node set last used for load balancers.
+    last_nodes: Mutex<Option<NodeSet>>,
+    /// Services whose host update failed, retried until they succeed.
+    failed: Mutex<BTreeSet<String>>,
     /// Every Node, kept by the node-sync watch (upstream's node lister).
     nodes: reflector::Store<Node>,
 }
@@ -271,67 +274,119 @@ fn eligible_in(store: &reflector::Store<Node>) -> Vec<Arc<Node>> {
     store.state().into_iter().filter(|n| eligible(n)).collect()
 }
 
-/// Updates every load balancer when the eligible node set (`nodes`) changed. Returns
-/// whether all updates succeeded (false: retry on the next node event or tick).
-async fn sync_nodes(state: &State, nodes: Vec<Arc<Node>>, force: bool) -> bool {
+/// The node set as upstream's `nodesSufficientlyEqual` compares it: name → provider
+/// ID, so a provider ID set after a Node joined (by cloud-node) updates load balancers.
+type NodeSet = BTreeMap<String, String>;
+
+fn node_set(nodes: &[Arc<Node>]) -> NodeSet {
+    nodes
+        .iter()
+        .map(|n| {
+            let provider_id = n
+                .spec
+                .as_ref()
+                .and_then(|s| s.provider_id.clone())
+                .unwrap_or_default();
+            (n.name_any(), provider_id)
+        })
+        .collect()
+}
+
+/// Upstream's node sync: when the eligible node set (`nodes`) changed, every load
+/// balancer is updated; otherwise only the Services whose update failed last time
+/// (`retry`) are tried again — never a loop over every Service. Returns whether any
+/// update is still failing.
+async fn sync_nodes(state: &State, nodes: Vec<Arc<Node>>, retry: bool) -> bool {
     let ctx = &state.ctx;
     let lb = ctx.cloud.current();
     if !lb.meets(Requirement::LoadBalancer) {
-        return true;
+        return false;
     }
-    let names: BTreeSet<String> = nodes.iter().map(|n| n.name_any()).collect();
-    {
-        let last = state.last_nodes.lock().expect("node set lock");
-        if !force && last.as_ref() == Some(&names) {
-            return true;
-        }
+    let set = node_set(&nodes);
+    let changed = state.last_nodes.lock().expect("node set lock").as_ref() != Some(&set);
+    let failed: BTreeSet<String> = std::mem::take(&mut *state.failed.lock().expect("failed lock"));
+    if !changed && (!retry || failed.is_empty()) {
+        *state.failed.lock().expect("failed lock") = failed;
+        return !state.failed.lock().expect("failed lock").is_empty();
     }
     let services: Api<Service> = Api::all(ctx.client.clone());
     let services = match services.list(&ListParams::default()).await {
         Ok(list) => list.items,
         Err(err) => {
             tracing::error!(error = %err, "cannot list services");
-            return false;
+            *state.failed.lock().expect("failed lock") = failed;
+            return true;
         }
     };
-    let mut ok = true;
+    *state.last_nodes.lock().expect("node set lock") = Some(set);
+    let mut still_failing = BTreeSet::new();
     for svc in services.iter().filter(|s| {
-        wants_load_balancer(s) && has_finalizer(s) && s.metadata.deletion_timestamp.is_none()
+        wants_load_balancer(s)
+            && has_finalizer(s)
+            && s.metadata.deletion_timestamp.is_none()
+            && (changed || failed.contains(&key(s)))
     }) {
-        let started = Instant::now();
-        let result = lb
-            .update_load_balancer(&state.options.cluster_name, svc, &nodes)
-            .await;
-        ctx.metrics.record(NAME, started, result.is_ok());
-        match result {
-            Ok(()) => {
-                event(
-                    state,
-                    svc,
-                    EventType::Normal,
-                    "UpdatedLoadBalancer",
-                    format!(
-                        "Updated load balancer with new hosts ({} nodes)",
-                        nodes.len()
-                    ),
-                )
-                .await;
-            }
-            Err(err) => {
-                ok = false;
-                event(
-                    state,
-                    svc,
-                    EventType::Warning,
-                    "UpdateLoadBalancerFailed",
-                    format!("Error updating load balancer with new hosts: {err}"),
-                )
-                .await;
-            }
+        if !update_hosts(state, svc, &nodes).await {
+            still_failing.insert(key(svc));
         }
     }
-    if ok {
-        *state.last_nodes.lock().expect("node set lock") = Some(names);
+    let failing = !still_failing.is_empty();
+    *state.failed.lock().expect("failed lock") = still_failing;
+    failing
+}
+
+/// Upstream's `lockedUpdateLoadBalancerHosts`: implemented elsewhere is success; on an
+/// error, a load balancer that no longer exists is success too. Returns success.
+async fn update_hosts(state: &State, svc: &Service, nodes: &[Arc<Node>]) -> bool {
+    let ctx = &state.ctx;
+    let lb = ctx.cloud.current();
+    let cluster = &state.options.cluster_name;
+    if nodes.is_empty() {
+        event(
+            state,
+            svc,
+            EventType::Warning,
+            "UnAvailableLoadBalancer",
+            "There are no available nodes for LoadBalancer".into(),
+        )
+        .await;
+    }
+    let started = Instant::now();
+    let result = lb.update_load_balancer(cluster, svc, nodes).await;
+    let ok = match &result {
+        Ok(()) => true,
+        Err(err) if err.is_implemented_elsewhere() => true,
+        Err(_) => matches!(lb.get_load_balancer(cluster, svc).await, Ok(None)),
+    };
+    ctx.metrics.record(NAME, started, ok);
+    match result {
+        Ok(()) => {
+            event(
+                state,
+                svc,
+                EventType::Normal,
+                "UpdatedLoadBalancer",
+                format!(
+                    "Updated load balancer with new hosts ({} nodes)",
+                    nodes.len()
+                ),
+            )
+            .await;
+        }
+        Err(err) if ok => {
+            tracing::debug!(service = %key(svc), error = %err, "load balancer not updated: implemented elsewhere or gone");
+        }
+        Err(err) => {
+            let names: Vec<String> = nodes.iter().map(|n| n.name_any()).collect();
+            event(
+                state,
+                svc,
+                EventType::Warning,
+                "UpdateLoadBalancerFailed",
+                format!("Error updating load balancer with new hosts {names:?}, error: {err}"),
+            )
+            .await;
+        }
     }
     ok
 }
@@ -346,6 +401,7 @@ pub async fn run(ctx: Context, options: Options, shutdown: tokio::sync::watch::R
         backoff: Backoff::new(Duration::from_secs(5), Duration::from_secs(300))
             .reporting(ctx.metrics.retries_pending(NAME)),
         last_nodes: Mutex::new(None),
+        failed: Mutex::new(BTreeSet::new()),
         options: options.clone(),
         ctx: ctx.clone(),
     });
@@ -393,17 +449,17 @@ pub async fn run(ctx: Context, options: Options, shutdown: tokio::sync::watch::R
                     {
                         let mut last = nodes_state.last_nodes.lock().expect("node set lock");
                         if last.is_none() {
-                            *last = Some(eligible.iter().map(|n| n.name_any()).collect());
+                            *last = Some(node_set(&eligible));
                             continue;
                         }
                     }
-                    retry = !sync_nodes(&nodes_state, eligible, retry).await;
+                    retry = sync_nodes(&nodes_state, eligible, false).await;
                 }
                 more = async { tick(Duration::from_secs(5), &shutdown).await }, if retry => {
                     if !more {
                         return;
                     }
-                    retry = !sync_nodes(&nodes_state, eligible_in(&reader), true).await;
+                    retry = sync_nodes(&nodes_state, eligible_in(&reader), true).await;
                 }
             }
         }
