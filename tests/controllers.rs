@@ -1311,3 +1311,68 @@ async fn lifecycle_corners_as_upstream() {
     })
     .await;
 }
+
+/// How many times `reason` was recorded for the Service (repeats of one event are
+/// aggregated into its series count).
+async fn occurrences(stack: &Stack, service: &str, reason: &str) -> i32 {
+    let events: Api<CoreEvent> = Api::namespaced(stack.client(), "default");
+    events
+        .list(
+            &ListParams::default()
+                .fields(&format!("involvedObject.name={service},reason={reason}")),
+        )
+        .await
+        .map(|l| {
+            l.items
+                .iter()
+                .map(|e| {
+                    e.series
+                        .as_ref()
+                        .and_then(|s| s.count)
+                        .or(e.count)
+                        .unwrap_or(1)
+                })
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+/// Upstream `needsUpdate`: only changes the service controller cares about sync a
+/// Service — not its own finalizer and status writes, nor a label — so each sync emits
+/// `EnsuringLoadBalancer`/`EnsuredLoadBalancer` once; an annotation change syncs again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_changes_upstream_cares_about_sync_a_service() {
+    let stack = Stack::start().await;
+    ready_nodes(&stack, &["quiet-1"]).await;
+    let services: Api<k8s_openapi::api::core::v1::Service> =
+        Api::namespaced(stack.client(), "default");
+    let port = free_port();
+    let _ccm = stack.controller_manager(port, &["--leader-elect=false"]);
+    services
+        .create(&PostParams::default(), &lb_service("quiet", None))
+        .await
+        .unwrap();
+    wait_until(TIMEOUT, "the load balancer ensured", || async {
+        occurrences(&stack, "quiet", "EnsuredLoadBalancer").await >= 1
+    })
+    .await;
+    // A label: not something upstream syncs on. Then an annotation: it is.
+    for patch in [
+        json!({"metadata": {"labels": {"team": "a"}}}),
+        json!({"metadata": {"annotations": {"example.com/note": "1"}}}),
+    ] {
+        services
+            .patch("quiet", &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .unwrap();
+    }
+    wait_until(TIMEOUT, "the second sync", || async {
+        occurrences(&stack, "quiet", "EnsuredLoadBalancer").await >= 2
+    })
+    .await;
+    assert_eq!(
+        occurrences(&stack, "quiet", "EnsuringLoadBalancer").await,
+        2,
+        "one sync for the creation, one for the annotation"
+    );
+}

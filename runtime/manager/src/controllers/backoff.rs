@@ -67,7 +67,11 @@ impl Backoff {
                 .saturating_mul(2u32.saturating_pow(entry.count))
                 .min(self.max)
         });
-        entry.count = entry.count.saturating_add(1);
+        // A cloud's Retry-After (upstream RetryError) schedules the next attempt
+        // without growing the backoff.
+        if retry_after.is_none() {
+            entry.count = entry.count.saturating_add(1);
+        }
         entry.retry_at = now + delay;
         // An object deleted while failing is never retried: forget it once its retry
         // is long overdue. Swept at most once per `max`, not on every failure (during

@@ -69,8 +69,51 @@ struct State {
     last_nodes: Mutex<Option<NodeSet>>,
     /// Services whose host update failed, retried until they succeed.
     failed: Mutex<BTreeSet<String>>,
+    /// What each Service looked like at its last sync, and how that went.
+    seen: Mutex<std::collections::HashMap<String, Seen>>,
     /// Every Node, kept by the node-sync watch (upstream's node lister).
     nodes: reflector::Store<Node>,
+}
+
+/// A Service's last sync: the fields upstream's `needsUpdate`/`needsCleanup` compare,
+/// hashed, and the outcome.
+#[derive(Debug, Clone, Copy)]
+struct Seen {
+    fingerprint: u64,
+    /// The sync succeeded: nothing to do until those fields change.
+    ok: bool,
+    /// After a failure: when the next attempt is due.
+    retry_at: Option<Instant>,
+}
+
+/// What upstream's service controller reacts to (`needsUpdate`, `needsCleanup`):
+/// whether the Service wants a load balancer, is being deleted, and its type, source
+/// ranges, ports, session affinity (and config), load balancer IP, external IPs,
+/// annotations, UID, external traffic policy, health check node port and the number
+/// of IP families. Its own finalizer and status writes change none of them.
+fn fingerprint(s: &Service) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let spec = s.spec.clone().unwrap_or_default();
+    let fields = json!([
+        wants_load_balancer(s),
+        s.metadata.deletion_timestamp.is_some(),
+        s.metadata.uid,
+        s.metadata.annotations,
+        spec.type_,
+        spec.load_balancer_source_ranges,
+        spec.ports,
+        spec.session_affinity,
+        spec.session_affinity_config,
+        spec.load_balancer_ip,
+        spec.external_ips,
+        spec.external_traffic_policy,
+        spec.health_check_node_port,
+        spec.ip_families.map(|f| f.len()),
+        spec.load_balancer_class,
+    ]);
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    fields.to_string().hash(&mut hasher);
+    hasher.finish()
 }
 
 /// Whether a Service wants a load balancer from this controller.
@@ -402,6 +445,7 @@ pub async fn run(ctx: Context, options: Options, shutdown: tokio::sync::watch::R
             .reporting(ctx.metrics.retries_pending(NAME)),
         last_nodes: Mutex::new(None),
         failed: Mutex::new(BTreeSet::new()),
+        seen: Mutex::new(std::collections::HashMap::new()),
         options: options.clone(),
         ctx: ctx.clone(),
     });
@@ -468,11 +512,46 @@ pub async fn run(ctx: Context, options: Options, shutdown: tokio::sync::watch::R
 }
 
 async fn reconcile(svc: Arc<Service>, state: Arc<State>) -> Result<Action, ServiceSyncError> {
+    let key = key(&svc);
+    let print = fingerprint(&svc);
+    // Only changes upstream cares about sync (not our own finalizer and status
+    // writes); after a failure, the next attempt waits for its time (backoff or the
+    // cloud's Retry-After) unless the Service changed.
+    let last = state.seen.lock().expect("seen lock").get(&key).copied();
+    if let Some(seen) = last
+        && seen.fingerprint == print
+    {
+        if seen.ok {
+            return Ok(Action::await_change());
+        }
+        if let Some(at) = seen.retry_at
+            && let Some(wait) = at.checked_duration_since(Instant::now())
+            && !wait.is_zero()
+        {
+            return Ok(Action::requeue(wait));
+        }
+    }
     let started = Instant::now();
     let result = sync_service(&state, &svc).await;
     state.ctx.metrics.record(NAME, started, result.is_ok());
+    {
+        let mut seen = state.seen.lock().expect("seen lock");
+        if result.is_ok() && svc.metadata.deletion_timestamp.is_some() {
+            // Cleaned up: the Service goes away.
+            seen.remove(&key);
+        } else {
+            seen.insert(
+                key.clone(),
+                Seen {
+                    fingerprint: print,
+                    ok: result.is_ok(),
+                    retry_at: None,
+                },
+            );
+        }
+    }
     result?;
-    state.backoff.succeeded(&key(&svc));
+    state.backoff.succeeded(&key);
     Ok(Action::await_change())
 }
 
@@ -486,6 +565,9 @@ fn error_policy(svc: Arc<Service>, err: &ServiceSyncError, state: Arc<State>) ->
         ServiceSyncError::Kube(_) | ServiceSyncError::NodeCacheStopped => None,
     };
     let delay = state.backoff.failed(&key(&svc), retry_after);
+    if let Some(seen) = state.seen.lock().expect("seen lock").get_mut(&key(&svc)) {
+        seen.retry_at = Some(Instant::now() + delay);
+    }
     tracing::warn!(service = %key(&svc), error = %err, retry_in = ?delay, "error syncing load balancer");
     Action::requeue(delay)
 }
