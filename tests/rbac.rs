@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::{Node, Service};
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
-use sim_cloud::model::{InstancePatch, InstanceState, NewInstance};
+use sim_cloud::model::{Fault, InstancePatch, InstanceState, NewInstance};
 use wasm_ccm_tests::{Stack, free_port, wait_until, with_custom_section};
 
 const TIMEOUT: Duration = Duration::from_secs(90);
@@ -180,6 +180,18 @@ async fn deploy_rbac_grants_exactly_the_calls_the_controller_manager_makes() {
     })
     .await;
 
+    // The cloud throttles the first two ensures (429, retry after 1 s): the repeated
+    // SyncLoadBalancerFailed event is aggregated (a patch of the event's series).
+    stack.cloud.with_state(|s| {
+        s.faults.push(Fault {
+            path_prefix: "/v1/load-balancers".into(),
+            method: Some("PUT".into()),
+            status: Some(429),
+            retry_after_seconds: Some(1),
+            count: Some(2),
+            ..Fault::default()
+        })
+    });
     let svc: Service = serde_json::from_value(json!({
         "metadata": {"name": "web", "namespace": "default"},
         "spec": {"type": "LoadBalancer", "ports": [{"port": 80, "targetPort": 8080}]}
