@@ -176,9 +176,15 @@ impl ApiServer {
             .accesses
             .lock()
             .expect("access log lock")
-            .iter()
+            .keys()
             .cloned()
             .collect()
+    }
+
+    /// How many requests of each kind were served so far (watches count once, when
+    /// they start), for measuring what a client costs the API server.
+    pub fn request_counts(&self) -> std::collections::BTreeMap<Access, u64> {
+        self.state.accesses.lock().expect("access log lock").clone()
     }
 
     /// The store, for direct inspection and for forcing 410s ([`Store::compact`]).

@@ -36,7 +36,7 @@ pub(crate) struct AppState {
     /// Bumped to end every open watch (clients must reconnect).
     pub disconnect: tokio::sync::watch::Sender<u64>,
     /// Every (group, resource, verb, namespace) requested, for RBAC checks.
-    pub accesses: std::sync::Mutex<std::collections::BTreeSet<crate::Access>>,
+    pub accesses: std::sync::Mutex<std::collections::BTreeMap<crate::Access, u64>>,
     /// Injected 409s ([`crate::ApiServer::inject_conflicts`]).
     pub conflicts: std::sync::Mutex<Vec<crate::ConflictFault>>,
 }
@@ -233,7 +233,9 @@ async fn route(
         .accesses
         .lock()
         .expect("access log lock")
-        .insert(access);
+        .entry(access)
+        .and_modify(|n| *n += 1)
+        .or_insert(1);
     if conflict {
         return Err(ApiError::conflict(
             target.resource.plural,
