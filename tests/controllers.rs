@@ -487,6 +487,22 @@ async fn reasons(stack: &Stack, service: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// The notes of a Service's events with `reason`.
+async fn notes(stack: &Stack, service: &str, reason: &str) -> Vec<String> {
+    let events: Api<CoreEvent> = Api::namespaced(stack.client(), "default");
+    events
+        .list(&ListParams::default().fields(&format!("involvedObject.name={service}")))
+        .await
+        .map(|l| {
+            l.items
+                .into_iter()
+                .filter(|e| e.reason.as_deref() == Some(reason))
+                .filter_map(|e| e.message)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 fn ingress_ip(svc: &k8s_openapi::api::core::v1::Service) -> Option<String> {
     svc.status
         .as_ref()?
@@ -665,10 +681,13 @@ async fn load_balancer_errors_retry_and_the_finalizer_waits_for_deletion() {
         })
     });
     services.delete("api", &Default::default()).await.unwrap();
-    wait_until(TIMEOUT, "DeleteLoadBalancerFailed", || async {
-        reasons(&stack, "api")
+    // Upstream: a failure on the finalizer path is SyncLoadBalancerFailed
+    // (DeleteLoadBalancerFailed is for Services already gone).
+    wait_until(TIMEOUT, "the failed delete reported", || async {
+        notes(&stack, "api", "SyncLoadBalancerFailed")
             .await
-            .contains(&"DeleteLoadBalancerFailed".to_string())
+            .iter()
+            .any(|n| n.starts_with("Error syncing load balancer: failed to delete load balancer:"))
     })
     .await;
     assert!(
@@ -1059,11 +1078,16 @@ async fn node_updates_retry_on_conflict() {
     assert!(errors(&metrics(port).await) >= 1.0);
 }
 
+/// One view of Nodes: the periodic passes (lifecycle, routes, node status) and the
+/// service controller read the shared Node informer, so the API server sees one paged
+/// list and a watch, not a list of every Node per pass. A watch that expires (410
+/// after compaction) lists again, once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn periodic_passes_page_through_nodes_and_survive_an_expired_token() {
+async fn periodic_passes_read_the_shared_node_informer() {
     let stack = Stack::start().await;
     let nodes_resource = kube_double::resources::find("", "v1", "nodes").unwrap();
-    let total = wasm_ccm::controllers::NODE_PAGE as usize * 2 + 17;
+    // More than one page of the watch's initial list (500).
+    let total = 517;
     for i in 0..total {
         stack
             .api
@@ -1071,53 +1095,76 @@ async fn periodic_passes_page_through_nodes_and_survive_an_expired_token() {
             .create(
                 nodes_resource,
                 "",
-                json!({"metadata": {"name": format!("p-{i:04}")}}),
+                json!({"metadata": {"name": format!("p-{i:04}")},
+                       "status": {"conditions": [{"type": "Ready", "status": "True"}]}}),
             )
             .unwrap();
     }
-    let api: Api<Node> = Api::all(stack.client());
+    let node_lists = || {
+        stack
+            .api
+            .request_counts()
+            .iter()
+            .filter(|(a, _)| a.resource == "nodes" && a.verb == "list")
+            .map(|(_, n)| *n)
+            .sum::<u64>()
+    };
+    let port = free_port();
+    let _ccm = stack.controller_manager(port, &["--leader-elect=false"]);
+    let passes = |m: &str| reconciles(m, "cloud-node-lifecycle", "success") / total as f64;
+    wait_until(
+        TIMEOUT,
+        "three lifecycle passes over every Node",
+        || async { passes(&metrics(port).await) >= 3.0 },
+    )
+    .await;
+    let lists = node_lists();
+    assert_eq!(lists, 2, "one paged list: 500 + 17");
+    let seen = passes(&metrics(port).await);
+    wait_until(TIMEOUT, "three more passes", || async {
+        passes(&metrics(port).await) >= seen + 3.0
+    })
+    .await;
+    assert_eq!(node_lists(), lists, "passes do not list Nodes");
 
-    let mut pages = wasm_ccm::controllers::NodePages::new(&api);
-    let mut sizes = Vec::new();
-    let mut seen = std::collections::BTreeSet::new();
-    while let Some(page) = pages.next().await.unwrap() {
-        sizes.push(page.len());
-        seen.extend(page.into_iter().filter_map(|n| n.metadata.name));
-    }
-    let page = wasm_ccm::controllers::NODE_PAGE as usize;
-    assert_eq!(sizes, [page, page, 17]);
-    assert_eq!(seen.len(), total);
-
-    // The continue token expires mid-pass (etcd compaction): the rest comes from a
-    // full list, so every Node is still visited.
-    let mut pages = wasm_ccm::controllers::NodePages::new(&api);
-    let mut seen = std::collections::BTreeSet::new();
-    let first = pages.next().await.unwrap().unwrap();
-    seen.extend(first.into_iter().filter_map(|n| n.metadata.name));
-    let stale = api
-        .list(&ListParams::default().limit(10))
-        .await
-        .unwrap()
-        .metadata
-        .continue_
-        .unwrap();
+    // The watch expires (another write moves the server past the watch's resource
+    // version, then history is compacted): one list again, and a Node added meanwhile
+    // is visited.
     stack
         .api
         .store()
-        .create(nodes_resource, "", json!({"metadata": {"name": "p-late"}}))
+        .create(
+            kube_double::resources::find("coordination.k8s.io", "v1", "leases").unwrap(),
+            "default",
+            json!({"metadata": {"name": "bump"}}),
+        )
         .unwrap();
     stack.api.store().compact();
-    let expired = api
-        .list(&ListParams::default().limit(10).continue_token(&stale))
-        .await;
-    assert!(
-        matches!(&expired, Err(kube::Error::Api(e)) if e.code == 410),
-        "{expired:?}"
-    );
-    while let Some(page) = pages.next().await.unwrap() {
-        seen.extend(page.into_iter().filter_map(|n| n.metadata.name));
-    }
-    assert_eq!(seen.len(), total + 1);
+    stack.api.disconnect_watches();
+    stack
+        .api
+        .store()
+        .create(
+            nodes_resource,
+            "",
+            json!({"metadata": {"name": "p-late"},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}]}}),
+        )
+        .unwrap();
+    wait_until(TIMEOUT, "the relist", || async {
+        node_lists() >= lists + 2
+    })
+    .await;
+    let before = reconciles(&metrics(port).await, "cloud-node-lifecycle", "success");
+    wait_until(
+        TIMEOUT,
+        "a pass over every Node and the new one",
+        || async {
+            reconciles(&metrics(port).await, "cloud-node-lifecycle", "success")
+                >= before + 2.0 * (total + 1) as f64
+        },
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1374,5 +1421,294 @@ async fn only_changes_upstream_cares_about_sync_a_service() {
         occurrences(&stack, "quiet", "EnsuringLoadBalancer").await,
         2,
         "one sync for the creation, one for the annotation"
+    );
+}
+
+type Service = k8s_openapi::api::core::v1::Service;
+
+/// The simulated cloud's load balancer names.
+fn load_balancer_names(stack: &Stack) -> Vec<String> {
+    stack
+        .cloud
+        .with_state(|s| s.load_balancers.keys().cloned().collect())
+}
+
+/// Creates a LoadBalancer Service and waits for its ingress; returns the Service.
+async fn ensured(services: &Api<Service>, name: &str) -> Service {
+    services
+        .create(&PostParams::default(), &lb_service(name, None))
+        .await
+        .unwrap();
+    wait_until(TIMEOUT, "the load balancer ensured", || async {
+        services.get(name).await.is_ok_and(|s| {
+            ingress_ip(&s).is_some()
+                && s.metadata
+                    .finalizers
+                    .as_ref()
+                    .is_some_and(|f| !f.is_empty())
+        })
+    })
+    .await;
+    services.get(name).await.unwrap()
+}
+
+async fn remove_finalizers(services: &Api<Service>, name: &str) {
+    services
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await
+        .unwrap();
+}
+
+/// Ported from upstream `TestProcessServiceDeletion` and the UID case of
+/// `TestProcessServiceCreateOrUpdate`: cleanup does not depend on the finalizer. A
+/// Service whose finalizer was removed by hand, then deleted, has its load balancer
+/// deleted from the last state synced; one deleted and re-created under its name gets
+/// the old load balancer deleted and a new one; one switched to ClusterIP without the
+/// finalizer loses its load balancer. Nothing leaks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn process_service_deletion_without_the_finalizer() {
+    let stack = Stack::start().await;
+    ready_nodes(&stack, &["fin-1"]).await;
+    let services: Api<Service> = Api::namespaced(stack.client(), "default");
+    let port = free_port();
+    let _ccm = stack.controller_manager(port, &["--leader-elect=false"]);
+
+    // Deleted without the finalizer.
+    ensured(&services, "gone").await;
+    remove_finalizers(&services, "gone").await;
+    services.delete("gone", &Default::default()).await.unwrap();
+    assert!(services.get_opt("gone").await.unwrap().is_none());
+    wait_until(
+        TIMEOUT,
+        "the deleted Service's load balancer gone",
+        || async { load_balancer_names(&stack).is_empty() },
+    )
+    .await;
+    wait_until(TIMEOUT, "Deleting/Deleted events", || async {
+        let r = reasons(&stack, "gone").await;
+        r.contains(&"DeletingLoadBalancer".to_string())
+            && r.contains(&"DeletedLoadBalancer".to_string())
+    })
+    .await;
+
+    // Deleted and re-created under the same name (a new UID).
+    let old = ensured(&services, "again").await;
+    let old_lb = load_balancer_names(&stack);
+    assert_eq!(old_lb.len(), 1);
+    remove_finalizers(&services, "again").await;
+    services.delete("again", &Default::default()).await.unwrap();
+    let new = services
+        .create(&PostParams::default(), &lb_service("again", None))
+        .await
+        .unwrap();
+    assert_ne!(old.metadata.uid, new.metadata.uid);
+    wait_until(TIMEOUT, "one load balancer, the new Service's", || async {
+        let names = load_balancer_names(&stack);
+        names.len() == 1 && names != old_lb
+    })
+    .await;
+    wait_until(TIMEOUT, "the new Service's ingress", || async {
+        services
+            .get("again")
+            .await
+            .is_ok_and(|s| ingress_ip(&s).is_some())
+    })
+    .await;
+
+    // Switched to ClusterIP without the finalizer.
+    remove_finalizers(&services, "again").await;
+    services
+        .patch(
+            "again",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"type": "ClusterIP"}})),
+        )
+        .await
+        .unwrap();
+    wait_until(
+        TIMEOUT,
+        "the load balancer deleted, the status cleared",
+        || async {
+            load_balancer_names(&stack).is_empty()
+                && services
+                    .get("again")
+                    .await
+                    .is_ok_and(|s| ingress_ip(&s).is_none())
+        },
+    )
+    .await;
+    let m = metrics(port).await;
+    assert_eq!(reconciles(&m, "service", "error"), 0.0);
+}
+
+/// Ported from upstream `TestSyncLoadBalancerIfNeeded`: a Service that does not want a
+/// load balancer and has no finalizer causes no cloud call and no event; a Service
+/// with the finalizer that no longer wants one, whose load balancer is already gone
+/// from the cloud, is not deleted again (`GetLoadBalancer` first: no
+/// `DeletingLoadBalancer`) but still loses the finalizer and its status, with
+/// `DeletedLoadBalancer`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sync_load_balancer_if_needed_as_upstream() {
+    let stack = Stack::start().await;
+    ready_nodes(&stack, &["sync-1"]).await;
+    let services: Api<Service> = Api::namespaced(stack.client(), "default");
+    let cluster_ip: Service = serde_json::from_value(json!({
+        "metadata": {"name": "plain", "namespace": "default"},
+        "spec": {"type": "ClusterIP", "ports": [{"port": 80}]}
+    }))
+    .unwrap();
+    services
+        .create(&PostParams::default(), &cluster_ip)
+        .await
+        .unwrap();
+    let port = free_port();
+    let _ccm = stack.controller_manager(port, &["--leader-elect=false"]);
+    ensured(&services, "vanished").await;
+    assert!(reasons(&stack, "plain").await.is_empty());
+    assert!(
+        services
+            .get("plain")
+            .await
+            .unwrap()
+            .metadata
+            .finalizers
+            .is_none()
+    );
+
+    // The load balancer disappears from the cloud behind the controller's back.
+    stack.cloud.with_state(|s| s.load_balancers.clear());
+    services
+        .patch(
+            "vanished",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"type": "ClusterIP"}})),
+        )
+        .await
+        .unwrap();
+    wait_until(TIMEOUT, "finalizer and status gone", || async {
+        services.get("vanished").await.is_ok_and(|s| {
+            ingress_ip(&s).is_none() && s.metadata.finalizers.unwrap_or_default().is_empty()
+        })
+    })
+    .await;
+    let r = reasons(&stack, "vanished").await;
+    assert!(r.contains(&"DeletedLoadBalancer".to_string()), "{r:?}");
+    assert!(!r.contains(&"DeletingLoadBalancer".to_string()), "{r:?}");
+}
+
+/// Ported from upstream `TestProcessServiceCreateOrUpdateK8sError` and
+/// `TestPatchStatus`: a Kubernetes API error on the finalizer patch or on the status
+/// patch is a failed sync (`SyncLoadBalancerFailed` naming the step), retried until
+/// the Service has its finalizer and status.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn process_service_create_or_update_k8s_error() {
+    let stack = Stack::start().await;
+    ready_nodes(&stack, &["k8s-1"]).await;
+    let services: Api<Service> = Api::namespaced(stack.client(), "default");
+    stack.api.inject_conflicts("services", "patch", 1);
+    stack.api.inject_conflicts("services/status", "patch", 1);
+    let port = free_port();
+    let _ccm = stack.controller_manager(port, &["--leader-elect=false"]);
+    ensured(&services, "conflicted").await;
+    let failures = notes(&stack, "conflicted", "SyncLoadBalancerFailed").await;
+    for step in [
+        "failed to add load balancer cleanup finalizer",
+        "failed to update load balancer status",
+    ] {
+        assert!(
+            failures
+                .iter()
+                .any(|n| n.starts_with(&format!("Error syncing load balancer: {step}"))),
+            "{step}: {failures:?}"
+        );
+    }
+}
+
+/// Ported from upstream `TestNodeChangesInExternalLoadBalancer`,
+/// `Test_shouldSyncUpdatedNode_*` and `TestNodesNotEqual`: a node tainted for deletion
+/// leaves the load balancer at the next node sync; an exclusion label is parsed as Go's
+/// `strconv.ParseBool` (`FaLsE` is not false: excluded); a failed host update is retried
+/// as a full sync of that Service, with `UpdateLoadBalancerFailed` first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_changes_in_external_load_balancer() {
+    let stack = Stack::start().await;
+    let mut ids = ready_nodes(&stack, &["nc-1", "nc-2", "nc-3"]).await;
+    ids.sort();
+    let services: Api<Service> = Api::namespaced(stack.client(), "default");
+    let nodes: Api<Node> = Api::all(stack.client());
+    let port = free_port();
+    let _ccm = stack.controller_manager(port, &["--leader-elect=false"]);
+    ensured(&services, "hosts").await;
+    let lb = load_balancer_names(&stack).pop().unwrap();
+    let backends = || {
+        stack
+            .cloud
+            .with_state(|s| s.load_balancers.get(&lb).map(|lb| lb.backends.clone()))
+            .unwrap_or_default()
+    };
+    assert_eq!(backends(), ids);
+
+    // Tainted for deletion, then an exclusion label that Go does not parse as false:
+    // the label syncs, and the tainted node leaves too.
+    nodes
+        .patch(
+            "nc-2",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"taints": [{"key": "ToBeDeletedByClusterAutoscaler", "effect": "NoSchedule"}]}})),
+        )
+        .await
+        .unwrap();
+    nodes
+        .patch(
+            "nc-3",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"node.kubernetes.io/exclude-from-external-load-balancers": "FaLsE"}}})),
+        )
+        .await
+        .unwrap();
+    wait_until(TIMEOUT, "only nc-1 behind the load balancer", || async {
+        backends() == vec![ids[0].clone()]
+    })
+    .await;
+
+    // The next host update fails: UpdateLoadBalancerFailed, then the Service's own
+    // sync (Ensuring again) puts the label-cleared node back.
+    stack.cloud.with_state(|s| {
+        s.faults.push(Fault {
+            path_prefix: format!("/v1/load-balancers/{lb}/backends"),
+            method: Some("PUT".into()),
+            status: Some(500),
+            count: Some(1),
+            ..Fault::default()
+        })
+    });
+    let ensuring = occurrences(&stack, "hosts", "EnsuringLoadBalancer").await;
+    nodes
+        .patch(
+            "nc-3",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"node.kubernetes.io/exclude-from-external-load-balancers": "false"}}})),
+        )
+        .await
+        .unwrap();
+    wait_until(TIMEOUT, "the failed update reported", || async {
+        occurrences(&stack, "hosts", "UpdateLoadBalancerFailed").await >= 1
+    })
+    .await;
+    wait_until(TIMEOUT, "nc-3 back after the full sync", || async {
+        let mut want = vec![ids[0].clone(), ids[2].clone()];
+        want.sort();
+        backends() == want
+    })
+    .await;
+    assert!(occurrences(&stack, "hosts", "EnsuringLoadBalancer").await > ensuring);
+    let failed = notes(&stack, "hosts", "UpdateLoadBalancerFailed").await;
+    assert!(
+        failed[0].contains("[node names limited, total number of nodes: 2]"),
+        "{failed:?}"
     );
 }

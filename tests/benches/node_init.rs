@@ -141,13 +141,17 @@ async fn initialize(nodes: usize, workers: u16, native: bool) -> (Duration, f64)
     };
     let client = kube::Client::try_from(kube::Config::new(w.api.url().parse().unwrap())).unwrap();
     let metrics = Metrics::new();
+    let (stop, stop_rx) = tokio::sync::watch::channel(false);
+    let (nodes_view, informer) =
+        controllers::node_informer::NodeInformer::new(client.clone(), stop_rx.clone());
+    tokio::spawn(informer);
     let ctx = Context {
+        nodes: nodes_view,
         client,
         cloud,
         metrics: Arc::new(ControllerMetrics::register(&metrics)),
         instance: "bench".into(),
     };
-    let (stop, stop_rx) = tokio::sync::watch::channel(false);
     let before = w.cloud.total_requests();
     let started = Instant::now();
     let task = tokio::spawn(controllers::node::run(

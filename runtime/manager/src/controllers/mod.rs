@@ -11,10 +11,13 @@
 //! metrics and the health checks), what it needs from the provider, and how it runs.
 //! Flags, start-up and hot swap all read it. Each controller gets a [`Context`]: the
 //! Kubernetes client, the cloud (through the seam in [`crate::cloud`]), an event
-//! recorder and the metrics.
+//! recorder, the metrics, and the one view of Nodes they all read
+//! ([`node_informer`]).
 
 pub mod backoff;
+pub mod events;
 pub mod node;
+pub mod node_informer;
 pub mod node_lifecycle;
 pub mod route;
 pub mod service;
@@ -22,10 +25,10 @@ pub mod service;
 use std::sync::Arc;
 use std::time::Duration;
 
+use events::{Event, EventType, Recorder};
 use futures_util::future::BoxFuture;
 use k8s_openapi::api::core::v1::Node;
 use kube::Resource;
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 
 use crate::cloud::{Requirement, SharedCloud};
 use crate::metrics::ControllerMetrics;
@@ -142,18 +145,14 @@ pub struct Context {
     pub metrics: Arc<ControllerMetrics>,
     /// This replica's identity, the `reportingInstance` of events.
     pub instance: String,
+    /// The Nodes, shared by every controller.
+    pub nodes: node_informer::NodeInformer,
 }
 
 impl Context {
     /// A recorder publishing events as `controller`.
     pub fn recorder(&self, controller: &str) -> Recorder {
-        Recorder::new(
-            self.client.clone(),
-            Reporter {
-                controller: controller.into(),
-                instance: Some(self.instance.clone()),
-            },
-        )
+        Recorder::new(self.client.clone(), controller, &self.instance)
     }
 }
 
@@ -194,47 +193,6 @@ pub fn ready_status(node: &Node) -> Option<&str> {
         .iter()
         .find(|c| c.type_ == "Ready")
         .map(|c| c.status.as_str())
-}
-
-/// Nodes per page when a periodic pass lists them.
-pub const NODE_PAGE: u32 = 250;
-
-/// Lists every Node a page at a time (upstream's pager), so a pass over a large
-/// cluster never holds all of them. If the continue token expires mid-pass (410), the
-/// rest comes from one full list, as client-go's pager falls back; passes are
-/// idempotent, so a Node seen twice is harmless.
-pub struct NodePages<'a> {
-    api: &'a kube::Api<Node>,
-    params: Option<kube::api::ListParams>,
-}
-
-impl<'a> NodePages<'a> {
-    pub fn new(api: &'a kube::Api<Node>) -> Self {
-        Self {
-            api,
-            params: Some(kube::api::ListParams::default().limit(NODE_PAGE)),
-        }
-    }
-
-    /// The next page, `None` after the last.
-    pub async fn next(&mut self) -> Result<Option<Vec<Node>>, kube::Error> {
-        let Some(params) = self.params.take() else {
-            return Ok(None);
-        };
-        let page = match self.api.list(&params).await {
-            Ok(page) => page,
-            Err(kube::Error::Api(e)) if e.code == 410 && params.continue_token.is_some() => {
-                self.api.list(&kube::api::ListParams::default()).await?
-            }
-            Err(err) => return Err(err),
-        };
-        if let Some(token) = page.metadata.continue_.as_deref().filter(|t| !t.is_empty())
-            && params.limit.is_some()
-        {
-            self.params = Some(params.continue_token(token));
-        }
-        Ok(Some(page.items))
-    }
 }
 
 /// Shared by periodic loops: sleep that ends early on shutdown.

@@ -14,12 +14,11 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::events::{EventType, Recorder};
 use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::{Node, NodeAddress};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{self, Action, Controller};
-use kube::runtime::events::{EventType, Recorder};
-use kube::runtime::watcher;
 use serde_json::json;
 
 use super::backoff::Backoff;
@@ -325,12 +324,11 @@ async fn reconcile_labels(api: &Api<Node>, node: &Node) -> Result<(), NodeSyncEr
 
 /// Upstream's `UpdateNodeStatus`: addresses (and label reconciliation) of initialized
 /// Nodes. Errors are logged per Node.
-pub async fn update_node_status(ctx: &Context, api: &Api<Node>) -> Result<(), kube::Error> {
+pub async fn update_node_status(ctx: &Context, api: &Api<Node>) {
     let started = Instant::now();
     let mut visited = 0usize;
-    let mut pages = super::NodePages::new(api);
-    while let Some(page) = pages.next().await? {
-        for node in &page {
+    {
+        for node in &ctx.nodes.list() {
             visited += 1;
             if has_taint(node, TAINT_UNINITIALIZED) {
                 continue;
@@ -357,7 +355,6 @@ pub async fn update_node_status(ctx: &Context, api: &Api<Node>) -> Result<(), ku
         }
     }
     tracing::debug!(nodes = visited, elapsed = ?started.elapsed(), "updated node status");
-    Ok(())
 }
 
 /// Runs the controller until `shutdown` turns true.
@@ -371,7 +368,7 @@ pub async fn run(ctx: Context, options: Options, shutdown: tokio::sync::watch::R
         ctx: ctx.clone(),
     });
     let mut stop = shutdown.clone();
-    let controller = Controller::new(api.clone(), watcher::Config::default())
+    let controller = Controller::for_shared_stream(ctx.nodes.changed_nodes(), ctx.nodes.store())
         .with_config(controller::Config::default().concurrency(options.workers.max(1)))
         .graceful_shutdown_on(async move {
             let _ = stop.wait_for(|s| *s).await;
@@ -380,9 +377,7 @@ pub async fn run(ctx: Context, options: Options, shutdown: tokio::sync::watch::R
         .for_each(|_| async {});
     let periodic = async {
         while tick(options.status_update_frequency, &shutdown).await {
-            if let Err(err) = update_node_status(&ctx, &api).await {
-                tracing::error!(error = %err, "failed to update node status");
-            }
+            update_node_status(&ctx, &api).await;
         }
     };
     tokio::join!(controller, periodic);

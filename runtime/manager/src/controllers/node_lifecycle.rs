@@ -8,9 +8,9 @@
 
 use std::time::{Duration, Instant};
 
+use super::events::EventType;
 use k8s_openapi::api::core::v1::{Node, Taint};
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
-use kube::runtime::events::EventType;
 use serde_json::json;
 
 use super::{Context, TAINT_SHUTDOWN, node_event, ready_status, tick};
@@ -69,28 +69,20 @@ async fn set_taints(api: &Api<Node>, node: &Node, taints: Vec<Taint>) -> Result<
     .map(drop)
 }
 
-/// One pass over all Nodes.
-pub async fn monitor(
-    ctx: &Context,
-    api: &Api<Node>,
-    recorder: &kube::runtime::events::Recorder,
-) -> Result<(), kube::Error> {
-    let mut pages = super::NodePages::new(api);
-    while let Some(page) = pages.next().await? {
-        for node in &page {
-            let started = Instant::now();
-            let name = node.metadata.name.clone().unwrap_or_default();
-            let ok = check_node(ctx.cloud.current().as_ref(), api, recorder, node, &name).await;
-            ctx.metrics.record(NAME, started, ok);
-        }
+/// One pass over all Nodes (as the shared informer has them).
+pub async fn monitor(ctx: &Context, api: &Api<Node>, recorder: &super::events::Recorder) {
+    for node in &ctx.nodes.list() {
+        let started = Instant::now();
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let ok = check_node(ctx.cloud.current().as_ref(), api, recorder, node, &name).await;
+        ctx.metrics.record(NAME, started, ok);
     }
-    Ok(())
 }
 
 async fn check_node(
     cloud: &dyn Cloud,
     api: &Api<Node>,
-    recorder: &kube::runtime::events::Recorder,
+    recorder: &super::events::Recorder,
     node: &Node,
     name: &str,
 ) -> bool {
@@ -171,10 +163,11 @@ async fn check_node(
 pub async fn run(ctx: Context, options: Options, shutdown: tokio::sync::watch::Receiver<bool>) {
     let api: Api<Node> = Api::all(ctx.client.clone());
     let recorder = ctx.recorder("cloud-node-lifecycle-controller");
+    if !ctx.nodes.ready().await {
+        return;
+    }
     loop {
-        if let Err(err) = monitor(&ctx, &api, &recorder).await {
-            tracing::error!(error = %err, "cannot list nodes");
-        }
+        monitor(&ctx, &api, &recorder).await;
         if !tick(options.monitor_period, &shutdown).await {
             return;
         }

@@ -10,10 +10,10 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
+use super::events::EventType;
 use k8s_openapi::api::core::v1::{Node, NodeAddress};
 use kube::ResourceExt;
-use kube::api::{Api, ListParams, Patch, PatchParams};
-use kube::runtime::events::EventType;
+use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
 use super::{Context, node_event, tick};
@@ -145,20 +145,14 @@ async fn set_network_condition(
 pub async fn reconcile(
     ctx: &Context,
     options: &Options,
-    recorder: &kube::runtime::events::Recorder,
+    recorder: &super::events::Recorder,
 ) -> bool {
     let routes = ctx.cloud.current();
     if !routes.meets(cloud::Requirement::Routes) {
         return true;
     }
     let api: Api<Node> = Api::all(ctx.client.clone());
-    let nodes = match api.list(&ListParams::default()).await {
-        Ok(list) => list.items,
-        Err(err) => {
-            tracing::error!(error = %err, "cannot list nodes");
-            return false;
-        }
-    };
+    let nodes = ctx.nodes.list();
     let existing = match routes.list_routes(&options.cluster_name).await {
         Ok(routes) => routes,
         Err(err) => {
@@ -175,7 +169,8 @@ pub async fn reconcile(
                 .any(|cluster| cluster.contains(&c))
         })
     };
-    let by_node: HashMap<String, &Node> = nodes.iter().map(|n| (n.name_any(), n)).collect();
+    let by_node: HashMap<String, &Node> =
+        nodes.iter().map(|n| (n.name_any(), n.as_ref())).collect();
     let mut ok = true;
 
     // Delete blackholed, orphaned and stale routes inside the cluster CIDRs.
@@ -262,6 +257,9 @@ pub async fn reconcile(
 /// Runs the controller until `shutdown` turns true.
 pub async fn run(ctx: Context, options: Options, shutdown: tokio::sync::watch::Receiver<bool>) {
     let recorder = ctx.recorder("route-controller");
+    if !ctx.nodes.ready().await {
+        return;
+    }
     loop {
         let started = Instant::now();
         let ok = reconcile(&ctx, &options, &recorder).await;

@@ -1,32 +1,45 @@
-//! The service (load balancer) controller.
+//! The service (load balancer) controller, as upstream's.
 //!
-//! For Services of `type: LoadBalancer` without `spec.loadBalancerClass`: add the
-//! finalizer `service.kubernetes.io/load-balancer-cleanup`, ensure the load balancer on
-//! the eligible nodes, and patch `status.loadBalancer` on the status subresource when
-//! it changed. When a Service is deleted (deletionTimestamp) or stops wanting a load
-//! balancer, ensure it is deleted and only then remove the finalizer. When the set of
-//! eligible nodes changes (names or provider IDs, upstream's `nodesSufficientlyEqual`),
-//! update every load balancer; retry only the ones that failed. Events use upstream's reasons;
-//! errors back off exponentially from 5 s to 300 s, or by the provider's retry-after.
+//! For Services of `type: LoadBalancer` without `spec.loadBalancerClass`: emit
+//! `EnsuringLoadBalancer`, add the finalizer `service.kubernetes.io/load-balancer-cleanup`,
+//! ensure the load balancer on the eligible nodes, emit `EnsuredLoadBalancer`, and patch
+//! `status.loadBalancer` when it changed. A Service that no longer wants a load
+//! balancer, or is being deleted, has it deleted whether or not the finalizer is there:
+//! `GetLoadBalancer` first, `EnsureLoadBalancerDeleted` only if it exists
+//! (implemented elsewhere is not an error), then the finalizer goes. A Service deleted
+//! without the finalizer (or deleted and re-created under its name) has its load
+//! balancer deleted from the last state synced (upstream's service cache). Any failure
+//! records `SyncLoadBalancerFailed` and is retried with per-Service backoff (5 s doubling
+//! to 300 s), or after the cloud's retry-after without growing the backoff.
+//!
+//! Only changes upstream's `needsUpdate`/`needsCleanup` see start a sync (not the
+//! controller's own finalizer and status writes). When the eligible nodes change
+//! (added, deleted, exclusion label or provider ID changed: `shouldSyncUpdatedNode`),
+//! each load balancer whose last node set (name → provider ID) differs is updated; a
+//! failed update sends that Service through a full sync with its backoff.
 //!
 //! Eligible nodes: not being deleted, not labelled
 //! `node.kubernetes.io/exclude-from-external-load-balancers` (unless the value parses
-//! as false), not tainted `ToBeDeletedByClusterAutoscaler`. Readiness does not matter.
+//! as false with Go's `strconv.ParseBool`), not tainted `ToBeDeletedByClusterAutoscaler`.
+//! Readiness does not matter.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use super::events::{Event, EventType, Recorder};
 use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, Service};
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{self, Action, Controller};
-use kube::runtime::events::{Event, EventType, Recorder};
-use kube::runtime::{WatchStreamExt, reflector, watcher};
+use kube::runtime::reflector::{self, ObjectRef};
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use serde_json::json;
+use tokio::sync::{broadcast, mpsc};
 
 use super::backoff::Backoff;
+use super::node_informer::NodeEvent;
 use super::{Context, tick};
 use crate::cloud::{self, Requirement};
 
@@ -36,19 +49,50 @@ pub const NAME: &str = "service";
 pub const FINALIZER: &str = "service.kubernetes.io/load-balancer-cleanup";
 pub const LABEL_EXCLUDE_FROM_LB: &str = "node.kubernetes.io/exclude-from-external-load-balancers";
 pub const TAINT_TO_BE_DELETED: &str = "ToBeDeletedByClusterAutoscaler";
+/// Node names listed in an event at most (upstream's `maxNodeNamesToLog`).
+const MAX_NODE_NAMES: usize = 20;
 
 /// Why a Service sync failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ServiceSyncError {
-    /// The cloud failed.
-    #[error(transparent)]
-    Cloud(#[from] cloud::Error),
-    /// The Kubernetes API failed.
-    #[error("kubernetes API: {0}")]
-    Kube(#[from] kube::Error),
-    /// The Node cache stopped (only at shutdown).
+    /// The cloud failed at a step (upstream's wording, e.g. `ensure load balancer`).
+    #[error("failed to {step}: {source}")]
+    Cloud {
+        /// What the controller was doing.
+        step: &'static str,
+        /// The provider's error.
+        #[source]
+        source: cloud::Error,
+    },
+    /// The Kubernetes API failed at a step (e.g. `add load balancer cleanup finalizer`).
+    #[error("failed to {step}: {source}")]
+    Kube {
+        /// What the controller was doing.
+        step: &'static str,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+    /// The Node view stopped (only at shutdown).
     #[error("the Node cache is not running")]
     NodeCacheStopped,
+}
+
+impl ServiceSyncError {
+    fn retry_after(&self) -> Option<Duration> {
+        match self {
+            Self::Cloud { source, .. } => source.retry_after(),
+            Self::Kube { .. } | Self::NodeCacheStopped => None,
+        }
+    }
+}
+
+fn cloud_step(step: &'static str) -> impl FnOnce(cloud::Error) -> ServiceSyncError {
+    move |source| ServiceSyncError::Cloud { step, source }
+}
+
+fn kube_step(step: &'static str) -> impl FnOnce(kube::Error) -> ServiceSyncError {
+    move |source| ServiceSyncError::Kube { step, source }
 }
 
 /// Options of the controller (upstream flags).
@@ -65,20 +109,24 @@ struct State {
     options: Options,
     recorder: Recorder,
     backoff: Backoff,
-    /// The eligible node set last used for load balancers.
-    last_nodes: Mutex<Option<NodeSet>>,
-    /// Services whose host update failed, retried until they succeed.
-    failed: Mutex<BTreeSet<String>>,
-    /// What each Service looked like at its last sync, and how that went.
-    seen: Mutex<std::collections::HashMap<String, Seen>>,
-    /// Every Node, kept by the node-sync watch (upstream's node lister).
-    nodes: reflector::Store<Node>,
+    /// Upstream's service cache: the last state of each Service synced, and how that went.
+    cache: Mutex<HashMap<String, Cached>>,
+    /// Upstream's `lastSyncedNodes`: the node set each load balancer was last given.
+    last_nodes: Mutex<HashMap<String, NodeSet>>,
+    /// One sync at a time per Service key (upstream's work queue guarantees it), across
+    /// the Service reconciles, the node sync and the cleanup of deleted Services.
+    locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// The Services, as the watch keeps them.
+    services: reflector::Store<Service>,
+    /// Services to sync again (the node sync's failures), into the controller's queue.
+    resync: mpsc::UnboundedSender<Arc<Service>>,
 }
 
-/// A Service's last sync: the fields upstream's `needsUpdate`/`needsCleanup` compare,
-/// hashed, and the outcome.
-#[derive(Debug, Clone, Copy)]
-struct Seen {
+/// A Service's last sync: its state, the fields upstream's `needsUpdate` compares
+/// (hashed), and the outcome.
+#[derive(Debug, Clone)]
+struct Cached {
+    state: Arc<Service>,
     fingerprint: u64,
     /// The sync succeeded: nothing to do until those fields change.
     ok: bool,
@@ -86,11 +134,28 @@ struct Seen {
     retry_at: Option<Instant>,
 }
 
-/// What upstream's service controller reacts to (`needsUpdate`, `needsCleanup`):
-/// whether the Service wants a load balancer, is being deleted, and its type, source
-/// ranges, ports, session affinity (and config), load balancer IP, external IPs,
-/// annotations, UID, external traffic policy, health check node port and the number
-/// of IP families. Its own finalizer and status writes change none of them.
+impl State {
+    fn lock_for(&self, key: &str) -> Arc<tokio::sync::Mutex<()>> {
+        self.locks
+            .lock()
+            .expect("locks lock")
+            .entry(key.to_owned())
+            .or_default()
+            .clone()
+    }
+
+    fn forget(&self, key: &str) {
+        self.cache.lock().expect("cache lock").remove(key);
+        self.last_nodes.lock().expect("node sets lock").remove(key);
+        self.locks.lock().expect("locks lock").remove(key);
+    }
+}
+
+/// What upstream's `needsUpdate` compares: whether the Service wants a load balancer,
+/// and its source ranges, ports, session affinity (and config), load balancer IP,
+/// external IPs, annotations, UID, external traffic policy, health check node port and
+/// number of IP families; plus the deletion timestamp (`needsCleanup`). The
+/// controller's own finalizer and status writes change none of them.
 fn fingerprint(s: &Service) -> u64 {
     use std::hash::{Hash, Hasher};
     let spec = s.spec.clone().unwrap_or_default();
@@ -127,17 +192,48 @@ fn has_finalizer(s: &Service) -> bool {
     s.finalizers().iter().any(|f| f == FINALIZER)
 }
 
-/// Whether a Node may back load balancers.
+/// Upstream's `needsCleanup`: the finalizer is there and the Service is being
+/// deleted or is no longer of type LoadBalancer.
+fn needs_cleanup(s: &Service) -> bool {
+    has_finalizer(s)
+        && (s.metadata.deletion_timestamp.is_some()
+            || s.spec.as_ref().and_then(|s| s.type_.as_deref()) != Some("LoadBalancer"))
+}
+
+/// Go's `strconv.ParseBool`.
+pub fn parse_bool(value: &str) -> Option<bool> {
+    match value {
+        "1" | "t" | "T" | "TRUE" | "true" | "True" => Some(true),
+        "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),
+        _ => None,
+    }
+}
+
+/// Upstream's `nodeIncludedPredicate`: no exclusion label, or one that parses as false.
+fn included(node: &Node) -> bool {
+    node.labels()
+        .get(LABEL_EXCLUDE_FROM_LB)
+        .is_none_or(|v| parse_bool(v) == Some(false))
+}
+
+/// Whether a Node may back load balancers (upstream's `stableNodeSetPredicates`).
 pub fn eligible(node: &Node) -> bool {
-    if node.metadata.deletion_timestamp.is_some() {
-        return false;
-    }
-    if let Some(value) = node.labels().get(LABEL_EXCLUDE_FROM_LB)
-        && !matches!(value.to_ascii_lowercase().as_str(), "false" | "0" | "f")
-    {
-        return false;
-    }
-    !super::has_taint(node, TAINT_TO_BE_DELETED)
+    node.metadata.deletion_timestamp.is_none()
+        && included(node)
+        && !super::has_taint(node, TAINT_TO_BE_DELETED)
+}
+
+/// Upstream's `shouldSyncUpdatedNode`: a Node update changes load balancers only when
+/// its exclusion or its provider ID changed (a taint or a deletion timestamp waits for
+/// the next sync).
+fn should_sync_updated_node(old: &Node, new: &Node) -> bool {
+    let provider_id = |n: &Node| {
+        n.spec
+            .as_ref()
+            .and_then(|s| s.provider_id.clone())
+            .unwrap_or_default()
+    };
+    included(old) != included(new) || provider_id(old) != provider_id(new)
 }
 
 async fn event(state: &State, svc: &Service, type_: EventType, reason: &str, note: String) {
@@ -168,6 +264,8 @@ async fn set_finalizers(
     .await
 }
 
+/// Patches `status.loadBalancer` when it differs; a Service already gone is fine
+/// (upstream: it disappears right after the finalizer goes).
 async fn patch_status(
     api: &Api<Service>,
     svc: &Service,
@@ -187,44 +285,77 @@ async fn patch_status(
     } else {
         json!(status.ingress)
     };
-    api.patch_status(
-        &svc.name_any(),
-        &PatchParams::default(),
-        &Patch::Merge(json!({"status": {"loadBalancer": {"ingress": ingress}}})),
-    )
-    .await
-    .map(drop)
+    let result = api
+        .patch_status(
+            &svc.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"loadBalancer": {"ingress": ingress}}})),
+        )
+        .await;
+    match result {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(err) => Err(err),
+    }
 }
 
-async fn sync_service(state: &State, svc: &Service) -> Result<(), ServiceSyncError> {
+/// What a sync did (upstream's `loadBalancerOperation`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Operation {
+    Delete,
+    Ensure,
+}
+
+/// Upstream's `syncLoadBalancerIfNeeded`.
+async fn sync_service(state: &State, svc: &Service) -> Result<Operation, ServiceSyncError> {
     let ctx = &state.ctx;
     let lb = ctx.cloud.current();
-    if !lb.meets(Requirement::LoadBalancer) {
-        return Ok(());
-    }
     let ns = svc.namespace().unwrap_or_default();
     let api: Api<Service> = Api::namespaced(ctx.client.clone(), &ns);
     let cluster = &state.options.cluster_name;
-    let deleting = svc.metadata.deletion_timestamp.is_some();
-    if (deleting || !wants_load_balancer(svc)) && has_finalizer(svc) {
-        event(
-            state,
-            svc,
-            EventType::Normal,
-            "DeletingLoadBalancer",
-            "Deleting load balancer".into(),
-        )
-        .await;
-        if let Err(err) = lb.ensure_load_balancer_deleted(cluster, svc).await {
+    // A Service being deleted never gets a load balancer (the API server refuses a new
+    // finalizer on it, so upstream's ensure would only fail until it is gone).
+    if !wants_load_balancer(svc) || needs_cleanup(svc) || svc.metadata.deletion_timestamp.is_some()
+    {
+        let exists = match lb.get_load_balancer(cluster, svc).await {
+            Ok(found) => found.is_some(),
+            // Another controller's load balancer: nothing of ours to delete.
+            Err(err) if err.is_implemented_elsewhere() => false,
+            Err(err) => {
+                return Err(cloud_step("check if load balancer exists before cleanup")(
+                    err,
+                ));
+            }
+        };
+        if exists {
+            tracing::info!(service = %key(svc), "deleting existing load balancer");
             event(
                 state,
                 svc,
-                EventType::Warning,
-                "DeleteLoadBalancerFailed",
-                format!("Error deleting load balancer: {err}"),
+                EventType::Normal,
+                "DeletingLoadBalancer",
+                "Deleting load balancer".into(),
             )
             .await;
-            return Err(err.into());
+            match lb.ensure_load_balancer_deleted(cluster, svc).await {
+                Ok(()) => {}
+                Err(err) if err.is_implemented_elsewhere() => {
+                    tracing::debug!(service = %key(svc), "load balancer implemented elsewhere; nothing to delete");
+                }
+                Err(err) => return Err(cloud_step("delete load balancer")(err)),
+            }
+        }
+        // Only now that the provider confirmed the load balancer is gone.
+        if has_finalizer(svc) {
+            let remaining: Vec<String> = svc
+                .finalizers()
+                .iter()
+                .filter(|f| *f != FINALIZER)
+                .cloned()
+                .collect();
+            set_finalizers(&api, svc, remaining)
+                .await
+                .map_err(kube_step("remove load balancer cleanup finalizer"))?;
         }
         event(
             state,
@@ -234,36 +365,33 @@ async fn sync_service(state: &State, svc: &Service) -> Result<(), ServiceSyncErr
             "Deleted load balancer".into(),
         )
         .await;
-        if !deleting {
-            patch_status(&api, svc, &LoadBalancerStatus::default()).await?;
-        }
-        // Only now that the provider confirmed the load balancer is gone.
-        let remaining: Vec<String> = svc
-            .finalizers()
-            .iter()
-            .filter(|f| *f != FINALIZER)
-            .cloned()
-            .collect();
-        set_finalizers(&api, svc, remaining).await?;
-        return Ok(());
+        patch_status(&api, svc, &LoadBalancerStatus::default())
+            .await
+            .map_err(kube_step("update load balancer status"))?;
+        return Ok(Operation::Delete);
     }
-    if deleting || !wants_load_balancer(svc) {
-        return Ok(());
-    }
+    tracing::info!(service = %key(svc), "ensuring load balancer");
+    event(
+        state,
+        svc,
+        EventType::Normal,
+        "EnsuringLoadBalancer",
+        "Ensuring load balancer".into(),
+    )
+    .await;
     let svc = if has_finalizer(svc) {
         svc.clone()
     } else {
         let mut finalizers = svc.finalizers().to_vec();
         finalizers.push(FINALIZER.into());
-        set_finalizers(&api, svc, finalizers).await?
+        set_finalizers(&api, svc, finalizers)
+            .await
+            .map_err(kube_step("add load balancer cleanup finalizer"))?
     };
-    // The cache holds every Node once its first list is complete.
-    state
-        .nodes
-        .wait_until_ready()
-        .await
-        .map_err(|_| ServiceSyncError::NodeCacheStopped)?;
-    let nodes = eligible_in(&state.nodes);
+    if !ctx.nodes.ready().await {
+        return Err(ServiceSyncError::NodeCacheStopped);
+    }
+    let nodes = eligible_nodes(ctx);
     if nodes.is_empty() {
         event(
             state,
@@ -274,33 +402,19 @@ async fn sync_service(state: &State, svc: &Service) -> Result<(), ServiceSyncErr
         )
         .await;
     }
-    event(
-        state,
-        &svc,
-        EventType::Normal,
-        "EnsuringLoadBalancer",
-        "Ensuring load balancer".into(),
-    )
-    .await;
+    state
+        .last_nodes
+        .lock()
+        .expect("node sets lock")
+        .insert(key(&svc), node_set(&nodes));
     let status = match lb.ensure_load_balancer(cluster, &svc, &nodes).await {
         Ok(status) => status,
         Err(err) if err.is_implemented_elsewhere() => {
-            tracing::info!(service = %svc.name_any(), "load balancer implemented elsewhere; skipping");
-            return Ok(());
+            tracing::debug!(service = %key(&svc), "load balancer implemented elsewhere; skipping");
+            return Ok(Operation::Ensure);
         }
-        Err(err) => {
-            event(
-                state,
-                &svc,
-                EventType::Warning,
-                "SyncLoadBalancerFailed",
-                format!("Error syncing load balancer: {err}"),
-            )
-            .await;
-            return Err(err.into());
-        }
+        Err(err) => return Err(cloud_step("ensure load balancer")(err)),
     };
-    patch_status(&api, &svc, &status).await?;
     event(
         state,
         &svc,
@@ -309,12 +423,64 @@ async fn sync_service(state: &State, svc: &Service) -> Result<(), ServiceSyncErr
         "Ensured load balancer".into(),
     )
     .await;
+    patch_status(&api, &svc, &status)
+        .await
+        .map_err(kube_step("update load balancer status"))?;
+    Ok(Operation::Ensure)
+}
+
+/// Upstream's `processLoadBalancerDelete`, for a Service that is gone (deleted without
+/// the finalizer) or replaced by another of the same name: deletes the load balancer of
+/// its last synced state.
+async fn delete_for_gone_service(state: &State, svc: &Service) -> Result<(), ServiceSyncError> {
+    if !wants_load_balancer(svc) {
+        return Ok(());
+    }
+    event(
+        state,
+        svc,
+        EventType::Normal,
+        "DeletingLoadBalancer",
+        "Deleting load balancer".into(),
+    )
+    .await;
+    let lb = state.ctx.cloud.current();
+    match lb
+        .ensure_load_balancer_deleted(&state.options.cluster_name, svc)
+        .await
+    {
+        Ok(()) => {}
+        Err(err) if err.is_implemented_elsewhere() => {}
+        Err(err) => {
+            event(
+                state,
+                svc,
+                EventType::Warning,
+                "DeleteLoadBalancerFailed",
+                format!("Error deleting load balancer: {err}"),
+            )
+            .await;
+            return Err(cloud_step("delete load balancer")(err));
+        }
+    }
+    event(
+        state,
+        svc,
+        EventType::Normal,
+        "DeletedLoadBalancer",
+        "Deleted load balancer".into(),
+    )
+    .await;
     Ok(())
 }
 
-/// The Nodes of `store` eligible as load balancer members.
-fn eligible_in(store: &reflector::Store<Node>) -> Vec<Arc<Node>> {
-    store.state().into_iter().filter(|n| eligible(n)).collect()
+/// The eligible Nodes now.
+fn eligible_nodes(ctx: &Context) -> Vec<Arc<Node>> {
+    ctx.nodes
+        .list()
+        .into_iter()
+        .filter(|n| eligible(n))
+        .collect()
 }
 
 /// The node set as upstream's `nodesSufficientlyEqual` compares it: name → provider
@@ -335,47 +501,67 @@ fn node_set(nodes: &[Arc<Node>]) -> NodeSet {
         .collect()
 }
 
-/// Upstream's node sync: when the eligible node set (`nodes`) changed, every load
-/// balancer is updated; otherwise only the Services whose update failed last time
-/// (`retry`) are tried again — never a loop over every Service. Returns whether any
-/// update is still failing.
-async fn sync_nodes(state: &State, nodes: Vec<Arc<Node>>, retry: bool) -> bool {
-    let ctx = &state.ctx;
-    let lb = ctx.cloud.current();
-    if !lb.meets(Requirement::LoadBalancer) {
-        return false;
+/// Upstream's `loggableNodeNames`: at most 20 names, then how many more.
+fn loggable_names(nodes: &[Arc<Node>]) -> Vec<String> {
+    let mut names: Vec<String> = nodes.iter().map(|n| n.name_any()).collect();
+    names.sort();
+    if names.len() > MAX_NODE_NAMES {
+        let more = names.len() - MAX_NODE_NAMES;
+        names.truncate(MAX_NODE_NAMES);
+        names.push(format!("<{more} more>"));
     }
+    names
+}
+
+/// Upstream's `syncNodes`: every load balancer whose last node set differs from the
+/// eligible nodes now is updated, `workers` at a time; a failed one goes through a
+/// full Service sync (with its backoff).
+async fn sync_nodes(state: &Arc<State>) {
+    let nodes = eligible_nodes(&state.ctx);
     let set = node_set(&nodes);
-    let changed = state.last_nodes.lock().expect("node set lock").as_ref() != Some(&set);
-    let failed: BTreeSet<String> = std::mem::take(&mut *state.failed.lock().expect("failed lock"));
-    if !changed && (!retry || failed.is_empty()) {
-        *state.failed.lock().expect("failed lock") = failed;
-        return !state.failed.lock().expect("failed lock").is_empty();
-    }
-    let services: Api<Service> = Api::all(ctx.client.clone());
-    let services = match services.list(&ListParams::default()).await {
-        Ok(list) => list.items,
-        Err(err) => {
-            tracing::error!(error = %err, "cannot list services");
-            *state.failed.lock().expect("failed lock") = failed;
-            return true;
-        }
-    };
-    *state.last_nodes.lock().expect("node set lock") = Some(set);
-    let mut still_failing = BTreeSet::new();
-    for svc in services.iter().filter(|s| {
-        wants_load_balancer(s)
-            && has_finalizer(s)
-            && s.metadata.deletion_timestamp.is_none()
-            && (changed || failed.contains(&key(s)))
-    }) {
-        if !update_hosts(state, svc, &nodes).await {
-            still_failing.insert(key(svc));
-        }
-    }
-    let failing = !still_failing.is_empty();
-    *state.failed.lock().expect("failed lock") = still_failing;
-    failing
+    let services: Vec<Arc<Service>> = state
+        .cache
+        .lock()
+        .expect("cache lock")
+        .values()
+        .map(|c| c.state.clone())
+        .filter(|s| wants_load_balancer(s) && s.metadata.deletion_timestamp.is_none())
+        .collect();
+    let started = Instant::now();
+    let total = services.len();
+    let failed = futures_util::stream::iter(services)
+        .map(|svc| {
+            let (state, nodes, set) = (state.clone(), nodes.clone(), set.clone());
+            async move {
+                let key = key(&svc);
+                let lock = state.lock_for(&key);
+                let _guard = lock.lock().await;
+                // Stored before trying: a failure is retried by a full sync.
+                let previous = state
+                    .last_nodes
+                    .lock()
+                    .expect("node sets lock")
+                    .insert(key.clone(), set.clone());
+                if previous.as_ref() == Some(&set) {
+                    return 0;
+                }
+                if update_hosts(&state, &svc, &nodes).await {
+                    return 0;
+                }
+                // Upstream's serviceQueue.Add: the Service's own sync, with its backoff.
+                if let Some(cached) = state.cache.lock().expect("cache lock").get_mut(&key) {
+                    cached.ok = false;
+                }
+                if let Some(current) = state.services.get(&ObjectRef::from_obj(svc.as_ref())) {
+                    let _ = state.resync.send(current);
+                }
+                1
+            }
+        })
+        .buffer_unordered(usize::from(state.options.workers.max(1)))
+        .fold(0usize, |sum, n| async move { sum + n })
+        .await;
+    tracing::debug!(services = total, failed, elapsed = ?started.elapsed(), "synced load balancer hosts");
 }
 
 /// Upstream's `lockedUpdateLoadBalancerHosts`: implemented elsewhere is success; on an
@@ -383,17 +569,11 @@ async fn sync_nodes(state: &State, nodes: Vec<Arc<Node>>, retry: bool) -> bool {
 async fn update_hosts(state: &State, svc: &Service, nodes: &[Arc<Node>]) -> bool {
     let ctx = &state.ctx;
     let lb = ctx.cloud.current();
-    let cluster = &state.options.cluster_name;
-    if nodes.is_empty() {
-        event(
-            state,
-            svc,
-            EventType::Warning,
-            "UnAvailableLoadBalancer",
-            "There are no available nodes for LoadBalancer".into(),
-        )
-        .await;
+    if !lb.meets(Requirement::LoadBalancer) {
+        return true;
     }
+    let cluster = &state.options.cluster_name;
+    tracing::info!(service = %key(svc), nodes = nodes.len(), names = ?loggable_names(nodes), "updating load balancer hosts");
     let started = Instant::now();
     let result = lb.update_load_balancer(cluster, svc, nodes).await;
     let ok = match &result {
@@ -403,16 +583,23 @@ async fn update_hosts(state: &State, svc: &Service, nodes: &[Arc<Node>]) -> bool
     };
     ctx.metrics.record(NAME, started, ok);
     match result {
+        Ok(()) if nodes.is_empty() => {
+            event(
+                state,
+                svc,
+                EventType::Warning,
+                "UnAvailableLoadBalancer",
+                "There are no available nodes for LoadBalancer".into(),
+            )
+            .await;
+        }
         Ok(()) => {
             event(
                 state,
                 svc,
                 EventType::Normal,
                 "UpdatedLoadBalancer",
-                format!(
-                    "Updated load balancer with new hosts ({} nodes)",
-                    nodes.len()
-                ),
+                "Updated load balancer with new hosts".into(),
             )
             .await;
         }
@@ -420,13 +607,17 @@ async fn update_hosts(state: &State, svc: &Service, nodes: &[Arc<Node>]) -> bool
             tracing::debug!(service = %key(svc), error = %err, "load balancer not updated: implemented elsewhere or gone");
         }
         Err(err) => {
-            let names: Vec<String> = nodes.iter().map(|n| n.name_any()).collect();
+            tracing::error!(service = %key(svc), error = %err, "failed to update load balancer hosts");
             event(
                 state,
                 svc,
                 EventType::Warning,
                 "UpdateLoadBalancerFailed",
-                format!("Error updating load balancer with new hosts {names:?}, error: {err}"),
+                format!(
+                    "Error updating load balancer with new hosts {:?} [node names limited, total number of nodes: {}], error: {err}",
+                    loggable_names(nodes),
+                    nodes.len()
+                ),
             )
             .await;
         }
@@ -436,119 +627,256 @@ async fn update_hosts(state: &State, svc: &Service, nodes: &[Arc<Node>]) -> bool
 
 /// Runs the controller until `shutdown` turns true.
 pub async fn run(ctx: Context, options: Options, shutdown: tokio::sync::watch::Receiver<bool>) {
-    let api: Api<Service> = Api::all(ctx.client.clone());
-    let (reader, writer) = reflector::store::<Node>();
+    let (reader, writer) = reflector::store::<Service>();
+    let (resync, triggers) = mpsc::unbounded_channel();
     let state = Arc::new(State {
-        nodes: reader.clone(),
+        services: reader.clone(),
+        resync: resync.clone(),
         recorder: ctx.recorder("service-controller"),
         backoff: Backoff::new(Duration::from_secs(5), Duration::from_secs(300))
             .reporting(ctx.metrics.retries_pending(NAME)),
-        last_nodes: Mutex::new(None),
-        failed: Mutex::new(BTreeSet::new()),
-        seen: Mutex::new(std::collections::HashMap::new()),
+        cache: Mutex::new(HashMap::new()),
+        last_nodes: Mutex::new(HashMap::new()),
+        locks: Mutex::new(HashMap::new()),
         options: options.clone(),
         ctx: ctx.clone(),
     });
     let mut stop = shutdown.clone();
-    let controller = Controller::new(api, watcher::Config::default())
+    let triggers = futures_util::stream::unfold(triggers, |mut rx| async move {
+        rx.recv().await.map(|svc| (svc, rx))
+    });
+    let controller = Controller::for_shared_stream(triggers, reader)
         .with_config(controller::Config::default().concurrency(options.workers.max(1)))
         .graceful_shutdown_on(async move {
             let _ = stop.wait_for(|s| *s).await;
         })
         .run(reconcile, error_policy, state.clone())
         .for_each(|_| async {});
-    // Node set changes (upstream's node sync): a reflector keeps the Nodes in memory
-    // (also what Service syncs read);
-    // each burst of node events, coalesced, recomputes the eligible set, and only a
-    // changed set lists the Services and updates their load balancers. Failed updates
-    // are retried every 5 s.
-    let nodes_state = state.clone();
-    let node_changes = async move {
-        let nodes: Api<Node> = Api::all(nodes_state.ctx.client.clone());
-        let stream = reflector::reflector(
-            writer,
-            watcher(nodes, watcher::Config::default()).default_backoff(),
-        )
-        .ready_chunks(1024);
-        futures_util::pin_mut!(stream);
-        // The store holds every Node only once the first list is complete.
-        let mut listed = false;
-        let mut retry = false;
-        let mut shutdown_rx = shutdown.clone();
-        loop {
-            tokio::select! {
-                _ = async { let _ = shutdown_rx.wait_for(|s| *s).await; } => return,
-                batch = stream.next() => {
-                    let Some(batch) = batch else {
-                        return;
-                    };
-                    listed |= batch
-                        .iter()
-                        .any(|e| matches!(e, Ok(watcher::Event::InitDone)));
-                    if !listed {
-                        continue;
-                    }
-                    let eligible = eligible_in(&reader);
-                    // The first complete list establishes the set; later ones update.
-                    {
-                        let mut last = nodes_state.last_nodes.lock().expect("node set lock");
-                        if last.is_none() {
-                            *last = Some(node_set(&eligible));
-                            continue;
-                        }
-                    }
-                    retry = sync_nodes(&nodes_state, eligible, false).await;
+    tokio::join!(
+        controller,
+        watch_services(state.clone(), writer, resync, shutdown.clone()),
+        watch_nodes(state, shutdown),
+    );
+}
+
+/// The Service watch: keeps the store, triggers a reconcile for each Service changed,
+/// and cleans up after each one deleted (also one found missing when the watch lists
+/// again: upstream's `DeletedFinalStateUnknown`).
+async fn watch_services(
+    state: Arc<State>,
+    mut writer: reflector::store::Writer<Service>,
+    trigger: mpsc::UnboundedSender<Arc<Service>>,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    let api: Api<Service> = Api::all(state.ctx.client.clone());
+    let stream = watcher(api, watcher::Config::default()).default_backoff();
+    futures_util::pin_mut!(stream);
+    loop {
+        let event = tokio::select! {
+            _ = shutdown.wait_for(|s| *s) => return,
+            event = stream.next() => match event {
+                Some(Ok(event)) => event,
+                Some(Err(err)) => {
+                    tracing::warn!(error = %err, "service watch failed; retrying");
+                    continue;
                 }
-                more = async { tick(Duration::from_secs(5), &shutdown).await }, if retry => {
-                    if !more {
-                        return;
-                    }
-                    retry = sync_nodes(&nodes_state, eligible_in(&reader), true).await;
+                None => return,
+            },
+        };
+        writer.apply_watcher_event(&event);
+        match event {
+            watcher::Event::Apply(svc) => {
+                if let Some(svc) = state.services.get(&ObjectRef::from_obj(&svc)) {
+                    let _ = trigger.send(svc);
                 }
             }
+            watcher::Event::Delete(svc) => {
+                tokio::spawn(clean_up_gone(
+                    state.clone(),
+                    Arc::new(svc),
+                    shutdown.clone(),
+                ));
+            }
+            watcher::Event::InitDone => {
+                let present: Vec<Arc<Service>> = state.services.state();
+                let cached: Vec<Arc<Service>> = state
+                    .cache
+                    .lock()
+                    .expect("cache lock")
+                    .values()
+                    .map(|c| c.state.clone())
+                    .collect();
+                for svc in cached {
+                    if state
+                        .services
+                        .get(&ObjectRef::from_obj(svc.as_ref()))
+                        .is_none()
+                    {
+                        tokio::spawn(clean_up_gone(state.clone(), svc, shutdown.clone()));
+                    }
+                }
+                for svc in present {
+                    let _ = trigger.send(svc);
+                }
+            }
+            watcher::Event::Init | watcher::Event::InitApply(_) => {}
         }
+    }
+}
+
+/// Upstream's `processServiceDeletion`: a Service gone from the API server whose last
+/// synced state wanted a load balancer has it deleted, retried with backoff until it is
+/// gone, the Service reappears under the same name (its sync takes over), or shutdown.
+async fn clean_up_gone(
+    state: Arc<State>,
+    svc: Arc<Service>,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    let key = key(&svc);
+    loop {
+        let lock = state.lock_for(&key);
+        let guard = lock.lock().await;
+        let cached = state.cache.lock().expect("cache lock").get(&key).cloned();
+        // Nothing synced (no load balancer made), already cleaned up, or re-created:
+        // the new Service's sync deletes the old load balancer first.
+        let Some(cached) = cached.filter(|c| c.state.metadata.uid == svc.metadata.uid) else {
+            return;
+        };
+        if state
+            .services
+            .get(&ObjectRef::from_obj(svc.as_ref()))
+            .is_some()
+        {
+            return;
+        }
+        tracing::info!(service = %key, "service has been deleted; cleaning up its load balancer");
+        let started = Instant::now();
+        let result = delete_for_gone_service(&state, &cached.state).await;
+        state.ctx.metrics.record(NAME, started, result.is_ok());
+        drop(guard);
+        let err = match result {
+            Ok(()) => {
+                state.forget(&key);
+                state.backoff.succeeded(&key);
+                return;
+            }
+            Err(err) => err,
+        };
+        let delay = state.backoff.failed(&key, err.retry_after());
+        tracing::warn!(service = %key, error = %err, retry_in = ?delay, "error deleting the load balancer of a deleted service");
+        if !tick(delay, &shutdown).await {
+            return;
+        }
+    }
+}
+
+/// Node changes that matter to load balancers (added, deleted, or
+/// [`should_sync_updated_node`]), coalesced, start a node sync.
+async fn watch_nodes(state: Arc<State>, mut shutdown: tokio::sync::watch::Receiver<bool>) {
+    let mut changes = state.ctx.nodes.subscribe();
+    let matters = |event: &Result<NodeEvent, broadcast::error::RecvError>| match event {
+        Ok(NodeEvent::Added(_) | NodeEvent::Deleted(_)) => true,
+        Ok(NodeEvent::Updated { old, new }) => should_sync_updated_node(old, new),
+        Err(broadcast::error::RecvError::Lagged(_)) => true,
+        Err(broadcast::error::RecvError::Closed) => false,
     };
-    tokio::join!(controller, node_changes);
+    loop {
+        let event = tokio::select! {
+            _ = shutdown.wait_for(|s| *s) => return,
+            event = changes.recv() => event,
+        };
+        if matches!(event, Err(broadcast::error::RecvError::Closed)) {
+            return;
+        }
+        let mut sync = matters(&event);
+        // Everything already queued is part of the same burst.
+        loop {
+            match changes.try_recv() {
+                Ok(event) => sync |= matters(&Ok(event)),
+                Err(broadcast::error::TryRecvError::Lagged(_)) => sync = true,
+                Err(_) => break,
+            }
+        }
+        if sync && state.ctx.cloud.current().meets(Requirement::LoadBalancer) {
+            sync_nodes(&state).await;
+        }
+    }
 }
 
 async fn reconcile(svc: Arc<Service>, state: Arc<State>) -> Result<Action, ServiceSyncError> {
     let key = key(&svc);
+    if !state.ctx.cloud.current().meets(Requirement::LoadBalancer) {
+        return Ok(Action::await_change());
+    }
+    let lock = state.lock_for(&key);
+    let _guard = lock.lock().await;
     let print = fingerprint(&svc);
-    // Only changes upstream cares about sync (not our own finalizer and status
-    // writes); after a failure, the next attempt waits for its time (backoff or the
-    // cloud's Retry-After) unless the Service changed.
-    let last = state.seen.lock().expect("seen lock").get(&key).copied();
-    if let Some(seen) = last
-        && seen.fingerprint == print
+    let mut previous = state.cache.lock().expect("cache lock").get(&key).cloned();
+    // Deleted and re-created under the same name without the finalizer: the old
+    // Service's load balancer goes first (upstream's processServiceCreateOrUpdate).
+    if let Some(old) = &previous
+        && old.state.metadata.uid != svc.metadata.uid
     {
-        if seen.ok {
+        delete_for_gone_service(&state, &old.state).await?;
+        state.cache.lock().expect("cache lock").remove(&key);
+        previous = None;
+    }
+    match &previous {
+        // Upstream's add filter: a Service never synced is of interest only if it wants
+        // a load balancer or still carries the finalizer.
+        None if !(wants_load_balancer(&svc) || needs_cleanup(&svc)) => {
             return Ok(Action::await_change());
         }
-        if let Some(at) = seen.retry_at
-            && let Some(wait) = at.checked_duration_since(Instant::now())
-            && !wait.is_zero()
-        {
-            return Ok(Action::requeue(wait));
+        // Upstream's update filter: only changes `needsUpdate` sees, or a cleanup due;
+        // after a failure, the next attempt waits for its time unless the Service
+        // changed.
+        Some(seen) if seen.fingerprint == print => {
+            if seen.ok && !needs_cleanup(&svc) {
+                return Ok(Action::await_change());
+            }
+            if let Some(at) = seen.retry_at
+                && let Some(wait) = at.checked_duration_since(Instant::now())
+                && !wait.is_zero()
+            {
+                return Ok(Action::requeue(wait));
+            }
         }
+        _ => {}
     }
     let started = Instant::now();
     let result = sync_service(&state, &svc).await;
     state.ctx.metrics.record(NAME, started, result.is_ok());
-    {
-        let mut seen = state.seen.lock().expect("seen lock");
-        if result.is_ok() && svc.metadata.deletion_timestamp.is_some() {
-            // Cleaned up: the Service goes away.
-            seen.remove(&key);
-        } else {
-            seen.insert(
+    match &result {
+        // Upstream deletes the cache entry only once the load balancer is deleted.
+        Ok(Operation::Delete) => {
+            state.cache.lock().expect("cache lock").remove(&key);
+            state
+                .last_nodes
+                .lock()
+                .expect("node sets lock")
+                .remove(&key);
+        }
+        Ok(Operation::Ensure) | Err(_) => {
+            state.cache.lock().expect("cache lock").insert(
                 key.clone(),
-                Seen {
+                Cached {
+                    state: svc.clone(),
                     fingerprint: print,
                     ok: result.is_ok(),
                     retry_at: None,
                 },
             );
         }
+    }
+    if let Err(err) = &result {
+        event(
+            &state,
+            &svc,
+            EventType::Warning,
+            "SyncLoadBalancerFailed",
+            format!("Error syncing load balancer: {err}"),
+        )
+        .await;
     }
     result?;
     state.backoff.succeeded(&key);
@@ -560,12 +888,8 @@ fn key(svc: &Service) -> String {
 }
 
 fn error_policy(svc: Arc<Service>, err: &ServiceSyncError, state: Arc<State>) -> Action {
-    let retry_after = match err {
-        ServiceSyncError::Cloud(e) => e.retry_after(),
-        ServiceSyncError::Kube(_) | ServiceSyncError::NodeCacheStopped => None,
-    };
-    let delay = state.backoff.failed(&key(&svc), retry_after);
-    if let Some(seen) = state.seen.lock().expect("seen lock").get_mut(&key(&svc)) {
+    let delay = state.backoff.failed(&key(&svc), err.retry_after());
+    if let Some(seen) = state.cache.lock().expect("cache lock").get_mut(&key(&svc)) {
         seen.retry_at = Some(Instant::now() + delay);
     }
     tracing::warn!(service = %key(&svc), error = %err, retry_in = ?delay, "error syncing load balancer");
@@ -603,6 +927,16 @@ mod tests {
         assert!(!eligible(&node(&[(LABEL_EXCLUDE_FROM_LB, "")], None)));
         assert!(!eligible(&node(&[(LABEL_EXCLUDE_FROM_LB, "true")], None)));
         assert!(eligible(&node(&[(LABEL_EXCLUDE_FROM_LB, "false")], None)));
+        // Go's strconv.ParseBool: these spellings are false, anything else excludes.
+        for value in ["0", "f", "F", "FALSE", "False"] {
+            assert!(eligible(&node(&[(LABEL_EXCLUDE_FROM_LB, value)], None)));
+        }
+        for value in ["FaLsE", "no", " false", "off", "1", "t", "TRUE"] {
+            assert!(
+                !eligible(&node(&[(LABEL_EXCLUDE_FROM_LB, value)], None)),
+                "{value}"
+            );
+        }
         assert!(!eligible(&node(&[], Some(TAINT_TO_BE_DELETED))));
         let mut deleting = node(&[], None);
         deleting.metadata.deletion_timestamp =
@@ -626,5 +960,86 @@ mod tests {
         assert!(!wants_load_balancer(&svc));
         svc.spec.as_mut().unwrap().type_ = Some("ClusterIP".into());
         assert!(!wants_load_balancer(&svc));
+    }
+
+    /// Ported from upstream `Test_shouldSyncUpdatedNode_individualPredicates`.
+    #[test]
+    fn should_sync_updated_node_individual_predicates() {
+        let make = |f: &dyn Fn(&mut serde_json::Value)| {
+            let mut v = json!({"metadata": {"name": "node"}, "spec": {"providerID": "cloud://1"},
+                "status": {"conditions": [{"type": "Ready", "status": "True"}]}});
+            f(&mut v);
+            serde_json::from_value::<Node>(v).unwrap()
+        };
+        let plain = |_: &mut serde_json::Value| {};
+        let excluded = |v: &mut serde_json::Value| {
+            v["metadata"]["labels"] = json!({LABEL_EXCLUDE_FROM_LB: "true"})
+        };
+        let other_label = |v: &mut serde_json::Value| v["metadata"]["labels"] = json!({"a": "b"});
+        let tainted = |v: &mut serde_json::Value| {
+            v["spec"]["taints"] = json!([{"key": TAINT_TO_BE_DELETED, "effect": "NoSchedule"}])
+        };
+        let not_ready = |v: &mut serde_json::Value| {
+            v["status"]["conditions"] = json!([{"type": "Ready", "status": "False"}])
+        };
+        let no_ready = |v: &mut serde_json::Value| v["status"]["conditions"] = json!([]);
+        let deleting = |v: &mut serde_json::Value| {
+            v["metadata"]["deletionTimestamp"] = json!("2024-01-01T00:00:00Z")
+        };
+        let no_provider_id = |v: &mut serde_json::Value| v["spec"]["providerID"] = json!("");
+        let unset_provider_id = |v: &mut serde_json::Value| {
+            v["spec"].as_object_mut().unwrap().remove("providerID");
+        };
+        let other_provider_id =
+            |v: &mut serde_json::Value| v["spec"]["providerID"] = json!("cloud://2");
+        type Tweak<'a> = &'a dyn Fn(&mut serde_json::Value);
+        let cases: [(&str, Tweak, Tweak, bool); 14] = [
+            ("nothing changed", &plain, &plain, false),
+            ("excluded F->T", &plain, &excluded, true),
+            ("excluded T->F", &excluded, &plain, true),
+            ("excluded T->T", &excluded, &excluded, false),
+            ("other taint F->T", &plain, &tainted, false),
+            ("other taint T->F", &tainted, &plain, false),
+            ("other label F->T", &plain, &other_label, false),
+            ("other label T->F", &other_label, &plain, false),
+            ("readiness changed T->F", &plain, &not_ready, false),
+            ("readiness changed F->unset", &not_ready, &no_ready, false),
+            ("deletionTimestamp F->T", &plain, &deleting, false),
+            ("providerID set F->T", &no_provider_id, &plain, true),
+            (
+                "providerID set T->F (unset)",
+                &plain,
+                &unset_provider_id,
+                true,
+            ),
+            ("providerID change", &plain, &other_provider_id, true),
+        ];
+        for (name, old, new, want) in cases {
+            assert_eq!(
+                should_sync_updated_node(&make(old), &make(new)),
+                want,
+                "{name}"
+            );
+        }
+        // An empty provider ID and none are the same (Go's zero string).
+        assert!(!should_sync_updated_node(
+            &make(&no_provider_id),
+            &make(&unset_provider_id)
+        ));
+    }
+
+    #[test]
+    fn node_names_in_events_are_limited_as_upstream() {
+        let nodes: Vec<Arc<Node>> = (0..25)
+            .map(|i| {
+                let mut n = Node::default();
+                n.metadata.name = Some(format!("n{i:02}"));
+                Arc::new(n)
+            })
+            .collect();
+        let names = loggable_names(&nodes);
+        assert_eq!(names.len(), 21);
+        assert_eq!(names[20], "<5 more>");
+        assert_eq!(loggable_names(&nodes[..3]), ["n00", "n01", "n02"]);
     }
 }

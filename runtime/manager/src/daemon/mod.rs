@@ -17,6 +17,7 @@ use wasm_ccm_host::provider::{FindError, SharedProvider};
 
 use crate::cloud::SharedCloud;
 use crate::controllers::Context;
+use crate::controllers::node_informer::NodeInformer;
 use crate::hot_swap::ReloadReporter;
 use crate::metrics::ControllerMetrics;
 pub use options::DaemonArgs;
@@ -111,7 +112,10 @@ pub async fn run(args: DaemonArgs) -> Result<(), DaemonError> {
             _ = wiring::shutdown_signal() => return Ok(()),
         }
     }
+    let (nodes, informer) = NodeInformer::new(client.clone(), stop_rx.clone());
+    tasks.spawn(informer);
     let ctx = Context {
+        nodes,
         client,
         cloud: SharedCloud::provider(shared),
         metrics: controller_metrics,
