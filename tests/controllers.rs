@@ -169,6 +169,14 @@ async fn cloud_node_initializes_tainted_nodes() {
         ) >= 2.0,
         "{m}"
     );
+    // Upstream's names too (k8s.io/cloud-provider controllers/node/metrics.go).
+    for series in [
+        "node_controller_initial_node_sync_delay_seconds_count",
+        "node_controller_cloud_provider_taint_removal_delay_seconds_count",
+    ] {
+        assert!(metric(&m, series) >= 2.0, "{series}: {m}");
+    }
+    assert!(m.contains("node_controller_initial_node_sync_delay_seconds_bucket{le=\"1024.0\"}"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -766,6 +774,8 @@ async fn routes_follow_node_pod_cidrs_within_the_cluster_cidr() {
         },
     )
     .await;
+    // Upstream's route_controller_route_sync_total counts reconciliations.
+    assert!(metric(&metrics(port).await, "route_controller_route_sync_total") >= 1.0);
     // A blackholed route is replaced; a deleted node loses its route.
     let r1_route = stack.cloud.with_state(|s| {
         s.routes
@@ -1710,5 +1720,27 @@ async fn node_changes_in_external_load_balancer() {
     assert!(
         failed[0].contains("[node names limited, total number of nodes: 2]"),
         "{failed:?}"
+    );
+    // Upstream's service controller metrics (controllers/service/metrics.go): two host
+    // updates (one failed), each node sync timed.
+    let m = metrics(port).await;
+    assert!(
+        metric(&m, "service_controller_loadbalancer_sync_total") >= 2.0,
+        "{m}"
+    );
+    assert!(
+        metric(&m, "service_controller_nodesync_error_total") >= 1.0,
+        "{m}"
+    );
+    assert!(
+        metric(&m, "service_controller_nodesync_latency_seconds_count") >= 2.0,
+        "{m}"
+    );
+    assert!(
+        metric(
+            &m,
+            "service_controller_update_loadbalancer_host_latency_seconds_count"
+        ) >= 2.0,
+        "{m}"
     );
 }

@@ -153,6 +153,9 @@ pub struct ProviderMetrics {
 #[derive(Clone)]
 pub struct Metrics {
     registry: Arc<Mutex<Registry>>,
+    /// Metrics under upstream `k8s.io/cloud-provider`'s own names (no prefix), so
+    /// dashboards and alerts written for it keep working.
+    upstream: Arc<Mutex<Registry>>,
     provider: Arc<ProviderMetrics>,
 }
 
@@ -218,6 +221,7 @@ impl Metrics {
         );
         Self {
             registry: Arc::new(Mutex::new(registry)),
+            upstream: Arc::new(Mutex::new(Registry::default())),
             provider: Arc::new(provider),
         }
     }
@@ -235,13 +239,30 @@ impl Metrics {
             .register(name, help, metric);
     }
 
+    /// Registers a metric under upstream `k8s.io/cloud-provider`'s name as is (e.g.
+    /// `service_controller_loadbalancer_sync`, served with `_total`).
+    pub fn register_upstream(&self, name: &str, help: &str, metric: impl Metric) {
+        self.upstream
+            .lock()
+            .expect("metrics registry lock")
+            .register(name, help, metric);
+    }
+
     /// The Prometheus text exposition of every metric.
     pub fn encode(&self) -> String {
+        use prometheus_client::encoding::text::{encode_eof, encode_registry};
         let mut out = String::new();
-        prometheus_client::encoding::text::encode(
+        encode_registry(
             &mut out,
             &self.registry.lock().expect("metrics registry lock"),
         )
+        .and_then(|()| {
+            encode_registry(
+                &mut out,
+                &self.upstream.lock().expect("metrics registry lock"),
+            )
+        })
+        .and_then(|()| encode_eof(&mut out))
         .expect("encoding metrics into a String cannot fail");
         out
     }

@@ -34,6 +34,84 @@ pub struct ControllerMetrics {
     pub initial_node_sync_delay: Histogram,
     /// Objects waiting for a retry after a failed reconcile (the retry queue's depth).
     pub retries_pending: Family<ControllerLabels, Gauge>,
+    /// Metrics under upstream `k8s.io/cloud-provider`'s names.
+    pub upstream: UpstreamMetrics,
+}
+
+/// Upstream `k8s.io/cloud-provider`'s controller metrics, under its names and buckets
+/// (served unprefixed beside ours).
+#[derive(Clone)]
+pub struct UpstreamMetrics {
+    /// `node_controller_cloud_provider_taint_removal_delay_seconds`.
+    pub taint_removal_delay: Histogram,
+    /// `node_controller_initial_node_sync_delay_seconds`.
+    pub initial_node_sync_delay: Histogram,
+    /// `service_controller_loadbalancer_sync_total`: host updates of load balancers.
+    pub loadbalancer_sync: Counter,
+    /// `service_controller_nodesync_error_total`: failed host updates in node syncs.
+    pub nodesync_error: Counter,
+    /// `service_controller_nodesync_latency_seconds`: one node sync over every Service.
+    pub nodesync_latency: Histogram,
+    /// `service_controller_update_loadbalancer_host_latency_seconds`: one host update.
+    pub update_loadbalancer_host_latency: Histogram,
+    /// `route_controller_route_sync_total`: route reconciliations.
+    pub route_sync: Counter,
+}
+
+impl UpstreamMetrics {
+    fn new() -> Self {
+        // Upstream's buckets: 1 s ×4 to ~17 min for nodes, 1 s ×2 to 16,384 s for services.
+        let node = || Histogram::new(exponential_buckets(1.0, 4.0, 6));
+        let service = || Histogram::new(exponential_buckets(1.0, 2.0, 15));
+        Self {
+            taint_removal_delay: node(),
+            initial_node_sync_delay: node(),
+            loadbalancer_sync: Counter::default(),
+            nodesync_error: Counter::default(),
+            nodesync_latency: service(),
+            update_loadbalancer_host_latency: service(),
+            route_sync: Counter::default(),
+        }
+    }
+
+    fn register(&self, metrics: &Metrics) {
+        let m = self.clone();
+        metrics.register_upstream(
+            "node_controller_cloud_provider_taint_removal_delay_seconds",
+            "Number of seconds after node creation when NodeController removed the cloud-provider taint of a single node.",
+            m.taint_removal_delay,
+        );
+        metrics.register_upstream(
+            "node_controller_initial_node_sync_delay_seconds",
+            "Number of seconds after node creation when NodeController finished the initial synchronization of a single node.",
+            m.initial_node_sync_delay,
+        );
+        metrics.register_upstream(
+            "service_controller_loadbalancer_sync",
+            "A metric counting the amount of times any load balancer has been configured, as an effect of service/node changes on the cluster",
+            m.loadbalancer_sync,
+        );
+        metrics.register_upstream(
+            "service_controller_nodesync_error",
+            "A metric counting the amount of times any load balancer has been configured and errored, as an effect of node changes on the cluster",
+            m.nodesync_error,
+        );
+        metrics.register_upstream(
+            "service_controller_nodesync_latency_seconds",
+            "A metric measuring the latency for nodesync which updates loadbalancer hosts on cluster node updates.",
+            m.nodesync_latency,
+        );
+        metrics.register_upstream(
+            "service_controller_update_loadbalancer_host_latency_seconds",
+            "A metric measuring the latency for updating each load balancer hosts.",
+            m.update_loadbalancer_host_latency,
+        );
+        metrics.register_upstream(
+            "route_controller_route_sync",
+            "A metric counting the amount of times routes have been synced with the cloud provider.",
+            m.route_sync,
+        );
+    }
 }
 
 impl std::fmt::Debug for ControllerMetrics {
@@ -50,7 +128,9 @@ impl ControllerMetrics {
             reconcile_duration: Family::new_with_constructor(latency_histogram),
             initial_node_sync_delay: Histogram::new(exponential_buckets(0.1, 2.0, 16)),
             retries_pending: Family::default(),
+            upstream: UpstreamMetrics::new(),
         };
+        this.upstream.register(metrics);
         metrics.register(
             "controller_reconciles",
             "Reconciles by controller and result",

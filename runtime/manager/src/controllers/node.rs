@@ -275,15 +275,23 @@ async fn sync_node(state: &State, node: &Node) -> Result<(), NodeSyncError> {
             Err(e) => return Err(e.into()),
         }
     };
+    let upstream = &state.ctx.metrics.upstream;
+    let since_creation = || {
+        node.metadata.creation_timestamp.as_ref().map(|created| {
+            (k8s_openapi::jiff::Timestamp::now().as_second() - created.0.as_second()).max(0) as f64
+        })
+    };
+    if let Some(delay) = since_creation() {
+        upstream.taint_removal_delay.observe(delay);
+    }
     // Upstream updateNodeAddress: a failure here is logged, the node stays
     // initialized, and the periodic status update sets the addresses later.
     if let Err(err) = update_addresses(&state.api, &updated, &meta.addresses).await {
         tracing::error!(node = %name, error = %err, "failed to update the node's addresses after initializing it");
     }
-    if let Some(created) = &node.metadata.creation_timestamp {
-        let delay =
-            (k8s_openapi::jiff::Timestamp::now().as_second() - created.0.as_second()).max(0) as f64;
+    if let Some(delay) = since_creation() {
         state.ctx.metrics.initial_node_sync_delay.observe(delay);
+        upstream.initial_node_sync_delay.observe(delay);
     }
     tracing::info!(node = %name, provider_id = %meta.provider_id, "successfully initialized node with cloud provider");
     node_event(

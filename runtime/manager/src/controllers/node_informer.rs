@@ -103,11 +103,22 @@ impl NodeInformer {
         self.events.subscribe()
     }
 
-    /// Node changes as a stream of the Nodes changed (their current state): what a
-    /// `kube` controller reconciling Nodes is triggered by. After a lag, every Node.
+    /// Every Node once the first list is complete, then each Node changed (its current
+    /// state): what a `kube` controller reconciling Nodes is triggered by. After a lag,
+    /// every Node again.
     pub fn changed_nodes(&self) -> impl futures_util::Stream<Item = Arc<Node>> + Send + 'static {
         let store = self.store.clone();
-        futures_util::stream::unfold(self.subscribe(), move |mut rx| {
+        // Subscribed before the store is read: no change falls in between.
+        let changes = self.subscribe();
+        let informer = self.clone();
+        let existing = futures_util::stream::once(async move {
+            if informer.ready().await {
+                informer.list()
+            } else {
+                Vec::new()
+            }
+        });
+        let changes = futures_util::stream::unfold(changes, move |mut rx| {
             let store = store.clone();
             async move {
                 loop {
@@ -121,8 +132,10 @@ impl NodeInformer {
                     }
                 }
             }
-        })
-        .flat_map(futures_util::stream::iter)
+        });
+        existing
+            .chain(changes)
+            .flat_map(futures_util::stream::iter)
     }
 }
 

@@ -151,6 +151,7 @@ pub async fn reconcile(
     if !routes.meets(cloud::Requirement::Routes) {
         return true;
     }
+    ctx.metrics.upstream.route_sync.inc();
     let api: Api<Node> = Api::all(ctx.client.clone());
     let nodes = ctx.nodes.list();
     let existing = match routes.list_routes(&options.cluster_name).await {

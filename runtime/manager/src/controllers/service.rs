@@ -548,6 +548,7 @@ async fn sync_nodes(state: &Arc<State>) {
                 if update_hosts(&state, &svc, &nodes).await {
                     return 0;
                 }
+                state.ctx.metrics.upstream.nodesync_error.inc();
                 // Upstream's serviceQueue.Add: the Service's own sync, with its backoff.
                 if let Some(cached) = state.cache.lock().expect("cache lock").get_mut(&key) {
                     cached.ok = false;
@@ -561,6 +562,12 @@ async fn sync_nodes(state: &Arc<State>) {
         .buffer_unordered(usize::from(state.options.workers.max(1)))
         .fold(0usize, |sum, n| async move { sum + n })
         .await;
+    state
+        .ctx
+        .metrics
+        .upstream
+        .nodesync_latency
+        .observe(started.elapsed().as_secs_f64());
     tracing::debug!(services = total, failed, elapsed = ?started.elapsed(), "synced load balancer hosts");
 }
 
@@ -575,7 +582,12 @@ async fn update_hosts(state: &State, svc: &Service, nodes: &[Arc<Node>]) -> bool
     let cluster = &state.options.cluster_name;
     tracing::info!(service = %key(svc), nodes = nodes.len(), names = ?loggable_names(nodes), "updating load balancer hosts");
     let started = Instant::now();
+    ctx.metrics.upstream.loadbalancer_sync.inc();
     let result = lb.update_load_balancer(cluster, svc, nodes).await;
+    ctx.metrics
+        .upstream
+        .update_loadbalancer_host_latency
+        .observe(started.elapsed().as_secs_f64());
     let ok = match &result {
         Ok(()) => true,
         Err(err) if err.is_implemented_elsewhere() => true,
