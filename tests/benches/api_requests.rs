@@ -5,7 +5,7 @@
 //! serves for a window; the bench prints requests per minute by verb and resource, and
 //! the total.
 //!
-//! `scripts/build-guests.sh && cargo build && cargo bench -p wasm-ccm-tests --bench api_requests`
+//! `scripts/build-guests.sh && cargo build --release --bin wasm-ccm && cargo bench -p wasm-ccm-tests --bench api_requests`
 //! (`NODES=…` and `WINDOW_SECS=…` change the defaults, 1000 and 60; `WASM_CCM_BIN=…`
 //! runs another build, e.g. `target/debug/wasm-ccm`: request counts do not depend on
 //! the profile).
