@@ -1744,3 +1744,77 @@ async fn node_changes_in_external_load_balancer() {
         "{m}"
     );
 }
+
+/// The NetworkUnavailable condition of a Node.
+async fn network_unavailable(nodes: &Api<Node>, name: &str) -> Option<(String, String)> {
+    let node = nodes.get(name).await.ok()?;
+    node.status?
+        .conditions?
+        .into_iter()
+        .find(|c| c.type_ == "NetworkUnavailable")
+        .map(|c| (c.status, c.reason.unwrap_or_default()))
+}
+
+/// Ported from upstream `TestReconcile` and `TestIsResponsibleForRoute`
+/// (controllers/route): a route is ours when its first or last address is in the
+/// cluster CIDR (a /15 around the /16 is; 10.0.0.0/8 is not); a Node without a pod
+/// CIDR that an existing route targets loses the route and gets
+/// `NetworkUnavailable=True/NoRouteCreated`; a routed Node gets `False/RouteCreated`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconcile_routes_as_upstream() {
+    let stack = Stack::start().await;
+    let nodes: Api<Node> = Api::all(stack.client());
+    let mut ids = Vec::new();
+    for (name, cidr) in [("nr-1", Some("10.244.1.0/24")), ("nr-2", None)] {
+        let instance = stack
+            .cloud
+            .with_state(|s| s.create_instance(NewInstance::named(name)));
+        let mut node = kubelet_node(name, "True");
+        let spec = node.spec.as_mut().unwrap();
+        spec.taints = None;
+        spec.provider_id = Some(format!("simcloud://{}", instance.id));
+        spec.pod_cidrs = cidr.map(|c| vec![c.to_string()]);
+        nodes.create(&PostParams::default(), &node).await.unwrap();
+        ids.push(instance.id);
+    }
+    let elsewhere = stack
+        .cloud
+        .with_state(|s| s.create_instance(NewInstance::named("not-a-node")));
+    stack.cloud.with_state(|s| {
+        for (name, cidr, target) in [
+            ("for-nr-2", "10.244.9.0/24", &ids[1]),
+            ("wider", "10.244.0.0/15", &elsewhere.id),
+            ("outside", "10.0.0.0/8", &elsewhere.id),
+        ] {
+            s.create_route(sim_cloud::model::NewRoute {
+                name: name.into(),
+                cluster: "kubernetes".into(),
+                destination_cidr: cidr.into(),
+                target_instance: target.clone(),
+            });
+        }
+    });
+    let port = free_port();
+    let _ccm = stack.controller_manager(port, &["--leader-elect=false"]);
+    wait_until(
+        TIMEOUT,
+        "nr-1 routed; the routes we own and no Node wants gone",
+        || async {
+            let mut v: Vec<String> = stack.cloud.with_state(|s| {
+                s.routes
+                    .values()
+                    .map(|r| r.destination_cidr.clone())
+                    .collect()
+            });
+            v.sort();
+            v == ["10.0.0.0/8", "10.244.1.0/24"]
+        },
+    )
+    .await;
+    wait_until(TIMEOUT, "the conditions as upstream", || async {
+        network_unavailable(&nodes, "nr-1").await == Some(("False".into(), "RouteCreated".into()))
+            && network_unavailable(&nodes, "nr-2").await
+                == Some(("True".into(), "NoRouteCreated".into()))
+    })
+    .await;
+}

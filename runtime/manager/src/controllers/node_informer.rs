@@ -133,9 +133,7 @@ impl NodeInformer {
                 }
             }
         });
-        existing
-            .chain(changes)
-            .flat_map(futures_util::stream::iter)
+        existing.chain(changes).flat_map(futures_util::stream::iter)
     }
 }
 

@@ -1,13 +1,20 @@
-//! The route controller.
+//! The route controller, as upstream's.
 //!
-//! Every `--route-reconciliation-period`: for each Node pod CIDR, create the missing
-//! route (name hint: the Node UID) and re-create one whose target addresses changed;
-//! delete routes inside `--cluster-cidr` that are blackholed, point at unknown Nodes,
-//! or are stale; never touch routes outside the cluster CIDRs. A Node whose CIDRs are
-//! all routed gets `NetworkUnavailable=False` (reason `RouteCreated`).
+//! Every `--route-reconciliation-period`, from the shared Node view: for each Node pod
+//! CIDR, create the missing route (name hint: the Node UID) or re-create one whose
+//! target addresses changed; delete routes this cluster owns (upstream's
+//! `isResponsibleForRoute`: the route's first or last address lies in a
+//! `--cluster-cidr`) that are blackholed or that no Node's pod CIDR wants as they are;
+//! never touch other routes. Deletes, then creates, run up to 200 at once. Then each
+//! Node with pod CIDRs or targeted by a route gets `NetworkUnavailable`: `False`
+//! (`RouteCreated`) when all its CIDRs are routed, else `True` (`NoRouteCreated`).
+//! A failed create records `FailedToCreateRoute` on the Node (source `route_controller`).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+
+use futures_util::StreamExt;
 use std::net::IpAddr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::events::EventType;
@@ -55,6 +62,32 @@ impl Cidr {
             IpAddr::V4(a) => u128::from(u32::from(a)) << 96,
             IpAddr::V6(a) => u128::from(a),
         }
+    }
+
+    /// The first and last addresses of this CIDR (in [`Self::bits`] form).
+    fn range(&self) -> (u128, u128) {
+        let mask = self.mask();
+        let first = Self::bits(self.addr) & mask;
+        let host = if self.addr.is_ipv4() {
+            !mask & (u128::from(u32::MAX) << 96)
+        } else {
+            !mask
+        };
+        (first, first | host)
+    }
+
+    fn mask(&self) -> u128 {
+        let prefix = u32::from(self.prefix);
+        if prefix == 0 {
+            0
+        } else {
+            u128::MAX << (128 - prefix)
+        }
+    }
+
+    /// Whether an address (in [`Self::bits`] form, same family) lies in this CIDR.
+    fn contains_bits(&self, bits: u128) -> bool {
+        Self::bits(self.addr) & self.mask() == bits & self.mask()
     }
 
     /// Whether `other` lies entirely inside this CIDR (same family).
@@ -141,7 +174,44 @@ async fn set_network_condition(
     .map(drop)
 }
 
-/// One reconciliation. Returns whether every step succeeded.
+/// What a reconciliation does with one pod CIDR of a Node (upstream's `routeAction`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Action {
+    /// The route exists and points at the Node as it is.
+    Keep,
+    /// No route yet.
+    Add,
+    /// The route's target addresses changed: delete it, then create it again.
+    Update,
+}
+
+/// Route operations in flight at once (upstream's `maxConcurrentRouteOperations`).
+const MAX_CONCURRENT_ROUTE_OPERATIONS: usize = 200;
+
+/// Upstream's `getRouteAction`.
+fn route_action(routes: &[&Route], cidr: &str, addresses: &[NodeAddress]) -> Action {
+    match routes.iter().find(|r| r.destination_cidr == cidr) {
+        None => Action::Add,
+        Some(r) if r.target_node_addresses.is_empty() => Action::Keep,
+        Some(r) if same_addresses(&r.target_node_addresses, addresses) => Action::Keep,
+        Some(_) => Action::Update,
+    }
+}
+
+/// Upstream's `isResponsibleForRoute`: the route's first or last address lies in one
+/// of the cluster CIDRs. An unparsable destination is not ours.
+fn is_responsible(cluster_cidrs: &[Cidr], destination: &str) -> bool {
+    let Ok(cidr) = Cidr::parse(destination) else {
+        tracing::error!(cidr = destination, "ignoring route with an unparsable CIDR");
+        return false;
+    };
+    let (first, last) = cidr.range();
+    cluster_cidrs
+        .iter()
+        .any(|c| c.is_ipv6() == cidr.is_ipv6() && (c.contains_bits(first) || c.contains_bits(last)))
+}
+
+/// One reconciliation (upstream's `reconcile`). Returns whether every step succeeded.
 pub async fn reconcile(
     ctx: &Context,
     options: &Options,
@@ -153,7 +223,6 @@ pub async fn reconcile(
     }
     ctx.metrics.upstream.route_sync.inc();
     let api: Api<Node> = Api::all(ctx.client.clone());
-    let nodes = ctx.nodes.list();
     let existing = match routes.list_routes(&options.cluster_name).await {
         Ok(routes) => routes,
         Err(err) => {
@@ -161,103 +230,163 @@ pub async fn reconcile(
             return false;
         }
     };
+    let nodes = ctx.nodes.list();
     let cluster = &options.cluster_name;
-    let in_cluster = |cidr: &str| {
-        Cidr::parse(cidr).is_ok_and(|c| {
-            options
-                .cluster_cidrs
-                .iter()
-                .any(|cluster| cluster.contains(&c))
-        })
-    };
-    let by_node: HashMap<String, &Node> =
-        nodes.iter().map(|n| (n.name_any(), n.as_ref())).collect();
-    let mut ok = true;
 
-    // Delete blackholed, orphaned and stale routes inside the cluster CIDRs.
-    for route in &existing {
-        if !in_cluster(&route.destination_cidr) {
-            continue;
-        }
-        let stale = match by_node.get(&route.target_node) {
-            None => true,
-            Some(node) => {
-                !pod_cidrs(node).contains(&route.destination_cidr)
-                    || !same_addresses(&route.target_node_addresses, &cloud::node_addresses(node))
-                        && !route.target_node_addresses.is_empty()
-            }
-        };
-        if route.blackhole || stale {
-            tracing::info!(route = %route.name, cidr = %route.destination_cidr, target = %route.target_node, blackhole = route.blackhole, "deleting route");
-            if let Err(err) = routes.delete_route(cluster, route).await {
-                tracing::error!(route = %route.name, error = %err, "could not delete route");
-                ok = false;
-            }
-        }
+    // Upstream's routeMap: for each Node that routes target or that has pod CIDRs,
+    // the action for each of its pod CIDRs.
+    let mut actions: HashMap<String, BTreeMap<String, Action>> = HashMap::new();
+    for route in existing.iter().filter(|r| !r.target_node.is_empty()) {
+        actions.entry(route.target_node.clone()).or_default();
     }
-    let remaining: Vec<&Route> = existing
-        .iter()
-        .filter(|r| {
-            !r.blackhole
-                && by_node.get(&r.target_node).is_some_and(|n| {
-                    pod_cidrs(n).contains(&r.destination_cidr)
-                        && (r.target_node_addresses.is_empty()
-                            || same_addresses(&r.target_node_addresses, &cloud::node_addresses(n)))
-                })
-        })
-        .collect();
-
-    // Create what is missing; report per Node.
     for node in &nodes {
         let cidrs = pod_cidrs(node);
         if cidrs.is_empty() {
             continue;
         }
         let name = node.name_any();
-        let mut routed = true;
-        for cidr in &cidrs {
-            if remaining
-                .iter()
-                .any(|r| r.target_node == name && &r.destination_cidr == cidr)
-            {
-                continue;
-            }
-            let route = Route {
-                name: String::new(),
-                target_node: name.clone(),
-                target_node_addresses: cloud::node_addresses(node),
-                destination_cidr: cidr.clone(),
-                blackhole: false,
-            };
-            let hint = node.metadata.uid.clone().unwrap_or_default();
-            match routes.create_route(cluster, &hint, &route).await {
-                Ok(()) => tracing::info!(node = %name, %cidr, "created route"),
-                Err(err) => {
-                    routed = false;
-                    ok = false;
-                    tracing::error!(node = %name, %cidr, error = %err, "could not create route");
-                    node_event(
-                        recorder,
-                        node,
-                        EventType::Warning,
-                        "FailedToCreateRoute",
-                        format!("Could not create route {hint} {cidr} for node {name}: {err}"),
-                    )
-                    .await;
-                }
-            }
-        }
-        if let Err(err) = set_network_condition(&api, node, routed).await {
-            tracing::error!(node = %name, error = %err, "cannot update the NetworkUnavailable condition");
-            ok = false;
+        let targeting: Vec<&Route> = existing.iter().filter(|r| r.target_node == name).collect();
+        let addresses = cloud::node_addresses(node);
+        let entry = actions.entry(name).or_default();
+        for cidr in cidrs {
+            let action = route_action(&targeting, &cidr, &addresses);
+            entry.insert(cidr, action);
         }
     }
-    ok
+
+    // Delete, within the cluster CIDRs only, blackholed routes and those no Node's pod
+    // CIDR wants as they are.
+    let doomed: Vec<Route> = existing
+        .iter()
+        .filter(|r| {
+            is_responsible(&options.cluster_cidrs, &r.destination_cidr)
+                && (r.blackhole
+                    || !matches!(
+                        actions
+                            .get(&r.target_node)
+                            .and_then(|a| a.get(&r.destination_cidr)),
+                        Some(Action::Keep | Action::Add)
+                    ))
+        })
+        .cloned()
+        .collect();
+    let deleted = futures_util::stream::iter(doomed)
+        .map(|route: Route| {
+            let routes = routes.clone();
+            async move {
+                let route = &route;
+                let started = Instant::now();
+                tracing::info!(route = %route.name, cidr = %route.destination_cidr, target = %route.target_node, blackhole = route.blackhole, "deleting route");
+                match routes.delete_route(cluster, route).await {
+                    Ok(()) => {
+                        tracing::info!(route = %route.name, cidr = %route.destination_cidr, elapsed = ?started.elapsed(), "deleted route");
+                        true
+                    }
+                    Err(err) => {
+                        tracing::error!(route = %route.name, cidr = %route.destination_cidr, error = %err, "could not delete route");
+                        false
+                    }
+                }
+            }
+        })
+        .buffer_unordered(MAX_CONCURRENT_ROUTE_OPERATIONS)
+        .collect::<Vec<bool>>()
+        .await;
+    let mut ok = deleted.iter().all(|d| *d);
+
+    // Create what is missing (or re-create what was updated).
+    let wanted: Vec<(Arc<Node>, String)> = nodes
+        .iter()
+        .flat_map(|node| {
+            let name = node.name_any();
+            actions
+                .get(&name)
+                .into_iter()
+                .flatten()
+                .filter(|(_, action)| **action != Action::Keep)
+                .map(move |(cidr, _)| (node.clone(), cidr.clone()))
+        })
+        .collect();
+    let created = futures_util::stream::iter(wanted)
+        .map(|(node, cidr): (Arc<Node>, String)| {
+            let routes = routes.clone();
+            async move {
+                let node = node.as_ref();
+                let name = node.name_any();
+                let route = Route {
+                    name: String::new(),
+                    target_node: name.clone(),
+                    target_node_addresses: cloud::node_addresses(node),
+                    destination_cidr: cidr.clone(),
+                    blackhole: false,
+                };
+                let hint = node.metadata.uid.clone().unwrap_or_default();
+                let started = Instant::now();
+                match routes.create_route(cluster, &hint, &route).await {
+                    Ok(()) => {
+                        tracing::info!(node = %name, %cidr, hint = %hint, elapsed = ?started.elapsed(), "created route");
+                        Some((name, cidr))
+                    }
+                    Err(err) => {
+                        let message = format!(
+                            "Could not create route {hint} {cidr} for node {name} after {:?}: {err}",
+                            started.elapsed()
+                        );
+                        tracing::error!(node = %name, %cidr, error = %err, "could not create route");
+                        node_event(recorder, node, EventType::Warning, "FailedToCreateRoute", message)
+                            .await;
+                        None
+                    }
+                }
+            }
+        })
+        .buffer_unordered(MAX_CONCURRENT_ROUTE_OPERATIONS)
+        .collect::<Vec<_>>()
+        .await;
+    for done in &created {
+        match done {
+            Some((name, cidr)) => {
+                if let Some(action) = actions.get_mut(name).and_then(|a| a.get_mut(cidr)) {
+                    *action = Action::Keep;
+                }
+            }
+            None => ok = false,
+        }
+    }
+
+    // Then each Node's condition: a Node that routes target but that has no pod CIDR
+    // is NetworkUnavailable (NoRouteCreated), as is one with a route missing.
+    let outcomes: Vec<(Arc<Node>, bool)> = nodes
+        .iter()
+        .filter_map(|node| {
+            let cidr_actions = actions.get(&node.name_any())?;
+            let routed =
+                !cidr_actions.is_empty() && cidr_actions.values().all(|a| *a == Action::Keep);
+            Some((node.clone(), routed))
+        })
+        .collect();
+    let conditions = futures_util::stream::iter(outcomes)
+    .map(|(node, routed): (Arc<Node>, bool)| {
+        let api = api.clone();
+        async move {
+            let node = node.as_ref();
+            let result = set_network_condition(&api, node, routed).await;
+            if let Err(err) = &result {
+                tracing::error!(node = %node.name_any(), error = %err, "cannot update the NetworkUnavailable condition");
+            }
+            result.is_ok()
+        }
+    })
+    .buffer_unordered(MAX_CONCURRENT_ROUTE_OPERATIONS)
+    .collect::<Vec<bool>>()
+    .await;
+    ok && conditions.iter().all(|c| *c)
 }
 
 /// Runs the controller until `shutdown` turns true.
 pub async fn run(ctx: Context, options: Options, shutdown: tokio::sync::watch::Receiver<bool>) {
-    let recorder = ctx.recorder("route-controller");
+    // Upstream's event source for this controller has an underscore.
+    let recorder = ctx.recorder("route_controller");
     if !ctx.nodes.ready().await {
         return;
     }
@@ -294,5 +423,64 @@ mod tests {
                 .unwrap()
                 .contains(&Cidr::parse("1.2.3.0/24").unwrap())
         );
+    }
+
+    /// Ported from upstream `TestIsResponsibleForRoute`.
+    #[test]
+    fn is_responsible_for_route() {
+        let cases = [
+            ("10.244.0.0/16", "10.244.0.0/24", true),
+            ("10.244.0.0/16", "10.244.10.0/24", true),
+            ("10.244.0.0/16", "10.244.255.0/24", true),
+            ("10.244.0.0/14", "10.244.0.0/24", true),
+            ("10.244.0.0/14", "10.247.255.0/24", true),
+            ("a00:100::/10", "a00:100::/24", true),
+            ("10.244.0.0/16", "10.224.0.0/24", false),
+            ("10.244.0.0/16", "10.0.10.0/24", false),
+            ("10.244.0.0/16", "10.255.255.0/24", false),
+            ("10.244.0.0/14", "10.248.0.0/24", false),
+            ("10.244.0.0/14", "10.243.255.0/24", false),
+            ("a00:100::/10", "b00:100::/24", false),
+            // First or last address inside: a route wider than the cluster CIDR.
+            ("10.244.0.0/16", "10.244.0.0/15", true),
+            ("10.244.0.0/16", "10.0.0.0/8", false),
+            ("10.244.0.0/16", "fd00::/64", false),
+            ("10.244.0.0/16", "nonsense", false),
+        ];
+        for (cluster, route, want) in cases {
+            let cluster = [Cidr::parse(cluster).unwrap()];
+            assert_eq!(
+                is_responsible(&cluster, route),
+                want,
+                "{route} in {cluster:?}"
+            );
+        }
+    }
+
+    /// Upstream's `getRouteAction`.
+    #[test]
+    fn route_actions() {
+        let addr = |a: &str| NodeAddress {
+            type_: "InternalIP".into(),
+            address: a.into(),
+        };
+        let route = |cidr: &str, addresses: Vec<NodeAddress>| Route {
+            name: "r".into(),
+            target_node: "n".into(),
+            target_node_addresses: addresses,
+            destination_cidr: cidr.into(),
+            blackhole: false,
+        };
+        let plain = route("10.244.1.0/24", vec![]);
+        let with_addresses = route("10.244.2.0/24", vec![addr("10.0.0.1")]);
+        let routes = [&plain, &with_addresses];
+        let now = [addr("10.0.0.2")];
+        assert_eq!(route_action(&routes, "10.244.1.0/24", &now), Action::Keep);
+        assert_eq!(route_action(&routes, "10.244.2.0/24", &now), Action::Update);
+        assert_eq!(
+            route_action(&routes, "10.244.2.0/24", &[addr("10.0.0.1")]),
+            Action::Keep
+        );
+        assert_eq!(route_action(&routes, "10.244.3.0/24", &now), Action::Add);
     }
 }
