@@ -1818,3 +1818,80 @@ async fn reconcile_routes_as_upstream() {
     })
     .await;
 }
+
+/// Ported from upstream `TestGetNodeAddressesFromNodeIP` and component-helpers'
+/// `ParseNodeIPAnnotation` through the real controller: a provided node IP written
+/// differently (leading zeros) matches the cloud's address as an IP and is enforced
+/// (the other InternalIP dropped, the ExternalIP kept); one with a space does not
+/// parse, and that Node stays uninitialized.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn provided_node_ip_as_upstream() {
+    let stack = Stack::start().await;
+    for name in ["pip-sloppy", "pip-space"] {
+        stack.cloud.with_state(|s| {
+            s.create_instance(NewInstance {
+                addresses: Some(vec![
+                    Address::new("InternalIP", "10.1.0.1"),
+                    Address::new("InternalIP", "10.1.0.9"),
+                    Address::new("ExternalIP", "198.51.100.1"),
+                ]),
+                ..NewInstance::named(name)
+            })
+        });
+    }
+    let nodes: Api<Node> = Api::all(stack.client());
+    for (name, ip) in [
+        ("pip-sloppy", "010.001.000.009"),
+        ("pip-space", "10.1.0.9 "),
+    ] {
+        let mut node = kubelet_node(name, "True");
+        node.metadata.annotations = Some(
+            [(
+                "alpha.kubernetes.io/provided-node-ip".to_string(),
+                ip.to_string(),
+            )]
+            .into(),
+        );
+        nodes.create(&PostParams::default(), &node).await.unwrap();
+    }
+    let port = free_port();
+    let _ccm = stack.controller_manager(port, &["--leader-elect=false"]);
+    wait_until(TIMEOUT, "pip-sloppy initialized", || {
+        initialized(&nodes, "pip-sloppy")
+    })
+    .await;
+    let addresses: Vec<(String, String)> = nodes
+        .get("pip-sloppy")
+        .await
+        .unwrap()
+        .status
+        .unwrap()
+        .addresses
+        .unwrap()
+        .into_iter()
+        .map(|a| (a.type_, a.address))
+        .collect();
+    let want = |t: &str, a: &str| (t.to_string(), a.to_string());
+    assert!(
+        addresses.contains(&want("InternalIP", "10.1.0.9")),
+        "{addresses:?}"
+    );
+    assert!(
+        addresses.contains(&want("ExternalIP", "198.51.100.1")),
+        "{addresses:?}"
+    );
+    assert!(
+        !addresses.contains(&want("InternalIP", "10.1.0.1")),
+        "{addresses:?}"
+    );
+    wait_until(TIMEOUT, "pip-space failing to sync", || async {
+        metric(
+            &metrics(port).await,
+            r#"wasm_ccm_controller_retries_pending{controller="cloud-node"}"#,
+        ) == 1.0
+    })
+    .await;
+    assert!(
+        taint_keys(&nodes.get("pip-space").await.unwrap()).contains(&UNINITIALIZED.to_string())
+    );
+}

@@ -11,6 +11,7 @@
 //! and reconciles beta/GA labels; provider ID and labels are not re-synced.
 
 use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -88,8 +89,53 @@ fn node_name(node: &Node) -> String {
     node.metadata.name.clone().unwrap_or_default()
 }
 
-/// Addresses from the cloud, with kubelet's provided node IP(s) first: an address
-/// matching a node IP is the only one of its type; other addresses follow.
+/// Go's `netutils.ParseIPSloppy`: IPv4 components may have leading zeros (read as
+/// decimal); an IPv4-mapped IPv6 address is that IPv4 address (Go's `net.IP` equality).
+pub fn parse_ip_sloppy(text: &str) -> Option<IpAddr> {
+    if text.contains(':') {
+        let v6: Ipv6Addr = text.parse().ok()?;
+        return Some(match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6(v6),
+        });
+    }
+    let mut octets = [0u8; 4];
+    let mut parts = text.split('.');
+    for octet in &mut octets {
+        let part = parts.next()?;
+        if part.is_empty() || part.len() > 8 || !part.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        *octet = u8::try_from(part.parse::<u32>().ok()?).ok()?;
+    }
+    parts
+        .next()
+        .is_none()
+        .then_some(IpAddr::V4(Ipv4Addr::from(octets)))
+}
+
+/// Upstream's `ParseNodeIPAnnotation` (component-helpers): one IP, or a dual-stack pair
+/// separated by a comma; strict (no spaces, nothing empty); a pair may not hold an
+/// unspecified address.
+pub fn parse_node_ip_annotation(value: &str) -> Result<Vec<IpAddr>, String> {
+    let mut ips = Vec::new();
+    for part in value.split(',') {
+        ips.push(parse_ip_sloppy(part).ok_or_else(|| format!("could not parse {part:?}"))?);
+    }
+    if ips.len() > 2 || (ips.len() == 2 && ips[0].is_ipv6() == ips[1].is_ipv6()) {
+        return Err("must contain either a single IP or a dual-stack pair of IPs".into());
+    }
+    if ips.len() == 2 && ips.iter().any(IpAddr::is_unspecified) {
+        return Err("dual-stack node IP cannot include '0.0.0.0' or '::'".into());
+    }
+    Ok(ips)
+}
+
+/// Upstream's `GetNodeAddressesFromNodeIP`: when kubelet provided node IP(s)
+/// (`alpha.kubernetes.io/provided-node-ip`), every cloud address equal to one of them
+/// (compared as IPs) comes first and is the only one of its type; the cloud's other
+/// addresses of the other types follow. A node IP the cloud does not report, or an
+/// annotation that does not parse, is an error (the Node stays uninitialized).
 pub fn apply_provided_node_ip(
     node: &Node,
     cloud: &[NodeAddress],
@@ -102,38 +148,32 @@ pub fn apply_provided_node_ip(
     else {
         return Ok(cloud.to_vec());
     };
-    let ips: Vec<&str> = provided
-        .split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .collect();
-    if ips.is_empty() || ips.len() > 2 {
-        return Err(format!(
-            "{ANNOTATION_PROVIDED_NODE_IP} {provided:?} must hold one IP or two (dual stack)"
-        ));
-    }
-    let mut first = Vec::new();
-    for ip in &ips {
-        if ip.parse::<std::net::IpAddr>().is_err() {
-            return Err(format!("{ip:?} is not an IP address"));
+    let ips = parse_node_ip_annotation(provided)
+        .map_err(|err| format!("failed to parse node IP {provided:?}: {err}"))?;
+    let mut enforced = Vec::new();
+    let mut types = std::collections::BTreeSet::new();
+    for ip in ips {
+        let matching: Vec<&NodeAddress> = cloud
+            .iter()
+            .filter(|a| parse_ip_sloppy(&a.address) == Some(ip))
+            .collect();
+        if matching.is_empty() {
+            return Err(format!(
+                "failed to get node address from cloud provider that matches ip: {ip}"
+            ));
         }
-        match cloud.iter().find(|a| a.address == *ip) {
-            Some(a) => first.push(a.clone()),
-            None => {
-                return Err(format!(
-                    "failed to get node address from cloud provider that matches ip: {ip}"
-                ));
-            }
+        for address in matching {
+            enforced.push(address.clone());
+            types.insert(address.type_.as_str());
         }
     }
-    let taken_types: Vec<String> = first.iter().map(|a| a.type_.clone()).collect();
-    let rest: Vec<NodeAddress> = cloud
-        .iter()
-        .filter(|a| !taken_types.contains(&a.type_) && !first.contains(a))
-        .cloned()
-        .collect();
-    first.extend(rest);
-    Ok(first)
+    enforced.extend(
+        cloud
+            .iter()
+            .filter(|a| !types.contains(a.type_.as_str()))
+            .cloned(),
+    );
+    Ok(enforced)
 }
 
 /// Additional label keys upstream discards: `(^|\.)(kubernetes|k8s)\.io/`.
@@ -429,32 +469,166 @@ mod tests {
         node
     }
 
+    /// Ported from upstream `TestGetNodeAddressesFromNodeIP` (cloud-provider
+    /// node/helpers/address_test.go).
     #[test]
-    fn provided_node_ip_comes_first_and_must_exist() {
-        let cloud = vec![
-            addr("InternalIP", "10.0.0.1"),
-            addr("InternalIP", "10.0.0.2"),
-            addr("ExternalIP", "203.0.113.5"),
-            addr("Hostname", "n"),
+    fn get_node_addresses_from_node_ip() {
+        let host = addr("Hostname", "kubelet-hostname");
+        let cases: Vec<(&str, &str, Vec<NodeAddress>, Option<Vec<NodeAddress>>)> = vec![
+            (
+                "a single InternalIP",
+                "10.1.1.1",
+                vec![addr("InternalIP", "10.1.1.1"), host.clone()],
+                Some(vec![addr("InternalIP", "10.1.1.1"), host.clone()]),
+            ),
+            (
+                "node IP is external",
+                "55.55.55.55",
+                vec![
+                    addr("InternalIP", "10.1.1.1"),
+                    addr("ExternalIP", "55.55.55.55"),
+                    host.clone(),
+                ],
+                Some(vec![
+                    addr("ExternalIP", "55.55.55.55"),
+                    addr("InternalIP", "10.1.1.1"),
+                    host.clone(),
+                ]),
+            ),
+            (
+                "InternalIP and ExternalIP are the same",
+                "55.55.55.55",
+                vec![
+                    addr("InternalIP", "44.44.44.44"),
+                    addr("ExternalIP", "44.44.44.44"),
+                    addr("InternalIP", "55.55.55.55"),
+                    addr("ExternalIP", "55.55.55.55"),
+                    host.clone(),
+                ],
+                Some(vec![
+                    addr("InternalIP", "55.55.55.55"),
+                    addr("ExternalIP", "55.55.55.55"),
+                    host.clone(),
+                ]),
+            ),
+            (
+                "an InternalIP with multiple internal IPs",
+                "10.1.1.1",
+                vec![
+                    addr("InternalIP", "10.1.1.1"),
+                    addr("InternalIP", "10.2.2.2"),
+                    addr("InternalIP", "10.3.3.3"),
+                    addr("ExternalIP", "55.55.55.55"),
+                    host.clone(),
+                ],
+                Some(vec![
+                    addr("InternalIP", "10.1.1.1"),
+                    addr("ExternalIP", "55.55.55.55"),
+                    host.clone(),
+                ]),
+            ),
+            (
+                "an InternalIP that isn't the cloud's: error",
+                "10.2.2.2",
+                vec![
+                    addr("InternalIP", "10.1.1.1"),
+                    addr("ExternalIP", "55.55.55.55"),
+                    host.clone(),
+                ],
+                None,
+            ),
+            (
+                "different IPv6 formats",
+                "2600:1f14:1d4:d101::ba3d",
+                vec![
+                    addr("InternalIP", "10.1.1.1"),
+                    addr("InternalIP", "2600:1f14:1d4:d101:0:0:0:ba3d"),
+                    host.clone(),
+                ],
+                Some(vec![
+                    addr("InternalIP", "2600:1f14:1d4:d101:0:0:0:ba3d"),
+                    host.clone(),
+                ]),
+            ),
+            (
+                "single-stack cloud, dual-stack request",
+                "10.1.1.1,fc01:1234::5678",
+                vec![addr("InternalIP", "10.1.1.1"), host.clone()],
+                None,
+            ),
+            (
+                "dual-stack cloud, IPv6 first, IPv4-primary request",
+                "10.1.1.1,fc01:1234::5678",
+                vec![
+                    addr("InternalIP", "fc01:1234::5678"),
+                    addr("InternalIP", "10.1.1.1"),
+                    host.clone(),
+                ],
+                Some(vec![
+                    addr("InternalIP", "10.1.1.1"),
+                    addr("InternalIP", "fc01:1234::5678"),
+                    host.clone(),
+                ]),
+            ),
+            (
+                "leading zeros are the same IP (ParseIPSloppy)",
+                "010.001.001.001",
+                vec![addr("InternalIP", "10.1.1.1"), host.clone()],
+                Some(vec![addr("InternalIP", "10.1.1.1"), host.clone()]),
+            ),
         ];
-        let out = apply_provided_node_ip(&annotated("10.0.0.2"), &cloud).unwrap();
-        assert_eq!(
-            out,
-            vec![
-                addr("InternalIP", "10.0.0.2"),
-                addr("ExternalIP", "203.0.113.5"),
-                addr("Hostname", "n")
-            ]
-        );
+        for (name, ip, cloud, want) in cases {
+            let got = apply_provided_node_ip(&annotated(ip), &cloud).ok();
+            assert_eq!(got, want, "{name}");
+        }
         assert!(
-            apply_provided_node_ip(&annotated("10.9.9.9"), &cloud)
+            apply_provided_node_ip(&annotated("10.9.9.9"), &[addr("InternalIP", "10.1.1.1")])
                 .unwrap_err()
-                .contains("10.9.9.9")
+                .contains("matches ip: 10.9.9.9")
         );
-        assert!(apply_provided_node_ip(&annotated("nonsense"), &cloud).is_err());
+        let cloud = [addr("InternalIP", "10.1.1.1")];
         assert_eq!(
             apply_provided_node_ip(&Node::default(), &cloud).unwrap(),
             cloud
+        );
+    }
+
+    /// Upstream's `ParseNodeIPAnnotation` (component-helpers node/util/ips.go): strict.
+    #[test]
+    fn parse_node_ip_annotation_is_strict() {
+        for ok in [
+            "10.1.1.1",
+            "10.1.1.1,fd00::1",
+            "fd00::1,10.1.1.1",
+            "0.0.0.0",
+            "::ffff:10.1.1.1",
+        ] {
+            assert!(parse_node_ip_annotation(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "",
+            " 10.1.1.1",
+            "10.1.1.1 ",
+            "10.1.1.1, fd00::1",
+            "10.1.1.1,",
+            "10.1.1.1,10.2.2.2",
+            "10.1.1.1,::ffff:10.2.2.2",
+            "10.1.1.1,fd00::1,fd00::2",
+            "0.0.0.0,fd00::1",
+            "10.1.1.1,::",
+            "10.1.1",
+            "10.1.1.256",
+            "node-1",
+        ] {
+            assert!(parse_node_ip_annotation(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(
+            parse_ip_sloppy("010.000.000.001"),
+            parse_ip_sloppy("10.0.0.1")
+        );
+        assert_eq!(
+            parse_ip_sloppy("::ffff:10.0.0.1"),
+            parse_ip_sloppy("10.0.0.1")
         );
     }
 
