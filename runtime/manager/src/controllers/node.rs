@@ -474,7 +474,9 @@ mod tests {
     #[test]
     fn get_node_addresses_from_node_ip() {
         let host = addr("Hostname", "kubelet-hostname");
-        let cases: Vec<(&str, &str, Vec<NodeAddress>, Option<Vec<NodeAddress>>)> = vec![
+        // (case, annotation, cloud addresses, expected addresses or an error)
+        type Case<'a> = (&'a str, &'a str, Vec<NodeAddress>, Option<Vec<NodeAddress>>);
+        let cases: Vec<Case> = vec![
             (
                 "a single InternalIP",
                 "10.1.1.1",
