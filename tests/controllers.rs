@@ -1895,3 +1895,46 @@ async fn provided_node_ip_as_upstream() {
         taint_keys(&nodes.get("pip-space").await.unwrap()).contains(&UNINITIALIZED.to_string())
     );
 }
+
+/// Upstream's event order on the ensure path (`syncLoadBalancerIfNeeded` then
+/// `ensureLoadBalancer`): `EnsuringLoadBalancer` before the finalizer and the node
+/// list, `UnAvailableLoadBalancer` when no node is eligible, then
+/// `EnsuredLoadBalancer`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ensure_events_in_upstream_order() {
+    let stack = Stack::start().await;
+    let services: Api<Service> = Api::namespaced(stack.client(), "default");
+    let port = free_port();
+    let _ccm = stack.controller_manager(port, &["--leader-elect=false"]);
+    ensured(&services, "lonely").await;
+    wait_until(TIMEOUT, "the Ensured event", || async {
+        reasons(&stack, "lonely")
+            .await
+            .contains(&"EnsuredLoadBalancer".to_string())
+    })
+    .await;
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(stack.client(), "default");
+    let mut list: Vec<_> = events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.regarding
+                .as_ref()
+                .is_some_and(|r| r.name.as_deref() == Some("lonely"))
+        })
+        .collect();
+    list.sort_by_key(|e| e.event_time.as_ref().map(|t| t.0));
+    let order: Vec<String> = list.into_iter().filter_map(|e| e.reason).collect();
+    assert_eq!(
+        order,
+        [
+            "EnsuringLoadBalancer",
+            "UnAvailableLoadBalancer",
+            "EnsuredLoadBalancer"
+        ]
+    );
+}
