@@ -619,20 +619,8 @@ async fn service_load_balancers_follow_services_and_nodes() {
     .await;
 
     // The type changes away: the load balancer goes, then the finalizer, and the status clears.
-    services
-        .patch(
-            "web",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"type": "ClusterIP"}})),
-        )
-        .await
-        .unwrap();
-    wait_until(TIMEOUT, "finalizer removed after deletion", || async {
-        services.get("web").await.is_ok_and(|s| {
-            ingress_ip(&s).is_none() && s.metadata.finalizers.unwrap_or_default().is_empty()
-        })
-    })
-    .await;
+    to_cluster_ip(&services, "web").await;
+    wait_released(&services, "web").await;
     assert_eq!(backends(&stack), None);
     let r = reasons(&stack, "web").await;
     assert!(
@@ -1462,6 +1450,28 @@ async fn ensured(services: &Api<Service>, name: &str) -> Service {
     services.get(name).await.unwrap()
 }
 
+/// Switches a Service to ClusterIP.
+async fn to_cluster_ip(services: &Api<Service>, name: &str) {
+    services
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"type": "ClusterIP"}})),
+        )
+        .await
+        .unwrap();
+}
+
+/// Waits until a Service has neither the finalizer nor an ingress.
+async fn wait_released(services: &Api<Service>, name: &str) {
+    wait_until(TIMEOUT, "finalizer and status gone", || async {
+        services.get(name).await.is_ok_and(|s| {
+            ingress_ip(&s).is_none() && s.metadata.finalizers.unwrap_or_default().is_empty()
+        })
+    })
+    .await;
+}
+
 async fn remove_finalizers(services: &Api<Service>, name: &str) {
     services
         .patch(
@@ -1531,14 +1541,7 @@ async fn process_service_deletion_without_the_finalizer() {
 
     // Switched to ClusterIP without the finalizer.
     remove_finalizers(&services, "again").await;
-    services
-        .patch(
-            "again",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"type": "ClusterIP"}})),
-        )
-        .await
-        .unwrap();
+    to_cluster_ip(&services, "again").await;
     wait_until(
         TIMEOUT,
         "the load balancer deleted, the status cleared",
@@ -1591,20 +1594,8 @@ async fn sync_load_balancer_if_needed_as_upstream() {
 
     // The load balancer disappears from the cloud behind the controller's back.
     stack.cloud.with_state(|s| s.load_balancers.clear());
-    services
-        .patch(
-            "vanished",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"type": "ClusterIP"}})),
-        )
-        .await
-        .unwrap();
-    wait_until(TIMEOUT, "finalizer and status gone", || async {
-        services.get("vanished").await.is_ok_and(|s| {
-            ingress_ip(&s).is_none() && s.metadata.finalizers.unwrap_or_default().is_empty()
-        })
-    })
-    .await;
+    to_cluster_ip(&services, "vanished").await;
+    wait_released(&services, "vanished").await;
     let r = reasons(&stack, "vanished").await;
     assert!(r.contains(&"DeletedLoadBalancer".to_string()), "{r:?}");
     assert!(!r.contains(&"DeletingLoadBalancer".to_string()), "{r:?}");

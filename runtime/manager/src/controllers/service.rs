@@ -329,21 +329,9 @@ async fn sync_service(state: &State, svc: &Service) -> Result<Operation, Service
         };
         if exists {
             tracing::info!(service = %key(svc), "deleting existing load balancer");
-            event(
-                state,
-                svc,
-                EventType::Normal,
-                "DeletingLoadBalancer",
-                "Deleting load balancer".into(),
-            )
-            .await;
-            match lb.ensure_load_balancer_deleted(cluster, svc).await {
-                Ok(()) => {}
-                Err(err) if err.is_implemented_elsewhere() => {
-                    tracing::debug!(service = %key(svc), "load balancer implemented elsewhere; nothing to delete");
-                }
-                Err(err) => return Err(cloud_step("delete load balancer")(err)),
-            }
+            delete_load_balancer(state, svc)
+                .await
+                .map_err(cloud_step("delete load balancer"))?;
         }
         // Only now that the provider confirmed the load balancer is gone.
         if has_finalizer(svc) {
@@ -429,13 +417,9 @@ async fn sync_service(state: &State, svc: &Service) -> Result<Operation, Service
     Ok(Operation::Ensure)
 }
 
-/// Upstream's `processLoadBalancerDelete`, for a Service that is gone (deleted without
-/// the finalizer) or replaced by another of the same name: deletes the load balancer of
-/// its last synced state.
-async fn delete_for_gone_service(state: &State, svc: &Service) -> Result<(), ServiceSyncError> {
-    if !wants_load_balancer(svc) {
-        return Ok(());
-    }
+/// `DeletingLoadBalancer`, then the provider's delete; implemented elsewhere is not
+/// an error (another controller's load balancer).
+async fn delete_load_balancer(state: &State, svc: &Service) -> Result<(), cloud::Error> {
     event(
         state,
         svc,
@@ -449,19 +433,31 @@ async fn delete_for_gone_service(state: &State, svc: &Service) -> Result<(), Ser
         .ensure_load_balancer_deleted(&state.options.cluster_name, svc)
         .await
     {
-        Ok(()) => {}
-        Err(err) if err.is_implemented_elsewhere() => {}
-        Err(err) => {
-            event(
-                state,
-                svc,
-                EventType::Warning,
-                "DeleteLoadBalancerFailed",
-                format!("Error deleting load balancer: {err}"),
-            )
-            .await;
-            return Err(cloud_step("delete load balancer")(err));
+        Err(err) if err.is_implemented_elsewhere() => {
+            tracing::debug!(service = %key(svc), "load balancer implemented elsewhere; nothing to delete");
+            Ok(())
         }
+        result => result,
+    }
+}
+
+/// Upstream's `processLoadBalancerDelete`, for a Service that is gone (deleted without
+/// the finalizer) or replaced by another of the same name: deletes the load balancer of
+/// its last synced state.
+async fn delete_for_gone_service(state: &State, svc: &Service) -> Result<(), ServiceSyncError> {
+    if !wants_load_balancer(svc) {
+        return Ok(());
+    }
+    if let Err(err) = delete_load_balancer(state, svc).await {
+        event(
+            state,
+            svc,
+            EventType::Warning,
+            "DeleteLoadBalancerFailed",
+            format!("Error deleting load balancer: {err}"),
+        )
+        .await;
+        return Err(cloud_step("delete load balancer")(err));
     }
     event(
         state,
