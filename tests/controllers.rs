@@ -1497,9 +1497,19 @@ async fn process_service_deletion_without_the_finalizer() {
     let port = free_port();
     let _ccm = stack.controller_manager(port, &["--leader-elect=false"]);
 
-    // Deleted without the finalizer.
+    // Deleted without the finalizer; the first delete fails (upstream's
+    // DeleteLoadBalancerFailed, then a retry with backoff).
     ensured(&services, "gone").await;
     remove_finalizers(&services, "gone").await;
+    stack.cloud.with_state(|s| {
+        s.faults.push(Fault {
+            path_prefix: "/v1/load-balancers".into(),
+            method: Some("DELETE".into()),
+            status: Some(500),
+            count: Some(1),
+            ..Fault::default()
+        })
+    });
     services.delete("gone", &Default::default()).await.unwrap();
     assert!(services.get_opt("gone").await.unwrap().is_none());
     wait_until(
@@ -1508,10 +1518,15 @@ async fn process_service_deletion_without_the_finalizer() {
         || async { load_balancer_names(&stack).is_empty() },
     )
     .await;
-    wait_until(TIMEOUT, "Deleting/Deleted events", || async {
+    wait_until(TIMEOUT, "Deleting/DeleteFailed/Deleted events", || async {
         let r = reasons(&stack, "gone").await;
-        r.contains(&"DeletingLoadBalancer".to_string())
-            && r.contains(&"DeletedLoadBalancer".to_string())
+        [
+            "DeletingLoadBalancer",
+            "DeleteLoadBalancerFailed",
+            "DeletedLoadBalancer",
+        ]
+        .iter()
+        .all(|want| r.iter().any(|got| got == want))
     })
     .await;
 
@@ -1555,7 +1570,11 @@ async fn process_service_deletion_without_the_finalizer() {
     )
     .await;
     let m = metrics(port).await;
-    assert_eq!(reconciles(&m, "service", "error"), 0.0);
+    assert_eq!(
+        reconciles(&m, "service", "error"),
+        1.0,
+        "the one failed delete"
+    );
 }
 
 /// Ported from upstream `TestSyncLoadBalancerIfNeeded`: a Service that does not want a
@@ -1785,8 +1804,38 @@ async fn reconcile_routes_as_upstream() {
             });
         }
     });
+    // The first create fails: FailedToCreateRoute on the Node, from upstream's event
+    // source, and NoRouteCreated until the retry succeeds.
+    stack.cloud.with_state(|s| {
+        s.faults.push(Fault {
+            path_prefix: "/v1/routes".into(),
+            method: Some("POST".into()),
+            status: Some(500),
+            count: Some(1),
+            ..Fault::default()
+        })
+    });
     let port = free_port();
     let _ccm = stack.controller_manager(port, &["--leader-elect=false"]);
+    wait_until(
+        TIMEOUT,
+        "FailedToCreateRoute from route_controller",
+        || async {
+            let events: Api<k8s_openapi::api::events::v1::Event> = Api::all(stack.client());
+            events.list(&ListParams::default()).await.is_ok_and(|l| {
+                l.items.iter().any(|e| {
+                    e.reason.as_deref() == Some("FailedToCreateRoute")
+                        && e.reporting_controller.as_deref() == Some("route_controller")
+                        && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("nr-1")
+                        && e.note.as_deref().is_some_and(|n| {
+                            n.starts_with("Could not create route ")
+                                && n.contains(" 10.244.1.0/24 for node nr-1 after ")
+                        })
+                })
+            })
+        },
+    )
+    .await;
     wait_until(
         TIMEOUT,
         "nr-1 routed; the routes we own and no Node wants gone",
