@@ -95,7 +95,7 @@ async fn playground_serves_a_cluster_kubectl_can_use() {
     let dir = TempDir::new("playground");
     let kubeconfig = dir.path().join("kubeconfig");
     let mut child = tokio::process::Command::new(built_bin("wasm-ccm-playground"))
-        .args(["--nodes", "4"])
+        .args(["--nodes", "4", "--node-monitor-grace-period", "1s"])
         .arg("--kubeconfig-out")
         .arg(&kubeconfig)
         .arg("--work-dir")
@@ -176,5 +176,76 @@ async fn playground_serves_a_cluster_kubectl_can_use() {
     .await
     .unwrap();
     assert!(line.contains("+seen=yes"), "{line}");
-    child.kill().await.unwrap();
+
+    // Stopping an instance stops its simulated kubelet: the node turns NotReady after
+    // the grace period, and the lifecycle controller taints it shut down.
+    let cloud = output
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("simulated cloud:"))
+        .and_then(|rest| rest.split_whitespace().next())
+        .expect("the simulated cloud's URL")
+        .to_owned();
+    wasm_ccm_tests::moto::ensure_crypto_provider();
+    let stopped = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .unwrap()
+        .patch(format!("{cloud}/admin/instances/i-00000001"))
+        .header("content-type", "application/json")
+        .body(r#"{"state": "stopped"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert!(stopped.status().is_success(), "{stopped:?}");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let out = tokio::process::Command::new(kubectl())
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .args([
+                "get",
+                "node",
+                "node-1",
+                "-o",
+                "jsonpath={.status.conditions[?(@.type==\"Ready\")].status} {.spec.taints[*].key}",
+            ])
+            .output()
+            .await
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        if text.starts_with("Unknown ")
+            && text.contains("node.cloudprovider.kubernetes.io/shutdown")
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "node-1 not NotReady and shut down: {text:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    // SIGTERM stops it cleanly, as Ctrl-C does.
+    let pid = child.id().expect("running").to_string();
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
+        .await
+        .expect("the playground stops on SIGTERM")
+        .unwrap();
+    assert!(status.success(), "{status:?}");
+    let rest = tokio::time::timeout(Duration::from_secs(10), async {
+        let mut rest = String::new();
+        while let Ok(Some(line)) = lines.next_line().await {
+            rest.push_str(&line);
+            rest.push('\n');
+        }
+        rest
+    })
+    .await
+    .unwrap();
+    assert!(rest.contains("stopped"), "{rest}");
 }

@@ -7,6 +7,7 @@
 //! This is the only crate that links the API server double and the simulated cloud;
 //! the shipped `wasm-ccm` binary does not.
 
+mod kubelets;
 mod playground;
 
 use std::path::PathBuf;
@@ -17,7 +18,7 @@ use clap::Parser;
 /// Run wasm-ccm on this machine with no cluster and no cloud account: the Kubernetes
 /// API server double, the simulated cloud and the reference provider (or AWS emulated
 /// by moto and the AWS provider, with --cloud aws), with seeded nodes and a
-/// LoadBalancer Service. Stays up until Ctrl-C.
+/// LoadBalancer Service. Stays up until Ctrl-C or SIGTERM.
 #[derive(Parser)]
 #[command(name = "wasm-ccm-playground", version, about)]
 struct Cli {
@@ -49,6 +50,15 @@ struct Cli {
     /// Directory for the provider directory, credentials and cloud config.
     #[arg(long, default_value_os_t = std::env::temp_dir().join("wasm-ccm-playground"))]
     work_dir: PathBuf,
+    /// With the simulated cloud: how long after its instance stops or is deleted a
+    /// node's simulated kubelet has stopped long enough for the node to turn NotReady
+    /// (Go duration, e.g. 10s; a real cluster's node-monitor-grace-period is 40s).
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    node_monitor_grace_period: std::time::Duration,
+}
+
+fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    wasm_ccm_host::policy::duration::parse_duration(text).map_err(|e| e.to_string())
 }
 
 fn main() -> ExitCode {
@@ -75,6 +85,7 @@ fn main() -> ExitCode {
         cloud: cli.cloud,
         provider: cli.provider,
         work_dir: cli.work_dir,
+        node_monitor_grace_period: cli.node_monitor_grace_period,
     };
     match runtime.block_on(playground::run(options)) {
         Ok(()) => ExitCode::SUCCESS,

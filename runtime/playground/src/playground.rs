@@ -34,6 +34,8 @@ pub struct Options {
     pub provider: Option<PathBuf>,
     /// Where the provider directory (component, policy, token, cloud config) is written.
     pub work_dir: PathBuf,
+    /// How long after its instance stops a simulated kubelet's Node turns NotReady.
+    pub node_monitor_grace_period: Duration,
 }
 
 /// The cloud the playground runs against.
@@ -100,6 +102,21 @@ pub enum PlaygroundError {
     /// The AWS emulator could not be started.
     #[error("starting the AWS emulator (moto): {0}")]
     Emulator(String),
+    /// The SIGTERM handler could not be installed.
+    #[error("cannot handle SIGTERM: {source}")]
+    Signal {
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Stops a background task when the playground stops.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// A Node as kubelet registers it with `--cloud-provider=external`, with the pod CIDR
@@ -146,7 +163,7 @@ fn write(path: &Path, contents: impl AsRef<[u8]>) -> Result<(), PlaygroundError>
     })
 }
 
-/// Runs until Ctrl-C.
+/// Runs until Ctrl-C or SIGTERM.
 pub async fn run(options: Options) -> Result<(), PlaygroundError> {
     let api = ApiServer::start(Settings {
         listen: options.api_listen.clone(),
@@ -236,15 +253,18 @@ pub async fn run(options: Options) -> Result<(), PlaygroundError> {
         println!("controllers: not started (no provider component to run)");
     }
     println!("provider directory: {}", providers.display());
-    println!("watching the cluster; Ctrl-C to stop\n");
+    println!("watching the cluster; Ctrl-C (or SIGTERM) to stop\n");
 
     let (_, mut changes) = api
         .store()
         .watch_from(api.store().resource_version())
         .expect("watching from now");
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|source| PlaygroundError::Signal { source })?;
     loop {
         tokio::select! {
             _ = tokio::signal::ctrl_c() => break,
+            _ = terminate.recv() => break,
             change = changes.recv() => match change {
                 Ok(change) => println!("{}", describe(&change)),
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => println!("({n} changes not shown)"),
@@ -314,6 +334,13 @@ async fn seed_simcloud(
         format!(r#"{{"endpoint": "{}"}}"#, cloud.url()),
     )?;
     let url = cloud.url();
+    let cloud = std::sync::Arc::new(cloud);
+    let kubelets = tokio::spawn(crate::kubelets::run(
+        api.store().clone(),
+        cloud.clone(),
+        options.node_monitor_grace_period,
+    ));
+    let grace = options.node_monitor_grace_period;
     Ok(Seeded {
         cloud_config,
         demo_node: "node-1".into(),
@@ -325,8 +352,11 @@ async fn seed_simcloud(
                 "curl -X PATCH {url}/admin/instances/i-00000001 -H 'content-type: application/json' -d '{{\"state\": \"stopped\"}}'"
             ),
             format!("curl -X DELETE {url}/admin/instances/i-00000002"),
+            format!(
+                "(each node's simulated kubelet stops when its instance stops: NotReady after {grace:?})"
+            ),
         ],
-        _cloud: Box::new(cloud),
+        _cloud: Box::new((cloud, AbortOnDrop(kubelets))),
     })
 }
 

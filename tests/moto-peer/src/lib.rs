@@ -119,7 +119,7 @@ impl Moto {
             .spawn()
             .map_err(|e| format!("starting {}: {e}", server.display()))?;
         // reqwest is built without a default TLS provider (as the host's is).
-        let _ = rustls::crypto::ring::default_provider().install_default();
+        ensure_crypto_provider();
         let client = reqwest::Client::builder().no_proxy().build().unwrap();
         let moto = Self {
             child,
@@ -477,4 +477,10 @@ impl World {
              limits:\n  callTimeout: 30s\n  poolSize: 2\n"
         )
     }
+}
+
+/// Installs the process's rustls crypto provider (ring) if none is yet: reqwest's
+/// clients need one.
+pub fn ensure_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
 }

@@ -1,0 +1,83 @@
+//! Simulated kubelets for the simulated cloud: each Node's kubelet posts `Ready=True`
+//! while its instance runs; when the instance is stopped or deleted, the kubelet stops
+//! posting and, after the grace period, the Node turns `Ready=Unknown` as the
+//! node lifecycle controller marks it in a real cluster (`NodeStatusUnknown`). A
+//! started instance makes its Node Ready again. Only transitions are written.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kube_double::resources;
+use kube_double::store::{PatchType, Store, Target};
+use serde_json::{Value, json};
+use sim_cloud::SimCloud;
+use sim_cloud::model::InstanceState;
+
+/// How often the kubelets look at their instances.
+const TICK: Duration = Duration::from_millis(500);
+
+/// Runs the kubelets of every Node in `store` until the task is dropped.
+pub async fn run(store: Arc<Store>, cloud: Arc<SimCloud>, grace: Duration) {
+    let nodes = resources::find("", "v1", "nodes").expect("nodes");
+    // When each Node's instance was last seen running.
+    let mut last_running: HashMap<String, Instant> = HashMap::new();
+    loop {
+        let (items, _) = store.list(nodes, "", &Default::default(), &Default::default());
+        for node in items {
+            let name = node["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            let running = cloud.with_state(|s| {
+                s.list_instances(Some(&name))
+                    .iter()
+                    .any(|i| i.state == InstanceState::Running)
+            });
+            let now = Instant::now();
+            let seen = *last_running.entry(name.clone()).or_insert(now);
+            let ready = ready_status(&node);
+            let want = if running {
+                last_running.insert(name.clone(), now);
+                "True"
+            } else if now.duration_since(seen) >= grace {
+                "Unknown"
+            } else {
+                continue;
+            };
+            if ready.as_deref() == Some(want) {
+                continue;
+            }
+            let (reason, message) = if want == "True" {
+                ("KubeletReady", "kubelet is posting ready status")
+            } else {
+                ("NodeStatusUnknown", "Kubelet stopped posting node status.")
+            };
+            let stamp = kube_double::time::now_rfc3339();
+            let patch = json!({"status": {"conditions": [{
+                "type": "Ready", "status": want, "reason": reason, "message": message,
+                "lastHeartbeatTime": stamp, "lastTransitionTime": stamp,
+            }]}});
+            if let Err(err) = store.patch(
+                nodes,
+                "",
+                &name,
+                Target::Status,
+                PatchType::Strategic,
+                &patch,
+            ) {
+                tracing::warn!(node = %name, error = ?err, "simulated kubelet could not post status");
+            }
+        }
+        tokio::time::sleep(TICK).await;
+    }
+}
+
+fn ready_status(node: &Value) -> Option<String> {
+    node["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "Ready")
+        .and_then(|c| c["status"].as_str())
+        .map(str::to_owned)
+}
