@@ -181,3 +181,65 @@ fn unknown_import_is_rejected() {
 fn missing_file_is_rejected() {
     assert_rejected(Path::new("/nonexistent/provider.wasm"), "cannot read");
 }
+
+/// The policy next to the component is parsed as the controller manager would (an
+/// unknown field is an error naming the file and the field), and `--cloud-config`
+/// runs `initialize` under it (a cloud config the provider refuses fails the check).
+#[test]
+fn policy_and_cloud_config_are_checked() {
+    let dir = TempDir::new("check-policy");
+    let wasm = dir.path().join("simcloud.wasm");
+    std::fs::copy(guest("reference_provider"), &wasm).unwrap();
+    let out = check(&wasm, &[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stdout
+            .contains("policy:    none next to the component (no outbound requests allowed)"),
+        "{}",
+        out.stdout
+    );
+
+    let policy = dir.path().join("simcloud.yaml");
+    std::fs::write(&policy, "allowedOutboundHosts: ['http://127.0.0.1:9']\n").unwrap();
+    let out = check(&wasm, &[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stdout.contains(&format!(
+            "policy:    {} (1 allowed outbound host(s), 0 credential rule(s))",
+            policy.display()
+        )),
+        "{}",
+        out.stdout
+    );
+
+    let good = dir.path().join("cloud-config.json");
+    std::fs::write(&good, r#"{"endpoint": "http://127.0.0.1:9"}"#).unwrap();
+    let out = check(&wasm, &["--cloud-config", good.to_str().unwrap()]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stdout
+            .contains(&format!("initialize: ok with {}", good.display())),
+        "{}",
+        out.stdout
+    );
+    let out = check(&wasm, &["--json", "--cloud-config", good.to_str().unwrap()]);
+    let report: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(report["policy"]["allowedOutboundHosts"], 1);
+    assert_eq!(report["initialized"], good.display().to_string());
+
+    let bad = dir.path().join("bad.json");
+    std::fs::write(&bad, "{not json").unwrap();
+    let out = check(&wasm, &["--cloud-config", bad.to_str().unwrap()]);
+    assert_eq!(out.code, 1, "{}", out.stdout);
+    assert!(out.stderr.contains("initialize"), "{}", out.stderr);
+
+    std::fs::write(&policy, "allowedOutboundHost: ['http://127.0.0.1:9']\n").unwrap();
+    let out = check(&wasm, &[]);
+    assert_eq!(out.code, 1, "{}", out.stdout);
+    assert!(
+        out.stderr.contains(&policy.display().to_string())
+            && out.stderr.contains("allowedOutboundHost"),
+        "{}",
+        out.stderr
+    );
+}

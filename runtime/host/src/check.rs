@@ -1,14 +1,18 @@
-//! `wasm-ccm check FILE.wasm`: validates a provider before it ships.
+//! `wasm-ccm check FILE.wasm [--cloud-config FILE]`: validates a provider before it
+//! ships.
 //!
 //! Reports the provider name, the contract version, which optional interfaces it
-//! exports, what it imports, and its size against the 1 MiB ConfigMap limit. Any
-//! problem is a [`CheckError`] naming the file and the reason.
+//! exports, what it imports, its size against the 1 MiB ConfigMap limit, and the
+//! policy next to it (`FILE.yaml`, parsed as the controller manager would). With a
+//! cloud config, it also loads the provider under that policy and runs `initialize`.
+//! Any problem is a [`CheckError`] naming the file and the reason.
 
 use std::fmt;
 use std::path::Path;
 
 use crate::contract::Interface;
 use crate::engine::EngineSettings;
+use crate::policy::{Policy, PolicyError};
 use crate::provider::{Inspection, LoadError, ProviderLoader};
 
 /// The most a ConfigMap can hold (data and binaryData together).
@@ -39,6 +43,36 @@ pub enum CheckError {
         /// Its size in bytes.
         size: usize,
     },
+    /// The policy next to the component is invalid (the error names file and field).
+    #[error(transparent)]
+    Policy(#[from] PolicyError),
+    /// The policy or the cloud config could not be read.
+    #[error("cannot read {path}: {source}", path = .path.display())]
+    Read {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// What to check besides the component.
+#[derive(Debug, Clone, Default)]
+pub struct CheckOptions {
+    /// A cloud config to run `initialize` with (under the policy next to the component).
+    pub cloud_config: Option<std::path::PathBuf>,
+}
+
+/// The policy found next to the component.
+#[derive(Debug, Clone)]
+pub struct PolicySummary {
+    /// Its file.
+    pub path: std::path::PathBuf,
+    /// Allowed outbound host patterns.
+    pub allowed_hosts: usize,
+    /// Credential rules.
+    pub credentials: usize,
 }
 
 /// A passed check.
@@ -46,6 +80,11 @@ pub enum CheckError {
 pub struct Report {
     /// What inspecting the component found.
     pub inspection: Inspection,
+    /// The policy next to the component; `None` when there is none (no outbound
+    /// requests allowed).
+    pub policy: Option<PolicySummary>,
+    /// The cloud config `initialize` succeeded with, when one was given.
+    pub initialized_with: Option<std::path::PathBuf>,
 }
 
 impl Report {
@@ -67,6 +106,12 @@ impl Report {
             "imports": i.imports,
             "sizeBytes": i.size,
             "configMapLimitBytes": CONFIGMAP_LIMIT_BYTES,
+            "policy": self.policy.as_ref().map(|p| serde_json::json!({
+                "file": p.path.display().to_string(),
+                "allowedOutboundHosts": p.allowed_hosts,
+                "credentials": p.credentials,
+            })),
+            "initialized": self.initialized_with.as_ref().map(|p| p.display().to_string()),
         })
     }
 }
@@ -108,12 +153,28 @@ impl fmt::Display for Report {
                 ""
             }
         )?;
+        match &self.policy {
+            Some(p) => writeln!(
+                f,
+                "policy:    {} ({} allowed outbound host(s), {} credential rule(s))",
+                p.path.display(),
+                p.allowed_hosts,
+                p.credentials
+            )?,
+            None => writeln!(
+                f,
+                "policy:    none next to the component (no outbound requests allowed)"
+            )?,
+        }
+        if let Some(config) = &self.initialized_with {
+            writeln!(f, "initialize: ok with {}", config.display())?;
+        }
         write!(f, "result:    ok")
     }
 }
 
-/// Checks one provider file.
-pub async fn check(path: &Path) -> Result<Report, CheckError> {
+/// Checks one provider file, its policy, and (with a cloud config) `initialize`.
+pub async fn check(path: &Path, options: &CheckOptions) -> Result<Report, CheckError> {
     let loader = ProviderLoader::new(&EngineSettings {
         max_instances: 4,
         ..EngineSettings::default()
@@ -125,5 +186,38 @@ pub async fn check(path: &Path) -> Result<Report, CheckError> {
             size: inspection.size,
         });
     }
-    Ok(Report { inspection })
+    let policy_path = Policy::path_for(path);
+    let policy = match std::fs::read_to_string(&policy_path) {
+        Ok(text) => {
+            let policy = Policy::parse(&text, &policy_path)?;
+            Some(PolicySummary {
+                path: policy_path,
+                allowed_hosts: policy.allowed_outbound_hosts.len(),
+                credentials: policy.credentials.len(),
+            })
+        }
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => None,
+        Err(source) => {
+            return Err(CheckError::Read {
+                path: policy_path,
+                source,
+            });
+        }
+    };
+    let initialized_with = match &options.cloud_config {
+        Some(config) => {
+            let bytes = std::fs::read(config).map_err(|source| CheckError::Read {
+                path: config.clone(),
+                source,
+            })?;
+            loader.load(path, bytes).await?;
+            Some(config.clone())
+        }
+        None => None,
+    };
+    Ok(Report {
+        inspection,
+        policy,
+        initialized_with,
+    })
 }

@@ -29,13 +29,17 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Validate a provider component before it ships: contract version, exported
-    /// interfaces, imports, and size against the 1 MiB ConfigMap limit.
+    /// interfaces, imports, size against the 1 MiB ConfigMap limit, and the policy next
+    /// to it (FILE.yaml); with --cloud-config, load it and run `initialize`.
     Check {
         /// The provider component (`.wasm`).
         file: PathBuf,
         /// Print the report as JSON.
         #[arg(long)]
         json: bool,
+        /// A cloud config to run the provider's `initialize` with, under its policy.
+        #[arg(long)]
+        cloud_config: Option<PathBuf>,
     },
 }
 
@@ -74,14 +78,23 @@ fn main() -> ExitCode {
         return runtime.block_on(async { exit_code(wasm_ccm::daemon::run(cli.daemon).await) });
     };
     match command {
-        Command::Check { file, json } => runtime.block_on(async {
-            exit_code(wasm_ccm_host::check::check(&file).await.map(|report| {
-                if json {
-                    println!("{:#}", report.to_json());
-                } else {
-                    println!("{report}");
-                }
-            }))
+        Command::Check {
+            file,
+            json,
+            cloud_config,
+        } => runtime.block_on(async {
+            let options = wasm_ccm_host::check::CheckOptions { cloud_config };
+            exit_code(
+                wasm_ccm_host::check::check(&file, &options)
+                    .await
+                    .map(|report| {
+                        if json {
+                            println!("{:#}", report.to_json());
+                        } else {
+                            println!("{report}");
+                        }
+                    }),
+            )
         }),
     }
 }
