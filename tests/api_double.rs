@@ -593,3 +593,111 @@ async fn wait_for(mut condition: impl FnMut() -> bool, what: &str) {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// `kubectl get` asks for the server-side Table format: the double answers it for
+/// Nodes, Services and Events with the real server's columns, so kubectl prints
+/// STATUS/ROLES/VERSION (wide: INTERNAL-IP), TYPE/CLUSTER-IP/EXTERNAL-IP/PORT(S), and
+/// LAST SEEN/TYPE/REASON/OBJECT/MESSAGE.
+#[tokio::test]
+async fn kubectl_get_prints_the_server_side_columns() {
+    let c = Cluster::start().await;
+    let store = c.api.store();
+    let find = |plural: &str| kube_double::resources::find("", "v1", plural).unwrap();
+    store
+        .create(
+            find("nodes"),
+            "",
+            json!({
+                "metadata": {"name": "cp-1", "labels": {"node-role.kubernetes.io/control-plane": ""}},
+                "status": {
+                    "conditions": [{"type": "Ready", "status": "True"}],
+                    "addresses": [{"type": "InternalIP", "address": "10.0.0.5"}],
+                    "nodeInfo": {"kubeletVersion": "v1.31.0", "osImage": "Debian", "kernelVersion": "6.1",
+                                 "containerRuntimeVersion": "containerd://1.7", "machineID": "", "systemUUID": "",
+                                 "bootID": "", "kubeProxyVersion": "", "operatingSystem": "linux", "architecture": "amd64"}
+                }
+            }),
+        )
+        .unwrap();
+    store
+        .create(
+            find("services"),
+            "default",
+            json!({"metadata": {"name": "web"}, "spec": {"type": "LoadBalancer", "selector": {"app": "web"},
+                   "ports": [{"port": 80, "targetPort": 8080}]}}),
+        )
+        .unwrap();
+    store
+        .create(
+            find("events"),
+            "default",
+            json!({"metadata": {"name": "cp-1.1"}, "type": "Normal", "reason": "Synced",
+                   "message": "Node synced successfully",
+                   "involvedObject": {"kind": "Node", "name": "cp-1"},
+                   "source": {"component": "cloud-node-controller"}}),
+        )
+        .unwrap();
+    let header = |out: &str| -> Vec<String> {
+        out.lines()
+            .next()
+            .unwrap_or_default()
+            .split("  ")
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+            .collect()
+    };
+
+    let nodes = c.kubectl(&["get", "nodes"]).await;
+    assert_eq!(
+        header(&nodes),
+        ["NAME", "STATUS", "ROLES", "AGE", "VERSION"],
+        "{nodes}"
+    );
+    let row: Vec<&str> = nodes.lines().nth(1).unwrap().split_whitespace().collect();
+    assert_eq!(row[..3], ["cp-1", "Ready", "control-plane"], "{nodes}");
+    assert_eq!(row[4], "v1.31.0", "{nodes}");
+    let wide = c.kubectl(&["get", "node", "cp-1", "-o", "wide"]).await;
+    assert!(header(&wide).contains(&"INTERNAL-IP".to_string()), "{wide}");
+    assert!(
+        wide.contains("10.0.0.5") && wide.contains("containerd://1.7"),
+        "{wide}"
+    );
+
+    let services = c.kubectl(&["get", "services"]).await;
+    assert_eq!(
+        header(&services),
+        [
+            "NAME",
+            "TYPE",
+            "CLUSTER-IP",
+            "EXTERNAL-IP",
+            "PORT(S)",
+            "AGE"
+        ],
+        "{services}"
+    );
+    let row: Vec<&str> = services
+        .lines()
+        .nth(1)
+        .unwrap()
+        .split_whitespace()
+        .collect();
+    assert_eq!(row[..2], ["web", "LoadBalancer"], "{services}");
+    assert_eq!(row[3], "<pending>", "{services}");
+    assert!(
+        row[4].starts_with("80:") && row[4].ends_with("/TCP"),
+        "{services}"
+    );
+
+    let events = c.kubectl(&["get", "events"]).await;
+    assert_eq!(
+        header(&events),
+        ["LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"],
+        "{events}"
+    );
+    assert!(
+        events.contains("node/cp-1") && events.contains("Node synced successfully"),
+        "{events}"
+    );
+}

@@ -146,6 +146,12 @@ pub fn kubelet_node(name: &str, pod_cidr: &str) -> Value {
                 "lastHeartbeatTime": now, "lastTransitionTime": now,
             }],
             "addresses": [{"type": "Hostname", "address": name}],
+            "nodeInfo": {
+                "kubeletVersion": "v1.31.0", "kubeProxyVersion": "v1.31.0",
+                "osImage": "Debian GNU/Linux 12 (bookworm)", "kernelVersion": "6.1.0",
+                "containerRuntimeVersion": "containerd://1.7.24", "operatingSystem": "linux",
+                "architecture": "amd64", "machineID": "", "systemUUID": "", "bootID": "",
+            },
         },
     })
 }

@@ -36,6 +36,7 @@ pub mod resources;
 pub mod selector;
 mod server;
 pub mod store;
+pub mod table;
 pub mod time;
 
 use std::net::SocketAddr;

@@ -19,6 +19,7 @@ use crate::openapi;
 use crate::resources::{self, RESOURCES, Resource};
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::store::{Change, EventType, PatchType, Store, Target};
+use crate::table;
 
 /// Server settings.
 #[derive(Debug, Clone)]
@@ -262,6 +263,9 @@ async fn route(
     };
     let ns = target.namespace.clone();
     let store = &state.store;
+    // kubectl get asks for a Table; served for the resources the double renders.
+    let as_table = table::supported(target.resource)
+        && table::wanted(headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()));
     let field_validation = query.get("fieldValidation").map(String::as_str);
     match (method.clone(), target.name.clone()) {
         (Method::GET, None) => {
@@ -275,6 +279,7 @@ async fn route(
                     labels,
                     fields,
                     query,
+                    as_table,
                 );
             }
             list(
@@ -285,16 +290,22 @@ async fn route(
                 &labels,
                 &fields,
                 query,
+                as_table,
             )
         }
         (Method::GET, Some(name)) => {
             if target.resource.namespaced {
                 check_namespace(store, &ns)?;
             }
-            Ok(json_response(
-                StatusCode::OK,
-                &present(store.get(storage_resource, &ns, &name)?),
-            ))
+            let object = present(store.get(storage_resource, &ns, &name)?);
+            if as_table {
+                let rv = object["metadata"]["resourceVersion"].clone();
+                return Ok(json_response(
+                    StatusCode::OK,
+                    &table::render(target.resource, &[object], json!({"resourceVersion": rv})),
+                ));
+            }
+            Ok(json_response(StatusCode::OK, &object))
         }
         (Method::POST, None) => {
             let obj = parse_body(body)?;
@@ -489,6 +500,7 @@ fn list(
     labels: &LabelSelector,
     fields: &FieldSelector,
     query: &HashMap<String, String>,
+    as_table: bool,
 ) -> Result<Response, ApiError> {
     if resource.namespaced && !ns.is_empty() {
         check_namespace(store, ns)?;
@@ -526,6 +538,12 @@ fn list(
         metadata["continue"] = json!(format!("{rv}:{}", offset + limit));
         metadata["remainingItemCount"] = json!(total - offset - limit);
     }
+    if as_table {
+        return Ok(json_response(
+            StatusCode::OK,
+            &table::render(resource, &items, metadata),
+        ));
+    }
     Ok(json_response(
         StatusCode::OK,
         &json!({
@@ -562,6 +580,7 @@ fn watch(
     labels: LabelSelector,
     fields: FieldSelector,
     query: &HashMap<String, String>,
+    as_table: bool,
 ) -> Result<Response, ApiError> {
     let store = state.store.clone();
     let bookmarks = is_true(query.get("allowWatchBookmarks"));
@@ -574,10 +593,17 @@ fn watch(
     let requested_rv = query.get("resourceVersion").cloned().unwrap_or_default();
     let events_api = resource.group == "events.k8s.io";
     let present = move |obj: &Value| {
-        if events_api {
+        let obj = if events_api {
             convert::core_to_events_v1(obj)
         } else {
             obj.clone()
+        };
+        // Watched as a Table (kubectl get -w): each event carries a one-row Table.
+        if as_table {
+            let rv = obj["metadata"]["resourceVersion"].clone();
+            table::render(resource, &[obj], json!({"resourceVersion": rv}))
+        } else {
+            obj
         }
     };
     let matches = {
