@@ -269,15 +269,14 @@ async fn route(
     let field_validation = query.get("fieldValidation").map(String::as_str);
     match (method.clone(), target.name.clone()) {
         (Method::GET, None) => {
-            let (labels, fields) = selectors(target.resource, query)?;
+            let selection = selectors(target.resource, query)?;
             if is_true(query.get("watch")) {
                 return watch(
                     state.clone(),
                     target.resource,
                     storage_resource,
                     ns,
-                    labels,
-                    fields,
+                    selection,
                     query,
                     as_table,
                 );
@@ -287,8 +286,7 @@ async fn route(
                 target.resource,
                 storage_resource,
                 &ns,
-                &labels,
-                &fields,
+                &selection,
                 query,
                 as_table,
             )
@@ -497,8 +495,7 @@ fn list(
     resource: &Resource,
     storage: &Resource,
     ns: &str,
-    labels: &LabelSelector,
-    fields: &FieldSelector,
+    (labels, fields): &(LabelSelector, FieldSelector),
     query: &HashMap<String, String>,
     as_table: bool,
 ) -> Result<Response, ApiError> {
@@ -577,8 +574,7 @@ fn watch(
     resource: &'static Resource,
     storage: &'static Resource,
     ns: String,
-    labels: LabelSelector,
-    fields: FieldSelector,
+    (labels, fields): (LabelSelector, FieldSelector),
     query: &HashMap<String, String>,
     as_table: bool,
 ) -> Result<Response, ApiError> {

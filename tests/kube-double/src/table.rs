@@ -27,12 +27,11 @@ pub fn supported(resource: &Resource) -> bool {
 /// `objects` as a Table, with the list's `metadata` (resource version, continue).
 pub fn render(resource: &Resource, objects: &[Value], metadata: Value) -> Value {
     let now = now_secs();
-    let (columns, cells): (&[(&str, &str, u8)], fn(&Value, i64) -> Vec<Value>) =
-        match resource.plural {
-            "nodes" => (NODE_COLUMNS, node_cells),
-            "services" => (SERVICE_COLUMNS, service_cells),
-            _ => (EVENT_COLUMNS, event_cells),
-        };
+    let (columns, cells): (&[Column], CellsOf) = match resource.plural {
+        "nodes" => (NODE_COLUMNS, node_cells),
+        "services" => (SERVICE_COLUMNS, service_cells),
+        _ => (EVENT_COLUMNS, event_cells),
+    };
     let columns: Vec<Value> = columns
         .iter()
         .map(|(name, type_, priority)| {
@@ -63,7 +62,12 @@ pub fn render(resource: &Resource, objects: &[Value], metadata: Value) -> Value 
 }
 
 /// (name, type, priority): priority 1 columns show with `-o wide`.
-const NODE_COLUMNS: &[(&str, &str, u8)] = &[
+type Column = (&'static str, &'static str, u8);
+
+/// An object's cells, given the time now (for ages).
+type CellsOf = fn(&Value, i64) -> Vec<Value>;
+
+const NODE_COLUMNS: &[Column] = &[
     ("Name", "string", 0),
     ("Status", "string", 0),
     ("Roles", "string", 0),
@@ -76,7 +80,7 @@ const NODE_COLUMNS: &[(&str, &str, u8)] = &[
     ("Container-Runtime", "string", 1),
 ];
 
-const SERVICE_COLUMNS: &[(&str, &str, u8)] = &[
+const SERVICE_COLUMNS: &[Column] = &[
     ("Name", "string", 0),
     ("Type", "string", 0),
     ("Cluster-IP", "string", 0),
@@ -86,7 +90,7 @@ const SERVICE_COLUMNS: &[(&str, &str, u8)] = &[
     ("Selector", "string", 1),
 ];
 
-const EVENT_COLUMNS: &[(&str, &str, u8)] = &[
+const EVENT_COLUMNS: &[Column] = &[
     ("Last Seen", "string", 0),
     ("Type", "string", 0),
     ("Reason", "string", 0),
