@@ -249,3 +249,92 @@ async fn playground_serves_a_cluster_kubectl_can_use() {
     .unwrap();
     assert!(rest.contains("stopped"), "{rest}");
 }
+
+/// Any provider: `--cloud none` with the author's `--provider`, `--policy` (relative
+/// file paths read relative to it) and `--cloud-config`, against the author's own
+/// cloud (here a simulated cloud this test starts). A policy with an unknown field is
+/// refused at start, naming the file and the field.
+#[tokio::test]
+async fn playground_runs_any_provider_with_its_policy_and_cloud_config() {
+    let token = "author-token";
+    let cloud = sim_cloud::SimCloud::start("127.0.0.1:0", token)
+        .await
+        .unwrap();
+    for name in ["node-1", "node-2"] {
+        cloud.with_state(|s| s.create_instance(sim_cloud::model::NewInstance::named(name)));
+    }
+    let dir = TempDir::new("playground-any");
+    let author = dir.path().join("author");
+    std::fs::create_dir_all(&author).unwrap();
+    std::fs::write(author.join("token"), token).unwrap();
+    let policy = author.join("policy.yaml");
+    std::fs::write(
+        &policy,
+        format!(
+            "allowedOutboundHosts: ['{u}']\ncredentials: [{{destination: '{u}', bearerTokenFile: token}}]\n",
+            u = cloud.url()
+        ),
+    )
+    .unwrap();
+    let config = author.join("cloud.json");
+    std::fs::write(&config, format!(r#"{{"endpoint": "{}"}}"#, cloud.url())).unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    let run = |policy: &std::path::Path| {
+        tokio::process::Command::new(built_bin("wasm-ccm-playground"))
+            .args(["--cloud", "none", "--nodes", "2"])
+            .arg("--provider")
+            .arg(guest("reference_provider"))
+            .arg("--policy")
+            .arg(policy)
+            .arg("--cloud-config")
+            .arg(&config)
+            .arg("--kubeconfig-out")
+            .arg(&kubeconfig)
+            .arg("--work-dir")
+            .arg(dir.path().join("work"))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap()
+    };
+    let mut child = run(&policy);
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let output = started(&mut lines).await;
+    assert!(output.contains("provider: simcloud loaded"), "{output}");
+    assert!(
+        output.contains("instance-metadata(node-1) -> simcloud://"),
+        "{output}"
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let out = tokio::process::Command::new(kubectl())
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .args(["get", "nodes", "-o", "jsonpath={.items[*].spec.providerID}"])
+            .output()
+            .await
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        if text.matches("simcloud://").count() == 2 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "nodes not initialized: {text:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    child.kill().await.unwrap();
+
+    let bad = author.join("bad.yaml");
+    std::fs::write(&bad, "allowedOutboundHost: []\n").unwrap();
+    let out = run(&bad).wait_with_output();
+    let out = tokio::time::timeout(Duration::from_secs(30), out)
+        .await
+        .expect("a bad policy stops the playground")
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&bad.display().to_string()) && stderr.contains("allowedOutboundHost"),
+        "{stderr}"
+    );
+}

@@ -38,15 +38,24 @@ struct Cli {
     /// Address of the simulated cloud.
     #[arg(long, default_value = "127.0.0.1:0")]
     cloud_listen: String,
-    /// The cloud: `simcloud` (the simulated cloud and the reference provider) or `aws`
+    /// The cloud: `simcloud` (the simulated cloud and the reference provider), `aws`
     /// (AWS emulated by moto on 127.0.0.1, started from $MOTO_SERVER or
-    /// target/tools-venv/bin/moto_server, and the AWS provider).
+    /// target/tools-venv/bin/moto_server, and the AWS provider), or `none` (any
+    /// provider, --provider, reaching its own cloud under --policy with --cloud-config).
     #[arg(long, value_enum, default_value_t = playground::Cloud::Simcloud)]
     cloud: playground::Cloud,
     /// The provider component (default: the cloud's, as built by
-    /// scripts/build-guests.sh).
+    /// scripts/build-guests.sh). With --cloud none, any provider.
     #[arg(long)]
     provider: Option<PathBuf>,
+    /// The provider's policy (instead of the one generated for the emulated cloud);
+    /// relative file paths in it are read relative to it.
+    #[arg(long)]
+    policy: Option<PathBuf>,
+    /// The provider's cloud config (instead of the one generated for the emulated
+    /// cloud); required with --cloud none.
+    #[arg(long)]
+    cloud_config: Option<PathBuf>,
     /// Directory for the provider directory, credentials and cloud config.
     #[arg(long, default_value_os_t = std::env::temp_dir().join("wasm-ccm-playground"))]
     work_dir: PathBuf,
@@ -86,6 +95,8 @@ fn main() -> ExitCode {
         provider: cli.provider,
         work_dir: cli.work_dir,
         node_monitor_grace_period: cli.node_monitor_grace_period,
+        policy: cli.policy,
+        cloud_config: cli.cloud_config,
     };
     match runtime.block_on(playground::run(options)) {
         Ok(()) => ExitCode::SUCCESS,

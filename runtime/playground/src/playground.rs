@@ -36,6 +36,10 @@ pub struct Options {
     pub work_dir: PathBuf,
     /// How long after its instance stops a simulated kubelet's Node turns NotReady.
     pub node_monitor_grace_period: Duration,
+    /// The provider's policy, instead of the one generated for the emulated cloud.
+    pub policy: Option<PathBuf>,
+    /// The provider's cloud config, instead of the one generated for the emulated cloud.
+    pub cloud_config: Option<PathBuf>,
 }
 
 /// The cloud the playground runs against.
@@ -45,23 +49,29 @@ pub enum Cloud {
     Simcloud,
     /// AWS emulated by moto on 127.0.0.1, with the AWS provider (`aws`).
     Aws,
+    /// No emulated cloud: the provider given by `--provider` reaches its own cloud (or
+    /// its author's emulator) under `--policy`, configured by `--cloud-config`.
+    None,
 }
 
 impl Cloud {
-    /// The provider name (`--cloud-provider`).
-    fn provider_name(self) -> &'static str {
+    /// The provider name (`--cloud-provider`) of the emulated cloud's provider.
+    fn provider_name(self) -> Option<&'static str> {
         match self {
-            Cloud::Simcloud => "simcloud",
-            Cloud::Aws => "aws",
+            Cloud::Simcloud => Some("simcloud"),
+            Cloud::Aws => Some("aws"),
+            Cloud::None => None,
         }
     }
 
     /// Where `scripts/build-guests.sh` puts the cloud's provider.
-    fn default_provider(self) -> PathBuf {
-        PathBuf::from(match self {
-            Cloud::Simcloud => "target/wasm32-wasip2/release/reference_provider.wasm",
-            Cloud::Aws => "target/wasm32-wasip2/release/aws_provider.wasm",
-        })
+    fn default_provider(self) -> Option<PathBuf> {
+        match self {
+            Cloud::Simcloud => Some("target/wasm32-wasip2/release/reference_provider.wasm"),
+            Cloud::Aws => Some("target/wasm32-wasip2/release/aws_provider.wasm"),
+            Cloud::None => None,
+        }
+        .map(PathBuf::from)
     }
 }
 
@@ -102,6 +112,20 @@ pub enum PlaygroundError {
     /// The AWS emulator could not be started.
     #[error("starting the AWS emulator (moto): {0}")]
     Emulator(String),
+    /// The flags do not make a playground.
+    #[error("{0}")]
+    Usage(String),
+    /// The provider component could not be read as a provider.
+    #[error("{path}: {message}", path = .path.display())]
+    Provider {
+        /// The component.
+        path: PathBuf,
+        /// Why.
+        message: String,
+    },
+    /// The policy given with --policy is invalid.
+    #[error("{0}")]
+    Policy(String),
     /// The SIGTERM handler could not be installed.
     #[error("cannot handle SIGTERM: {source}")]
     Signal {
@@ -186,12 +210,46 @@ pub async fn run(options: Options) -> Result<(), PlaygroundError> {
             source,
         })?;
     let providers = options.work_dir.join("providers");
+    let component = options
+        .provider
+        .clone()
+        .or_else(|| options.cloud.default_provider())
+        .ok_or_else(|| {
+            PlaygroundError::Usage(
+                "--cloud none runs the provider given with --provider (and --policy, --cloud-config)"
+                    .into(),
+            )
+        })?;
+    let name = match options.cloud.provider_name() {
+        Some(name) => name.to_owned(),
+        None => provider_name(&component).await?,
+    };
     let seeded = match options.cloud {
         Cloud::Simcloud => seed_simcloud(&api, &options, &providers).await?,
         Cloud::Aws => seed_aws(&api, &options, &providers).await?,
+        Cloud::None => seed_nodes_only(&api, &options)?,
     };
-    let cloud_config = seeded.cloud_config.clone();
-    let name = options.cloud.provider_name();
+    // Credential files must lie in the credentials directory: the generated ones are
+    // in the work directory; an author's are next to their policy.
+    let credentials = match &options.policy {
+        Some(policy) => std::path::absolute(policy)
+            .ok()
+            .and_then(|p| p.parent().map(Path::to_owned))
+            .unwrap_or_default(),
+        None => options.work_dir.join("credentials"),
+    };
+    std::fs::create_dir_all(&credentials).map_err(|source| PlaygroundError::Write {
+        path: credentials.clone(),
+        source,
+    })?;
+    // The author's own policy and cloud config replace the generated ones.
+    if let Some(policy) = &options.policy {
+        install_policy(policy, &providers.join(format!("{name}.yaml")))?;
+    }
+    let cloud_config = options
+        .cloud_config
+        .clone()
+        .unwrap_or_else(|| seeded.cloud_config.clone());
 
     println!("wasm-ccm playground");
     println!("  Kubernetes API (double):  {}", api.url());
@@ -216,10 +274,6 @@ pub async fn run(options: Options) -> Result<(), PlaygroundError> {
     }
     println!();
 
-    let component = options
-        .provider
-        .clone()
-        .unwrap_or_else(|| options.cloud.default_provider());
     let installed = providers.join(format!("{name}.wasm"));
     if std::fs::metadata(&component).is_ok() {
         std::fs::copy(&component, &installed).map_err(|source| PlaygroundError::Write {
@@ -240,7 +294,7 @@ pub async fn run(options: Options) -> Result<(), PlaygroundError> {
         println!(
             "  wasm-ccm --cloud-provider {name} --providers-dir {} --credentials-dir {} --cloud-config {} --kubeconfig {} --leader-elect=false --cluster-cidr=10.244.0.0/16",
             providers.display(),
-            options.work_dir.join("credentials").display(),
+            credentials.display(),
             cloud_config.display(),
             options.kubeconfig_out.display()
         );
@@ -249,9 +303,9 @@ pub async fn run(options: Options) -> Result<(), PlaygroundError> {
             "controllers: cloud-node, cloud-node-lifecycle, service and route running with the {name} provider"
         );
         tokio::spawn(run_controllers(
-            name,
+            name.clone(),
             providers.clone(),
-            options.work_dir.join("credentials"),
+            credentials.clone(),
             cloud_config.clone(),
             options.kubeconfig_out.clone(),
         ));
@@ -280,6 +334,97 @@ pub async fn run(options: Options) -> Result<(), PlaygroundError> {
     }
     println!("stopped");
     Ok(())
+}
+
+/// The provider name a component declares.
+async fn provider_name(component: &Path) -> Result<String, PlaygroundError> {
+    let fail = |message: String| PlaygroundError::Provider {
+        path: component.to_owned(),
+        message,
+    };
+    let loader = ProviderLoader::new(&EngineSettings {
+        max_instances: 2,
+        ..EngineSettings::default()
+    })
+    .map_err(|err| fail(err.to_string()))?;
+    let inspection = loader
+        .inspect(component)
+        .await
+        .map_err(|err| fail(err.to_string()))?;
+    Ok(inspection.provider_name)
+}
+
+/// Installs the author's policy as `dest`: validated first (errors name the author's
+/// file and field), with relative `...File` paths made absolute, since they are read
+/// relative to the policy file and the copy lives elsewhere. (JSON is YAML.)
+fn install_policy(source: &Path, dest: &Path) -> Result<(), PlaygroundError> {
+    let text = std::fs::read_to_string(source).map_err(|err| {
+        PlaygroundError::Policy(format!("cannot read {}: {err}", source.display()))
+    })?;
+    wasm_ccm_host::policy::Policy::parse(&text, source)
+        .map_err(|err| PlaygroundError::Policy(err.to_string()))?;
+    let mut value: Value = serde_saphyr::from_str(&text)
+        .map_err(|err| PlaygroundError::Policy(format!("{}: {err}", source.display())))?;
+    let base = std::path::absolute(source)
+        .ok()
+        .and_then(|p| p.parent().map(Path::to_owned))
+        .unwrap_or_default();
+    absolutize_files(&mut value, &base);
+    write(dest, value.to_string())
+}
+
+fn absolutize_files(value: &mut Value, base: &Path) {
+    match value {
+        Value::Object(map) => {
+            for (key, v) in map.iter_mut() {
+                match v {
+                    Value::String(path)
+                        if key.ends_with("File") && Path::new(path).is_relative() =>
+                    {
+                        *path = base.join(&*path).display().to_string();
+                    }
+                    other => absolutize_files(other, base),
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(|v| absolutize_files(v, base)),
+        _ => {}
+    }
+}
+
+/// No emulated cloud: the Nodes (named `node-1`...) and the Service only; the author's
+/// cloud config is required.
+fn seed_nodes_only(api: &ApiServer, options: &Options) -> Result<Seeded, PlaygroundError> {
+    let Some(cloud_config) = options.cloud_config.clone() else {
+        return Err(PlaygroundError::Usage(
+            "--cloud none needs --cloud-config (and --policy for the provider to reach its cloud)"
+                .into(),
+        ));
+    };
+    let nodes = resources::find("", "v1", "nodes").expect("nodes");
+    let services = resources::find("", "v1", "services").expect("services");
+    for i in 1..=options.nodes {
+        api.store()
+            .create(
+                nodes,
+                "",
+                kubelet_node(&format!("node-{i}"), &format!("10.244.{i}.0/24")),
+            )
+            .map_err(PlaygroundError::Seed)?;
+    }
+    api.store()
+        .create(services, "default", web_service())
+        .map_err(PlaygroundError::Seed)?;
+    Ok(Seeded {
+        cloud_config,
+        demo_node: "node-1".into(),
+        about: vec![
+            "cloud:                    none emulated; the provider reaches its own under --policy"
+                .into(),
+        ],
+        try_lines: Vec::new(),
+        _cloud: Box::new(()),
+    })
 }
 
 /// The Service every playground starts with.
@@ -455,7 +600,7 @@ async fn seed_aws(
 
 /// The controller manager in-process, against the playground's cluster and cloud.
 async fn run_controllers(
-    provider: &'static str,
+    provider: String,
     providers_dir: PathBuf,
     credentials_dir: PathBuf,
     cloud_config: PathBuf,
