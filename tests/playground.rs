@@ -338,3 +338,59 @@ async fn playground_runs_any_provider_with_its_policy_and_cloud_config() {
         "{stderr}"
     );
 }
+
+/// `--without-ccm` prints the `wasm-ccm` command to run against the playground's
+/// cluster and cloud; run as printed, it initializes the nodes.
+#[tokio::test]
+async fn the_printed_wasm_ccm_command_works_as_printed() {
+    let dir = TempDir::new("playground-without-ccm");
+    let kubeconfig = dir.path().join("kubeconfig");
+    let mut child = tokio::process::Command::new(built_bin("wasm-ccm-playground"))
+        .args(["--without-ccm", "--nodes", "2"])
+        .arg("--kubeconfig-out")
+        .arg(&kubeconfig)
+        .arg("--work-dir")
+        .arg(dir.path().join("work"))
+        .arg("--provider")
+        .arg(guest("reference_provider"))
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let output = started(&mut lines).await;
+    let printed = output
+        .lines()
+        .map(str::trim)
+        .find(|l| l.starts_with("wasm-ccm --"))
+        .unwrap_or_else(|| panic!("no wasm-ccm command printed:\n{output}"));
+    let mut words = printed.split_whitespace().skip(1);
+    let port = wasm_ccm_tests::free_port().to_string();
+    let mut ccm = tokio::process::Command::new(built_bin("wasm-ccm"))
+        .args(words.by_ref())
+        .args(["--secure-port", &port, "--bind-address", "127.0.0.1"])
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let out = tokio::process::Command::new(kubectl())
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .args(["get", "nodes", "-o", "jsonpath={.items[*].spec.providerID}"])
+            .output()
+            .await
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        if text.matches("simcloud://").count() == 2 {
+            break;
+        }
+        if let Ok(Some(status)) = ccm.try_wait() {
+            panic!("{printed}\nexited: {status:?}");
+        }
+        assert!(Instant::now() < deadline, "nodes not initialized: {text:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    ccm.kill().await.unwrap();
+    child.kill().await.unwrap();
+}
