@@ -41,6 +41,21 @@ enum Command {
         #[arg(long)]
         cloud_config: Option<PathBuf>,
     },
+    /// Run one export of a provider under the real sandbox (its policy is FILE.yaml
+    /// next to it) and print the result as JSON: `{"ok": ...}` or the contract's error
+    /// case. Arguments are JSON, @FILE, or plain strings; a node may be just its name.
+    /// `wasm-ccm call p.wasm --cloud-config c.json instances-v2.instance-metadata node-1`
+    Call {
+        /// The provider component (`.wasm`).
+        file: PathBuf,
+        /// The cloud config for `initialize`.
+        #[arg(long)]
+        cloud_config: Option<PathBuf>,
+        /// INTERFACE.FUNCTION, e.g. `instances-v2.instance-metadata`.
+        function: String,
+        /// The function's arguments, in order.
+        args: Vec<String>,
+    },
 }
 
 fn init_tracing(format: &str, default_level: &str) {
@@ -94,6 +109,24 @@ fn main() -> ExitCode {
                             println!("{report}");
                         }
                     }),
+            )
+        }),
+        Command::Call {
+            file,
+            cloud_config,
+            function,
+            args,
+        } => runtime.block_on(async {
+            let request = wasm_ccm::call::Call {
+                file,
+                cloud_config,
+                function,
+                args,
+            };
+            exit_code(
+                wasm_ccm::call::call(&request)
+                    .await
+                    .map(|result| println!("{result:#}")),
             )
         }),
     }

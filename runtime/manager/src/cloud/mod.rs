@@ -12,7 +12,7 @@
 //! Each reconcile takes one [`SharedCloud::current`] and makes all its calls on it, so
 //! a hot swap never changes the provider under a reconcile in flight.
 
-mod convert;
+pub(crate) mod convert;
 mod error;
 mod provider;
 

@@ -1,0 +1,381 @@
+//! `wasm-ccm call FILE.wasm [--cloud-config FILE] INTERFACE.FUNCTION [ARG...]`: runs one
+//! export of a provider under the real sandbox (the policy next to the component, the
+//! egress broker, the limits) and prints the result as JSON.
+//!
+//! Arguments are positional, in the WIT function's order. Each is JSON, `@PATH` (JSON
+//! read from a file), or plain text taken as a string. A `node` is a Kubernetes Node
+//! (`kubectl get node N -o json`) or just a node name; a `service` a Kubernetes
+//! Service; `nodes` a list of Nodes or names; a `route` `{"destinationCIDR",
+//! "targetNode", "name", "blackhole"}`. Results print as `{"ok": ...}` (Kubernetes
+//! shapes where there is one: node addresses, load balancer status), and the
+//! contract's errors as `{"error": {"instance-not-found": null}}`, `{"error":
+//! {"retry-after": {"delayMs": 5000, "message": "..."}}}`, `{"error": {"other":
+//! "..."}}`, and so on. A trap, timeout or load failure is an error of the command.
+
+use std::path::PathBuf;
+
+use k8s_openapi::api::core::v1 as k8s;
+use serde_json::{Value, json};
+use wasm_ccm_host::contract::types as wit;
+use wasm_ccm_host::engine::EngineSettings;
+use wasm_ccm_host::provider::{CloudError, LoadError, Provider, ProviderError, ProviderLoader};
+
+use crate::cloud::convert;
+
+/// What to call.
+#[derive(Debug, Clone)]
+pub struct Call {
+    /// The provider component; its policy is the `.yaml` next to it.
+    pub file: PathBuf,
+    /// The cloud config for `initialize` (empty when none).
+    pub cloud_config: Option<PathBuf>,
+    /// `INTERFACE.FUNCTION`, e.g. `instances-v2.instance-metadata`.
+    pub function: String,
+    /// The arguments, as given.
+    pub args: Vec<String>,
+}
+
+/// Why a call could not be made (the provider's own errors are results).
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    /// The function or its arguments are not right.
+    #[error("{0}")]
+    Usage(String),
+    /// A file could not be read.
+    #[error("cannot read {path}: {source}", path = .path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The engine could not be created.
+    #[error(transparent)]
+    Engine(#[from] wasm_ccm_host::engine::EngineError),
+    /// The provider could not be loaded (or its `initialize` failed).
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    /// The call trapped, timed out or could not run.
+    #[error(transparent)]
+    Provider(ProviderError),
+}
+
+/// Every function `call` knows, as `INTERFACE.FUNCTION(ARGS)`.
+pub const FUNCTIONS: &[&str] = &[
+    "identity.provider-name()",
+    "identity.has-cluster-id()",
+    "instances-v2.instance-exists(node)",
+    "instances-v2.instance-shutdown(node)",
+    "instances-v2.instance-metadata(node)",
+    "instances.node-addresses(node-name)",
+    "instances.node-addresses-by-provider-id(provider-id)",
+    "instances.instance-id(node-name)",
+    "instances.instance-type(node-name)",
+    "instances.instance-type-by-provider-id(provider-id)",
+    "instances.current-node-name(hostname)",
+    "instances.instance-exists-by-provider-id(provider-id)",
+    "instances.instance-shutdown-by-provider-id(provider-id)",
+    "zones.get-zone()",
+    "zones.get-zone-by-provider-id(provider-id)",
+    "zones.get-zone-by-node-name(node-name)",
+    "load-balancer.get-load-balancer(cluster-name, service)",
+    "load-balancer.get-load-balancer-name(cluster-name, service)",
+    "load-balancer.ensure-load-balancer(cluster-name, service, nodes)",
+    "load-balancer.update-load-balancer(cluster-name, service, nodes)",
+    "load-balancer.ensure-load-balancer-deleted(cluster-name, service)",
+    "routes.list-routes(cluster-name)",
+    "routes.create-route(cluster-name, name-hint, route)",
+    "routes.delete-route(cluster-name, route)",
+    "clusters.list-clusters()",
+    "clusters.master(cluster-name)",
+];
+
+/// Loads the provider and makes the call; the JSON to print.
+pub async fn call(request: &Call) -> Result<Value, CallError> {
+    let signature = FUNCTIONS
+        .iter()
+        .find(|f| f.split('(').next() == Some(request.function.as_str()))
+        .ok_or_else(|| {
+            CallError::Usage(format!(
+                "unknown function {:?}; one of:\n  {}",
+                request.function,
+                FUNCTIONS.join("\n  ")
+            ))
+        })?;
+    let wanted = signature
+        .trim_end_matches(')')
+        .split_once('(')
+        .map(|(_, a)| a.split(", ").filter(|a| !a.is_empty()).count())
+        .unwrap_or(0);
+    if request.args.len() != wanted {
+        return Err(CallError::Usage(format!(
+            "{signature} takes {wanted} argument(s), {} given",
+            request.args.len()
+        )));
+    }
+    let args = request
+        .args
+        .iter()
+        .map(|a| argument(a))
+        .collect::<Result<Vec<Value>, CallError>>()?;
+    let config = match &request.cloud_config {
+        Some(path) => std::fs::read(path).map_err(|source| CallError::Read {
+            path: path.clone(),
+            source,
+        })?,
+        None => Vec::new(),
+    };
+    let loader = ProviderLoader::new(&EngineSettings {
+        max_instances: 2,
+        ..EngineSettings::default()
+    })?;
+    let provider = loader.load(&request.file, config).await?;
+    let (interface, function) = request
+        .function
+        .split_once('.')
+        .expect("FUNCTIONS entries have a dot");
+    dispatch(&provider, interface, function, &args).await
+}
+
+/// An argument: JSON, `@PATH` (JSON in a file), or plain text as a string.
+fn argument(text: &str) -> Result<Value, CallError> {
+    if let Some(path) = text.strip_prefix('@') {
+        let bytes = std::fs::read(path).map_err(|source| CallError::Read {
+            path: path.into(),
+            source,
+        })?;
+        return serde_json::from_slice(&bytes)
+            .map_err(|e| CallError::Usage(format!("{path}: not JSON: {e}")));
+    }
+    Ok(serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_owned())))
+}
+
+fn string(v: &Value, what: &str) -> Result<String, CallError> {
+    v.as_str()
+        .map(str::to_owned)
+        .ok_or_else(|| CallError::Usage(format!("{what}: expected a string, got {v}")))
+}
+
+fn node(v: &Value) -> Result<wit::Node, CallError> {
+    let node: k8s::Node = match v {
+        Value::String(name) => serde_json::from_value(json!({"metadata": {"name": name}})),
+        other => serde_json::from_value(other.clone()),
+    }
+    .map_err(|e| CallError::Usage(format!("node: not a Kubernetes Node: {e}")))?;
+    Ok(convert::node(&node))
+}
+
+fn nodes(v: &Value) -> Result<Vec<wit::Node>, CallError> {
+    v.as_array()
+        .ok_or_else(|| CallError::Usage("nodes: expected a JSON list".into()))?
+        .iter()
+        .map(node)
+        .collect()
+}
+
+fn service(v: &Value) -> Result<wit::Service, CallError> {
+    let svc: k8s::Service = serde_json::from_value(v.clone())
+        .map_err(|e| CallError::Usage(format!("service: not a Kubernetes Service: {e}")))?;
+    Ok(convert::service(&svc))
+}
+
+fn route(v: &Value) -> Result<wit::Route, CallError> {
+    let field = |k: &str| {
+        v.get(k)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    if field("destinationCIDR").is_empty() {
+        return Err(CallError::Usage(format!(
+            "route: expected {{\"destinationCIDR\": ..., \"targetNode\": ...}}, got {v}"
+        )));
+    }
+    Ok(convert::route(&crate::cloud::Route {
+        name: field("name"),
+        target_node: field("targetNode"),
+        target_node_addresses: Vec::new(),
+        destination_cidr: field("destinationCIDR"),
+        blackhole: v.get("blackhole").and_then(Value::as_bool).unwrap_or(false),
+    }))
+}
+
+fn addresses(a: &[wit::NodeAddress]) -> Value {
+    json!(convert::to_k8s_addresses(a))
+}
+
+fn routes(r: &[wit::Route]) -> Value {
+    Value::Array(
+        r.iter()
+            .map(|r| {
+                let r = convert::to_route(r);
+                json!({"name": r.name, "targetNode": r.target_node,
+                       "targetNodeAddresses": r.target_node_addresses,
+                       "destinationCIDR": r.destination_cidr, "blackhole": r.blackhole})
+            })
+            .collect(),
+    )
+}
+
+fn zone(z: &wit::Zone) -> Value {
+    json!({"failureDomain": z.failure_domain, "region": z.region})
+}
+
+fn metadata(m: &wit::InstanceInfo) -> Value {
+    json!({
+        "providerID": m.provider_id,
+        "instanceType": m.instance_type,
+        "nodeAddresses": addresses(&m.node_addresses),
+        "zone": m.zone,
+        "region": m.region,
+        "additionalLabels": m.additional_labels.iter().cloned().collect::<std::collections::BTreeMap<_, _>>(),
+    })
+}
+
+/// `{"ok": ...}`, or the contract's error case; traps and timeouts are command errors.
+fn outcome<T>(
+    result: Result<T, ProviderError>,
+    show: impl FnOnce(T) -> Value,
+) -> Result<Value, CallError> {
+    match result {
+        Ok(value) => Ok(json!({"ok": show(value)})),
+        Err(err) => match err.cloud() {
+            Some(cloud) => Ok(json!({"error": cloud_error(cloud)})),
+            None => Err(CallError::Provider(err)),
+        },
+    }
+}
+
+fn cloud_error(err: &CloudError) -> Value {
+    match err {
+        CloudError::InstanceNotFound => json!({"instance-not-found": null}),
+        CloudError::NotImplemented => json!({"not-implemented": null}),
+        CloudError::ImplementedElsewhere => json!({"implemented-elsewhere": null}),
+        CloudError::RetryAfter { delay, message } => {
+            json!({"retry-after": {"delayMs": delay.as_millis() as u64, "message": message}})
+        }
+        CloudError::Other(message) => json!({"other": message}),
+    }
+}
+
+fn not_exported(interface: &str) -> CallError {
+    CallError::Usage(format!("the provider does not export {interface}"))
+}
+
+async fn dispatch(
+    provider: &Provider,
+    interface: &str,
+    function: &str,
+    args: &[Value],
+) -> Result<Value, CallError> {
+    let arg = |i: usize| &args[i];
+    let text = |i: usize, what: &str| string(&args[i], what);
+    match interface {
+        "identity" => match function {
+            "provider-name" => outcome(provider.call_provider_name().await, |n| json!(n)),
+            _ => outcome(provider.call_has_cluster_id().await, |b| json!(b)),
+        },
+        "instances-v2" => {
+            let h = provider
+                .instances_v2()
+                .ok_or_else(|| not_exported(interface))?;
+            let n = node(arg(0))?;
+            match function {
+                "instance-exists" => outcome(h.instance_exists(&n).await, |b| json!(b)),
+                "instance-shutdown" => outcome(h.instance_shutdown(&n).await, |b| json!(b)),
+                _ => outcome(h.instance_metadata(&n).await, |m| metadata(&m)),
+            }
+        }
+        "instances" => {
+            let h = provider
+                .instances()
+                .ok_or_else(|| not_exported(interface))?;
+            let a = text(0, "argument")?;
+            match function {
+                "node-addresses" => outcome(h.node_addresses(&a).await, |v| addresses(&v)),
+                "node-addresses-by-provider-id" => {
+                    outcome(h.node_addresses_by_provider_id(&a).await, |v| addresses(&v))
+                }
+                "instance-id" => outcome(h.instance_id(&a).await, |s| json!(s)),
+                "instance-type" => outcome(h.instance_type(&a).await, |s| json!(s)),
+                "instance-type-by-provider-id" => {
+                    outcome(h.instance_type_by_provider_id(&a).await, |s| json!(s))
+                }
+                "current-node-name" => outcome(h.current_node_name(&a).await, |s| json!(s)),
+                "instance-exists-by-provider-id" => {
+                    outcome(h.instance_exists_by_provider_id(&a).await, |b| json!(b))
+                }
+                _ => outcome(h.instance_shutdown_by_provider_id(&a).await, |b| json!(b)),
+            }
+        }
+        "zones" => {
+            let h = provider.zones().ok_or_else(|| not_exported(interface))?;
+            match function {
+                "get-zone" => outcome(h.get_zone().await, |z| zone(&z)),
+                "get-zone-by-provider-id" => outcome(
+                    h.get_zone_by_provider_id(&text(0, "provider-id")?).await,
+                    |z| zone(&z),
+                ),
+                _ => outcome(h.get_zone_by_node_name(&text(0, "node-name")?).await, |z| {
+                    zone(&z)
+                }),
+            }
+        }
+        "load-balancer" => {
+            let h = provider
+                .load_balancer()
+                .ok_or_else(|| not_exported(interface))?;
+            let cluster = text(0, "cluster-name")?;
+            let svc = service(arg(1))?;
+            match function {
+                "get-load-balancer" => outcome(h.get_load_balancer(&cluster, &svc).await, |s| {
+                    json!(s.map(|s| convert::to_k8s_status(&s)))
+                }),
+                "get-load-balancer-name" => {
+                    outcome(h.get_load_balancer_name(&cluster, &svc).await, |s| json!(s))
+                }
+                "ensure-load-balancer" => {
+                    let hosts = nodes(arg(2))?;
+                    outcome(h.ensure_load_balancer(&cluster, &svc, &hosts).await, |s| {
+                        json!(convert::to_k8s_status(&s))
+                    })
+                }
+                "update-load-balancer" => {
+                    let hosts = nodes(arg(2))?;
+                    outcome(h.update_load_balancer(&cluster, &svc, &hosts).await, |()| {
+                        Value::Null
+                    })
+                }
+                _ => outcome(h.ensure_load_balancer_deleted(&cluster, &svc).await, |()| {
+                    Value::Null
+                }),
+            }
+        }
+        "routes" => {
+            let h = provider.routes().ok_or_else(|| not_exported(interface))?;
+            let cluster = text(0, "cluster-name")?;
+            match function {
+                "list-routes" => outcome(h.list_routes(&cluster).await, |r| routes(&r)),
+                "create-route" => {
+                    let r = route(arg(2))?;
+                    outcome(
+                        h.create_route(&cluster, &text(1, "name-hint")?, &r).await,
+                        |()| Value::Null,
+                    )
+                }
+                _ => {
+                    let r = route(arg(1))?;
+                    outcome(h.delete_route(&cluster, &r).await, |()| Value::Null)
+                }
+            }
+        }
+        _ => {
+            let h = provider.clusters().ok_or_else(|| not_exported(interface))?;
+            match function {
+                "list-clusters" => outcome(h.list_clusters().await, |c| json!(c)),
+                _ => outcome(h.master(&text(0, "cluster-name")?).await, |s| json!(s)),
+            }
+        }
+    }
+}

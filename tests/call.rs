@@ -1,0 +1,103 @@
+//! `wasm-ccm call` as a provider author runs it: the real binary, the reference
+//! provider under its policy, the simulated cloud on 127.0.0.1; results and the
+//! contract's error cases as JSON.
+
+use serde_json::{Value, json};
+use sim_cloud::SimCloud;
+use sim_cloud::model::{Fault, NewInstance};
+use wasm_ccm_tests::{ProviderDir, TOKEN, cloud_config, policy_for, wasm_ccm_bin};
+
+struct Author {
+    cloud: SimCloud,
+    dir: ProviderDir,
+    config: std::path::PathBuf,
+}
+
+async fn author() -> Author {
+    let cloud = SimCloud::start("127.0.0.1:0", TOKEN).await.unwrap();
+    let dir = ProviderDir::new("reference_provider", "simcloud", &policy_for(&cloud), TOKEN);
+    let config = dir.dir.path().join("cloud-config.json");
+    std::fs::write(&config, cloud_config(&cloud)).unwrap();
+    Author { cloud, dir, config }
+}
+
+/// Runs `wasm-ccm call`; (exit code, stdout as JSON or Null, stderr).
+async fn call(a: &Author, args: &[&str]) -> (i32, Value, String) {
+    let out = tokio::process::Command::new(wasm_ccm_bin())
+        .arg("call")
+        .arg(&a.dir.wasm)
+        .arg("--cloud-config")
+        .arg(&a.config)
+        .args(args)
+        .output()
+        .await
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        serde_json::from_slice(&out.stdout).unwrap_or(Value::Null),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn call_runs_one_export_and_prints_json() {
+    let a = author().await;
+    let instance = a
+        .cloud
+        .with_state(|s| s.create_instance(NewInstance::named("node-1")));
+
+    let (code, out, err) = call(&a, &["instances-v2.instance-metadata", "node-1"]).await;
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        out["ok"]["providerID"],
+        format!("simcloud://{}", instance.id)
+    );
+    assert!(
+        out["ok"]["nodeAddresses"]
+            .as_array()
+            .is_some_and(|a| !a.is_empty()),
+        "{out}"
+    );
+
+    let (_, out, _) = call(&a, &["identity.provider-name"]).await;
+    assert_eq!(out, json!({"ok": "simcloud"}));
+
+    let service = json!({"metadata": {"name": "web", "namespace": "default", "uid": "1234"},
+                         "spec": {"type": "LoadBalancer", "ports": [{"port": 80, "nodePort": 30080}]}});
+    let (code, out, err) = call(
+        &a,
+        &[
+            "load-balancer.get-load-balancer",
+            "kubernetes",
+            &service.to_string(),
+        ],
+    )
+    .await;
+    assert_eq!((code, out), (0, json!({"ok": null})), "{err}");
+    let (_, out, _) = call(&a, &["routes.list-routes", "kubernetes"]).await;
+    assert_eq!(out, json!({"ok": []}));
+
+    // The cloud throttles: the contract's retry-after case, with the cloud's delay.
+    a.cloud.with_state(|s| {
+        s.faults.push(Fault {
+            status: Some(429),
+            retry_after_seconds: Some(3),
+            count: Some(1),
+            ..Fault::default()
+        })
+    });
+    let (code, out, err) = call(&a, &["instances-v2.instance-exists", "node-1"]).await;
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out["error"]["retry-after"]["delayMs"], 3000, "{out}");
+
+    // Usage errors name what is wrong.
+    let (code, _, err) = call(&a, &["instances-v2.nonsense", "node-1"]).await;
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("unknown function") && err.contains("instances-v2.instance-metadata(node)"),
+        "{err}"
+    );
+    let (code, _, err) = call(&a, &["instances-v2.instance-exists"]).await;
+    assert_eq!(code, 1);
+    assert!(err.contains("takes 1 argument(s), 0 given"), "{err}");
+}
