@@ -726,3 +726,49 @@ async fn pagination_and_throttling_against_a_scripted_ec2() {
         "every request is signed"
     );
 }
+
+/// `wasm-ccm conformance` on the AWS provider against moto with authentication on:
+/// instances, a Network Load Balancer created, updated and deleted twice, and a route
+/// created and deleted twice, all passing; nothing is left behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conformance_passes_for_the_aws_provider() {
+    let stack = AwsStack::start().await;
+    let (moto, world) = (&stack.moto, &stack.world);
+    let a = world.launch(moto, 0).await;
+    stack.policy(Auth::Static(&world.provider));
+    moto.enable_auth(0).await;
+    let service = stack.dir.path().join("service.json");
+    std::fs::write(
+        &service,
+        serde_json::json!({"metadata": {"name": "conformance", "namespace": "default"},
+               "spec": {"type": "LoadBalancer", "ports": [{"port": 80, "nodePort": 30080, "protocol": "TCP"}]}})
+        .to_string(),
+    )
+    .unwrap();
+    let out = tokio::process::Command::new(wasm_ccm_tests::wasm_ccm_bin())
+        .arg("conformance")
+        .arg(stack.dir.path().join("aws.wasm"))
+        .arg("--cloud-config")
+        .arg(&stack.cloud_config)
+        .args(["--node", &a.private_dns_name, "--service"])
+        .arg(&service)
+        .args(["--route-cidr", "10.244.200.0/24"])
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("| get-load-balancer then says none | pass |"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("| list-routes no longer has it | pass |"),
+        "{stdout}"
+    );
+    assert!(stdout.trim_end().ends_with(" 0 failed"), "{stdout}");
+}

@@ -101,3 +101,73 @@ async fn call_runs_one_export_and_prints_json() {
     assert_eq!(code, 1);
     assert!(err.contains("takes 1 argument(s), 0 given"), "{err}");
 }
+
+/// `wasm-ccm conformance` on the reference provider against the simulated cloud:
+/// every check passes, prints its table, and leaves no load balancer or route behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conformance_passes_for_the_reference_provider() {
+    let a = author().await;
+    for name in ["node-1", "node-2"] {
+        a.cloud
+            .with_state(|s| s.create_instance(NewInstance::named(name)));
+    }
+    let service = a.dir.dir.path().join("service.json");
+    std::fs::write(
+        &service,
+        json!({"metadata": {"name": "conformance", "namespace": "default"},
+               "spec": {"type": "LoadBalancer", "ports": [{"port": 80, "nodePort": 30080, "protocol": "TCP"}]}})
+        .to_string(),
+    )
+    .unwrap();
+    let out = tokio::process::Command::new(wasm_ccm_bin())
+        .arg("conformance")
+        .arg(&a.dir.wasm)
+        .arg("--cloud-config")
+        .arg(&a.config)
+        .args(["--node", "node-1", "--node", "node-2", "--service"])
+        .arg(&service)
+        .args(["--route-cidr", "10.244.200.0/24"])
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for check in [
+        "| initialize refuses a bad cloud config | pass |",
+        "| instance-exists(node-2) is true | pass |",
+        "| instance-metadata(node-1) has a provider ID simcloud://... | pass |",
+        "| a node that does not exist is false or instance-not-found | pass |",
+        "| ensure-load-balancer twice gives the same status | pass |",
+        "| get-load-balancer then says none | pass |",
+        "| list-routes has it | pass |",
+        "| delete-route succeeds again | pass |",
+    ] {
+        assert!(stdout.contains(check), "{check}:\n{stdout}");
+    }
+    assert!(stdout.trim_end().ends_with(" 0 failed"), "{stdout}");
+    a.cloud.with_state(|s| {
+        assert!(s.load_balancers.is_empty() && s.routes.is_empty());
+    });
+
+    // A rule broken: a node whose instance does not exist fails its check, and the
+    // command exits non-zero.
+    let out = tokio::process::Command::new(wasm_ccm_bin())
+        .arg("conformance")
+        .arg(&a.dir.wasm)
+        .arg("--cloud-config")
+        .arg(&a.config)
+        .args(["--node", "no-such-node"])
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "{stdout}");
+    assert!(
+        stdout.contains("| instance-exists(no-such-node) is true | FAIL |"),
+        "{stdout}"
+    );
+}

@@ -157,7 +157,7 @@ fn string(v: &Value, what: &str) -> Result<String, CallError> {
         .ok_or_else(|| CallError::Usage(format!("{what}: expected a string, got {v}")))
 }
 
-fn node(v: &Value) -> Result<wit::Node, CallError> {
+pub(crate) fn node(v: &Value) -> Result<wit::Node, CallError> {
     let node: k8s::Node = match v {
         Value::String(name) => serde_json::from_value(json!({"metadata": {"name": name}})),
         other => serde_json::from_value(other.clone()),
@@ -174,7 +174,7 @@ fn nodes(v: &Value) -> Result<Vec<wit::Node>, CallError> {
         .collect()
 }
 
-fn service(v: &Value) -> Result<wit::Service, CallError> {
+pub(crate) fn service(v: &Value) -> Result<wit::Service, CallError> {
     let svc: k8s::Service = serde_json::from_value(v.clone())
         .map_err(|e| CallError::Usage(format!("service: not a Kubernetes Service: {e}")))?;
     Ok(convert::service(&svc))
@@ -247,7 +247,7 @@ fn outcome<T>(
     }
 }
 
-fn cloud_error(err: &CloudError) -> Value {
+pub(crate) fn cloud_error(err: &CloudError) -> Value {
     match err {
         CloudError::InstanceNotFound => json!({"instance-not-found": null}),
         CloudError::NotImplemented => json!({"not-implemented": null}),

@@ -21,6 +21,7 @@
 
 pub mod call;
 pub mod cloud;
+pub mod conformance;
 pub mod controllers;
 pub mod daemon;
 pub mod hot_swap;

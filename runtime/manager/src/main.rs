@@ -56,6 +56,29 @@ enum Command {
         /// The function's arguments, in order.
         args: Vec<String>,
     },
+    /// Drive a provider against its (real or emulated) cloud and check the contract's
+    /// rules; prints a pass/fail table and exits non-zero on a failure. Mutating checks
+    /// touch only what they create, and clean it up.
+    Conformance {
+        /// The provider component (`.wasm`); its policy is FILE.yaml next to it.
+        file: PathBuf,
+        /// The cloud config for `initialize`.
+        #[arg(long)]
+        cloud_config: PathBuf,
+        /// A node whose instance exists in the cloud (repeatable).
+        #[arg(long = "node")]
+        nodes: Vec<String>,
+        /// A Kubernetes Service of type LoadBalancer (JSON) to create, update and
+        /// delete a load balancer for.
+        #[arg(long)]
+        service: Option<PathBuf>,
+        /// A destination CIDR to create and delete a route to the first node for.
+        #[arg(long)]
+        route_cidr: Option<String>,
+        /// The cluster name given to load balancer and route calls.
+        #[arg(long, default_value = "kubernetes")]
+        cluster_name: String,
+    },
 }
 
 fn init_tracing(format: &str, default_level: &str) {
@@ -128,6 +151,34 @@ fn main() -> ExitCode {
                     .await
                     .map(|result| println!("{result:#}")),
             )
+        }),
+        Command::Conformance {
+            file,
+            cloud_config,
+            nodes,
+            service,
+            route_cidr,
+            cluster_name,
+        } => runtime.block_on(async {
+            let request = wasm_ccm::conformance::Conformance {
+                file,
+                cloud_config,
+                nodes,
+                service,
+                route_cidr,
+                cluster_name,
+            };
+            match wasm_ccm::conformance::run(&request).await {
+                Ok(report) => {
+                    println!("{report}");
+                    if report.passed() {
+                        ExitCode::SUCCESS
+                    } else {
+                        ExitCode::FAILURE
+                    }
+                }
+                Err(err) => exit_code::<wasm_ccm::call::CallError>(Err(err)),
+            }
         }),
     }
 }
