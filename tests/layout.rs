@@ -74,3 +74,51 @@ fn only_the_playground_links_the_doubles() {
         assert!(deps.contains(needed), "playground lacks {needed}: {deps:?}");
     }
 }
+
+/// The `.wit` files under `dir`, by path relative to it.
+fn wit_files(dir: &Path) -> std::collections::BTreeMap<String, String> {
+    let mut files = std::collections::BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(current) = stack.pop() {
+        for entry in std::fs::read_dir(&current).expect("reading a wit directory") {
+            let path = entry.expect("a directory entry").path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "wit") {
+                let relative = path.strip_prefix(dir).unwrap().display().to_string();
+                files.insert(relative, std::fs::read_to_string(&path).unwrap());
+            }
+        }
+    }
+    files
+}
+
+#[test]
+fn the_sdk_carries_the_contract_at_its_version() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let contract = wit_files(&root.join("wit"));
+    let copy = wit_files(&root.join("guests/sdk/wit"));
+    assert!(contract.contains_key("provider.wit"), "{contract:?}");
+    assert_eq!(
+        contract.keys().collect::<Vec<_>>(),
+        copy.keys().collect::<Vec<_>>(),
+        "guests/sdk/wit must hold the same files as wit/"
+    );
+    for (path, text) in &contract {
+        assert!(
+            copy[path] == *text,
+            "guests/sdk/wit/{path} differs from wit/{path}: copy wit/ into guests/sdk/wit"
+        );
+    }
+    let package = contract["provider.wit"]
+        .lines()
+        .find_map(|l| l.strip_prefix("package wasm-ccm:provider@"))
+        .expect("the contract's package line")
+        .trim_end_matches(';')
+        .to_owned();
+    let manifest = std::fs::read_to_string(root.join("guests/sdk/Cargo.toml")).unwrap();
+    assert!(
+        manifest.contains(&format!("\nversion = \"{package}\"")),
+        "wasm-ccm-guest's version must be the contract's ({package})"
+    );
+}

@@ -4,10 +4,13 @@
 //! The request leaves without credentials: the host signs it (SigV4) under the
 //! provider policy's `aws` credential rule.
 
-use wasm_ccm_guest::http::Request;
-use wasm_ccm_guest::url::encode_component;
+use std::time::SystemTime;
 
-use crate::bindings::wasm_ccm::provider::types::{CloudError, Retry};
+use wasm_ccm_guest::cloud_error;
+use wasm_ccm_guest::http::Request;
+use wasm_ccm_guest::paginate::{self, Page};
+use wasm_ccm_guest::types::CloudError;
+
 use crate::xml;
 
 /// Error codes AWS uses for throttling (the SDK's list).
@@ -27,9 +30,6 @@ const THROTTLING_CODES: &[&str] = &[
     "PriorRequestNotComplete",
     "EC2ThrottledException",
 ];
-
-/// The delay asked for when AWS throttles without a `Retry-After`.
-const DEFAULT_RETRY_MS: u64 = 5_000;
 
 /// Request parameters, in order.
 #[derive(Debug, Default, Clone)]
@@ -78,15 +78,14 @@ impl Params {
         self
     }
 
-    fn encode(&self, action: &str, version: &str) -> String {
-        let mut body = format!("Action={action}&Version={version}");
-        for (name, value) in &self.0 {
-            body.push('&');
-            body.push_str(&encode_component(name));
-            body.push('=');
-            body.push_str(&encode_component(value));
-        }
-        body
+    /// The form fields of a call: `Action`, `Version`, then the parameters.
+    fn fields(&self, action: &str, version: &str) -> Vec<(String, String)> {
+        let mut fields = vec![
+            ("Action".to_owned(), action.to_owned()),
+            ("Version".to_owned(), version.to_owned()),
+        ];
+        fields.extend(self.0.iter().cloned());
+        fields
     }
 }
 
@@ -158,12 +157,12 @@ impl From<ApiError> for CloudError {
                     retry_after_ms: Some(ms),
                     ..
                 } => *ms,
-                _ => DEFAULT_RETRY_MS,
+                _ => cloud_error::DEFAULT_RETRY_MS,
             };
-            return CloudError::RetryAfter(Retry {
+            return cloud_error::retry_after(
                 delay_ms,
-                message: format!("AWS throttled the request: {error}"),
-            });
+                format!("AWS throttled the request: {error}"),
+            );
         }
         CloudError::Other(format!("AWS {error}"))
     }
@@ -195,28 +194,23 @@ impl Api {
         };
         let response = Request::post(&format!("{}/", self.endpoint))
             .header("accept", "text/xml")
-            .body(
-                "application/x-www-form-urlencoded; charset=utf-8",
-                params.encode(action, self.version).into_bytes(),
-            )
+            .form(&params.fields(action, self.version))
             .send()
             .map_err(|e| {
-                transport(match e {
-                    wasm_ccm_guest::http::Error::Denied => "the host refused the request: the \
-                        endpoint is not in the provider policy's allowedOutboundHosts, or its AWS \
-                        credentials are unavailable (the host log says which)"
-                        .into(),
-                    other => other.to_string(),
+                transport(if e.is_denied() {
+                    "the host refused the request: the endpoint is not in the provider \
+                     policy's allowedOutboundHosts, or its AWS credentials are unavailable \
+                     (the host log says which)"
+                        .into()
+                } else {
+                    e.to_string()
                 })
             })?;
         let text = String::from_utf8_lossy(&response.body).into_owned();
         if response.is_success() {
             return Ok(text);
         }
-        let retry_after_ms = response
-            .header("retry-after")
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .map(|secs| secs.saturating_mul(1000));
+        let retry_after_ms = cloud_error::retry_after_ms(&response, SystemTime::now());
         let (code, message) = match xml::parse(&text) {
             Ok(doc) => {
                 let root = doc.root_element();
@@ -260,43 +254,37 @@ impl Api {
         token_element: &str,
         mut read: impl FnMut(xml::Node<'_, '_>) -> Result<(), String>,
     ) -> Result<(), ApiError> {
-        let mut token: Option<String> = None;
-        // A server that keeps answering with tokens cannot hold the provider forever.
-        for _ in 0..1000 {
-            let mut page = params.clone();
-            if let Some(token) = &token {
-                page = page.set(token_param, token.clone());
-            }
-            let text = self.call(action, &page)?;
-            let doc = xml::parse(&text).map_err(|reason| ApiError::Transport {
-                action: action.to_owned(),
-                reason,
-            })?;
-            let root = doc.root_element();
-            read(root).map_err(|reason| ApiError::Transport {
-                action: action.to_owned(),
-                reason,
-            })?;
-            let next = xml::text(root, token_element);
-            let next = if next.is_empty() {
-                // ELBv2 nests it in the result element.
-                xml::find(root, token_element)
-                    .and_then(|n| n.text())
-                    .unwrap_or_default()
-                    .trim()
-                    .to_owned()
-            } else {
-                next
-            };
-            if next.is_empty() {
-                return Ok(());
-            }
-            token = Some(next);
-        }
-        Err(ApiError::Transport {
+        let transport = |reason: String| ApiError::Transport {
             action: action.to_owned(),
-            reason: "more than 1000 pages".into(),
-        })
+            reason,
+        };
+        paginate::collect::<(), _>(
+            |token| {
+                let mut page = params.clone();
+                if let Some(token) = token {
+                    page = page.set(token_param, token);
+                }
+                let text = self.call(action, &page)?;
+                let doc = xml::parse(&text).map_err(transport)?;
+                let root = doc.root_element();
+                read(root).map_err(transport)?;
+                let mut next = xml::text(root, token_element);
+                if next.is_empty() {
+                    // ELBv2 nests it in the result element.
+                    next = xml::find(root, token_element)
+                        .and_then(|n| n.text())
+                        .unwrap_or_default()
+                        .trim()
+                        .to_owned();
+                }
+                Ok(Page {
+                    items: Vec::new(),
+                    next: Some(next),
+                })
+            },
+            transport,
+        )
+        .map(drop)
     }
 
     /// Calls `action` and parses the answer with `read`.
@@ -332,9 +320,10 @@ mod tests {
                 "Tags.member",
                 &[("kubernetes.io/service-name".into(), "a b".into())],
             )
-            .encode("DescribeInstances", "2016-11-15");
+            .fields("DescribeInstances", "2016-11-15");
+        let request = Request::post("https://ec2.us-east-1.amazonaws.com/").form(&body);
         assert_eq!(
-            body,
+            String::from_utf8_lossy(request.body_bytes()),
             "Action=DescribeInstances&Version=2016-11-15\
              &Filter.1.Name=private-dns-name&Filter.1.Value.1=ip-10-0-0-1.ec2.internal\
              &Filter.2.Name=instance-state-name&Filter.2.Value.1=running&Filter.2.Value.2=stopped\
@@ -352,6 +341,7 @@ mod tests {
             status,
             retry_after_ms,
         };
+        use wasm_ccm_guest::types::Retry;
         assert!(matches!(
             CloudError::from(error("RequestLimitExceeded", 503, None)),
             CloudError::RetryAfter(Retry {

@@ -11,13 +11,11 @@
 //!   are upstream's (`node_addresses`).
 
 use crate::api::Params;
-use crate::bindings::exports::wasm_ccm::provider::instances_v2;
-use crate::bindings::wasm_ccm::provider::types::{
-    CloudError, InstanceInfo, Node, NodeAddress, NodeAddressType,
-};
 use crate::config::Config;
 use crate::ec2::{self, Instance};
-use crate::{PROVIDER_NAME, Provider, State, with_state};
+use crate::{Aws, PROVIDER_NAME};
+use wasm_ccm_guest::InstancesV2;
+use wasm_ccm_guest::types::{CloudError, InstanceInfo, Node, NodeAddress, NodeAddressType};
 
 /// The label upstream sets from the zone's ID (e.g. `use1-az1`).
 pub const ZONE_ID_LABEL: &str = "topology.k8s.aws/zone-id";
@@ -56,7 +54,7 @@ pub fn provider_id(instance: &Instance) -> String {
 /// The instance behind `node`: `None` only when EC2 says the node's provider ID names
 /// no instance; a node without a provider ID that matches no instance by name is
 /// `instance-not-found` (not a proof that its instance is gone).
-pub fn find(state: &State, node: &Node) -> Result<Option<Instance>, CloudError> {
+pub fn find(state: &Aws, node: &Node) -> Result<Option<Instance>, CloudError> {
     if let Some(pid) = node.provider_id.as_deref().filter(|p| !p.is_empty()) {
         let id = instance_id(pid)?;
         return Ok(state.ec2.instances_by_id(&[id])?.into_iter().next());
@@ -68,7 +66,7 @@ pub fn find(state: &State, node: &Node) -> Result<Option<Instance>, CloudError> 
 }
 
 /// The alive instance a node named `name` runs on.
-pub fn by_node_name(state: &State, name: &str) -> Result<Option<Instance>, CloudError> {
+pub fn by_node_name(state: &Aws, name: &str) -> Result<Option<Instance>, CloudError> {
     if let Some(id) = name.strip_prefix("i-") {
         let id = format!("i-{}", id.split('.').next().unwrap_or(id));
         return Ok(state.ec2.instances_by_id(&[id])?.into_iter().next());
@@ -141,7 +139,7 @@ pub fn node_addresses(config: &Config, instance: &Instance) -> Vec<NodeAddress> 
 
 /// The zone's ID, from the zones the provider has seen (asked again when a zone is
 /// new). Failing to get it only leaves the label out.
-fn zone_id(state: &State, zone: &str) -> Option<String> {
+fn zone_id(state: &Aws, zone: &str) -> Option<String> {
     let cached = |zones: &[ec2::Zone]| zones.iter().find(|z| z.name == zone).map(|z| z.id.clone());
     if let Some(id) = cached(&state.zones.borrow()) {
         return Some(id);
@@ -162,17 +160,24 @@ fn zone_id(state: &State, zone: &str) -> Option<String> {
     }
 }
 
-impl instances_v2::Guest for Provider {
-    fn instance_exists(node: Node) -> Result<bool, CloudError> {
-        with_state(|s| Ok(find(s, &node)?.is_some_and(|i| i.state != "terminated")))
+impl InstancesV2 for Aws {
+    fn instance_exists(&self, node: Node) -> Result<bool, CloudError> {
+        {
+            let s = self;
+            Ok(find(s, &node)?.is_some_and(|i| i.state != "terminated"))
+        }
     }
 
-    fn instance_shutdown(node: Node) -> Result<bool, CloudError> {
-        with_state(|s| Ok(find(s, &node)?.is_some_and(|i| i.state == "stopped")))
+    fn instance_shutdown(&self, node: Node) -> Result<bool, CloudError> {
+        {
+            let s = self;
+            Ok(find(s, &node)?.is_some_and(|i| i.state == "stopped"))
+        }
     }
 
-    fn instance_metadata(node: Node) -> Result<InstanceInfo, CloudError> {
-        with_state(|s| {
+    fn instance_metadata(&self, node: Node) -> Result<InstanceInfo, CloudError> {
+        {
+            let s = self;
             let instance = find(s, &node)?.ok_or(CloudError::InstanceNotFound)?;
             let mut additional_labels = Vec::new();
             let has_label = node.metadata.labels.iter().any(|(k, _)| k == ZONE_ID_LABEL);
@@ -194,7 +199,7 @@ impl instances_v2::Guest for Provider {
                 region: s.config.region.clone(),
                 additional_labels,
             })
-        })
+        }
     }
 }
 

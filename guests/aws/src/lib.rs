@@ -25,8 +25,7 @@ mod xml;
 
 use std::cell::RefCell;
 
-use bindings::exports::wasm_ccm::provider::identity;
-use bindings::wasm_ccm::provider::types::CloudError;
+use wasm_ccm_guest::Provider;
 
 #[allow(warnings)]
 mod bindings {
@@ -35,7 +34,6 @@ mod bindings {
         inline: "
             package wasm-ccm:aws;
             world aws {
-                include wasm-ccm:provider/host-capabilities@0.1.0;
                 export wasm-ccm:provider/identity@0.1.0;
                 export wasm-ccm:provider/instances-v2@0.1.0;
                 export wasm-ccm:provider/load-balancer@0.1.0;
@@ -43,19 +41,15 @@ mod bindings {
             }
         ",
         world: "wasm-ccm:aws/aws",
-        generate_all,
+        with: { "wasm-ccm:provider/types@0.1.0": wasm_ccm_guest::types },
     });
 }
 
 /// The provider name: `--cloud-provider aws`, provider IDs `aws:///<zone>/<id>`.
 pub const PROVIDER_NAME: &str = "aws";
 
-thread_local! {
-    static STATE: RefCell<Option<State>> = const { RefCell::new(None) };
-}
-
-/// What `initialize` sets up.
-struct State {
+/// The provider: what `initialize` sets up from the cloud config.
+pub struct Aws {
     config: config::Config,
     ec2: ec2::Ec2,
     elb: elbv2::Elbv2,
@@ -64,26 +58,11 @@ struct State {
     zones: RefCell<Vec<ec2::Zone>>,
 }
 
-/// Runs `f` with the initialized state.
-fn with_state<T>(f: impl FnOnce(&State) -> Result<T, CloudError>) -> Result<T, CloudError> {
-    STATE.with(|s| match &*s.borrow() {
-        Some(state) => f(state),
-        None => Err(CloudError::Other(
-            "the provider was called before initialize".into(),
-        )),
-    })
-}
+impl Provider for Aws {
+    const NAME: &'static str = PROVIDER_NAME;
 
-struct Provider;
-
-impl identity::Guest for Provider {
-    fn provider_name() -> String {
-        PROVIDER_NAME.into()
-    }
-
-    fn initialize(cloud_config: Vec<u8>) -> Result<(), String> {
-        wasm_ccm_guest::log::install_panic_hook();
-        let text = std::str::from_utf8(&cloud_config)
+    fn initialize(cloud_config: &[u8]) -> Result<Self, String> {
+        let text = std::str::from_utf8(cloud_config)
             .map_err(|_| "the cloud config is not UTF-8 text".to_owned())?;
         let config = config::Config::parse(text)?;
         let ec2 = ec2::Ec2::new(config.endpoint(config::Service::Ec2));
@@ -97,24 +76,18 @@ impl identity::Guest for Provider {
                 ("clusterID", &config.cluster_id),
             ],
         );
-        STATE.with(|s| {
-            *s.borrow_mut() = Some(State {
-                config,
-                ec2,
-                elb,
-                zones: RefCell::new(Vec::new()),
-            })
-        });
-        Ok(())
+        Ok(Aws {
+            config,
+            ec2,
+            elb,
+            zones: RefCell::new(Vec::new()),
+        })
     }
 
-    fn has_cluster_id() -> bool {
-        STATE.with(|s| {
-            s.borrow()
-                .as_ref()
-                .is_some_and(|state| !state.config.cluster_id.is_empty())
-        })
+    fn has_cluster_id(&self) -> bool {
+        !self.config.cluster_id.is_empty()
     }
 }
 
-bindings::export!(Provider with_types_in bindings);
+wasm_ccm_guest::export_provider!(Aws with_types_in bindings,
+    exports: [instances_v2, load_balancer, routes]);

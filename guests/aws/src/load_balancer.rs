@@ -17,17 +17,17 @@
 //!   including groups an interrupted create or delete left behind, and succeeds when
 //!   everything is gone already.
 
+use crate::Aws;
 use crate::api::Params;
-use crate::bindings::exports::wasm_ccm::provider::load_balancer;
-use crate::bindings::wasm_ccm::provider::types::{
-    CloudError, LoadBalancerIngress, LoadBalancerStatus, Node, Protocol, Service, SessionAffinity,
-    TrafficPolicy,
-};
 use crate::config::{CLUSTER_TAG_PREFIX, LEGACY_CLUSTER_TAG};
 use crate::ec2::Subnet;
 use crate::elbv2::{HealthCheck, LoadBalancer, Target, TargetGroup};
 use crate::instances;
-use crate::{Provider, State, with_state};
+use wasm_ccm_guest::LoadBalancer as LoadBalancerExport;
+use wasm_ccm_guest::types::{
+    CloudError, LoadBalancerIngress, LoadBalancerStatus, Node, Protocol, Service, SessionAffinity,
+    TrafficPolicy,
+};
 
 /// The prefix of every annotation this module reads.
 const ANNOTATION: &str = "service.beta.kubernetes.io/aws-load-balancer-";
@@ -246,7 +246,7 @@ fn key_values(value: &str) -> Vec<(String, String)> {
 }
 
 /// Tags for everything the provider creates for the Service.
-fn tags(state: &State, service: &Service) -> Vec<(String, String)> {
+fn tags(state: &Aws, service: &Service) -> Vec<(String, String)> {
     let mut tags = annotation(service, "additional-resource-tags")
         .map(key_values)
         .unwrap_or_default();
@@ -270,7 +270,7 @@ fn tags(state: &State, service: &Service) -> Vec<(String, String)> {
 
 /// The instances to register, and the VPC they are in.
 fn targets(
-    state: &State,
+    state: &Aws,
     service: &Service,
     nodes: &[Node],
 ) -> Result<(Vec<String>, String), CloudError> {
@@ -333,7 +333,7 @@ fn targets(
 
 /// The subnets for a new load balancer.
 fn subnets(
-    state: &State,
+    state: &Aws,
     service: &Service,
     internal: bool,
     vpc: &str,
@@ -456,7 +456,7 @@ fn subnets(
 }
 
 /// Zone name → zone type, from the zones the provider knows (asked once).
-fn zone_types(state: &State) -> Vec<(String, String)> {
+fn zone_types(state: &Aws) -> Vec<(String, String)> {
     if state.zones.borrow().is_empty()
         && let Ok(zones) = state.ec2.zones()
     {
@@ -488,7 +488,7 @@ fn status(lb: &LoadBalancer) -> LoadBalancerStatus {
 
 /// Registers `wanted` targets and deregisters the others.
 fn sync_targets(
-    state: &State,
+    state: &Aws,
     group: &TargetGroup,
     instances: &[String],
     node_port: i32,
@@ -533,7 +533,7 @@ fn sync_targets(
 /// The target group named `name`: found (health check brought up to date) or created.
 #[allow(clippy::too_many_arguments)]
 fn target_group(
-    state: &State,
+    state: &Aws,
     name: &str,
     m: &Mapping,
     vpc: &str,
@@ -566,7 +566,7 @@ fn target_group(
 }
 
 fn ensure(
-    state: &State,
+    state: &Aws,
     service: &Service,
     nodes: &[Node],
 ) -> Result<LoadBalancerStatus, CloudError> {
@@ -665,7 +665,7 @@ fn ensure(
 /// The target groups made for the Service: named `k8s-<ns>-<name>-…` and tagged
 /// with its name (and the cluster), attached or not — so nothing is left behind when
 /// a delete is retried after the load balancer went, or the Service's ports changed.
-fn owned_target_groups(state: &State, service: &Service) -> Result<Vec<TargetGroup>, CloudError> {
+fn owned_target_groups(state: &Aws, service: &Service) -> Result<Vec<TargetGroup>, CloudError> {
     let clean = |s: &str| {
         s.chars()
             .filter(|c| c.is_ascii_alphanumeric())
@@ -703,7 +703,7 @@ fn owned_target_groups(state: &State, service: &Service) -> Result<Vec<TargetGro
         .collect())
 }
 
-fn delete(state: &State, service: &Service) -> Result<(), CloudError> {
+fn delete(state: &Aws, service: &Service) -> Result<(), CloudError> {
     let name = default_name(service);
     let lb = state.elb.load_balancer(&name)?;
     let mut groups = match &lb {
@@ -725,26 +725,29 @@ fn delete(state: &State, service: &Service) -> Result<(), CloudError> {
     Ok(())
 }
 
-impl load_balancer::Guest for Provider {
+impl LoadBalancerExport for Aws {
     fn get_load_balancer(
+        &self,
         _cluster_name: String,
         service: Service,
     ) -> Result<Option<LoadBalancerStatus>, CloudError> {
         if implemented_elsewhere(&service) {
             return Ok(None);
         }
-        with_state(|s| {
+        {
+            let s = self;
             Ok(s.elb
                 .load_balancer(&default_name(&service))?
                 .map(|lb| status(&lb)))
-        })
+        }
     }
 
-    fn get_load_balancer_name(_cluster_name: String, service: Service) -> String {
+    fn get_load_balancer_name(&self, _cluster_name: String, service: Service) -> String {
         default_name(&service)
     }
 
     fn ensure_load_balancer(
+        &self,
         _cluster_name: String,
         service: Service,
         nodes: Vec<Node>,
@@ -752,10 +755,14 @@ impl load_balancer::Guest for Provider {
         if implemented_elsewhere(&service) {
             return Err(CloudError::ImplementedElsewhere);
         }
-        with_state(|s| ensure(s, &service, &nodes))
+        {
+            let s = self;
+            ensure(s, &service, &nodes)
+        }
     }
 
     fn update_load_balancer(
+        &self,
         _cluster_name: String,
         service: Service,
         nodes: Vec<Node>,
@@ -763,29 +770,34 @@ impl load_balancer::Guest for Provider {
         if implemented_elsewhere(&service) {
             return Err(CloudError::ImplementedElsewhere);
         }
-        with_state(|s| {
+        {
+            let s = self;
             if s.elb.load_balancer(&default_name(&service))?.is_none() {
                 return Err(invalid(&service, "load balancer not found"));
             }
             ensure(s, &service, &nodes).map(drop)
-        })
+        }
     }
 
     fn ensure_load_balancer_deleted(
+        &self,
         _cluster_name: String,
         service: Service,
     ) -> Result<(), CloudError> {
         if implemented_elsewhere(&service) {
             return Ok(());
         }
-        with_state(|s| delete(s, &service))
+        {
+            let s = self;
+            delete(s, &service)
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bindings::wasm_ccm::provider::types::{ObjectMeta, ServiceType};
+    use wasm_ccm_guest::types::{ObjectMeta, ServiceType};
 
     fn service(namespace: &str, name: &str) -> Service {
         Service {

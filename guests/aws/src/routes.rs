@@ -7,16 +7,16 @@
 //! named that way), which is how Nodes are named on AWS unless the kubelet overrides
 //! its hostname.
 
+use crate::Aws;
 use crate::api::Params;
-use crate::bindings::exports::wasm_ccm::provider::routes;
-use crate::bindings::wasm_ccm::provider::types::{CloudError, NodeAddressType, Route};
 use crate::config::LEGACY_CLUSTER_TAG;
 use crate::ec2::{self, RouteTable};
 use crate::instances;
-use crate::{Provider, State, with_state};
+use wasm_ccm_guest::Routes;
+use wasm_ccm_guest::types::{CloudError, NodeAddressType, Route};
 
 /// The cluster's route table (upstream's `findRouteTable`).
-fn route_table(state: &State) -> Result<RouteTable, CloudError> {
+fn route_table(state: &Aws) -> Result<RouteTable, CloudError> {
     let config = &state.config;
     let tables = if !config.route_table_id.is_empty() {
         state.ec2.route_tables(
@@ -64,7 +64,7 @@ fn node_name(instance: &ec2::Instance) -> String {
 
 /// The instance a route to `route.target_node` goes to: by node name, else by the
 /// node's InternalIP.
-fn target_instance(state: &State, route: &Route) -> Result<ec2::Instance, CloudError> {
+fn target_instance(state: &Aws, route: &Route) -> Result<ec2::Instance, CloudError> {
     if let Some(instance) = instances::by_node_name(state, &route.target_node)? {
         return Ok(instance);
     }
@@ -90,9 +90,10 @@ fn target_instance(state: &State, route: &Route) -> Result<ec2::Instance, CloudE
     )))
 }
 
-impl routes::Guest for Provider {
-    fn list_routes(cluster_name: String) -> Result<Vec<Route>, CloudError> {
-        with_state(|s| {
+impl Routes for Aws {
+    fn list_routes(&self, cluster_name: String) -> Result<Vec<Route>, CloudError> {
+        {
+            let s = self;
             let table = route_table(s)?;
             let mut ids: Vec<String> = table
                 .routes
@@ -139,15 +140,17 @@ impl routes::Guest for Provider {
                 }
             }
             Ok(routes)
-        })
+        }
     }
 
     fn create_route(
+        &self,
         _cluster_name: String,
         _name_hint: String,
         route: Route,
     ) -> Result<(), CloudError> {
-        with_state(|s| {
+        {
+            let s = self;
             let instance = target_instance(s, &route)?;
             // Pods' traffic has addresses other than the instance's own.
             s.ec2.disable_source_dest_check(&instance.id)?;
@@ -174,16 +177,17 @@ impl routes::Guest for Provider {
                 ],
             );
             Ok(())
-        })
+        }
     }
 
-    fn delete_route(_cluster_name: String, route: Route) -> Result<(), CloudError> {
-        with_state(|s| {
+    fn delete_route(&self, _cluster_name: String, route: Route) -> Result<(), CloudError> {
+        {
+            let s = self;
             let table = route_table(s)?;
             match s.ec2.delete_route(&table.id, &route.destination_cidr) {
                 Err(e) if e.code() == "InvalidRoute.NotFound" => Ok(()),
                 other => Ok(other?),
             }
-        })
+        }
     }
 }

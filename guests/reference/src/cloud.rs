@@ -1,17 +1,15 @@
-//! A client for the simulated cloud's REST API (see `tests/sim-cloud/README.md`),
-//! mapping HTTP failures to the contract's error variant.
+//! A client for the simulated cloud's REST API (see `tests/sim-cloud/README.md`).
+//! The SDK maps its answers to the contract's errors: 429/503 → `retry-after`
+//! (honouring `Retry-After`), 404 → not found where a lookup allows it.
 
 use std::collections::BTreeMap;
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+use wasm_ccm_guest::cloud_error;
 use wasm_ccm_guest::http::{Request, Response};
+use wasm_ccm_guest::types::CloudError;
 use wasm_ccm_guest::url::{Url, encode_component};
-
-use crate::bindings::wasm_ccm::provider::types::{CloudError, Retry};
-
-/// Default delay when the cloud answers 429/503 without `Retry-After`.
-const DEFAULT_RETRY_MS: u64 = 5_000;
 
 #[derive(Debug, Clone, Deserialize)]
 pub struct Address {
@@ -102,40 +100,22 @@ impl Cloud {
         self.base.join(path).to_string()
     }
 
-    /// Sends a request. Transport failures and throttling (429/503) become errors;
-    /// any other status is returned for the caller to judge.
+    /// Sends a request; transport failures are errors, any status is returned.
     fn send(&self, request: Request, what: &str) -> Result<Response, CloudError> {
-        let response = request
+        request
             .header("accept", "application/json")
             .send()
-            .map_err(|e| CloudError::Other(format!("simcloud: {what}: {e}")))?;
-        if response.status == 429 || response.status == 503 {
-            let delay_ms = response
-                .header("retry-after")
-                .and_then(|v| v.trim().parse::<u64>().ok())
-                .map(|secs| secs * 1000)
-                .unwrap_or(DEFAULT_RETRY_MS);
-            return Err(CloudError::RetryAfter(Retry {
-                delay_ms,
-                message: format!("simcloud: {what}: throttled (HTTP {})", response.status),
-            }));
-        }
-        Ok(response)
+            .map_err(|e| CloudError::Other(format!("simcloud: {what}: {e}")))
     }
 
     /// Like `send`, but any non-2xx status is an error.
     fn send_ok(&self, request: Request, what: &str) -> Result<Response, CloudError> {
-        let response = self.send(request, what)?;
-        if response.is_success() {
-            Ok(response)
-        } else {
-            Err(status_error(&response, what))
-        }
+        cloud_error::check(self.send(request, what)?, &format!("simcloud: {what}"))
     }
 
     fn get_json<T: DeserializeOwned>(&self, path: &str, what: &str) -> Result<T, CloudError> {
         let response = self.send_ok(Request::get(&self.url(path)), what)?;
-        decode(&response, what)
+        cloud_error::json(&response, &format!("simcloud: {what}"))
     }
 
     /// `None` on 404.
@@ -145,11 +125,10 @@ impl Cloud {
         what: &str,
     ) -> Result<Option<T>, CloudError> {
         let response = self.send(Request::get(&self.url(path)), what)?;
-        match response.status {
-            404 => Ok(None),
-            200..=299 => decode(&response, what).map(Some),
-            _ => Err(status_error(&response, what)),
-        }
+        let what = format!("simcloud: {what}");
+        cloud_error::check_found(response, &what)?
+            .map(|found| cloud_error::json(&found, &what))
+            .transpose()
     }
 
     /// The instance with this ID; `None` when the cloud has no such instance.
@@ -187,24 +166,21 @@ impl Cloud {
         spec: &LoadBalancerSpec,
     ) -> Result<LoadBalancer, CloudError> {
         let what = format!("ensure load balancer {name}");
-        let body = serde_json::to_vec(spec).map_err(|e| CloudError::Other(e.to_string()))?;
         let response = self.send_ok(
             Request::put(&self.url(&format!("/v1/load-balancers/{}", encode_component(name))))
-                .json_body(body),
+                .json(spec),
             &what,
         )?;
-        decode(&response, &what)
+        cloud_error::json(&response, &format!("simcloud: {what}"))
     }
 
     pub fn put_backends(&self, name: &str, backends: &[String]) -> Result<(), CloudError> {
-        let body = serde_json::to_vec(&serde_json::json!({ "backends": backends }))
-            .map_err(|e| CloudError::Other(e.to_string()))?;
         self.send_ok(
             Request::put(&self.url(&format!(
                 "/v1/load-balancers/{}/backends",
                 encode_component(name)
             )))
-            .json_body(body),
+            .json(&serde_json::json!({ "backends": backends })),
             &format!("update load balancer {name}"),
         )
         .map(drop)
@@ -227,9 +203,8 @@ impl Cloud {
     }
 
     pub fn create_route(&self, route: &Route) -> Result<(), CloudError> {
-        let body = serde_json::to_vec(route).map_err(|e| CloudError::Other(e.to_string()))?;
         self.send_ok(
-            Request::post(&self.url("/v1/routes")).json_body(body),
+            Request::post(&self.url("/v1/routes")).json(route),
             &format!("create route {}", route.name),
         )
         .map(drop)
@@ -250,41 +225,6 @@ impl Cloud {
 
     fn delete(&self, path: &str, what: &str) -> Result<bool, CloudError> {
         let response = self.send(Request::delete(&self.url(path)), what)?;
-        match response.status {
-            404 => Ok(false),
-            200..=299 => Ok(true),
-            _ => Err(status_error(&response, what)),
-        }
-    }
-}
-
-fn decode<T: DeserializeOwned>(response: &Response, what: &str) -> Result<T, CloudError> {
-    serde_json::from_slice(&response.body)
-        .map_err(|e| CloudError::Other(format!("simcloud: {what}: unexpected response body: {e}")))
-}
-
-fn status_error(response: &Response, what: &str) -> CloudError {
-    CloudError::Other(format!(
-        "simcloud: {what}: HTTP {}: {}",
-        response.status,
-        error_message(response)
-    ))
-}
-
-fn error_message(response: &Response) -> String {
-    #[derive(Deserialize)]
-    struct Body {
-        error: Detail,
-    }
-    #[derive(Deserialize)]
-    struct Detail {
-        message: String,
-    }
-    match serde_json::from_slice::<Body>(&response.body) {
-        Ok(body) => body.error.message,
-        Err(_) => {
-            let text = response.text();
-            text.chars().take(200).collect()
-        }
+        cloud_error::exists(&response, &format!("simcloud: {what}"))
     }
 }

@@ -1,23 +1,28 @@
 //! `instances-v2`, legacy `instances`, and `zones`.
 
-use crate::bindings::exports::wasm_ccm::provider::{instances, instances_v2, zones};
-use crate::bindings::wasm_ccm::provider::types::{
-    CloudError, InstanceInfo, Node, NodeAddress, NodeAddressType, Zone,
-};
+use wasm_ccm_guest::types::{CloudError, InstanceInfo, Node, NodeAddress, NodeAddressType, Zone};
+use wasm_ccm_guest::{Instances, InstancesV2, Zones};
+
 use crate::cloud::{Address, Instance};
-use crate::{Provider, State, instance_id_from_provider_id, provider_id, with_state};
+use crate::{SimCloud, instance_id_from_provider_id, provider_id};
 
-/// The instance backing `node`: by provider ID when set, else by node name.
-fn find(state: &State, node: &Node) -> Result<Option<Instance>, CloudError> {
-    match node.provider_id.as_deref().filter(|p| !p.is_empty()) {
-        Some(pid) => by_provider_id(state, pid),
-        None => state.cloud.instance_by_name(&node.metadata.name),
+impl SimCloud {
+    /// The instance backing `node`: by provider ID when set, else by node name.
+    fn find(&self, node: &Node) -> Result<Option<Instance>, CloudError> {
+        match node.provider_id.as_deref().filter(|p| !p.is_empty()) {
+            Some(pid) => self.by_provider_id(pid),
+            None => self.cloud.instance_by_name(&node.metadata.name),
+        }
     }
-}
 
-fn by_provider_id(state: &State, provider_id: &str) -> Result<Option<Instance>, CloudError> {
-    let id = instance_id_from_provider_id(provider_id)?;
-    Ok(state.cloud.instance(id)?.filter(|i| !i.is_terminated()))
+    fn by_provider_id(&self, provider_id: &str) -> Result<Option<Instance>, CloudError> {
+        let id = instance_id_from_provider_id(provider_id)?;
+        Ok(self.cloud.instance(id)?.filter(|i| !i.is_terminated()))
+    }
+
+    fn by_name(&self, node_name: &str) -> Result<Instance, CloudError> {
+        require(self.cloud.instance_by_name(node_name)?)
+    }
 }
 
 fn require(found: Option<Instance>) -> Result<Instance, CloudError> {
@@ -44,93 +49,80 @@ pub(crate) fn addresses(addresses: &[Address]) -> Vec<NodeAddress> {
         .collect()
 }
 
-impl instances_v2::Guest for Provider {
-    fn instance_exists(node: Node) -> Result<bool, CloudError> {
-        with_state(|s| Ok(find(s, &node)?.is_some()))
+impl InstancesV2 for SimCloud {
+    fn instance_exists(&self, node: Node) -> Result<bool, CloudError> {
+        Ok(self.find(&node)?.is_some())
     }
 
-    fn instance_shutdown(node: Node) -> Result<bool, CloudError> {
-        with_state(|s| Ok(require(find(s, &node)?)?.state == "stopped"))
+    fn instance_shutdown(&self, node: Node) -> Result<bool, CloudError> {
+        Ok(require(self.find(&node)?)?.state == "stopped")
     }
 
-    fn instance_metadata(node: Node) -> Result<InstanceInfo, CloudError> {
-        with_state(|s| {
-            let instance = require(find(s, &node)?)?;
-            Ok(InstanceInfo {
-                provider_id: provider_id(&instance.id),
-                instance_type: instance.instance_type,
-                node_addresses: addresses(&instance.addresses),
-                zone: instance.zone,
-                region: instance.region,
-                additional_labels: instance.labels.into_iter().collect(),
-            })
+    fn instance_metadata(&self, node: Node) -> Result<InstanceInfo, CloudError> {
+        let instance = require(self.find(&node)?)?;
+        Ok(InstanceInfo {
+            provider_id: provider_id(&instance.id),
+            instance_type: instance.instance_type,
+            node_addresses: addresses(&instance.addresses),
+            zone: instance.zone,
+            region: instance.region,
+            additional_labels: instance.labels.into_iter().collect(),
         })
     }
 }
 
-impl instances::Guest for Provider {
-    fn node_addresses(node_name: String) -> Result<Vec<NodeAddress>, CloudError> {
-        with_state(|s| {
-            Ok(addresses(
-                &require(s.cloud.instance_by_name(&node_name)?)?.addresses,
-            ))
-        })
+impl Instances for SimCloud {
+    fn node_addresses(&self, node_name: String) -> Result<Vec<NodeAddress>, CloudError> {
+        Ok(addresses(&self.by_name(&node_name)?.addresses))
     }
 
-    fn node_addresses_by_provider_id(provider_id: String) -> Result<Vec<NodeAddress>, CloudError> {
-        with_state(|s| {
-            Ok(addresses(
-                &require(by_provider_id(s, &provider_id)?)?.addresses,
-            ))
-        })
+    fn node_addresses_by_provider_id(
+        &self,
+        provider_id: String,
+    ) -> Result<Vec<NodeAddress>, CloudError> {
+        Ok(addresses(
+            &require(self.by_provider_id(&provider_id)?)?.addresses,
+        ))
     }
 
-    fn instance_id(node_name: String) -> Result<String, CloudError> {
-        with_state(|s| Ok(require(s.cloud.instance_by_name(&node_name)?)?.id))
+    fn instance_id(&self, node_name: String) -> Result<String, CloudError> {
+        Ok(self.by_name(&node_name)?.id)
     }
 
-    fn instance_type(node_name: String) -> Result<String, CloudError> {
-        with_state(|s| Ok(require(s.cloud.instance_by_name(&node_name)?)?.instance_type))
+    fn instance_type(&self, node_name: String) -> Result<String, CloudError> {
+        Ok(self.by_name(&node_name)?.instance_type)
     }
 
-    fn instance_type_by_provider_id(provider_id: String) -> Result<String, CloudError> {
-        with_state(|s| Ok(require(by_provider_id(s, &provider_id)?)?.instance_type))
+    fn instance_type_by_provider_id(&self, provider_id: String) -> Result<String, CloudError> {
+        Ok(require(self.by_provider_id(&provider_id)?)?.instance_type)
     }
 
-    fn add_ssh_key_to_all_instances(_user: String, _key_data: Vec<u8>) -> Result<(), CloudError> {
-        Err(CloudError::NotImplemented)
+    fn instance_exists_by_provider_id(&self, provider_id: String) -> Result<bool, CloudError> {
+        Ok(self.by_provider_id(&provider_id)?.is_some())
     }
 
-    fn current_node_name(hostname: String) -> Result<String, CloudError> {
-        Ok(hostname)
-    }
-
-    fn instance_exists_by_provider_id(provider_id: String) -> Result<bool, CloudError> {
-        with_state(|s| Ok(by_provider_id(s, &provider_id)?.is_some()))
-    }
-
-    fn instance_shutdown_by_provider_id(provider_id: String) -> Result<bool, CloudError> {
-        with_state(|s| Ok(require(by_provider_id(s, &provider_id)?)?.state == "stopped"))
+    fn instance_shutdown_by_provider_id(&self, provider_id: String) -> Result<bool, CloudError> {
+        Ok(require(self.by_provider_id(&provider_id)?)?.state == "stopped")
     }
 }
 
-impl zones::Guest for Provider {
-    fn get_zone() -> Result<Zone, CloudError> {
-        with_state(|s| match (&s.config.zone, &s.config.region) {
+impl Zones for SimCloud {
+    fn get_zone(&self) -> Result<Zone, CloudError> {
+        match (&self.config.zone, &self.config.region) {
             (Some(zone), Some(region)) => Ok(Zone {
                 failure_domain: zone.clone(),
                 region: region.clone(),
             }),
             _ => Err(CloudError::NotImplemented),
-        })
+        }
     }
 
-    fn get_zone_by_provider_id(provider_id: String) -> Result<Zone, CloudError> {
-        with_state(|s| Ok(zone_of(require(by_provider_id(s, &provider_id)?)?)))
+    fn get_zone_by_provider_id(&self, provider_id: String) -> Result<Zone, CloudError> {
+        Ok(zone_of(require(self.by_provider_id(&provider_id)?)?))
     }
 
-    fn get_zone_by_node_name(node_name: String) -> Result<Zone, CloudError> {
-        with_state(|s| Ok(zone_of(require(s.cloud.instance_by_name(&node_name)?)?)))
+    fn get_zone_by_node_name(&self, node_name: String) -> Result<Zone, CloudError> {
+        Ok(zone_of(self.by_name(&node_name)?))
     }
 }
 
@@ -138,5 +130,102 @@ fn zone_of(instance: Instance) -> Zone {
     Zone {
         failure_domain: instance.zone,
         region: instance.region,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The provider's logic against a mock cloud, natively (`cargo test`).
+
+    use serde_json::json;
+    use wasm_ccm_guest::http::Response;
+    use wasm_ccm_guest::testing::MockTransport;
+    use wasm_ccm_guest::types::{ObjectMeta, Retry};
+    use wasm_ccm_guest::{InstancesV2, Provider};
+
+    use super::*;
+
+    fn provider() -> SimCloud {
+        SimCloud::initialize(br#"{"endpoint": "http://simcloud.test"}"#).unwrap()
+    }
+
+    fn node(name: &str, provider_id: Option<&str>) -> Node {
+        Node {
+            metadata: ObjectMeta {
+                name: name.into(),
+                namespace: String::new(),
+                uid: "u".into(),
+                labels: Vec::new(),
+                annotations: Vec::new(),
+            },
+            provider_id: provider_id.map(Into::into),
+            pod_cidrs: Vec::new(),
+            taints: Vec::new(),
+            addresses: Vec::new(),
+            conditions: Vec::new(),
+        }
+    }
+
+    fn instance(state: &str) -> Response {
+        Response::with_json(
+            200,
+            &json!({"id": "i-1", "name": "n1", "type": "m1", "zone": "z", "region": "r",
+                    "state": state, "addresses": [{"type": "InternalIP", "address": "10.0.0.1"}],
+                    "labels": {"team": "a"}}),
+        )
+    }
+
+    #[test]
+    fn metadata_from_the_cloud() {
+        let cloud = MockTransport::new();
+        cloud.on("GET", "/v1/instances/i-1", instance("running"));
+        let _installed = cloud.install();
+        let info = provider()
+            .instance_metadata(node("n1", Some("simcloud://i-1")))
+            .unwrap();
+        assert_eq!(info.provider_id, "simcloud://i-1");
+        assert_eq!(info.instance_type, "m1");
+        assert_eq!(
+            info.node_addresses,
+            [NodeAddress {
+                address_type: NodeAddressType::InternalIp,
+                address: "10.0.0.1".into()
+            }]
+        );
+        assert_eq!(info.additional_labels, [("team".into(), "a".into())]);
+    }
+
+    #[test]
+    fn gone_terminated_and_throttled_instances() {
+        let cloud = MockTransport::new();
+        cloud.on("GET", "/v1/instances/i-1", Response::new(404));
+        cloud.on("GET", "/v1/instances/i-2", instance("terminated"));
+        cloud.on(
+            "GET",
+            "/v1/instances/i-3",
+            Response::new(429).with_header("retry-after", "2"),
+        );
+        let _installed = cloud.install();
+        let provider = provider();
+        assert_eq!(
+            provider.instance_exists(node("a", Some("simcloud://i-1"))),
+            Ok(false)
+        );
+        assert_eq!(
+            provider.instance_exists(node("b", Some("simcloud://i-2"))),
+            Ok(false)
+        );
+        assert_eq!(
+            provider.instance_shutdown(node("a", Some("simcloud://i-1"))),
+            Err(CloudError::InstanceNotFound)
+        );
+        assert_eq!(
+            provider.instance_exists(node("c", Some("simcloud://i-3"))),
+            Err(CloudError::RetryAfter(Retry {
+                delay_ms: 2_000,
+                message: "simcloud: get instance i-3: throttled (HTTP 429)".into()
+            }))
+        );
+        assert_eq!(cloud.requests().len(), 4);
     }
 }

@@ -1,11 +1,12 @@
 //! The reference wasm-ccm provider, for the simulated cloud (`tests/sim-cloud`).
 //!
-//! It implements every interface of the contract over brokered HTTP, and is the
-//! example to copy when writing a provider for a real cloud:
+//! It implements every interface of the contract over brokered HTTP with the SDK
+//! (`wasm-ccm-guest`), and is the example to copy when writing a provider for a real
+//! cloud:
 //! - [`config`]: the `--cloud-config` it accepts;
-//! - [`cloud`]: the REST client and the mapping of HTTP failures to `cloud-error`
-//!   (404 -> instance-not-found where the contract says so, 429/503 -> retry-after);
-//! - [`instances`], [`load_balancer`], [`routes`], [`clusters`]: the exports.
+//! - [`cloud`]: the REST client (HTTP failures mapped to `cloud-error` by the SDK);
+//! - [`instances`], [`load_balancer`], [`routes`], [`clusters`]: the exports, as SDK
+//!   traits implemented by [`SimCloud`].
 //!
 //! Build: `cargo build --target wasm32-wasip2 --release -p reference-provider`
 //! (or `cargo component build --release` in this directory).
@@ -17,16 +18,15 @@ mod instances;
 mod load_balancer;
 mod routes;
 
-use std::cell::RefCell;
-
-use bindings::exports::wasm_ccm::provider::identity;
-use bindings::wasm_ccm::provider::types::CloudError;
+use wasm_ccm_guest::Provider;
+use wasm_ccm_guest::types::CloudError;
 
 #[allow(warnings)]
 mod bindings {
     wit_bindgen::generate!({
         path: "../../wit",
         world: "wasm-ccm:provider/provider",
+        with: { "wasm-ccm:provider/types@0.1.0": wasm_ccm_guest::types },
         generate_all,
     });
 }
@@ -34,64 +34,40 @@ mod bindings {
 /// The provider name: `--cloud-provider simcloud`, provider IDs `simcloud://<id>`.
 pub const PROVIDER_NAME: &str = "simcloud";
 
-thread_local! {
-    static STATE: RefCell<Option<State>> = const { RefCell::new(None) };
-}
-
-struct State {
+/// The provider: its config and the API client.
+pub struct SimCloud {
     config: config::Config,
     cloud: cloud::Cloud,
 }
 
-/// Runs `f` with the initialized state.
-fn with_state<T>(f: impl FnOnce(&State) -> Result<T, CloudError>) -> Result<T, CloudError> {
-    STATE.with(|s| match &*s.borrow() {
-        Some(state) => f(state),
-        None => Err(CloudError::Other(
-            "the provider was called before initialize".into(),
-        )),
-    })
+impl Provider for SimCloud {
+    const NAME: &'static str = PROVIDER_NAME;
+
+    fn initialize(cloud_config: &[u8]) -> Result<Self, String> {
+        let config = config::Config::parse(cloud_config)?;
+        let cloud = cloud::Cloud::new(&config.endpoint).map_err(|e| e.to_string())?;
+        wasm_ccm_guest::log::debug("initialized", &[("endpoint", &config.endpoint)]);
+        Ok(SimCloud { config, cloud })
+    }
 }
+
+wasm_ccm_guest::export_provider!(SimCloud with_types_in bindings,
+    exports: [instances_v2, instances, zones, load_balancer, routes, clusters]);
 
 /// `simcloud://i-123` -> `i-123`.
 fn instance_id_from_provider_id(provider_id: &str) -> Result<&str, CloudError> {
-    provider_id
-        .strip_prefix(PROVIDER_NAME)
-        .and_then(|rest| rest.strip_prefix("://"))
-        .filter(|id| !id.is_empty() && !id.contains('/'))
-        .ok_or_else(|| {
-            CloudError::Other(format!(
-                "provider ID {provider_id:?} is not of the form {PROVIDER_NAME}://<instance-id>"
-            ))
-        })
+    let id = wasm_ccm_guest::provider_id::parse(PROVIDER_NAME, provider_id)?;
+    if id.contains('/') {
+        return Err(CloudError::Other(format!(
+            "provider ID {provider_id:?} is not of the form {PROVIDER_NAME}://<instance-id>"
+        )));
+    }
+    Ok(id)
 }
 
 fn provider_id(instance_id: &str) -> String {
-    format!("{PROVIDER_NAME}://{instance_id}")
+    wasm_ccm_guest::provider_id::format(PROVIDER_NAME, instance_id)
 }
-
-struct Provider;
-
-impl identity::Guest for Provider {
-    fn provider_name() -> String {
-        PROVIDER_NAME.into()
-    }
-
-    fn initialize(cloud_config: Vec<u8>) -> Result<(), String> {
-        wasm_ccm_guest::log::install_panic_hook();
-        let config = config::Config::parse(&cloud_config)?;
-        let cloud = cloud::Cloud::new(&config.endpoint).map_err(|e| format!("{e:?}"))?;
-        wasm_ccm_guest::log::debug("initialized", &[("endpoint", &config.endpoint)]);
-        STATE.with(|s| *s.borrow_mut() = Some(State { config, cloud }));
-        Ok(())
-    }
-
-    fn has_cluster_id() -> bool {
-        true
-    }
-}
-
-bindings::export!(Provider with_types_in bindings);
 
 #[cfg(test)]
 mod tests {

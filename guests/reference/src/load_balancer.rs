@@ -7,12 +7,13 @@
 
 use std::collections::HashMap;
 
-use crate::bindings::exports::wasm_ccm::provider::load_balancer;
-use crate::bindings::wasm_ccm::provider::types::{
+use wasm_ccm_guest::types::{
     CloudError, IpMode, LoadBalancerIngress, LoadBalancerStatus, Node, Protocol, Service,
 };
+use wasm_ccm_guest::{LoadBalancer, default_load_balancer_name as default_name};
+
 use crate::cloud::{LbPort, LoadBalancerSpec};
-use crate::{Provider, State, instance_id_from_provider_id, with_state};
+use crate::{SimCloud, instance_id_from_provider_id};
 
 /// The annotation handing a Service's load balancer to another controller.
 pub const ANNOTATION_IMPLEMENTATION: &str = "simcloud.example/load-balancer-implementation";
@@ -23,13 +24,6 @@ fn implemented_elsewhere(service: &Service) -> bool {
         .annotations
         .iter()
         .any(|(k, v)| k == ANNOTATION_IMPLEMENTATION && v == "external")
-}
-
-/// Upstream's `cloudprovider.DefaultLoadBalancerName`.
-pub fn default_name(service: &Service) -> String {
-    let mut name: String = format!("a{}", service.metadata.uid.replace('-', ""));
-    name.truncate(32);
-    name
 }
 
 fn status(address: String) -> LoadBalancerStatus {
@@ -46,7 +40,7 @@ fn status(address: String) -> LoadBalancerStatus {
 /// Instance IDs for nodes: from provider IDs, else by name. One list call: a node
 /// whose instance is gone (deleted or terminated) is left out and logged, so one
 /// vanished instance does not make every load balancer fail.
-fn backends(state: &State, nodes: &[Node]) -> Result<Vec<String>, CloudError> {
+fn backends(state: &SimCloud, nodes: &[Node]) -> Result<Vec<String>, CloudError> {
     if nodes.is_empty() {
         return Ok(Vec::new());
     }
@@ -79,7 +73,11 @@ fn backends(state: &State, nodes: &[Node]) -> Result<Vec<String>, CloudError> {
     Ok(ids)
 }
 
-fn spec(state: &State, service: &Service, nodes: &[Node]) -> Result<LoadBalancerSpec, CloudError> {
+fn spec(
+    state: &SimCloud,
+    service: &Service,
+    nodes: &[Node],
+) -> Result<LoadBalancerSpec, CloudError> {
     if service.ports.is_empty() {
         return Err(CloudError::Other(format!(
             "service {}/{} has no ports",
@@ -115,23 +113,20 @@ fn spec(state: &State, service: &Service, nodes: &[Node]) -> Result<LoadBalancer
     })
 }
 
-impl load_balancer::Guest for Provider {
+impl LoadBalancer for SimCloud {
     fn get_load_balancer(
+        &self,
         _cluster_name: String,
         service: Service,
     ) -> Result<Option<LoadBalancerStatus>, CloudError> {
-        with_state(|s| {
-            Ok(s.cloud
-                .load_balancer(&default_name(&service))?
-                .map(|lb| status(lb.address)))
-        })
-    }
-
-    fn get_load_balancer_name(_cluster_name: String, service: Service) -> String {
-        default_name(&service)
+        Ok(self
+            .cloud
+            .load_balancer(&default_name(&service))?
+            .map(|lb| status(lb.address)))
     }
 
     fn ensure_load_balancer(
+        &self,
         _cluster_name: String,
         service: Service,
         nodes: Vec<Node>,
@@ -139,32 +134,30 @@ impl load_balancer::Guest for Provider {
         if implemented_elsewhere(&service) {
             return Err(CloudError::ImplementedElsewhere);
         }
-        with_state(|s| {
-            let spec = spec(s, &service, &nodes)?;
-            let lb = s.cloud.put_load_balancer(&default_name(&service), &spec)?;
-            Ok(status(lb.address))
-        })
+        let spec = spec(self, &service, &nodes)?;
+        let lb = self
+            .cloud
+            .put_load_balancer(&default_name(&service), &spec)?;
+        Ok(status(lb.address))
     }
 
     fn update_load_balancer(
+        &self,
         _cluster_name: String,
         service: Service,
         nodes: Vec<Node>,
     ) -> Result<(), CloudError> {
-        with_state(|s| {
-            s.cloud
-                .put_backends(&default_name(&service), &backends(s, &nodes)?)
-        })
+        self.cloud
+            .put_backends(&default_name(&service), &backends(self, &nodes)?)
     }
 
     fn ensure_load_balancer_deleted(
+        &self,
         _cluster_name: String,
         service: Service,
     ) -> Result<(), CloudError> {
-        with_state(|s| {
-            s.cloud
-                .delete_load_balancer(&default_name(&service))
-                .map(drop)
-        })
+        self.cloud
+            .delete_load_balancer(&default_name(&service))
+            .map(drop)
     }
 }

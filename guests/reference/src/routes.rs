@@ -3,70 +3,68 @@
 
 use std::collections::HashMap;
 
-use crate::bindings::exports::wasm_ccm::provider::routes;
-use crate::bindings::wasm_ccm::provider::types::{CloudError, Route};
-use crate::cloud::Route as CloudRoute;
-use crate::{Provider, with_state};
+use wasm_ccm_guest::Routes;
+use wasm_ccm_guest::types::{CloudError, Route};
 
-impl routes::Guest for Provider {
-    fn list_routes(cluster_name: String) -> Result<Vec<Route>, CloudError> {
-        with_state(|s| {
-            let routes = s.cloud.routes(&cluster_name)?;
-            let instances: HashMap<String, _> = s
-                .cloud
-                .instances()?
-                .into_iter()
-                .map(|i| (i.id.clone(), i))
-                .collect();
-            Ok(routes
-                .into_iter()
-                .map(|r| {
-                    let target = instances.get(&r.target_instance);
-                    Route {
-                        name: r.name,
-                        target_node: target.map(|i| i.name.clone()).unwrap_or_default(),
-                        // The cloud's routes do not record target addresses.
-                        target_node_addresses: Vec::new(),
-                        destination_cidr: r.destination_cidr,
-                        blackhole: r.blackhole,
-                    }
-                })
-                .collect())
-        })
+use crate::SimCloud;
+use crate::cloud::Route as CloudRoute;
+
+impl Routes for SimCloud {
+    fn list_routes(&self, cluster_name: String) -> Result<Vec<Route>, CloudError> {
+        let routes = self.cloud.routes(&cluster_name)?;
+        let instances: HashMap<String, _> = self
+            .cloud
+            .instances()?
+            .into_iter()
+            .map(|i| (i.id.clone(), i))
+            .collect();
+        Ok(routes
+            .into_iter()
+            .map(|r| Route {
+                name: r.name,
+                target_node: instances
+                    .get(&r.target_instance)
+                    .map(|i| i.name.clone())
+                    .unwrap_or_default(),
+                // The cloud's routes do not record target addresses.
+                target_node_addresses: Vec::new(),
+                destination_cidr: r.destination_cidr,
+                blackhole: r.blackhole,
+            })
+            .collect())
     }
 
     fn create_route(
+        &self,
         cluster_name: String,
         name_hint: String,
         route: Route,
     ) -> Result<(), CloudError> {
-        with_state(|s| {
-            let instance = s
-                .cloud
-                .instance_by_name(&route.target_node)?
-                .ok_or_else(|| {
-                    CloudError::Other(format!(
-                        "cannot route {} to node {}: no such instance",
-                        route.destination_cidr, route.target_node
-                    ))
-                })?;
-            // One route per IP family for a dual-stack node: the name says which.
-            let family = if route.destination_cidr.contains(':') {
-                "-ipv6"
-            } else {
-                ""
-            };
-            s.cloud.create_route(&CloudRoute {
-                name: format!("{cluster_name}-{name_hint}{family}"),
-                cluster: cluster_name.clone(),
-                destination_cidr: route.destination_cidr,
-                target_instance: instance.id,
-                blackhole: false,
-            })
+        let instance = self
+            .cloud
+            .instance_by_name(&route.target_node)?
+            .ok_or_else(|| {
+                CloudError::Other(format!(
+                    "cannot route {} to node {}: no such instance",
+                    route.destination_cidr, route.target_node
+                ))
+            })?;
+        // One route per IP family for a dual-stack node: the name says which.
+        let family = if route.destination_cidr.contains(':') {
+            "-ipv6"
+        } else {
+            ""
+        };
+        self.cloud.create_route(&CloudRoute {
+            name: format!("{cluster_name}-{name_hint}{family}"),
+            cluster: cluster_name.clone(),
+            destination_cidr: route.destination_cidr,
+            target_instance: instance.id,
+            blackhole: false,
         })
     }
 
-    fn delete_route(_cluster_name: String, route: Route) -> Result<(), CloudError> {
-        with_state(|s| s.cloud.delete_route(&route.name).map(drop))
+    fn delete_route(&self, _cluster_name: String, route: Route) -> Result<(), CloudError> {
+        self.cloud.delete_route(&route.name).map(drop)
     }
 }

@@ -1,127 +1,220 @@
-//! Blocking HTTP over `wasi:http/outgoing-handler`.
+//! Blocking HTTP through the host's broker.
 //!
-//! Every request goes to the host's egress broker, which checks the provider policy's
-//! allowlist, adds credentials for the destination, and enforces timeouts and size
-//! limits. A refused request fails with [`Error::Denied`] and never reaches the network.
+//! Every request goes to the host, which checks the provider policy's allowlist, adds
+//! credentials for the destination, and enforces deadlines and size limits. A refused
+//! request fails with [`ErrorKind::Denied`] and never reaches the network.
+//!
+//! ```
+//! use wasm_ccm_guest::http::Request;
+//!
+//! let request = Request::get("https://compute.example.com/v1/instances")
+//!     .query("name", "node 1")
+//!     .query("state", "running")
+//!     .header("accept", "application/json");
+//! assert_eq!(
+//!     request.url_text(),
+//!     "https://compute.example.com/v1/instances?name=node%201&state=running"
+//! );
+//! ```
+//!
+//! Map the answer to the contract's errors with [`crate::cloud_error`].
 
-use crate::bindings::wasi::http::outgoing_handler;
-use crate::bindings::wasi::http::types::{
-    ErrorCode, Fields, IncomingBody, Method, OutgoingBody, OutgoingRequest, Scheme,
-};
-use crate::bindings::wasi::io::streams::StreamError;
-use crate::url::Url;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 
-/// Why a request failed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Error {
+use crate::url::{Url, encode_component};
+
+/// What kind of failure a transport error is; the message says the details.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
     /// The URL cannot be parsed.
-    Url(String),
-    /// The host refused the request (destination not allowed, or a forbidden header).
+    Url,
+    /// The host refused the request: the destination is not in the policy's
+    /// allowlist, a header is forbidden, or the credential is unavailable. Nothing
+    /// left the sandbox.
     Denied,
-    /// The request failed in transport (connection refused, timeout, oversized body...).
-    Transport(String),
+    /// The destination refused the connection or could not be reached (DNS, route).
+    Unreachable,
+    /// A deadline passed: connecting, waiting for the answer, or reading the body.
+    Timeout,
+    /// A request or response exceeded the host's size limits.
+    TooLarge,
+    /// A request body could not be encoded.
+    Encode,
+    /// Any other transport failure.
+    Other,
+}
+
+/// A request that did not produce a response.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Error {
+    kind: ErrorKind,
+    message: String,
+}
+
+impl Error {
+    /// An error of `kind`.
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+        }
+    }
+
+    /// What kind of failure this is.
+    pub fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+
+    /// True when a deadline passed.
+    pub fn is_timeout(&self) -> bool {
+        self.kind == ErrorKind::Timeout
+    }
+
+    /// True when the host's egress policy refused the request.
+    pub fn is_denied(&self) -> bool {
+        self.kind == ErrorKind::Denied
+    }
+
+    /// The same error with `context` before its message.
+    pub fn context(self, context: &str) -> Self {
+        Self {
+            kind: self.kind,
+            message: format!("{context}: {}", self.message),
+        }
+    }
 }
 
 impl std::fmt::Display for Error {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Error::Url(e) => write!(f, "{e}"),
-            Error::Denied => write!(f, "request denied by the host's egress policy"),
-            Error::Transport(e) => write!(f, "request failed: {e}"),
-        }
+        let what = match self.kind {
+            // The host logs which rule refused it; the guest learns nothing more.
+            ErrorKind::Denied => return write!(f, "request denied by the host's egress policy"),
+            ErrorKind::Url => "invalid URL",
+            ErrorKind::Unreachable => "destination unreachable",
+            ErrorKind::Timeout => "timed out",
+            ErrorKind::TooLarge => "too large for the host's limits",
+            ErrorKind::Encode => "request body not encodable",
+            ErrorKind::Other => "request failed",
+        };
+        write!(f, "{what}: {}", self.message)
     }
 }
 
 impl std::error::Error for Error {}
 
-impl From<ErrorCode> for Error {
-    fn from(code: ErrorCode) -> Self {
-        match code {
-            ErrorCode::HttpRequestDenied => Error::Denied,
-            other => Error::Transport(format!("{other:?}")),
+/// An HTTP method.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Method {
+    Get,
+    Head,
+    Post,
+    Put,
+    Patch,
+    Delete,
+    Options,
+    /// An extension method, by name.
+    Other(String),
+}
+
+impl Method {
+    /// Parses a method name (case-insensitive for the standard ones).
+    pub fn parse(name: &str) -> Self {
+        match name.to_ascii_uppercase().as_str() {
+            "GET" => Method::Get,
+            "HEAD" => Method::Head,
+            "POST" => Method::Post,
+            "PUT" => Method::Put,
+            "PATCH" => Method::Patch,
+            "DELETE" => Method::Delete,
+            "OPTIONS" => Method::Options,
+            _ => Method::Other(name.to_owned()),
+        }
+    }
+
+    /// The method's name, e.g. `GET`.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Method::Get => "GET",
+            Method::Head => "HEAD",
+            Method::Post => "POST",
+            Method::Put => "PUT",
+            Method::Patch => "PATCH",
+            Method::Delete => "DELETE",
+            Method::Options => "OPTIONS",
+            Method::Other(name) => name,
         }
     }
 }
 
-/// An outgoing request.
+/// An outgoing request, built then [sent](Request::send).
 #[derive(Debug, Clone)]
 pub struct Request {
     method: Method,
     url: String,
     headers: Vec<(String, Vec<u8>)>,
     body: Vec<u8>,
-}
-
-/// A fully read response.
-#[derive(Debug, Clone)]
-pub struct Response {
-    pub status: u16,
-    pub headers: Vec<(String, Vec<u8>)>,
-    pub body: Vec<u8>,
-}
-
-impl Response {
-    /// The first value of a header (case-insensitive), if it is UTF-8.
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .and_then(|(_, v)| std::str::from_utf8(v).ok())
-    }
-
-    /// True for 2xx statuses.
-    pub fn is_success(&self) -> bool {
-        (200..300).contains(&self.status)
-    }
-
-    /// The body as (lossy) text, for error messages.
-    pub fn text(&self) -> String {
-        String::from_utf8_lossy(&self.body).into_owned()
-    }
+    /// Set when a body could not be encoded; reported by `send`.
+    encode_error: Option<String>,
 }
 
 impl Request {
-    fn new(method: Method, url: &str) -> Self {
+    /// A request with `method` to `url` (`http(s)://host[:port][/path][?query]`).
+    pub fn new(method: Method, url: &str) -> Self {
         Self {
             method,
             url: url.to_owned(),
             headers: Vec::new(),
             body: Vec::new(),
+            encode_error: None,
         }
     }
 
+    /// A request with any method by name (`GET`, `PATCH`, ... or an extension).
+    pub fn method_named(method: &str, url: &str) -> Self {
+        Self::new(Method::parse(method), url)
+    }
+
+    /// `GET url`.
     pub fn get(url: &str) -> Self {
         Self::new(Method::Get, url)
     }
 
-    /// A request with any method by name (`GET`, `HEAD`, `PATCH`, ... or an
-    /// extension method).
-    pub fn method(method: &str, url: &str) -> Self {
-        let method = match method.to_ascii_uppercase().as_str() {
-            "GET" => Method::Get,
-            "HEAD" => Method::Head,
-            "POST" => Method::Post,
-            "PUT" => Method::Put,
-            "DELETE" => Method::Delete,
-            "CONNECT" => Method::Connect,
-            "OPTIONS" => Method::Options,
-            "TRACE" => Method::Trace,
-            "PATCH" => Method::Patch,
-            _ => Method::Other(method.to_owned()),
-        };
-        Self::new(method, url)
+    /// `HEAD url`.
+    pub fn head(url: &str) -> Self {
+        Self::new(Method::Head, url)
     }
 
+    /// `POST url`.
     pub fn post(url: &str) -> Self {
         Self::new(Method::Post, url)
     }
 
+    /// `PUT url`.
     pub fn put(url: &str) -> Self {
         Self::new(Method::Put, url)
     }
 
+    /// `PATCH url`.
+    pub fn patch(url: &str) -> Self {
+        Self::new(Method::Patch, url)
+    }
+
+    /// `DELETE url`.
     pub fn delete(url: &str) -> Self {
         Self::new(Method::Delete, url)
+    }
+
+    /// Appends `name=value` to the URL's query, percent-encoded.
+    pub fn query(mut self, name: &str, value: &str) -> Self {
+        let separator = if self.url.contains('?') { '&' } else { '?' };
+        self.url = format!(
+            "{}{separator}{}={}",
+            self.url,
+            encode_component(name),
+            encode_component(value)
+        );
+        self
     }
 
     /// Adds a header.
@@ -131,104 +224,175 @@ impl Request {
         self
     }
 
-    /// Sets a body with its `content-type`.
+    /// Sets a raw body with its `content-type`.
     pub fn body(mut self, content_type: &str, body: Vec<u8>) -> Self {
         self.body = body;
         self.header("content-type", content_type)
     }
 
-    /// Sets a body with `content-type: application/json`.
-    pub fn json_body(mut self, body: Vec<u8>) -> Self {
-        self.body = body;
-        self.header("content-type", "application/json")
+    /// Sets `value` serialized as JSON, with `content-type: application/json`.
+    pub fn json<T: Serialize + ?Sized>(mut self, value: &T) -> Self {
+        match serde_json::to_vec(value) {
+            Ok(body) => self.body("application/json", body),
+            Err(e) => {
+                self.encode_error = Some(format!("JSON body: {e}"));
+                self
+            }
+        }
     }
 
-    /// Sends the request and reads the whole response.
+    /// Sets a form body (`application/x-www-form-urlencoded`), fields in order.
+    pub fn form<K: AsRef<str>, V: AsRef<str>>(self, fields: &[(K, V)]) -> Self {
+        let body = fields
+            .iter()
+            .map(|(k, v)| {
+                format!(
+                    "{}={}",
+                    encode_component(k.as_ref()),
+                    encode_component(v.as_ref())
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("&");
+        self.body(
+            "application/x-www-form-urlencoded; charset=utf-8",
+            body.into_bytes(),
+        )
+    }
+
+    /// The method.
+    pub fn method(&self) -> &Method {
+        &self.method
+    }
+
+    /// The URL as given, with the query added by [`query`](Self::query).
+    pub fn url_text(&self) -> &str {
+        &self.url
+    }
+
+    /// The URL, parsed.
+    pub fn url(&self) -> Result<Url, Error> {
+        Url::parse(&self.url).map_err(|e| Error::new(ErrorKind::Url, e.to_string()))
+    }
+
+    /// The headers, names in lower case.
+    pub fn headers(&self) -> &[(String, Vec<u8>)] {
+        &self.headers
+    }
+
+    /// The first value of a header (case-insensitive), if it is UTF-8.
+    pub fn header_value(&self, name: &str) -> Option<&str> {
+        header(&self.headers, name)
+    }
+
+    /// The body.
+    pub fn body_bytes(&self) -> &[u8] {
+        &self.body
+    }
+
+    /// Sends the request and reads the whole response. Any status is a response;
+    /// judge it with [`crate::cloud_error`].
     pub fn send(self) -> Result<Response, Error> {
-        let url = Url::parse(&self.url).map_err(|e| Error::Url(e.to_string()))?;
-        let mut headers = self.headers;
-        if !self.body.is_empty() {
-            headers.push((
-                "content-length".into(),
-                self.body.len().to_string().into_bytes(),
-            ));
+        if let Some(e) = &self.encode_error {
+            return Err(Error::new(ErrorKind::Encode, e.clone()));
         }
-        let fields = Fields::from_list(&headers)
-            .map_err(|e| Error::Transport(format!("invalid header: {e:?}")))?;
-        let request = OutgoingRequest::new(fields);
-        let bad = |what: &str| Error::Url(format!("{}: invalid {what}", self.url));
-        request
-            .set_method(&self.method)
-            .map_err(|_| bad("method"))?;
-        let scheme = if url.scheme == "https" {
-            Scheme::Https
-        } else {
-            Scheme::Http
-        };
-        request
-            .set_scheme(Some(&scheme))
-            .map_err(|_| bad("scheme"))?;
-        request
-            .set_authority(Some(&url.authority))
-            .map_err(|_| bad("authority"))?;
-        request
-            .set_path_with_query(Some(&url.path_and_query))
-            .map_err(|_| bad("path"))?;
-        let body = request
-            .body()
-            .map_err(|_| Error::Transport("request body already taken".into()))?;
-        let future = outgoing_handler::handle(request, None)?;
-        if !self.body.is_empty() {
-            let stream = body
-                .write()
-                .map_err(|_| Error::Transport("request body stream unavailable".into()))?;
-            for chunk in self.body.chunks(4096) {
-                stream
-                    .blocking_write_and_flush(chunk)
-                    .map_err(|e| Error::Transport(format!("writing request body: {e:?}")))?;
-            }
-            drop(stream);
-        }
-        OutgoingBody::finish(body, None)?;
-        let incoming = loop {
-            match future.get() {
-                Some(result) => break result,
-                None => future.subscribe().block(),
-            }
-        };
-        let response =
-            incoming.map_err(|_| Error::Transport("response already taken".into()))??;
-        let status = response.status();
-        let headers = response.headers().entries();
-        let body = response
-            .consume()
-            .map_err(|_| Error::Transport("response body already taken".into()))?;
-        let bytes = read_body(&body)?;
-        IncomingBody::finish(body);
-        Ok(Response {
-            status,
-            headers,
-            body: bytes,
-        })
+        self.url()?;
+        crate::transport::send(&self)
     }
 }
 
-fn read_body(body: &IncomingBody) -> Result<Vec<u8>, Error> {
-    let stream = body
-        .stream()
-        .map_err(|_| Error::Transport("response body stream unavailable".into()))?;
-    let mut bytes = Vec::new();
-    loop {
-        match stream.blocking_read(64 * 1024) {
-            Ok(chunk) => bytes.extend_from_slice(&chunk),
-            Err(StreamError::Closed) => break,
-            Err(StreamError::LastOperationFailed(e)) => {
-                return Err(Error::Transport(format!(
-                    "reading response body: {}",
-                    e.to_debug_string()
-                )));
-            }
+/// A fully read response.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Response {
+    /// The status code.
+    pub status: u16,
+    /// The headers, in order.
+    pub headers: Vec<(String, Vec<u8>)>,
+    /// The body.
+    pub body: Vec<u8>,
+}
+
+impl Response {
+    /// A response with `status` and no headers or body.
+    pub fn new(status: u16) -> Self {
+        Self {
+            status,
+            headers: Vec::new(),
+            body: Vec::new(),
         }
     }
-    Ok(bytes)
+
+    /// A response with a JSON body.
+    pub fn with_json(status: u16, value: &serde_json::Value) -> Self {
+        Self::new(status).with_body("application/json", value.to_string().into_bytes())
+    }
+
+    /// This response with `body` and its `content-type`.
+    pub fn with_body(mut self, content_type: &str, body: impl Into<Vec<u8>>) -> Self {
+        self.body = body.into();
+        self.with_header("content-type", content_type)
+    }
+
+    /// This response with one more header.
+    pub fn with_header(mut self, name: &str, value: &str) -> Self {
+        self.headers
+            .push((name.to_ascii_lowercase(), value.as_bytes().to_vec()));
+        self
+    }
+
+    /// The first value of a header (case-insensitive), if it is UTF-8.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        header(&self.headers, name)
+    }
+
+    /// True for 2xx statuses.
+    pub fn is_success(&self) -> bool {
+        (200..300).contains(&self.status)
+    }
+
+    /// The body as (lossy) text.
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    /// The body decoded from JSON.
+    pub fn json<T: DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
+        serde_json::from_slice(&self.body)
+    }
+}
+
+fn header<'a>(headers: &'a [(String, Vec<u8>)], name: &str) -> Option<&'a str> {
+    headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case(name))
+        .and_then(|(_, v)| std::str::from_utf8(v).ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builds_queries_and_bodies() {
+        let request = Request::patch("http://h/x?a=1")
+            .query("b", "c/d")
+            .form(&[("Action", "Run"), ("Tag.1", "a b")]);
+        assert_eq!(request.url_text(), "http://h/x?a=1&b=c%2Fd");
+        assert_eq!(request.method().as_str(), "PATCH");
+        assert_eq!(request.body_bytes(), b"Action=Run&Tag.1=a%20b");
+        assert_eq!(
+            request.header_value("Content-Type"),
+            Some("application/x-www-form-urlencoded; charset=utf-8")
+        );
+        let request = Request::put("http://h/").json(&serde_json::json!({"a": 1}));
+        assert_eq!(request.body_bytes(), br#"{"a":1}"#);
+        assert_eq!(Method::parse("purge"), Method::Other("purge".into()));
+        assert_eq!(Method::parse("head"), Method::Head);
+    }
+
+    #[test]
+    fn a_bad_url_fails_before_any_transport() {
+        let error = Request::get("ftp://h/").send().unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::Url);
+    }
 }
