@@ -60,11 +60,13 @@ pub enum CheckError {
 /// What to check besides the component.
 #[derive(Debug, Clone, Default)]
 pub struct CheckOptions {
-    /// A cloud config to run `initialize` with (under the policy next to the component).
+    /// A cloud config to run `initialize` with (under the policy).
     pub cloud_config: Option<std::path::PathBuf>,
+    /// The policy, when not the one next to the component (`FILE.yaml`); it must exist.
+    pub policy: Option<std::path::PathBuf>,
 }
 
-/// The policy found next to the component.
+/// The policy checked: the one given, or the one next to the component.
 #[derive(Debug, Clone)]
 pub struct PolicySummary {
     /// Its file.
@@ -186,7 +188,10 @@ pub async fn check(path: &Path, options: &CheckOptions) -> Result<Report, CheckE
             size: inspection.size,
         });
     }
-    let policy_path = Policy::path_for(path);
+    let policy_path = options
+        .policy
+        .clone()
+        .unwrap_or_else(|| Policy::path_for(path));
     let policy = match std::fs::read_to_string(&policy_path) {
         Ok(text) => {
             let policy = Policy::parse(&text, &policy_path)?;
@@ -196,7 +201,7 @@ pub async fn check(path: &Path, options: &CheckOptions) -> Result<Report, CheckE
                 credentials: policy.credentials.len(),
             })
         }
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => None,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound && options.policy.is_none() => None,
         Err(source) => {
             return Err(CheckError::Read {
                 path: policy_path,
@@ -210,7 +215,9 @@ pub async fn check(path: &Path, options: &CheckOptions) -> Result<Report, CheckE
                 path: config.clone(),
                 source,
             })?;
-            loader.load(path, bytes).await?;
+            loader
+                .load_with_policy(path, options.policy.as_deref(), bytes)
+                .await?;
             Some(config.clone())
         }
         None => None,

@@ -29,6 +29,8 @@ pub struct Call {
     pub file: PathBuf,
     /// The cloud config for `initialize` (empty when none).
     pub cloud_config: Option<PathBuf>,
+    /// The policy, when not the one next to the component.
+    pub policy: Option<PathBuf>,
     /// `INTERFACE.FUNCTION`, e.g. `instances-v2.instance-metadata`.
     pub function: String,
     /// The arguments, as given.
@@ -130,7 +132,9 @@ pub async fn call(request: &Call) -> Result<Value, CallError> {
         max_instances: 2,
         ..EngineSettings::default()
     })?;
-    let provider = loader.load(&request.file, config).await?;
+    let provider = loader
+        .load_with_policy(&request.file, request.policy.as_deref(), config)
+        .await?;
     let (interface, function) = request
         .function
         .split_once('.')

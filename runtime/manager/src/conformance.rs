@@ -31,8 +31,10 @@ use crate::call::{CallError, cloud_error, node, service};
 /// What to check.
 #[derive(Debug, Clone)]
 pub struct Conformance {
-    /// The provider component; its policy is the `.yaml` next to it.
+    /// The provider component; its policy is the `.yaml` next to it unless `policy`.
     pub file: PathBuf,
+    /// The policy, when not the one next to the component.
+    pub policy: Option<PathBuf>,
     /// The cloud config for `initialize`.
     pub cloud_config: PathBuf,
     /// Names of nodes whose instances exist in the cloud.
@@ -144,13 +146,18 @@ pub async fn run(request: &Conformance) -> Result<Report, CallError> {
     let garbage = b"\x00 this is not a cloud config {[\x00".to_vec();
     report.record(
         "initialize refuses a bad cloud config",
-        match loader.load(&request.file, garbage).await {
+        match loader
+            .load_with_policy(&request.file, request.policy.as_deref(), garbage)
+            .await
+        {
             Err(LoadError::Initialize { .. }) => Outcome::Pass,
             Ok(_) => Outcome::Fail("a garbage cloud config was accepted".into()),
             Err(other) => Outcome::Fail(other.to_string()),
         },
     );
-    let provider = loader.load(&request.file, config).await?;
+    let provider = loader
+        .load_with_policy(&request.file, request.policy.as_deref(), config)
+        .await?;
     let name = provider.name().to_owned();
 
     let mut hosts = Vec::new();

@@ -30,7 +30,7 @@ struct Cli {
 enum Command {
     /// Validate a provider component before it ships: contract version, exported
     /// interfaces, imports, size against the 1 MiB ConfigMap limit, and the policy next
-    /// to it (FILE.yaml); with --cloud-config, load it and run `initialize`.
+    /// to it (FILE.yaml, or --policy); with --cloud-config, load it and run `initialize`.
     Check {
         /// The provider component (`.wasm`).
         file: PathBuf,
@@ -40,9 +40,12 @@ enum Command {
         /// A cloud config to run the provider's `initialize` with, under its policy.
         #[arg(long)]
         cloud_config: Option<PathBuf>,
+        /// The provider policy, instead of FILE.yaml next to the component.
+        #[arg(long)]
+        policy: Option<PathBuf>,
     },
     /// Run one export of a provider under the real sandbox (its policy is FILE.yaml
-    /// next to it) and print the result as JSON: `{"ok": ...}` or the contract's error
+    /// next to it, or --policy) and print the result as JSON: `{"ok": ...}` or the contract's error
     /// case. Arguments are JSON, @FILE, or plain strings; a node may be just its name.
     /// `wasm-ccm call p.wasm --cloud-config c.json instances-v2.instance-metadata node-1`
     Call {
@@ -51,10 +54,30 @@ enum Command {
         /// The cloud config for `initialize`.
         #[arg(long)]
         cloud_config: Option<PathBuf>,
+        /// The provider policy, instead of FILE.yaml next to the component.
+        #[arg(long)]
+        policy: Option<PathBuf>,
         /// INTERFACE.FUNCTION, e.g. `instances-v2.instance-metadata`.
         function: String,
         /// The function's arguments, in order.
         args: Vec<String>,
+    },
+    /// Create a provider crate: the SDK, the contract's WIT, the exports chosen, a
+    /// policy, a cloud config example and a unit test against a mock cloud. It builds
+    /// with `cargo build --target wasm32-wasip2` and passes `wasm-ccm check` as generated.
+    New {
+        /// The provider name (`--cloud-provider NAME`, provider IDs `NAME://...`).
+        name: String,
+        /// The directory to create (default: ./NAME-provider).
+        dir: Option<PathBuf>,
+        /// Interfaces to export besides identity, comma-separated: instances-v2,
+        /// load-balancer, routes, clusters.
+        #[arg(long, default_value = wasm_ccm::scaffold::DEFAULT_EXPORTS)]
+        exports: String,
+        /// Depend on the SDK at this path (a checkout's guests/sdk) instead of the
+        /// default: this build's checkout when present, else crates.io.
+        #[arg(long)]
+        sdk_path: Option<PathBuf>,
     },
     /// Drive a provider against its (real or emulated) cloud and check the contract's
     /// rules; prints a pass/fail table and exits non-zero on a failure. Mutating checks
@@ -65,6 +88,10 @@ enum Command {
         /// The cloud config for `initialize`.
         #[arg(long)]
         cloud_config: PathBuf,
+        /// The provider policy, instead of FILE.yaml next to the component.
+        #[arg(long)]
+        policy: Option<PathBuf>,
+
         /// A node whose instance exists in the cloud (repeatable).
         #[arg(long = "node")]
         nodes: Vec<String>,
@@ -120,8 +147,12 @@ fn main() -> ExitCode {
             file,
             json,
             cloud_config,
+            policy,
         } => runtime.block_on(async {
-            let options = wasm_ccm_host::check::CheckOptions { cloud_config };
+            let options = wasm_ccm_host::check::CheckOptions {
+                cloud_config,
+                policy,
+            };
             exit_code(
                 wasm_ccm_host::check::check(&file, &options)
                     .await
@@ -137,12 +168,14 @@ fn main() -> ExitCode {
         Command::Call {
             file,
             cloud_config,
+            policy,
             function,
             args,
         } => runtime.block_on(async {
             let request = wasm_ccm::call::Call {
                 file,
                 cloud_config,
+                policy,
                 function,
                 args,
             };
@@ -152,9 +185,29 @@ fn main() -> ExitCode {
                     .map(|result| println!("{result:#}")),
             )
         }),
+        Command::New {
+            name,
+            dir,
+            exports,
+            sdk_path,
+        } => {
+            let request = wasm_ccm::scaffold::NewProvider {
+                name,
+                dir,
+                exports,
+                sdk: match sdk_path {
+                    Some(path) => wasm_ccm::scaffold::Sdk::Path(path),
+                    None => wasm_ccm::scaffold::Sdk::default_for_this_build(),
+                },
+            };
+            exit_code(
+                wasm_ccm::scaffold::generate(&request).map(|generated| println!("{generated}")),
+            )
+        }
         Command::Conformance {
             file,
             cloud_config,
+            policy,
             nodes,
             service,
             route_cidr,
@@ -162,6 +215,7 @@ fn main() -> ExitCode {
         } => runtime.block_on(async {
             let request = wasm_ccm::conformance::Conformance {
                 file,
+                policy,
                 cloud_config,
                 nodes,
                 service,

@@ -131,10 +131,28 @@ impl ProviderLoader {
 
     /// Loads `path` with the policy next to it and `cloud_config` for `initialize`.
     pub async fn load(&self, path: &Path, cloud_config: Vec<u8>) -> Result<Provider, LoadError> {
+        self.load_with_policy(path, None, cloud_config).await
+    }
+
+    /// [`Self::load`] with the policy at `policy` when given (the tools' `--policy`),
+    /// else the one next to the component.
+    pub async fn load_with_policy(
+        &self,
+        path: &Path,
+        policy: Option<&Path>,
+        cloud_config: Vec<u8>,
+    ) -> Result<Provider, LoadError> {
         let owned = path.to_owned();
-        let source = tokio::task::spawn_blocking(move || ProviderSource::read(&owned, None))
-            .await
-            .expect("reading provider files panicked")?;
+        let policy_file = policy.map(Path::to_owned);
+        let source = tokio::task::spawn_blocking(move || {
+            let source = ProviderSource::read(&owned, None)?;
+            match policy_file {
+                Some(policy) => source.with_policy_file(&policy),
+                None => Ok(source),
+            }
+        })
+        .await
+        .expect("reading provider files panicked")?;
         self.load_source(path, source.with_cloud_config(cloud_config))
             .await
     }

@@ -32,6 +32,8 @@ pub struct ProviderSource {
     pub component: Vec<u8>,
     /// The policy file's text, `None` without one (no egress, default limits).
     pub policy: Option<String>,
+    /// Where the policy came from when not from next to the component (`--policy`).
+    pub policy_path: Option<PathBuf>,
     /// The cloud config passed to `initialize` (empty without one).
     pub cloud_config: Vec<u8>,
     /// What identifies this version.
@@ -113,12 +115,33 @@ fn split(path: &Path) -> (PathBuf, &std::ffi::OsStr) {
 }
 
 impl ProviderSource {
-    /// The policy of this version, parsed; the file next to `wasm` names it in errors.
+    /// The policy of this version, parsed; its file (next to `wasm` unless given with
+    /// [`Self::with_policy_file`]) names it in errors and anchors its relative paths.
     pub fn policy(&self, wasm: &Path) -> Result<Policy, PolicyError> {
+        let path = self
+            .policy_path
+            .clone()
+            .unwrap_or_else(|| Policy::path_for(wasm));
         match &self.policy {
-            Some(text) => Policy::parse(text, &Policy::path_for(wasm)),
+            Some(text) => Policy::parse(text, &path),
             None => Ok(Policy::default()),
         }
+    }
+
+    /// The same files with the policy read from `path` instead of the one next to the
+    /// component (the tools' `--policy`).
+    pub fn with_policy_file(mut self, path: &Path) -> Result<Self, SourceError> {
+        let bytes = std::fs::read(path).map_err(|source| SourceError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        let text = String::from_utf8(bytes).map_err(|_| SourceError::PolicyNotText {
+            path: path.to_owned(),
+        })?;
+        self.fingerprint.policy = Some(sha256_hex(text.as_bytes()));
+        self.policy = Some(text);
+        self.policy_path = Some(path.to_owned());
+        Ok(self)
     }
 
     /// The same files with `cloud_config` as the cloud config.
@@ -187,6 +210,7 @@ impl ProviderSource {
         Ok(Self {
             component,
             policy,
+            policy_path: None,
             cloud_config,
             fingerprint,
         })

@@ -1,0 +1,175 @@
+//! `wasm-ccm new` as a provider author runs it: the generated crate builds for
+//! `wasm32-wasip2`, its own unit test passes natively against the SDK's mock
+//! transport, `wasm-ccm check` passes with its policy and cloud config, and `wasm-ccm
+//! call` runs it under the sandbox against an API on 127.0.0.1.
+//!
+//! The crate builds with the workspace's `Cargo.lock` (so offline, with the versions
+//! CI already has) in `target/scaffold`, kept between runs.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Instant;
+
+use wasm_ccm_tests::{RawBehavior, RawServer, TempDir, target_dir, wasm_ccm_bin};
+
+/// Runs `command`, failing the test with its output unless it succeeds; returns stdout.
+fn run(command: &mut Command, what: &str) -> String {
+    let out = command.output().unwrap_or_else(|e| panic!("{what}: {e}"));
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{what} failed ({}):\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+fn cargo(dir: &Path, args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO"));
+    command
+        .current_dir(dir)
+        .args(args)
+        .arg("--offline")
+        .env("CARGO_TARGET_DIR", target_dir().join("scaffold"));
+    command
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_new_provider_builds_tests_checks_and_runs() {
+    let temp = TempDir::new("new");
+    let dir = temp.path().join("acme");
+    let started = Instant::now();
+    let printed = run(
+        Command::new(wasm_ccm_bin())
+            .args(["new", "acme"])
+            .arg(&dir)
+            .args(["--exports", "routes,instances-v2,load-balancer,clusters"]),
+        "wasm-ccm new",
+    );
+    assert!(printed.contains("created acme-provider"), "{printed}");
+    for file in ["Cargo.toml", "src/lib.rs", "wit/world.wit", "policy.yaml"] {
+        assert!(dir.join(file).is_file(), "{file} was not written");
+    }
+    let world = std::fs::read_to_string(dir.join("wit/world.wit")).unwrap();
+    assert!(
+        world.contains("export wasm-ccm:provider/routes@0.1.0;"),
+        "{world}"
+    );
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.lock"),
+        dir.join("Cargo.lock"),
+    )
+    .unwrap();
+
+    run(
+        &mut cargo(&dir, &["build", "--target", "wasm32-wasip2", "--release"]),
+        "cargo build of the generated crate",
+    );
+    let wasm = target_dir().join("scaffold/wasm32-wasip2/release/acme_provider.wasm");
+    let report = run(
+        Command::new(wasm_ccm_bin())
+            .arg("check")
+            .arg(&wasm)
+            .arg("--policy")
+            .arg(dir.join("policy.yaml"))
+            .arg("--cloud-config")
+            .arg(dir.join("cloud-config.json")),
+        "wasm-ccm check",
+    );
+    let to_check = started.elapsed();
+    for line in [
+        "provider:  acme",
+        "exports:   identity, instances-v2, load-balancer, routes, clusters",
+        "initialize: ok",
+        "result:    ok",
+    ] {
+        assert!(report.contains(line), "{line:?} not in:\n{report}");
+    }
+    eprintln!(
+        "wasm-ccm new -> passing check: {:.1}s (build included)",
+        to_check.as_secs_f64()
+    );
+
+    let tests = run(
+        &mut cargo(&dir, &["test"]),
+        "cargo test of the generated crate",
+    );
+    assert!(tests.contains("test result: ok. 2 passed"), "{tests}");
+
+    // The example API on 127.0.0.1, under a policy allowing only it.
+    let api = RawServer::start(RawBehavior::Respond(std::sync::Arc::new(
+        |request: &str| {
+            if request.starts_with("GET /v1/instances/node-1 ") {
+                (
+                    200,
+                    r#"{"id": "i-7", "type": "small", "zone": "z1", "region": "r1",
+                    "state": "running", "private_ip": "10.1.2.3"}"#
+                        .into(),
+                )
+            } else {
+                (404, r#"{"message": "no such instance"}"#.into())
+            }
+        },
+    )))
+    .await;
+    let policy = temp.path().join("local.yaml");
+    std::fs::write(
+        &policy,
+        format!("allowedOutboundHosts: ['http://{}']\n", api.addr),
+    )
+    .unwrap();
+    let config = temp.path().join("local.json");
+    std::fs::write(&config, format!(r#"{{"endpoint": "http://{}"}}"#, api.addr)).unwrap();
+    let call = move |function: &str, node: &str| {
+        let mut command = Command::new(wasm_ccm_bin());
+        command
+            .arg("call")
+            .arg(&wasm)
+            .arg("--policy")
+            .arg(&policy)
+            .arg("--cloud-config")
+            .arg(&config)
+            .args([function, node]);
+        let out = run(&mut command, "wasm-ccm call");
+        serde_json::from_str::<serde_json::Value>(&out).unwrap()
+    };
+    let metadata = tokio::task::spawn_blocking(move || {
+        (
+            call("instances-v2.instance-metadata", "node-1"),
+            call("instances-v2.instance-exists", "node-2"),
+        )
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        metadata.0["ok"]["providerID"], "acme://i-7",
+        "{}",
+        metadata.0
+    );
+    assert_eq!(metadata.1, serde_json::json!({"ok": false}));
+}
+
+#[test]
+fn bad_names_exports_and_directories_are_refused() {
+    let temp = TempDir::new("new-refused");
+    let new = |args: &[&str]| {
+        let out = Command::new(wasm_ccm_bin())
+            .arg("new")
+            .args(args)
+            .current_dir(temp.path())
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{args:?} was accepted");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    assert!(new(&["Acme_Cloud"]).contains("invalid provider name \"Acme_Cloud\""));
+    assert!(new(&["acme", "--exports", "instances-v2,lb"]).contains("unknown interface \"lb\""));
+    std::fs::create_dir_all(temp.path().join("taken")).unwrap();
+    std::fs::write(temp.path().join("taken/keep.txt"), "mine").unwrap();
+    assert!(new(&["acme", "taken"]).contains("already exists and is not empty"));
+    assert_eq!(
+        std::fs::read_to_string(temp.path().join("taken/keep.txt")).unwrap(),
+        "mine"
+    );
+}
