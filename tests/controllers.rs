@@ -1978,3 +1978,58 @@ async fn ensure_events_in_upstream_order() {
         ]
     );
 }
+
+/// A repeated event is one Event whose series counts the repeats, however many: each
+/// repeat patches only the series (a patch carrying the stored object's
+/// resourceVersion would conflict from the third occurrence on, and be lost).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn repeated_events_are_one_series() {
+    let stack = Stack::start().await;
+    ready_nodes(&stack, &["rep-1"]).await;
+    // Three throttled ensures in a row (retry after 1 s each), then success.
+    stack.cloud.with_state(|s| {
+        s.faults.push(Fault {
+            path_prefix: "/v1/load-balancers".into(),
+            method: Some("PUT".into()),
+            status: Some(429),
+            retry_after_seconds: Some(1),
+            count: Some(3),
+            ..Fault::default()
+        })
+    });
+    let services: Api<k8s_openapi::api::core::v1::Service> =
+        Api::namespaced(stack.client(), "default");
+    let port = free_port();
+    let _ccm = stack.controller_manager(port, &["--leader-elect=false"]);
+    services
+        .create(&PostParams::default(), &lb_service("repeats", None))
+        .await
+        .unwrap();
+    wait_until(
+        TIMEOUT,
+        "ensured after three throttled attempts",
+        || async {
+            services
+                .get("repeats")
+                .await
+                .is_ok_and(|s| ingress_ip(&s).is_some())
+        },
+    )
+    .await;
+    wait_until(TIMEOUT, "four EnsuringLoadBalancer recorded", || async {
+        occurrences(&stack, "repeats", "EnsuringLoadBalancer").await >= 4
+    })
+    .await;
+    assert_eq!(
+        occurrences(&stack, "repeats", "SyncLoadBalancerFailed").await,
+        3
+    );
+    let reasons = reasons(&stack, "repeats").await;
+    for reason in ["EnsuringLoadBalancer", "SyncLoadBalancerFailed"] {
+        assert_eq!(
+            reasons.iter().filter(|r| *r == reason).count(),
+            1,
+            "{reason} is not one Event: {reasons:?}"
+        );
+    }
+}

@@ -96,14 +96,21 @@ impl Recorder {
         let api: Api<K8sEvent> = Api::namespaced(self.client.clone(), namespace);
         let recorded = match previous {
             Some(previous) => {
-                let mut repeat = previous.clone();
-                repeat.series = Some(EventSeries {
+                // Only the series, as upstream's recorder patches it: a patch carrying
+                // the whole object would carry its resourceVersion too, and conflict
+                // with the previous repeat's write.
+                let series = EventSeries {
                     count: previous.series.as_ref().map_or(2, |s| s.count + 1),
                     last_observed_time: MicroTime(now),
-                });
-                let name = repeat.metadata.name.clone().unwrap_or_default();
-                api.patch(&name, &PatchParams::default(), &Patch::Merge(&repeat))
+                };
+                let name = previous.metadata.name.clone().unwrap_or_default();
+                let patch = serde_json::json!({ "series": series });
+                let mut repeat = api
+                    .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
                     .await?;
+                if repeat.series.is_none() {
+                    repeat.series = Some(series);
+                }
                 repeat
             }
             None => {
