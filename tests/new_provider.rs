@@ -12,17 +12,53 @@ use std::time::Instant;
 
 use wasm_ccm_tests::{RawBehavior, RawServer, TempDir, target_dir, wasm_ccm_bin};
 
-/// Runs `command`, failing the test with its output unless it succeeds; returns stdout.
-fn run(command: &mut Command, what: &str) -> String {
+/// Runs `command`, failing the test with its output unless it succeeds; returns
+/// stdout and stderr.
+fn run_both(command: &mut Command, what: &str) -> (String, String) {
     let out = command.output().unwrap_or_else(|e| panic!("{what}: {e}"));
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(
         out.status.success(),
-        "{what} failed ({}):\n{stdout}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
+        "{what} failed ({}):\n{stdout}\n{stderr}",
+        out.status
     );
-    stdout
+    (stdout, stderr)
+}
+
+/// [`run_both`]'s stdout.
+fn run(command: &mut Command, what: &str) -> String {
+    run_both(command, what).0
+}
+
+/// Generates `name` with `exports` in `dir` and builds it for wasm32-wasip2 without a
+/// warning; returns the component's path.
+fn generate_and_build(name: &str, dir: &Path, exports: &str) -> std::path::PathBuf {
+    let printed = run(
+        Command::new(wasm_ccm_bin())
+            .args(["new", name])
+            .arg(dir)
+            .args(["--exports", exports]),
+        "wasm-ccm new",
+    );
+    assert!(
+        printed.contains(&format!("created {name}-provider")),
+        "{printed}"
+    );
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.lock"),
+        dir.join("Cargo.lock"),
+    )
+    .unwrap();
+    let (_, stderr) = run_both(
+        &mut cargo(dir, &["build", "--target", "wasm32-wasip2", "--release"]),
+        "cargo build of the generated crate",
+    );
+    assert!(!stderr.contains("warning"), "{stderr}");
+    target_dir().join(format!(
+        "scaffold/wasm32-wasip2/release/{}_provider.wasm",
+        name.replace('-', "_")
+    ))
 }
 
 fn cargo(dir: &Path, args: &[&str]) -> Command {
@@ -40,14 +76,7 @@ async fn a_new_provider_builds_tests_checks_and_runs() {
     let temp = TempDir::new("new");
     let dir = temp.path().join("acme");
     let started = Instant::now();
-    let printed = run(
-        Command::new(wasm_ccm_bin())
-            .args(["new", "acme"])
-            .arg(&dir)
-            .args(["--exports", "routes,instances-v2,load-balancer,clusters"]),
-        "wasm-ccm new",
-    );
-    assert!(printed.contains("created acme-provider"), "{printed}");
+    let wasm = generate_and_build("acme", &dir, "routes,instances-v2,load-balancer,clusters");
     for file in ["Cargo.toml", "src/lib.rs", "wit/world.wit", "policy.yaml"] {
         assert!(dir.join(file).is_file(), "{file} was not written");
     }
@@ -56,17 +85,6 @@ async fn a_new_provider_builds_tests_checks_and_runs() {
         world.contains("export wasm-ccm:provider/routes@0.1.0;"),
         "{world}"
     );
-    std::fs::copy(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.lock"),
-        dir.join("Cargo.lock"),
-    )
-    .unwrap();
-
-    run(
-        &mut cargo(&dir, &["build", "--target", "wasm32-wasip2", "--release"]),
-        "cargo build of the generated crate",
-    );
-    let wasm = target_dir().join("scaffold/wasm32-wasip2/release/acme_provider.wasm");
     let report = run(
         Command::new(wasm_ccm_bin())
             .arg("check")
