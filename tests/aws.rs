@@ -745,6 +745,17 @@ async fn conformance_passes_for_the_aws_provider() {
         .to_string(),
     )
     .unwrap();
+    // cloud-provider-aws leaves `aws-load-balancer-type: external` to the AWS Load
+    // Balancer Controller.
+    let elsewhere = stack.dir.path().join("elsewhere.json");
+    std::fs::write(
+        &elsewhere,
+        serde_json::json!({"metadata": {"name": "elsewhere", "namespace": "default",
+               "annotations": {"service.beta.kubernetes.io/aws-load-balancer-type": "external"}},
+               "spec": {"type": "LoadBalancer", "ports": [{"port": 80, "nodePort": 30081, "protocol": "TCP"}]}})
+        .to_string(),
+    )
+    .unwrap();
     let out = tokio::process::Command::new(wasm_ccm_tests::wasm_ccm_bin())
         .arg("conformance")
         .arg(stack.dir.path().join("aws.wasm"))
@@ -752,6 +763,8 @@ async fn conformance_passes_for_the_aws_provider() {
         .arg(&stack.cloud_config)
         .args(["--node", &a.private_dns_name, "--service"])
         .arg(&service)
+        .arg("--elsewhere-service")
+        .arg(&elsewhere)
         .args(["--route-cidr", "10.244.200.0/24"])
         .output()
         .await
@@ -766,9 +779,13 @@ async fn conformance_passes_for_the_aws_provider() {
         stdout.contains("| get-load-balancer then says none | pass |"),
         "{stdout}"
     );
-    assert!(
-        stdout.contains("| list-routes no longer has it | pass |"),
-        "{stdout}"
-    );
+    for check in [
+        "| list-routes no longer has it | pass |",
+        "| a 429 with Retry-After: 7 s is retry-after, no sooner | pass |",
+        "| ensure-load-balancer for a Service served elsewhere is implemented-elsewhere | pass |",
+        "| nothing is created for a Service served elsewhere | pass |",
+    ] {
+        assert!(stdout.contains(check), "{check}:\n{stdout}");
+    }
     assert!(stdout.trim_end().ends_with(" 0 failed"), "{stdout}");
 }

@@ -119,6 +119,15 @@ async fn conformance_passes_for_the_reference_provider() {
         .to_string(),
     )
     .unwrap();
+    let elsewhere = a.dir.dir.path().join("elsewhere.json");
+    std::fs::write(
+        &elsewhere,
+        json!({"metadata": {"name": "elsewhere", "namespace": "default",
+               "annotations": {"simcloud.example/load-balancer-implementation": "external"}},
+               "spec": {"type": "LoadBalancer", "ports": [{"port": 80, "nodePort": 30081, "protocol": "TCP"}]}})
+        .to_string(),
+    )
+    .unwrap();
     let out = tokio::process::Command::new(wasm_ccm_bin())
         .arg("conformance")
         .arg(&a.dir.wasm)
@@ -126,6 +135,8 @@ async fn conformance_passes_for_the_reference_provider() {
         .arg(&a.config)
         .args(["--node", "node-1", "--node", "node-2", "--service"])
         .arg(&service)
+        .arg("--elsewhere-service")
+        .arg(&elsewhere)
         .args(["--route-cidr", "10.244.200.0/24"])
         .output()
         .await
@@ -145,6 +156,9 @@ async fn conformance_passes_for_the_reference_provider() {
         "| get-load-balancer then says none | pass |",
         "| list-routes has it | pass |",
         "| delete-route succeeds again | pass |",
+        "| a 429 with Retry-After: 7 s is retry-after, no sooner | pass |",
+        "| ensure-load-balancer for a Service served elsewhere is implemented-elsewhere | pass |",
+        "| nothing is created for a Service served elsewhere | pass |",
     ] {
         assert!(stdout.contains(check), "{check}:\n{stdout}");
     }

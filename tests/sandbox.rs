@@ -125,3 +125,33 @@ async fn invalid_policy_names_the_file_and_field() {
     assert!(text.contains("simcloud.yaml"), "{text}");
     assert!(text.contains("allowedHosts"), "{text}");
 }
+
+/// `Broker::throttle_next` (what `wasm-ccm conformance` uses): the host answers the
+/// next allowed request 429 with `Retry-After` itself, the SDK makes that the
+/// contract's `retry-after` with the same delay, and nothing reaches the cloud; the
+/// request after it does.
+#[tokio::test]
+async fn throttling_answered_by_the_host_never_reaches_the_cloud() {
+    let cloud = SimCloud::start("127.0.0.1:0", TOKEN).await.unwrap();
+    cloud.with_state(|s| s.create_instance(NewInstance::named("n")));
+    let dir = ProviderDir::new("reference_provider", "simcloud", &policy_for(&cloud), TOKEN);
+    let loader = loader();
+    let provider = loader.load(&dir.wasm, cloud_config(&cloud)).await.unwrap();
+    let v2 = provider.instances_v2().unwrap();
+    let before = cloud.total_requests();
+
+    loader
+        .broker()
+        .throttle_next(1, std::time::Duration::from_secs(7));
+    let err = v2.instance_exists(&node("n", None, &[])).await.unwrap_err();
+    match err.cloud() {
+        Some(wasm_ccm_host::provider::CloudError::RetryAfter { delay, .. }) => {
+            assert_eq!(*delay, std::time::Duration::from_secs(7))
+        }
+        other => panic!("expected retry-after, got {other:?} ({err})"),
+    }
+    assert_eq!(cloud.total_requests(), before, "the throttled request left");
+
+    assert!(v2.instance_exists(&node("n", None, &[])).await.unwrap());
+    assert!(cloud.total_requests() > before);
+}

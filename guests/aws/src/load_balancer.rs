@@ -24,6 +24,7 @@ use crate::ec2::Subnet;
 use crate::elbv2::{HealthCheck, LoadBalancer, Target, TargetGroup};
 use crate::instances;
 use wasm_ccm_guest::LoadBalancer as LoadBalancerExport;
+use wasm_ccm_guest::default_load_balancer_name as default_name;
 use wasm_ccm_guest::types::{
     CloudError, LoadBalancerIngress, LoadBalancerStatus, Node, Protocol, Service, SessionAffinity,
     TrafficPolicy,
@@ -49,13 +50,6 @@ fn annotation<'a>(service: &'a Service, suffix: &str) -> Option<&'a str> {
 /// The load balancer is another controller's (`type: external` or `nlb-ip`).
 fn implemented_elsewhere(service: &Service) -> bool {
     matches!(annotation(service, "type"), Some("external" | "nlb-ip"))
-}
-
-/// Upstream's `cloudprovider.DefaultLoadBalancerName`.
-pub fn default_name(service: &Service) -> String {
-    let mut name: String = format!("a{}", service.metadata.uid.replace('-', ""));
-    name.truncate(32);
-    name
 }
 
 /// One Service port: a listener and its target group.
@@ -740,10 +734,6 @@ impl LoadBalancerExport for Aws {
                 .load_balancer(&default_name(&service))?
                 .map(|lb| status(&lb)))
         }
-    }
-
-    fn get_load_balancer_name(&self, _cluster_name: String, service: Service) -> String {
-        default_name(&service)
     }
 
     fn ensure_load_balancer(

@@ -137,25 +137,36 @@ mod host {
             .body()
             .map_err(|_| other("request body already taken".into()))?;
         let future = outgoing_handler::handle(outgoing, None)?;
+        // A server (or the host) may answer before reading the whole body, e.g. a 429
+        // or a 413: a failed write is reported only if no response comes.
+        let mut write_error = None;
         if !request.body_bytes().is_empty() {
-            let stream = body
-                .write()
-                .map_err(|_| other("request body stream unavailable".into()))?;
-            for chunk in request.body_bytes().chunks(4096) {
-                stream
-                    .blocking_write_and_flush(chunk)
-                    .map_err(|e| other(format!("writing request body: {e:?}")))?;
+            match body.write() {
+                Ok(stream) => {
+                    for chunk in request.body_bytes().chunks(4096) {
+                        if let Err(e) = stream.blocking_write_and_flush(chunk) {
+                            write_error = Some(other(format!("writing request body: {e:?}")));
+                            break;
+                        }
+                    }
+                    drop(stream);
+                }
+                Err(()) => write_error = Some(other("request body stream unavailable".into())),
             }
-            drop(stream);
         }
-        OutgoingBody::finish(body, None)?;
+        if let Err(code) = OutgoingBody::finish(body, None) {
+            write_error.get_or_insert(Error::from(code));
+        }
         let incoming = loop {
             match future.get() {
                 Some(result) => break result,
                 None => future.subscribe().block(),
             }
         };
-        let response = incoming.map_err(|_| other("response already taken".into()))??;
+        let response = match incoming.map_err(|_| other("response already taken".into()))? {
+            Ok(response) => response,
+            Err(code) => return Err(write_error.unwrap_or_else(|| Error::from(code))),
+        };
         let status = response.status();
         let headers = response.headers().entries();
         let body = response

@@ -1,7 +1,7 @@
-//! `wasm-ccm conformance FILE.wasm --cloud-config C [--node NAME...] [--service FILE]
-//! [--route-cidr CIDR]`: drives a provider against its (real or emulated) cloud, under
-//! the real sandbox and the policy next to it, and checks the contract's rules, printing
-//! a pass/fail table.
+//! `wasm-ccm conformance FILE.wasm --cloud-config C [--policy P] [--node NAME...]
+//! [--service FILE] [--elsewhere-service FILE] [--route-cidr CIDR]`: drives a provider
+//! against its (real or emulated) cloud, under the real sandbox and its policy, and
+//! checks the contract's rules, printing a pass/fail table.
 //!
 //! - `initialize` refuses a cloud config that is not one (an error, not a trap).
 //! - For each `--node` (an existing instance): `instance-exists` is true,
@@ -13,6 +13,12 @@
 //!   the same status, `get` finds it, `update` works, `ensure-load-balancer-deleted`
 //!   succeeds twice and `get` then says none. The Service gets a UID of its own when
 //!   it has none, so only the load balancer the check creates is touched.
+//! - Throttling: the host answers one request `429` with `Retry-After: 7` itself
+//!   (nothing reaches the cloud); the provider must answer `retry-after` of at least
+//!   7 s (upstream `api.RetryError`), not another error, nor retry on its own.
+//! - With `--elsewhere-service` (a Service another controller serves, by the
+//!   provider's own convention): `ensure` answers `implemented-elsewhere` and nothing
+//!   is created.
 //! - With `--route-cidr`: a route to the first node is created, listed, deleted, and
 //!   deleting it again succeeds.
 //!
@@ -20,6 +26,7 @@
 
 use std::fmt;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use serde_json::{Value, json};
 use wasm_ccm_host::contract::types as wit;
@@ -41,6 +48,9 @@ pub struct Conformance {
     pub nodes: Vec<String>,
     /// A Kubernetes Service (JSON) to create, update and delete a load balancer for.
     pub service: Option<PathBuf>,
+    /// A Kubernetes Service (JSON) another controller serves: the provider must answer
+    /// `implemented-elsewhere` and create nothing.
+    pub elsewhere_service: Option<PathBuf>,
     /// A destination CIDR to create and delete a route for (to the first node).
     pub route_cidr: Option<String>,
     /// The cluster name passed to load balancer and route calls.
@@ -124,19 +134,8 @@ pub async fn run(request: &Conformance) -> Result<Report, CallError> {
         path: request.cloud_config.clone(),
         source,
     })?;
-    let service_json: Option<Value> = match &request.service {
-        Some(path) => {
-            let bytes = std::fs::read(path).map_err(|source| CallError::Read {
-                path: path.clone(),
-                source,
-            })?;
-            Some(
-                serde_json::from_slice(&bytes)
-                    .map_err(|e| CallError::Usage(format!("{}: not JSON: {e}", path.display())))?,
-            )
-        }
-        None => None,
-    };
+    let service_json = read_json(request.service.as_deref())?;
+    let elsewhere_json = read_json(request.elsewhere_service.as_deref())?;
     let loader = ProviderLoader::new(&EngineSettings {
         max_instances: 2,
         ..EngineSettings::default()
@@ -167,6 +166,7 @@ pub async fn run(request: &Conformance) -> Result<Report, CallError> {
         hosts.push(host);
     }
     absent_node_check(&provider, &mut report).await;
+    throttling_check(&loader, &provider, &mut report).await;
 
     match (&service_json, provider.load_balancer()) {
         (Some(svc), Some(_)) => {
@@ -175,6 +175,19 @@ pub async fn run(request: &Conformance) -> Result<Report, CallError> {
         (None, _) => report.record("load balancer", Outcome::Skip("no --service given".into())),
         (Some(_), None) => report.record(
             "load balancer",
+            Outcome::Skip("the provider does not export load-balancer".into()),
+        ),
+    }
+    match (&elsewhere_json, provider.load_balancer()) {
+        (Some(svc), Some(_)) => {
+            elsewhere_checks(&provider, request, svc, &hosts, &mut report).await?
+        }
+        (None, _) => report.record(
+            "implemented-elsewhere",
+            Outcome::Skip("no --elsewhere-service given".into()),
+        ),
+        (Some(_), None) => report.record(
+            "implemented-elsewhere",
             Outcome::Skip("the provider does not export load-balancer".into()),
         ),
     }
@@ -273,6 +286,127 @@ async fn absent_node_check(provider: &Provider, report: &mut Report) {
     );
 }
 
+/// The `Retry-After` the throttling check answers with.
+const THROTTLE_RETRY_AFTER: Duration = Duration::from_secs(7);
+
+/// A cloud's throttling is the contract's `retry-after`, no sooner than the cloud
+/// asked: the host answers the provider's next request `429` with `Retry-After: 7`
+/// itself (nothing reaches the cloud), and the provider must say `retry-after` with at
+/// least 7 s, not fail otherwise nor retry on its own.
+async fn throttling_check(loader: &ProviderLoader, provider: &Provider, report: &mut Report) {
+    let rule = format!(
+        "a 429 with Retry-After: {} s is retry-after, no sooner",
+        THROTTLE_RETRY_AFTER.as_secs()
+    );
+    let Some(v2) = provider.instances_v2() else {
+        report.record(
+            rule,
+            Outcome::Skip("the provider does not export instances-v2".into()),
+        );
+        return;
+    };
+    let name = format!("wasm-ccm-conformance-throttled-{}", std::process::id());
+    let Ok(host) = node(&Value::String(name)) else {
+        return;
+    };
+    loader.broker().throttle_next(1, THROTTLE_RETRY_AFTER);
+    let result = v2.instance_exists(&host).await;
+    // A provider that sent nothing leaves the throttle armed: disarm it.
+    loader.broker().throttle_next(0, Duration::ZERO);
+    let wanted = THROTTLE_RETRY_AFTER.as_millis();
+    report.record(
+        rule,
+        match result {
+            Err(err) => match err.cloud() {
+                Some(CloudError::RetryAfter { delay, .. }) if delay.as_millis() >= wanted => {
+                    Outcome::Pass
+                }
+                Some(CloudError::RetryAfter { delay, .. }) => Outcome::Fail(format!(
+                    "retry-after {} ms, sooner than the cloud's {wanted} ms",
+                    delay.as_millis()
+                )),
+                _ => Outcome::Fail(format!("answered {}", describe(&err))),
+            },
+            Ok(answer) => Outcome::Fail(format!(
+                "answered {answer} despite the 429: throttling must reach the host as \
+                 retry-after, which schedules the next attempt"
+            )),
+        },
+    );
+}
+
+/// A Service another controller serves: `ensure-load-balancer` answers
+/// `implemented-elsewhere` (upstream: the service controller then leaves it alone) and
+/// nothing is created for it.
+async fn elsewhere_checks(
+    provider: &Provider,
+    request: &Conformance,
+    svc: &Value,
+    hosts: &[wit::Node],
+    report: &mut Report,
+) -> Result<(), CallError> {
+    let svc = service(&with_uid(svc, "elsewhere"))?;
+    let lb = provider.load_balancer().expect("checked by the caller");
+    let cluster = &request.cluster_name;
+    report.record(
+        "ensure-load-balancer for a Service served elsewhere is implemented-elsewhere",
+        match lb.ensure_load_balancer(cluster, &svc, hosts).await {
+            Err(err) if matches!(err.cloud(), Some(CloudError::ImplementedElsewhere)) => {
+                Outcome::Pass
+            }
+            Err(err) => Outcome::Fail(describe(&err)),
+            Ok(status) => {
+                // Clean up what was created by mistake.
+                let _ = lb.ensure_load_balancer_deleted(cluster, &svc).await;
+                Outcome::Fail(format!("created a load balancer: {status:?}"))
+            }
+        },
+    );
+    report.record(
+        "nothing is created for a Service served elsewhere",
+        match lb.get_load_balancer(cluster, &svc).await {
+            Ok(None) => Outcome::Pass,
+            Err(err) if matches!(err.cloud(), Some(CloudError::ImplementedElsewhere)) => {
+                Outcome::Pass
+            }
+            Ok(Some(status)) => Outcome::Fail(format!("get-load-balancer finds {status:?}")),
+            Err(err) => Outcome::Fail(describe(&err)),
+        },
+    );
+    Ok(())
+}
+
+/// `svc` with a UID of the check's own when it has none, so only what the check
+/// creates is touched.
+fn with_uid(svc: &Value, role: &str) -> Value {
+    let mut svc = svc.clone();
+    if svc
+        .pointer("/metadata/uid")
+        .and_then(Value::as_str)
+        .is_none_or(str::is_empty)
+    {
+        svc["metadata"]["uid"] = json!(format!(
+            "wasm-ccm-conformance-{role}-{}",
+            std::process::id()
+        ));
+    }
+    svc
+}
+
+/// The JSON in `path`, when given.
+fn read_json(path: Option<&std::path::Path>) -> Result<Option<Value>, CallError> {
+    let Some(path) = path else {
+        return Ok(None);
+    };
+    let bytes = std::fs::read(path).map_err(|source| CallError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    serde_json::from_slice(&bytes)
+        .map(Some)
+        .map_err(|e| CallError::Usage(format!("{}: not JSON: {e}", path.display())))
+}
+
 async fn load_balancer_checks(
     provider: &Provider,
     request: &Conformance,
@@ -280,15 +414,7 @@ async fn load_balancer_checks(
     hosts: &[wit::Node],
     report: &mut Report,
 ) -> Result<(), CallError> {
-    let mut svc = svc.clone();
-    if svc
-        .pointer("/metadata/uid")
-        .and_then(Value::as_str)
-        .is_none_or(str::is_empty)
-    {
-        svc["metadata"]["uid"] = json!(format!("wasm-ccm-conformance-{}", std::process::id()));
-    }
-    let svc = service(&svc)?;
+    let svc = service(&with_uid(svc, "lb"))?;
     let lb = provider.load_balancer().expect("checked by the caller");
     let cluster = &request.cluster_name;
     let first = lb.ensure_load_balancer(cluster, &svc, hosts).await;

@@ -99,6 +99,10 @@ enum Command {
         /// delete a load balancer for.
         #[arg(long)]
         service: Option<PathBuf>,
+        /// A Kubernetes Service (JSON) that another controller serves: the provider
+        /// must answer implemented-elsewhere and create nothing.
+        #[arg(long)]
+        elsewhere_service: Option<PathBuf>,
         /// A destination CIDR to create and delete a route to the first node for.
         #[arg(long)]
         route_cidr: Option<String>,
@@ -210,6 +214,7 @@ fn main() -> ExitCode {
             policy,
             nodes,
             service,
+            elsewhere_service,
             route_cidr,
             cluster_name,
         } => runtime.block_on(async {
@@ -219,6 +224,7 @@ fn main() -> ExitCode {
                 cloud_config,
                 nodes,
                 service,
+                elsewhere_service,
                 route_cidr,
                 cluster_name,
             };

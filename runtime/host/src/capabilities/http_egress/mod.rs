@@ -151,6 +151,8 @@ pub struct Broker {
     resolver: resolver::GuardedResolver,
     metrics: Arc<ProviderMetrics>,
     credentials_dir: Option<PathBuf>,
+    /// Throttling answered by the broker itself: (requests left, `Retry-After`).
+    throttle: Arc<Mutex<Option<(u32, Duration)>>>,
 }
 
 impl std::fmt::Debug for Broker {
@@ -173,7 +175,25 @@ impl Broker {
             resolver,
             metrics,
             credentials_dir: settings.credentials_dir.clone(),
+            throttle: Arc::new(Mutex::new(None)),
         })
+    }
+
+    /// Answers the next `requests` requests the policy allows with `429 Too Many
+    /// Requests` and `Retry-After: <retry_after in seconds>` itself, without forwarding
+    /// them: `wasm-ccm conformance` checks that a provider turns a cloud's throttling
+    /// into `retry-after`. Requests the policy denies are denied as always.
+    pub fn throttle_next(&self, requests: u32, retry_after: Duration) {
+        *self.throttle.lock().expect("throttle lock") =
+            (requests > 0).then_some((requests, retry_after));
+    }
+
+    /// One request's share of [`Self::throttle_next`]: the `Retry-After` to answer.
+    fn take_throttle(&self) -> Option<Duration> {
+        let mut throttle = self.throttle.lock().expect("throttle lock");
+        let (left, retry_after) = (*throttle)?;
+        *throttle = (left > 1).then_some((left - 1, retry_after));
+        Some(retry_after)
     }
 
     /// The egress of one provider under `policy`.
@@ -465,7 +485,10 @@ impl Egress {
         let uri = redact_query(&destination.url);
         let _permit = rules.limiter.admit().await;
         let started = Instant::now();
-        let result = rules.send(request, destination, grant.inject).await;
+        let result = match self.broker.take_throttle() {
+            Some(retry_after) => throttled(retry_after),
+            None => rules.send(request, destination, grant.inject).await,
+        };
         let status = match &result {
             Ok(response) => status_label(response.status()),
             Err(_) => "error",
@@ -572,6 +595,22 @@ impl Rules {
             )
             .map_err(|e| Forward::Failed(HttpError::InternalError(Some(e.to_string()))))
     }
+}
+
+/// The answer of [`Broker::throttle_next`].
+fn throttled(retry_after: Duration) -> Result<http::Response<WasiBody>, Forward> {
+    http::Response::builder()
+        .status(http::StatusCode::TOO_MANY_REQUESTS)
+        .header(http::header::RETRY_AFTER, retry_after.as_secs().to_string())
+        .header(http::header::CONTENT_TYPE, "text/plain")
+        .body(
+            Full::new(Bytes::from_static(
+                b"throttled by the host (wasm-ccm conformance)",
+            ))
+            .map_err(|never| match never {})
+            .boxed_unsync(),
+        )
+        .map_err(|e| Forward::Failed(HttpError::InternalError(Some(e.to_string()))))
 }
 
 /// How forwarding failed.
