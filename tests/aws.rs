@@ -145,7 +145,7 @@ fn kubelet_node(instance: &LaunchedInstance, pod_cidr: &str) -> Node {
 }
 
 /// The instance IDs registered in the target groups of load balancer `name`, with
-/// their ports.
+/// their ports; `None` when the load balancer does not exist.
 async fn registered_targets(moto: &Moto, lb_name: &str) -> Option<Vec<(String, String)>> {
     let lbs = moto
         .call_as(
@@ -169,17 +169,26 @@ async fn registered_targets(moto: &Moto, lb_name: &str) -> Option<Vec<(String, S
     {
         Ok(groups) => groups,
         Err(e) if e.contains("TargetGroupNotFound") => return Some(Vec::new()),
+        // The controller deleted the load balancer between the two calls.
+        Err(e) if e.contains("LoadBalancerNotFound") => return None,
         Err(e) => panic!("{e}"),
     };
     let mut targets = Vec::new();
     for group in moto::texts(&groups, "TargetGroupArn") {
-        let health = moto
-            .call(
+        let health = match moto
+            .call_as(
+                &moto.keys,
                 moto::Service::Elbv2,
                 "DescribeTargetHealth",
                 &[("TargetGroupArn", &group)],
             )
-            .await;
+            .await
+        {
+            Ok(health) => health,
+            // Deleted (with its load balancer) between the two calls.
+            Err(e) if e.contains("TargetGroupNotFound") => continue,
+            Err(e) => panic!("{e}"),
+        };
         let ids = moto::texts(&health, "Id");
         let ports = moto::texts(&health, "Port");
         targets.extend(ids.into_iter().zip(ports));
