@@ -13,5 +13,5 @@ source scripts/ensure-moto.sh
 # The host binaries the integration tests run (wasm-ccm, sim-cloud).
 cargo build --locked
 cargo test --locked -- "$@"
-# The providers' own unit tests (configs, XML, names), natively.
-cargo test --locked -p reference-provider -p aws-provider -- "$@"
+# The SDK's and the providers' own unit tests and doc examples, natively (mock transport).
+cargo test --locked -p wasm-ccm-guest -p reference-provider -p aws-provider -- "$@"

@@ -630,6 +630,48 @@ async fn service_load_balancers_follow_services_and_nodes() {
     );
 }
 
+/// Ported from upstream `TestServiceQueueDelay` ("retry error"): the cloud's
+/// Retry-After (`api.RetryError`) schedules the next attempt — not sooner, even though
+/// the controller's own finalizer write changes the Service meanwhile — instead of the
+/// exponential backoff (whose count it does not grow: `backoff::service_queue_delay`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cloud_retry_after_schedules_the_next_attempt() {
+    const RETRY_AFTER: u64 = 3;
+    let stack = Stack::start().await;
+    ready_nodes(&stack, &["ra-1"]).await;
+    stack.cloud.with_state(|s| {
+        s.faults.push(Fault {
+            path_prefix: "/v1/load-balancers".into(),
+            method: Some("PUT".into()),
+            status: Some(429),
+            retry_after_seconds: Some(RETRY_AFTER),
+            count: Some(1),
+            ..Fault::default()
+        })
+    });
+    let services: Api<Service> = Api::namespaced(stack.client(), "default");
+    let port = free_port();
+    let _ccm = stack.controller_manager(port, &["--leader-elect=false"]);
+    ensured(&services, "throttled").await;
+    let puts: Vec<std::time::Instant> = stack.cloud.with_state(|s| {
+        s.recent
+            .iter()
+            .filter(|(_, route)| route == "PUT /v1/load-balancers/{name}")
+            .map(|(at, _)| *at)
+            .collect()
+    });
+    assert_eq!(puts.len(), 2, "one throttled ensure, one retry");
+    let waited = puts[1] - puts[0];
+    assert!(
+        waited >= Duration::from_secs(RETRY_AFTER),
+        "retried after {waited:?}, sooner than the cloud's Retry-After"
+    );
+    assert_eq!(
+        occurrences(&stack, "throttled", "SyncLoadBalancerFailed").await,
+        1
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn load_balancer_errors_retry_and_the_finalizer_waits_for_deletion() {
     let stack = Stack::start().await;
@@ -843,6 +885,20 @@ async fn cluster_cidr_is_needed_only_when_the_route_controller_runs() {
     let _routes_off = command(&stack, port, &["--configure-cloud-routes=false"])
         .spawn()
         .unwrap();
+    ready(port).await;
+    // Upstream reads --cluster-cidr only when the route controller starts: without it,
+    // CIDRs it would refuse are not an error.
+    let port = free_port();
+    let _routes_off_cidrs = command(
+        &stack,
+        port,
+        &[
+            "--configure-cloud-routes=false",
+            "--cluster-cidr=10.0.0.0/16,10.1.0.0/16",
+        ],
+    )
+    .spawn()
+    .unwrap();
     ready(port).await;
     let legacy = Stack::with_provider("fixture_legacy", "legacy").await;
     let port = free_port();
@@ -1165,6 +1221,10 @@ async fn periodic_passes_read_the_shared_node_informer() {
     .await;
 }
 
+/// Upstream `syncLoadBalancerIfNeeded` and `lockedUpdateLoadBalancerHosts` with a
+/// provider answering `ImplementedElsewhere` (as cloud-provider-aws does for
+/// `aws-load-balancer-type: external`): ensure, host updates and delete are left to the
+/// other controller, none of them an error.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_load_balancer_implemented_elsewhere_is_left_alone() {
     let stack = Stack::start().await;
@@ -1179,7 +1239,20 @@ async fn a_load_balancer_implemented_elsewhere_is_left_alone() {
         )]
         .into(),
     );
-    services.create(&PostParams::default(), &svc).await.unwrap();
+    let created = services.create(&PostParams::default(), &svc).await.unwrap();
+    // The other controller's load balancer, under the name ours would have.
+    let theirs = default_lb_name(&created);
+    stack.cloud.with_state(|s| {
+        s.put_load_balancer(
+            &theirs,
+            sim_cloud::model::LoadBalancerSpec {
+                ports: Vec::new(),
+                backends: Vec::new(),
+                source_ranges: Vec::new(),
+                description: "another controller's".into(),
+            },
+        )
+    });
     let port = free_port();
     let _ccm = stack.controller_manager(port, &["--leader-elect=false"]);
     wait_until(TIMEOUT, "the ensure attempt", || async {
@@ -1207,8 +1280,21 @@ async fn a_load_balancer_implemented_elsewhere_is_left_alone() {
             .any(|r| r == "SyncLoadBalancerFailed" || r == "EnsuredLoadBalancer"),
         "{reasons:?}"
     );
-    assert!(stack.cloud.with_state(|s| s.load_balancers.is_empty()));
-    // Deleting it still completes (the finalizer is removed).
+    assert_eq!(load_balancer_names(&stack), std::slice::from_ref(&theirs));
+    // A node joins: the host update is implemented elsewhere too, which upstream's
+    // lockedUpdateLoadBalancerHosts counts as success (no UpdateLoadBalancerFailed, no
+    // retry through a full sync).
+    ready_nodes(&stack, &["ie-2"]).await;
+    wait_until(TIMEOUT, "the node sync", || async {
+        metric(
+            &metrics(port).await,
+            "service_controller_update_loadbalancer_host_latency_seconds_count",
+        ) >= 1.0
+    })
+    .await;
+    // Deleting it completes: get finds the other controller's load balancer
+    // (DeletingLoadBalancer), the delete is implemented elsewhere (not an error), the
+    // finalizer goes, and their load balancer stays.
     services
         .delete("external", &Default::default())
         .await
@@ -1220,6 +1306,38 @@ async fn a_load_balancer_implemented_elsewhere_is_left_alone() {
             .is_ok_and(|s| s.is_none())
     })
     .await;
+    let reasons = self::reasons(&stack, "external").await;
+    for reason in ["DeletingLoadBalancer", "DeletedLoadBalancer"] {
+        assert!(reasons.iter().any(|r| r == reason), "{reason}: {reasons:?}");
+    }
+    for reason in [
+        "SyncLoadBalancerFailed",
+        "UpdateLoadBalancerFailed",
+        "EnsuredLoadBalancer",
+    ] {
+        assert!(
+            !reasons.iter().any(|r| r == reason),
+            "{reason}: {reasons:?}"
+        );
+    }
+    assert_eq!(
+        occurrences(&stack, "external", "EnsuringLoadBalancer").await,
+        1
+    );
+    assert_eq!(reconciles(&metrics(port).await, "service", "error"), 0.0);
+    assert_eq!(load_balancer_names(&stack), [theirs]);
+}
+
+/// Upstream's default load balancer name of a Service: `a` + its UID without dashes,
+/// 32 characters at most.
+fn default_lb_name(svc: &Service) -> String {
+    let uid = svc
+        .metadata
+        .uid
+        .clone()
+        .unwrap_or_default()
+        .replace('-', "");
+    format!("a{uid}").chars().take(32).collect()
 }
 
 /// Upstream `syncNode` → `updateNodeAddress`: the address update after initialization
@@ -1355,6 +1473,45 @@ async fn lifecycle_corners_as_upstream() {
             .is_ok_and(|n| shutdown_taints(&n) == ["NoExecute"])
     })
     .await;
+}
+
+/// Upstream `shutdownInCloudProvider`: a legacy provider's `not-implemented` from
+/// `InstanceShutdownByProviderID` means "not shut down", not an error: the NotReady
+/// Node of a stopped instance whose cloud cannot tell is neither tainted nor deleted,
+/// and every lifecycle pass over it succeeds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shutdown_check_not_implemented_is_not_shut_down() {
+    let stack = Stack::with_provider("fixture_legacy", "legacy").await;
+    let mut new = NewInstance::named("legacy-unknown");
+    new.state = Some(InstanceState::Stopped);
+    new.labels
+        .insert("fixture/shutdown-check".into(), "not-implemented".into());
+    stack.cloud.with_state(|s| s.create_instance(new));
+    let nodes: Api<Node> = Api::all(stack.client());
+    nodes
+        .create(
+            &PostParams::default(),
+            &kubelet_node("legacy-unknown", "False"),
+        )
+        .await
+        .unwrap();
+    let port = free_port();
+    let _ccm = stack.controller_manager(port, &["--leader-elect=false"]);
+    wait_until(TIMEOUT, "three lifecycle passes over the node", || async {
+        reconciles(&metrics(port).await, "cloud-node-lifecycle", "success") >= 3.0
+    })
+    .await;
+    let m = metrics(port).await;
+    assert_eq!(
+        reconciles(&m, "cloud-node-lifecycle", "error"),
+        0.0,
+        "not-implemented is not an error: {m}"
+    );
+    let node = nodes.get("legacy-unknown").await.unwrap();
+    assert!(
+        !taint_keys(&node).contains(&SHUTDOWN.to_string()),
+        "not shut down: {node:?}"
+    );
 }
 
 /// How many times `reason` was recorded for the Service (repeats of one event are
@@ -1648,6 +1805,34 @@ async fn process_service_create_or_update_k8s_error() {
     }
 }
 
+/// Upstream `processServiceCreateOrUpdate`: a NotFound on the status patch (the
+/// Service disappeared right after the ensure) is not an error: no
+/// `SyncLoadBalancerFailed`, no retry, the sync counts as a success.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_status_patch_not_found_is_not_an_error() {
+    let stack = Stack::start().await;
+    ready_nodes(&stack, &["nf-1"]).await;
+    let services: Api<Service> = Api::namespaced(stack.client(), "default");
+    stack.api.inject_not_found("services/status", "patch", 1);
+    let port = free_port();
+    let _ccm = stack.controller_manager(port, &["--leader-elect=false"]);
+    services
+        .create(&PostParams::default(), &lb_service("vanishing", None))
+        .await
+        .unwrap();
+    wait_until(TIMEOUT, "the sync counted as a success", || async {
+        occurrences(&stack, "vanishing", "EnsuredLoadBalancer").await >= 1
+            && reconciles(&metrics(port).await, "service", "success") >= 1.0
+    })
+    .await;
+    assert_eq!(reconciles(&metrics(port).await, "service", "error"), 0.0);
+    assert_eq!(
+        occurrences(&stack, "vanishing", "SyncLoadBalancerFailed").await,
+        0
+    );
+    assert_eq!(load_balancer_names(&stack).len(), 1);
+}
+
 /// Ported from upstream `TestNodeChangesInExternalLoadBalancer`,
 /// `Test_shouldSyncUpdatedNode_*` and `TestNodesNotEqual`: a node tainted for deletion
 /// leaves the load balancer at the next node sync; an exclusion label is parsed as Go's
@@ -1753,6 +1938,116 @@ async fn node_changes_in_external_load_balancer() {
         ) >= 2.0,
         "{m}"
     );
+}
+
+/// Upstream `TestNodesNotEqual` (a provider ID set after the Node joined changes the
+/// node set) and `lockedUpdateLoadBalancerHosts` / `nodeSyncInternal` with two
+/// Services: only the Service whose host update failed is retried (through its own
+/// full sync), the other is not synced again; a load balancer that vanished from the
+/// cloud makes its failed update a success (not re-created by the node sync); zero
+/// hosts is `UnAvailableLoadBalancer`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn update_load_balancer_hosts_as_upstream() {
+    let stack = Stack::start().await;
+    let first = ready_nodes(&stack, &["uh-1"]).await.remove(0);
+    let services: Api<Service> = Api::namespaced(stack.client(), "default");
+    let nodes: Api<Node> = Api::all(stack.client());
+    let port = free_port();
+    let _ccm = stack.controller_manager(port, &["--leader-elect=false", "--controllers=service"]);
+    let one = default_lb_name(&ensured(&services, "one").await);
+    let two = default_lb_name(&ensured(&services, "two").await);
+    let backends = |lb: &str| {
+        stack.cloud.with_state(|s| {
+            s.load_balancers
+                .get(lb)
+                .map(|lb| lb.backends.clone())
+                .unwrap_or_default()
+        })
+    };
+
+    // A Node joins without a provider ID, under a name that is not its instance's:
+    // the provider cannot place it yet.
+    let second = stack
+        .cloud
+        .with_state(|s| s.create_instance(NewInstance::named("uh-2-instance")))
+        .id;
+    let mut joining = kubelet_node("uh-2", "True");
+    joining.spec.as_mut().unwrap().taints = None;
+    nodes
+        .create(&PostParams::default(), &joining)
+        .await
+        .unwrap();
+    wait_until(TIMEOUT, "both load balancers updated for uh-2", || async {
+        occurrences(&stack, "one", "UpdatedLoadBalancer").await >= 1
+            && occurrences(&stack, "two", "UpdatedLoadBalancer").await >= 1
+    })
+    .await;
+    assert_eq!(backends(&one), std::slice::from_ref(&first));
+
+    // Its provider ID is set (as cloud-node does): the node set changed. The update of
+    // "two" fails once: only "two" is synced again, and both end with both instances.
+    stack.cloud.with_state(|s| {
+        s.faults.push(Fault {
+            path_prefix: format!("/v1/load-balancers/{two}/backends"),
+            method: Some("PUT".into()),
+            status: Some(500),
+            count: Some(1),
+            ..Fault::default()
+        })
+    });
+    nodes
+        .patch(
+            "uh-2",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"providerID": format!("simcloud://{second}")}})),
+        )
+        .await
+        .unwrap();
+    let mut both = vec![first.clone(), second.clone()];
+    both.sort();
+    wait_until(
+        TIMEOUT,
+        "both instances behind both load balancers",
+        || async { backends(&one) == both && backends(&two) == both },
+    )
+    .await;
+    assert!(occurrences(&stack, "two", "UpdateLoadBalancerFailed").await >= 1);
+    assert_eq!(occurrences(&stack, "two", "EnsuringLoadBalancer").await, 2);
+    assert_eq!(
+        occurrences(&stack, "one", "UpdateLoadBalancerFailed").await,
+        0
+    );
+    assert_eq!(
+        occurrences(&stack, "one", "EnsuringLoadBalancer").await,
+        1,
+        "a Service whose update succeeded is not synced again"
+    );
+
+    // "one" vanishes from the cloud; then every node is excluded. Its failed update is
+    // a success (the load balancer no longer exists) and it is not re-created; "two"
+    // has no hosts: UnAvailableLoadBalancer.
+    stack.cloud.with_state(|s| s.load_balancers.remove(&one));
+    for name in ["uh-1", "uh-2"] {
+        nodes
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"labels": {"node.kubernetes.io/exclude-from-external-load-balancers": "true"}}})),
+            )
+            .await
+            .unwrap();
+    }
+    wait_until(TIMEOUT, "two without hosts", || async {
+        backends(&two).is_empty()
+            && occurrences(&stack, "two", "UnAvailableLoadBalancer").await >= 1
+    })
+    .await;
+    assert_eq!(
+        occurrences(&stack, "one", "UpdateLoadBalancerFailed").await,
+        0
+    );
+    assert_eq!(occurrences(&stack, "one", "EnsuringLoadBalancer").await, 1);
+    assert_eq!(load_balancer_names(&stack), [two]);
 }
 
 /// The NetworkUnavailable condition of a Node.

@@ -122,3 +122,51 @@ fn the_sdk_carries_the_contract_at_its_version() {
         "wasm-ccm-guest's version must be the contract's ({package})"
     );
 }
+
+/// The SDK is publishable as it stands: `cargo package` makes a `.crate` holding the
+/// contract's WIT, and that crate builds on its own (outside the workspace, so no path
+/// escapes into it). Built in a target directory of its own, so it does not wait on
+/// the lock of the one the tests run from.
+#[test]
+fn the_sdk_packages_for_crates_io() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let out = Command::new(env!("CARGO"))
+        .current_dir(&root)
+        .args(["package", "--offline", "--locked", "--allow-dirty"])
+        .args(["-p", "wasm-ccm-guest"])
+        .env(
+            "CARGO_TARGET_DIR",
+            wasm_ccm_tests::target_dir().join("sdk-package"),
+        )
+        .output()
+        .expect("running cargo package");
+    assert!(
+        out.status.success(),
+        "cargo package -p wasm-ccm-guest failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let list = Command::new(env!("CARGO"))
+        .current_dir(&root)
+        .args([
+            "package",
+            "--offline",
+            "--locked",
+            "--allow-dirty",
+            "--list",
+        ])
+        .args(["-p", "wasm-ccm-guest"])
+        .output()
+        .expect("running cargo package --list");
+    let files = String::from_utf8_lossy(&list.stdout);
+    for file in [
+        "wit/provider.wit",
+        "wit/types.wit",
+        "wit/deps/http.wit",
+        "README.md",
+    ] {
+        assert!(
+            files.lines().any(|l| l == file),
+            "{file} not packaged:\n{files}"
+        );
+    }
+}

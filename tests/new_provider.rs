@@ -31,16 +31,15 @@ fn run(command: &mut Command, what: &str) -> String {
     run_both(command, what).0
 }
 
-/// Generates `name` with `exports` in `dir` and builds it for wasm32-wasip2 without a
+/// Generates `name` with `exports` (`None`: the default) in `dir` and builds it for wasm32-wasip2 without a
 /// warning; returns the component's path.
-fn generate_and_build(name: &str, dir: &Path, exports: &str) -> std::path::PathBuf {
-    let printed = run(
-        Command::new(wasm_ccm_bin())
-            .args(["new", name])
-            .arg(dir)
-            .args(["--exports", exports]),
-        "wasm-ccm new",
-    );
+fn generate_and_build(name: &str, dir: &Path, exports: Option<&str>) -> std::path::PathBuf {
+    let mut new = Command::new(wasm_ccm_bin());
+    new.args(["new", name]).arg(dir);
+    if let Some(exports) = exports {
+        new.args(["--exports", exports]);
+    }
+    let printed = run(&mut new, "wasm-ccm new");
     assert!(
         printed.contains(&format!("created {name}-provider")),
         "{printed}"
@@ -76,7 +75,11 @@ async fn a_new_provider_builds_tests_checks_and_runs() {
     let temp = TempDir::new("new");
     let dir = temp.path().join("acme");
     let started = Instant::now();
-    let wasm = generate_and_build("acme", &dir, "routes,instances-v2,load-balancer,clusters");
+    let wasm = generate_and_build(
+        "acme",
+        &dir,
+        Some("routes,instances-v2,load-balancer,clusters"),
+    );
     for file in ["Cargo.toml", "src/lib.rs", "wit/world.wit", "policy.yaml"] {
         assert!(dir.join(file).is_file(), "{file} was not written");
     }
@@ -166,6 +169,37 @@ async fn a_new_provider_builds_tests_checks_and_runs() {
         metadata.0
     );
     assert_eq!(metadata.1, serde_json::json!({"ok": false}));
+}
+
+/// Each interface alone (and the default, `instances-v2`): the generated crate builds
+/// without a warning (no helper left unused) and passes `wasm-ccm check` exporting
+/// just that interface.
+#[test]
+fn each_export_alone_builds_and_checks() {
+    let temp = TempDir::new("new-each");
+    for (exports, listed) in [
+        (None, "identity, instances-v2"),
+        (Some("load-balancer"), "identity, load-balancer"),
+        (Some("routes"), "identity, routes"),
+        (Some("clusters"), "identity, clusters"),
+    ] {
+        let name = format!("solo-{}", exports.unwrap_or("default"));
+        let dir = temp.path().join(&name);
+        let wasm = generate_and_build(&name, &dir, exports);
+        let report = run(
+            Command::new(wasm_ccm_bin())
+                .arg("check")
+                .arg(&wasm)
+                .arg("--policy")
+                .arg(dir.join("policy.yaml"))
+                .arg("--cloud-config")
+                .arg(dir.join("cloud-config.json")),
+            "wasm-ccm check",
+        );
+        for line in [format!("exports:   {listed}\n"), "result:    ok".into()] {
+            assert!(report.contains(&line), "{line:?} not in:\n{report}");
+        }
+    }
 }
 
 #[test]

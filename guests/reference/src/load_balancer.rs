@@ -2,8 +2,10 @@
 //! default (`a` + UID without dashes, 32 characters at most).
 //!
 //! A Service annotated `simcloud.example/load-balancer-implementation: external` is
-//! served by another controller: `ensure-load-balancer` answers
-//! `implemented-elsewhere` and the host leaves it alone, as upstream does.
+//! served by another controller: `ensure-`, `update-load-balancer` and
+//! `ensure-load-balancer-deleted` answer `implemented-elsewhere` (`get` still reports a
+//! load balancer of that name the other controller made), and the host leaves it
+//! alone, as upstream does.
 
 use std::collections::HashMap;
 
@@ -147,6 +149,9 @@ impl LoadBalancer for SimCloud {
         service: Service,
         nodes: Vec<Node>,
     ) -> Result<(), CloudError> {
+        if implemented_elsewhere(&service) {
+            return Err(CloudError::ImplementedElsewhere);
+        }
         self.cloud
             .put_backends(&default_name(&service), &backends(self, &nodes)?)
     }
@@ -156,6 +161,10 @@ impl LoadBalancer for SimCloud {
         _cluster_name: String,
         service: Service,
     ) -> Result<(), CloudError> {
+        // Another controller's load balancer: found by `get`, never deleted by us.
+        if implemented_elsewhere(&service) {
+            return Err(CloudError::ImplementedElsewhere);
+        }
         self.cloud
             .delete_load_balancer(&default_name(&service))
             .map(drop)

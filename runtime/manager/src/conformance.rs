@@ -5,13 +5,14 @@
 //!
 //! - `initialize` refuses a cloud config that is not one (an error, not a trap).
 //! - For each `--node` (an existing instance): `instance-exists` is true,
-//!   `instance-metadata` gives a provider ID `<provider-name>://...`, and
-//!   `instance-shutdown` answers; a node that does not exist is `false` or
-//!   `instance-not-found`, never `true` (legacy `instances` when there is no
-//!   `instances-v2`).
+//!   `instance-metadata` gives a provider ID `<provider-name>://...`, `instance-exists`
+//!   by that provider ID is true too, and `instance-shutdown` answers; a node that
+//!   does not exist is `false` or `instance-not-found`, never `true`, and has no
+//!   metadata (legacy `instances` when there is no `instances-v2`).
 //! - With `--service` (a Kubernetes Service of type LoadBalancer): `ensure` twice gives
-//!   the same status, `get` finds it, `update` works, `ensure-load-balancer-deleted`
-//!   succeeds twice and `get` then says none. The Service gets a UID of its own when
+//!   the same status, `get` finds it, `update` to all nodes but one and back works and
+//!   keeps the status, one `ensure-load-balancer-deleted` leaves `get` with none (the
+//!   second ensure made no second load balancer), and deleting again succeeds. The Service gets a UID of its own when
 //!   it has none, so only the load balancer the check creates is touched.
 //! - Throttling: the host answers one request `429` with `Retry-After: 7` itself
 //!   (nothing reaches the cloud); the provider must answer `retry-after` of at least
@@ -233,6 +234,16 @@ async fn instance_checks(
                     .then(|| format!("provider ID {:?}", m.provider_id))
             }),
         );
+        if host.provider_id.is_some() {
+            // What the node controllers do once cloud-node set the provider ID: the
+            // lookups by provider ID agree with the ones by name.
+            report.record(
+                format!("instance-exists({node_name}) by its provider ID is true"),
+                check(v2.instance_exists(host).await, |e| {
+                    (!e).then(|| "false for the provider ID instance-metadata gave".into())
+                }),
+            );
+        }
         report.record(
             format!("instance-shutdown({node_name}) answers"),
             check(v2.instance_shutdown(host).await, |_| None),
@@ -284,6 +295,17 @@ async fn absent_node_check(provider: &Provider, report: &mut Report) {
             Err(err) => Outcome::Fail(describe(&err)),
         },
     );
+    // Metadata agrees with instance-exists: none for an instance that does not exist
+    // (cloud-node would initialize a Node with it).
+    if let Some(v2) = provider.instances_v2() {
+        report.record(
+            "instance-metadata of a node that does not exist is an error",
+            match v2.instance_metadata(&host).await {
+                Err(_) => Outcome::Pass,
+                Ok(m) => Outcome::Fail(format!("metadata {m:?} for {absent}")),
+            },
+        );
+    }
 }
 
 /// The `Retry-After` the throttling check answers with.
@@ -439,10 +461,34 @@ async fn load_balancer_checks(
             }
         }),
     );
+    // A node leaves and comes back, as the service controller's node sync does it.
+    if hosts.len() > 1 {
+        report.record(
+            format!(
+                "update-load-balancer to {} of {} nodes works",
+                hosts.len() - 1,
+                hosts.len()
+            ),
+            check(
+                lb.update_load_balancer(cluster, &svc, &hosts[1..]).await,
+                |_| None,
+            ),
+        );
+    }
     report.record(
-        "update-load-balancer works",
+        format!("update-load-balancer to all {} nodes works", hosts.len()),
         check(lb.update_load_balancer(cluster, &svc, hosts).await, |_| {
             None
+        }),
+    );
+    report.record(
+        "get-load-balancer after the updates gives the same status",
+        check(lb.get_load_balancer(cluster, &svc).await, |found| {
+            match (found, &first) {
+                (Some(status), Ok(ensured)) if status == ensured => None,
+                (Some(status), _) => Some(format!("status {status:?} changed")),
+                (None, _) => Some("none".into()),
+            }
         }),
     );
     report.record(
@@ -451,16 +497,17 @@ async fn load_balancer_checks(
             None
         }),
     );
+    // One delete removes what both ensures made: the second did not make another.
+    report.record(
+        "get-load-balancer then says none (ensure made one load balancer)",
+        check(lb.get_load_balancer(cluster, &svc).await, |found| {
+            found.as_ref().map(|s| format!("still {s:?}"))
+        }),
+    );
     report.record(
         "ensure-load-balancer-deleted succeeds again",
         check(lb.ensure_load_balancer_deleted(cluster, &svc).await, |_| {
             None
-        }),
-    );
-    report.record(
-        "get-load-balancer then says none",
-        check(lb.get_load_balancer(cluster, &svc).await, |found| {
-            found.as_ref().map(|s| format!("still {s:?}"))
         }),
     );
     Ok(())

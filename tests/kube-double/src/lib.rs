@@ -90,15 +90,26 @@ pub struct Access {
 }
 
 /// An injected failure: the next `count` requests with this verb on this resource
-/// are answered 409 Conflict instead of being served (client-go's fake reactors).
+/// are answered with an error instead of being served (client-go's fake reactors).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConflictFault {
+pub struct InjectedFault {
     /// Plural resource, with `/subresource` when one is addressed (as in [`Access`]).
     pub resource: String,
     /// RBAC verb, e.g. `update`.
     pub verb: String,
+    /// The answer.
+    pub error: InjectedError,
     /// How many requests fail.
     pub count: u64,
+}
+
+/// What an [`InjectedFault`] answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InjectedError {
+    /// 409 Conflict: another writer changed the object first.
+    Conflict,
+    /// 404 NotFound: the object was deleted meanwhile.
+    NotFound,
 }
 
 /// A running API server double. Stops when dropped.
@@ -127,7 +138,7 @@ impl ApiServer {
             },
             address: addr.to_string(),
             accesses: Default::default(),
-            conflicts: Default::default(),
+            faults: Default::default(),
         });
         let app = axum::Router::new()
             .fallback(server::handle)
@@ -160,13 +171,24 @@ impl ApiServer {
     /// Answers the next `count` `verb` requests on `resource` with 409 Conflict, as when
     /// another writer changed the object first.
     pub fn inject_conflicts(&self, resource: &str, verb: &str, count: u64) {
+        self.inject(resource, verb, InjectedError::Conflict, count);
+    }
+
+    /// Answers the next `count` `verb` requests on `resource` with 404 NotFound, as when
+    /// the object was deleted between the client's read and its write.
+    pub fn inject_not_found(&self, resource: &str, verb: &str, count: u64) {
+        self.inject(resource, verb, InjectedError::NotFound, count);
+    }
+
+    fn inject(&self, resource: &str, verb: &str, error: InjectedError, count: u64) {
         self.state
-            .conflicts
+            .faults
             .lock()
             .expect("fault lock")
-            .push(ConflictFault {
+            .push(InjectedFault {
                 resource: resource.into(),
                 verb: verb.into(),
+                error,
                 count,
             });
     }

@@ -38,8 +38,9 @@ pub(crate) struct AppState {
     pub disconnect: tokio::sync::watch::Sender<u64>,
     /// Every (group, resource, verb, namespace) requested, for RBAC checks.
     pub accesses: std::sync::Mutex<std::collections::BTreeMap<crate::Access, u64>>,
-    /// Injected 409s ([`crate::ApiServer::inject_conflicts`]).
-    pub conflicts: std::sync::Mutex<Vec<crate::ConflictFault>>,
+    /// Injected errors ([`crate::ApiServer::inject_conflicts`],
+    /// [`crate::ApiServer::inject_not_found`]).
+    pub faults: std::sync::Mutex<Vec<crate::InjectedFault>>,
 }
 
 type Shared = Arc<AppState>;
@@ -223,12 +224,15 @@ async fn route(
             .unwrap_or_default()
             .to_owned(),
     };
-    let conflict = {
-        let mut faults = state.conflicts.lock().expect("fault lock");
+    let injected = {
+        let mut faults = state.faults.lock().expect("fault lock");
         let hit = faults
             .iter_mut()
             .find(|f| f.count > 0 && f.resource == access.resource && f.verb == access.verb);
-        hit.map(|f| f.count -= 1).is_some()
+        hit.map(|f| {
+            f.count -= 1;
+            f.error
+        })
     };
     state
         .accesses
@@ -237,11 +241,15 @@ async fn route(
         .entry(access)
         .and_modify(|n| *n += 1)
         .or_insert(1);
-    if conflict {
-        return Err(ApiError::conflict(
-            target.resource.plural,
-            target.name.as_deref().unwrap_or_default(),
-        ));
+    let name = target.name.as_deref().unwrap_or_default();
+    match injected {
+        Some(crate::InjectedError::Conflict) => {
+            return Err(ApiError::conflict(target.resource.plural, name));
+        }
+        Some(crate::InjectedError::NotFound) => {
+            return Err(ApiError::not_found(target.resource.plural, name));
+        }
+        None => {}
     }
     if query.get("dryRun").is_some_and(|v| !v.is_empty()) {
         return Err(ApiError::bad_request(

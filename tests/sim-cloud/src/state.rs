@@ -5,6 +5,9 @@ use std::collections::{BTreeMap, HashMap};
 
 use crate::model::*;
 
+/// How many requests [`CloudState::recent`] keeps.
+pub const RECENT_REQUESTS: usize = 1024;
+
 /// Everything the simulated cloud holds.
 #[derive(Debug, Default)]
 pub struct CloudState {
@@ -19,6 +22,9 @@ pub struct CloudState {
     pub requests: HashMap<String, u64>,
     /// Requests rejected for a missing or wrong bearer token.
     pub unauthorized: u64,
+    /// The last [`RECENT_REQUESTS`] requests: when each arrived, and its
+    /// `METHOD /route/template`.
+    pub recent: std::collections::VecDeque<(std::time::Instant, String)>,
     next_instance: u64,
     next_address: u32,
 }

@@ -120,6 +120,26 @@ mod tests {
         assert_eq!(b.failed("a", Some(Duration::from_secs(7))).as_secs(), 7);
     }
 
+    /// Ported from upstream service controller's `TestServiceQueueDelay`: a success
+    /// leaves nothing to retry; a regular error is retried with the rate limiter's
+    /// backoff (one requeue counted); a `RetryError` is retried after its own delay
+    /// without counting a requeue, so the next regular error starts again at the base.
+    #[test]
+    fn service_queue_delay() {
+        let b = Backoff::new(Duration::from_secs(5), Duration::from_secs(300));
+        // processing successful
+        b.succeeded("default/external-balancer");
+        assert_eq!(b.pending(), 0);
+        // regular error
+        assert_eq!(b.failed("regular", None), Duration::from_secs(5));
+        assert_eq!(b.failed("regular", None), Duration::from_secs(10));
+        // retry error: "LB create in progress", 42 s
+        let delay = b.failed("retry", Some(Duration::from_secs(42)));
+        assert_eq!(delay, Duration::from_secs(42));
+        assert_eq!(b.failed("retry", Some(Duration::from_secs(42))), delay);
+        assert_eq!(b.failed("retry", None), Duration::from_secs(5));
+    }
+
     #[test]
     fn pending_counts_failing_objects_and_reports_them() {
         let gauge = Gauge::default();

@@ -130,7 +130,7 @@ async fn check_node(
                     node,
                     EventType::Warning,
                     "DeletingNodeFailed",
-                    format!("Error deleting node {name}: {err}"),
+                    format!("Failed deleting node {name}: {err}"),
                 )
                 .await;
                 false

@@ -122,12 +122,11 @@ struct State {
     resync: mpsc::UnboundedSender<Arc<Service>>,
 }
 
-/// A Service's last sync: its state, the fields upstream's `needsUpdate` compares
-/// (hashed), and the outcome.
+/// A Service's last sync: its state (what upstream's `needsUpdate` compares the next
+/// one with), and the outcome.
 #[derive(Debug, Clone)]
 struct Cached {
     state: Arc<Service>,
-    fingerprint: u64,
     /// The sync succeeded: nothing to do until those fields change.
     ok: bool,
     /// After a failure: when the next attempt is due.
@@ -151,34 +150,63 @@ impl State {
     }
 }
 
-/// What upstream's `needsUpdate` compares: whether the Service wants a load balancer,
-/// and its source ranges, ports, session affinity (and config), load balancer IP,
-/// external IPs, annotations, UID, external traffic policy, health check node port and
-/// number of IP families; plus the deletion timestamp (`needsCleanup`). The
-/// controller's own finalizer and status writes change none of them.
-fn fingerprint(s: &Service) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let spec = s.spec.clone().unwrap_or_default();
-    let fields = json!([
-        wants_load_balancer(s),
-        s.metadata.deletion_timestamp.is_some(),
-        s.metadata.uid,
-        s.metadata.annotations,
-        spec.type_,
-        spec.load_balancer_source_ranges,
-        spec.ports,
-        spec.session_affinity,
-        spec.session_affinity_config,
-        spec.load_balancer_ip,
-        spec.external_ips,
-        spec.external_traffic_policy,
-        spec.health_check_node_port,
-        spec.ip_families.map(|f| f.len()),
-        spec.load_balancer_class,
-    ]);
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    fields.to_string().hash(&mut hasher);
-    hasher.finish()
+/// Upstream's `needsUpdate`: whether a change from `old` to `new` matters to the load
+/// balancer, and which field changed (for the log). Only Services that want a load
+/// balancer before or after count; then the type, source ranges, ports (name,
+/// protocol, port, node port, target port, app protocol), session affinity and its
+/// config, load balancer IP, external IPs, annotations, UID, external traffic policy,
+/// health check node port and the number of IP families. The controller's own
+/// finalizer and status writes change none of them.
+fn needs_update(old: &Service, new: &Service) -> Option<&'static str> {
+    if !wants_load_balancer(old) && !wants_load_balancer(new) {
+        return None;
+    }
+    if wants_load_balancer(old) != wants_load_balancer(new) {
+        return Some("wants load balancer");
+    }
+    let (o, n) = (
+        old.spec.clone().unwrap_or_default(),
+        new.spec.clone().unwrap_or_default(),
+    );
+    // Go compares strings and slices by value: unset and empty are the same.
+    let text = |v: &Option<String>| v.clone().unwrap_or_default();
+    let list = |v: &Option<Vec<String>>| v.clone().unwrap_or_default();
+    if list(&o.load_balancer_source_ranges) != list(&n.load_balancer_source_ranges) {
+        return Some("loadBalancerSourceRanges");
+    }
+    if o.ports.clone().unwrap_or_default() != n.ports.clone().unwrap_or_default()
+        || text(&o.session_affinity) != text(&n.session_affinity)
+    {
+        return Some("ports or sessionAffinity");
+    }
+    if o.session_affinity_config != n.session_affinity_config {
+        return Some("sessionAffinityConfig");
+    }
+    if text(&o.load_balancer_ip) != text(&n.load_balancer_ip) {
+        return Some("loadBalancerIP");
+    }
+    if list(&o.external_ips) != list(&n.external_ips) {
+        return Some("externalIPs");
+    }
+    if old.metadata.annotations.clone().unwrap_or_default()
+        != new.metadata.annotations.clone().unwrap_or_default()
+    {
+        return Some("annotations");
+    }
+    if old.metadata.uid != new.metadata.uid {
+        return Some("uid");
+    }
+    if text(&o.external_traffic_policy) != text(&n.external_traffic_policy) {
+        return Some("externalTrafficPolicy");
+    }
+    if o.health_check_node_port.unwrap_or_default() != n.health_check_node_port.unwrap_or_default()
+    {
+        return Some("healthCheckNodePort");
+    }
+    if list(&o.ip_families).len() != list(&n.ip_families).len() {
+        return Some("ipFamilies count");
+    }
+    None
 }
 
 /// Whether a Service wants a load balancer from this controller.
@@ -818,7 +846,6 @@ async fn reconcile(svc: Arc<Service>, state: Arc<State>) -> Result<Action, Servi
     }
     let lock = state.lock_for(&key);
     let _guard = lock.lock().await;
-    let print = fingerprint(&svc);
     let mut previous = state.cache.lock().expect("cache lock").get(&key).cloned();
     // Deleted and re-created under the same name without the finalizer: the old
     // Service's load balancer goes first (upstream's processServiceCreateOrUpdate).
@@ -838,18 +865,23 @@ async fn reconcile(svc: Arc<Service>, state: Arc<State>) -> Result<Action, Servi
         // Upstream's update filter: only changes `needsUpdate` sees, or a cleanup due;
         // after a failure, the next attempt waits for its time unless the Service
         // changed.
-        Some(seen) if seen.fingerprint == print => {
-            if seen.ok && !needs_cleanup(&svc) {
-                return Ok(Action::await_change());
+        Some(seen) => match needs_update(&seen.state, &svc) {
+            Some(field) => {
+                tracing::debug!(service = %key, field, "service changed; syncing");
             }
-            if let Some(at) = seen.retry_at
-                && let Some(wait) = at.checked_duration_since(Instant::now())
-                && !wait.is_zero()
-            {
-                return Ok(Action::requeue(wait));
+            None => {
+                if seen.ok && !needs_cleanup(&svc) {
+                    return Ok(Action::await_change());
+                }
+                if let Some(at) = seen.retry_at
+                    && let Some(wait) = at.checked_duration_since(Instant::now())
+                    && !wait.is_zero()
+                {
+                    return Ok(Action::requeue(wait));
+                }
             }
-        }
-        _ => {}
+        },
+        None => {}
     }
     let started = Instant::now();
     let result = sync_service(&state, &svc).await;
@@ -869,7 +901,6 @@ async fn reconcile(svc: Arc<Service>, state: Arc<State>) -> Result<Action, Servi
                 key.clone(),
                 Cached {
                     state: svc.clone(),
-                    fingerprint: print,
                     ok: result.is_ok(),
                     retry_at: None,
                 },
@@ -968,6 +999,229 @@ mod tests {
         assert!(!wants_load_balancer(&svc));
         svc.spec.as_mut().unwrap().type_ = Some("ClusterIP".into());
         assert!(!wants_load_balancer(&svc));
+    }
+
+    /// Upstream's `defaultExternalService`, changed by `tweak`.
+    fn external_service(tweak: impl Fn(&mut serde_json::Value)) -> Service {
+        let mut v = json!({
+            "metadata": {"name": "external-balancer", "namespace": "default", "uid": "UID old"},
+            "spec": {"type": "LoadBalancer", "ports": [{"port": 80, "protocol": "TCP"}]}
+        });
+        tweak(&mut v);
+        serde_json::from_value(v).unwrap()
+    }
+
+    /// Ported from upstream `TestNeedsUpdate` (every case, in its order), plus the fields
+    /// `needsUpdate` compares that the upstream test has no case for.
+    #[test]
+    fn needs_update_as_upstream() {
+        type Tweak = Box<dyn Fn(&mut serde_json::Value)>;
+        let set = |pointer: &'static str, value: serde_json::Value| -> Tweak {
+            Box::new(move |v: &mut serde_json::Value| {
+                let (parent, field) = pointer.rsplit_once('/').unwrap();
+                v.pointer_mut(parent).unwrap()[field] = value.clone();
+            })
+        };
+        let ports = |ports: serde_json::Value| set("/spec/ports", ports);
+        let cases: Vec<(&str, Tweak, Tweak, bool)> = vec![
+            (
+                "If the service type is changed from LoadBalancer to ClusterIP",
+                set("/spec/type", json!("LoadBalancer")),
+                set("/spec/type", json!("ClusterIP")),
+                true,
+            ),
+            (
+                "If the Ports are different",
+                ports(json!([{"port": 8000}, {"port": 9000}, {"port": 10000}])),
+                ports(json!([{"port": 8001}, {"port": 9001}, {"port": 10001}])),
+                true,
+            ),
+            (
+                "If external ip counts are different",
+                set("/spec/externalIPs", json!(["old.IP.1"])),
+                set("/spec/externalIPs", json!(["new.IP.1", "new.IP.2"])),
+                true,
+            ),
+            (
+                "If external ips are different",
+                set("/spec/externalIPs", json!(["old.IP.1", "old.IP.2"])),
+                set("/spec/externalIPs", json!(["new.IP.1", "new.IP.2"])),
+                true,
+            ),
+            (
+                "If UID is different",
+                set("/metadata/uid", json!("UID old")),
+                set("/metadata/uid", json!("UID new")),
+                true,
+            ),
+            (
+                "If ExternalTrafficPolicy is different",
+                set("/spec/type", json!("LoadBalancer")),
+                set("/spec/externalTrafficPolicy", json!("Local")),
+                true,
+            ),
+            (
+                "If HealthCheckNodePort is different",
+                set("/spec/type", json!("LoadBalancer")),
+                set("/spec/healthCheckNodePort", json!(30123)),
+                true,
+            ),
+            (
+                "If TargetGroup is different 1",
+                ports(json!([{"port": 80, "protocol": "TCP", "targetPort": 20}])),
+                ports(json!([{"port": 80, "protocol": "TCP", "targetPort": 21}])),
+                true,
+            ),
+            (
+                "If TargetGroup is different 2",
+                ports(json!([{"port": 80, "protocol": "TCP", "targetPort": 22}])),
+                ports(json!([{"port": 80, "protocol": "TCP", "targetPort": "dns"}])),
+                true,
+            ),
+            (
+                "If appProtocol is the same",
+                set("/spec/type", json!("LoadBalancer")),
+                set("/spec/type", json!("LoadBalancer")),
+                false,
+            ),
+            (
+                "If service IPFamilies from single stack to dual stack",
+                set("/spec/ipFamilies", json!(["IPv4"])),
+                set("/spec/ipFamilies", json!(["IPv4", "IPv6"])),
+                true,
+            ),
+            (
+                "If service IPFamilies from dual stack to single stack",
+                set("/spec/ipFamilies", json!(["IPv4", "IPv6"])),
+                set("/spec/ipFamilies", json!(["IPv4"])),
+                true,
+            ),
+            (
+                "If service IPFamilies not change",
+                set("/spec/ipFamilies", json!(["IPv4"])),
+                set("/spec/ipFamilies", json!(["IPv4"])),
+                false,
+            ),
+            (
+                "If appProtocol is set when previously unset",
+                ports(json!([{"port": 80, "protocol": "TCP"}])),
+                ports(json!([{"port": 80, "protocol": "TCP", "appProtocol": "http"}])),
+                true,
+            ),
+            (
+                "If appProtocol is set to a different value",
+                ports(json!([{"port": 80, "protocol": "TCP", "appProtocol": "http"}])),
+                ports(json!([{"port": 80, "protocol": "TCP", "appProtocol": "tcp"}])),
+                true,
+            ),
+            // Compared by needsUpdate, without a case upstream.
+            (
+                "loadBalancerSourceRanges",
+                set("/spec/type", json!("LoadBalancer")),
+                set("/spec/loadBalancerSourceRanges", json!(["10.0.0.0/8"])),
+                true,
+            ),
+            (
+                "sessionAffinity",
+                set("/spec/sessionAffinity", json!("None")),
+                set("/spec/sessionAffinity", json!("ClientIP")),
+                true,
+            ),
+            (
+                "sessionAffinityConfig",
+                set("/spec/sessionAffinity", json!("ClientIP")),
+                set(
+                    "/spec/sessionAffinityConfig",
+                    json!({"clientIP": {"timeoutSeconds": 60}}),
+                ),
+                true,
+            ),
+            (
+                "loadBalancerIP",
+                set("/spec/type", json!("LoadBalancer")),
+                set("/spec/loadBalancerIP", json!("192.0.2.7")),
+                true,
+            ),
+            (
+                "annotations",
+                set("/spec/type", json!("LoadBalancer")),
+                set("/metadata/annotations", json!({"example.com/a": "1"})),
+                true,
+            ),
+            (
+                "labels are not compared",
+                set("/spec/type", json!("LoadBalancer")),
+                set("/metadata/labels", json!({"team": "a"})),
+                false,
+            ),
+            (
+                "finalizers (the controller's own write) are not compared",
+                set("/spec/type", json!("LoadBalancer")),
+                set("/metadata/finalizers", json!([FINALIZER])),
+                false,
+            ),
+            (
+                "status (the controller's own write) is not compared",
+                set("/spec/type", json!("LoadBalancer")),
+                set(
+                    "/status",
+                    json!({"loadBalancer": {"ingress": [{"ip": "203.0.113.1"}]}}),
+                ),
+                false,
+            ),
+            (
+                "neither wants a load balancer",
+                set("/spec/type", json!("ClusterIP")),
+                Box::new(|v: &mut serde_json::Value| {
+                    v["spec"]["type"] = json!("NodePort");
+                    v["spec"]["ports"] = json!([{"port": 81}]);
+                }),
+                false,
+            ),
+            (
+                "loadBalancerClass set: no longer ours",
+                set("/spec/type", json!("LoadBalancer")),
+                set("/spec/loadBalancerClass", json!("example.com/other")),
+                true,
+            ),
+        ];
+        for (name, old, new, want) in cases {
+            let (old, new) = (external_service(old), external_service(new));
+            assert_eq!(
+                needs_update(&old, &new).is_some(),
+                want,
+                "{name}: needsUpdate() should have returned {want}"
+            );
+        }
+    }
+
+    /// Ported from upstream `TestNeedsCleanup`.
+    #[test]
+    fn needs_cleanup_as_upstream() {
+        let with_finalizer = |tweak: &dyn Fn(&mut serde_json::Value)| {
+            external_service(|v| {
+                v["metadata"]["finalizers"] = json!([FINALIZER]);
+                tweak(v);
+            })
+        };
+        assert!(
+            !needs_cleanup(&Service::default()),
+            "service without finalizer"
+        );
+        assert!(
+            needs_cleanup(&with_finalizer(&|v| v["spec"]["type"] = json!("NodePort"))),
+            "service with finalizer without timestamp without LB"
+        );
+        assert!(
+            !needs_cleanup(&with_finalizer(&|_| {})),
+            "service with finalizer without timestamp with LB"
+        );
+        assert!(
+            needs_cleanup(&with_finalizer(&|v| {
+                v["metadata"]["deletionTimestamp"] = json!("2024-01-01T00:00:00Z")
+            })),
+            "service with finalizer with timestamp"
+        );
     }
 
     /// Ported from upstream `Test_shouldSyncUpdatedNode_individualPredicates`.

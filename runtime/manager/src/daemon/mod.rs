@@ -70,7 +70,7 @@ pub async fn run(args: DaemonArgs) -> Result<(), DaemonError> {
         DaemonError::Flags("--cloud-provider is required (the provider name, e.g. simcloud)".into())
     })?;
     let enabled = options::enabled_controllers(&args.controllers).map_err(DaemonError::Flags)?;
-    let settings = args.controller_settings().map_err(DaemonError::Flags)?;
+    let mut settings = args.controller_settings().map_err(DaemonError::Flags)?;
 
     // Health and metrics, then the provider: `/readyz` says when it is loaded.
     let metrics = Metrics::new();
@@ -90,7 +90,7 @@ pub async fn run(args: DaemonArgs) -> Result<(), DaemonError> {
     ));
     reporter.serving(provider.name(), provider.sha256(), None);
     let planned = wiring::plan(&enabled, &provider, args.configure_cloud_routes);
-    wiring::check_route_flags(&planned, &settings)?;
+    wiring::route_flags(&args, &planned, &mut settings)?;
     let shared = SharedProvider::from(provider.clone());
 
     // Every replica hot-swaps (a standby must be ready to lead); only the leader runs

@@ -119,18 +119,39 @@ pub fn parse_quantity(text: &str) -> Result<u64, String> {
 }
 
 impl DaemonArgs {
-    /// What the controllers take from the flags; `--cluster-cidr` is parsed here.
+    /// What the controllers take from the flags. `--cluster-cidr` is left for
+    /// [`Self::cluster_cidrs`]: upstream reads it only when the route controller starts.
     pub fn controller_settings(&self) -> Result<Settings, String> {
+        Ok(Settings {
+            cluster_name: self.cluster_name.clone(),
+            cluster_cidrs: Vec::new(),
+            node_status_update_frequency: self.node_status_update_frequency,
+            node_monitor_period: self.node_monitor_period,
+            route_reconciliation_period: self.route_reconciliation_period,
+            concurrent_node_syncs: self.concurrent_node_syncs,
+            concurrent_service_syncs: self.concurrent_service_syncs,
+        })
+    }
+}
+
+impl DaemonArgs {
+    /// `--cluster-cidr`, as upstream's `startRouteController` checks it: at least one
+    /// CIDR, at most two, and two are dual stack (one IPv4, one IPv6).
+    pub fn cluster_cidrs(&self) -> Result<Vec<Cidr>, String> {
         let cluster_cidrs = self
             .cluster_cidr
             .iter()
             .map(|c| Cidr::parse(c))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| format!("--cluster-cidr: {e}"))?;
+        if cluster_cidrs.is_empty() {
+            return Err(
+                "the route controller needs --cluster-cidr (or --configure-cloud-routes=false, or --controllers=*,-route)".into(),
+            );
+        }
         if cluster_cidrs.len() > 2 {
             return Err("--cluster-cidr: at most two CIDRs (dual stack)".into());
         }
-        // Upstream startRouteController: two CIDRs are dual stack, one of each family.
         if let [a, b] = cluster_cidrs.as_slice()
             && a.is_ipv6() == b.is_ipv6()
         {
@@ -138,15 +159,7 @@ impl DaemonArgs {
                 "--cluster-cidr: two CIDRs must be one IPv4 and one IPv6 (dual stack)".into(),
             );
         }
-        Ok(Settings {
-            cluster_name: self.cluster_name.clone(),
-            cluster_cidrs,
-            node_status_update_frequency: self.node_status_update_frequency,
-            node_monitor_period: self.node_monitor_period,
-            route_reconciliation_period: self.route_reconciliation_period,
-            concurrent_node_syncs: self.concurrent_node_syncs,
-            concurrent_service_syncs: self.concurrent_service_syncs,
-        })
+        Ok(cluster_cidrs)
     }
 }
 

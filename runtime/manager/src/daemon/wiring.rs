@@ -13,19 +13,22 @@ use super::{DaemonArgs, DaemonError, USER_AGENT, health, leader};
 use crate::controllers::{self, Context, Controller, Settings};
 use crate::hot_swap::{self, ReloadReporter, Reloader};
 
-/// The route controller needs `--cluster-cidr` when it will run: enabled,
+/// `--cluster-cidr` is read when the route controller will run: enabled,
 /// `--configure-cloud-routes`, and a provider exporting `routes` (upstream
-/// `startRouteController` checks in that order). Called with the planned controllers.
-pub(super) fn check_route_flags(
+/// `startRouteController` checks in that order, and ignores the flag otherwise).
+/// Called with the planned controllers; fills `settings.cluster_cidrs`.
+pub(super) fn route_flags(
+    args: &DaemonArgs,
     planned: &[&'static Controller],
-    settings: &Settings,
+    settings: &mut Settings,
 ) -> Result<(), DaemonError> {
-    let route_runs = planned.iter().any(|c| c.name == controllers::route::NAME);
-    if route_runs && settings.cluster_cidrs.is_empty() {
-        return Err(DaemonError::Flags(
-            "the route controller needs --cluster-cidr (or --configure-cloud-routes=false, or --controllers=*,-route)".into(),
-        ));
+    if !planned.iter().any(|c| c.name == controllers::route::NAME) {
+        if !args.cluster_cidr.is_empty() {
+            tracing::info!("the route controller does not run; --cluster-cidr is not used");
+        }
+        return Ok(());
     }
+    settings.cluster_cidrs = args.cluster_cidrs().map_err(DaemonError::Flags)?;
     Ok(())
 }
 
