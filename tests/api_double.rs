@@ -92,6 +92,9 @@ fn kubectl() -> String {
 
 const NODE_YAML: &str = "apiVersion: v1\nkind: Node\nmetadata:\n  name: worker-1\n  labels: {role: worker}\nspec:\n  taints:\n  - {key: node.cloudprovider.kubernetes.io/uninitialized, value: \"true\", effect: NoSchedule}\nstatus:\n  conditions:\n  - {type: Ready, status: \"True\"}\n  addresses:\n  - {type: Hostname, address: worker-1}\n";
 
+/// kubectl as the client: create, get, label, taint. The double encodes objects as the
+/// Go types do (no upstream test: apimachinery's JSON encoding of `omitempty` fields):
+/// after the last taint is removed `.spec.taints` is absent, as on a real server.
 #[tokio::test]
 async fn kubectl_create_get_label_taint() {
     let c = Cluster::start().await;

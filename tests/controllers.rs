@@ -830,7 +830,8 @@ async fn routes_follow_node_pod_cidrs_within_the_cluster_cidr() {
 
 /// Upstream `startRouteController`: the route controller starts only with
 /// `--configure-cloud-routes` and a provider exporting routes, and only then needs
-/// `--cluster-cidr` (one or two CIDRs, two of different families).
+/// `--cluster-cidr` (one or two CIDRs, two of different families). Upstream has no test
+/// of it (`app/` tests cover controller names, leader election and webhooks only).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_cidr_is_needed_only_when_the_route_controller_runs() {
     let command = |stack: &Stack, port: u16, extra: &[&str]| {
@@ -1182,8 +1183,9 @@ async fn periodic_passes_read_the_shared_node_informer() {
     assert_eq!(node_lists(), lists, "passes do not list Nodes");
 
     // The watch expires (another write moves the server past the watch's resource
-    // version, then history is compacted): one list again, and a Node added meanwhile
-    // is visited.
+    // version, then history is compacted): one list again. A Node added afterwards is
+    // visited. (Added before the relist, it could reach the old watch before that
+    // watch notices the disconnect, and the watch would resume past it without a 410.)
     stack
         .api
         .store()
@@ -1195,6 +1197,10 @@ async fn periodic_passes_read_the_shared_node_informer() {
         .unwrap();
     stack.api.store().compact();
     stack.api.disconnect_watches();
+    wait_until(TIMEOUT, "the relist", || async {
+        node_lists() >= lists + 2
+    })
+    .await;
     stack
         .api
         .store()
@@ -1205,10 +1211,6 @@ async fn periodic_passes_read_the_shared_node_informer() {
             "status": {"conditions": [{"type": "Ready", "status": "True"}]}}),
         )
         .unwrap();
-    wait_until(TIMEOUT, "the relist", || async {
-        node_lists() >= lists + 2
-    })
-    .await;
     let before = reconciles(&metrics(port).await, "cloud-node-lifecycle", "success");
     wait_until(
         TIMEOUT,
@@ -1342,7 +1344,8 @@ fn default_lb_name(svc: &Service) -> String {
 
 /// Upstream `syncNode` → `updateNodeAddress`: the address update after initialization
 /// failing is logged, the Node stays initialized with its `Synced` event, and the
-/// periodic status update writes the addresses later.
+/// periodic status update writes the addresses later. Upstream's `Test_syncNode` never
+/// fails the patch (its reactor always succeeds); this is the case it leaves out.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_address_update_after_initialization_is_not_a_failed_sync() {
     let stack = Stack::start().await;
@@ -1396,6 +1399,11 @@ async fn a_failed_address_update_after_initialization_is_not_a_failed_sync() {
 /// shutdown check (`shutdownInCloudProvider`); the shutdown taint is matched by key
 /// and effect (`MatchTaint`), so a same-key taint with another effect is left alone;
 /// a failed delete records `DeletingNodeFailed` and is retried.
+///
+/// Ported from upstream `Test_NodesShutdown` ("node with empty spec providerID is not
+/// ready and was shutdown, but exists", "node with non-existing providerID (missing in
+/// cloud provider) gets deleted") and `Test_GetProviderID` ("cloud implemented with
+/// Instances"); upstream has no test of a failed delete or of a same-key taint.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lifecycle_corners_as_upstream() {
     let stack = Stack::with_provider("fixture_legacy", "legacy").await;
@@ -1475,7 +1483,8 @@ async fn lifecycle_corners_as_upstream() {
     .await;
 }
 
-/// Upstream `shutdownInCloudProvider`: a legacy provider's `not-implemented` from
+/// Upstream `shutdownInCloudProvider` (no case of upstream `Test_NodesShutdown`
+/// covers it): a legacy provider's `not-implemented` from
 /// `InstanceShutdownByProviderID` means "not shut down", not an error: the NotReady
 /// Node of a stopped instance whose cloud cannot tell is neither tainted nor deleted,
 /// and every lifecycle pass over it succeeds.
@@ -1542,6 +1551,7 @@ async fn occurrences(stack: &Stack, service: &str, reason: &str) -> i32 {
 /// Upstream `needsUpdate`: only changes the service controller cares about sync a
 /// Service — not its own finalizer and status writes, nor a label — so each sync emits
 /// `EnsuringLoadBalancer`/`EnsuredLoadBalancer` once; an annotation change syncs again.
+/// End to end beside the port of upstream `TestNeedsUpdate` (`service::tests`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_changes_upstream_cares_about_sync_a_service() {
     let stack = Stack::start().await;

@@ -214,6 +214,10 @@ async fn legacy_instances_and_zones() {
     );
 }
 
+/// The reference provider's load balancers against the simulated cloud: create,
+/// update, delete; a node whose instance is gone is left out (logged) instead of
+/// failing every load balancer, as real providers do (cloud-provider-aws's
+/// `findInstancesForELB` skips instances it cannot find; no upstream test to port).
 #[tokio::test]
 async fn load_balancer_lifecycle() {
     let sim = Simulated::start().await;

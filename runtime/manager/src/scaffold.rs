@@ -3,14 +3,15 @@
 //! `wasm-ccm check`, and has a unit test against a mock cloud.
 //!
 //! What it writes: `Cargo.toml` (depending on the SDK, `wasm-ccm-guest`), `src/lib.rs`
-//! (the provider), `wit/world.wit` (the exports chosen) with the contract in
-//! `wit/deps/` (from the SDK),
+//! (the provider), `contract/world.wit` (the exports chosen) with the contract in
+//! `contract/deps/` (from the SDK; not `wit/`, which `cargo component` would take as
+//! its own target and fail to resolve with its older WIT parser),
 //! `policy.yaml`, `cloud-config.json`, `README.md` and `.gitignore`. Templates are in
 //! `runtime/manager/templates/provider/`.
 
 use std::path::{Path, PathBuf};
 
-/// The contract's WIT files, as the SDK carries them: (path under `wit/`, text).
+/// The contract's WIT files, as the SDK carries them: (path under `contract/`, text).
 const WIT: &[(&str, &str)] = &[
     (
         "deps/wasm-ccm-provider/provider.wit",
@@ -351,7 +352,7 @@ fn files(name: &str, exports: &[&Export], sdk: &Sdk) -> Vec<(String, String)> {
         ),
         ("src/lib.rs".to_owned(), lib),
         (
-            "wit/world.wit".to_owned(),
+            "contract/world.wit".to_owned(),
             fill(WORLD, &[("world_exports", &world_exports)]),
         ),
         ("policy.yaml".to_owned(), POLICY.to_owned()),
@@ -363,7 +364,7 @@ fn files(name: &str, exports: &[&Export], sdk: &Sdk) -> Vec<(String, String)> {
         *text = fill(text, &values);
     }
     for (path, text) in WIT {
-        files.push((format!("wit/{path}"), (*text).to_owned()));
+        files.push((format!("contract/{path}"), (*text).to_owned()));
     }
     files
 }
@@ -471,8 +472,8 @@ mod tests {
             &Sdk::Version("0.1.0".into()),
         );
         let paths: Vec<&str> = files.iter().map(|(p, _)| p.as_str()).collect();
-        assert!(paths.contains(&"wit/deps/wasm-ccm-provider/provider.wit"));
-        assert!(paths.contains(&"wit/deps/http.wit"));
+        assert!(paths.contains(&"contract/deps/wasm-ccm-provider/provider.wit"));
+        assert!(paths.contains(&"contract/deps/http.wit"));
         let lib = &files.iter().find(|(p, _)| p == "src/lib.rs").unwrap().1;
         assert!(!lib.contains("{{"), "{lib}");
         assert!(lib.contains("impl InstancesV2 for Acme"));

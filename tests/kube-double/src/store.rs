@@ -495,7 +495,7 @@ impl Store {
             obj["spec"] = json!({});
         }
         Self::validate(resource, &obj)?;
-        omit_empty(&mut obj);
+        encode_as_go(resource.kind, &mut obj);
         if resource.kind == "Service" {
             Self::default_service(&mut inner, &mut obj);
         } else if resource.has_status && !resource.keep_status_on_create {
@@ -695,7 +695,7 @@ impl Store {
             m.insert("resourceVersion".into(), json!(current_rv.clone()));
         }
         Self::validate(resource, &next)?;
-        omit_empty(&mut next);
+        encode_as_go(resource.kind, &mut next);
         let deleting = old_meta.contains_key("deletionTimestamp");
         if deleting {
             let before = finalizers(&current);
@@ -841,10 +841,55 @@ const MAP_FIELDS: [&str; 9] = [
     "binaryData",
 ];
 
+/// Fields of the served types that are Go structs of type `metav1.Time` or
+/// `metav1.MicroTime` (not pointers): Go encodes a zero one as `null` and `omitempty`
+/// never drops a struct, so the real server prints `"eventTime": null`.
+const TIME_STRUCT_FIELDS: [&str; 7] = [
+    "eventTime",
+    "firstTimestamp",
+    "lastTimestamp",
+    "lastHeartbeatTime",
+    "lastTransitionTime",
+    "lastProbeTime",
+    "lastObservedTime",
+];
+
+/// The time structs each served kind always has (at its top level, or in each of its
+/// `status.conditions`), `null` when unset.
+fn time_structs(kind: &str) -> (&'static [&'static str], &'static [&'static str]) {
+    match kind {
+        "Event" => (&["eventTime", "firstTimestamp", "lastTimestamp"], &[]),
+        "Node" => (&[], &["lastHeartbeatTime", "lastTransitionTime"]),
+        _ => (&[], &[]),
+    }
+}
+
 /// What the real server's Go types do when they encode a stored object: `omitempty`
 /// slices and maps that are empty, and nil pointers, disappear (after a patch removes
-/// the last taint, `.spec.taints` is absent, not `[]`). Every slice and pointer field
-/// of the served types (Node, Service, Event, Lease, Namespace) is `omitempty`.
+/// the last taint, `.spec.taints` is absent, not `[]`); a zero time struct is `null`,
+/// whether the client sent it or not. Every slice and pointer field of the served
+/// types (Node, Service, Event, Lease, Namespace) is `omitempty`.
+fn encode_as_go(kind: &str, value: &mut Value) {
+    omit_empty(value);
+    let (top, in_conditions) = time_structs(kind);
+    let Some(object) = value.as_object_mut() else {
+        return;
+    };
+    for field in top {
+        object.entry(*field).or_insert(Value::Null);
+    }
+    if let Some(Value::Array(conditions)) = object
+        .get_mut("status")
+        .and_then(|status| status.get_mut("conditions"))
+    {
+        for condition in conditions.iter_mut().filter_map(Value::as_object_mut) {
+            for field in in_conditions {
+                condition.entry(*field).or_insert(Value::Null);
+            }
+        }
+    }
+}
+
 fn omit_empty(value: &mut Value) {
     match value {
         Value::Object(map) => {
@@ -852,7 +897,7 @@ fn omit_empty(value: &mut Value) {
                 omit_empty(child);
             }
             map.retain(|key, child| match child {
-                Value::Null => false,
+                Value::Null => TIME_STRUCT_FIELDS.contains(&key.as_str()),
                 Value::Array(items) => !items.is_empty(),
                 Value::Object(fields) => !(fields.is_empty() && MAP_FIELDS.contains(&key.as_str())),
                 _ => true,
@@ -936,6 +981,42 @@ mod tests {
             s["metadata"]["labels"]["x"], "1",
             "status update ignores metadata"
         );
+    }
+
+    /// As Go encodes the types: an emptied slice or map is gone, a nil pointer is gone,
+    /// a zero `metav1.Time`/`MicroTime` struct is `null` (sent or not).
+    #[test]
+    fn objects_are_encoded_as_the_go_types() {
+        let store = Store::new(100);
+        let mut n = node("a");
+        n["spec"]["taints"] = json!([]);
+        n["metadata"]["labels"] = json!({});
+        n["status"]["conditions"] = json!([{"type": "Ready", "status": "True"}]);
+        let a = store.create(nodes(), "", n).unwrap();
+        assert!(a["spec"].get("taints").is_none(), "{a}");
+        assert!(a["metadata"].get("labels").is_none(), "{a}");
+        let ready = &a["status"]["conditions"][0];
+        assert_eq!(ready["lastHeartbeatTime"], Value::Null, "{a}");
+        assert!(
+            ready
+                .as_object()
+                .unwrap()
+                .contains_key("lastTransitionTime")
+        );
+        let events = find("", "v1", "events").unwrap();
+        let e = store
+            .create(
+                events,
+                "default",
+                json!({"apiVersion": "v1", "kind": "Event", "metadata": {"name": "e", "namespace": "default", "deletionGracePeriodSeconds": null},
+                       "involvedObject": {"kind": "Node", "name": "a"}, "reason": "Synced", "message": "m",
+                       "firstTimestamp": null}),
+            )
+            .unwrap();
+        for field in ["eventTime", "firstTimestamp", "lastTimestamp"] {
+            assert_eq!(e.get(field), Some(&Value::Null), "{field}: {e}");
+        }
+        assert!(e["metadata"].get("deletionGracePeriodSeconds").is_none());
     }
 
     #[test]
