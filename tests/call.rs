@@ -5,7 +5,9 @@
 use serde_json::{Value, json};
 use sim_cloud::SimCloud;
 use sim_cloud::model::{Fault, NewInstance};
-use wasm_ccm_tests::{ProviderDir, TOKEN, cloud_config, policy_for, wasm_ccm_bin};
+use wasm_ccm_tests::{
+    ProviderDir, RawBehavior, RawServer, TOKEN, cloud_config, free_port, policy_for, wasm_ccm_bin,
+};
 
 struct Author {
     cloud: SimCloud,
@@ -100,6 +102,49 @@ async fn call_runs_one_export_and_prints_json() {
     let (code, _, err) = call(&a, &["instances-v2.instance-exists"]).await;
     assert_eq!(code, 1);
     assert!(err.contains("takes 1 argument(s), 0 given"), "{err}");
+}
+
+/// A transport failure keeps its kind through the SDK (`wasm_ccm_guest::http::ErrorKind`)
+/// into the contract's error: nothing listening is "connection refused", a cloud that
+/// never answers "timed out" (the policy's request timeout), a destination outside the
+/// policy "denied" (nothing leaves). All on 127.0.0.1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transport_errors_keep_their_kind() {
+    let silent = RawServer::start(RawBehavior::Silent).await;
+    let closed = format!("http://127.0.0.1:{}", free_port());
+    let outside = format!("http://127.0.0.1:{}", free_port());
+    let policy = format!(
+        "allowedOutboundHosts: ['{closed}', '{}']\nlimits: {{requestTimeout: 500ms, callTimeout: 10s}}\n",
+        silent.url()
+    );
+    let dir = ProviderDir::new("reference_provider", "simcloud", &policy, TOKEN);
+    for (endpoint, kind) in [
+        (closed.as_str(), "connection refused"),
+        (silent.url().as_str(), "timed out"),
+        (
+            outside.as_str(),
+            "request denied by the host's egress policy",
+        ),
+    ] {
+        let config = dir.dir.path().join("cloud-config.json");
+        std::fs::write(&config, format!(r#"{{"endpoint": "{endpoint}"}}"#)).unwrap();
+        let out = tokio::process::Command::new(wasm_ccm_bin())
+            .arg("call")
+            .arg(&dir.wasm)
+            .arg("--cloud-config")
+            .arg(&config)
+            .args(["instances-v2.instance-exists", "node-1"])
+            .output()
+            .await
+            .unwrap();
+        let json: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+        let message = json["error"]["other"].as_str().unwrap_or_default();
+        assert!(
+            message.contains(kind),
+            "{endpoint}: {kind:?} not in {json} ({})",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }
 
 /// `wasm-ccm conformance` on the reference provider against the simulated cloud:

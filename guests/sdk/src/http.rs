@@ -33,7 +33,9 @@ pub enum ErrorKind {
     /// allowlist, a header is forbidden, or the credential is unavailable. Nothing
     /// left the sandbox.
     Denied,
-    /// The destination refused the connection or could not be reached (DNS, route).
+    /// The destination refused the connection: nothing listens on that port.
+    Refused,
+    /// The destination could not be reached (DNS, route, connection reset).
     Unreachable,
     /// A deadline passed: connecting, waiting for the answer, or reading the body.
     Timeout,
@@ -76,6 +78,11 @@ impl Error {
         self.kind == ErrorKind::Denied
     }
 
+    /// True when the destination refused the connection.
+    pub fn is_refused(&self) -> bool {
+        self.kind == ErrorKind::Refused
+    }
+
     /// The same error with `context` before its message.
     pub fn context(self, context: &str) -> Self {
         Self {
@@ -91,6 +98,7 @@ impl std::fmt::Display for Error {
             // The host logs which rule refused it; the guest learns nothing more.
             ErrorKind::Denied => return write!(f, "request denied by the host's egress policy"),
             ErrorKind::Url => "invalid URL",
+            ErrorKind::Refused => "connection refused",
             ErrorKind::Unreachable => "destination unreachable",
             ErrorKind::Timeout => "timed out",
             ErrorKind::TooLarge => "too large for the host's limits",

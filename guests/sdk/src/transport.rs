@@ -64,8 +64,8 @@ mod host {
         fn from(code: ErrorCode) -> Self {
             let kind = match &code {
                 ErrorCode::HttpRequestDenied => ErrorKind::Denied,
-                ErrorCode::ConnectionRefused
-                | ErrorCode::ConnectionTerminated
+                ErrorCode::ConnectionRefused => ErrorKind::Refused,
+                ErrorCode::ConnectionTerminated
                 | ErrorCode::ConnectionLimitReached
                 | ErrorCode::DestinationNotFound
                 | ErrorCode::DestinationUnavailable

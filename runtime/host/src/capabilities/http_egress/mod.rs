@@ -762,15 +762,35 @@ fn classify(err: reqwest::Error) -> Forward {
         }
         source = e.source();
     }
-    Forward::Failed(if err.is_timeout() {
+    Forward::Failed(if err.is_timeout() && err.is_connect() {
+        HttpError::ConnectionTimeout
+    } else if err.is_timeout() {
         HttpError::ConnectionReadTimeout
     } else if err.is_connect() {
-        HttpError::ConnectionRefused
+        // The guest tells a refused connection (nothing listens) from a destination it
+        // could not reach at all (no route, reset while connecting).
+        match io_error_kind(&err) {
+            Some(std::io::ErrorKind::ConnectionRefused) => HttpError::ConnectionRefused,
+            Some(std::io::ErrorKind::TimedOut) => HttpError::ConnectionTimeout,
+            _ => HttpError::DestinationUnavailable,
+        }
     } else if err.is_body() || err.is_decode() {
         HttpError::HttpResponseIncomplete
     } else {
         HttpError::InternalError(Some(err.to_string()))
     })
+}
+
+/// The kind of the operating system's error behind `err`, if one is.
+fn io_error_kind(err: &reqwest::Error) -> Option<std::io::ErrorKind> {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(e) = source {
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            return Some(io.kind());
+        }
+        source = e.source();
+    }
+    None
 }
 
 #[cfg(test)]
