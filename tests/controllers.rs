@@ -2241,10 +2241,31 @@ async fn provided_node_ip_as_upstream() {
     );
 }
 
+/// The reasons recorded for Service `name`, in the order they were recorded.
+async fn reasons_in_order(stack: &Stack, name: &str) -> Vec<String> {
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(stack.client(), "default");
+    let mut list: Vec<_> = events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.regarding
+                .as_ref()
+                .is_some_and(|r| r.name.as_deref() == Some(name))
+        })
+        .collect();
+    list.sort_by_key(|e| e.event_time.as_ref().map(|t| t.0));
+    list.into_iter().filter_map(|e| e.reason).collect()
+}
+
 /// Upstream's event order on the ensure path (`syncLoadBalancerIfNeeded` then
 /// `ensureLoadBalancer`): `EnsuringLoadBalancer` before the finalizer and the node
 /// list, `UnAvailableLoadBalancer` when no node is eligible, then
-/// `EnsuredLoadBalancer`.
+/// `EnsuredLoadBalancer`; and on the delete path: `DeletingLoadBalancer` before the
+/// provider's delete, `DeletedLoadBalancer` once the finalizer is gone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ensure_events_in_upstream_order() {
     let stack = Stack::start().await;
@@ -2258,28 +2279,30 @@ async fn ensure_events_in_upstream_order() {
             .contains(&"EnsuredLoadBalancer".to_string())
     })
     .await;
-    let events: Api<k8s_openapi::api::events::v1::Event> =
-        Api::namespaced(stack.client(), "default");
-    let mut list: Vec<_> = events
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|e| {
-            e.regarding
-                .as_ref()
-                .is_some_and(|r| r.name.as_deref() == Some("lonely"))
-        })
-        .collect();
-    list.sort_by_key(|e| e.event_time.as_ref().map(|t| t.0));
-    let order: Vec<String> = list.into_iter().filter_map(|e| e.reason).collect();
     assert_eq!(
-        order,
+        reasons_in_order(&stack, "lonely").await,
         [
             "EnsuringLoadBalancer",
             "UnAvailableLoadBalancer",
             "EnsuredLoadBalancer"
+        ]
+    );
+    to_cluster_ip(&services, "lonely").await;
+    wait_released(&services, "lonely").await;
+    wait_until(TIMEOUT, "the Deleted event", || async {
+        reasons(&stack, "lonely")
+            .await
+            .contains(&"DeletedLoadBalancer".to_string())
+    })
+    .await;
+    assert_eq!(
+        reasons_in_order(&stack, "lonely").await,
+        [
+            "EnsuringLoadBalancer",
+            "UnAvailableLoadBalancer",
+            "EnsuredLoadBalancer",
+            "DeletingLoadBalancer",
+            "DeletedLoadBalancer"
         ]
     );
 }

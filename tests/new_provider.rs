@@ -1,16 +1,19 @@
-//! `wasm-ccm new` as a provider author runs it: the generated crate builds for
-//! `wasm32-wasip2`, its own unit test passes natively against the SDK's mock
-//! transport, `wasm-ccm check` passes with its policy and cloud config, and `wasm-ccm
-//! call` runs it under the sandbox against an API on 127.0.0.1.
+//! `wasm-ccm new` as a provider author runs it (guests/README.md, steps 1 to 5): the
+//! generated crate builds for `wasm32-wasip2`, its own unit test passes natively
+//! against the SDK's mock transport, `wasm-ccm check` passes with its policy and cloud
+//! config, `wasm-ccm call` runs it under the sandbox against an API on 127.0.0.1, and
+//! the playground runs it: its Nodes get the provider's IDs.
 //!
 //! The crate builds with the workspace's `Cargo.lock` (so offline, with the versions
 //! CI already has) in `target/scaffold`, kept between runs.
 
 use std::path::Path;
 use std::process::Command;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use wasm_ccm_tests::{RawBehavior, RawServer, TempDir, target_dir, wasm_ccm_bin};
+use wasm_ccm_tests::{
+    RawBehavior, RawServer, TempDir, built_bin, target_dir, wait_until, wasm_ccm_bin,
+};
 
 /// Runs `command`, failing the test with its output unless it succeeds; returns
 /// stdout and stderr.
@@ -160,15 +163,20 @@ async fn a_new_provider_builds_tests_checks_and_runs() {
     // The example API on 127.0.0.1, under a policy allowing only it.
     let api = RawServer::start(RawBehavior::Respond(std::sync::Arc::new(
         |request: &str| {
-            if request.starts_with("GET /v1/instances/node-1 ") {
-                (
+            // node-1 is instance i-7, node-2 i-8; nothing else exists.
+            let found = ["1", "2"]
+                .into_iter()
+                .find(|n| request.starts_with(&format!("GET /v1/instances/node-{n} ")));
+            match found {
+                Some(n) => (
                     200,
-                    r#"{"id": "i-7", "type": "small", "zone": "z1", "region": "r1",
-                    "state": "running", "private_ip": "10.1.2.3"}"#
-                        .into(),
-                )
-            } else {
-                (404, r#"{"message": "no such instance"}"#.into())
+                    format!(
+                        r#"{{"id": "i-{}", "type": "small", "zone": "z1", "region": "r1",
+                        "state": "running", "private_ip": "10.1.2.{n}"}}"#,
+                        if n == "1" { 7 } else { 8 }
+                    ),
+                ),
+                None => (404, r#"{"message": "no such instance"}"#.into()),
             }
         },
     )))
@@ -181,6 +189,8 @@ async fn a_new_provider_builds_tests_checks_and_runs() {
     .unwrap();
     let config = temp.path().join("local.json");
     std::fs::write(&config, format!(r#"{{"endpoint": "http://{}"}}"#, api.addr)).unwrap();
+    let (playground_policy, playground_config, playground_wasm) =
+        (policy.clone(), config.clone(), wasm.clone());
     let call = move |function: &str, node: &str| {
         let mut command = Command::new(wasm_ccm_bin());
         command
@@ -197,7 +207,7 @@ async fn a_new_provider_builds_tests_checks_and_runs() {
     let metadata = tokio::task::spawn_blocking(move || {
         (
             call("instances-v2.instance-metadata", "node-1"),
-            call("instances-v2.instance-exists", "node-2"),
+            call("instances-v2.instance-exists", "node-3"),
         )
     })
     .await
@@ -208,6 +218,40 @@ async fn a_new_provider_builds_tests_checks_and_runs() {
         metadata.0
     );
     assert_eq!(metadata.1, serde_json::json!({"ok": false}));
+
+    // guests/README.md step 5: the playground runs it; its Nodes get initialized.
+    let kubeconfig = temp.path().join("kubeconfig");
+    let _playground = tokio::process::Command::new(built_bin("wasm-ccm-playground"))
+        .args(["--cloud", "none", "--nodes", "2", "--provider"])
+        .arg(&playground_wasm)
+        .arg("--policy")
+        .arg(&playground_policy)
+        .arg("--cloud-config")
+        .arg(&playground_config)
+        .arg("--kubeconfig-out")
+        .arg(&kubeconfig)
+        .arg("--work-dir")
+        .arg(temp.path().join("playground"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let kubectl = std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".into());
+    wait_until(
+        Duration::from_secs(90),
+        "the playground's Nodes initialized by the new provider",
+        || async {
+            let out = tokio::process::Command::new(&kubectl)
+                .arg("--kubeconfig")
+                .arg(&kubeconfig)
+                .args(["get", "nodes", "-o", "jsonpath={.items[*].spec.providerID}"])
+                .output()
+                .await;
+            out.is_ok_and(|o| String::from_utf8_lossy(&o.stdout) == "acme://i-7 acme://i-8")
+        },
+    )
+    .await;
 }
 
 /// Each interface alone (and the default, `instances-v2`): the generated crate builds

@@ -78,20 +78,26 @@ impl ::log::Log for HostLogger {
     }
 
     fn log(&self, record: &::log::Record<'_>) {
-        let level = match record.level() {
-            ::log::Level::Error => Level::Error,
-            ::log::Level::Warn => Level::Warn,
-            ::log::Level::Info => Level::Info,
-            ::log::Level::Debug => Level::Debug,
-            ::log::Level::Trace => Level::Trace,
-        };
-        let mut fields = Fields(Vec::new());
-        // A value that fails to format is left out; the record still goes.
-        let _ = record.key_values().visit(&mut fields);
-        write(level, &record.args().to_string(), &fields.0);
+        let (level, message, fields) = parts(record);
+        write(level, &message, &fields);
     }
 
     fn flush(&self) {}
+}
+
+/// A `log` record as the contract's level, message and fields.
+fn parts(record: &::log::Record<'_>) -> (Level, String, Vec<(String, String)>) {
+    let level = match record.level() {
+        ::log::Level::Error => Level::Error,
+        ::log::Level::Warn => Level::Warn,
+        ::log::Level::Info => Level::Info,
+        ::log::Level::Debug => Level::Debug,
+        ::log::Level::Trace => Level::Trace,
+    };
+    let mut fields = Fields(Vec::new());
+    // A value that fails to format is left out; the record still goes.
+    let _ = record.key_values().visit(&mut fields);
+    (level, record.args().to_string(), fields.0)
 }
 
 struct Fields(Vec<(String, String)>);
@@ -112,5 +118,40 @@ pub fn init() {
     static LOGGER: HostLogger = HostLogger;
     if ::log::set_logger(&LOGGER).is_ok() {
         ::log::set_max_level(::log::LevelFilter::Trace);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log_records_keep_their_level_and_fields() {
+        let levels = [
+            (::log::Level::Trace, Level::Trace),
+            (::log::Level::Debug, Level::Debug),
+            (::log::Level::Info, Level::Info),
+            (::log::Level::Warn, Level::Warn),
+            (::log::Level::Error, Level::Error),
+        ];
+        let kvs: [(&str, ::log::kv::Value<'_>); 2] = [
+            ("name", ::log::kv::Value::from("lb-1")),
+            ("nodes", ::log::kv::Value::from(3u64)),
+        ];
+        for (from, to) in levels {
+            let (level, message, fields) = parts(
+                &::log::Record::builder()
+                    .level(from)
+                    .args(format_args!("created load balancer"))
+                    .key_values(&kvs)
+                    .build(),
+            );
+            assert_eq!(level, to);
+            assert_eq!(message, "created load balancer");
+            assert_eq!(
+                fields,
+                [("name".into(), "lb-1".into()), ("nodes".into(), "3".into())]
+            );
+        }
     }
 }
