@@ -187,6 +187,8 @@ async fn conformance_passes_for_the_reference_provider() {
         .await
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
+    // The table, for `cargo test -- --nocapture`.
+    eprintln!("{stdout}");
     assert!(
         out.status.success(),
         "{stdout}\n{}",

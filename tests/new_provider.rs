@@ -80,17 +80,23 @@ fn component_build_checks(dir: &Path, file: &str) {
         "cargo component build of the generated crate",
     );
     let wasm = target_dir().join(format!("scaffold/wasm32-wasip1/release/{file}.wasm"));
-    let report = run(
+    let report = check(&wasm, &dir);
+    assert!(report.contains("result:    ok"), "{report}");
+}
+
+/// `wasm-ccm check` of `wasm` with the generated crate's policy and cloud config;
+/// the report.
+fn check(wasm: &Path, dir: &Path) -> String {
+    run(
         Command::new(wasm_ccm_bin())
             .arg("check")
-            .arg(&wasm)
+            .arg(wasm)
             .arg("--policy")
             .arg(dir.join("policy.yaml"))
             .arg("--cloud-config")
             .arg(dir.join("cloud-config.json")),
-        "wasm-ccm check of the cargo component build",
-    );
-    assert!(report.contains("result:    ok"), "{report}");
+        "wasm-ccm check",
+    )
 }
 
 fn cargo(dir: &Path, args: &[&str]) -> Command {
@@ -129,16 +135,7 @@ async fn a_new_provider_builds_tests_checks_and_runs() {
         world.contains("export wasm-ccm:provider/routes@0.1.0;"),
         "{world}"
     );
-    let report = run(
-        Command::new(wasm_ccm_bin())
-            .arg("check")
-            .arg(&wasm)
-            .arg("--policy")
-            .arg(dir.join("policy.yaml"))
-            .arg("--cloud-config")
-            .arg(dir.join("cloud-config.json")),
-        "wasm-ccm check",
-    );
+    let report = check(&wasm, &dir);
     let to_check = started.elapsed();
     for line in [
         "provider:  acme",
@@ -269,16 +266,7 @@ fn each_export_alone_builds_and_checks() {
         let name = format!("solo-{}", exports.unwrap_or("default"));
         let dir = temp.path().join(&name);
         let wasm = generate_and_build(&name, &dir, exports);
-        let report = run(
-            Command::new(wasm_ccm_bin())
-                .arg("check")
-                .arg(&wasm)
-                .arg("--policy")
-                .arg(dir.join("policy.yaml"))
-                .arg("--cloud-config")
-                .arg(dir.join("cloud-config.json")),
-            "wasm-ccm check",
-        );
+        let report = check(&wasm, &dir);
         for line in [format!("exports:   {listed}\n"), "result:    ok".into()] {
             assert!(report.contains(&line), "{line:?} not in:\n{report}");
         }

@@ -449,17 +449,15 @@ async fn load_balancer_checks(
             (Err(err), _) | (_, Err(err)) => Outcome::Fail(describe(err)),
         },
     );
+    // `get-load-balancer` finds the load balancer with the status ensure gave.
+    let as_ensured = |found: &Option<wit::LoadBalancerStatus>| match (found, &first) {
+        (Some(status), Ok(ensured)) if status == ensured => None,
+        (Some(status), _) => Some(format!("status {status:?} differs from the ensured one")),
+        (None, _) => Some("none".into()),
+    };
     report.record(
         "get-load-balancer finds it",
-        check(lb.get_load_balancer(cluster, &svc).await, |found| {
-            match (found, &first) {
-                (Some(status), Ok(ensured)) if status == ensured => None,
-                (Some(status), _) => {
-                    Some(format!("status {status:?} differs from the ensured one"))
-                }
-                (None, _) => Some("none".into()),
-            }
-        }),
+        check(lb.get_load_balancer(cluster, &svc).await, as_ensured),
     );
     // A node leaves and comes back, as the service controller's node sync does it.
     if hosts.len() > 1 {
@@ -483,13 +481,7 @@ async fn load_balancer_checks(
     );
     report.record(
         "get-load-balancer after the updates gives the same status",
-        check(lb.get_load_balancer(cluster, &svc).await, |found| {
-            match (found, &first) {
-                (Some(status), Ok(ensured)) if status == ensured => None,
-                (Some(status), _) => Some(format!("status {status:?} changed")),
-                (None, _) => Some("none".into()),
-            }
-        }),
+        check(lb.get_load_balancer(cluster, &svc).await, as_ensured),
     );
     report.record(
         "ensure-load-balancer-deleted succeeds",
