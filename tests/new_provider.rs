@@ -80,7 +80,7 @@ fn component_build_checks(dir: &Path, file: &str) {
         "cargo component build of the generated crate",
     );
     let wasm = target_dir().join(format!("scaffold/wasm32-wasip1/release/{file}.wasm"));
-    let report = check(&wasm, &dir);
+    let report = check(&wasm, dir);
     assert!(report.contains("result:    ok"), "{report}");
 }
 
