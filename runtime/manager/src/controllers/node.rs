@@ -103,10 +103,18 @@ pub fn parse_ip_sloppy(text: &str) -> Option<IpAddr> {
     let mut parts = text.split('.');
     for octet in &mut octets {
         let part = parts.next()?;
-        if part.is_empty() || part.len() > 8 || !part.bytes().all(|b| b.is_ascii_digit()) {
+        if part.is_empty() || !part.bytes().all(|b| b.is_ascii_digit()) {
             return None;
         }
-        *octet = u8::try_from(part.parse::<u32>().ok()?).ok()?;
+        // Go's dtoi: any number of leading zeros; a value past 0xFFFFFF stops it.
+        let mut n: u32 = 0;
+        for digit in part.bytes() {
+            n = n * 10 + u32::from(digit - b'0');
+            if n >= 0xFF_FFFF {
+                return None;
+            }
+        }
+        *octet = u8::try_from(n).ok()?;
     }
     parts
         .next()
@@ -628,6 +636,13 @@ mod tests {
             parse_ip_sloppy("010.000.000.001"),
             parse_ip_sloppy("10.0.0.1")
         );
+        // Go's dtoi reads any number of leading zeros, and stops past 0xFFFFFF.
+        assert_eq!(
+            parse_ip_sloppy("0000000010.0.0.1"),
+            parse_ip_sloppy("10.0.0.1")
+        );
+        assert_eq!(parse_ip_sloppy("16777216.0.0.1"), None);
+        assert_eq!(parse_ip_sloppy("10.0.0.1."), None);
         assert_eq!(
             parse_ip_sloppy("::ffff:10.0.0.1"),
             parse_ip_sloppy("10.0.0.1")
