@@ -24,8 +24,10 @@ use serde::de::DeserializeOwned;
 
 use crate::url::{Url, encode_component};
 
-/// What kind of failure a transport error is; the message says the details.
+/// What kind of failure a transport error is; the message says the details. More kinds
+/// may come: match with a `_` arm.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ErrorKind {
     /// The URL cannot be parsed.
     Url,

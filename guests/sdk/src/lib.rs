@@ -19,7 +19,7 @@
 //! | [`url`] | endpoint URLs and percent-encoding |
 //!
 //! The contract's WIT ships in this crate's `wit/` directory (`wasm-ccm new` copies it
-//! into a new provider). Start with `wasm-ccm new`, or read `guests/README.md`.
+//! into a new provider's `contract/deps/`, next to the provider's world). Start with `wasm-ccm new`, or read `guests/README.md`.
 //!
 //! # A provider in one file
 //!
@@ -30,7 +30,7 @@
 //! ```ignore
 //! mod bindings {
 //!     wit_bindgen::generate!({
-//!         path: "wit",
+//!         path: "contract",
 //!         inline: "package example:cloud;
 //!                  world cloud { export wasm-ccm:provider/identity@0.1.0;
 //!                                export wasm-ccm:provider/instances-v2@0.1.0; }",
