@@ -636,7 +636,8 @@ async fn service_load_balancers_follow_services_and_nodes() {
 /// exponential backoff (whose count it does not grow: `backoff::service_queue_delay`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cloud_retry_after_schedules_the_next_attempt() {
-    const RETRY_AFTER: u64 = 3;
+    // Longer than the first backoff step (5 s), so a controller that ignored it fails.
+    const RETRY_AFTER: u64 = 7;
     let stack = Stack::start().await;
     ready_nodes(&stack, &["ra-1"]).await;
     stack.cloud.with_state(|s| {
