@@ -841,27 +841,32 @@ const MAP_FIELDS: [&str; 9] = [
     "binaryData",
 ];
 
-/// Fields of the served types that are Go structs of type `metav1.Time` or
-/// `metav1.MicroTime` (not pointers): Go encodes a zero one as `null` and `omitempty`
-/// never drops a struct, so the real server prints `"eventTime": null`.
-const TIME_STRUCT_FIELDS: [&str; 7] = [
-    "eventTime",
-    "firstTimestamp",
-    "lastTimestamp",
-    "lastHeartbeatTime",
-    "lastTransitionTime",
-    "lastProbeTime",
-    "lastObservedTime",
-];
-
-/// The time structs each served kind always has (at its top level, or in each of its
-/// `status.conditions`), `null` when unset.
-fn time_structs(kind: &str) -> (&'static [&'static str], &'static [&'static str]) {
+/// The `metav1.Time`/`MicroTime` struct fields (not pointers) of each served kind: Go
+/// encodes a zero one as `null` and `omitempty` never drops a struct, so the real
+/// server prints `"eventTime": null`. (top level, in each `status.conditions` item,
+/// in `series`.)
+fn time_structs(kind: &str) -> TimeStructs {
     match kind {
-        "Event" => (&["eventTime", "firstTimestamp", "lastTimestamp"], &[]),
-        "Node" => (&[], &["lastHeartbeatTime", "lastTransitionTime"]),
-        _ => (&[], &[]),
+        "Event" => TimeStructs {
+            top: &["eventTime", "firstTimestamp", "lastTimestamp"],
+            conditions: &[],
+            series: &["lastObservedTime"],
+        },
+        "Node" => TimeStructs {
+            top: &[],
+            conditions: &["lastHeartbeatTime", "lastTransitionTime"],
+            series: &[],
+        },
+        _ => TimeStructs::default(),
     }
+}
+
+/// Where a kind has time structs (see [`time_structs`]).
+#[derive(Default)]
+struct TimeStructs {
+    top: &'static [&'static str],
+    conditions: &'static [&'static str],
+    series: &'static [&'static str],
 }
 
 /// What the real server's Go types do when they encode a stored object: `omitempty`
@@ -870,34 +875,42 @@ fn time_structs(kind: &str) -> (&'static [&'static str], &'static [&'static str]
 /// whether the client sent it or not. Every slice and pointer field of the served
 /// types (Node, Service, Event, Lease, Namespace) is `omitempty`.
 fn encode_as_go(kind: &str, value: &mut Value) {
-    omit_empty(value);
-    let (top, in_conditions) = time_structs(kind);
+    let times = time_structs(kind);
+    let keep: Vec<&str> = [times.top, times.conditions, times.series].concat();
+    omit_empty(value, &keep);
     let Some(object) = value.as_object_mut() else {
         return;
     };
-    for field in top {
-        object.entry(*field).or_insert(Value::Null);
+    fill_null(object, times.top);
+    if let Some(Value::Object(series)) = object.get_mut("series") {
+        fill_null(series, times.series);
     }
     if let Some(Value::Array(conditions)) = object
         .get_mut("status")
         .and_then(|status| status.get_mut("conditions"))
     {
         for condition in conditions.iter_mut().filter_map(Value::as_object_mut) {
-            for field in in_conditions {
-                condition.entry(*field).or_insert(Value::Null);
-            }
+            fill_null(condition, times.conditions);
         }
     }
 }
 
-fn omit_empty(value: &mut Value) {
+fn fill_null(object: &mut serde_json::Map<String, Value>, fields: &[&str]) {
+    for field in fields {
+        object.entry(*field).or_insert(Value::Null);
+    }
+}
+
+/// Drops empty slices, the empty maps of [`MAP_FIELDS`] and nulls, except nulls of the
+/// fields in `keep_null`.
+fn omit_empty(value: &mut Value, keep_null: &[&str]) {
     match value {
         Value::Object(map) => {
             for child in map.values_mut() {
-                omit_empty(child);
+                omit_empty(child, keep_null);
             }
             map.retain(|key, child| match child {
-                Value::Null => TIME_STRUCT_FIELDS.contains(&key.as_str()),
+                Value::Null => keep_null.contains(&key.as_str()),
                 Value::Array(items) => !items.is_empty(),
                 Value::Object(fields) => !(fields.is_empty() && MAP_FIELDS.contains(&key.as_str())),
                 _ => true,
@@ -905,7 +918,7 @@ fn omit_empty(value: &mut Value) {
         }
         Value::Array(items) => {
             for item in items {
-                omit_empty(item);
+                omit_empty(item, keep_null);
             }
         }
         _ => {}
@@ -1016,6 +1029,18 @@ mod tests {
         for field in ["eventTime", "firstTimestamp", "lastTimestamp"] {
             assert_eq!(e.get(field), Some(&Value::Null), "{field}: {e}");
         }
+        // Only the kinds whose Go types have such structs: a Lease's null time is a
+        // nil pointer, dropped.
+        let leases = find("coordination.k8s.io", "v1", "leases").unwrap();
+        let l = store
+            .create(
+                leases,
+                "default",
+                json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                       "metadata": {"name": "l", "namespace": "default"}, "spec": {"renewTime": null}}),
+            )
+            .unwrap();
+        assert!(l["spec"].get("renewTime").is_none(), "{l}");
         assert!(e["metadata"].get("deletionGracePeriodSeconds").is_none());
     }
 
