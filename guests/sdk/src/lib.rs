@@ -75,8 +75,19 @@
 //!     }
 //! }
 //!
-//! // In the component: wasm_ccm_guest::export_provider!(Example with_types_in bindings,
-//! //     exports: [instances_v2]);
+//! # mod bindings {
+//! #     wit_bindgen::generate!({
+//! #         path: "wit",
+//! #         inline: "package example:cloud;
+//! #                  world cloud { export wasm-ccm:provider/identity@0.1.0;
+//! #                                export wasm-ccm:provider/instances-v2@0.1.0; }",
+//! #         world: "example:cloud/cloud",
+//! #         with: { "wasm-ccm:provider/types@0.1.0": wasm_ccm_guest::types },
+//! #     });
+//! # }
+//! // Exported, with the bindings above:
+//! wasm_ccm_guest::export_provider!(Example with_types_in bindings, exports: [instances_v2]);
+//! # fn main() {}
 //! ```
 //!
 //! and its logic is tested natively with [`testing::MockTransport`].
