@@ -1,6 +1,7 @@
 //! Hostile guests against the network rules: metadata and host-local addresses in every
 //! spelling, loopback reached without a pattern naming it, proxies from the
-//! environment, `TRACE`/`CONNECT`, and a connection that lands on a forbidden address.
+//! environment, `TRACE`/`CONNECT`, a connection that lands on a forbidden address, and
+//! a name that does not resolve.
 //!
 //! These tests aim at addresses off this machine, so they run only inside a private
 //! network namespace (`unshare -rn`: nothing but loopback, and `169.254.169.254` bound
@@ -55,7 +56,7 @@ fn network_rules_hold_in_a_private_network_namespace() {
         out.status.success(),
         "tests in the network namespace failed:\n{stdout}\n{stderr}"
     );
-    let expected = 5;
+    let expected = 6;
     assert!(
         stdout.contains(&format!("test result: ok. {expected} passed")),
         "expected {expected} tests to pass in the namespace:\n{stdout}\n{stderr}"
@@ -100,6 +101,32 @@ fn denied(metrics: &str, reason: &str) -> f64 {
             r#"wasm_ccm_egress_denied_total{{provider="hostile",host="",reason="{reason}"}} "#
         ),
     )
+}
+
+/// A name the resolver cannot resolve is the transport's `DnsError` (the SDK's
+/// `unreachable`), not a refused connection. (In the namespace no DNS server can be
+/// reached, so the lookup fails without a packet leaving.)
+#[tokio::test]
+#[ignore = "run inside a private network namespace by network_rules_hold_in_a_private_network_namespace"]
+async fn netns_a_name_that_does_not_resolve_is_a_dns_error() {
+    inside_the_namespace();
+    let loader = loader_with(&[]);
+    let (_h, bad) = hostile(
+        &loader,
+        "allowedOutboundHosts: ['http://nothing.example.invalid']\n",
+    )
+    .await;
+    let err = act(
+        &bad,
+        &[
+            ("hostile/action", "fetch"),
+            ("hostile/url", "http://nothing.example.invalid/"),
+        ],
+    )
+    .await
+    .unwrap_err();
+    let message = other_message(&err);
+    assert!(message.contains("DnsError"), "{message}");
 }
 
 #[tokio::test]

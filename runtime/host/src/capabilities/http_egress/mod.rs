@@ -760,6 +760,12 @@ fn classify(err: reqwest::Error) -> Forward {
                 message: refused.to_string(),
             });
         }
+        if let Some(failed) = e.downcast_ref::<resolver::LookupFailed>() {
+            return Forward::Failed(HttpError::DnsError {
+                rcode: Some(failed.source.to_string()),
+                info_code: None,
+            });
+        }
         source = e.source();
     }
     Forward::Failed(if err.is_timeout() && err.is_connect() {

@@ -29,6 +29,17 @@ pub struct Unreachable {
     pub what: &'static str,
 }
 
+/// A name the system resolver could not resolve (no such name, no DNS server).
+#[derive(Debug, thiserror::Error)]
+#[error("cannot resolve {name}: {source}")]
+pub struct LookupFailed {
+    /// The name looked up.
+    pub name: String,
+    /// The resolver's error.
+    #[source]
+    pub source: std::io::Error,
+}
+
 /// Whether a DNS answer for `name` may be connected to; the refusal otherwise.
 fn refusal(name: &str, ip: IpAddr) -> Option<(&'static str, &'static str)> {
     if let Some(never) = address::never_reachable(ip) {
@@ -71,7 +82,11 @@ impl GuardedResolver {
         let addrs: Vec<IpAddr> = match self.overrides.get(&host) {
             Some(ips) => ips.clone(),
             None => tokio::net::lookup_host((host.as_str(), 0))
-                .await?
+                .await
+                .map_err(|source| LookupFailed {
+                    name: host.clone(),
+                    source,
+                })?
                 .map(|a| a.ip())
                 .collect(),
         };
