@@ -38,7 +38,14 @@ async fn playground_runs_the_aws_provider_against_moto() {
     let dir = TempDir::new("playground-aws");
     let kubeconfig = dir.path().join("kubeconfig");
     let mut child = tokio::process::Command::new(built_bin("wasm-ccm-playground"))
-        .args(["--cloud", "aws", "--nodes", "2"])
+        .args([
+            "--cloud",
+            "aws",
+            "--nodes",
+            "2",
+            "--node-monitor-grace-period",
+            "1s",
+        ])
         .arg("--kubeconfig-out")
         .arg(&kubeconfig)
         .arg("--work-dir")
@@ -85,6 +92,44 @@ async fn playground_runs_the_aws_provider_against_moto() {
             "no load balancer: {hostname:?} {}",
             String::from_utf8_lossy(&out.stderr)
         );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // The printed boto3 command stops an instance: its Node's simulated kubelet stops
+    // (NotReady after the grace period) and the lifecycle controller taints it.
+    let stop = output
+        .lines()
+        .map(str::trim)
+        .find(|l| l.contains(".stop_instances("))
+        .unwrap_or_else(|| panic!("no stop command printed:\n{output}"));
+    let out = tokio::process::Command::new("sh")
+        .args(["-c", stop])
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{stop}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let out = tokio::process::Command::new(kubectl())
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .args([
+                "get",
+                "nodes",
+                "-o",
+                "jsonpath={.items[*].spec.taints[*].key}",
+            ])
+            .output()
+            .await
+            .unwrap();
+        let taints = String::from_utf8_lossy(&out.stdout).into_owned();
+        if taints.contains("node.cloudprovider.kubernetes.io/shutdown") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no shutdown taint: {taints:?}");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     child.kill().await.unwrap();

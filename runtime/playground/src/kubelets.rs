@@ -1,7 +1,7 @@
-//! Simulated kubelets for the simulated cloud: each Node's kubelet posts `Ready=True`
-//! while its instance runs; when the instance is stopped or deleted, the kubelet stops
-//! posting and, after the grace period, the Node turns `Ready=Unknown` as the
-//! node lifecycle controller marks it in a real cluster (`NodeStatusUnknown`). A
+//! Simulated kubelets for the simulated cloud and for moto: each Node's kubelet posts
+//! `Ready=True` while its instance runs; when the instance is stopped or deleted, the
+//! kubelet stops posting and, after the grace period, the Node turns `Ready=Unknown` as
+//! the node lifecycle controller marks it in a real cluster (`NodeStatusUnknown`). A
 //! started instance makes its Node Ready again. Only transitions are written.
 
 use std::collections::HashMap;
@@ -17,8 +17,30 @@ use sim_cloud::model::InstanceState;
 /// How often the kubelets look at their instances.
 const TICK: Duration = Duration::from_millis(500);
 
+/// Where the kubelets learn whether their Node's instance runs.
+pub enum Instances {
+    /// The simulated cloud: the instance named as the Node.
+    Sim(Arc<SimCloud>),
+    /// moto: the EC2 instance whose private DNS name is the Node's name.
+    Moto(Arc<moto_peer::Moto>),
+}
+
+impl Instances {
+    /// Whether the instance of Node `name` runs; `None` when the cloud cannot say.
+    async fn running(&self, name: &str) -> Option<bool> {
+        match self {
+            Instances::Sim(cloud) => Some(cloud.with_state(|s| {
+                s.list_instances(Some(name))
+                    .iter()
+                    .any(|i| i.state == InstanceState::Running)
+            })),
+            Instances::Moto(moto) => moto.instance_running(name).await,
+        }
+    }
+}
+
 /// Runs the kubelets of every Node in `store` until the task is dropped.
-pub async fn run(store: Arc<Store>, cloud: Arc<SimCloud>, grace: Duration) {
+pub async fn run(store: Arc<Store>, instances: Instances, grace: Duration) {
     let nodes = resources::find("", "v1", "nodes").expect("nodes");
     // When each Node's instance was last seen running.
     let mut last_running: HashMap<String, Instant> = HashMap::new();
@@ -29,11 +51,9 @@ pub async fn run(store: Arc<Store>, cloud: Arc<SimCloud>, grace: Duration) {
                 .as_str()
                 .unwrap_or_default()
                 .to_owned();
-            let running = cloud.with_state(|s| {
-                s.list_instances(Some(&name))
-                    .iter()
-                    .any(|i| i.state == InstanceState::Running)
-            });
+            let Some(running) = instances.running(&name).await else {
+                continue;
+            };
             let now = Instant::now();
             let seen = *last_running.entry(name.clone()).or_insert(now);
             let ready = ready_status(&node);

@@ -488,7 +488,7 @@ async fn seed_simcloud(
     let cloud = std::sync::Arc::new(cloud);
     let kubelets = tokio::spawn(crate::kubelets::run(
         api.store().clone(),
-        cloud.clone(),
+        crate::kubelets::Instances::Sim(cloud.clone()),
         options.node_monitor_grace_period,
     ));
     let grace = options.node_monitor_grace_period;
@@ -558,9 +558,12 @@ async fn seed_aws(
     // From here on, every request must carry a valid signature (the host's).
     moto.enable_auth(0).await;
     let url = moto.url();
+    // The Python next to moto's server has boto3 (moto depends on it).
+    let python = moto_peer::Moto::program().with_file_name("python");
     let ec2 = |action: &str, instance: &str| {
         format!(
-            "target/tools-venv/bin/python -c \"import boto3; boto3.client('ec2', endpoint_url='{url}', region_name='{}', aws_access_key_id='{}', aws_secret_access_key='{}').{action}(InstanceIds=['{instance}'])\"",
+            "{} -c \"import boto3; boto3.client('ec2', endpoint_url='{url}', region_name='{}', aws_access_key_id='{}', aws_secret_access_key='{}').{action}(InstanceIds=['{instance}'])\"",
+            python.display(),
             moto_peer::REGION,
             world.admin.id,
             world.admin.secret
@@ -573,10 +576,16 @@ async fn seed_aws(
     if let Some(second) = instances.get(1) {
         try_lines.push(ec2("terminate_instances", &second.id));
     }
-    try_lines.push(
-        "(then mark the node NotReady: kubectl edit node ..., status.conditions Ready=False)"
-            .into(),
-    );
+    let grace = options.node_monitor_grace_period;
+    try_lines.push(format!(
+        "(each node's simulated kubelet stops when its instance stops: NotReady after {grace:?})"
+    ));
+    let moto = std::sync::Arc::new(moto);
+    let kubelets = tokio::spawn(crate::kubelets::run(
+        api.store().clone(),
+        crate::kubelets::Instances::Moto(moto.clone()),
+        grace,
+    ));
     Ok(Seeded {
         cloud_config,
         demo_node: instances
@@ -594,7 +603,7 @@ async fn seed_aws(
             ),
         ],
         try_lines,
-        _cloud: Box::new(moto),
+        _cloud: Box::new((moto, AbortOnDrop(kubelets))),
     })
 }
 

@@ -171,49 +171,56 @@ impl Moto {
         action: &str,
         params: &[(&str, &str)],
     ) -> Result<String, String> {
-        let mut body = url::form_urlencoded::Serializer::new(String::new());
-        body.append_pair("Action", action)
-            .append_pair("Version", service.version());
-        for (k, v) in params {
-            body.append_pair(k, v);
-        }
-        let body = body.finish();
+        let body = {
+            let mut body = url::form_urlencoded::Serializer::new(String::new());
+            body.append_pair("Action", action)
+                .append_pair("Version", service.version());
+            for (k, v) in params {
+                body.append_pair(k, v);
+            }
+            body.finish()
+        };
         let url = format!("{}/", self.url());
         let content_type = "application/x-www-form-urlencoded; charset=utf-8";
-        let identity: Identity = Credentials::new(
-            &keys.id,
-            &keys.secret,
-            keys.session_token.clone(),
-            None,
-            "test",
-        )
-        .into();
-        let params = v4::SigningParams::builder()
-            .identity(&identity)
-            .region(REGION)
-            .name(service.signing_name())
-            .time(SystemTime::now())
-            .settings(SigningSettings::default())
-            .build()
-            .unwrap()
+        // Signed in a block of its own: the signer's values are not `Send`, so none may
+        // live across an await (the playground's kubelets call this from a spawned task).
+        let request = {
+            let identity: Identity = Credentials::new(
+                &keys.id,
+                &keys.secret,
+                keys.session_token.clone(),
+                None,
+                "test",
+            )
             .into();
-        let headers = [("content-type", content_type)];
-        let signable = SignableRequest::new(
-            "POST",
-            &url,
-            headers.into_iter(),
-            SignableBody::Bytes(body.as_bytes()),
-        )
-        .unwrap();
-        let (instructions, _) = sign(signable, &params).unwrap().into_parts();
-        let mut request = self
-            .client
-            .post(&url)
-            .header("content-type", content_type)
-            .body(body);
-        for (name, value) in instructions.headers() {
-            request = request.header(name, value);
-        }
+            let params = v4::SigningParams::builder()
+                .identity(&identity)
+                .region(REGION)
+                .name(service.signing_name())
+                .time(SystemTime::now())
+                .settings(SigningSettings::default())
+                .build()
+                .unwrap()
+                .into();
+            let headers = [("content-type", content_type)];
+            let signable = SignableRequest::new(
+                "POST",
+                &url,
+                headers.into_iter(),
+                SignableBody::Bytes(body.as_bytes()),
+            )
+            .unwrap();
+            let (instructions, _) = sign(signable, &params).unwrap().into_parts();
+            let mut request = self
+                .client
+                .post(&url)
+                .header("content-type", content_type)
+                .body(body.clone());
+            for (name, value) in instructions.headers() {
+                request = request.header(name, value);
+            }
+            request
+        };
         let response = request.send().await.map_err(|e| e.to_string())?;
         let status = response.status();
         let text = response.text().await.map_err(|e| e.to_string())?;
@@ -247,6 +254,32 @@ pub fn text(xml: &str, name: &str) -> String {
         .into_iter()
         .next()
         .unwrap_or_else(|| panic!("no <{name}> in {xml}"))
+}
+
+impl Moto {
+    /// Whether an instance named `private_dns_name` (a Node's name on AWS) is running;
+    /// `None` when moto cannot be asked.
+    pub async fn instance_running(&self, private_dns_name: &str) -> Option<bool> {
+        let xml = self
+            .call_as(
+                &self.keys,
+                Service::Ec2,
+                "DescribeInstances",
+                &[
+                    ("Filter.1.Name", "private-dns-name"),
+                    ("Filter.1.Value.1", private_dns_name),
+                ],
+            )
+            .await
+            .ok()?;
+        let doc = roxmltree::Document::parse(&xml).ok()?;
+        let running = doc
+            .descendants()
+            .filter(|n| n.is_element() && n.tag_name().name() == "instanceState")
+            .flat_map(|state| state.children())
+            .any(|n| n.tag_name().name() == "name" && n.text() == Some("running"));
+        Some(running)
+    }
 }
 
 /// An instance the world launched.
