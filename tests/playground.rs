@@ -33,6 +33,36 @@ async fn started(
     output
 }
 
+/// Runs `kubectl --kubeconfig KUBECONFIG ARGS` until its output satisfies `done`
+/// (within 90 s); the output.
+async fn kubectl_until(
+    kubeconfig: &std::path::Path,
+    args: &[&str],
+    what: &str,
+    done: impl Fn(&str) -> bool,
+) -> String {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let out = tokio::process::Command::new(kubectl())
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .args(args)
+            .output()
+            .await
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        if done(&stdout) {
+            return stdout;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {what}: {stdout:?} {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 #[tokio::test]
 async fn playground_runs_the_aws_provider_against_moto() {
     let dir = TempDir::new("playground-aws");
@@ -68,32 +98,19 @@ async fn playground_runs_the_aws_provider_against_moto() {
         "{output}"
     );
     // The Service gets an NLB in moto: its DNS name in the status.
-    let deadline = Instant::now() + Duration::from_secs(90);
-    loop {
-        let out = tokio::process::Command::new(kubectl())
-            .arg("--kubeconfig")
-            .arg(&kubeconfig)
-            .args([
-                "get",
-                "service",
-                "web",
-                "-o",
-                "jsonpath={.status.loadBalancer.ingress[0].hostname}",
-            ])
-            .output()
-            .await
-            .unwrap();
-        let hostname = String::from_utf8_lossy(&out.stdout).into_owned();
-        if hostname.ends_with(".elb.amazonaws.com") {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no load balancer: {hostname:?} {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    kubectl_until(
+        &kubeconfig,
+        &[
+            "get",
+            "service",
+            "web",
+            "-o",
+            "jsonpath={.status.loadBalancer.ingress[0].hostname}",
+        ],
+        "the load balancer's hostname",
+        |hostname| hostname.ends_with(".elb.amazonaws.com"),
+    )
+    .await;
     // The printed boto3 command stops an instance: its Node's simulated kubelet stops
     // (NotReady after the grace period) and the lifecycle controller taints it.
     let stop = output
@@ -111,27 +128,18 @@ async fn playground_runs_the_aws_provider_against_moto() {
         "{stop}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let deadline = Instant::now() + Duration::from_secs(90);
-    loop {
-        let out = tokio::process::Command::new(kubectl())
-            .arg("--kubeconfig")
-            .arg(&kubeconfig)
-            .args([
-                "get",
-                "nodes",
-                "-o",
-                "jsonpath={.items[*].spec.taints[*].key}",
-            ])
-            .output()
-            .await
-            .unwrap();
-        let taints = String::from_utf8_lossy(&out.stdout).into_owned();
-        if taints.contains("node.cloudprovider.kubernetes.io/shutdown") {
-            break;
-        }
-        assert!(Instant::now() < deadline, "no shutdown taint: {taints:?}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    kubectl_until(
+        &kubeconfig,
+        &[
+            "get",
+            "nodes",
+            "-o",
+            "jsonpath={.items[*].spec.taints[*].key}",
+        ],
+        "the stopped instance's Node tainted shut down",
+        |taints| taints.contains("node.cloudprovider.kubernetes.io/shutdown"),
+    )
+    .await;
     child.kill().await.unwrap();
 }
 
@@ -242,33 +250,22 @@ async fn playground_serves_a_cluster_kubectl_can_use() {
         .await
         .unwrap();
     assert!(stopped.status().is_success(), "{stopped:?}");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let out = tokio::process::Command::new(kubectl())
-            .arg("--kubeconfig")
-            .arg(&kubeconfig)
-            .args([
-                "get",
-                "node",
-                "node-1",
-                "-o",
-                "jsonpath={.status.conditions[?(@.type==\"Ready\")].status} {.spec.taints[*].key}",
-            ])
-            .output()
-            .await
-            .unwrap();
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        if text.starts_with("Unknown ")
-            && text.contains("node.cloudprovider.kubernetes.io/shutdown")
-        {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "node-1 not NotReady and shut down: {text:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    kubectl_until(
+        &kubeconfig,
+        &[
+            "get",
+            "node",
+            "node-1",
+            "-o",
+            "jsonpath={.status.conditions[?(@.type==\"Ready\")].status} {.spec.taints[*].key}",
+        ],
+        "node-1 NotReady and shut down",
+        |text| {
+            text.starts_with("Unknown ")
+                && text.contains("node.cloudprovider.kubernetes.io/shutdown")
+        },
+    )
+    .await;
 
     // SIGTERM stops it cleanly, as Ctrl-C does.
     let pid = child.id().expect("running").to_string();
@@ -351,22 +348,13 @@ async fn playground_runs_any_provider_with_its_policy_and_cloud_config() {
         output.contains("instance-metadata(node-1) -> simcloud://"),
         "{output}"
     );
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let out = tokio::process::Command::new(kubectl())
-            .arg("--kubeconfig")
-            .arg(&kubeconfig)
-            .args(["get", "nodes", "-o", "jsonpath={.items[*].spec.providerID}"])
-            .output()
-            .await
-            .unwrap();
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        if text.matches("simcloud://").count() == 2 {
-            break;
-        }
-        assert!(Instant::now() < deadline, "nodes not initialized: {text:?}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    kubectl_until(
+        &kubeconfig,
+        &["get", "nodes", "-o", "jsonpath={.items[*].spec.providerID}"],
+        "both nodes initialized",
+        |text| text.matches("simcloud://").count() == 2,
+    )
+    .await;
     child.kill().await.unwrap();
 
     let bad = author.join("bad.yaml");
