@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 
 use super::events::{Event, EventType, Recorder};
 use futures_util::StreamExt;
-use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, Service};
+use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, Service, ServiceSpec};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::reflector::{self, ObjectRef};
@@ -164,19 +164,25 @@ fn needs_update(old: &Service, new: &Service) -> Option<&'static str> {
     if wants_load_balancer(old) != wants_load_balancer(new) {
         return Some("wants load balancer");
     }
+    let unset = ServiceSpec::default();
     let (o, n) = (
-        old.spec.clone().unwrap_or_default(),
-        new.spec.clone().unwrap_or_default(),
+        old.spec.as_ref().unwrap_or(&unset),
+        new.spec.as_ref().unwrap_or(&unset),
     );
-    // Go compares strings and slices by value: unset and empty are the same.
-    let text = |v: &Option<String>| v.clone().unwrap_or_default();
-    let list = |v: &Option<Vec<String>>| v.clone().unwrap_or_default();
+    // Go compares strings, slices and maps by value: unset and empty are the same.
+    fn text(v: &Option<String>) -> &str {
+        v.as_deref().unwrap_or_default()
+    }
+    fn list<T>(v: &Option<Vec<T>>) -> &[T] {
+        v.as_deref().unwrap_or_default()
+    }
+    fn annotations(s: &Service) -> Option<&BTreeMap<String, String>> {
+        s.metadata.annotations.as_ref().filter(|a| !a.is_empty())
+    }
     if list(&o.load_balancer_source_ranges) != list(&n.load_balancer_source_ranges) {
         return Some("loadBalancerSourceRanges");
     }
-    if o.ports.clone().unwrap_or_default() != n.ports.clone().unwrap_or_default()
-        || text(&o.session_affinity) != text(&n.session_affinity)
-    {
+    if list(&o.ports) != list(&n.ports) || text(&o.session_affinity) != text(&n.session_affinity) {
         return Some("ports or sessionAffinity");
     }
     if o.session_affinity_config != n.session_affinity_config {
@@ -188,9 +194,7 @@ fn needs_update(old: &Service, new: &Service) -> Option<&'static str> {
     if list(&o.external_ips) != list(&n.external_ips) {
         return Some("externalIPs");
     }
-    if old.metadata.annotations.clone().unwrap_or_default()
-        != new.metadata.annotations.clone().unwrap_or_default()
-    {
+    if annotations(old) != annotations(new) {
         return Some("annotations");
     }
     if old.metadata.uid != new.metadata.uid {
