@@ -132,9 +132,7 @@ impl DaemonArgs {
             concurrent_service_syncs: self.concurrent_service_syncs,
         })
     }
-}
 
-impl DaemonArgs {
     /// `--cluster-cidr`, as upstream's `startRouteController` checks it: at least one
     /// CIDR, at most two, and two are dual stack (one IPv4, one IPv6).
     pub fn cluster_cidrs(&self) -> Result<Vec<Cidr>, String> {

@@ -746,6 +746,8 @@ async fn read_limited(mut response: reqwest::Response, limit: usize) -> Result<B
 }
 
 fn classify(err: reqwest::Error) -> Forward {
+    // The operating system's error behind `err`, if one is (the first in the chain).
+    let mut io_kind = None;
     let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&err);
     while let Some(e) = source {
         if let Some(refused) = e.downcast_ref::<resolver::Unreachable>() {
@@ -766,6 +768,7 @@ fn classify(err: reqwest::Error) -> Forward {
                 info_code: None,
             });
         }
+        io_kind = io_kind.or_else(|| e.downcast_ref::<std::io::Error>().map(|io| io.kind()));
         source = e.source();
     }
     Forward::Failed(if err.is_timeout() && err.is_connect() {
@@ -775,7 +778,7 @@ fn classify(err: reqwest::Error) -> Forward {
     } else if err.is_connect() {
         // The guest tells a refused connection (nothing listens) from a destination it
         // could not reach at all (no route, reset while connecting).
-        match io_error_kind(&err) {
+        match io_kind {
             Some(std::io::ErrorKind::ConnectionRefused) => HttpError::ConnectionRefused,
             Some(std::io::ErrorKind::TimedOut) => HttpError::ConnectionTimeout,
             _ => HttpError::DestinationUnavailable,
@@ -785,18 +788,6 @@ fn classify(err: reqwest::Error) -> Forward {
     } else {
         HttpError::InternalError(Some(err.to_string()))
     })
-}
-
-/// The kind of the operating system's error behind `err`, if one is.
-fn io_error_kind(err: &reqwest::Error) -> Option<std::io::ErrorKind> {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(err);
-    while let Some(e) = source {
-        if let Some(io) = e.downcast_ref::<std::io::Error>() {
-            return Some(io.kind());
-        }
-        source = e.source();
-    }
-    None
 }
 
 #[cfg(test)]
