@@ -4,7 +4,7 @@
 //! the node lifecycle controller marks it in a real cluster (`NodeStatusUnknown`). A
 //! started instance makes its Node Ready again. Only transitions are written.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -26,34 +26,68 @@ pub enum Instances {
 }
 
 impl Instances {
-    /// Whether the instance of Node `name` runs; `None` when the cloud cannot say.
-    async fn running(&self, name: &str) -> Option<bool> {
+    /// The names of the Nodes whose instance runs; `None` when the cloud cannot say.
+    async fn running(&self) -> Option<HashSet<String>> {
         match self {
             Instances::Sim(cloud) => Some(cloud.with_state(|s| {
-                s.list_instances(Some(name))
-                    .iter()
-                    .any(|i| i.state == InstanceState::Running)
+                s.list_instances(None)
+                    .into_iter()
+                    .filter(|i| i.state == InstanceState::Running)
+                    .map(|i| i.name)
+                    .collect()
             })),
-            Instances::Moto(moto) => moto.instance_running(name).await,
+            Instances::Moto(moto) => moto.running_instances().await,
         }
     }
 }
 
-/// Runs the kubelets of every Node in `store` until the task is dropped.
-pub async fn run(store: Arc<Store>, instances: Instances, grace: Duration) {
+/// The kubelets of a playground, running until dropped.
+pub struct Kubelets {
+    task: tokio::task::JoinHandle<()>,
+    grace: Duration,
+}
+
+impl Kubelets {
+    /// Starts the kubelets of every Node in `store`, following `instances`.
+    pub fn start(store: Arc<Store>, instances: Instances, grace: Duration) -> Self {
+        Self {
+            task: tokio::spawn(run(store, instances, grace)),
+            grace,
+        }
+    }
+
+    /// What the playground prints about them.
+    pub fn note(&self) -> String {
+        format!(
+            "(each node's simulated kubelet stops when its instance stops: NotReady after {:?})",
+            self.grace
+        )
+    }
+}
+
+impl Drop for Kubelets {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Runs the kubelets of every Node in `store`: one look at the cloud per tick.
+async fn run(store: Arc<Store>, instances: Instances, grace: Duration) {
     let nodes = resources::find("", "v1", "nodes").expect("nodes");
     // When each Node's instance was last seen running.
     let mut last_running: HashMap<String, Instant> = HashMap::new();
     loop {
+        let Some(running_now) = instances.running().await else {
+            tokio::time::sleep(TICK).await;
+            continue;
+        };
         let (items, _) = store.list(nodes, "", &Default::default(), &Default::default());
         for node in items {
             let name = node["metadata"]["name"]
                 .as_str()
                 .unwrap_or_default()
                 .to_owned();
-            let Some(running) = instances.running(&name).await else {
-                continue;
-            };
+            let running = running_now.contains(&name);
             let now = Instant::now();
             let seen = *last_running.entry(name.clone()).or_insert(now);
             let ready = ready_status(&node);

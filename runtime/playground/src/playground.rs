@@ -15,6 +15,8 @@ use wasm_ccm_host::contract::types::Node;
 use wasm_ccm_host::engine::EngineSettings;
 use wasm_ccm_host::provider::ProviderLoader;
 
+use crate::kubelets::{Instances, Kubelets};
+
 /// Playground options (the CLI flags).
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -132,15 +134,6 @@ pub enum PlaygroundError {
         #[source]
         source: std::io::Error,
     },
-}
-
-/// Stops a background task when the playground stops.
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
 }
 
 /// A Node as kubelet registers it with `--cloud-provider=external`, with the pod CIDR
@@ -486,12 +479,11 @@ async fn seed_simcloud(
     )?;
     let url = cloud.url();
     let cloud = std::sync::Arc::new(cloud);
-    let kubelets = tokio::spawn(crate::kubelets::run(
+    let kubelets = Kubelets::start(
         api.store().clone(),
-        crate::kubelets::Instances::Sim(cloud.clone()),
+        Instances::Sim(cloud.clone()),
         options.node_monitor_grace_period,
-    ));
-    let grace = options.node_monitor_grace_period;
+    );
     Ok(Seeded {
         cloud_config,
         demo_node: "node-1".into(),
@@ -503,11 +495,9 @@ async fn seed_simcloud(
                 "curl -X PATCH {url}/admin/instances/i-00000001 -H 'content-type: application/json' -d '{{\"state\": \"stopped\"}}'"
             ),
             format!("curl -X DELETE {url}/admin/instances/i-00000002"),
-            format!(
-                "(each node's simulated kubelet stops when its instance stops: NotReady after {grace:?})"
-            ),
+            kubelets.note(),
         ],
-        _cloud: Box::new((cloud, AbortOnDrop(kubelets))),
+        _cloud: Box::new((cloud, kubelets)),
     })
 }
 
@@ -576,16 +566,13 @@ async fn seed_aws(
     if let Some(second) = instances.get(1) {
         try_lines.push(ec2("terminate_instances", &second.id));
     }
-    let grace = options.node_monitor_grace_period;
-    try_lines.push(format!(
-        "(each node's simulated kubelet stops when its instance stops: NotReady after {grace:?})"
-    ));
     let moto = std::sync::Arc::new(moto);
-    let kubelets = tokio::spawn(crate::kubelets::run(
+    let kubelets = Kubelets::start(
         api.store().clone(),
-        crate::kubelets::Instances::Moto(moto.clone()),
-        grace,
-    ));
+        Instances::Moto(moto.clone()),
+        options.node_monitor_grace_period,
+    );
+    try_lines.push(kubelets.note());
     Ok(Seeded {
         cloud_config,
         demo_node: instances
@@ -603,7 +590,7 @@ async fn seed_aws(
             ),
         ],
         try_lines,
-        _cloud: Box::new((moto, AbortOnDrop(kubelets))),
+        _cloud: Box::new((moto, kubelets)),
     })
 }
 

@@ -231,6 +231,36 @@ impl Moto {
         }
     }
 
+    /// The private DNS names (Nodes' names on AWS) of the running instances, in one
+    /// `DescribeInstances`; `None` when moto cannot be asked.
+    pub async fn running_instances(&self) -> Option<std::collections::HashSet<String>> {
+        let xml = self
+            .call_as(
+                &self.keys,
+                Service::Ec2,
+                "DescribeInstances",
+                &[
+                    ("Filter.1.Name", "instance-state-name"),
+                    ("Filter.1.Value.1", "running"),
+                ],
+            )
+            .await
+            .ok()?;
+        let doc = roxmltree::Document::parse(&xml).ok()?;
+        Some(
+            doc.descendants()
+                .filter(|n| n.is_element() && n.tag_name().name() == "privateDnsName")
+                // The instance's own name, not one of its network interfaces'.
+                .filter(|n| {
+                    n.parent()
+                        .and_then(|p| p.parent())
+                        .is_some_and(|set| set.tag_name().name() == "instancesSet")
+                })
+                .filter_map(|n| n.text().map(str::to_owned))
+                .collect(),
+        )
+    }
+
     /// Calls `action` with the test's keys; panics on errors.
     pub async fn call(&self, service: Service, action: &str, params: &[(&str, &str)]) -> String {
         self.call_as(&self.keys, service, action, params)
@@ -254,32 +284,6 @@ pub fn text(xml: &str, name: &str) -> String {
         .into_iter()
         .next()
         .unwrap_or_else(|| panic!("no <{name}> in {xml}"))
-}
-
-impl Moto {
-    /// Whether an instance named `private_dns_name` (a Node's name on AWS) is running;
-    /// `None` when moto cannot be asked.
-    pub async fn instance_running(&self, private_dns_name: &str) -> Option<bool> {
-        let xml = self
-            .call_as(
-                &self.keys,
-                Service::Ec2,
-                "DescribeInstances",
-                &[
-                    ("Filter.1.Name", "private-dns-name"),
-                    ("Filter.1.Value.1", private_dns_name),
-                ],
-            )
-            .await
-            .ok()?;
-        let doc = roxmltree::Document::parse(&xml).ok()?;
-        let running = doc
-            .descendants()
-            .filter(|n| n.is_element() && n.tag_name().name() == "instanceState")
-            .flat_map(|state| state.children())
-            .any(|n| n.tag_name().name() == "name" && n.text() == Some("running"));
-        Some(running)
-    }
 }
 
 /// An instance the world launched.
