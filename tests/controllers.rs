@@ -611,12 +611,7 @@ async fn service_load_balancers_follow_services_and_nodes() {
         backends(&stack) == Some(ids.clone())
     })
     .await;
-    wait_until(TIMEOUT, "UpdatedLoadBalancer event", || async {
-        reasons(&stack, "web")
-            .await
-            .contains(&"UpdatedLoadBalancer".to_string())
-    })
-    .await;
+    wait_for_reason(&stack, "web", "UpdatedLoadBalancer").await;
 
     // The type changes away: the load balancer goes, then the finalizer, and the status clears.
     to_cluster_ip(&services, "web").await;
@@ -1258,12 +1253,7 @@ async fn a_load_balancer_implemented_elsewhere_is_left_alone() {
     });
     let port = free_port();
     let _ccm = stack.controller_manager(port, &["--leader-elect=false"]);
-    wait_until(TIMEOUT, "the ensure attempt", || async {
-        reasons(&stack, "external")
-            .await
-            .contains(&"EnsuringLoadBalancer".to_string())
-    })
-    .await;
+    wait_for_reason(&stack, "external", "EnsuringLoadBalancer").await;
     wait_until(
         TIMEOUT,
         "the service reconcile counted as a success",
@@ -1522,6 +1512,14 @@ async fn a_shutdown_check_not_implemented_is_not_shut_down() {
         !taint_keys(&node).contains(&SHUTDOWN.to_string()),
         "not shut down: {node:?}"
     );
+}
+
+/// Waits until `reason` was recorded for Service `service`.
+async fn wait_for_reason(stack: &Stack, service: &str, reason: &str) {
+    wait_until(TIMEOUT, &format!("{reason} for {service}"), || async {
+        reasons(stack, service).await.iter().any(|r| r == reason)
+    })
+    .await;
 }
 
 /// How many times `reason` was recorded for the Service (repeats of one event are
@@ -2274,12 +2272,7 @@ async fn ensure_events_in_upstream_order() {
     let port = free_port();
     let _ccm = stack.controller_manager(port, &["--leader-elect=false"]);
     ensured(&services, "lonely").await;
-    wait_until(TIMEOUT, "the Ensured event", || async {
-        reasons(&stack, "lonely")
-            .await
-            .contains(&"EnsuredLoadBalancer".to_string())
-    })
-    .await;
+    wait_for_reason(&stack, "lonely", "EnsuredLoadBalancer").await;
     assert_eq!(
         reasons_in_order(&stack, "lonely").await,
         [
@@ -2290,12 +2283,7 @@ async fn ensure_events_in_upstream_order() {
     );
     to_cluster_ip(&services, "lonely").await;
     wait_released(&services, "lonely").await;
-    wait_until(TIMEOUT, "the Deleted event", || async {
-        reasons(&stack, "lonely")
-            .await
-            .contains(&"DeletedLoadBalancer".to_string())
-    })
-    .await;
+    wait_for_reason(&stack, "lonely", "DeletedLoadBalancer").await;
     assert_eq!(
         reasons_in_order(&stack, "lonely").await,
         [
