@@ -34,8 +34,8 @@ fn run(command: &mut Command, what: &str) -> String {
     run_both(command, what).0
 }
 
-/// Generates `name` with `exports` (`None`: the default) in `dir` and builds it for wasm32-wasip2 without a
-/// warning; returns the component's path.
+/// Generates `name` with `exports` (`None`: the default) in `dir` and builds it for
+/// wasm32-wasip2 without a warning; returns the component's path.
 fn generate_and_build(name: &str, dir: &Path, exports: Option<&str>) -> std::path::PathBuf {
     let mut new = Command::new(wasm_ccm_bin());
     new.args(["new", name]).arg(dir);
@@ -154,23 +154,22 @@ async fn a_new_provider_builds_tests_checks_and_runs() {
         &mut cargo(&dir, &["test"]),
         "cargo test of the generated crate",
     );
-    component_build_checks(&dir, "acme_provider");
     assert!(tests.contains("test result: ok. 2 passed"), "{tests}");
+    component_build_checks(&dir, "acme_provider");
 
     // The example API on 127.0.0.1, under a policy allowing only it.
     let api = RawServer::start(RawBehavior::Respond(std::sync::Arc::new(
         |request: &str| {
             // node-1 is instance i-7, node-2 i-8; nothing else exists.
-            let found = ["1", "2"]
+            let found = [(1, 7), (2, 8)]
                 .into_iter()
-                .find(|n| request.starts_with(&format!("GET /v1/instances/node-{n} ")));
+                .find(|(node, _)| request.starts_with(&format!("GET /v1/instances/node-{node} ")));
             match found {
-                Some(n) => (
+                Some((node, id)) => (
                     200,
                     format!(
-                        r#"{{"id": "i-{}", "type": "small", "zone": "z1", "region": "r1",
-                        "state": "running", "private_ip": "10.1.2.{n}"}}"#,
-                        if n == "1" { 7 } else { 8 }
+                        r#"{{"id": "i-{id}", "type": "small", "zone": "z1", "region": "r1",
+                        "state": "running", "private_ip": "10.1.2.{node}"}}"#
                     ),
                 ),
                 None => (404, r#"{"message": "no such instance"}"#.into()),

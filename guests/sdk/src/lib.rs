@@ -19,7 +19,8 @@
 //! | [`url`] | endpoint URLs and percent-encoding |
 //!
 //! The contract's WIT ships in this crate's `wit/` directory (`wasm-ccm new` copies it
-//! into a new provider's `contract/deps/`, next to the provider's world). Start with `wasm-ccm new`, or read `guests/README.md`.
+//! into a new provider's `contract/deps/`, next to the provider's world). Start with
+//! `wasm-ccm new`, or read `guests/README.md`.
 //!
 //! # A provider in one file
 //!

@@ -12,8 +12,9 @@
 //! - With `--service` (a Kubernetes Service of type LoadBalancer): `ensure` twice gives
 //!   the same status, `get` finds it, `update` to all nodes but one and back works and
 //!   keeps the status, one `ensure-load-balancer-deleted` leaves `get` with none (the
-//!   second ensure made no second load balancer), and deleting again succeeds. The Service gets a UID of its own when
-//!   it has none, so only the load balancer the check creates is touched.
+//!   second ensure made no second load balancer), and deleting again succeeds. The
+//!   Service gets a UID of its own when it has none, so only the load balancer the
+//!   check creates is touched.
 //! - Throttling: the host answers one request `429` with `Retry-After: 7` itself
 //!   (nothing reaches the cloud); the provider must answer `retry-after` of at least
 //!   7 s (upstream `api.RetryError`), not another error, nor retry on its own.

@@ -241,15 +241,12 @@ async fn route(
         .entry(access)
         .and_modify(|n| *n += 1)
         .or_insert(1);
-    let name = target.name.as_deref().unwrap_or_default();
-    match injected {
-        Some(crate::InjectedError::Conflict) => {
-            return Err(ApiError::conflict(target.resource.plural, name));
-        }
-        Some(crate::InjectedError::NotFound) => {
-            return Err(ApiError::not_found(target.resource.plural, name));
-        }
-        None => {}
+    if let Some(error) = injected {
+        let name = target.name.as_deref().unwrap_or_default();
+        return Err(match error {
+            crate::InjectedError::Conflict => ApiError::conflict(target.resource.plural, name),
+            crate::InjectedError::NotFound => ApiError::not_found(target.resource.plural, name),
+        });
     }
     if query.get("dryRun").is_some_and(|v| !v.is_empty()) {
         return Err(ApiError::bad_request(

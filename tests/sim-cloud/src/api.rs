@@ -103,14 +103,7 @@ async fn guard(State(state): State<AppState>, request: Request, next: Next) -> R
         .is_some_and(|v| v.as_bytes() == expected.as_bytes());
     let fault = {
         let mut cloud = state.lock();
-        let route = format!("{method} {template}");
-        if cloud.recent.len() == crate::state::RECENT_REQUESTS {
-            cloud.recent.pop_front();
-        }
-        cloud
-            .recent
-            .push_back((std::time::Instant::now(), route.clone()));
-        *cloud.requests.entry(route).or_default() += 1;
+        cloud.record_request(format!("{method} {template}"));
         if !authorized {
             cloud.unauthorized += 1;
         }

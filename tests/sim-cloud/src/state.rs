@@ -30,6 +30,17 @@ pub struct CloudState {
 }
 
 impl CloudState {
+    /// Counts a request to `route` (`METHOD /route/template`) and keeps it among the
+    /// [`RECENT_REQUESTS`] last ones.
+    pub fn record_request(&mut self, route: String) {
+        if self.recent.len() == RECENT_REQUESTS {
+            self.recent.pop_front();
+        }
+        self.recent
+            .push_back((std::time::Instant::now(), route.clone()));
+        *self.requests.entry(route).or_default() += 1;
+    }
+
     /// Creates an instance, filling defaults: type `sim.small`, zone `zone-a`, region
     /// `region-1`, state running, an InternalIP from 10.0.0.0/16 plus a Hostname.
     pub fn create_instance(&mut self, new: NewInstance) -> Instance {
