@@ -11,8 +11,8 @@ use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use wasm_ccm_tests::moto::{self, Keys, LaunchedInstance, Moto, World};
 use wasm_ccm_tests::{
-    TempDir, controller_manager_command, free_port, guest, initialized, set_ready, taint_keys,
-    wait_until,
+    TempDir, controller_manager_command, default_load_balancer_name, free_port, guest, initialized,
+    set_ready, taint_keys, wait_until,
 };
 
 const TIMEOUT: Duration = Duration::from_secs(90);
@@ -346,13 +346,7 @@ async fn nodes_load_balancers_routes_and_lifecycle_against_moto() {
         .node_port
         .unwrap()
         .to_string();
-    let lb_name: String = format!(
-        "a{}",
-        created.metadata.uid.clone().unwrap().replace('-', "")
-    )
-    .chars()
-    .take(32)
-    .collect();
+    let lb_name = default_load_balancer_name(&created);
     wait_until(TIMEOUT, "a load balancer hostname", || async {
         services.get("web").await.is_ok_and(|s| {
             s.status
@@ -457,13 +451,7 @@ async fn nodes_load_balancers_routes_and_lifecycle_against_moto() {
         .create(&PostParams::default(), &api_service)
         .await
         .unwrap();
-    let api_lb: String = format!(
-        "a{}",
-        api_created.metadata.uid.clone().unwrap().replace('-', "")
-    )
-    .chars()
-    .take(32)
-    .collect();
+    let api_lb = default_load_balancer_name(&api_created);
     wait_until(TIMEOUT, "the second Service's load balancer", || async {
         registered_targets(moto, &api_lb)
             .await

@@ -10,8 +10,8 @@ use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use sim_cloud::model::{Address, Fault, InstancePatch, InstanceState, NewInstance};
 use wasm_ccm_tests::{
-    Stack, free_port, http_get, initialized, metric, metrics, provider_calls, reconciles,
-    set_ready, taint_keys, wait_until,
+    Stack, default_load_balancer_name, free_port, http_get, initialized, metric, metrics,
+    provider_calls, reconciles, set_ready, taint_keys, wait_until,
 };
 
 const TIMEOUT: Duration = Duration::from_secs(60);
@@ -544,13 +544,7 @@ async fn service_load_balancers_follow_services_and_nodes() {
         )
         .await
         .unwrap();
-    let lb_name: String = format!(
-        "a{}",
-        created.metadata.uid.clone().unwrap().replace('-', "")
-    )
-    .chars()
-    .take(32)
-    .collect();
+    let lb_name = default_load_balancer_name(&created);
     wait_until(TIMEOUT, "an ingress IP", || async {
         services
             .get("web")
@@ -1239,7 +1233,7 @@ async fn a_load_balancer_implemented_elsewhere_is_left_alone() {
     );
     let created = services.create(&PostParams::default(), &svc).await.unwrap();
     // The other controller's load balancer, under the name ours would have.
-    let theirs = default_lb_name(&created);
+    let theirs = default_load_balancer_name(&created);
     stack.cloud.with_state(|s| {
         s.put_load_balancer(
             &theirs,
@@ -1319,18 +1313,6 @@ async fn a_load_balancer_implemented_elsewhere_is_left_alone() {
     );
     assert_eq!(reconciles(&metrics(port).await, "service", "error"), 0.0);
     assert_eq!(load_balancer_names(&stack), [theirs]);
-}
-
-/// Upstream's default load balancer name of a Service: `a` + its UID without dashes,
-/// 32 characters at most.
-fn default_lb_name(svc: &Service) -> String {
-    let uid = svc
-        .metadata
-        .uid
-        .clone()
-        .unwrap_or_default()
-        .replace('-', "");
-    format!("a{uid}").chars().take(32).collect()
 }
 
 /// Upstream `syncNode` → `updateNodeAddress`: the address update after initialization
@@ -1963,8 +1945,8 @@ async fn update_load_balancer_hosts_as_upstream() {
     let nodes: Api<Node> = Api::all(stack.client());
     let port = free_port();
     let _ccm = stack.controller_manager(port, &["--leader-elect=false", "--controllers=service"]);
-    let one = default_lb_name(&ensured(&services, "one").await);
-    let two = default_lb_name(&ensured(&services, "two").await);
+    let one = default_load_balancer_name(&ensured(&services, "one").await);
+    let two = default_load_balancer_name(&ensured(&services, "two").await);
     let backends = |lb: &str| {
         stack.cloud.with_state(|s| {
             s.load_balancers

@@ -698,3 +698,15 @@ pub fn with_custom_section(component: &[u8], tag: &str) -> Vec<u8> {
     out.extend_from_slice(&payload);
     out
 }
+
+/// Upstream's default load balancer name of a Service (`cloudprovider.DefaultLoadBalancerName`):
+/// `a` + its UID without dashes, 32 characters at most.
+pub fn default_load_balancer_name(svc: &k8s_openapi::api::core::v1::Service) -> String {
+    let uid = svc
+        .metadata
+        .uid
+        .as_deref()
+        .unwrap_or_default()
+        .replace('-', "");
+    format!("a{uid}").chars().take(32).collect()
+}

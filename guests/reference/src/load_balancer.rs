@@ -20,12 +20,17 @@ use crate::{SimCloud, instance_id_from_provider_id};
 /// The annotation handing a Service's load balancer to another controller.
 pub const ANNOTATION_IMPLEMENTATION: &str = "simcloud.example/load-balancer-implementation";
 
-fn implemented_elsewhere(service: &Service) -> bool {
-    service
+/// `implemented-elsewhere` for a Service another controller serves (the annotation).
+fn ours(service: &Service) -> Result<(), CloudError> {
+    let elsewhere = service
         .metadata
         .annotations
         .iter()
-        .any(|(k, v)| k == ANNOTATION_IMPLEMENTATION && v == "external")
+        .any(|(k, v)| k == ANNOTATION_IMPLEMENTATION && v == "external");
+    if elsewhere {
+        return Err(CloudError::ImplementedElsewhere);
+    }
+    Ok(())
 }
 
 fn status(address: String) -> LoadBalancerStatus {
@@ -133,9 +138,7 @@ impl LoadBalancer for SimCloud {
         service: Service,
         nodes: Vec<Node>,
     ) -> Result<LoadBalancerStatus, CloudError> {
-        if implemented_elsewhere(&service) {
-            return Err(CloudError::ImplementedElsewhere);
-        }
+        ours(&service)?;
         let spec = spec(self, &service, &nodes)?;
         let lb = self
             .cloud
@@ -149,9 +152,7 @@ impl LoadBalancer for SimCloud {
         service: Service,
         nodes: Vec<Node>,
     ) -> Result<(), CloudError> {
-        if implemented_elsewhere(&service) {
-            return Err(CloudError::ImplementedElsewhere);
-        }
+        ours(&service)?;
         self.cloud
             .put_backends(&default_name(&service), &backends(self, &nodes)?)
     }
@@ -162,9 +163,7 @@ impl LoadBalancer for SimCloud {
         service: Service,
     ) -> Result<(), CloudError> {
         // Another controller's load balancer: found by `get`, never deleted by us.
-        if implemented_elsewhere(&service) {
-            return Err(CloudError::ImplementedElsewhere);
-        }
+        ours(&service)?;
         self.cloud
             .delete_load_balancer(&default_name(&service))
             .map(drop)
