@@ -58,10 +58,10 @@ fn reference_provider_passes() {
     assert_eq!(out.code, 0, "{}", out.stderr);
     for expected in [
         "provider:  simcloud",
-        "contract:  wasm-ccm:provider@0.1.0",
-        "exports:   identity, instances-v2, instances, zones, load-balancer, routes, clusters",
+        "contract:  wasm-ccm:provider@0.2.0",
+        "exports:   identity, instances-v2, instances-batch, instances, zones, load-balancer, routes, clusters",
         "wasi:http/outgoing-handler@",
-        "wasm-ccm:provider/logging@0.1.0",
+        "wasm-ccm:provider/logging@0.2.0",
         "of the 1 MiB ConfigMap limit",
         "result:    ok",
     ] {
@@ -90,7 +90,7 @@ fn aws_provider_passes_and_fits_a_config_map() {
     assert_eq!(out.code, 0, "{}", out.stderr);
     for expected in [
         "provider:  aws",
-        "exports:   identity, instances-v2, load-balancer, routes\n",
+        "exports:   identity, instances-v2, instances-batch, load-balancer, routes\n",
         "result:    ok",
     ] {
         assert!(
@@ -103,13 +103,51 @@ fn aws_provider_passes_and_fits_a_config_map() {
     assert!(size < 1 << 20, "{size} bytes");
 }
 
+/// A component built against contract 0.1 still passes, with the version and a
+/// warning; it links only 0.1's imports.
+#[test]
+fn a_contract_0_1_component_passes_with_a_warning() {
+    let out = check(&guest("fixture_legacy"), &[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    for expected in [
+        "contract:  wasm-ccm:provider@0.1.0",
+        "warning:   an older contract, adapted by the host",
+        "exports:   identity, instances, zones\n",
+        "result:    ok",
+    ] {
+        assert!(
+            out.stdout.contains(expected),
+            "missing {expected:?} in:\n{}",
+            out.stdout
+        );
+    }
+    assert!(
+        !out.stdout.contains("wasm-ccm:provider/types@0.2.0")
+            && out.stdout.contains("wasm-ccm:provider/types@0.1.0"),
+        "a 0.1 component links 0.1's imports, nothing of 0.2:\n{}",
+        out.stdout
+    );
+    let json = check(&guest("fixture_legacy"), &["--json"]);
+    let report: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
+    assert_eq!(report["contractVersion"], "0.1.0");
+    assert!(
+        report["warnings"][0]
+            .as_str()
+            .unwrap()
+            .contains("wasm-ccm:provider@0.1.0"),
+        "{report}"
+    );
+}
+
 #[test]
 fn json_report_lists_exports() {
     let out = check(&guest("reference_provider"), &["--json"]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     let report: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
     assert_eq!(report["provider"], "simcloud");
-    assert_eq!(report["exports"].as_array().unwrap().len(), 7);
+    assert_eq!(report["exports"].as_array().unwrap().len(), 8);
+    assert_eq!(report["contractVersion"], "0.2.0");
+    assert_eq!(report["warnings"], serde_json::json!([]));
     assert_eq!(report["configMapLimitBytes"], 1 << 20);
 }
 
@@ -124,7 +162,7 @@ fn partial_provider_reports_what_it_lacks() {
     );
     assert!(
         out.stdout
-            .contains("not exported (controllers using them are skipped): instances, zones, load-balancer, routes, clusters"),
+            .contains("not exported (controllers using them are skipped): instances-batch, instances, zones, load-balancer, load-balancer-name, routes, clusters"),
         "{}",
         out.stdout
     );
@@ -165,7 +203,7 @@ fn component_of_another_world_is_rejected() {
 fn missing_identity_is_rejected() {
     assert_rejected(
         &guest("fixture_no_identity"),
-        "does not export the required interface wasm-ccm:provider/identity@0.1.0",
+        "does not export the required interface wasm-ccm:provider/identity@0.2.0",
     );
 }
 

@@ -891,7 +891,7 @@ async fn cluster_cidr_is_needed_only_when_the_route_controller_runs() {
     .spawn()
     .unwrap();
     ready(port).await;
-    let legacy = Stack::with_provider("fixture_legacy", "legacy").await;
+    let legacy = Stack::with_provider("fixture_legacy", "simcloud").await;
     let port = free_port();
     let _no_routes = command(&legacy, port, &[]).spawn().unwrap();
     ready(port).await;
@@ -900,7 +900,7 @@ async fn cluster_cidr_is_needed_only_when_the_route_controller_runs() {
 /// A provider without instances-v2: upstream's fallback through instances and zones.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn legacy_instances_and_zones_path() {
-    let stack = Stack::with_provider("fixture_legacy", "legacy").await;
+    let stack = Stack::with_provider("fixture_legacy", "simcloud").await;
     let (keep, gone) = stack.cloud.with_state(|s| {
         let keep = s.create_instance(NewInstance {
             instance_type: Some("sim.medium".into()),
@@ -928,7 +928,7 @@ async fn legacy_instances_and_zones_path() {
     let node = nodes.get("v1-a").await.unwrap();
     assert_eq!(
         node.spec.clone().unwrap().provider_id,
-        Some(format!("legacy://{}", keep.id)),
+        Some(format!("simcloud://{}", keep.id)),
         "provider ID from instance-id"
     );
     let labels = node.metadata.labels.clone().unwrap();
@@ -1379,7 +1379,7 @@ async fn a_failed_address_update_after_initialization_is_not_a_failed_sync() {
 /// Instances"); upstream has no test of a failed delete or of a same-key taint.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lifecycle_corners_as_upstream() {
-    let stack = Stack::with_provider("fixture_legacy", "legacy").await;
+    let stack = Stack::with_provider("fixture_legacy", "simcloud").await;
     let (stopped, gone) = stack.cloud.with_state(|s| {
         (
             s.create_instance(NewInstance::named("legacy-stopped")),
@@ -1463,7 +1463,7 @@ async fn lifecycle_corners_as_upstream() {
 /// and every lifecycle pass over it succeeds.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_shutdown_check_not_implemented_is_not_shut_down() {
-    let stack = Stack::with_provider("fixture_legacy", "legacy").await;
+    let stack = Stack::with_provider("fixture_legacy", "simcloud").await;
     let mut new = NewInstance::named("legacy-unknown");
     new.state = Some(InstanceState::Stopped);
     new.labels

@@ -422,7 +422,7 @@ async fn a_policy_over_the_memory_budget_is_refused_with_both_numbers() {
     assert!(
         err.contains("hostile.yaml")
             && err.contains("limits")
-            && err.contains("352 MiB")
+            && err.contains("353 MiB")
             && err.contains("128 MiB"),
         "{err}"
     );

@@ -494,3 +494,49 @@ async fn a_tightened_policy_applies_even_when_its_component_is_refused() {
     })
     .await;
 }
+
+/// A provider built against contract 0.1 (the `fixture_legacy` build of the simcloud
+/// provider) replaces a 0.2 one and is replaced back while Nodes keep arriving: both
+/// directions swap with no failed call, and every Node is initialized by one version
+/// or the other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn swaps_between_contract_versions_both_ways_under_load() {
+    let swap = SwapStack::start().await;
+    let v02 = sha256_hex(&swap.reference);
+    let old = std::fs::read(guest("fixture_legacy")).unwrap();
+    let v01 = sha256_hex(&old);
+    let port = free_port();
+    // The 0.1 build exports instances and zones only: the node controllers run.
+    let _ccm = swap.controller_manager(
+        port,
+        &[
+            "--leader-elect=false",
+            "--controllers=cloud-node,cloud-node-lifecycle",
+        ],
+    );
+    wait_serving(port, &v02).await;
+    let mut names = Vec::new();
+    for (i, (publish, hash)) in [(&old, &v01), (&swap.reference, &v02)].iter().enumerate() {
+        for j in 0..8 {
+            let name = format!("round-{i}-{j}");
+            swap.add_node(&name).await;
+            names.push(name);
+            if j == 3 {
+                swap.publish(publish);
+            }
+        }
+        wait_serving(port, hash).await;
+    }
+    for name in &names {
+        wait_until(TIMEOUT, &format!("{name} initialized"), || {
+            swap.initialized(name)
+        })
+        .await;
+    }
+    let m = metrics(port).await;
+    assert_eq!(failed_calls(&m), 0.0, "{m}");
+    assert_eq!(reconciles(&m, "cloud-node", "error"), 0.0, "{m}");
+    assert_eq!(reloads(&m, "success"), 2.0, "{m}");
+    // Both versions answered calls: the 0.1 build through legacy `instances`.
+    assert!(m.contains("function=\"instance-id\""), "{m}");
+}

@@ -132,7 +132,7 @@ async fn a_new_provider_builds_tests_checks_and_runs() {
     assert!(!dir.join("wit").exists());
     let world = std::fs::read_to_string(dir.join("contract/world.wit")).unwrap();
     assert!(
-        world.contains("export wasm-ccm:provider/routes@0.1.0;"),
+        world.contains("export wasm-ccm:provider/routes@0.2.0;"),
         "{world}"
     );
     let report = check(&wasm, &dir);
@@ -250,14 +250,14 @@ async fn a_new_provider_builds_tests_checks_and_runs() {
     .await;
 }
 
-/// Each interface alone (and the default, `instances-v2`): the generated crate builds
+/// Each interface alone (and the default, `instances-v2` with `instances-batch`): the generated crate builds
 /// without a warning (no helper left unused) and passes `wasm-ccm check` exporting
 /// just that interface.
 #[test]
 fn each_export_alone_builds_and_checks() {
     let temp = TempDir::new("new-each");
     for (exports, listed) in [
-        (None, "identity, instances-v2"),
+        (None, "identity, instances-v2, instances-batch"),
         (Some("load-balancer"), "identity, load-balancer"),
         (Some("routes"), "identity, routes"),
         (Some("clusters"), "identity, clusters"),
@@ -287,6 +287,7 @@ fn bad_names_exports_and_directories_are_refused() {
     };
     assert!(new(&["Acme_Cloud"]).contains("invalid provider name \"Acme_Cloud\""));
     assert!(new(&["acme", "--exports", "instances-v2,lb"]).contains("unknown interface \"lb\""));
+    assert!(new(&["acme", "--exports", "instances-batch"]).contains("choose instances-v2 with it"));
     std::fs::create_dir_all(temp.path().join("taken")).unwrap();
     std::fs::write(temp.path().join("taken/keep.txt"), "mine").unwrap();
     assert!(new(&["acme", "taken"]).contains("already exists and is not empty"));

@@ -26,6 +26,7 @@ async fn identity_and_exports() {
         p.exports().names(),
         vec![
             "instances-v2",
+            "instances-batch",
             "instances",
             "zones",
             "load-balancer",
@@ -233,8 +234,10 @@ async fn load_balancer_lifecycle() {
         .expect("load-balancer exported");
     let svc = lb_service("default", "web", "6f1c2d3e-aaaa-bbbb-cccc-0123456789ab");
     let expected_name = "a6f1c2d3eaaaabbbbcccc0123456789a";
+    // No `load-balancer-name` export: the host's name is upstream's default.
+    assert!(sim.provider.load_balancer_name().is_none());
     assert_eq!(
-        lb.get_load_balancer_name("kubernetes", &svc).await.unwrap(),
+        wasm_ccm_host::contract::default_load_balancer_name(&svc),
         expected_name
     );
     assert_eq!(
@@ -332,6 +335,8 @@ async fn routes_lifecycle() {
         target_node_addresses: Vec::new(),
         destination_cidr: "10.244.1.0/24".into(),
         blackhole: false,
+        enable_node_addresses: true,
+        target_node_provider_id: None,
     };
     routes
         .create_route("kubernetes", "uid-n-r", &wanted)
@@ -343,6 +348,11 @@ async fn routes_lifecycle() {
     assert_eq!(listed[0].target_node, "n-r");
     assert_eq!(listed[0].destination_cidr, "10.244.1.0/24");
     assert!(!listed[0].blackhole);
+    // Listed routes name their target's provider ID (the cloud routes by instance ID).
+    assert_eq!(
+        listed[0].target_node_provider_id.as_deref(),
+        Some(format!("simcloud://{}", i.id).as_str())
+    );
     assert!(
         routes
             .list_routes("other-cluster")

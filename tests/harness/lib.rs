@@ -225,6 +225,7 @@ pub fn lb_service(namespace: &str, name: &str, uid: &str) -> types::Service {
             uid: uid.into(),
             labels: Vec::new(),
             annotations: Vec::new(),
+            deletion_timestamp: None,
         },
         service_type: types::ServiceType::LoadBalancer,
         ports: vec![types::ServicePort {
@@ -245,6 +246,11 @@ pub fn lb_service(namespace: &str, name: &str, uid: &str) -> types::Service {
         status: types::LoadBalancerStatus {
             ingress: Vec::new(),
         },
+        external_ips: Vec::new(),
+        cluster_ips: vec!["10.96.0.10".into()],
+        ip_family_policy: Some(types::IpFamilyPolicy::SingleStack),
+        session_affinity_timeout_seconds: None,
+        allocate_load_balancer_node_ports: Some(true),
     }
 }
 

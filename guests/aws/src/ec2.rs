@@ -100,7 +100,7 @@ pub struct Route {
 }
 
 /// An availability zone.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Zone {
     pub name: String,
     /// E.g. `use1-az1`.

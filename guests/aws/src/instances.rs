@@ -9,13 +9,31 @@
 //!   proof of absence: no match is `instance-not-found`, an error, so the Node is
 //!   never deleted for it (upstream does the same). Shutdown is `stopped`; addresses
 //!   are upstream's (`node_addresses`).
+//! - `instances-batch` answers many Nodes with one `DescribeInstances` per page of
+//!   [`BATCH_FILTER_VALUES`] instance IDs or private DNS names (filters, so an unknown
+//!   ID is simply absent instead of failing the call), as cloud-provider-aws batches
+//!   its lookups.
+//! - Availability zones (for the zone-ID label) live in the host's shared cache, so
+//!   the pooled instances ask EC2 once an hour between them, not once each.
+
+use std::collections::HashMap;
+use std::time::Duration;
 
 use crate::api::Params;
 use crate::config::Config;
 use crate::ec2::{self, Instance};
 use crate::{Aws, PROVIDER_NAME};
-use wasm_ccm_guest::InstancesV2;
-use wasm_ccm_guest::types::{CloudError, InstanceInfo, Node, NodeAddress, NodeAddressType};
+use wasm_ccm_guest::types::{
+    BoolAnswer, CloudError, InstanceInfo, MetadataAnswer, Node, NodeAddress, NodeAddressType,
+};
+use wasm_ccm_guest::{InstancesBatch, InstancesV2, cache};
+
+/// The most values in one EC2 filter (EC2 allows 200).
+pub const BATCH_FILTER_VALUES: usize = 200;
+/// The shared cache's key for the region's availability zones.
+const ZONES_KEY: &str = "aws/availability-zones";
+/// How long the zone list is kept.
+const ZONES_TTL: Duration = Duration::from_secs(3600);
 
 /// The label upstream sets from the zone's ID (e.g. `use1-az1`).
 pub const ZONE_ID_LABEL: &str = "topology.k8s.aws/zone-id";
@@ -137,19 +155,28 @@ pub fn node_addresses(config: &Config, instance: &Instance) -> Vec<NodeAddress> 
     addresses
 }
 
-/// The zone's ID, from the zones the provider has seen (asked again when a zone is
-/// new). Failing to get it only leaves the label out.
-fn zone_id(state: &Aws, zone: &str) -> Option<String> {
-    let cached = |zones: &[ec2::Zone]| zones.iter().find(|z| z.name == zone).map(|z| z.id.clone());
-    if let Some(id) = cached(&state.zones.borrow()) {
-        return Some(id);
+/// The region's availability zones, from the shared cache, else asked once and kept
+/// for [`ZONES_TTL`] (asked again when `wanted` is a zone the list lacks).
+pub fn zones(state: &Aws, wanted: Option<&str>) -> Result<Vec<ec2::Zone>, CloudError> {
+    if let Some(zones) = cache::get_json::<Vec<ec2::Zone>>(ZONES_KEY)
+        && wanted.is_none_or(|w| zones.iter().any(|z| z.name == w))
+    {
+        return Ok(zones);
     }
-    match state.ec2.zones() {
-        Ok(zones) => {
-            let id = cached(&zones);
-            *state.zones.borrow_mut() = zones;
-            id
-        }
+    let zones = state.ec2.zones()?;
+    if let Err(e) = cache::set_json(ZONES_KEY, &zones, ZONES_TTL) {
+        wasm_ccm_guest::log::warn(
+            "cannot keep the zone list in the shared cache",
+            &[("error", &format!("{e:?}"))],
+        );
+    }
+    Ok(zones)
+}
+
+/// The zone's ID. Failing to get it only leaves the label out.
+fn zone_id(state: &Aws, zone: &str) -> Option<String> {
+    match zones(state, Some(zone)) {
+        Ok(zones) => zones.into_iter().find(|z| z.name == zone).map(|z| z.id),
         Err(e) => {
             wasm_ccm_guest::log::warn(
                 "cannot list availability zones; the zone-id label is left out",
@@ -160,46 +187,152 @@ fn zone_id(state: &Aws, zone: &str) -> Option<String> {
     }
 }
 
+/// What the cloud says about a node's instance: `find`'s answer.
+type Found = Result<Option<Instance>, CloudError>;
+
+/// [`find`] for many nodes, with one `DescribeInstances` per page of IDs and one per
+/// page of private DNS names.
+pub fn find_all(state: &Aws, nodes: &[Node]) -> Result<Vec<Found>, CloudError> {
+    enum Key {
+        Id(String),
+        Name(String),
+        Bad(CloudError),
+    }
+    let keys: Vec<Key> = nodes
+        .iter()
+        .map(
+            |node| match node.provider_id.as_deref().filter(|p| !p.is_empty()) {
+                Some(pid) => instance_id(pid).map_or_else(Key::Bad, Key::Id),
+                None => match node.metadata.name.strip_prefix("i-") {
+                    Some(id) => Key::Id(format!("i-{}", id.split('.').next().unwrap_or(id))),
+                    None => Key::Name(node.metadata.name.clone()),
+                },
+            },
+        )
+        .collect();
+    let mut ids: Vec<&str> = keys
+        .iter()
+        .filter_map(|k| match k {
+            Key::Id(id) => Some(id.as_str()),
+            _ => None,
+        })
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    let mut by_id: HashMap<String, Instance> = HashMap::new();
+    for page in ids.chunks(BATCH_FILTER_VALUES) {
+        for instance in state
+            .ec2
+            .instances_filtered(Params::new().filter("instance-id", page))?
+        {
+            by_id.insert(instance.id.clone(), instance);
+        }
+    }
+    let mut names: Vec<&str> = keys
+        .iter()
+        .filter_map(|k| match k {
+            Key::Name(name) => Some(name.as_str()),
+            _ => None,
+        })
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    let mut by_name: HashMap<String, Vec<Instance>> = HashMap::new();
+    for page in names.chunks(BATCH_FILTER_VALUES) {
+        let found = state.ec2.instances_filtered(
+            Params::new()
+                .filter("private-dns-name", page)
+                .filter("instance-state-name", &ec2::ALIVE_STATES),
+        )?;
+        for instance in found
+            .into_iter()
+            .filter(|i| state.config.has_cluster_tag(&i.tags))
+        {
+            by_name
+                .entry(instance.private_dns_name.clone())
+                .or_default()
+                .push(instance);
+        }
+    }
+    Ok(keys
+        .into_iter()
+        .map(|key| match key {
+            Key::Bad(err) => Err(err),
+            Key::Id(id) => Ok(by_id.get(&id).cloned()),
+            Key::Name(name) => match by_name.get(&name).map(Vec::as_slice) {
+                None | Some([]) => Err(CloudError::InstanceNotFound),
+                Some([one]) => Ok(Some(one.clone())),
+                Some(many) => Err(CloudError::Other(format!(
+                    "{} instances have the private DNS name {name}",
+                    many.len()
+                ))),
+            },
+        })
+        .collect())
+}
+
+fn exists(found: Found) -> BoolAnswer {
+    Ok(found?.is_some_and(|i| i.state != "terminated"))
+}
+
+fn shut_down(found: Found) -> BoolAnswer {
+    Ok(found?.is_some_and(|i| i.state == "stopped"))
+}
+
+fn metadata(state: &Aws, node: &Node, found: Found) -> MetadataAnswer {
+    let instance = found?.ok_or(CloudError::InstanceNotFound)?;
+    let mut additional_labels = Vec::new();
+    let has_label = node.metadata.labels.iter().any(|(k, _)| k == ZONE_ID_LABEL);
+    if !has_label
+        && !instance.zone.is_empty()
+        && let Some(id) = zone_id(state, &instance.zone)
+    {
+        additional_labels.push((ZONE_ID_LABEL.to_owned(), id));
+    }
+    Ok(InstanceInfo {
+        provider_id: node
+            .provider_id
+            .clone()
+            .filter(|p| !p.is_empty())
+            .unwrap_or_else(|| provider_id(&instance)),
+        instance_type: instance.instance_type.clone(),
+        node_addresses: node_addresses(&state.config, &instance),
+        zone: instance.zone.clone(),
+        region: state.config.region.clone(),
+        additional_labels,
+    })
+}
+
 impl InstancesV2 for Aws {
     fn instance_exists(&self, node: Node) -> Result<bool, CloudError> {
-        {
-            let s = self;
-            Ok(find(s, &node)?.is_some_and(|i| i.state != "terminated"))
-        }
+        exists(find(self, &node))
     }
 
     fn instance_shutdown(&self, node: Node) -> Result<bool, CloudError> {
-        {
-            let s = self;
-            Ok(find(s, &node)?.is_some_and(|i| i.state == "stopped"))
-        }
+        shut_down(find(self, &node))
     }
 
     fn instance_metadata(&self, node: Node) -> Result<InstanceInfo, CloudError> {
-        {
-            let s = self;
-            let instance = find(s, &node)?.ok_or(CloudError::InstanceNotFound)?;
-            let mut additional_labels = Vec::new();
-            let has_label = node.metadata.labels.iter().any(|(k, _)| k == ZONE_ID_LABEL);
-            if !has_label
-                && !instance.zone.is_empty()
-                && let Some(id) = zone_id(s, &instance.zone)
-            {
-                additional_labels.push((ZONE_ID_LABEL.to_owned(), id));
-            }
-            Ok(InstanceInfo {
-                provider_id: node
-                    .provider_id
-                    .clone()
-                    .filter(|p| !p.is_empty())
-                    .unwrap_or_else(|| provider_id(&instance)),
-                instance_type: instance.instance_type.clone(),
-                node_addresses: node_addresses(&s.config, &instance),
-                zone: instance.zone.clone(),
-                region: s.config.region.clone(),
-                additional_labels,
-            })
-        }
+        metadata(self, &node, find(self, &node))
+    }
+}
+
+impl InstancesBatch for Aws {
+    fn instances_exist(&self, nodes: Vec<Node>) -> Result<Vec<BoolAnswer>, CloudError> {
+        Ok(find_all(self, &nodes)?.into_iter().map(exists).collect())
+    }
+
+    fn instances_shutdown(&self, nodes: Vec<Node>) -> Result<Vec<BoolAnswer>, CloudError> {
+        Ok(find_all(self, &nodes)?.into_iter().map(shut_down).collect())
+    }
+
+    fn instances_metadata(&self, nodes: Vec<Node>) -> Result<Vec<MetadataAnswer>, CloudError> {
+        let found = find_all(self, &nodes)?;
+        Ok(nodes
+            .iter()
+            .zip(found)
+            .map(|(node, found)| metadata(self, node, found))
+            .collect())
     }
 }
 

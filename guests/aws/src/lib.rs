@@ -8,7 +8,7 @@
 //! - [`api`]: the AWS Query protocol (form-encoded requests, XML answers), errors
 //!   mapped to the contract's (throttling → `retry-after`), pagination;
 //! - [`ec2`], [`elbv2`]: the API calls used, with their XML read into plain structs;
-//! - [`instances`] (`instances-v2`), [`load_balancer`] (one NLB per Service),
+//! - [`instances`] (`instances-v2` and `instances-batch`), [`load_balancer`] (one NLB per Service),
 //!   [`routes`] (the cluster's VPC route table): the exports.
 //!
 //! Behaviour follows kubernetes/cloud-provider-aws; `guests/aws/README.md` lists what
@@ -23,8 +23,6 @@ mod load_balancer;
 mod routes;
 mod xml;
 
-use std::cell::RefCell;
-
 use wasm_ccm_guest::Provider;
 
 #[allow(warnings)]
@@ -34,14 +32,15 @@ mod bindings {
         inline: "
             package wasm-ccm:aws;
             world aws {
-                export wasm-ccm:provider/identity@0.1.0;
-                export wasm-ccm:provider/instances-v2@0.1.0;
-                export wasm-ccm:provider/load-balancer@0.1.0;
-                export wasm-ccm:provider/routes@0.1.0;
+                export wasm-ccm:provider/identity@0.2.0;
+                export wasm-ccm:provider/instances-v2@0.2.0;
+                export wasm-ccm:provider/instances-batch@0.2.0;
+                export wasm-ccm:provider/load-balancer@0.2.0;
+                export wasm-ccm:provider/routes@0.2.0;
             }
         ",
         world: "wasm-ccm:aws/aws",
-        with: { "wasm-ccm:provider/types@0.1.0": wasm_ccm_guest::types },
+        with: { "wasm-ccm:provider/types@0.2.0": wasm_ccm_guest::types },
     });
 }
 
@@ -53,9 +52,6 @@ pub struct Aws {
     config: config::Config,
     ec2: ec2::Ec2,
     elb: elbv2::Elbv2,
-    /// Availability zones seen (for zone IDs and zone types), asked again when a new
-    /// zone shows up.
-    zones: RefCell<Vec<ec2::Zone>>,
 }
 
 impl Provider for Aws {
@@ -76,12 +72,7 @@ impl Provider for Aws {
                 ("clusterID", &config.cluster_id),
             ],
         );
-        Ok(Aws {
-            config,
-            ec2,
-            elb,
-            zones: RefCell::new(Vec::new()),
-        })
+        Ok(Aws { config, ec2, elb })
     }
 
     fn has_cluster_id(&self) -> bool {
@@ -90,4 +81,4 @@ impl Provider for Aws {
 }
 
 wasm_ccm_guest::export_provider!(Aws with_types_in bindings,
-    exports: [instances_v2, load_balancer, routes]);
+    exports: [instances_v2, instances_batch, load_balancer, routes]);

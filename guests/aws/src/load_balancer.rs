@@ -449,18 +449,12 @@ fn subnets(
     Ok(best.into_iter().map(|s| s.id).collect())
 }
 
-/// Zone name → zone type, from the zones the provider knows (asked once).
+/// Zone name → zone type, from the zones in the shared cache.
 fn zone_types(state: &Aws) -> Vec<(String, String)> {
-    if state.zones.borrow().is_empty()
-        && let Ok(zones) = state.ec2.zones()
-    {
-        *state.zones.borrow_mut() = zones;
-    }
-    state
-        .zones
-        .borrow()
-        .iter()
-        .map(|z| (z.name.clone(), z.zone_type.clone()))
+    crate::instances::zones(state, None)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|z| (z.name, z.zone_type))
         .collect()
 }
 

@@ -113,6 +113,8 @@ impl Routes for Aws {
                         name,
                         target_node: String::new(),
                         target_node_addresses: Vec::new(),
+                        enable_node_addresses: false,
+                        target_node_provider_id: None,
                         destination_cidr: route.destination.clone(),
                         blackhole: true,
                     });
@@ -127,6 +129,8 @@ impl Routes for Aws {
                         name,
                         target_node: node_name(instance),
                         target_node_addresses: Vec::new(),
+                        enable_node_addresses: false,
+                        target_node_provider_id: None,
                         destination_cidr: route.destination.clone(),
                         blackhole: instance.state == "terminated",
                     }),

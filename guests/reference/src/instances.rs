@@ -1,7 +1,11 @@
 //! `instances-v2`, legacy `instances`, and `zones`.
 
-use wasm_ccm_guest::types::{CloudError, InstanceInfo, Node, NodeAddress, NodeAddressType, Zone};
-use wasm_ccm_guest::{Instances, InstancesV2, Zones};
+use std::collections::HashMap;
+
+use wasm_ccm_guest::types::{
+    BoolAnswer, CloudError, InstanceInfo, MetadataAnswer, Node, NodeAddress, NodeAddressType, Zone,
+};
+use wasm_ccm_guest::{Instances, InstancesBatch, InstancesV2, Zones};
 
 use crate::cloud::{Address, Instance};
 use crate::{SimCloud, instance_id_from_provider_id, provider_id};
@@ -22,6 +26,45 @@ impl SimCloud {
 
     fn by_name(&self, node_name: &str) -> Result<Instance, CloudError> {
         require(self.cloud.instance_by_name(node_name)?)
+    }
+
+    /// The instances backing `nodes` (as [`Self::find`] would find each), from one
+    /// listing of the cloud's instances.
+    fn find_all(
+        &self,
+        nodes: &[Node],
+    ) -> Result<Vec<Result<Option<Instance>, CloudError>>, CloudError> {
+        let live: Vec<Instance> = self
+            .cloud
+            .instances()?
+            .into_iter()
+            .filter(|i| !i.is_terminated())
+            .collect();
+        let by_id: HashMap<&str, &Instance> = live.iter().map(|i| (i.id.as_str(), i)).collect();
+        let by_name: HashMap<&str, &Instance> = live.iter().map(|i| (i.name.as_str(), i)).collect();
+        Ok(nodes
+            .iter()
+            .map(
+                |node| match node.provider_id.as_deref().filter(|p| !p.is_empty()) {
+                    Some(pid) => instance_id_from_provider_id(pid)
+                        .map(|id| by_id.get(id).map(|i| (*i).clone())),
+                    None => Ok(by_name
+                        .get(node.metadata.name.as_str())
+                        .map(|i| (*i).clone())),
+                },
+            )
+            .collect())
+    }
+}
+
+fn info(instance: Instance) -> InstanceInfo {
+    InstanceInfo {
+        provider_id: provider_id(&instance.id),
+        instance_type: instance.instance_type,
+        node_addresses: addresses(&instance.addresses),
+        zone: instance.zone,
+        region: instance.region,
+        additional_labels: instance.labels.into_iter().collect(),
     }
 }
 
@@ -59,15 +102,34 @@ impl InstancesV2 for SimCloud {
     }
 
     fn instance_metadata(&self, node: Node) -> Result<InstanceInfo, CloudError> {
-        let instance = require(self.find(&node)?)?;
-        Ok(InstanceInfo {
-            provider_id: provider_id(&instance.id),
-            instance_type: instance.instance_type,
-            node_addresses: addresses(&instance.addresses),
-            zone: instance.zone,
-            region: instance.region,
-            additional_labels: instance.labels.into_iter().collect(),
-        })
+        Ok(info(require(self.find(&node)?)?))
+    }
+}
+
+/// One listing of the cloud answers a whole batch.
+impl InstancesBatch for SimCloud {
+    fn instances_exist(&self, nodes: Vec<Node>) -> Result<Vec<BoolAnswer>, CloudError> {
+        Ok(self
+            .find_all(&nodes)?
+            .into_iter()
+            .map(|found| found.map(|i| i.is_some()))
+            .collect())
+    }
+
+    fn instances_shutdown(&self, nodes: Vec<Node>) -> Result<Vec<BoolAnswer>, CloudError> {
+        Ok(self
+            .find_all(&nodes)?
+            .into_iter()
+            .map(|found| Ok(require(found?)?.state == "stopped"))
+            .collect())
+    }
+
+    fn instances_metadata(&self, nodes: Vec<Node>) -> Result<Vec<MetadataAnswer>, CloudError> {
+        Ok(self
+            .find_all(&nodes)?
+            .into_iter()
+            .map(|found| Ok(info(require(found?)?)))
+            .collect())
     }
 }
 
@@ -157,12 +219,14 @@ mod tests {
                 uid: "u".into(),
                 labels: Vec::new(),
                 annotations: Vec::new(),
+                deletion_timestamp: None,
             },
             provider_id: provider_id.map(Into::into),
             pod_cidrs: Vec::new(),
             taints: Vec::new(),
             addresses: Vec::new(),
             conditions: Vec::new(),
+            unschedulable: false,
         }
     }
 

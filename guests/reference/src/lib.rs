@@ -25,8 +25,24 @@ use wasm_ccm_guest::types::CloudError;
 mod bindings {
     wit_bindgen::generate!({
         path: "../../wit",
-        world: "wasm-ccm:provider/provider",
-        with: { "wasm-ccm:provider/types@0.1.0": wasm_ccm_guest::types },
+        // Every interface but `load-balancer-name`: its load balancers have upstream's
+        // default names, which the host uses when the export is absent.
+        inline: "
+            package wasm-ccm:reference;
+            world provider {
+                include wasm-ccm:provider/host-capabilities@0.2.0;
+                export wasm-ccm:provider/identity@0.2.0;
+                export wasm-ccm:provider/instances-v2@0.2.0;
+                export wasm-ccm:provider/instances-batch@0.2.0;
+                export wasm-ccm:provider/instances@0.2.0;
+                export wasm-ccm:provider/zones@0.2.0;
+                export wasm-ccm:provider/load-balancer@0.2.0;
+                export wasm-ccm:provider/routes@0.2.0;
+                export wasm-ccm:provider/clusters@0.2.0;
+            }
+        ",
+        world: "wasm-ccm:reference/provider",
+        with: { "wasm-ccm:provider/types@0.2.0": wasm_ccm_guest::types },
         generate_all,
     });
 }
@@ -52,7 +68,7 @@ impl Provider for SimCloud {
 }
 
 wasm_ccm_guest::export_provider!(SimCloud with_types_in bindings,
-    exports: [instances_v2, instances, zones, load_balancer, routes, clusters]);
+    exports: [instances_v2, instances_batch, instances, zones, load_balancer, routes, clusters]);
 
 /// `simcloud://i-123` -> `i-123`.
 fn instance_id_from_provider_id(provider_id: &str) -> Result<&str, CloudError> {

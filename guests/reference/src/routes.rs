@@ -28,6 +28,8 @@ impl Routes for SimCloud {
                     .unwrap_or_default(),
                 // The cloud's routes do not record target addresses.
                 target_node_addresses: Vec::new(),
+                enable_node_addresses: false,
+                target_node_provider_id: Some(crate::provider_id(&r.target_instance)),
                 destination_cidr: r.destination_cidr,
                 blackhole: r.blackhole,
             })
@@ -40,15 +42,21 @@ impl Routes for SimCloud {
         name_hint: String,
         route: Route,
     ) -> Result<(), CloudError> {
-        let instance = self
-            .cloud
-            .instance_by_name(&route.target_node)?
-            .ok_or_else(|| {
-                CloudError::Other(format!(
-                    "cannot route {} to node {}: no such instance",
-                    route.destination_cidr, route.target_node
-                ))
-            })?;
+        // The target's provider ID names its instance; a Node without one is looked up.
+        let target = match route.target_node_provider_id.as_deref() {
+            Some(pid) => crate::instance_id_from_provider_id(pid)?.to_owned(),
+            None => {
+                self.cloud
+                    .instance_by_name(&route.target_node)?
+                    .ok_or_else(|| {
+                        CloudError::Other(format!(
+                            "cannot route {} to node {}: no such instance",
+                            route.destination_cidr, route.target_node
+                        ))
+                    })?
+                    .id
+            }
+        };
         // One route per IP family for a dual-stack node: the name says which.
         let family = if route.destination_cidr.contains(':') {
             "-ipv6"
@@ -59,7 +67,7 @@ impl Routes for SimCloud {
             name: format!("{cluster_name}-{name_hint}{family}"),
             cluster: cluster_name.clone(),
             destination_cidr: route.destination_cidr,
-            target_instance: instance.id,
+            target_instance: target,
             blackhole: false,
         })
     }

@@ -10,6 +10,9 @@
 //! | module | what |
 //! | --- | --- |
 //! | [`provider`] | the [`Provider`] trait and one trait per contract interface, exported with [`export_provider!`] from a plain struct that holds the provider's state |
+//! | [`cache`] | the host's cache shared by all instances of the version serving (TTL, byte cap) |
+//! | [`events`] | Kubernetes Events on the object of the current call |
+//! | [`deadline`] | the time left for the current call |
 //! | [`http`] | requests with every method, JSON/form/raw bodies, query building; transport errors that keep their [`ErrorKind`](http::ErrorKind) |
 //! | [`cloud_error`] | HTTP answers to the contract's [`CloudError`](types::CloudError): 429/503 with `Retry-After` (seconds or HTTP-date) → `retry-after`, 404 → not found |
 //! | [`paginate`] | follows page tokens, with a bound on pages and a check for repeated tokens |
@@ -33,10 +36,10 @@
 //!     wit_bindgen::generate!({
 //!         path: "contract",
 //!         inline: "package example:cloud;
-//!                  world cloud { export wasm-ccm:provider/identity@0.1.0;
-//!                                export wasm-ccm:provider/instances-v2@0.1.0; }",
+//!                  world cloud { export wasm-ccm:provider/identity@0.2.0;
+//!                                export wasm-ccm:provider/instances-v2@0.2.0; }",
 //!         world: "example:cloud/cloud",
-//!         with: { "wasm-ccm:provider/types@0.1.0": wasm_ccm_guest::types },
+//!         with: { "wasm-ccm:provider/types@0.2.0": wasm_ccm_guest::types },
 //!     });
 //! }
 //! ```
@@ -80,10 +83,10 @@
 //! #     wit_bindgen::generate!({
 //! #         path: "wit",
 //! #         inline: "package example:cloud;
-//! #                  world cloud { export wasm-ccm:provider/identity@0.1.0;
-//! #                                export wasm-ccm:provider/instances-v2@0.1.0; }",
+//! #                  world cloud { export wasm-ccm:provider/identity@0.2.0;
+//! #                                export wasm-ccm:provider/instances-v2@0.2.0; }",
 //! #         world: "example:cloud/cloud",
-//! #         with: { "wasm-ccm:provider/types@0.1.0": wasm_ccm_guest::types },
+//! #         with: { "wasm-ccm:provider/types@0.2.0": wasm_ccm_guest::types },
 //! #     });
 //! # }
 //! // Exported, with the bindings above:
@@ -95,7 +98,10 @@
 
 #![forbid(unsafe_code)]
 
+pub mod cache;
 pub mod cloud_error;
+pub mod deadline;
+pub mod events;
 pub mod http;
 pub mod log;
 pub mod paginate;
@@ -106,15 +112,15 @@ mod transport;
 pub mod url;
 
 pub use provider::{
-    Clusters, Instances, InstancesV2, LoadBalancer, Provider, Routes, Zones,
-    default_load_balancer_name,
+    Clusters, Instances, InstancesBatch, InstancesV2, LoadBalancer, LoadBalancerName, Provider,
+    Routes, Zones, default_load_balancer_name,
 };
 pub use transport::Transport;
 
 /// The contract's shared records (`wasm-ccm:provider/types`): nodes, services,
 /// load balancer status, routes and [`CloudError`](types::CloudError). A provider's
 /// bindings take them from here with
-/// `with: { "wasm-ccm:provider/types@0.1.0": wasm_ccm_guest::types }`.
+/// `with: { "wasm-ccm:provider/types@0.2.0": wasm_ccm_guest::types }`.
 pub use contract_types::wasm_ccm::provider::types;
 
 /// The contract's types, generated from this crate's copy of the contract (with
@@ -126,7 +132,7 @@ pub mod contract_types {
         inline: "
             package wasm-ccm:guest-types;
             world types {
-                import wasm-ccm:provider/types@0.1.0;
+                import wasm-ccm:provider/types@0.2.0;
             }
         ",
         world: "wasm-ccm:guest-types/types",
@@ -135,7 +141,7 @@ pub mod contract_types {
     });
 }
 
-/// The imports: `wasi:http/outgoing-handler` and `logging`.
+/// The imports: `wasi:http/outgoing-handler`, `logging`, `cache`, `events`, `deadline`.
 #[doc(hidden)]
 pub mod bindings {
     wit_bindgen::generate!({

@@ -13,12 +13,13 @@
 //! ```
 //!
 //! `exports` lists the interfaces the provider's world exports (`instances_v2`,
-//! `instances`, `zones`, `load_balancer`, `routes`, `clusters`); `identity` is always
-//! exported. The bindings must take the contract's types from this crate:
-//! `with: { "wasm-ccm:provider/types@0.1.0": wasm_ccm_guest::types }`.
+//! `instances_batch`, `instances`, `zones`, `load_balancer`, `load_balancer_name`,
+//! `routes`, `clusters`); `identity` is always exported. The bindings must take the contract's types from this crate:
+//! `with: { "wasm-ccm:provider/types@0.2.0": wasm_ccm_guest::types }`.
 
 use crate::types::{
-    CloudError, InstanceInfo, LoadBalancerStatus, Node, NodeAddress, Route, Service, Zone,
+    BoolAnswer, CloudError, InstanceInfo, LoadBalancerStatus, MetadataAnswer, Node, NodeAddress,
+    Route, Service, Zone,
 };
 
 /// The required part of every provider: `identity`.
@@ -45,6 +46,34 @@ pub trait InstancesV2 {
     fn instance_shutdown(&self, node: Node) -> Result<bool, CloudError>;
     /// Provider ID, type, addresses, zone, region and labels of the node's instance.
     fn instance_metadata(&self, node: Node) -> Result<InstanceInfo, CloudError>;
+}
+
+/// `instances-batch`: `instances-v2`'s questions for many nodes in one call, answered
+/// with as few cloud requests as the cloud allows (one paged list, not one lookup per
+/// node). One answer per node, in the order given; a node's own error (e.g.
+/// `InstanceNotFound`) is its answer, the outer error fails the whole batch.
+///
+/// The defaults ask [`InstancesV2`] per node, so a provider overrides the ones its
+/// cloud can answer in bulk.
+pub trait InstancesBatch: InstancesV2 {
+    /// [`InstancesV2::instance_exists`] for each node.
+    fn instances_exist(&self, nodes: Vec<Node>) -> Result<Vec<BoolAnswer>, CloudError> {
+        Ok(nodes.into_iter().map(|n| self.instance_exists(n)).collect())
+    }
+    /// [`InstancesV2::instance_shutdown`] for each node.
+    fn instances_shutdown(&self, nodes: Vec<Node>) -> Result<Vec<BoolAnswer>, CloudError> {
+        Ok(nodes
+            .into_iter()
+            .map(|n| self.instance_shutdown(n))
+            .collect())
+    }
+    /// [`InstancesV2::instance_metadata`] for each node.
+    fn instances_metadata(&self, nodes: Vec<Node>) -> Result<Vec<MetadataAnswer>, CloudError> {
+        Ok(nodes
+            .into_iter()
+            .map(|n| self.instance_metadata(n))
+            .collect())
+    }
 }
 
 /// The legacy `instances` (`cloudprovider.Instances`).
@@ -99,11 +128,6 @@ pub trait LoadBalancer {
         cluster_name: String,
         service: Service,
     ) -> Result<Option<LoadBalancerStatus>, CloudError>;
-    /// The cloud name of the Service's load balancer: upstream's default unless
-    /// overridden ([`default_load_balancer_name`]).
-    fn get_load_balancer_name(&self, _cluster_name: String, service: Service) -> String {
-        default_load_balancer_name(&service)
-    }
     /// Creates or updates the load balancer; must be idempotent.
     fn ensure_load_balancer(
         &self,
@@ -124,6 +148,13 @@ pub trait LoadBalancer {
         cluster_name: String,
         service: Service,
     ) -> Result<(), CloudError>;
+}
+
+/// `load-balancer-name`: for a provider whose load balancer names are not upstream's
+/// default; without it the host uses [`default_load_balancer_name`].
+pub trait LoadBalancerName {
+    /// The cloud name of the Service's load balancer.
+    fn get_load_balancer_name(&self, cluster_name: String, service: Service) -> String;
 }
 
 /// `routes` (`cloudprovider.Routes`).
@@ -238,6 +269,49 @@ macro_rules! __export_interface {
             }
         }
     };
+    (instances_batch, $export:ident, $p:ty, $with:ident, $state:ident, $bindings:ident) => {
+        impl $bindings::exports::wasm_ccm::provider::instances_batch::Guest for $export {
+            fn instances_exist(
+                nodes: ::std::vec::Vec<$crate::types::Node>,
+            ) -> ::std::result::Result<
+                ::std::vec::Vec<$crate::types::BoolAnswer>,
+                $crate::types::CloudError,
+            > {
+                $with(|p| $crate::InstancesBatch::instances_exist(p, nodes))
+            }
+            fn instances_shutdown(
+                nodes: ::std::vec::Vec<$crate::types::Node>,
+            ) -> ::std::result::Result<
+                ::std::vec::Vec<$crate::types::BoolAnswer>,
+                $crate::types::CloudError,
+            > {
+                $with(|p| $crate::InstancesBatch::instances_shutdown(p, nodes))
+            }
+            fn instances_metadata(
+                nodes: ::std::vec::Vec<$crate::types::Node>,
+            ) -> ::std::result::Result<
+                ::std::vec::Vec<$crate::types::MetadataAnswer>,
+                $crate::types::CloudError,
+            > {
+                $with(|p| $crate::InstancesBatch::instances_metadata(p, nodes))
+            }
+        }
+    };
+    (load_balancer_name, $export:ident, $p:ty, $with:ident, $state:ident, $bindings:ident) => {
+        impl $bindings::exports::wasm_ccm::provider::load_balancer_name::Guest for $export {
+            fn get_load_balancer_name(
+                cluster_name: ::std::string::String,
+                service: $crate::types::Service,
+            ) -> ::std::string::String {
+                match $state() {
+                    ::std::option::Option::Some(p) => {
+                        $crate::LoadBalancerName::get_load_balancer_name(&*p, cluster_name, service)
+                    }
+                    ::std::option::Option::None => $crate::default_load_balancer_name(&service),
+                }
+            }
+        }
+    };
     (instances, $export:ident, $p:ty, $with:ident, $state:ident, $bindings:ident) => {
         impl $bindings::exports::wasm_ccm::provider::instances::Guest for $export {
             fn node_addresses(
@@ -322,17 +396,6 @@ macro_rules! __export_interface {
             > {
                 $with(|p| $crate::LoadBalancer::get_load_balancer(p, cluster_name, service))
             }
-            fn get_load_balancer_name(
-                cluster_name: ::std::string::String,
-                service: $crate::types::Service,
-            ) -> ::std::string::String {
-                match $state() {
-                    ::std::option::Option::Some(p) => {
-                        $crate::LoadBalancer::get_load_balancer_name(&*p, cluster_name, service)
-                    }
-                    ::std::option::Option::None => $crate::default_load_balancer_name(&service),
-                }
-            }
             fn ensure_load_balancer(
                 cluster_name: ::std::string::String,
                 service: $crate::types::Service,
@@ -406,7 +469,8 @@ macro_rules! __export_interface {
         ::std::compile_error!(::std::concat!(
             "export_provider!: unknown interface `",
             ::std::stringify!($other),
-            "`; expected instances_v2, instances, zones, load_balancer, routes or clusters"
+            "`; expected instances_v2, instances_batch, instances, zones, load_balancer, \
+             load_balancer_name, routes or clusters"
         ));
     };
 }

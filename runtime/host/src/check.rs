@@ -95,6 +95,28 @@ impl Report {
         self.inspection.size as f64 > CONFIGMAP_LIMIT_BYTES as f64 * SIZE_WARNING_RATIO
     }
 
+    /// Warnings that do not fail the check.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut warnings = Vec::new();
+        let version = self.inspection.version;
+        if version.is_deprecated() {
+            warnings.push(format!(
+                "built against {version}, an older contract the host adapts: rebuild with the \
+                 current SDK ({}) for batched instance calls, the shared cache, events and \
+                 deadlines",
+                crate::contract::Version::CURRENT
+            ));
+        }
+        if self.size_warning() {
+            warnings.push(format!(
+                "{} bytes is over {:.0}% of the 1 MiB ConfigMap limit",
+                self.inspection.size,
+                SIZE_WARNING_RATIO * 100.0
+            ));
+        }
+        warnings
+    }
+
     /// The report as JSON, for scripts.
     pub fn to_json(&self) -> serde_json::Value {
         let i = &self.inspection;
@@ -104,6 +126,8 @@ impl Report {
             "file": i.path.display().to_string(),
             "provider": i.provider_name,
             "contract": i.package,
+            "contractVersion": i.version.as_str(),
+            "warnings": self.warnings(),
             "exports": exports,
             "imports": i.imports,
             "sizeBytes": i.size,
@@ -131,6 +155,14 @@ impl fmt::Display for Report {
         writeln!(f, "file:      {}", i.path.display())?;
         writeln!(f, "provider:  {}", i.provider_name)?;
         writeln!(f, "contract:  {}", i.package)?;
+        if i.version.is_deprecated() {
+            writeln!(
+                f,
+                "warning:   an older contract, adapted by the host: rebuild with the current \
+                 SDK ({}) for batched instance calls, the shared cache, events and deadlines",
+                crate::contract::Version::CURRENT
+            )?;
+        }
         writeln!(f, "exports:   {}", exports.join(", "))?;
         if !missing.is_empty() {
             writeln!(

@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Metric, Registry};
 
@@ -79,6 +80,26 @@ pub struct TrapLabels {
     pub kind: String,
 }
 
+/// Labels of `wasm_ccm_provider_cache_requests_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CacheLabels {
+    /// The provider's name.
+    pub provider: String,
+    /// `hit`, `miss`, `set` or `evicted`.
+    pub result: String,
+}
+
+/// Labels of `wasm_ccm_provider_events_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct EventLabels {
+    /// The provider's name.
+    pub provider: String,
+    /// `Normal` or `Warning`.
+    pub r#type: String,
+    /// `recorded`, `rate_limited`, `invalid_reason` or `no_object`.
+    pub result: String,
+}
+
 /// Labels carrying only the provider name.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ProviderLabels {
@@ -147,6 +168,12 @@ pub struct ProviderMetrics {
     pub traps: Family<TrapLabels, Counter>,
     /// `wasm_ccm_provider_log_records_dropped_total`.
     pub guest_log_dropped: Family<ProviderLabels, Counter>,
+    /// `wasm_ccm_provider_cache_requests_total`.
+    pub cache_requests: Family<CacheLabels, Counter>,
+    /// `wasm_ccm_provider_cache_bytes`.
+    pub cache_bytes: Family<ProviderLabels, Gauge>,
+    /// `wasm_ccm_provider_events_total`.
+    pub events: Family<EventLabels, Counter>,
 }
 
 /// The host's metrics registry. Cheap to clone.
@@ -182,6 +209,9 @@ impl Metrics {
             call_duration: Family::new_with_constructor(latency_histogram),
             traps: Family::default(),
             guest_log_dropped: Family::default(),
+            cache_requests: Family::default(),
+            cache_bytes: Family::default(),
+            events: Family::default(),
         };
         let mut registry = Registry::with_prefix("wasm_ccm");
         registry.register(
@@ -218,6 +248,21 @@ impl Metrics {
             "provider_log_records_dropped",
             "Provider log and stdout/stderr records dropped by the rate limit",
             provider.guest_log_dropped.clone(),
+        );
+        registry.register(
+            "provider_cache_requests",
+            "Shared provider cache operations, by result (hit, miss, set, evicted)",
+            provider.cache_requests.clone(),
+        );
+        registry.register(
+            "provider_cache_bytes",
+            "Bytes held in the shared cache of the provider version serving",
+            provider.cache_bytes.clone(),
+        );
+        registry.register(
+            "provider_events",
+            "Kubernetes Events providers asked to record, by type and result",
+            provider.events.clone(),
         );
         Self {
             registry: Arc::new(Mutex::new(registry)),

@@ -70,6 +70,9 @@ pub const FUNCTIONS: &[&str] = &[
     "instances-v2.instance-exists(node)",
     "instances-v2.instance-shutdown(node)",
     "instances-v2.instance-metadata(node)",
+    "instances-batch.instances-exist(nodes)",
+    "instances-batch.instances-shutdown(nodes)",
+    "instances-batch.instances-metadata(nodes)",
     "instances.node-addresses(node-name)",
     "instances.node-addresses-by-provider-id(provider-id)",
     "instances.instance-id(node-name)",
@@ -82,7 +85,7 @@ pub const FUNCTIONS: &[&str] = &[
     "zones.get-zone-by-provider-id(provider-id)",
     "zones.get-zone-by-node-name(node-name)",
     "load-balancer.get-load-balancer(cluster-name, service)",
-    "load-balancer.get-load-balancer-name(cluster-name, service)",
+    "load-balancer-name.get-load-balancer-name(cluster-name, service)",
     "load-balancer.ensure-load-balancer(cluster-name, service, nodes)",
     "load-balancer.update-load-balancer(cluster-name, service, nodes)",
     "load-balancer.ensure-load-balancer-deleted(cluster-name, service)",
@@ -202,6 +205,11 @@ fn route(v: &Value) -> Result<wit::Route, CallError> {
         target_node_addresses: Vec::new(),
         destination_cidr: field("destinationCIDR"),
         blackhole: v.get("blackhole").and_then(Value::as_bool).unwrap_or(false),
+        enable_node_addresses: false,
+        target_node_provider_id: v
+            .get("targetNodeProviderID")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
     }))
 }
 
@@ -251,6 +259,14 @@ fn outcome<T>(
     }
 }
 
+/// One node's answer in a batch: `{"ok": ...}` or `{"error": ...}`.
+fn answer<T>(result: Result<T, wit::CloudError>, show: impl FnOnce(T) -> Value) -> Value {
+    match result {
+        Ok(value) => json!({"ok": show(value)}),
+        Err(err) => json!({"error": cloud_error(&CloudError::from(err))}),
+    }
+}
+
 pub(crate) fn cloud_error(err: &CloudError) -> Value {
     match err {
         CloudError::InstanceNotFound => json!({"instance-not-found": null}),
@@ -289,6 +305,36 @@ async fn dispatch(
                 "instance-exists" => outcome(h.instance_exists(&n).await, |b| json!(b)),
                 "instance-shutdown" => outcome(h.instance_shutdown(&n).await, |b| json!(b)),
                 _ => outcome(h.instance_metadata(&n).await, |m| metadata(&m)),
+            }
+        }
+        "instances-batch" => {
+            let h = provider
+                .instances_batch()
+                .ok_or_else(|| not_exported(interface))?;
+            let all = nodes(arg(0))?;
+            let answers = |v: Vec<Value>| Value::Array(v);
+            match function {
+                "instances-exist" => outcome(h.instances_exist(&all).await, |a| {
+                    answers(a.into_iter().map(|r| answer(r, |b| json!(b))).collect())
+                }),
+                "instances-shutdown" => outcome(h.instances_shutdown(&all).await, |a| {
+                    answers(a.into_iter().map(|r| answer(r, |b| json!(b))).collect())
+                }),
+                _ => outcome(h.instances_metadata(&all).await, |a| {
+                    answers(a.into_iter().map(|r| answer(r, |m| metadata(&m))).collect())
+                }),
+            }
+        }
+        "load-balancer-name" => {
+            let cluster = text(0, "cluster-name")?;
+            let svc = service(arg(1))?;
+            match provider.load_balancer_name() {
+                Some(h) => outcome(h.get_load_balancer_name(&cluster, &svc).await, |s| json!(s)),
+                // Not exported: the host uses upstream's default, as the controllers do.
+                None if provider.load_balancer().is_some() => Ok(json!({
+                    "ok": wasm_ccm_host::contract::default_load_balancer_name(&svc)
+                })),
+                None => Err(not_exported("load-balancer")),
             }
         }
         "instances" => {
@@ -336,9 +382,6 @@ async fn dispatch(
                 "get-load-balancer" => outcome(h.get_load_balancer(&cluster, &svc).await, |s| {
                     json!(s.map(|s| convert::to_k8s_status(&s)))
                 }),
-                "get-load-balancer-name" => {
-                    outcome(h.get_load_balancer_name(&cluster, &svc).await, |s| json!(s))
-                }
                 "ensure-load-balancer" => {
                     let hosts = nodes(arg(2))?;
                     outcome(h.ensure_load_balancer(&cluster, &svc, &hosts).await, |s| {

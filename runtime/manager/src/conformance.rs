@@ -524,6 +524,8 @@ async fn route_checks(
         target_node_addresses: target.addresses.clone(),
         destination_cidr: cidr.to_owned(),
         blackhole: false,
+        enable_node_addresses: true,
+        target_node_provider_id: target.provider_id.clone(),
     };
     let listed = |list: &[wit::Route]| -> Option<wit::Route> {
         list.iter()

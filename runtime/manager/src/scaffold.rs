@@ -94,6 +94,14 @@ const EXPORTS: &[Export] = &[
         tests: include_str!("../templates/provider/instances_v2_tests.rs.tmpl"),
     },
     Export {
+        wit: "instances-batch",
+        macro_name: "instances_batch",
+        imports: &["wasm_ccm_guest::InstancesBatch"],
+        code: include_str!("../templates/provider/instances_batch.rs.tmpl"),
+        test_imports: &[],
+        tests: "",
+    },
+    Export {
         wit: "load-balancer",
         macro_name: "load_balancer",
         imports: &[
@@ -129,7 +137,7 @@ const EXPORTS: &[Export] = &[
 ];
 
 /// The exports generated when none are chosen.
-pub const DEFAULT_EXPORTS: &str = "instances-v2";
+pub const DEFAULT_EXPORTS: &str = "instances-v2,instances-batch";
 
 /// Where the SDK comes from in the generated `Cargo.toml`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -147,7 +155,8 @@ impl Sdk {
         let checkout = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../guests/sdk");
         match checkout.canonicalize() {
             Ok(path) if path.join("Cargo.toml").is_file() => Sdk::Path(path),
-            _ => Sdk::Version(env!("CARGO_PKG_VERSION").to_owned()),
+            // The SDK is versioned with the contract it carries.
+            _ => Sdk::Version(wasm_ccm_host::contract::PACKAGE_VERSION.to_owned()),
         }
     }
 
@@ -287,6 +296,14 @@ fn chosen(exports: &str) -> Result<Vec<&'static Export>, NewError> {
     }
     // In the contract's order, whatever the order given.
     chosen.sort_by_key(|e| EXPORTS.iter().position(|x| x.wit == e.wit));
+    if chosen.iter().any(|e| e.wit == "instances-batch")
+        && !chosen.iter().any(|e| e.wit == "instances-v2")
+    {
+        return Err(NewError::Export(
+            "instances-batch".into(),
+            "instances-batch answers instances-v2's questions: choose instances-v2 with it".into(),
+        ));
+    }
     Ok(chosen)
 }
 
@@ -319,7 +336,7 @@ fn files(name: &str, exports: &[&Export], sdk: &Sdk) -> Vec<(String, String)> {
         .collect();
     let world_exports: String = exports
         .iter()
-        .map(|e| format!("    export wasm-ccm:provider/{}@0.1.0;\n", e.wit))
+        .map(|e| format!("    export wasm-ccm:provider/{}@0.2.0;\n", e.wit))
         .collect();
     let values = [
         ("name", name),
@@ -469,7 +486,7 @@ mod tests {
         let files = files(
             "acme",
             &chosen("instances-v2").unwrap(),
-            &Sdk::Version("0.1.0".into()),
+            &Sdk::Version("0.2.0".into()),
         );
         let paths: Vec<&str> = files.iter().map(|(p, _)| p.as_str()).collect();
         assert!(paths.contains(&"contract/deps/wasm-ccm-provider/provider.wit"));
@@ -478,6 +495,6 @@ mod tests {
         assert!(!lib.contains("{{"), "{lib}");
         assert!(lib.contains("impl InstancesV2 for Acme"));
         let cargo = &files.iter().find(|(p, _)| p == "Cargo.toml").unwrap().1;
-        assert!(cargo.contains("wasm-ccm-guest = \"0.1.0\""), "{cargo}");
+        assert!(cargo.contains("wasm-ccm-guest = \"0.2.0\""), "{cargo}");
     }
 }

@@ -2,15 +2,26 @@
 //!
 //! - [`http_egress`]: outbound HTTP, the only network path (allowlist, credentials, limits);
 //! - [`logging`]: the `wasm-ccm:provider/logging` import, recorded with `tracing`;
+//! - [`cache`]: the `cache` import, a key/value store shared by a version's instances;
+//! - [`events`]: the `events` import, Kubernetes Events through the embedder's
+//!   [`events::EventSink`];
+//! - [`deadline`]: the `deadline` import, the time left for the current call;
 //! - [`wasi`]: the closed WASI context (no files, no environment, no sockets).
 //!
-//! [`HostState`] is the data of each provider instance's `Store`, tying them together.
+//! [`HostState`] is the data of each provider instance's `Store`, tying them together;
+//! [`Shared`] is what all instances of one provider version share.
 
+pub mod cache;
+pub mod deadline;
+pub mod events;
 pub mod http_egress;
 pub mod logging;
 pub mod wasi;
 
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+pub use events::ObjectRef;
 
 use wasmtime::StoreLimits;
 use wasmtime::component::ResourceTable;
@@ -26,6 +37,32 @@ pub const MAX_RESOURCES: usize = 256;
 /// The most memory one header-fields resource may use (roughly its bytes in memory).
 pub const MAX_FIELDS_BYTES: usize = 64 << 10;
 
+/// What every instance of one provider version shares.
+pub struct Shared {
+    /// The `cache` import's store.
+    pub cache: cache::Cache,
+    /// The `events` import's sink and budget.
+    pub events: events::Events,
+}
+
+/// The call an instance is running: what it is about and until when it may run.
+#[derive(Debug, Default)]
+pub(crate) struct CallScope {
+    /// When the host ends the call.
+    pub deadline: Option<Instant>,
+    /// The objects the call is about (events land on them).
+    pub objects: Vec<ObjectRef>,
+}
+
+impl CallScope {
+    /// Milliseconds left at `now` (0 once over or outside a call).
+    pub fn remaining_ms(&self, now: Instant) -> u64 {
+        self.deadline
+            .map(|d| d.saturating_duration_since(now).as_millis() as u64)
+            .unwrap_or(0)
+    }
+}
+
 /// The data of one provider instance's store.
 pub struct HostState {
     pub(crate) provider: Arc<ProviderLabel>,
@@ -36,16 +73,20 @@ pub struct HostState {
     pub(crate) limits: StoreLimits,
     pub(crate) log: Arc<Mutex<logging::LogLimiter>>,
     pub(crate) metrics: Arc<ProviderMetrics>,
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) call: CallScope,
 }
 
 impl HostState {
-    /// State for a new instance of `provider`, whose requests go through `egress` and
-    /// whose memory is capped at `memory_bytes`.
+    /// State for a new instance of `provider`, whose requests go through `egress`,
+    /// whose memory is capped at `memory_bytes`, and which shares `shared` with the
+    /// version's other instances.
     pub fn new(
         provider: Arc<ProviderLabel>,
         egress: &Arc<Egress>,
         memory_bytes: usize,
         metrics: &Arc<ProviderMetrics>,
+        shared: &Arc<Shared>,
     ) -> Self {
         // One budget for the logging import, stdout and stderr of the instance.
         let log = Arc::new(Mutex::new(logging::LogLimiter::default()));
@@ -71,6 +112,8 @@ impl HostState {
             log,
             metrics: metrics.clone(),
             provider,
+            shared: shared.clone(),
+            call: CallScope::default(),
         }
     }
 }

@@ -1,72 +1,266 @@
-//! The optional interfaces of the contract: **the** table (one row each), then each
-//! interface's typed call handle, one async method per WIT function.
+//! The optional interfaces of the contract: **the** table (one row each), the export
+//! lookups and handles of each contract version, then each interface's typed call
+//! handle, one async method per WIT function.
 //!
-//! Adding an interface to the contract means: the WIT file, one row here, its handle's
-//! methods below, and the controller manager's cloud seam. Inspection, `check`, the
-//! export lookups, the pool and the [`Provider`] accessors follow from the row.
+//! Adding an interface to the contract means: the WIT file, one row here (and in the
+//! current version's `guest_exports!`), its handle's methods below, and the controller
+//! manager's cloud seam. Inspection, `check`, the export lookups, the pool and the
+//! [`Provider`] accessors follow from the row.
 //!
 //! Every call borrows an instance from the provider's pool, runs under the provider's
 //! call deadline inside a `provider_call` span, and maps failures to [`ProviderError`].
+//! A method names the call for each contract version: a 0.1 component gets its
+//! arguments through the adapter in [`super::v0_1`] (`down`) and its answers are
+//! converted back.
 
-use super::types::{InstanceInfo, LoadBalancerStatus, Node, NodeAddress, Route, Service, Zone};
+use super::types::{
+    BoolAnswer, InstanceInfo, LoadBalancerStatus, MetadataAnswer, Node, NodeAddress, Route,
+    Service, Zone,
+};
+use super::v0_1::down;
+use crate::capabilities::ObjectRef;
 use crate::provider::call::guest_call;
 use crate::provider::{Provider, ProviderError};
 
 interface_table! {
     /// `cloudprovider.InstancesV2`: instance existence, shutdown and metadata by Node.
     InstancesV2 => instances_v2, "instances-v2", InstancesV2;
+    /// `instances-v2`'s three questions for many Nodes in one call (contract 0.2).
+    InstancesBatch => instances_batch, "instances-batch", InstancesBatch;
     /// Legacy `cloudprovider.Instances`, by node name or provider ID.
     Instances => instances, "instances", Instances;
     /// `cloudprovider.Zones` (used only with legacy `instances`).
     Zones => zones, "zones", Zones;
     /// `cloudprovider.LoadBalancer`: load balancers for Services.
     LoadBalancer => load_balancer, "load-balancer", LoadBalancer;
+    /// `LoadBalancer.GetLoadBalancerName`, when the provider's names are not upstream's
+    /// default (its own interface since contract 0.2; part of `load-balancer` in 0.1).
+    LoadBalancerName => load_balancer_name, "load-balancer-name", LoadBalancerName;
     /// `cloudprovider.Routes`: cloud routes for Node pod CIDRs.
     Routes => routes, "routes", Routes;
     /// `cloudprovider.Clusters`.
     Clusters => clusters, "clusters", Clusters;
 }
 
+/// The current contract's export lookups and handles.
+pub(crate) mod current {
+    use crate::contract::bindings;
+
+    guest_exports! {
+        instances_v2 => InstancesV2, "instances-v2";
+        instances_batch => InstancesBatch, "instances-batch";
+        instances => Instances, "instances";
+        zones => Zones, "zones";
+        load_balancer => LoadBalancer, "load-balancer";
+        load_balancer_name => LoadBalancerName, "load-balancer-name";
+        routes => Routes, "routes";
+        clusters => Clusters, "clusters";
+    }
+}
+
+/// Contract 0.1's export lookups and handles.
+pub(crate) mod old {
+    use crate::contract::v0_1::bindings;
+
+    guest_exports! {
+        instances_v2 => InstancesV2, "instances-v2";
+        instances => Instances, "instances";
+        zones => Zones, "zones";
+        load_balancer => LoadBalancer, "load-balancer";
+        routes => Routes, "routes";
+        clusters => Clusters, "clusters";
+    }
+}
+
+/// Export lookups of a compiled component, for the contract version it was built against.
+#[derive(Clone)]
+pub(crate) enum Indices {
+    /// Built against 0.1 (adapted).
+    V0_1(old::Indices),
+    /// Built against the current contract.
+    V0_2(current::Indices),
+}
+
+/// Typed export handles of one instance.
+pub(crate) enum Guests {
+    /// Built against 0.1 (adapted).
+    V0_1(old::Guests),
+    /// Built against the current contract.
+    V0_2(current::Guests),
+}
+
+impl Indices {
+    /// The lookups of `identity` and of every interface in `exports`, for `version`.
+    pub(crate) fn new(
+        pre: &wasmtime::component::InstancePre<crate::capabilities::HostState>,
+        version: super::Version,
+        exports: super::Exports,
+    ) -> Result<Self, super::ContractMismatch> {
+        Ok(match version {
+            super::Version::V0_1 => Self::V0_1(old::Indices::new(pre, exports)?),
+            super::Version::V0_2 => Self::V0_2(current::Indices::new(pre, exports)?),
+        })
+    }
+
+    /// The typed handles of `instance`.
+    pub(crate) fn load(
+        &self,
+        store: &mut wasmtime::Store<crate::capabilities::HostState>,
+        instance: &wasmtime::component::Instance,
+    ) -> Result<Guests, super::ContractMismatch> {
+        Ok(match self {
+            Self::V0_1(i) => Guests::V0_1(i.load(store, instance)?),
+            Self::V0_2(i) => Guests::V0_2(i.load(store, instance)?),
+        })
+    }
+}
+
+impl Guests {
+    /// `identity.provider-name`.
+    pub(crate) async fn call_provider_name(
+        &self,
+        store: &mut wasmtime::Store<crate::capabilities::HostState>,
+    ) -> wasmtime::Result<String> {
+        match self {
+            Self::V0_1(g) => g.identity.call_provider_name(store).await,
+            Self::V0_2(g) => g.identity.call_provider_name(store).await,
+        }
+    }
+
+    /// `identity.initialize`.
+    pub(crate) async fn call_initialize(
+        &self,
+        store: &mut wasmtime::Store<crate::capabilities::HostState>,
+        cloud_config: &[u8],
+    ) -> wasmtime::Result<Result<(), String>> {
+        match self {
+            Self::V0_1(g) => g.identity.call_initialize(store, cloud_config).await,
+            Self::V0_2(g) => g.identity.call_initialize(store, cloud_config).await,
+        }
+    }
+}
+
+fn node_ref(node: &Node) -> Vec<ObjectRef> {
+    vec![ObjectRef::node(&node.metadata)]
+}
+
+fn nodes_ref(nodes: &[Node]) -> Vec<ObjectRef> {
+    nodes.iter().map(|n| ObjectRef::node(&n.metadata)).collect()
+}
+
+fn service_ref(service: &Service) -> Vec<ObjectRef> {
+    vec![ObjectRef::service(&service.metadata)]
+}
+
 impl Provider {
     /// `identity.provider-name`, called on a pooled instance (the cached value is
     /// [`Provider::name`]).
     pub async fn call_provider_name(&self) -> Result<String, ProviderError> {
-        guest_call!(infallible self, |g| &g.identity, "identity", "provider-name",
-            |g, store| g.call_provider_name(store))
+        guest_call!(infallible self, "identity", "provider-name", about Vec::new(), |g, store| {
+            v0_2 => g.identity.call_provider_name(store),
+            v0_1 => g.identity.call_provider_name(store),
+        })
     }
 
     /// `identity.has-cluster-id`, called on a pooled instance.
     pub async fn call_has_cluster_id(&self) -> Result<bool, ProviderError> {
-        guest_call!(infallible self, |g| &g.identity, "identity", "has-cluster-id",
-            |g, store| g.call_has_cluster_id(store))
+        guest_call!(infallible self, "identity", "has-cluster-id", about Vec::new(), |g, store| {
+            v0_2 => g.identity.call_has_cluster_id(store),
+            v0_1 => g.identity.call_has_cluster_id(store),
+        })
     }
 }
 
 impl InstancesV2<'_> {
     /// `instance-exists`: false only when the instance definitely does not exist.
     pub async fn instance_exists(&self, node: &Node) -> Result<bool, ProviderError> {
-        guest_call!(self.0, instances_v2, "instance-exists", |g, store| g
-            .call_instance_exists(store, node))
+        guest_call!(self.0, "instance-exists", about node_ref(node), |g, store| {
+            v0_2 => g.instances_v2().call_instance_exists(store, node),
+            v0_1 => g.instances_v2().call_instance_exists(store, &down(node)),
+        })
     }
 
     /// `instance-shutdown`.
     pub async fn instance_shutdown(&self, node: &Node) -> Result<bool, ProviderError> {
-        guest_call!(self.0, instances_v2, "instance-shutdown", |g, store| g
-            .call_instance_shutdown(store, node))
+        guest_call!(self.0, "instance-shutdown", about node_ref(node), |g, store| {
+            v0_2 => g.instances_v2().call_instance_shutdown(store, node),
+            v0_1 => g.instances_v2().call_instance_shutdown(store, &down(node)),
+        })
     }
 
     /// `instance-metadata`.
     pub async fn instance_metadata(&self, node: &Node) -> Result<InstanceInfo, ProviderError> {
-        guest_call!(self.0, instances_v2, "instance-metadata", |g, store| g
-            .call_instance_metadata(store, node))
+        guest_call!(self.0, "instance-metadata", about node_ref(node), |g, store| {
+            v0_2 => g.instances_v2().call_instance_metadata(store, node),
+            v0_1 => g.instances_v2().call_instance_metadata(store, &down(node)),
+        })
     }
+}
+
+impl InstancesBatch<'_> {
+    /// `instances-exist`: one answer per node, in order. An answer of another length is
+    /// an error (see [`check_answers`]).
+    pub async fn instances_exist(&self, nodes: &[Node]) -> Result<Vec<BoolAnswer>, ProviderError> {
+        let answers = guest_call!(self.0, "instances-exist", about nodes_ref(nodes), |g, store| {
+            v0_2 => g.instances_batch().call_instances_exist(store, nodes),
+            v0_1 => unsupported,
+        })?;
+        check_answers(self.0, "instances-exist", nodes.len(), answers)
+    }
+
+    /// `instances-shutdown`: one answer per node, in order.
+    pub async fn instances_shutdown(
+        &self,
+        nodes: &[Node],
+    ) -> Result<Vec<BoolAnswer>, ProviderError> {
+        let answers = guest_call!(self.0, "instances-shutdown", about nodes_ref(nodes), |g, store| {
+            v0_2 => g.instances_batch().call_instances_shutdown(store, nodes),
+            v0_1 => unsupported,
+        })?;
+        check_answers(self.0, "instances-shutdown", nodes.len(), answers)
+    }
+
+    /// `instances-metadata`: one answer per node, in order.
+    pub async fn instances_metadata(
+        &self,
+        nodes: &[Node],
+    ) -> Result<Vec<MetadataAnswer>, ProviderError> {
+        let answers = guest_call!(self.0, "instances-metadata", about nodes_ref(nodes), |g, store| {
+            v0_2 => g.instances_batch().call_instances_metadata(store, nodes),
+            v0_1 => unsupported,
+        })?;
+        check_answers(self.0, "instances-metadata", nodes.len(), answers)
+    }
+}
+
+/// A batch answer must hold one entry per node asked about: anything else cannot be
+/// matched to the nodes, so the whole batch fails (no node is judged on a guess).
+fn check_answers<T>(
+    provider: &Provider,
+    function: &'static str,
+    asked: usize,
+    answers: Vec<T>,
+) -> Result<Vec<T>, ProviderError> {
+    if answers.len() == asked {
+        return Ok(answers);
+    }
+    Err(ProviderError::Cloud {
+        provider: provider.name().to_owned(),
+        function,
+        error: crate::provider::CloudError::Other(format!(
+            "answered {} entries for {asked} nodes; a batch answer has one entry per node",
+            answers.len()
+        )),
+    })
 }
 
 impl Instances<'_> {
     /// `node-addresses`.
     pub async fn node_addresses(&self, node_name: &str) -> Result<Vec<NodeAddress>, ProviderError> {
-        guest_call!(self.0, instances, "node-addresses", |g, store| g
-            .call_node_addresses(store, node_name))
+        guest_call!(self.0, "node-addresses", about Vec::new(), |g, store| {
+            v0_2 => g.instances().call_node_addresses(store, node_name),
+            v0_1 => g.instances().call_node_addresses(store, node_name),
+        })
     }
 
     /// `node-addresses-by-provider-id`.
@@ -74,24 +268,26 @@ impl Instances<'_> {
         &self,
         provider_id: &str,
     ) -> Result<Vec<NodeAddress>, ProviderError> {
-        guest_call!(
-            self.0,
-            instances,
-            "node-addresses-by-provider-id",
-            |g, store| g.call_node_addresses_by_provider_id(store, provider_id)
-        )
+        guest_call!(self.0, "node-addresses-by-provider-id", about Vec::new(), |g, store| {
+            v0_2 => g.instances().call_node_addresses_by_provider_id(store, provider_id),
+            v0_1 => g.instances().call_node_addresses_by_provider_id(store, provider_id),
+        })
     }
 
     /// `instance-id`.
     pub async fn instance_id(&self, node_name: &str) -> Result<String, ProviderError> {
-        guest_call!(self.0, instances, "instance-id", |g, store| g
-            .call_instance_id(store, node_name))
+        guest_call!(self.0, "instance-id", about Vec::new(), |g, store| {
+            v0_2 => g.instances().call_instance_id(store, node_name),
+            v0_1 => g.instances().call_instance_id(store, node_name),
+        })
     }
 
     /// `instance-type`.
     pub async fn instance_type(&self, node_name: &str) -> Result<String, ProviderError> {
-        guest_call!(self.0, instances, "instance-type", |g, store| g
-            .call_instance_type(store, node_name))
+        guest_call!(self.0, "instance-type", about Vec::new(), |g, store| {
+            v0_2 => g.instances().call_instance_type(store, node_name),
+            v0_1 => g.instances().call_instance_type(store, node_name),
+        })
     }
 
     /// `instance-type-by-provider-id`.
@@ -99,12 +295,10 @@ impl Instances<'_> {
         &self,
         provider_id: &str,
     ) -> Result<String, ProviderError> {
-        guest_call!(
-            self.0,
-            instances,
-            "instance-type-by-provider-id",
-            |g, store| g.call_instance_type_by_provider_id(store, provider_id)
-        )
+        guest_call!(self.0, "instance-type-by-provider-id", about Vec::new(), |g, store| {
+            v0_2 => g.instances().call_instance_type_by_provider_id(store, provider_id),
+            v0_1 => g.instances().call_instance_type_by_provider_id(store, provider_id),
+        })
     }
 
     /// `add-ssh-key-to-all-instances`.
@@ -113,18 +307,18 @@ impl Instances<'_> {
         user: &str,
         key_data: &[u8],
     ) -> Result<(), ProviderError> {
-        guest_call!(
-            self.0,
-            instances,
-            "add-ssh-key-to-all-instances",
-            |g, store| g.call_add_ssh_key_to_all_instances(store, user, key_data)
-        )
+        guest_call!(self.0, "add-ssh-key-to-all-instances", about Vec::new(), |g, store| {
+            v0_2 => g.instances().call_add_ssh_key_to_all_instances(store, user, key_data),
+            v0_1 => g.instances().call_add_ssh_key_to_all_instances(store, user, key_data),
+        })
     }
 
     /// `current-node-name`.
     pub async fn current_node_name(&self, hostname: &str) -> Result<String, ProviderError> {
-        guest_call!(self.0, instances, "current-node-name", |g, store| g
-            .call_current_node_name(store, hostname))
+        guest_call!(self.0, "current-node-name", about Vec::new(), |g, store| {
+            v0_2 => g.instances().call_current_node_name(store, hostname),
+            v0_1 => g.instances().call_current_node_name(store, hostname),
+        })
     }
 
     /// `instance-exists-by-provider-id`.
@@ -132,12 +326,10 @@ impl Instances<'_> {
         &self,
         provider_id: &str,
     ) -> Result<bool, ProviderError> {
-        guest_call!(
-            self.0,
-            instances,
-            "instance-exists-by-provider-id",
-            |g, store| g.call_instance_exists_by_provider_id(store, provider_id)
-        )
+        guest_call!(self.0, "instance-exists-by-provider-id", about Vec::new(), |g, store| {
+            v0_2 => g.instances().call_instance_exists_by_provider_id(store, provider_id),
+            v0_1 => g.instances().call_instance_exists_by_provider_id(store, provider_id),
+        })
     }
 
     /// `instance-shutdown-by-provider-id`.
@@ -145,31 +337,36 @@ impl Instances<'_> {
         &self,
         provider_id: &str,
     ) -> Result<bool, ProviderError> {
-        guest_call!(
-            self.0,
-            instances,
-            "instance-shutdown-by-provider-id",
-            |g, store| g.call_instance_shutdown_by_provider_id(store, provider_id)
-        )
+        guest_call!(self.0, "instance-shutdown-by-provider-id", about Vec::new(), |g, store| {
+            v0_2 => g.instances().call_instance_shutdown_by_provider_id(store, provider_id),
+            v0_1 => g.instances().call_instance_shutdown_by_provider_id(store, provider_id),
+        })
     }
 }
 
 impl Zones<'_> {
     /// `get-zone`: the zone of the machine the caller runs on.
     pub async fn get_zone(&self) -> Result<Zone, ProviderError> {
-        guest_call!(self.0, zones, "get-zone", |g, store| g.call_get_zone(store))
+        guest_call!(self.0, "get-zone", about Vec::new(), |g, store| {
+            v0_2 => g.zones().call_get_zone(store),
+            v0_1 => g.zones().call_get_zone(store),
+        })
     }
 
     /// `get-zone-by-provider-id`.
     pub async fn get_zone_by_provider_id(&self, provider_id: &str) -> Result<Zone, ProviderError> {
-        guest_call!(self.0, zones, "get-zone-by-provider-id", |g, store| g
-            .call_get_zone_by_provider_id(store, provider_id))
+        guest_call!(self.0, "get-zone-by-provider-id", about Vec::new(), |g, store| {
+            v0_2 => g.zones().call_get_zone_by_provider_id(store, provider_id),
+            v0_1 => g.zones().call_get_zone_by_provider_id(store, provider_id),
+        })
     }
 
     /// `get-zone-by-node-name`.
     pub async fn get_zone_by_node_name(&self, node_name: &str) -> Result<Zone, ProviderError> {
-        guest_call!(self.0, zones, "get-zone-by-node-name", |g, store| g
-            .call_get_zone_by_node_name(store, node_name))
+        guest_call!(self.0, "get-zone-by-node-name", about Vec::new(), |g, store| {
+            v0_2 => g.zones().call_get_zone_by_node_name(store, node_name),
+            v0_1 => g.zones().call_get_zone_by_node_name(store, node_name),
+        })
     }
 }
 
@@ -180,20 +377,10 @@ impl LoadBalancer<'_> {
         cluster_name: &str,
         service: &Service,
     ) -> Result<Option<LoadBalancerStatus>, ProviderError> {
-        guest_call!(self.0, load_balancer, "get-load-balancer", |g, store| g
-            .call_get_load_balancer(store, cluster_name, service))
-    }
-
-    /// `get-load-balancer-name`.
-    pub async fn get_load_balancer_name(
-        &self,
-        cluster_name: &str,
-        service: &Service,
-    ) -> Result<String, ProviderError> {
-        guest_call!(infallible self.0,
-            |g| g.load_balancer.as_ref().expect("handles exist only for exported interfaces"),
-            "load-balancer", "get-load-balancer-name",
-            |g, store| g.call_get_load_balancer_name(store, cluster_name, service))
+        guest_call!(self.0, "get-load-balancer", about service_ref(service), |g, store| {
+            v0_2 => g.load_balancer().call_get_load_balancer(store, cluster_name, service),
+            v0_1 => g.load_balancer().call_get_load_balancer(store, cluster_name, &down(service)),
+        })
     }
 
     /// `ensure-load-balancer`.
@@ -203,8 +390,11 @@ impl LoadBalancer<'_> {
         service: &Service,
         nodes: &[Node],
     ) -> Result<LoadBalancerStatus, ProviderError> {
-        guest_call!(self.0, load_balancer, "ensure-load-balancer", |g, store| g
-            .call_ensure_load_balancer(store, cluster_name, service, nodes))
+        guest_call!(self.0, "ensure-load-balancer", about service_ref(service), |g, store| {
+            v0_2 => g.load_balancer().call_ensure_load_balancer(store, cluster_name, service, nodes),
+            v0_1 => g.load_balancer().call_ensure_load_balancer(
+                store, cluster_name, &down(service), &down::<_, Vec<_>>(nodes.to_vec())),
+        })
     }
 
     /// `update-load-balancer`.
@@ -214,8 +404,11 @@ impl LoadBalancer<'_> {
         service: &Service,
         nodes: &[Node],
     ) -> Result<(), ProviderError> {
-        guest_call!(self.0, load_balancer, "update-load-balancer", |g, store| g
-            .call_update_load_balancer(store, cluster_name, service, nodes))
+        guest_call!(self.0, "update-load-balancer", about service_ref(service), |g, store| {
+            v0_2 => g.load_balancer().call_update_load_balancer(store, cluster_name, service, nodes),
+            v0_1 => g.load_balancer().call_update_load_balancer(
+                store, cluster_name, &down(service), &down::<_, Vec<_>>(nodes.to_vec())),
+        })
     }
 
     /// `ensure-load-balancer-deleted`.
@@ -224,20 +417,35 @@ impl LoadBalancer<'_> {
         cluster_name: &str,
         service: &Service,
     ) -> Result<(), ProviderError> {
-        guest_call!(
-            self.0,
-            load_balancer,
-            "ensure-load-balancer-deleted",
-            |g, store| g.call_ensure_load_balancer_deleted(store, cluster_name, service)
-        )
+        guest_call!(self.0, "ensure-load-balancer-deleted", about service_ref(service), |g, store| {
+            v0_2 => g.load_balancer().call_ensure_load_balancer_deleted(store, cluster_name, service),
+            v0_1 => g.load_balancer().call_ensure_load_balancer_deleted(store, cluster_name, &down(service)),
+        })
+    }
+}
+
+impl LoadBalancerName<'_> {
+    /// `get-load-balancer-name` (a 0.1 component answers with its `load-balancer`'s).
+    pub async fn get_load_balancer_name(
+        &self,
+        cluster_name: &str,
+        service: &Service,
+    ) -> Result<String, ProviderError> {
+        guest_call!(infallible self.0, "load-balancer-name", "get-load-balancer-name",
+            about service_ref(service), |g, store| {
+            v0_2 => g.load_balancer_name().call_get_load_balancer_name(store, cluster_name, service),
+            v0_1 => g.load_balancer().call_get_load_balancer_name(store, cluster_name, &down(service)),
+        })
     }
 }
 
 impl Routes<'_> {
     /// `list-routes`.
     pub async fn list_routes(&self, cluster_name: &str) -> Result<Vec<Route>, ProviderError> {
-        guest_call!(self.0, routes, "list-routes", |g, store| g
-            .call_list_routes(store, cluster_name))
+        guest_call!(self.0, "list-routes", about Vec::new(), |g, store| {
+            v0_2 => g.routes().call_list_routes(store, cluster_name),
+            v0_1 => g.routes().call_list_routes(store, cluster_name),
+        })
     }
 
     /// `create-route`.
@@ -247,8 +455,10 @@ impl Routes<'_> {
         name_hint: &str,
         route: &Route,
     ) -> Result<(), ProviderError> {
-        guest_call!(self.0, routes, "create-route", |g, store| g
-            .call_create_route(store, cluster_name, name_hint, route))
+        guest_call!(self.0, "create-route", about Vec::new(), |g, store| {
+            v0_2 => g.routes().call_create_route(store, cluster_name, name_hint, route),
+            v0_1 => g.routes().call_create_route(store, cluster_name, name_hint, &down(route)),
+        })
     }
 
     /// `delete-route`.
@@ -257,21 +467,27 @@ impl Routes<'_> {
         cluster_name: &str,
         route: &Route,
     ) -> Result<(), ProviderError> {
-        guest_call!(self.0, routes, "delete-route", |g, store| g
-            .call_delete_route(store, cluster_name, route))
+        guest_call!(self.0, "delete-route", about Vec::new(), |g, store| {
+            v0_2 => g.routes().call_delete_route(store, cluster_name, route),
+            v0_1 => g.routes().call_delete_route(store, cluster_name, &down(route)),
+        })
     }
 }
 
 impl Clusters<'_> {
     /// `list-clusters`.
     pub async fn list_clusters(&self) -> Result<Vec<String>, ProviderError> {
-        guest_call!(self.0, clusters, "list-clusters", |g, store| g
-            .call_list_clusters(store))
+        guest_call!(self.0, "list-clusters", about Vec::new(), |g, store| {
+            v0_2 => g.clusters().call_list_clusters(store),
+            v0_1 => g.clusters().call_list_clusters(store),
+        })
     }
 
     /// `master`.
     pub async fn master(&self, cluster_name: &str) -> Result<String, ProviderError> {
-        guest_call!(self.0, clusters, "master", |g, store| g
-            .call_master(store, cluster_name))
+        guest_call!(self.0, "master", about Vec::new(), |g, store| {
+            v0_2 => g.clusters().call_master(store, cluster_name),
+            v0_1 => g.clusters().call_master(store, cluster_name),
+        })
     }
 }

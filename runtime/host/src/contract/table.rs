@@ -66,43 +66,22 @@ pub(crate) struct ContractMismatch {
     pub source: wasmtime::Error,
 }
 
-/// One row per optional interface:
-/// `Variant => bindings_module, "wit-name", HandleType;`, each with its doc comment.
-macro_rules! interface_table {
-    ($( $(#[$doc:meta])* $variant:ident => $module:ident, $wit:literal, $handle:ident; )*) => {
-        /// An optional interface of the provider contract.
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-        pub enum Interface {
-            $( $(#[$doc])* $variant, )*
-        }
-
-        impl Interface {
-            /// Every optional interface, in contract order.
-            pub const ALL: &'static [Interface] = &[$(Interface::$variant),*];
-
-            /// The interface's WIT name, e.g. `load-balancer`.
-            pub fn wit_name(self) -> &'static str {
-                match self {
-                    $( Interface::$variant => $wit, )*
-                }
-            }
-
-            pub(crate) fn bit(self) -> u32 {
-                1 << (self as u32)
-            }
-        }
-
+/// The export lookups (`Indices`) and typed export handles (`Guests`) of one contract
+/// version, for the interfaces that version has: `module => Variant, "wit-name";`.
+/// Invoked inside a module where `bindings` is that version's generated bindings.
+macro_rules! guest_exports {
+    ($( $module:ident => $variant:ident, $wit:literal; )*) => {
         /// Export lookups resolved once per compiled component.
         #[derive(Clone)]
         pub(crate) struct Indices {
-            pub identity: $crate::contract::bindings::exports::wasm_ccm::provider::identity::GuestIndices,
-            $( pub $module: Option<$crate::contract::bindings::exports::wasm_ccm::provider::$module::GuestIndices>, )*
+            pub identity: bindings::exports::wasm_ccm::provider::identity::GuestIndices,
+            $( pub $module: Option<bindings::exports::wasm_ccm::provider::$module::GuestIndices>, )*
         }
 
         /// Typed export handles of one instance.
         pub(crate) struct Guests {
-            pub identity: $crate::contract::bindings::exports::wasm_ccm::provider::identity::Guest,
-            $( pub $module: Option<$crate::contract::bindings::exports::wasm_ccm::provider::$module::Guest>, )*
+            pub identity: bindings::exports::wasm_ccm::provider::identity::Guest,
+            $( $module: Option<bindings::exports::wasm_ccm::provider::$module::Guest>, )*
         }
 
         impl Indices {
@@ -115,12 +94,12 @@ macro_rules! interface_table {
                     move |source| $crate::contract::ContractMismatch { interface, source }
                 };
                 Ok(Self {
-                    identity: $crate::contract::bindings::exports::wasm_ccm::provider::identity::GuestIndices::new(pre)
+                    identity: bindings::exports::wasm_ccm::provider::identity::GuestIndices::new(pre)
                         .map_err(mismatch("identity"))?,
                     $(
                         $module: exports
-                            .contains(Interface::$variant)
-                            .then(|| $crate::contract::bindings::exports::wasm_ccm::provider::$module::GuestIndices::new(pre))
+                            .contains($crate::contract::Interface::$variant)
+                            .then(|| bindings::exports::wasm_ccm::provider::$module::GuestIndices::new(pre))
                             .transpose()
                             .map_err(mismatch($wit))?,
                     )*
@@ -150,6 +129,45 @@ macro_rules! interface_table {
                             .map_err(mismatch($wit))?,
                     )*
                 })
+            }
+        }
+
+        impl Guests {
+            $(
+                /// The interface's handle; call only when it is exported.
+                pub(crate) fn $module(&self) -> &bindings::exports::wasm_ccm::provider::$module::Guest {
+                    self.$module
+                        .as_ref()
+                        .expect("handles exist only for exported interfaces")
+                }
+            )*
+        }
+    };
+}
+
+/// One row per optional interface:
+/// `Variant => bindings_module, "wit-name", HandleType;`, each with its doc comment.
+macro_rules! interface_table {
+    ($( $(#[$doc:meta])* $variant:ident => $module:ident, $wit:literal, $handle:ident; )*) => {
+        /// An optional interface of the provider contract.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum Interface {
+            $( $(#[$doc])* $variant, )*
+        }
+
+        impl Interface {
+            /// Every optional interface, in contract order.
+            pub const ALL: &'static [Interface] = &[$(Interface::$variant),*];
+
+            /// The interface's WIT name, e.g. `load-balancer`.
+            pub fn wit_name(self) -> &'static str {
+                match self {
+                    $( Interface::$variant => $wit, )*
+                }
+            }
+
+            pub(crate) fn bit(self) -> u32 {
+                1 << (self as u32)
             }
         }
 

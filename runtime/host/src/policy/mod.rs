@@ -173,6 +173,8 @@ pub const MAX_POOL_SIZE: usize = 64;
 /// The largest `limits.memoryMiB` (the engine's per-instance maximum, 512 MiB by
 /// default, may be lower: the loader checks that too).
 pub const MAX_MEMORY_MIB: usize = 4096;
+/// The largest `limits.cacheKiB` (256 MiB).
+pub const MAX_CACHE_KIB: usize = 256 << 10;
 /// The longest `limits.callTimeout` and `limits.requestTimeout`.
 pub const MAX_TIMEOUT: Duration = Duration::from_secs(3600);
 /// The largest `limits.maxResponseBytes`.
@@ -195,6 +197,8 @@ pub struct InstanceLimits {
     pub memory_bytes: usize,
     /// `poolSize`: initialized instances kept (and the maximum concurrent calls).
     pub pool_size: usize,
+    /// `cacheKiB`: the most bytes the version's shared cache (the `cache` import) holds.
+    pub cache_bytes: usize,
 }
 
 impl Default for InstanceLimits {
@@ -203,6 +207,7 @@ impl Default for InstanceLimits {
             call_timeout: Duration::from_secs(30),
             memory_bytes: 64 << 20,
             pool_size: 4,
+            cache_bytes: 1 << 20,
         }
     }
 }
@@ -287,6 +292,8 @@ struct RawLimits {
     memory_mib: Option<usize>,
     max_response_bytes: Option<usize>,
     pool_size: Option<usize>,
+    #[serde(rename = "cacheKiB")]
+    cache_kib: Option<usize>,
     max_concurrent_requests: Option<usize>,
     requests_per_second: Option<f64>,
     burst: Option<u32>,
@@ -294,13 +301,15 @@ struct RawLimits {
 
 impl Policy {
     /// The most host memory this policy lets a provider use: every pooled instance at
-    /// its full linear memory, plus every request in flight with a full request body
-    /// and a full response buffered.
+    /// its full linear memory, the shared cache full, plus every request in flight with
+    /// a full request body and a full response buffered.
     pub fn worst_case_bytes(&self) -> u64 {
         let instances =
             self.instance_limits.pool_size as u64 * self.instance_limits.memory_bytes as u64;
         let per_request = (self.egress_limits.max_response_bytes + MAX_REQUEST_BODY_BYTES) as u64;
-        instances + self.egress_limits.max_concurrent_requests as u64 * per_request
+        instances
+            + self.instance_limits.cache_bytes as u64
+            + self.egress_limits.max_concurrent_requests as u64 * per_request
     }
 
     /// The policy path for a provider file: `dir/NAME.wasm` -> `dir/NAME.yaml`.
@@ -420,6 +429,12 @@ impl Policy {
                     .ok_or_else(|| invalid("limits.memoryMiB", "is too large"))?,
             },
             pool_size: raw.limits.pool_size.unwrap_or(instance_defaults.pool_size),
+            cache_bytes: match raw.limits.cache_kib {
+                None => instance_defaults.cache_bytes,
+                Some(kib) => kib
+                    .checked_mul(1 << 10)
+                    .ok_or_else(|| invalid("limits.cacheKiB", "is too large"))?,
+            },
         };
         let limits = EgressLimits {
             request_timeout: duration(
@@ -462,6 +477,13 @@ impl Policy {
             2,
             MAX_MEMORY_MIB as u128,
             " MiB",
+        )?;
+        range(
+            "limits.cacheKiB",
+            (instance_limits.cache_bytes >> 10) as u128,
+            0,
+            MAX_CACHE_KIB as u128,
+            " KiB",
         )?;
         range(
             "limits.callTimeout",
@@ -688,11 +710,19 @@ mod tests {
 
     #[test]
     fn worst_case_memory() {
-        // The defaults: 4 instances x 64 MiB + 16 requests x (4 MiB + 2 MiB).
-        assert_eq!(parse("").unwrap().worst_case_bytes(), (256 + 96) << 20);
-        let small = parse("limits: {poolSize: 1, memoryMiB: 16, maxConcurrentRequests: 2, maxResponseBytes: 1048576}\n")
+        // The defaults: 4 instances x 64 MiB + a 1 MiB cache + 16 requests x (4 MiB + 2 MiB).
+        assert_eq!(parse("").unwrap().worst_case_bytes(), (256 + 1 + 96) << 20);
+        let small = parse("limits: {poolSize: 1, memoryMiB: 16, maxConcurrentRequests: 2, maxResponseBytes: 1048576, cacheKiB: 0}\n")
             .unwrap();
         assert_eq!(small.worst_case_bytes(), (16 + 2 * 3) << 20);
+        let cached = parse("limits: {cacheKiB: 4096}\n").unwrap();
+        assert_eq!(cached.instance_limits.cache_bytes, 4 << 20);
+        assert!(
+            parse("limits: {cacheKiB: 300000}\n")
+                .unwrap_err()
+                .to_string()
+                .contains("limits.cacheKiB")
+        );
     }
 
     #[test]

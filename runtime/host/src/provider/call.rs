@@ -1,36 +1,73 @@
 //! One call into a pooled instance, written once for every WIT function: borrow an
-//! instance, arm the deadline, call inside a `provider_call` span, settle (metrics,
-//! return or discard the instance).
+//! instance, arm the deadline and the call's objects, call the component's version of
+//! the function inside a `provider_call` span, settle (metrics, return or discard the
+//! instance).
 
 /// Calls a WIT function on a pooled instance of a provider.
 ///
-/// - `guest_call!(handle.0, field, "function", |guest, store| call)` inside a handle's
-///   `impl` (the interface is `Self::INTERFACE`; `field` picks its export handle) for a
-///   function returning `result<_, cloud-error>`;
-/// - `guest_call!(infallible provider, |guests| getter, "interface", "function",
-///   |guest, store| call)` for a function that cannot return a cloud error.
+/// - `guest_call!(handle.0, "function", about OBJECTS, |guests, store| { v0_2 => CALL,
+///   v0_1 => CALL })` inside a handle's `impl` (the interface is `Self::INTERFACE`) for
+///   a function returning `result<_, cloud-error>`; the 0.1 call's answer is converted
+///   with [`Adapt`](crate::contract::v0_1::Adapt), and `v0_1 => unsupported` marks a
+///   function 0.1 components never export;
+/// - `guest_call!(infallible provider, "interface", "function", about OBJECTS, ...)` for
+///   a function that cannot return a cloud error.
+///
+/// `OBJECTS` are the Kubernetes objects the call is about (events land on them).
 macro_rules! guest_call {
-    ($provider:expr, $field:ident, $function:literal, |$guest:ident, $store:ident| $call:expr) => {
-        $crate::provider::call::guest_call!(@run
-            $provider,
-            Self::INTERFACE.wit_name(),
-            $function,
-            |g| g.$field.as_ref().expect("handles exist only for exported interfaces"),
-            |r| r,
-            |$guest, $store| $call
-        )
+    ($provider:expr, $function:literal, about $about:expr, |$g:ident, $store:ident| {
+        v0_2 => $current:expr, v0_1 => unsupported $(,)?
+    }) => {
+        $crate::provider::call::guest_call!(@run $provider, Self::INTERFACE.wit_name(), $function, $about,
+            |$g, $store| $current, unsupported,
+            |r: Result<_, $crate::contract::types::CloudError>| r.map_err($crate::provider::CloudError::from))
     };
-    (infallible $provider:expr, |$gv:ident| $getter:expr, $interface:expr, $function:literal, |$guest:ident, $store:ident| $call:expr) => {
-        $crate::provider::call::guest_call!(@run
-            $provider,
-            $interface,
-            $function,
-            |$gv| $getter,
-            |r: wasmtime::Result<_>| r.map(Ok::<_, std::convert::Infallible>),
-            |$guest, $store| $call
-        )
+    ($provider:expr, $function:literal, about $about:expr, |$g:ident, $store:ident| {
+        v0_2 => $current:expr, v0_1 => $old:expr $(,)?
+    }) => {
+        $crate::provider::call::guest_call!(@run $provider, Self::INTERFACE.wit_name(), $function, $about,
+            |$g, $store| $current, fallible $old,
+            |r: Result<_, $crate::contract::types::CloudError>| r.map_err($crate::provider::CloudError::from))
     };
-    (@run $provider:expr, $interface:expr, $function:literal, |$gv:ident| $getter:expr, $wrap:expr, |$guest:ident, $store:ident| $call:expr) => {{
+    (infallible $provider:expr, $interface:literal, $function:literal, about $about:expr, |$g:ident, $store:ident| {
+        v0_2 => $current:expr, v0_1 => $old:expr $(,)?
+    }) => {
+        $crate::provider::call::guest_call!(@run $provider, $interface, $function, $about,
+            |$g, $store| $current, infallible $old,
+            Ok::<_, std::convert::Infallible>)
+    };
+    (@old $deadline:ident, unsupported) => {
+        // Never reached: 0.1 components do not export the interface, so no handle exists.
+        Ok(Err(wasmtime::Error::msg("not part of contract 0.1")))
+    };
+    (@old $deadline:ident, fallible $old:expr) => {
+        tokio::time::timeout($deadline, $old).await.map(|r| {
+            r.map(|r: Result<_, $crate::contract::v0_1::types::CloudError>| {
+                r.map($crate::contract::v0_1::Adapt::adapt).map_err(|e| {
+                    $crate::provider::CloudError::from($crate::contract::v0_1::Adapt::<
+                        $crate::contract::types::CloudError,
+                    >::adapt(e))
+                })
+            })
+        })
+    };
+    (@old $deadline:ident, infallible $old:expr) => {
+        tokio::time::timeout($deadline, $old).await.map(|r| {
+            r.map(|v| Ok::<_, std::convert::Infallible>($crate::contract::v0_1::Adapt::adapt(v)))
+        })
+    };
+    (@run $provider:expr, $interface:expr, $function:literal, $about:expr,
+        |$g:ident, $store:ident| $current:expr, $($old:tt)+) => {
+        $crate::provider::call::guest_call!(@go $provider, $interface, $function, $about,
+            |$g, $store, deadline| $current, [$($old)+])
+    };
+    (@go $provider:expr, $interface:expr, $function:literal, $about:expr,
+        |$g:ident, $store:ident, $deadline:ident| $current:expr, [$($old:tt)+]) => {
+        $crate::provider::call::guest_call!(@body $provider, $interface, $function, $about,
+            |$g, $store, $deadline| $current, $($old)+)
+    };
+    (@body $provider:expr, $interface:expr, $function:literal, $about:expr,
+        |$g:ident, $store:ident, $deadline:ident| $current:expr, $kind:ident $($old:expr)?, $wrap:expr) => {{
         use tracing::Instrument as _;
         let provider: &$crate::provider::Provider = $provider;
         let interface: &'static str = $interface;
@@ -40,7 +77,8 @@ macro_rules! guest_call {
             interface,
             function = $function
         );
-        async {
+        let about: Vec<$crate::capabilities::ObjectRef> = $about;
+        async move {
             let started = std::time::Instant::now();
             let pool = provider.pool();
             let mut lease = match pool.acquire().await {
@@ -51,12 +89,16 @@ macro_rules! guest_call {
                 }
             };
             let outcome = {
-                let ($store, guests, deadline) = lease.arm();
-                let $guest = {
-                    let $gv: &$crate::contract::Guests = guests;
-                    $getter
-                };
-                tokio::time::timeout(deadline, $call).await.map($wrap)
+                let ($store, guests, $deadline) = lease.arm(about);
+                match guests {
+                    $crate::contract::Guests::V0_2($g) => {
+                        tokio::time::timeout($deadline, $current).await.map(|r| r.map($wrap))
+                    }
+                    #[allow(unused_variables)]
+                    $crate::contract::Guests::V0_1($g) => {
+                        $crate::provider::call::guest_call!(@old $deadline, $kind $($old)?)
+                    }
+                }
             };
             lease.settle(interface, $function, started, outcome)
         }

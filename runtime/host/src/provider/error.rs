@@ -220,11 +220,12 @@ pub enum LoadError {
         /// Everything it exports.
         exports: Vec<String>,
     },
-    /// The component was built against an incompatible version of the provider package.
+    /// The component was built against a version of the provider package this host
+    /// does not load (or against several).
     #[error(
-        "{path}: built against {found}, but this host implements {package}@{version}",
+        "{path}: built against {found}, but this host loads {package}@{versions}",
         package = crate::contract::PACKAGE,
-        version = crate::contract::PACKAGE_VERSION
+        versions = crate::contract::Version::ALL.map(|v| v.as_str()).join(" and @")
     )]
     IncompatibleVersion {
         /// The file.
@@ -234,14 +235,16 @@ pub enum LoadError {
     },
     /// The required `identity` export is missing.
     #[error(
-        "{path}: does not export the required interface {package}/identity@{version} (exports: {exports})",
+        "{path}: does not export the required interface {package}/identity@{v} (exports: {exports})",
         package = crate::contract::PACKAGE,
-        version = crate::contract::PACKAGE_VERSION,
+        v = .version.as_str(),
         exports = display_list(.exports)
     )]
     MissingIdentity {
         /// The file.
         path: PathBuf,
+        /// The contract version its other exports are of.
+        version: crate::contract::Version,
         /// Everything it exports.
         exports: Vec<String>,
     },

@@ -7,7 +7,7 @@ use wasmtime::Engine;
 use wasmtime::component::Component;
 
 use super::error::LoadError;
-use crate::contract::{Exports, Interface, PACKAGE, PACKAGE_VERSION, interface_name};
+use crate::contract::{Exports, Interface, PACKAGE, Version};
 
 /// Interfaces the host links, by package prefix (any version of these WASI packages
 /// within 0.2 is accepted by wasmtime's semver matching).
@@ -76,9 +76,11 @@ impl Surface {
             .collect()
     }
 
-    /// Checks the exports against the contract: the right package version, `identity`
-    /// present. Returns the optional interfaces found.
-    pub fn check_exports(&self, path: &Path) -> Result<Exports, LoadError> {
+    /// Checks the exports against the contract: one supported package version,
+    /// `identity` present. Returns that version and the optional interfaces found (a
+    /// 0.1 component's `load-balancer` carries `get-load-balancer-name`, so it counts as
+    /// exporting `load-balancer-name` too).
+    pub fn check_exports(&self, path: &Path) -> Result<(Version, Exports), LoadError> {
         let ours: Vec<&String> = self
             .exports
             .iter()
@@ -90,36 +92,59 @@ impl Surface {
                 exports: self.exports.clone(),
             });
         }
-        let expected_suffix = format!("@{PACKAGE_VERSION}");
-        if let Some(other) = ours.iter().find(|n| !n.ends_with(&expected_suffix)) {
-            let version = other
-                .rsplit_once('@')
-                .map(|(_, v)| v)
-                .unwrap_or("unversioned");
-            return Err(LoadError::IncompatibleVersion {
-                path: path.to_owned(),
-                found: format!("{PACKAGE}@{version}"),
-            });
-        }
-        let has = |name: &str| self.exports.contains(&interface_name(name));
+        let version_of = |name: &str| name.rsplit_once('@').map(|(_, v)| v.to_owned());
+        let first = version_of(ours[0]);
+        let version = first.as_deref().and_then(Version::parse);
+        let mixed = ours.iter().any(|n| version_of(n) != first);
+        let version = match version {
+            Some(version) if !mixed => version,
+            _ => {
+                let found: std::collections::BTreeSet<String> = ours
+                    .iter()
+                    .map(|n| version_of(n).unwrap_or_else(|| "unversioned".into()))
+                    .collect();
+                return Err(LoadError::IncompatibleVersion {
+                    path: path.to_owned(),
+                    found: found
+                        .into_iter()
+                        .map(|v| format!("{PACKAGE}@{v}"))
+                        .collect::<Vec<_>>()
+                        .join(" and "),
+                });
+            }
+        };
+        let has = |name: &str| self.exports.contains(&version.interface_name(name));
         if !has("identity") {
             return Err(LoadError::MissingIdentity {
                 path: path.to_owned(),
+                version,
                 exports: self.exports.clone(),
             });
         }
-        Ok(Interface::ALL
+        let mut exports: Exports = Interface::ALL
             .iter()
             .copied()
             .filter(|i| has(i.wit_name()))
-            .collect())
+            .collect();
+        if version == Version::V0_1 && exports.contains(Interface::LoadBalancer) {
+            exports = exports.with(Interface::LoadBalancerName);
+        }
+        Ok((version, exports))
     }
 }
 
+/// The host's own imports, in every version it links.
+const CONTRACT_IMPORTS: [&str; 5] = ["logging", "types", "cache", "events", "deadline"];
+
 fn is_host_import(name: &str) -> bool {
     if name.starts_with(&format!("{PACKAGE}/")) {
-        // Of our own package, only these two are imports.
-        return name == interface_name("logging") || name == interface_name("types");
+        // Of our own package, only these are imports (0.1 has logging and types).
+        return Version::ALL.iter().any(|v| {
+            CONTRACT_IMPORTS.iter().any(|i| {
+                name == v.interface_name(i)
+                    && (*v != Version::V0_1 || *i == "logging" || *i == "types")
+            })
+        });
     }
     HOST_WASI_IMPORTS.iter().any(|p| name.starts_with(p))
 }
@@ -157,8 +182,42 @@ mod tests {
             ],
             &[],
         );
-        let e = s.check_exports(p).unwrap();
+        let (version, e) = s.check_exports(p).unwrap();
+        assert_eq!(version, Version::V0_1);
         assert_eq!(e.names(), vec!["routes"]);
+        let (version, e) = surface(
+            &[
+                "wasm-ccm:provider/identity@0.2.0",
+                "wasm-ccm:provider/instances-batch@0.2.0",
+                "wasm-ccm:provider/load-balancer@0.2.0",
+            ],
+            &[],
+        )
+        .check_exports(p)
+        .unwrap();
+        assert_eq!(version, Version::V0_2);
+        assert_eq!(e.names(), vec!["instances-batch", "load-balancer"]);
+        let (_, e) = surface(
+            &[
+                "wasm-ccm:provider/identity@0.1.0",
+                "wasm-ccm:provider/load-balancer@0.1.0",
+            ],
+            &[],
+        )
+        .check_exports(p)
+        .unwrap();
+        assert_eq!(e.names(), vec!["load-balancer", "load-balancer-name"]);
+        assert!(matches!(
+            surface(
+                &[
+                    "wasm-ccm:provider/identity@0.1.0",
+                    "wasm-ccm:provider/routes@0.2.0"
+                ],
+                &[]
+            )
+            .check_exports(p),
+            Err(LoadError::IncompatibleVersion { .. })
+        ));
         assert!(matches!(
             surface(&["wasi:cli/run@0.2.0"], &[]).check_exports(p),
             Err(LoadError::OtherWorld { .. })
@@ -168,7 +227,7 @@ mod tests {
             Err(LoadError::MissingIdentity { .. })
         ));
         assert!(matches!(
-            surface(&["wasm-ccm:provider/identity@0.2.0"], &[]).check_exports(p),
+            surface(&["wasm-ccm:provider/identity@0.3.0"], &[]).check_exports(p),
             Err(LoadError::IncompatibleVersion { .. })
         ));
     }
@@ -181,6 +240,8 @@ mod tests {
                 "wasi:io/streams@0.2.6",
                 "wasi:http/outgoing-handler@0.2.12",
                 "wasm-ccm:provider/logging@0.1.0",
+                "wasm-ccm:provider/cache@0.2.0",
+                "wasm-ccm:provider/cache@0.1.0",
                 "wasi:http/incoming-handler@0.2.12",
                 "wasm-ccm:provider/instances@0.1.0",
                 "acme:secrets/vault",
@@ -189,6 +250,7 @@ mod tests {
         assert_eq!(
             s.unsupported_imports(),
             vec![
+                "wasm-ccm:provider/cache@0.1.0",
                 "wasi:http/incoming-handler@0.2.12",
                 "wasm-ccm:provider/instances@0.1.0",
                 "acme:secrets/vault"

@@ -14,9 +14,10 @@ use super::inspect::{self, Surface, WasmKind};
 use super::pool::{self, Pool, Prepared};
 use super::source::{Fingerprint, ProviderSource};
 use super::{Inner, Provider};
-use crate::capabilities::HostState;
+use crate::capabilities::events::{EventSink, Events};
 use crate::capabilities::http_egress::{Broker, EgressSettings};
-use crate::contract::{self, Exports, Indices, interface_name};
+use crate::capabilities::{HostState, Shared, cache::Cache};
+use crate::contract::{self, Exports, Indices, Version};
 use crate::engine::{EngineError, EngineSettings, WasmEngine};
 use crate::metrics::{Metrics, ProviderLabel};
 use crate::policy::{InstanceLimits, Policy};
@@ -31,6 +32,7 @@ pub struct ProviderLoader {
     metrics: Metrics,
     cache: Option<CompileCache>,
     memory_budget: Option<u64>,
+    events: Option<Arc<dyn EventSink>>,
 }
 
 /// What `wasm-ccm check` reports about a component.
@@ -44,6 +46,8 @@ pub struct Inspection {
     pub provider_name: String,
     /// The contract package and version it was checked against.
     pub package: String,
+    /// That version.
+    pub version: Version,
     /// The optional interfaces it exports.
     pub exports: Exports,
     /// Everything it imports.
@@ -62,6 +66,7 @@ struct Compiled {
     path: PathBuf,
     pre: InstancePre<HostState>,
     indices: Indices,
+    version: Version,
     exports: Exports,
     surface: Surface,
     size: usize,
@@ -85,9 +90,35 @@ impl ProviderLoader {
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(EngineError::Create)?;
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)
             .map_err(EngineError::Create)?;
+        // Every contract version's imports: 0.1 components link against 0.1's.
         contract::logging::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)
-            .map_err(EngineError::Create)?;
-        contract::types::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)
+            .and_then(|()| {
+                contract::types::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)
+            })
+            .and_then(|()| {
+                contract::cache::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)
+            })
+            .and_then(|()| {
+                contract::events::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)
+            })
+            .and_then(|()| {
+                contract::deadline::add_to_linker::<HostState, HasSelf<HostState>>(
+                    &mut linker,
+                    |s| s,
+                )
+            })
+            .and_then(|()| {
+                contract::v0_1::logging::add_to_linker::<HostState, HasSelf<HostState>>(
+                    &mut linker,
+                    |s| s,
+                )
+            })
+            .and_then(|()| {
+                contract::v0_1::types::add_to_linker::<HostState, HasSelf<HostState>>(
+                    &mut linker,
+                    |s| s,
+                )
+            })
             .map_err(EngineError::Create)?;
         let broker = Broker::new(egress, metrics.provider().clone())
             .map_err(|e| EngineError::Create(wasmtime::Error::msg(e.to_string())))?;
@@ -98,7 +129,15 @@ impl ProviderLoader {
             metrics,
             cache: None,
             memory_budget: None,
+            events: None,
         })
+    }
+
+    /// Sends the events providers record (the `events` import) to `sink`; without one
+    /// they are only logged.
+    pub fn with_event_sink(mut self, sink: Arc<dyn EventSink>) -> Self {
+        self.events = Some(sink);
+        self
     }
 
     /// Refuses policies whose worst-case memory ([`Policy::worst_case_bytes`]) is over
@@ -271,7 +310,7 @@ impl ProviderLoader {
                 path: Policy::path_for(path),
                 field: "limits".into(),
                 reason: format!(
-                    "its worst case, {} MiB (poolSize x memoryMiB + maxConcurrentRequests x \
+                    "its worst case, {} MiB (poolSize x memoryMiB + cacheKiB + maxConcurrentRequests x \
                      (maxResponseBytes + {} MiB of request body)), is over this host's provider \
                      memory budget of {} MiB (--provider-memory-budget)",
                     policy.worst_case_bytes() >> 20,
@@ -333,6 +372,18 @@ impl ProviderLoader {
                 path: path.to_owned(),
                 source,
             })?;
+        let shared = Arc::new(Shared {
+            cache: Cache::new(
+                limits.cache_bytes,
+                label.clone(),
+                self.metrics.provider().clone(),
+            ),
+            events: Events::new(
+                self.events.clone(),
+                label.clone(),
+                self.metrics.provider().clone(),
+            ),
+        });
         let pool = Arc::new(Pool::new(
             label,
             Prepared {
@@ -344,6 +395,7 @@ impl ProviderLoader {
             self.metrics.provider().clone(),
             limits,
             cloud_config.into(),
+            shared,
         ));
         let init_error = |source: ProviderError| LoadError::Initialize {
             path: path.to_owned(),
@@ -357,6 +409,7 @@ impl ProviderLoader {
                 name,
                 path: path.to_owned(),
                 sha256,
+                version: compiled.version,
                 exports: compiled.exports,
                 has_cluster_id: false,
                 pool,
@@ -366,10 +419,21 @@ impl ProviderLoader {
         Arc::get_mut(&mut provider.inner)
             .expect("the provider has not been shared yet")
             .has_cluster_id = has_cluster_id;
+        if compiled.version.is_deprecated() {
+            tracing::warn!(
+                provider = provider.name(),
+                path = %path.display(),
+                contract = %compiled.version,
+                current = %Version::CURRENT,
+                "provider built against an older contract version; the host adapts it, \
+                 rebuild it against the current one for batched calls, the cache and events"
+            );
+        }
         tracing::info!(
             provider = provider.name(),
             path = %path.display(),
             sha256 = provider.sha256(),
+            contract = %compiled.version,
             exports = ?provider.exports().names(),
             size = compiled.size,
             "provider loaded"
@@ -391,7 +455,8 @@ impl ProviderLoader {
             path: compiled.path.clone(),
             size: compiled.size,
             provider_name,
-            package: format!("{}@{}", contract::PACKAGE, contract::PACKAGE_VERSION),
+            package: compiled.version.to_string(),
+            version: compiled.version,
             exports: compiled.exports,
             imports: compiled.surface.imports.clone(),
         })
@@ -427,7 +492,7 @@ impl ProviderLoader {
             source,
         })?;
         let surface = Surface::of(self.engine.engine(), &component);
-        let exports = surface.check_exports(path)?;
+        let (version, exports) = surface.check_exports(path)?;
         let pre = self.linker.instantiate_pre(&component).map_err(|source| {
             LoadError::UnsupportedImport {
                 path: path.to_owned(),
@@ -435,15 +500,17 @@ impl ProviderLoader {
                 source,
             }
         })?;
-        let indices = Indices::new(&pre, exports).map_err(|m| LoadError::InterfaceMismatch {
-            path: path.to_owned(),
-            interface: interface_name(m.interface),
-            source: m.source,
-        })?;
+        let indices =
+            Indices::new(&pre, version, exports).map_err(|m| LoadError::InterfaceMismatch {
+                path: path.to_owned(),
+                interface: version.interface_name(m.interface),
+                source: m.source,
+            })?;
         Ok(Compiled {
             path: path.to_owned(),
             pre,
             indices,
+            version,
             exports,
             surface,
             size: bytes.len(),
@@ -466,12 +533,17 @@ impl ProviderLoader {
                 path: path.clone(),
                 source,
             })?;
+        let shared = Arc::new(Shared {
+            cache: Cache::new(0, name.clone(), self.metrics.provider().clone()),
+            events: Events::new(None, name.clone(), self.metrics.provider().clone()),
+        });
         let mut store = pool::new_store(
             &self.engine,
             &name,
             &egress,
             self.metrics.provider(),
             limits,
+            &shared,
         );
         let instance = tokio::time::timeout(
             limits.call_timeout,
@@ -492,15 +564,12 @@ impl ProviderLoader {
         let guests = compiled.indices.load(&mut store, &instance).map_err(|m| {
             LoadError::InterfaceMismatch {
                 path: path.clone(),
-                interface: interface_name(m.interface),
+                interface: compiled.version.interface_name(m.interface),
                 source: m.source,
             }
         })?;
-        let name = tokio::time::timeout(
-            limits.call_timeout,
-            guests.identity.call_provider_name(&mut store),
-        )
-        .await;
+        let name =
+            tokio::time::timeout(limits.call_timeout, guests.call_provider_name(&mut store)).await;
         let name = match name {
             Ok(Ok(name)) => name,
             Ok(Err(trap)) => {

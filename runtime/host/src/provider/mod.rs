@@ -54,6 +54,7 @@ struct Inner {
     name: String,
     path: PathBuf,
     sha256: String,
+    version: crate::contract::Version,
     exports: Exports,
     has_cluster_id: bool,
     pool: Arc<pool::Pool>,
@@ -65,6 +66,7 @@ impl std::fmt::Debug for Provider {
             .field("name", &self.inner.name)
             .field("path", &self.inner.path)
             .field("sha256", &self.inner.sha256)
+            .field("contract", &self.inner.version)
             .field("exports", &self.inner.exports)
             .finish_non_exhaustive()
     }
@@ -84,6 +86,16 @@ impl Provider {
     /// The hex SHA-256 of the component's bytes.
     pub fn sha256(&self) -> &str {
         &self.inner.sha256
+    }
+
+    /// The contract version the component was built against.
+    pub fn contract_version(&self) -> crate::contract::Version {
+        self.inner.version
+    }
+
+    /// The bytes held now in the version's shared cache (the `cache` import).
+    pub fn cache_bytes(&self) -> usize {
+        self.inner.pool.shared().cache.bytes()
     }
 
     /// `identity.has-cluster-id`, read after `initialize`.

@@ -14,8 +14,8 @@ use wasmtime::Store;
 use wasmtime::component::InstancePre;
 
 use super::error::{ProviderError, TrapKind};
-use crate::capabilities::HostState;
 use crate::capabilities::http_egress::Egress;
+use crate::capabilities::{HostState, ObjectRef, Shared};
 use crate::contract::{Guests, Indices};
 use crate::engine::WasmEngine;
 use crate::metrics::{CallLabels, FunctionLabels, ProviderLabel, ProviderMetrics, TrapLabels};
@@ -44,6 +44,7 @@ pub(crate) struct Pool {
     egress: Arc<Egress>,
     metrics: Arc<ProviderMetrics>,
     cloud_config: Arc<[u8]>,
+    shared: Arc<Shared>,
     idle: Mutex<Vec<Instance>>,
     permits: Arc<Semaphore>,
 }
@@ -56,8 +57,10 @@ impl Pool {
         metrics: Arc<ProviderMetrics>,
         limits: InstanceLimits,
         cloud_config: Arc<[u8]>,
+        shared: Arc<Shared>,
     ) -> Self {
         Self {
+            shared,
             permits: Arc::new(Semaphore::new(limits.pool_size)),
             idle: Mutex::new(Vec::with_capacity(limits.pool_size)),
             label,
@@ -106,6 +109,11 @@ impl Pool {
     /// Counts a call that failed before reaching the guest (no instance could be made).
     pub fn record_unavailable(&self, interface: &str, function: &str, started: Instant) {
         self.record(interface, function, started, "unavailable");
+    }
+
+    /// What the version's instances share (cache, events).
+    pub fn shared(&self) -> &Arc<Shared> {
+        &self.shared
     }
 
     /// The provider's egress, shared by its instances.
@@ -157,6 +165,7 @@ impl Pool {
             &self.egress,
             &self.metrics,
             &self.limits,
+            &self.shared,
         );
         let deadline = self.limits.call_timeout;
         let instance = tokio::time::timeout(deadline, self.pre.instantiate_async(&mut store))
@@ -178,13 +187,13 @@ impl Pool {
                 source: mismatch.source,
             })?;
         store.set_epoch_deadline(WasmEngine::deadline_ticks(deadline));
+        store.data_mut().call.deadline = Some(std::time::Instant::now() + deadline);
         let result = tokio::time::timeout(
             deadline,
-            guests
-                .identity
-                .call_initialize(&mut store, &self.cloud_config),
+            guests.call_initialize(&mut store, &self.cloud_config),
         )
         .await;
+        store.data_mut().call = Default::default();
         match result {
             Err(_) => {
                 self.record_trap(TrapKind::Deadline);
@@ -234,10 +243,17 @@ pub(crate) fn new_store(
     egress: &Arc<Egress>,
     metrics: &Arc<ProviderMetrics>,
     limits: &InstanceLimits,
+    shared: &Arc<Shared>,
 ) -> Store<HostState> {
     let mut store = Store::new(
         engine.engine(),
-        HostState::new(provider.clone(), egress, limits.memory_bytes, metrics),
+        HostState::new(
+            provider.clone(),
+            egress,
+            limits.memory_bytes,
+            metrics,
+            shared,
+        ),
     );
     store.limiter(|state| &mut state.limits);
     store.epoch_deadline_trap();
@@ -254,13 +270,16 @@ pub(crate) struct Lease {
 }
 
 impl Lease {
-    /// The instance, with its epoch deadline armed for one call.
-    pub fn arm(&mut self) -> (&mut Store<HostState>, &Guests, Duration) {
+    /// The instance, with its epoch deadline armed for one call about `objects`.
+    pub fn arm(&mut self, objects: Vec<ObjectRef>) -> (&mut Store<HostState>, &Guests, Duration) {
         let deadline = self.pool.limits.call_timeout;
         let instance = self.instance.as_mut().expect("lease holds an instance");
         instance
             .store
             .set_epoch_deadline(WasmEngine::deadline_ticks(deadline));
+        let scope = &mut instance.store.data_mut().call;
+        scope.deadline = Some(std::time::Instant::now() + deadline);
+        scope.objects = objects;
         (&mut instance.store, &instance.guests, deadline)
     }
 
@@ -279,6 +298,7 @@ impl Lease {
         match outcome {
             Ok(Ok(result)) => {
                 let mut instance = self.instance.take().expect("lease holds an instance");
+                instance.store.data_mut().call = Default::default();
                 let held = instance.store.data_mut().held_http_resources();
                 if held > 0 {
                     // Requests, responses, bodies or fields kept past the call would

@@ -21,6 +21,7 @@ fn meta(m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> wit::
         uid: m.uid.clone().unwrap_or_default(),
         labels: pairs(&m.labels),
         annotations: pairs(&m.annotations),
+        deletion_timestamp: m.deletion_timestamp.as_ref().map(|t| t.0.to_string()),
     }
 }
 
@@ -112,6 +113,7 @@ pub fn node(n: &k8s::Node) -> wit::Node {
                 message: c.message.unwrap_or_default(),
             })
             .collect(),
+        unschedulable: spec.unschedulable.unwrap_or(false),
     }
 }
 
@@ -183,6 +185,19 @@ pub fn service(s: &k8s::Service) -> wit::Service {
         load_balancer_class: spec.load_balancer_class,
         load_balancer_ip: spec.load_balancer_ip.filter(|ip| !ip.is_empty()),
         status: load_balancer_status(&status),
+        external_ips: spec.external_ips.unwrap_or_default(),
+        cluster_ips: spec.cluster_ips.unwrap_or_default(),
+        ip_family_policy: spec.ip_family_policy.as_deref().and_then(|p| match p {
+            "SingleStack" => Some(wit::IpFamilyPolicy::SingleStack),
+            "PreferDualStack" => Some(wit::IpFamilyPolicy::PreferDualStack),
+            "RequireDualStack" => Some(wit::IpFamilyPolicy::RequireDualStack),
+            _ => None,
+        }),
+        session_affinity_timeout_seconds: spec
+            .session_affinity_config
+            .and_then(|c| c.client_ip)
+            .and_then(|c| c.timeout_seconds),
+        allocate_load_balancer_node_ports: spec.allocate_load_balancer_node_ports,
     }
 }
 
@@ -264,6 +279,8 @@ pub fn to_route(r: &wit::Route) -> Route {
         target_node_addresses: to_k8s_addresses(&r.target_node_addresses),
         destination_cidr: r.destination_cidr.clone(),
         blackhole: r.blackhole,
+        enable_node_addresses: r.enable_node_addresses,
+        target_node_provider_id: r.target_node_provider_id.clone(),
     }
 }
 
@@ -275,5 +292,7 @@ pub fn route(r: &Route) -> wit::Route {
         target_node_addresses: addresses(&r.target_node_addresses),
         destination_cidr: r.destination_cidr.clone(),
         blackhole: r.blackhole,
+        enable_node_addresses: r.enable_node_addresses,
+        target_node_provider_id: r.target_node_provider_id.clone(),
     }
 }

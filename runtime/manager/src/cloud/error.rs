@@ -16,6 +16,9 @@ pub enum Error {
     /// The provider returned no provider ID and the Node has none.
     #[error("cloud provider does not set node provider ID for node {0}")]
     MissingProviderId(String),
+    /// A batched call failed as a whole: every Node of the batch gets this error.
+    #[error("batched call: {0}")]
+    Batch(#[source] std::sync::Arc<Error>),
 }
 
 impl Error {
@@ -23,6 +26,7 @@ impl Error {
     pub fn cloud(&self) -> Option<&CloudError> {
         match self {
             Error::Provider(e) => e.cloud(),
+            Error::Batch(e) => e.cloud(),
             _ => None,
         }
     }

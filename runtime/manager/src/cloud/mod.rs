@@ -31,6 +31,43 @@ pub use wasm_ccm_host::provider::CloudError;
 /// What a cloud call returns: a boxed future, so [`Cloud`] can be a trait object.
 pub type CloudFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, Error>> + Send + 'a>>;
 
+/// What a call about several Nodes returns: one answer per Node, in order (the outer
+/// error fails them all).
+pub type BatchFuture<'a, T> = CloudFuture<'a, Vec<Result<T, Error>>>;
+
+/// Asks about each Node in turn: what the batch methods do for a provider without
+/// `instances-batch`.
+pub async fn each<'a, T, F, Fut>(
+    nodes: &'a [Arc<Node>],
+    ask: F,
+) -> Result<Vec<Result<T, Error>>, Error>
+where
+    F: Fn(&'a Node) -> Fut,
+    Fut: Future<Output = Result<T, Error>>,
+{
+    let mut answers = Vec::with_capacity(nodes.len());
+    for node in nodes {
+        answers.push(ask(node).await);
+    }
+    Ok(answers)
+}
+
+/// Spreads a whole-batch failure over every Node of the batch.
+pub fn per_node<T>(
+    result: Result<Vec<Result<T, Error>>, Error>,
+    nodes: usize,
+) -> Vec<Result<T, Error>> {
+    match result {
+        Ok(answers) => answers,
+        Err(err) => {
+            let shared = Arc::new(err);
+            (0..nodes)
+                .map(|_| Err(Error::Batch(shared.clone())))
+                .collect()
+        }
+    }
+}
+
 /// What a controller needs from the provider to run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Requirement {
@@ -89,6 +126,11 @@ pub struct Route {
     pub destination_cidr: String,
     /// The route's target is gone.
     pub blackhole: bool,
+    /// Upstream's `EnableNodeAddresses`: `target_node_addresses` is meaningful (compared
+    /// to the Node's, a change re-creates the route).
+    pub enable_node_addresses: bool,
+    /// The target Node's provider ID (set on create).
+    pub target_node_provider_id: Option<String>,
 }
 
 /// The cloud as the controllers see it. Methods take and return Kubernetes objects.
@@ -116,6 +158,38 @@ pub trait Cloud: Send + Sync {
 
     /// Whether the Node's instance is shut down; `None` when the provider cannot tell.
     fn instance_shutdown<'a>(&'a self, node: &'a Node) -> CloudFuture<'a, Option<bool>>;
+
+    /// Whether the provider answers calls about several Nodes in one call (the
+    /// contract's `instances-batch`); without it the batch methods below ask per Node.
+    fn batches(&self) -> bool {
+        false
+    }
+
+    /// [`Cloud::instance_metadata`] for each of `nodes`.
+    fn instances_metadata<'a>(
+        &'a self,
+        nodes: &'a [Arc<Node>],
+    ) -> BatchFuture<'a, InstanceMetadata> {
+        Box::pin(each(nodes, |node| self.instance_metadata(node)))
+    }
+
+    /// [`Cloud::node_addresses`] for each of `nodes`.
+    fn nodes_addresses<'a>(
+        &'a self,
+        nodes: &'a [Arc<Node>],
+    ) -> BatchFuture<'a, Option<Vec<NodeAddress>>> {
+        Box::pin(each(nodes, |node| self.node_addresses(node)))
+    }
+
+    /// [`Cloud::instance_exists`] for each of `nodes`.
+    fn instances_exist<'a>(&'a self, nodes: &'a [Arc<Node>]) -> BatchFuture<'a, Option<bool>> {
+        Box::pin(each(nodes, |node| self.instance_exists(node)))
+    }
+
+    /// [`Cloud::instance_shutdown`] for each of `nodes`.
+    fn instances_shutdown<'a>(&'a self, nodes: &'a [Arc<Node>]) -> BatchFuture<'a, Option<bool>> {
+        Box::pin(each(nodes, |node| self.instance_shutdown(node)))
+    }
 
     /// The Service's load balancer status, `None` when it does not exist.
     fn get_load_balancer<'a>(

@@ -6,7 +6,9 @@ use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, NodeAddress, Service}
 use wasm_ccm_host::contract::types as wit;
 use wasm_ccm_host::provider::{Provider, ProviderError};
 
-use super::{Cloud, CloudFuture, Error, InstanceMetadata, Requirement, Route, convert};
+use super::{
+    BatchFuture, Cloud, CloudFuture, Error, InstanceMetadata, Requirement, Route, convert,
+};
 
 /// One version of a provider, as a [`Cloud`].
 #[derive(Debug, Clone)]
@@ -31,19 +33,7 @@ impl ProviderCloud {
         let provider = &self.provider;
         if let Some(v2) = provider.instances_v2() {
             let meta = v2.instance_metadata(&convert::node(node)).await?;
-            let provider_id = match (meta.provider_id.is_empty(), existing_id) {
-                (false, _) => meta.provider_id,
-                (true, Some(id)) => id,
-                (true, None) => return Err(Error::MissingProviderId(name)),
-            };
-            return Ok(InstanceMetadata {
-                provider_id,
-                instance_type: meta.instance_type,
-                addresses: convert::to_k8s_addresses(&meta.node_addresses),
-                zone: meta.zone,
-                region: meta.region,
-                additional_labels: meta.additional_labels,
-            });
+            return from_v2(node, meta);
         }
         let v1 = provider
             .instances()
@@ -152,6 +142,23 @@ impl ProviderCloud {
         }
     }
 
+    /// The batch handle, when the provider answers the `instances-v2` questions for
+    /// many Nodes at once.
+    fn batch(&self) -> Option<wasm_ccm_host::contract::InstancesBatch<'_>> {
+        self.provider
+            .instances_v2()
+            .and(self.provider.instances_batch())
+    }
+
+    /// One node's error in a batch answer, as a call about that node alone would give.
+    fn node_error(&self, function: &'static str, error: wit::CloudError) -> Error {
+        Error::Provider(ProviderError::Cloud {
+            provider: self.provider.name().to_owned(),
+            function,
+            error: error.into(),
+        })
+    }
+
     fn load_balancer(&self) -> Result<wasm_ccm_host::contract::LoadBalancer<'_>, Error> {
         self.provider
             .load_balancer()
@@ -163,6 +170,24 @@ impl ProviderCloud {
             .routes()
             .ok_or(Error::NotExported(Requirement::Routes.interface()))
     }
+}
+
+/// `instances-v2` metadata in the controllers' terms: the Node's own provider ID when
+/// the cloud gave none.
+fn from_v2(node: &Node, meta: wit::InstanceInfo) -> Result<InstanceMetadata, Error> {
+    let provider_id = match (meta.provider_id.is_empty(), existing_provider_id(node)) {
+        (false, _) => meta.provider_id,
+        (true, Some(id)) => id,
+        (true, None) => return Err(Error::MissingProviderId(node_name(node))),
+    };
+    Ok(InstanceMetadata {
+        provider_id,
+        instance_type: meta.instance_type,
+        addresses: convert::to_k8s_addresses(&meta.node_addresses),
+        zone: meta.zone,
+        region: meta.region,
+        additional_labels: meta.additional_labels,
+    })
 }
 
 fn node_name(node: &Node) -> String {
@@ -219,6 +244,83 @@ impl Cloud for ProviderCloud {
 
     fn instance_shutdown<'a>(&'a self, node: &'a Node) -> CloudFuture<'a, Option<bool>> {
         Box::pin(self.shutdown(node))
+    }
+
+    fn batches(&self) -> bool {
+        self.batch().is_some()
+    }
+
+    fn instances_metadata<'a>(
+        &'a self,
+        nodes: &'a [Arc<Node>],
+    ) -> BatchFuture<'a, InstanceMetadata> {
+        let Some(batch) = self.batch() else {
+            return Box::pin(super::each(nodes, |node| self.metadata(node)));
+        };
+        Box::pin(async move {
+            let answers = batch.instances_metadata(&views(nodes)).await?;
+            Ok(answers
+                .into_iter()
+                .zip(nodes)
+                .map(|(answer, node)| match answer {
+                    Ok(meta) => from_v2(node, meta),
+                    Err(e) => Err(self.node_error("instances-metadata", e)),
+                })
+                .collect())
+        })
+    }
+
+    fn nodes_addresses<'a>(
+        &'a self,
+        nodes: &'a [Arc<Node>],
+    ) -> BatchFuture<'a, Option<Vec<NodeAddress>>> {
+        let Some(batch) = self.batch() else {
+            return Box::pin(super::each(nodes, |node| self.addresses(node)));
+        };
+        Box::pin(async move {
+            let answers = batch.instances_metadata(&views(nodes)).await?;
+            Ok(answers
+                .into_iter()
+                .map(|answer| match answer {
+                    Ok(meta) => Ok(Some(convert::to_k8s_addresses(&meta.node_addresses))),
+                    Err(e) => Err(self.node_error("instances-metadata", e)),
+                })
+                .collect())
+        })
+    }
+
+    fn instances_exist<'a>(&'a self, nodes: &'a [Arc<Node>]) -> BatchFuture<'a, Option<bool>> {
+        let Some(batch) = self.batch() else {
+            return Box::pin(super::each(nodes, |node| self.exists(node)));
+        };
+        Box::pin(async move {
+            let answers = batch.instances_exist(&views(nodes)).await?;
+            Ok(answers
+                .into_iter()
+                .map(|answer| {
+                    answer
+                        .map(Some)
+                        .map_err(|e| self.node_error("instances-exist", e))
+                })
+                .collect())
+        })
+    }
+
+    fn instances_shutdown<'a>(&'a self, nodes: &'a [Arc<Node>]) -> BatchFuture<'a, Option<bool>> {
+        let Some(batch) = self.batch() else {
+            return Box::pin(super::each(nodes, |node| self.shutdown(node)));
+        };
+        Box::pin(async move {
+            let answers = batch.instances_shutdown(&views(nodes)).await?;
+            Ok(answers
+                .into_iter()
+                .map(|answer| {
+                    answer
+                        .map(Some)
+                        .map_err(|e| self.node_error("instances-shutdown", e))
+                })
+                .collect())
+        })
     }
 
     fn get_load_balancer<'a>(

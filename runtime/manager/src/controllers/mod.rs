@@ -15,6 +15,7 @@
 //! ([`node_informer`]).
 
 pub mod backoff;
+pub mod batcher;
 pub mod events;
 pub mod node;
 pub mod node_informer;
@@ -55,6 +56,8 @@ pub const ALL: [Controller; 4] = [
                 node::Options {
                     status_update_frequency: settings.node_status_update_frequency,
                     workers: settings.concurrent_node_syncs,
+                    batch_size: settings.instances_batch_size,
+                    batch_window: settings.node_init_batch_window,
                 },
                 stop,
             ))
@@ -68,6 +71,7 @@ pub const ALL: [Controller; 4] = [
                 ctx,
                 node_lifecycle::Options {
                     monitor_period: settings.node_monitor_period,
+                    batch_size: settings.instances_batch_size,
                 },
                 stop,
             ))
@@ -126,6 +130,10 @@ pub struct Settings {
     pub concurrent_node_syncs: u16,
     /// `--concurrent-service-syncs`.
     pub concurrent_service_syncs: u16,
+    /// `--instances-batch-size`.
+    pub instances_batch_size: usize,
+    /// `--node-init-batch-window`.
+    pub node_init_batch_window: Duration,
 }
 
 /// `node.cloudprovider.kubernetes.io/uninitialized`: kubelet's taint with

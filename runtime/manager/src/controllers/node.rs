@@ -23,6 +23,7 @@ use kube::runtime::controller::{self, Action, Controller};
 use serde_json::json;
 
 use super::backoff::Backoff;
+use super::batcher::{Batching, MetadataBatcher};
 use super::{Context, TAINT_UNINITIALIZED, has_taint, node_event, tick};
 use crate::cloud::{self, CloudError, InstanceMetadata};
 
@@ -69,13 +70,17 @@ impl NodeSyncError {
     }
 }
 
-/// Options of the controller (upstream flags).
+/// Options of the controller (upstream flags, and ours for batching).
 #[derive(Debug, Clone)]
 pub struct Options {
     /// `--node-status-update-frequency`.
     pub status_update_frequency: Duration,
-    /// `--concurrent-node-syncs`.
+    /// `--concurrent-node-syncs`: provider calls in flight at once.
     pub workers: u16,
+    /// `--instances-batch-size`: the most Nodes in one batched provider call.
+    pub batch_size: usize,
+    /// `--node-init-batch-window`: how long a joining Node waits for company.
+    pub batch_window: Duration,
 }
 
 struct State {
@@ -83,6 +88,7 @@ struct State {
     api: Api<Node>,
     recorder: Recorder,
     backoff: Backoff,
+    batcher: MetadataBatcher,
 }
 
 fn node_name(node: &Node) -> String {
@@ -292,13 +298,13 @@ async fn update_addresses(
 }
 
 /// Initializes one tainted Node.
-async fn sync_node(state: &State, node: &Node) -> Result<(), NodeSyncError> {
+async fn sync_node(state: &State, node: &Arc<Node>) -> Result<(), NodeSyncError> {
     let name = node_name(node);
     if !has_taint(node, TAINT_UNINITIALIZED) {
         return reconcile_labels(&state.api, node).await;
     }
     tracing::info!(node = %name, "initializing node with cloud provider");
-    let meta = state.ctx.cloud.current().instance_metadata(node).await?;
+    let meta = state.batcher.metadata(node.clone()).await?;
     apply_provided_node_ip(node, &meta.addresses).map_err(|reason| {
         NodeSyncError::ProvidedNodeIp {
             node: name.clone(),
@@ -379,18 +385,22 @@ async fn reconcile_labels(api: &Api<Node>, node: &Node) -> Result<(), NodeSyncEr
 }
 
 /// Upstream's `UpdateNodeStatus`: addresses (and label reconciliation) of initialized
-/// Nodes. Errors are logged per Node.
-pub async fn update_node_status(ctx: &Context, api: &Api<Node>) {
+/// Nodes. Errors are logged per Node. A provider exporting `instances-batch` is asked
+/// about `batch_size` Nodes per call.
+pub async fn update_node_status(ctx: &Context, api: &Api<Node>, batch_size: usize) {
     let started = Instant::now();
-    let mut visited = 0usize;
-    {
-        for node in &ctx.nodes.list() {
-            visited += 1;
-            if has_taint(node, TAINT_UNINITIALIZED) {
-                continue;
-            }
+    let initialized: Vec<Arc<Node>> = ctx
+        .nodes
+        .list()
+        .into_iter()
+        .filter(|node| !has_taint(node, TAINT_UNINITIALIZED))
+        .collect();
+    for chunk in initialized.chunks(batch_size.max(1)) {
+        let cloud = ctx.cloud.current();
+        let answers = cloud::per_node(cloud.nodes_addresses(chunk).await, chunk.len());
+        for (node, answer) in chunk.iter().zip(answers) {
             let name = node_name(node);
-            let addresses = match ctx.cloud.current().node_addresses(node).await {
+            let addresses = match answer {
                 Ok(None) => continue,
                 Ok(Some(addresses)) => Ok(addresses),
                 Err(err) => Err(err),
@@ -410,13 +420,28 @@ pub async fn update_node_status(ctx: &Context, api: &Api<Node>) {
             }
         }
     }
-    tracing::debug!(nodes = visited, elapsed = ?started.elapsed(), "updated node status");
+    tracing::debug!(nodes = initialized.len(), elapsed = ?started.elapsed(), "updated node status");
 }
 
 /// Runs the controller until `shutdown` turns true.
 pub async fn run(ctx: Context, options: Options, shutdown: tokio::sync::watch::Receiver<bool>) {
     let api: Api<Node> = Api::all(ctx.client.clone());
+    let batcher = MetadataBatcher::start(
+        ctx.cloud.clone(),
+        Batching {
+            window: options.batch_window,
+            max_nodes: options.batch_size,
+            concurrent_calls: usize::from(options.workers.max(1)),
+        },
+    );
+    // Reconciles mostly wait for their (batched) provider answer; the batcher keeps
+    // provider calls at --concurrent-node-syncs, so the controller may run a batch's
+    // worth of reconciles at once.
+    let concurrency = usize::from(options.workers.max(1))
+        .saturating_mul(options.batch_size.max(1))
+        .min(usize::from(u16::MAX)) as u16;
     let state = Arc::new(State {
+        batcher,
         recorder: ctx.recorder("cloud-node-controller"),
         backoff: Backoff::new(Duration::from_millis(500), Duration::from_secs(300))
             .reporting(ctx.metrics.retries_pending(NAME)),
@@ -425,7 +450,7 @@ pub async fn run(ctx: Context, options: Options, shutdown: tokio::sync::watch::R
     });
     let mut stop = shutdown.clone();
     let controller = Controller::for_shared_stream(ctx.nodes.changed_nodes(), ctx.nodes.store())
-        .with_config(controller::Config::default().concurrency(options.workers.max(1)))
+        .with_config(controller::Config::default().concurrency(concurrency))
         .graceful_shutdown_on(async move {
             let _ = stop.wait_for(|s| *s).await;
         })
@@ -433,7 +458,7 @@ pub async fn run(ctx: Context, options: Options, shutdown: tokio::sync::watch::R
         .for_each(|_| async {});
     let periodic = async {
         while tick(options.status_update_frequency, &shutdown).await {
-            update_node_status(&ctx, &api).await;
+            update_node_status(&ctx, &api, options.batch_size).await;
         }
     };
     tokio::join!(controller, periodic);

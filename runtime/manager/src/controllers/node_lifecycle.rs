@@ -14,16 +14,18 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde_json::json;
 
 use super::{Context, TAINT_SHUTDOWN, node_event, ready_status, tick};
-use crate::cloud::Cloud;
+use crate::cloud;
 
 /// The controller's name: in `--controllers`, metrics and logs.
 pub const NAME: &str = "cloud-node-lifecycle";
 
-/// Options of the controller (upstream flags).
+/// Options of the controller (upstream flags, and ours for batching).
 #[derive(Debug, Clone)]
 pub struct Options {
     /// `--node-monitor-period`.
     pub monitor_period: Duration,
+    /// `--instances-batch-size`: the most Nodes in one batched provider call.
+    pub batch_size: usize,
 }
 
 /// The shutdown taint's effect.
@@ -69,75 +71,115 @@ async fn set_taints(api: &Api<Node>, node: &Node, taints: Vec<Taint>) -> Result<
     .map(drop)
 }
 
-/// One pass over all Nodes (as the shared informer has them).
-pub async fn monitor(ctx: &Context, api: &Api<Node>, recorder: &super::events::Recorder) {
-    for node in &ctx.nodes.list() {
+/// One pass over all Nodes (as the shared informer has them): Ready Nodes lose the
+/// shutdown taint; the Nodes that are not Ready are asked about together (in batches
+/// of `batch_size` when the provider exports `instances-batch`, else one by one).
+pub async fn monitor(
+    ctx: &Context,
+    api: &Api<Node>,
+    recorder: &super::events::Recorder,
+    batch_size: usize,
+) {
+    let mut not_ready = Vec::new();
+    for node in ctx.nodes.list() {
+        if ready_status(&node) != Some("True") {
+            not_ready.push(node);
+            continue;
+        }
         let started = Instant::now();
-        let name = node.metadata.name.clone().unwrap_or_default();
-        let ok = check_node(ctx.cloud.current().as_ref(), api, recorder, node, &name).await;
+        let ok = !has_shutdown_taint(&node) || {
+            let name = node.metadata.name.clone().unwrap_or_default();
+            match set_taints(api, &node, taints_without_shutdown(&node)).await {
+                Ok(()) => true,
+                Err(err) => {
+                    tracing::error!(node = %name, error = %err, "cannot remove the shutdown taint");
+                    false
+                }
+            }
+        };
         ctx.metrics.record(NAME, started, ok);
+    }
+    for chunk in not_ready.chunks(batch_size.max(1)) {
+        let started = Instant::now();
+        let cloud = ctx.cloud.current();
+        let exists = cloud::per_node(cloud.instances_exist(chunk).await, chunk.len());
+        let mut existing = Vec::new();
+        for (node, exists) in chunk.iter().zip(exists) {
+            let name = node.metadata.name.clone().unwrap_or_default();
+            let ok = match exists {
+                Ok(Some(false)) => delete_node(api, recorder, node, &name).await,
+                Ok(Some(true)) => {
+                    existing.push(node.clone());
+                    continue;
+                }
+                Ok(None) => true,
+                Err(err) => {
+                    tracing::error!(node = %name, error = %err, "error checking if node exists; leaving it alone");
+                    false
+                }
+            };
+            ctx.metrics.record(NAME, started, ok);
+        }
+        if existing.is_empty() {
+            continue;
+        }
+        let shutdown = cloud::per_node(cloud.instances_shutdown(&existing).await, existing.len());
+        for (node, shutdown) in existing.iter().zip(shutdown) {
+            let ok = taint_if_shut_down(api, node, shutdown).await;
+            ctx.metrics.record(NAME, started, ok);
+        }
     }
 }
 
-async fn check_node(
-    cloud: &dyn Cloud,
+/// Deletes a Node whose instance the provider says does not exist.
+async fn delete_node(
     api: &Api<Node>,
     recorder: &super::events::Recorder,
     node: &Node,
     name: &str,
 ) -> bool {
-    if ready_status(node) == Some("True") {
-        if has_shutdown_taint(node)
-            && let Err(err) = set_taints(api, node, taints_without_shutdown(node)).await
-        {
-            tracing::error!(node = %name, error = %err, "cannot remove the shutdown taint");
-            return false;
-        }
-        return true;
-    }
-    let exists = match cloud.instance_exists(node).await {
-        Ok(Some(exists)) => exists,
-        Ok(None) => return true,
-        Err(err) => {
-            tracing::error!(node = %name, error = %err, "error checking if node exists; leaving it alone");
-            return false;
-        }
+    tracing::info!(node = %name, "deleting node because it does not exist in the cloud provider");
+    node_event(
+        recorder,
+        node,
+        EventType::Normal,
+        "DeletingNode",
+        format!("Deleting node {name} because it does not exist in the cloud provider"),
+    )
+    .await;
+    // Only the Node we looked at: a replaced Node (new UID) is not deleted.
+    let params = DeleteParams {
+        preconditions: Some(kube::api::Preconditions {
+            uid: node.metadata.uid.clone(),
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
     };
-    if !exists {
-        tracing::info!(node = %name, "deleting node because it does not exist in the cloud provider");
-        node_event(
-            recorder,
-            node,
-            EventType::Normal,
-            "DeletingNode",
-            format!("Deleting node {name} because it does not exist in the cloud provider"),
-        )
-        .await;
-        // Only the Node we looked at: a replaced Node (new UID) is not deleted.
-        let params = DeleteParams {
-            preconditions: Some(kube::api::Preconditions {
-                uid: node.metadata.uid.clone(),
-                resource_version: None,
-            }),
-            ..DeleteParams::default()
-        };
-        return match api.delete(name, &params).await {
-            Ok(_) => true,
-            Err(err) => {
-                tracing::error!(node = %name, error = %err, "unable to delete node");
-                node_event(
-                    recorder,
-                    node,
-                    EventType::Warning,
-                    "DeletingNodeFailed",
-                    format!("Failed deleting node {name}: {err}"),
-                )
-                .await;
-                false
-            }
-        };
+    match api.delete(name, &params).await {
+        Ok(_) => true,
+        Err(err) => {
+            tracing::error!(node = %name, error = %err, "unable to delete node");
+            node_event(
+                recorder,
+                node,
+                EventType::Warning,
+                "DeletingNodeFailed",
+                format!("Failed deleting node {name}: {err}"),
+            )
+            .await;
+            false
+        }
     }
-    match cloud.instance_shutdown(node).await {
+}
+
+/// Adds the shutdown taint to a Node whose instance is shut down.
+async fn taint_if_shut_down(
+    api: &Api<Node>,
+    node: &Node,
+    shutdown: Result<Option<bool>, cloud::Error>,
+) -> bool {
+    let name = node.metadata.name.as_deref().unwrap_or("");
+    match shutdown {
         Ok(Some(true)) if !has_shutdown_taint(node) => {
             let mut taints = taints_without_shutdown(node);
             taints.push(Taint {
@@ -167,7 +209,7 @@ pub async fn run(ctx: Context, options: Options, shutdown: tokio::sync::watch::R
         return;
     }
     loop {
-        monitor(&ctx, &api, &recorder).await;
+        monitor(&ctx, &api, &recorder, options.batch_size).await;
         if !tick(options.monitor_period, &shutdown).await {
             return;
         }

@@ -192,7 +192,8 @@ const MAX_CONCURRENT_ROUTE_OPERATIONS: usize = 200;
 fn route_action(routes: &[&Route], cidr: &str, addresses: &[NodeAddress]) -> Action {
     match routes.iter().find(|r| r.destination_cidr == cidr) {
         None => Action::Add,
-        Some(r) if r.target_node_addresses.is_empty() => Action::Keep,
+        // Upstream compares addresses only on routes with EnableNodeAddresses.
+        Some(r) if !r.enable_node_addresses => Action::Keep,
         Some(r) if same_addresses(&r.target_node_addresses, addresses) => Action::Keep,
         Some(_) => Action::Update,
     }
@@ -319,6 +320,12 @@ pub async fn reconcile(
                     target_node_addresses: cloud::node_addresses(node),
                     destination_cidr: cidr.clone(),
                     blackhole: false,
+                    enable_node_addresses: true,
+                    target_node_provider_id: node
+                        .spec
+                        .as_ref()
+                        .and_then(|s| s.provider_id.clone())
+                        .filter(|p| !p.is_empty()),
                 };
                 let hint = node.metadata.uid.clone().unwrap_or_default();
                 let started = Instant::now();
@@ -467,9 +474,11 @@ mod tests {
         let route = |cidr: &str, addresses: Vec<NodeAddress>| Route {
             name: "r".into(),
             target_node: "n".into(),
+            enable_node_addresses: !addresses.is_empty(),
             target_node_addresses: addresses,
             destination_cidr: cidr.into(),
             blackhole: false,
+            target_node_provider_id: None,
         };
         let plain = route("10.244.1.0/24", vec![]);
         let with_addresses = route("10.244.2.0/24", vec![addr("10.0.0.1")]);

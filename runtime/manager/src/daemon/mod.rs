@@ -55,6 +55,16 @@ pub enum DaemonError {
         #[source]
         source: std::io::Error,
     },
+    /// The provider answers `has-cluster-id` false and `--allow-untagged-cloud` is off.
+    #[error(
+        "no ClusterID found: provider {provider} does not tag its resources with a cluster \
+         ID, which is required for the cloud provider to function properly; this check can \
+         be bypassed with --allow-untagged-cloud"
+    )]
+    UntaggedCloud {
+        /// The provider's name.
+        provider: String,
+    },
     /// This replica lost the leader lease.
     #[error("leader election lost")]
     LeaderLost,
@@ -76,14 +86,21 @@ pub async fn run(args: DaemonArgs) -> Result<(), DaemonError> {
     let metrics = Metrics::new();
     let controller_metrics = Arc::new(ControllerMetrics::register(&metrics));
     let health = wiring::serve_health(&args, &metrics).await?;
-    let loader = wiring::loader(&args, &metrics)?;
+    let client = wiring::kube_client(&args).await?;
+    let identity = wiring::identity();
+    let loader = wiring::loader(&args, &metrics, &client, &identity)?;
     let (provider, serving) = loader
         .find(&args.providers_dir, &name, args.cloud_config.as_deref())
         .await?;
+    // Upstream: a provider without a cluster ID cannot tell its resources from
+    // another cluster's; it runs only when the operator says so.
+    if !provider.has_cluster_id() && !args.allow_untagged_cloud {
+        return Err(DaemonError::UntaggedCloud {
+            provider: provider.name().to_owned(),
+        });
+    }
     health.provider_ready.store(true, Ordering::Relaxed);
 
-    let client = wiring::kube_client(&args).await?;
-    let identity = wiring::identity();
     let reporter = Arc::new(ReloadReporter::new(
         &metrics,
         crate::hot_swap::report::own_pod().map(|pod| (client.clone(), pod)),

@@ -64,6 +64,18 @@ pub struct DaemonArgs {
     /// Services synced concurrently.
     #[arg(long, default_value_t = 1)]
     pub concurrent_service_syncs: u16,
+    /// The most Nodes asked about in one batched provider call (providers exporting
+    /// `instances-batch`): the status pass, the lifecycle pass and joining Nodes.
+    #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u16).range(1..=5000))]
+    pub instances_batch_size: u16,
+    /// How long a joining Node waits for others to be initialized in the same batched
+    /// provider call (providers exporting `instances-batch`).
+    #[arg(long, default_value = "200ms", value_parser = parse_go_duration)]
+    pub node_init_batch_window: Duration,
+    /// Start even when the provider answers `has-cluster-id` false (its resources are
+    /// not tagged with a cluster ID), as upstream's flag of the same name.
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
+    pub allow_untagged_cloud: bool,
     /// Address of the health and metrics server.
     #[arg(long, default_value = "0.0.0.0")]
     pub bind_address: String,
@@ -130,6 +142,8 @@ impl DaemonArgs {
             route_reconciliation_period: self.route_reconciliation_period,
             concurrent_node_syncs: self.concurrent_node_syncs,
             concurrent_service_syncs: self.concurrent_service_syncs,
+            instances_batch_size: usize::from(self.instances_batch_size),
+            node_init_batch_window: self.node_init_batch_window,
         })
     }
 

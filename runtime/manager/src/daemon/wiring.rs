@@ -1,5 +1,6 @@
 //! The pieces [`super::run`] puts together, each built from the flags.
 
+use crate::controllers::events::ProviderEvents;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -51,15 +52,22 @@ pub(super) async fn serve_health(
     Ok(health)
 }
 
-/// The provider loader, with the compile cache when `--compile-cache-dir` is set.
-pub(super) fn loader(args: &DaemonArgs, metrics: &Metrics) -> Result<ProviderLoader, DaemonError> {
+/// The provider loader, with the compile cache when `--compile-cache-dir` is set and
+/// the providers' events published through `client`.
+pub(super) fn loader(
+    args: &DaemonArgs,
+    metrics: &Metrics,
+    client: &kube::Client,
+    identity: &str,
+) -> Result<ProviderLoader, DaemonError> {
     let egress = EgressSettings {
         credentials_dir: Some(args.credentials_dir.clone()),
         ..EgressSettings::default()
     };
     let loader =
         ProviderLoader::with_options(&EngineSettings::default(), &egress, metrics.clone())?
-            .with_memory_budget(args.provider_memory_budget);
+            .with_memory_budget(args.provider_memory_budget)
+            .with_event_sink(Arc::new(ProviderEvents::new(client.clone(), identity)));
     let Some(dir) = &args.compile_cache_dir else {
         return Ok(loader);
     };
@@ -155,6 +163,7 @@ pub(super) fn reloader(
             controllers: planned.to_vec(),
             rescan_period: args.provider_rescan_period,
             debounce: hot_swap::DEBOUNCE,
+            allow_untagged_cloud: args.allow_untagged_cloud,
         },
         loader,
         shared.clone(),

@@ -69,6 +69,13 @@ pub enum ReloadError {
         interface: &'static str,
         controller: &'static str,
     },
+    /// The component answers `has-cluster-id` false and `--allow-untagged-cloud` is off.
+    #[error(
+        "{path}: has-cluster-id is false (the provider does not tag its resources with a \
+         cluster ID); keeping the running version (start with --allow-untagged-cloud to \
+         accept an untagged cloud)"
+    )]
+    UntaggedCloud { path: PathBuf },
 }
 
 impl ReloadError {
@@ -88,6 +95,7 @@ impl ReloadError {
             Self::Source(_) => "read",
             Self::Load(err) => err.reason(),
             Self::InterfaceDropped { .. } => "interface_dropped",
+            Self::UntaggedCloud { .. } => "untagged_cloud",
         }
     }
 }
@@ -112,6 +120,8 @@ pub struct Settings {
     pub rescan_period: Duration,
     /// Quiet time after a change notification before reading.
     pub debounce: Duration,
+    /// `--allow-untagged-cloud`: a version answering `has-cluster-id` false may serve.
+    pub allow_untagged_cloud: bool,
 }
 
 /// What one check of the watched files found.
@@ -327,6 +337,9 @@ impl Reloader {
                     controller: controller.name,
                 });
             }
+        }
+        if !provider.has_cluster_id() && !self.settings.allow_untagged_cloud {
+            return Err(ReloadError::UntaggedCloud { path: path.clone() });
         }
         Ok(provider)
     }

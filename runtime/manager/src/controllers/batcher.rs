@@ -1,0 +1,104 @@
+//! Coalescing the cloud-node controller's initialization calls: Nodes that arrive
+//! within a short window (`--node-init-batch-window`) are asked about in one batched
+//! `instances-metadata` call of at most `--instances-batch-size` Nodes, so a thousand
+//! Nodes joining at once cost a handful of provider calls (and of cloud requests)
+//! instead of a thousand.
+//!
+//! With a provider that does not export `instances-batch` nothing waits: each Node is
+//! asked about on its own, as upstream does. Either way at most
+//! `--concurrent-node-syncs` provider calls are in flight.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Node;
+use tokio::sync::{Semaphore, mpsc, oneshot};
+
+use crate::cloud::{self, InstanceMetadata, SharedCloud};
+
+type Reply = oneshot::Sender<Result<InstanceMetadata, cloud::Error>>;
+
+/// Hands Nodes' metadata requests to the cloud, batched when the provider can.
+#[derive(Clone)]
+pub struct MetadataBatcher {
+    cloud: SharedCloud,
+    requests: mpsc::UnboundedSender<(Arc<Node>, Reply)>,
+    calls: Arc<Semaphore>,
+}
+
+/// How requests are coalesced.
+#[derive(Debug, Clone, Copy)]
+pub struct Batching {
+    /// How long the first request of a batch waits for others.
+    pub window: Duration,
+    /// The most Nodes in one call.
+    pub max_nodes: usize,
+    /// Provider calls in flight at once.
+    pub concurrent_calls: usize,
+}
+
+impl MetadataBatcher {
+    /// Starts the coalescing task (it ends when the last handle is dropped).
+    pub fn start(cloud: SharedCloud, batching: Batching) -> Self {
+        let (requests, mut incoming) = mpsc::unbounded_channel::<(Arc<Node>, Reply)>();
+        let calls = Arc::new(Semaphore::new(batching.concurrent_calls.max(1)));
+        let this = Self {
+            cloud: cloud.clone(),
+            requests,
+            calls: calls.clone(),
+        };
+        let max_nodes = batching.max_nodes.max(1);
+        tokio::spawn(async move {
+            while let Some(first) = incoming.recv().await {
+                let mut batch = vec![first];
+                let deadline = tokio::time::Instant::now() + batching.window;
+                while batch.len() < max_nodes {
+                    match tokio::time::timeout_at(deadline, incoming.recv()).await {
+                        Ok(Some(request)) => batch.push(request),
+                        Ok(None) | Err(_) => break,
+                    }
+                }
+                let permit = calls
+                    .clone()
+                    .acquire_owned()
+                    .await
+                    .expect("the semaphore is never closed");
+                let cloud = cloud.current();
+                tokio::spawn(async move {
+                    let (nodes, replies): (Vec<Arc<Node>>, Vec<Reply>) = batch.into_iter().unzip();
+                    tracing::debug!(
+                        nodes = nodes.len(),
+                        "asking the cloud about joining nodes in one call"
+                    );
+                    let answers =
+                        cloud::per_node(cloud.instances_metadata(&nodes).await, nodes.len());
+                    drop(permit);
+                    for (reply, answer) in replies.into_iter().zip(answers) {
+                        // A reconcile that gave up (shutdown) no longer listens.
+                        let _ = reply.send(answer);
+                    }
+                });
+            }
+        });
+        this
+    }
+
+    /// The metadata of `node`, asked together with the Nodes arriving with it when
+    /// the provider batches, else on its own.
+    pub async fn metadata(&self, node: Arc<Node>) -> Result<InstanceMetadata, cloud::Error> {
+        let cloud = self.cloud.current();
+        if !cloud.batches() {
+            let _permit = self.calls.acquire().await.expect("never closed");
+            return cloud.instance_metadata(&node).await;
+        }
+        let (reply, answer) = oneshot::channel();
+        if self.requests.send((node.clone(), reply)).is_err() {
+            return cloud.instance_metadata(&node).await;
+        }
+        match answer.await {
+            Ok(answer) => answer,
+            // The batch task dropped the request (shutting down): ask directly.
+            Err(_) => cloud.instance_metadata(&node).await,
+        }
+    }
+}
