@@ -83,6 +83,7 @@ async fn swap_latencies(cache: bool, load: bool) -> (Vec<Duration>, u64, u64) {
             controllers: wasm_ccm::controllers::ALL.iter().collect(),
             rescan_period: Duration::from_secs(30),
             debounce: hot_swap::DEBOUNCE,
+            allow_untagged_cloud: false,
         },
         loader.clone(),
         shared.clone(),

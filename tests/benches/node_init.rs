@@ -159,6 +159,8 @@ async fn initialize(nodes: usize, workers: u16, native: bool) -> (Duration, f64)
         controllers::node::Options {
             status_update_frequency: Duration::from_secs(3600),
             workers,
+            batch_size: 500,
+            batch_window: Duration::from_millis(200),
         },
         stop_rx,
     ));

@@ -1,6 +1,7 @@
 //! Provider call costs, printed as a table of medians measured in one run.
 //!
-//! - a call with no I/O (`get-load-balancer-name`, and the bare `provider-name`)
+//! - a call with no I/O (`instance-metadata` of a provider answering from memory: a Node
+//!   record in, an instance record out; and the bare `provider-name`)
 //!   through a pooled instance, vs the same computation in native Rust;
 //! - `instance-metadata` through the simulated cloud at the controller manager's cloud
 //!   seam (Node conversion -> guest -> egress hook -> reqwest -> answer conversion),
@@ -19,11 +20,7 @@ use std::time::Instant;
 
 use sim_cloud::SimCloud;
 use sim_cloud::model::NewInstance;
-use wasm_ccm_host::contract::types::Node;
-use wasm_ccm_host::contract::types::{
-    IpFamily, LoadBalancerStatus, ObjectMeta, Protocol, Service, ServicePort, ServiceType,
-    SessionAffinity, TrafficPolicy,
-};
+use wasm_ccm_host::contract::types::{Node, ObjectMeta};
 use wasm_ccm_host::engine::EngineSettings;
 use wasm_ccm_host::provider::ProviderLoader;
 
@@ -82,41 +79,17 @@ where
     Samples(samples)
 }
 
-fn service() -> Service {
-    Service {
-        metadata: ObjectMeta {
-            name: "web".into(),
-            namespace: "default".into(),
-            uid: "6f1c2d3e-aaaa-bbbb-cccc-0123456789ab".into(),
-            labels: vec![("app".into(), "web".into())],
-            annotations: Vec::new(),
-        },
-        service_type: ServiceType::LoadBalancer,
-        ports: vec![ServicePort {
-            name: "http".into(),
-            protocol: Protocol::Tcp,
-            port: 80,
-            target_port: "8080".into(),
-            node_port: 30080,
-            app_protocol: None,
-        }],
-        session_affinity: SessionAffinity::None,
-        load_balancer_source_ranges: Vec::new(),
-        external_traffic_policy: TrafficPolicy::Cluster,
-        health_check_node_port: 0,
-        ip_families: vec![IpFamily::Ipv4],
-        load_balancer_class: None,
-        load_balancer_ip: None,
-        status: LoadBalancerStatus {
-            ingress: Vec::new(),
-        },
+/// What the `hostile` fixture answers `instance-metadata` with when asked nothing
+/// special, built natively.
+fn native_metadata(_node: &Node) -> wasm_ccm_host::contract::types::InstanceInfo {
+    wasm_ccm_host::contract::types::InstanceInfo {
+        provider_id: "hostile://1".into(),
+        instance_type: "hostile".into(),
+        node_addresses: Vec::new(),
+        zone: String::new(),
+        region: String::new(),
+        additional_labels: vec![("behaved".into(), "true".into())],
     }
-}
-
-fn native_lb_name(service: &Service) -> String {
-    let mut name = format!("a{}", service.metadata.uid.replace('-', ""));
-    name.truncate(32);
-    name
 }
 
 fn row(name: &str, wasm: &Samples, native: &Samples) {
@@ -151,16 +124,15 @@ async fn main() {
     let config = format!(r#"{{"endpoint": "{}"}}"#, cloud.url()).into_bytes();
     let provider = loader.load(&wasm, config).await.unwrap();
     let hostile = loader.load(&hostile_wasm, Vec::new()).await.unwrap();
-    let lb = provider.load_balancer().unwrap();
-    let svc = service();
     let node = Node::named("bench-node");
 
+    let memory = hostile.instances_v2().unwrap();
     let name_wasm = measure(200, 200, || async {
-        std::hint::black_box(lb.get_load_balancer_name("kubernetes", &svc).await.unwrap());
+        std::hint::black_box(memory.instance_metadata(&node).await.unwrap());
     })
     .await;
     let name_native = measure(200, 200, || async {
-        std::hint::black_box(native_lb_name(std::hint::black_box(&svc)));
+        std::hint::black_box(native_metadata(std::hint::black_box(&node)));
     })
     .await;
     let ident_wasm = measure(200, 200, || async {
@@ -272,7 +244,7 @@ async fn main() {
         &ident_native,
     );
     row(
-        "load-balancer.get-load-balancer-name (no I/O)",
+        "instances-v2.instance-metadata from memory (no I/O)",
         &name_wasm,
         &name_native,
     );

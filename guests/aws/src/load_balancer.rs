@@ -791,6 +791,7 @@ mod tests {
                 uid: "1234-5678".into(),
                 labels: Vec::new(),
                 annotations: Vec::new(),
+                deletion_timestamp: None,
             },
             service_type: ServiceType::LoadBalancer,
             ports: Vec::new(),
@@ -804,6 +805,11 @@ mod tests {
             status: LoadBalancerStatus {
                 ingress: Vec::new(),
             },
+            external_ips: Vec::new(),
+            cluster_ips: Vec::new(),
+            ip_family_policy: None,
+            session_affinity_timeout_seconds: None,
+            allocate_load_balancer_node_ports: None,
         }
     }
 

@@ -168,6 +168,7 @@ pub async fn run(request: &Conformance) -> Result<Report, CallError> {
         hosts.push(host);
     }
     absent_node_check(&provider, &mut report).await;
+    batch_checks(&provider, &hosts, &mut report).await;
     throttling_check(&loader, &provider, &mut report).await;
 
     match (&service_json, provider.load_balancer()) {
@@ -310,6 +311,93 @@ async fn absent_node_check(provider: &Provider, report: &mut Report) {
             },
         );
     }
+}
+
+/// `instances-batch` answers each node as the single `instances-v2` call does: the
+/// given nodes by provider ID and by name, and a node no cloud has.
+async fn batch_checks(provider: &Provider, hosts: &[wit::Node], report: &mut Report) {
+    let (Some(batch), Some(v2)) = (provider.instances_batch(), provider.instances_v2()) else {
+        report.record(
+            "instances-batch",
+            Outcome::Skip("the provider does not export instances-batch".into()),
+        );
+        return;
+    };
+    let mut nodes: Vec<wit::Node> = hosts.to_vec();
+    nodes.extend(hosts.iter().map(|h| wit::Node {
+        provider_id: None,
+        ..h.clone()
+    }));
+    if let Ok(absent) = node(&Value::String(format!(
+        "wasm-ccm-conformance-absent-{}",
+        std::process::id()
+    ))) {
+        nodes.push(absent);
+    }
+    /// The single call's answer as a batch entry (a trap or timeout is no answer).
+    fn entry<T>(single: Result<T, ProviderError>) -> Result<Result<T, CloudError>, String> {
+        match single {
+            Ok(value) => Ok(Ok(value)),
+            Err(err) => match err.cloud() {
+                Some(cloud) => Ok(Err(cloud.clone())),
+                None => Err(describe(&err)),
+            },
+        }
+    }
+    fn agree<T: PartialEq + std::fmt::Debug>(
+        nodes: &[wit::Node],
+        batch: Result<Vec<Result<T, wit::CloudError>>, ProviderError>,
+        singles: Vec<Result<Result<T, CloudError>, String>>,
+    ) -> Outcome {
+        let answers = match batch {
+            Ok(answers) => answers,
+            Err(err) => return Outcome::Fail(describe(&err)),
+        };
+        for ((node, answer), single) in nodes.iter().zip(answers).zip(singles) {
+            let single = match single {
+                Ok(single) => single,
+                Err(err) => return Outcome::Fail(err),
+            };
+            let answer = answer.map_err(CloudError::from);
+            if answer != single {
+                let by = if node.provider_id.is_some() {
+                    "provider ID"
+                } else {
+                    "name"
+                };
+                return Outcome::Fail(format!(
+                    "{} (by {by}): batch {answer:?}, single {single:?}",
+                    node.metadata.name
+                ));
+            }
+        }
+        Outcome::Pass
+    }
+    let count = nodes.len();
+    let mut singles = Vec::new();
+    for n in &nodes {
+        singles.push(entry(v2.instance_exists(n).await));
+    }
+    report.record(
+        format!("instances-exist({count} nodes) agrees with instance-exists"),
+        agree(&nodes, batch.instances_exist(&nodes).await, singles),
+    );
+    let mut singles = Vec::new();
+    for n in &nodes {
+        singles.push(entry(v2.instance_shutdown(n).await));
+    }
+    report.record(
+        format!("instances-shutdown({count} nodes) agrees with instance-shutdown"),
+        agree(&nodes, batch.instances_shutdown(&nodes).await, singles),
+    );
+    let mut singles = Vec::new();
+    for n in &nodes {
+        singles.push(entry(v2.instance_metadata(n).await));
+    }
+    report.record(
+        format!("instances-metadata({count} nodes) agrees with instance-metadata"),
+        agree(&nodes, batch.instances_metadata(&nodes).await, singles),
+    );
 }
 
 /// The `Retry-After` the throttling check answers with.
