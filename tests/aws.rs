@@ -789,3 +789,93 @@ async fn conformance_passes_for_the_aws_provider() {
     }
     assert!(stdout.trim_end().ends_with(" 0 failed"), "{stdout}");
 }
+
+/// A Service asking for what would restrict or secure its traffic, which the provider
+/// does not implement yet (source ranges, TLS), gets no load balancer at all: a
+/// Warning event from the provider names the field, the controller records
+/// `SyncLoadBalancerFailed`, and moto holds no load balancer or target group.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_the_provider_cannot_honour_is_refused_and_nothing_is_created() {
+    let stack = AwsStack::start().await;
+    let (moto, world) = (&stack.moto, &stack.world);
+    let a = world.launch(moto, 0).await;
+    let nodes: Api<Node> = Api::all(stack.client());
+    nodes
+        .create(&PostParams::default(), &kubelet_node(&a, "10.244.1.0/24"))
+        .await
+        .unwrap();
+    stack.policy(Auth::Static(&world.provider));
+    moto.enable_auth(0).await;
+    let port = free_port();
+    let _ccm = stack.controller_manager(port).spawn().unwrap();
+    wait_until(TIMEOUT, "node initialized", || {
+        initialized(&nodes, &a.private_dns_name)
+    })
+    .await;
+    let services: Api<Service> = Api::namespaced(stack.client(), "default");
+    for (name, spec_extra, annotations, field) in [
+        (
+            "ranged",
+            json!({"loadBalancerSourceRanges": ["203.0.113.0/24"]}),
+            json!({}),
+            "spec.loadBalancerSourceRanges",
+        ),
+        (
+            "tls",
+            json!({}),
+            json!({"service.beta.kubernetes.io/aws-load-balancer-ssl-cert": "arn:aws:acm:us-east-1:123456789012:certificate/x",
+                   "service.beta.kubernetes.io/aws-load-balancer-ssl-ports": "443"}),
+            "service.beta.kubernetes.io/aws-load-balancer-ssl-",
+        ),
+    ] {
+        let mut spec = json!({"type": "LoadBalancer",
+            "ports": [{"name": "https", "port": 443, "targetPort": 8443, "protocol": "TCP"}]});
+        spec.as_object_mut()
+            .unwrap()
+            .extend(spec_extra.as_object().unwrap().clone());
+        let service: Service = serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "default", "annotations": annotations},
+            "spec": spec,
+        }))
+        .unwrap();
+        services
+            .create(&PostParams::default(), &service)
+            .await
+            .unwrap();
+        let events: Api<k8s_openapi::api::events::v1::Event> =
+            Api::namespaced(stack.client(), "default");
+        wait_until(TIMEOUT, &format!("{name}: refused with events"), || async {
+            let Ok(list) = events.list(&Default::default()).await else {
+                return false;
+            };
+            let about = |e: &&k8s_openapi::api::events::v1::Event| {
+                e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+            };
+            let warned = list.items.iter().filter(about).any(|e| {
+                e.reason.as_deref() == Some("UnsupportedLoadBalancerSetting")
+                    && e.reporting_controller.as_deref() == Some("wasm-ccm.io/provider-aws")
+                    && e.note.as_deref().is_some_and(|n| n.contains(field))
+            });
+            let failed = list.items.iter().filter(about).any(|e| {
+                e.reason.as_deref() == Some("SyncLoadBalancerFailed")
+                    && e.note.as_deref().is_some_and(|n| n.contains(field))
+            });
+            warned && failed
+        })
+        .await;
+    }
+    let lbs = moto
+        .call_as(
+            &moto.keys,
+            moto::Service::Elbv2,
+            "DescribeLoadBalancers",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert!(
+        moto::texts(&lbs, "LoadBalancerName").is_empty(),
+        "no load balancer: {lbs}"
+    );
+    assert!(target_group_names(moto).await.is_empty());
+}

@@ -68,10 +68,56 @@ fn invalid(service: &Service, reason: impl std::fmt::Display) -> CloudError {
     ))
 }
 
+/// Annotations that restrict or secure traffic (TLS, proxy protocol, security
+/// groups) which this provider does not implement yet: a Service asking for one is
+/// refused, never served by a plain TCP listener open to everyone.
+const NOT_YET_SUPPORTED: [&str; 7] = [
+    "ssl-cert",
+    "ssl-ports",
+    "backend-protocol",
+    "ssl-negotiation-policy",
+    "proxy-protocol",
+    "security-groups",
+    "extra-security-groups",
+];
+
+/// Upstream's other way to restrict clients (besides `spec.loadBalancerSourceRanges`).
+const SOURCE_RANGES_ANNOTATION: &str = "service.beta.kubernetes.io/load-balancer-source-ranges";
+
+/// What the Service asks for that would restrict or secure its traffic and this
+/// provider cannot honour yet: the field or annotation, for the error and the event.
+fn unsupported(service: &Service) -> Option<String> {
+    let open = |range: &str| matches!(range.trim(), "" | "0.0.0.0/0" | "::/0");
+    if !service.load_balancer_source_ranges.iter().all(|r| open(r)) {
+        return Some("spec.loadBalancerSourceRanges".into());
+    }
+    if let Some((key, _)) = service
+        .metadata
+        .annotations
+        .iter()
+        .find(|(k, v)| k == SOURCE_RANGES_ANNOTATION && !v.split(',').all(open))
+    {
+        return Some(format!("annotation {key}"));
+    }
+    NOT_YET_SUPPORTED
+        .iter()
+        .find(|suffix| annotation(service, suffix).is_some())
+        .map(|suffix| format!("annotation {ANNOTATION}{suffix}"))
+}
+
 /// The listeners the Service asks for.
 fn mappings(service: &Service) -> Result<Vec<Mapping>, CloudError> {
     if service.ports.is_empty() {
         return Err(invalid(service, "requested load balancer with no ports"));
+    }
+    if let Some(what) = unsupported(service) {
+        let message = format!(
+            "{what} is not supported yet by the aws provider (it needs security groups and TLS \
+             listeners); no load balancer is created rather than one that ignores it"
+        );
+        // The event names what was refused on the Service itself.
+        let _ = wasm_ccm_guest::events::warning("UnsupportedLoadBalancerSetting", &message, None);
+        return Err(invalid(service, message));
     }
     if service.session_affinity != SessionAffinity::None {
         return Err(invalid(
@@ -867,5 +913,42 @@ mod tests {
         svc.metadata.annotations = vec![(format!("{ANNOTATION}healthcheck-port"), "x".into())];
         assert!(health_check(&svc).is_err());
         assert_eq!(default_name(&svc), "a12345678");
+    }
+
+    /// Anything that would restrict or secure traffic and is not implemented is
+    /// refused before a load balancer exists, with a Warning event naming it.
+    #[test]
+    fn what_cannot_be_honoured_is_refused() {
+        let mut svc = service("default", "web");
+        svc.ports = vec![wasm_ccm_guest::types::ServicePort {
+            name: "https".into(),
+            protocol: Protocol::Tcp,
+            port: 443,
+            target_port: "8443".into(),
+            node_port: 30443,
+            app_protocol: None,
+        }];
+        assert!(mappings(&svc).is_ok());
+        svc.load_balancer_source_ranges = vec!["0.0.0.0/0".into()];
+        assert!(mappings(&svc).is_ok(), "open to all is what the NLB does");
+        svc.load_balancer_source_ranges = vec!["203.0.113.0/24".into()];
+        let err = format!("{:?}", mappings(&svc).unwrap_err());
+        assert!(err.contains("spec.loadBalancerSourceRanges"), "{err}");
+        svc.load_balancer_source_ranges = Vec::new();
+        svc.metadata.annotations = vec![(SOURCE_RANGES_ANNOTATION.into(), "10.0.0.0/8".into())];
+        let err = format!("{:?}", mappings(&svc).unwrap_err());
+        assert!(err.contains(SOURCE_RANGES_ANNOTATION), "{err}");
+        for suffix in NOT_YET_SUPPORTED {
+            svc.metadata.annotations = vec![(format!("{ANNOTATION}{suffix}"), "x".into())];
+            let err = format!("{:?}", mappings(&svc).unwrap_err());
+            assert!(err.contains(&format!("{ANNOTATION}{suffix}")), "{err}");
+        }
+        let events = wasm_ccm_guest::events::recorded();
+        assert_eq!(events.len(), 2 + NOT_YET_SUPPORTED.len());
+        assert!(
+            events
+                .iter()
+                .all(|(_, reason, _)| reason == "UnsupportedLoadBalancerSetting")
+        );
     }
 }

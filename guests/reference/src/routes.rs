@@ -2,30 +2,65 @@
 //! provider maps IDs to node names (instance names) and back.
 
 use std::collections::HashMap;
+use std::time::Duration;
 
-use wasm_ccm_guest::Routes;
 use wasm_ccm_guest::types::{CloudError, Route};
+use wasm_ccm_guest::{Routes, cache};
 
 use crate::SimCloud;
 use crate::cloud::Route as CloudRoute;
 
-impl Routes for SimCloud {
-    fn list_routes(&self, cluster_name: String) -> Result<Vec<Route>, CloudError> {
-        let routes = self.cloud.routes(&cluster_name)?;
-        let instances: HashMap<String, _> = self
+/// The shared cache's key for instance ID → instance (node) name.
+const NAMES_KEY: &str = "simcloud/instance-names";
+/// How long that map is kept: names never change; a route to an instance the map
+/// lacks refreshes it.
+const NAMES_TTL: Duration = Duration::from_secs(600);
+
+impl SimCloud {
+    /// Instance ID → name for every ID in `ids`: from the shared cache, listing the
+    /// instances only when an ID is missing or `fresh` is asked (the route controller
+    /// lists routes every 10 s; the instances rarely change).
+    fn instance_names(
+        &self,
+        ids: &[&str],
+        fresh: bool,
+    ) -> Result<HashMap<String, String>, CloudError> {
+        if !fresh
+            && let Some(names) = cache::get_json::<HashMap<String, String>>(NAMES_KEY)
+            && ids.iter().all(|id| names.contains_key(*id))
+        {
+            return Ok(names);
+        }
+        let names: HashMap<String, String> = self
             .cloud
             .instances()?
             .into_iter()
-            .map(|i| (i.id.clone(), i))
+            .map(|i| (i.id, i.name))
             .collect();
+        if let Err(e) = cache::set_json(NAMES_KEY, &names, NAMES_TTL) {
+            wasm_ccm_guest::log::warn(
+                "cannot keep instance names in the shared cache",
+                &[("error", &format!("{e:?}"))],
+            );
+        }
+        Ok(names)
+    }
+}
+
+impl Routes for SimCloud {
+    fn list_routes(&self, cluster_name: String) -> Result<Vec<Route>, CloudError> {
+        let routes = self.cloud.routes(&cluster_name)?;
+        if routes.is_empty() {
+            return Ok(Vec::new());
+        }
+        let targets: Vec<&str> = routes.iter().map(|r| r.target_instance.as_str()).collect();
+        // A blackhole may point at an instance that is gone: ask the cloud, not the cache.
+        let names = self.instance_names(&targets, routes.iter().any(|r| r.blackhole))?;
         Ok(routes
             .into_iter()
             .map(|r| Route {
                 name: r.name,
-                target_node: instances
-                    .get(&r.target_instance)
-                    .map(|i| i.name.clone())
-                    .unwrap_or_default(),
+                target_node: names.get(&r.target_instance).cloned().unwrap_or_default(),
                 // The cloud's routes do not record target addresses.
                 target_node_addresses: Vec::new(),
                 enable_node_addresses: false,
