@@ -806,6 +806,21 @@ async fn what_the_provider_cannot_honour_is_refused_and_nothing_is_created() {
         .unwrap();
     stack.policy(Auth::Static(&world.provider));
     moto.enable_auth(0).await;
+    // The provider's keys hold exactly its declared policy: anything else is denied.
+    let terminate = moto
+        .call_as(
+            &world.provider,
+            moto::Service::Ec2,
+            "TerminateInstances",
+            &[("InstanceId.1", &a.id)],
+        )
+        .await;
+    assert!(
+        terminate
+            .as_ref()
+            .is_err_and(|e| e.contains("AccessDenied") || e.contains("UnauthorizedOperation")),
+        "{terminate:?}"
+    );
     let port = free_port();
     let _ccm = stack.controller_manager(port).spawn().unwrap();
     wait_until(TIMEOUT, "node initialized", || {
@@ -878,4 +893,31 @@ async fn what_the_provider_cannot_honour_is_refused_and_nothing_is_created() {
         "no load balancer: {lbs}"
     );
     assert!(target_group_names(moto).await.is_empty());
+}
+
+/// The IAM policy the README gives users is the provider's declared one
+/// (`guests/aws/iam-policy.json`), which moto enforces in every test here.
+#[test]
+fn the_documented_iam_policy_is_the_declared_one() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let declared: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(root.join("guests/aws/iam-policy.json")).unwrap(),
+    )
+    .unwrap();
+    let readme = std::fs::read_to_string(root.join("guests/aws/README.md")).unwrap();
+    let block = readme
+        .split("```json")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("a JSON block in guests/aws/README.md");
+    let documented: serde_json::Value = serde_json::from_str(block).unwrap();
+    assert_eq!(documented, declared);
+    let actions = declared["Statement"][0]["Action"].as_array().unwrap();
+    assert!(
+        actions.iter().all(|a| !a.as_str().unwrap().contains('*')),
+        "no wildcard grants"
+    );
+    let deploy =
+        std::fs::read_to_string(root.join("deploy/aws/serviceaccount-patch.yaml")).unwrap();
+    assert!(deploy.contains("guests/aws/iam-policy.json"), "{deploy}");
 }

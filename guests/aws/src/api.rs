@@ -172,13 +172,20 @@ impl From<ApiError> for CloudError {
 #[derive(Debug, Clone)]
 pub struct Api {
     endpoint: String,
+    /// The IAM prefix of the service's actions (`ec2`, `elasticloadbalancing`).
+    service: &'static str,
     version: &'static str,
 }
 
 impl Api {
-    /// A client for the service at `endpoint` with API `version`.
-    pub fn new(endpoint: String, version: &'static str) -> Self {
-        Self { endpoint, version }
+    /// A client for the service at `endpoint` with API `version`:
+    /// an API of `service` (its IAM prefix, e.g. `ec2`) at `endpoint`.
+    pub fn new(endpoint: String, service: &'static str, version: &'static str) -> Self {
+        Self {
+            endpoint,
+            service,
+            version,
+        }
     }
 
     /// The endpoint URL.
@@ -192,6 +199,12 @@ impl Api {
             action: action.to_owned(),
             reason,
         };
+        if !crate::actions::allowed(self.service, action) {
+            return Err(transport(format!(
+                "{}:{action} is not in the provider's IAM policy (guests/aws/iam-policy.json)",
+                self.service
+            )));
+        }
         let response = Request::post(&format!("{}/", self.endpoint))
             .header("accept", "text/xml")
             .form(&params.fields(action, self.version))

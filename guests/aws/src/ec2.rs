@@ -118,7 +118,7 @@ pub struct Ec2 {
 impl Ec2 {
     pub fn new(endpoint: String) -> Self {
         Self {
-            api: Api::new(endpoint, VERSION),
+            api: Api::new(endpoint, "ec2", VERSION),
         }
     }
 

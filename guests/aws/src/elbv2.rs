@@ -138,7 +138,7 @@ pub struct Elbv2 {
 impl Elbv2 {
     pub fn new(endpoint: String) -> Self {
         Self {
-            api: Api::new(endpoint, VERSION),
+            api: Api::new(endpoint, "elasticloadbalancing", VERSION),
         }
     }
 

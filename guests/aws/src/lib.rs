@@ -14,6 +14,7 @@
 //! Behaviour follows kubernetes/cloud-provider-aws; `guests/aws/README.md` lists what
 //! is covered and what is not.
 
+mod actions;
 mod api;
 mod config;
 mod ec2;

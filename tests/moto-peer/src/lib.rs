@@ -312,7 +312,9 @@ pub struct World {
 
 const ALLOW_ALL: &str =
     r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":"*","Resource":"*"}]}"#;
-const ALLOW_CCM: &str = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":["ec2:*","elasticloadbalancing:*"],"Resource":"*"}]}"#;
+/// The provider's own IAM policy, exactly as its README tells users to grant it: a call
+/// the policy does not allow fails here as it would on AWS.
+const ALLOW_CCM: &str = include_str!("../../../guests/aws/iam-policy.json");
 const TRUST_WEB_IDENTITY: &str = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Federated":"arn:aws:iam::123456789012:oidc-provider/oidc.eks.us-east-1.amazonaws.com/id/TEST"},"Action":"sts:AssumeRoleWithWebIdentity"}]}"#;
 
 impl World {
