@@ -11,6 +11,11 @@
 //!
 //! `scripts/build-guests.sh && cargo build --bin wasm-ccm && WASM_CCM_BIN=target/debug/wasm-ccm cargo bench -p wasm-ccm-tests --bench cloud_requests`
 //! (`NODES=…`, `WINDOW_SECS=…`; request counts do not depend on the build profile).
+//!
+//! `CLOUD=aws` runs the AWS provider against moto instead (`source scripts/ensure-moto.sh`
+//! first; default 200 instances, named by private DNS name as on EC2, request
+//! authentication on with the provider's declared IAM policy). moto does not count
+//! requests, so the host's egress counter (`wasm_ccm_egress_requests_total`) does.
 //! Upstream's arithmetic for the same cluster is ~12.4 requests per node per hour (12
 //! address refreshes per node, 360 route listings).
 
@@ -50,8 +55,139 @@ fn print_table(
     println!("| total | {:.3} |", scale(counts.values().sum()));
 }
 
+/// The sum of `wasm_ccm_egress_requests_total` on the controller manager at `port`.
+async fn egress_requests(port: u16) -> f64 {
+    let text = http_get(port, "/metrics")
+        .await
+        .map(|(_, b)| b)
+        .unwrap_or_default();
+    text.lines()
+        .filter(|l| l.starts_with("wasm_ccm_egress_requests_total{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// Waits until `nodes` Nodes were initialized by the controller manager at `port`.
+async fn wait_initialized(port: u16, nodes: usize, started: Instant) {
+    let synced = "wasm_ccm_node_controller_initial_node_sync_delay_seconds_count";
+    loop {
+        let text = http_get(port, "/metrics")
+            .await
+            .map(|(_, b)| b)
+            .unwrap_or_default();
+        if metric(&text, synced) as usize >= nodes {
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(900),
+            "not every node initialized in 15 minutes"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+fn wasm_ccm() -> std::path::PathBuf {
+    std::env::var_os("WASM_CCM_BIN")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(wasm_ccm_bin)
+}
+
+/// The same two phases for the AWS provider against moto, counted at the host.
+async fn aws(nodes: usize, window: Duration) {
+    use wasm_ccm_tests::moto::{Moto, World};
+    let mut moto = Moto::start().await;
+    let world = World::create(&mut moto, "bench").await;
+    let api = kube_double::ApiServer::start(kube_double::Settings::default())
+        .await
+        .expect("API server double");
+    let dir = wasm_ccm_tests::TempDir::new("bench-aws");
+    std::fs::copy(
+        wasm_ccm_tests::guest("aws_provider"),
+        dir.path().join("aws.wasm"),
+    )
+    .unwrap();
+    std::fs::create_dir_all(dir.path().join("aws")).unwrap();
+    std::fs::write(dir.path().join("aws/id"), &world.provider.id).unwrap();
+    std::fs::write(dir.path().join("aws/secret"), &world.provider.secret).unwrap();
+    std::fs::write(
+        dir.path().join("aws.yaml"),
+        World::policy(
+            &moto,
+            "accessKeyIdFile: aws/id, secretAccessKeyFile: aws/secret",
+        ),
+    )
+    .unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    api.write_kubeconfig(&kubeconfig).unwrap();
+    let cloud_config = dir.path().join("cloud.conf");
+    std::fs::write(&cloud_config, world.cloud_config(&moto)).unwrap();
+    let node_resource = resources::find("", "v1", "nodes").unwrap();
+    for i in 0..nodes {
+        let instance = world.launch(&moto, i % world.subnets.len()).await;
+        api.store()
+            .create(
+                node_resource,
+                "",
+                json!({
+                    "metadata": {"name": instance.private_dns_name},
+                    "spec": {"taints": [{"key": "node.cloudprovider.kubernetes.io/uninitialized",
+                                         "value": "true", "effect": "NoSchedule"}]},
+                    "status": {"conditions": [{"type": "Ready", "status": "True"}]}
+                }),
+            )
+            .unwrap();
+    }
+    moto.enable_auth(0).await;
+    let port = free_port();
+    let started = Instant::now();
+    let _ccm = tokio::process::Command::new(wasm_ccm())
+        .args(["--cloud-provider", "aws", "--leader-elect=false"])
+        .args(["--cluster-cidr", "10.0.0.0/8"])
+        .args([
+            "--secure-port",
+            &port.to_string(),
+            "--bind-address",
+            "127.0.0.1",
+        ])
+        .arg("--providers-dir")
+        .arg(dir.path())
+        .arg("--credentials-dir")
+        .arg(dir.path())
+        .arg("--cloud-config")
+        .arg(&cloud_config)
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .env("RUST_LOG", "warn")
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start wasm-ccm");
+    wait_initialized(port, nodes, started).await;
+    let joined_in = started.elapsed();
+    let joining = egress_requests(port).await;
+    println!(
+        "aws provider against moto, {nodes} nodes joining at once: all initialized {:.1} s \
+         after start; {joining:.0} AWS requests in all (cores: {})",
+        joined_in.as_secs_f64(),
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+    );
+    let started = Instant::now();
+    tokio::time::sleep(window).await;
+    let elapsed = started.elapsed().as_secs_f64();
+    let steady = egress_requests(port).await - joining;
+    println!(
+        "steady state, {elapsed:.0} s window, default periods: {steady:.0} AWS requests, \
+         {:.3} per node per hour",
+        steady * 3600.0 / elapsed / nodes as f64
+    );
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
+    if std::env::var("CLOUD").as_deref() == Ok("aws") {
+        let nodes = env_number("NODES", 200) as usize;
+        let window = Duration::from_secs(env_number("WINDOW_SECS", 330));
+        return aws(nodes, window).await;
+    }
     let nodes = env_number("NODES", 1000) as usize;
     let window = Duration::from_secs(env_number("WINDOW_SECS", 330));
     let stack = Stack::start().await;
@@ -78,11 +214,8 @@ async fn main() {
     }
     take_requests(&stack);
     let port = free_port();
-    let bin = std::env::var_os("WASM_CCM_BIN")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(wasm_ccm_bin);
     let started = Instant::now();
-    let _ccm = tokio::process::Command::new(bin)
+    let _ccm = tokio::process::Command::new(wasm_ccm())
         .args(["--cloud-provider", &stack.provider, "--leader-elect=false"])
         .args(["--cluster-cidr", "10.0.0.0/8"])
         .args([

@@ -168,6 +168,9 @@ impl From<ApiError> for CloudError {
     }
 }
 
+/// The header naming the AWS service of a request, read (and removed) by the host.
+pub const SERVICE_HEADER: &str = "x-wasm-ccm-aws-service";
+
 /// One AWS service endpoint.
 #[derive(Debug, Clone)]
 pub struct Api {
@@ -207,6 +210,10 @@ impl Api {
         }
         let response = Request::post(&format!("{}/", self.endpoint))
             .header("accept", "text/xml")
+            // The service this request is for, so the host signs for it even where the
+            // endpoint's name does not say (an emulator serving every service on one
+            // address); the host signs only for services its rule lists, and drops it.
+            .header(SERVICE_HEADER, self.service)
             .form(&params.fields(action, self.version))
             .send()
             .map_err(|e| {

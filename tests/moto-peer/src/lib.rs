@@ -491,14 +491,15 @@ async fn tag(moto: &Moto, resource: &str, tags: &[(&str, &str)]) {
 }
 
 impl World {
-    /// The AWS provider's cloud config for this world: EC2 at 127.0.0.1, ELB at
-    /// localhost (one moto serves both; the host signs each name for its service).
+    /// The AWS provider's cloud config for this world: EC2 and ELB both at 127.0.0.1
+    /// (one moto serves every service; the provider names the service of each request
+    /// and the host signs for it because the rule's `services` lists it).
     pub fn cloud_config(&self, moto: &Moto) -> String {
         let port = moto.port;
         format!(
             "[Global]\nZone = us-east-1a\nVPC = {vpc}\nKubernetesClusterID = {cluster}\n\n\
              [ServiceOverride \"1\"]\nService = ec2\nRegion = {REGION}\nURL = http://127.0.0.1:{port}\nSigningRegion = {REGION}\n\n\
-             [ServiceOverride \"2\"]\nService = elasticloadbalancing\nRegion = {REGION}\nURL = http://localhost:{port}\nSigningRegion = {REGION}\n",
+             [ServiceOverride \"2\"]\nService = elasticloadbalancing\nRegion = {REGION}\nURL = http://127.0.0.1:{port}\nSigningRegion = {REGION}\n",
             vpc = self.vpc,
             cluster = self.cluster_id,
         )
@@ -509,10 +510,9 @@ impl World {
     pub fn policy(moto: &Moto, keys: &str) -> String {
         let port = moto.port;
         format!(
-            "allowedOutboundHosts:\n  - http://127.0.0.1:{port}\n  - http://localhost:{port}\n\
+            "allowedOutboundHosts:\n  - http://127.0.0.1:{port}\n\
              credentials:\n\
-             \x20 - destination: http://127.0.0.1:{port}\n    aws: {{region: {REGION}, service: ec2, {keys}}}\n\
-             \x20 - destination: http://localhost:{port}\n    aws: {{region: {REGION}, service: elasticloadbalancing, {keys}}}\n\
+             \x20 - destination: http://127.0.0.1:{port}\n    aws: {{region: {REGION}, services: [ec2, elasticloadbalancing], {keys}}}\n\
              limits:\n  callTimeout: 30s\n  poolSize: 2\n"
         )
     }

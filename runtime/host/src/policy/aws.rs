@@ -115,13 +115,17 @@ impl AwsCredential {
         }
     }
 
-    /// The service and region to sign a request to `host` for: the rule's, else what
-    /// the host name says (a service in `services`); `None` when neither allows it.
-    pub fn scope_for(&self, host: &str) -> Option<(String, String)> {
+    /// The service and region to sign a request to `host` for: the rule's `service`,
+    /// else the one the provider named ([`SERVICE_HEADER`]) or the host name implies,
+    /// when it is in `services`; `None` when nothing allows it (a named service the
+    /// rule does not allow is never signed for, whatever the host name says).
+    pub fn scope_for(&self, host: &str, named: Option<&str>) -> Option<(String, String)> {
         let derived = signing_scope(host);
-        let service = match &self.service {
-            Some(service) => service.clone(),
-            None => derived
+        let service = match (&self.service, named) {
+            (Some(service), None) => service.clone(),
+            (Some(service), Some(named)) => (service == named).then(|| service.clone())?,
+            (None, Some(named)) => self.services.iter().find(|s| s.as_str() == named)?.clone(),
+            (None, None) => derived
                 .as_ref()
                 .map(|d| d.0.clone())
                 .filter(|s| self.services.contains(s))?,
@@ -136,6 +140,13 @@ impl AwsCredential {
         Some((service, region))
     }
 }
+
+/// The request header in which a provider names the AWS service it calls (e.g.
+/// `elasticloadbalancing`), for endpoints whose host name does not say it: an
+/// emulator serving every service on one address (moto, LocalStack), a proxy. The
+/// host signs for the named service only when the rule's `services` lists it, and
+/// removes the header before the request leaves.
+pub const SERVICE_HEADER: &str = "x-wasm-ccm-aws-service";
 
 /// The signing service and region an AWS endpoint's host name implies, e.g.
 /// `ec2.eu-west-1.amazonaws.com` → (`ec2`, `eu-west-1`); `None` for other names.
@@ -315,15 +326,19 @@ impl RawAws {
             services: self.services,
             source,
         };
-        // A destination naming one host must say what to sign for.
+        // A destination naming one host must say what to sign for: its name, the rule's
+        // `service`, or `services` with a `region` (the provider names which service
+        // each request is for, e.g. on an emulator serving them all on one address).
         if let Some(host) = destination.exact_host()
-            && credential.scope_for(host).is_none()
+            && credential.scope_for(host, None).is_none()
+            && (credential.services.is_empty() || credential.region.is_none())
         {
             return Err(invalid(
                 "service",
                 format!(
                     "`{host}` is not the endpoint of one of `services` \
-                     (`<service>.<region>.amazonaws.com`): set `service` and `region` to sign for"
+                     (`<service>.<region>.amazonaws.com`): set `service` and `region` to sign for, \
+                     or `services` and `region` for providers that name the service they call"
                 ),
             ));
         }
@@ -447,12 +462,19 @@ mod tests {
             }
         );
         assert_eq!(
-            keys.scope_for("ec2.eu-west-1.amazonaws.com"),
+            keys.scope_for("ec2.eu-west-1.amazonaws.com", None),
             Some(("ec2".into(), "eu-west-1".into()))
         );
         // Never a service outside `services`, never one that hands out credentials.
-        assert_eq!(keys.scope_for("sts.eu-west-1.amazonaws.com"), None);
-        assert_eq!(keys.scope_for("s3.eu-west-1.amazonaws.com"), None);
+        assert_eq!(keys.scope_for("sts.eu-west-1.amazonaws.com", None), None);
+        assert_eq!(keys.scope_for("s3.eu-west-1.amazonaws.com", None), None);
+        // A service the provider names: signed for only when `services` lists it.
+        assert_eq!(
+            keys.scope_for("ec2.eu-west-1.amazonaws.com", Some("elasticloadbalancing")),
+            Some(("elasticloadbalancing".into(), "eu-west-1".into()))
+        );
+        assert_eq!(keys.scope_for("127.0.0.1", Some("s3")), None);
+        assert_eq!(keys.scope_for("127.0.0.1", Some("sts")), None);
         let Credential::Aws(web) = &policy.credentials[1].credential else {
             panic!("an aws rule")
         };
@@ -462,8 +484,13 @@ mod tests {
         assert_eq!(identity.session_name, "wasm-ccm");
         assert_eq!(identity.token_file, Path::new("/providers/aws/sa-token"));
         assert_eq!(
-            web.scope_for("127.0.0.1"),
+            web.scope_for("127.0.0.1", None),
             Some(("ec2".into(), "us-east-1".into()))
+        );
+        // A fixed `service` signs for nothing else, whatever the provider names.
+        assert_eq!(
+            web.scope_for("127.0.0.1", Some("elasticloadbalancing")),
+            None
         );
         assert_eq!(web.files(), [Path::new("/providers/aws/sa-token")]);
     }

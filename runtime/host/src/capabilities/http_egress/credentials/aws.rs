@@ -166,9 +166,13 @@ impl AwsSigner {
         client: &reqwest::Client,
     ) -> Result<(), AwsError> {
         let host = url.host_str().unwrap_or_default();
+        // The service the provider names is the host's to read: never sent, never signed.
+        let named = headers
+            .remove(crate::policy::aws::SERVICE_HEADER)
+            .map(|v| v.to_str().map(str::to_owned).unwrap_or_default());
         let (service, region) = self
             .credential
-            .scope_for(host)
+            .scope_for(host, named.as_deref())
             .ok_or_else(|| AwsError::NoScope(host.to_owned()))?;
         let credentials = match &self.keys {
             Keys::Static { confinement, cache } => self.static_keys(confinement, cache)?,
