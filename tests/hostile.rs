@@ -580,3 +580,55 @@ async fn hoarded_host_resources_are_bounded_and_never_outlive_a_call() {
     act(&bad, &[("hostile/action", "behave")]).await.unwrap();
     assert_eq!(held(&loader.metrics().encode()), after);
 }
+
+/// On an endpoint whose name says no service (an emulator serving them all), the
+/// provider names the AWS service of its request: the host signs for it only when the
+/// rule's `services` lists it, and the header naming it never leaves the host.
+#[tokio::test]
+async fn a_named_aws_service_is_signed_only_when_listed_and_never_sent() {
+    let echo = RawServer::start(RawBehavior::Respond(std::sync::Arc::new(
+        |request: &str| (200, request.to_owned()),
+    )))
+    .await;
+    let policy = format!(
+        "allowedOutboundHosts: ['{url}']\ncredentials:\n  - destination: '{url}'\n    aws: {{region: us-east-1, services: [ec2, elasticloadbalancing], accessKeyIdFile: aws-id, secretAccessKeyFile: aws-secret}}\n",
+        url = echo.url()
+    );
+    let dir = ProviderDir::new("fixture_hostile", "hostile", &policy, TOKEN);
+    std::fs::write(dir.dir.path().join("aws-id"), "AKIDEXAMPLE").unwrap();
+    std::fs::write(dir.dir.path().join("aws-secret"), "secret-example").unwrap();
+    let provider = loader().load(&dir.wasm, Vec::new()).await.unwrap();
+    let send = |service: &'static str| {
+        let url = echo.url();
+        let provider = provider.clone();
+        async move {
+            act(
+                &provider,
+                &[
+                    ("hostile/action", "fetch"),
+                    ("hostile/url", &url),
+                    (
+                        "hostile/header",
+                        &format!("x-wasm-ccm-aws-service: {service}"),
+                    ),
+                ],
+            )
+            .await
+        }
+    };
+    let info = send("elasticloadbalancing").await.unwrap();
+    assert_eq!(label(&info, "status"), "200");
+    let seen = label(&info, "body").to_ascii_lowercase();
+    assert!(
+        seen.contains("/us-east-1/elasticloadbalancing/aws4_request"),
+        "signed for the named service: {seen}"
+    );
+    assert!(
+        !seen.contains("x-wasm-ccm-aws-service"),
+        "the header stays in the host: {seen}"
+    );
+    // A service the rule does not list is not signed for: the request does not leave.
+    let refused = send("s3").await;
+    assert!(refused.is_err(), "{refused:?}");
+    assert!(!format!("{refused:?}").contains("aws4_request"));
+}
