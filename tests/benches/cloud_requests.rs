@@ -86,10 +86,39 @@ async fn wait_initialized(port: u16, nodes: usize, started: Instant) {
     }
 }
 
-fn wasm_ccm() -> std::path::PathBuf {
-    std::env::var_os("WASM_CCM_BIN")
+/// `wasm-ccm` (`WASM_CCM_BIN`, else this build's) for `provider` in `dir` (also the
+/// credentials directory), every controller at upstream's default periods.
+fn spawn_ccm(
+    provider: &str,
+    dir: &std::path::Path,
+    cloud_config: &std::path::Path,
+    kubeconfig: &std::path::Path,
+    port: u16,
+) -> tokio::process::Child {
+    let bin = std::env::var_os("WASM_CCM_BIN")
         .map(std::path::PathBuf::from)
-        .unwrap_or_else(wasm_ccm_bin)
+        .unwrap_or_else(wasm_ccm_bin);
+    tokio::process::Command::new(bin)
+        .args(["--cloud-provider", provider, "--leader-elect=false"])
+        .args(["--cluster-cidr", "10.0.0.0/8"])
+        .args([
+            "--secure-port",
+            &port.to_string(),
+            "--bind-address",
+            "127.0.0.1",
+        ])
+        .arg("--providers-dir")
+        .arg(dir)
+        .arg("--credentials-dir")
+        .arg(dir)
+        .arg("--cloud-config")
+        .arg(cloud_config)
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .env("RUST_LOG", "warn")
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start wasm-ccm")
 }
 
 /// The same two phases for the AWS provider against moto, counted at the host.
@@ -140,27 +169,7 @@ async fn aws(nodes: usize, window: Duration) {
     moto.enable_auth(0).await;
     let port = free_port();
     let started = Instant::now();
-    let _ccm = tokio::process::Command::new(wasm_ccm())
-        .args(["--cloud-provider", "aws", "--leader-elect=false"])
-        .args(["--cluster-cidr", "10.0.0.0/8"])
-        .args([
-            "--secure-port",
-            &port.to_string(),
-            "--bind-address",
-            "127.0.0.1",
-        ])
-        .arg("--providers-dir")
-        .arg(dir.path())
-        .arg("--credentials-dir")
-        .arg(dir.path())
-        .arg("--cloud-config")
-        .arg(&cloud_config)
-        .arg("--kubeconfig")
-        .arg(&kubeconfig)
-        .env("RUST_LOG", "warn")
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start wasm-ccm");
+    let _ccm = spawn_ccm("aws", dir.path(), &cloud_config, &kubeconfig, port);
     wait_initialized(port, nodes, started).await;
     let joined_in = started.elapsed();
     let joining = egress_requests(port).await;
@@ -215,42 +224,14 @@ async fn main() {
     take_requests(&stack);
     let port = free_port();
     let started = Instant::now();
-    let _ccm = tokio::process::Command::new(wasm_ccm())
-        .args(["--cloud-provider", &stack.provider, "--leader-elect=false"])
-        .args(["--cluster-cidr", "10.0.0.0/8"])
-        .args([
-            "--secure-port",
-            &port.to_string(),
-            "--bind-address",
-            "127.0.0.1",
-        ])
-        .arg("--providers-dir")
-        .arg(stack.dir.dir.path())
-        .arg("--credentials-dir")
-        .arg(stack.dir.dir.path())
-        .arg("--cloud-config")
-        .arg(&stack.cloud_config)
-        .arg("--kubeconfig")
-        .arg(&stack.kubeconfig)
-        .env("RUST_LOG", "warn")
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start wasm-ccm");
-    let synced = "wasm_ccm_node_controller_initial_node_sync_delay_seconds_count";
-    loop {
-        let text = http_get(port, "/metrics")
-            .await
-            .map(|(_, b)| b)
-            .unwrap_or_default();
-        if metric(&text, synced) as usize >= nodes {
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(900),
-            "not every node initialized in 15 minutes"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    let _ccm = spawn_ccm(
+        &stack.provider,
+        stack.dir.dir.path(),
+        &stack.cloud_config,
+        &stack.kubeconfig,
+        port,
+    );
+    wait_initialized(port, nodes, started).await;
     let joined_in = started.elapsed();
     let joining = take_requests(&stack);
     println!(
