@@ -4,7 +4,9 @@
 //!
 //! 1. **Joining**: `NODES` instances and their Nodes, tainted as kubelet registers them
 //!    with `--cloud-provider=external`, all there when the controller manager starts:
-//!    the requests (and the time) until every Node is initialized.
+//!    the requests (and the time) until every Node is initialized, first with each
+//!    Node asked about on its own (upstream's path, `--instances-batch-size 1`), then
+//!    batched (the defaults), each on a new cluster.
 //! 2. **Steady state**: the same cluster, initialized and Ready, for `WINDOW_SECS`
 //!    (default 330 s: one node status pass, every 5 min, and 33 route passes, every
 //!    10 s): requests per node per hour, by route.
@@ -94,6 +96,7 @@ fn spawn_ccm(
     cloud_config: &std::path::Path,
     kubeconfig: &std::path::Path,
     port: u16,
+    extra: &[&str],
 ) -> tokio::process::Child {
     let bin = std::env::var_os("WASM_CCM_BIN")
         .map(std::path::PathBuf::from)
@@ -115,20 +118,46 @@ fn spawn_ccm(
         .arg(cloud_config)
         .arg("--kubeconfig")
         .arg(kubeconfig)
+        .args(extra)
         .env("RUST_LOG", "warn")
         .kill_on_drop(true)
         .spawn()
         .expect("start wasm-ccm")
 }
 
-/// The same two phases for the AWS provider against moto, counted at the host.
+/// The two ways of initializing joining Nodes compared: each Node asked about on its
+/// own (upstream's path, `--instances-batch-size 1`), then batched (the defaults).
+const JOIN_MODES: [(&str, &[&str]); 2] = [
+    (
+        "per node (--instances-batch-size 1)",
+        &["--instances-batch-size", "1"],
+    ),
+    ("batched (defaults)", &[]),
+];
+
+fn print_join_header(what: &str, nodes: usize) {
+    println!(
+        "{what}, {nodes} nodes joining at once (cores: {}, commit: {})",
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        option_env!("GIT_COMMIT").unwrap_or("see git log"),
+    );
+    println!("| initialization | cloud requests | all initialized after |\n| --- | ---: | ---: |");
+}
+
+fn tainted_node(name: &str) -> serde_json::Value {
+    json!({
+        "metadata": {"name": name},
+        "spec": {"taints": [{"key": "node.cloudprovider.kubernetes.io/uninitialized",
+                             "value": "true", "effect": "NoSchedule"}]},
+        "status": {"conditions": [{"type": "Ready", "status": "True"}]}
+    })
+}
+
+/// The same phases for the AWS provider against moto, counted at the host.
 async fn aws(nodes: usize, window: Duration) {
     use wasm_ccm_tests::moto::{Moto, World};
     let mut moto = Moto::start().await;
     let world = World::create(&mut moto, "bench").await;
-    let api = kube_double::ApiServer::start(kube_double::Settings::default())
-        .await
-        .expect("API server double");
     let dir = wasm_ccm_tests::TempDir::new("bench-aws");
     std::fs::copy(
         wasm_ccm_tests::guest("aws_provider"),
@@ -146,45 +175,48 @@ async fn aws(nodes: usize, window: Duration) {
         ),
     )
     .unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    api.write_kubeconfig(&kubeconfig).unwrap();
     let cloud_config = dir.path().join("cloud.conf");
     std::fs::write(&cloud_config, world.cloud_config(&moto)).unwrap();
-    let node_resource = resources::find("", "v1", "nodes").unwrap();
+    let mut names = Vec::with_capacity(nodes);
     for i in 0..nodes {
         let instance = world.launch(&moto, i % world.subnets.len()).await;
-        api.store()
-            .create(
-                node_resource,
-                "",
-                json!({
-                    "metadata": {"name": instance.private_dns_name},
-                    "spec": {"taints": [{"key": "node.cloudprovider.kubernetes.io/uninitialized",
-                                         "value": "true", "effect": "NoSchedule"}]},
-                    "status": {"conditions": [{"type": "Ready", "status": "True"}]}
-                }),
-            )
-            .unwrap();
+        names.push(instance.private_dns_name);
     }
     moto.enable_auth(0).await;
-    let port = free_port();
-    let started = Instant::now();
-    let _ccm = spawn_ccm("aws", dir.path(), &cloud_config, &kubeconfig, port);
-    wait_initialized(port, nodes, started).await;
-    let joined_in = started.elapsed();
-    let joining = egress_requests(port).await;
-    println!(
-        "aws provider against moto, {nodes} nodes joining at once: all initialized {:.1} s \
-         after start; {joining:.0} AWS requests in all (cores: {})",
-        joined_in.as_secs_f64(),
-        std::thread::available_parallelism().map_or(0, |n| n.get()),
-    );
+    let node_resource = resources::find("", "v1", "nodes").unwrap();
+    print_join_header("aws provider against moto", nodes);
+    let mut serving = None;
+    for (mode, extra) in JOIN_MODES {
+        // A new cluster (API server double) with the same instances each time.
+        let api = kube_double::ApiServer::start(kube_double::Settings::default())
+            .await
+            .expect("API server double");
+        for name in &names {
+            api.store()
+                .create(node_resource, "", tainted_node(name))
+                .unwrap();
+        }
+        let kubeconfig = dir.path().join("kubeconfig");
+        api.write_kubeconfig(&kubeconfig).unwrap();
+        let port = free_port();
+        let started = Instant::now();
+        let ccm = spawn_ccm("aws", dir.path(), &cloud_config, &kubeconfig, port, extra);
+        wait_initialized(port, nodes, started).await;
+        let joined_in = started.elapsed();
+        let joining = egress_requests(port).await;
+        println!(
+            "| {mode} | {joining:.0} | {:.1} s |",
+            joined_in.as_secs_f64()
+        );
+        serving = Some((api, ccm, port, joining));
+    }
+    let (_api, _ccm, port, joining) = serving.expect("two join modes");
     let started = Instant::now();
     tokio::time::sleep(window).await;
     let elapsed = started.elapsed().as_secs_f64();
     let steady = egress_requests(port).await - joining;
     println!(
-        "steady state, {elapsed:.0} s window, default periods: {steady:.0} AWS requests, \
+        "\nsteady state, {elapsed:.0} s window, default periods: {steady:.0} AWS requests, \
          {:.3} per node per hour",
         steady * 3600.0 / elapsed / nodes as f64
     );
@@ -199,48 +231,49 @@ async fn main() {
     }
     let nodes = env_number("NODES", 1000) as usize;
     let window = Duration::from_secs(env_number("WINDOW_SECS", 330));
-    let stack = Stack::start().await;
     let node_resource = resources::find("", "v1", "nodes").unwrap();
-    for i in 0..nodes {
-        let name = format!("join-{i:04}");
-        stack
-            .cloud
-            .with_state(|s| s.create_instance(NewInstance::named(&name)));
-        stack
-            .api
-            .store()
-            .create(
-                node_resource,
-                "",
-                json!({
-                    "metadata": {"name": name},
-                    "spec": {"taints": [{"key": "node.cloudprovider.kubernetes.io/uninitialized",
-                                         "value": "true", "effect": "NoSchedule"}]},
-                    "status": {"conditions": [{"type": "Ready", "status": "True"}]}
-                }),
-            )
-            .unwrap();
+    print_join_header("reference provider against the simulated cloud", nodes);
+    let mut serving = None;
+    for (mode, extra) in JOIN_MODES {
+        let stack = Stack::start().await;
+        for i in 0..nodes {
+            let name = format!("join-{i:04}");
+            stack
+                .cloud
+                .with_state(|s| s.create_instance(NewInstance::named(&name)));
+            stack
+                .api
+                .store()
+                .create(node_resource, "", tainted_node(&name))
+                .unwrap();
+        }
+        take_requests(&stack);
+        let port = free_port();
+        let started = Instant::now();
+        let ccm = spawn_ccm(
+            &stack.provider,
+            stack.dir.dir.path(),
+            &stack.cloud_config,
+            &stack.kubeconfig,
+            port,
+            extra,
+        );
+        wait_initialized(port, nodes, started).await;
+        let joined_in = started.elapsed();
+        let joining = take_requests(&stack);
+        println!(
+            "| {mode} | {} ({}) | {:.1} s |",
+            joining.values().sum::<u64>(),
+            joining
+                .iter()
+                .map(|(route, n)| format!("{route}: {n}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            joined_in.as_secs_f64()
+        );
+        serving = Some((stack, ccm));
     }
-    take_requests(&stack);
-    let port = free_port();
-    let started = Instant::now();
-    let _ccm = spawn_ccm(
-        &stack.provider,
-        stack.dir.dir.path(),
-        &stack.cloud_config,
-        &stack.kubeconfig,
-        port,
-    );
-    wait_initialized(port, nodes, started).await;
-    let joined_in = started.elapsed();
-    let joining = take_requests(&stack);
-    println!(
-        "{nodes} nodes joining at once: all initialized {:.1} s after start (cores: {}, commit: {})",
-        joined_in.as_secs_f64(),
-        std::thread::available_parallelism().map_or(0, |n| n.get()),
-        option_env!("GIT_COMMIT").unwrap_or("see git log"),
-    );
-    print_table("", &joining, |n| n as f64, "requests");
+    let (stack, _ccm) = serving.expect("two join modes");
 
     let started = Instant::now();
     tokio::time::sleep(window).await;

@@ -4,8 +4,9 @@
 //! Nodes joining at once cost a handful of provider calls (and of cloud requests)
 //! instead of a thousand.
 //!
-//! With a provider that does not export `instances-batch` nothing waits: each Node is
-//! asked about on its own, as upstream does. Either way at most
+//! With a provider that does not export `instances-batch`, or with
+//! `--instances-batch-size 1`, nothing waits: each Node is asked about on its own, as
+//! upstream does. Either way at most
 //! `--concurrent-node-syncs` provider calls are in flight.
 
 use std::sync::Arc;
@@ -24,6 +25,8 @@ pub struct MetadataBatcher {
     cloud: SharedCloud,
     requests: mpsc::UnboundedSender<(Arc<Node>, Reply)>,
     calls: Arc<Semaphore>,
+    /// False with `--instances-batch-size 1`: every Node is asked about on its own.
+    coalesce: bool,
 }
 
 /// How requests are coalesced.
@@ -46,6 +49,7 @@ impl MetadataBatcher {
             cloud: cloud.clone(),
             requests,
             calls: calls.clone(),
+            coalesce: batching.max_nodes > 1,
         };
         let max_nodes = batching.max_nodes.max(1);
         tokio::spawn(async move {
@@ -87,7 +91,7 @@ impl MetadataBatcher {
     /// the provider batches, else on its own.
     pub async fn metadata(&self, node: Arc<Node>) -> Result<InstanceMetadata, cloud::Error> {
         let cloud = self.cloud.current();
-        if !cloud.batches() {
+        if !self.coalesce || !cloud.batches() {
             let _permit = self.calls.acquire().await.expect("never closed");
             return cloud.instance_metadata(&node).await;
         }

@@ -65,7 +65,8 @@ pub struct DaemonArgs {
     #[arg(long, default_value_t = 1)]
     pub concurrent_service_syncs: u16,
     /// The most Nodes asked about in one batched provider call (providers exporting
-    /// `instances-batch`): the status pass, the lifecycle pass and joining Nodes.
+    /// `instances-batch`): the status pass, the lifecycle pass and joining Nodes. 1 asks
+    /// about each Node on its own, as upstream.
     #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u16).range(1..=5000))]
     pub instances_batch_size: u16,
     /// How long a joining Node waits for others to be initialized in the same batched

@@ -1,0 +1,190 @@
+//! The broker: one pooled HTTP client for every provider (or a provider's own, when
+//! its policy names a CA bundle), and each provider's [`Egress`] built from its policy.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, Once, RwLock};
+use std::time::Duration;
+
+use super::authorize::Rules;
+use super::credentials::{self, CredentialError};
+use super::{Egress, EgressSettings, connect, rate_limit, resolver};
+use crate::capabilities::logging::LogLimiter;
+use crate::metrics::{ProviderLabel, ProviderMetrics};
+use crate::policy::Policy;
+
+/// Errors creating a provider's egress.
+#[derive(Debug, thiserror::Error)]
+pub enum BrokerError {
+    /// The HTTP client could not be built.
+    #[error("cannot build the HTTP client: {0}")]
+    Client(#[source] reqwest::Error),
+    /// A credential file of the policy is unusable (outside the credentials directory).
+    #[error(transparent)]
+    Credential(#[from] CredentialError),
+    /// The policy's CA bundle cannot be read or parsed.
+    #[error("CA bundle {path}: {reason}")]
+    CaBundle {
+        /// The bundle file.
+        path: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+}
+
+/// Creates each provider's [`Egress`], sharing one pooled client and the metrics.
+#[derive(Clone)]
+pub struct Broker {
+    client: reqwest::Client,
+    resolver: resolver::GuardedResolver,
+    metrics: Arc<ProviderMetrics>,
+    credentials_dir: Option<PathBuf>,
+    /// Throttling answered by the broker itself: (requests left, `Retry-After`).
+    throttle: Arc<Mutex<Option<(u32, Duration)>>>,
+}
+
+impl std::fmt::Debug for Broker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Broker")
+    }
+}
+
+impl Broker {
+    /// The broker with its shared client.
+    pub fn new(
+        settings: &EgressSettings,
+        metrics: Arc<ProviderMetrics>,
+    ) -> Result<Self, BrokerError> {
+        let resolver = resolver::GuardedResolver::new(&settings.dns_overrides);
+        Ok(Self {
+            client: client_builder(&resolver)
+                .build()
+                .map_err(BrokerError::Client)?,
+            resolver,
+            metrics,
+            credentials_dir: settings.credentials_dir.clone(),
+            throttle: Arc::new(Mutex::new(None)),
+        })
+    }
+
+    /// Answers the next `requests` requests the policy allows with `429 Too Many
+    /// Requests` and `Retry-After: <retry_after in seconds>` itself, without forwarding
+    /// them: `wasm-ccm conformance` checks that a provider turns a cloud's throttling
+    /// into `retry-after`. Requests the policy denies are denied as always.
+    pub fn throttle_next(&self, requests: u32, retry_after: Duration) {
+        *self.throttle.lock().expect("throttle lock") =
+            (requests > 0).then_some((requests, retry_after));
+    }
+
+    /// One request's share of [`Self::throttle_next`]: the `Retry-After` to answer.
+    pub(super) fn take_throttle(&self) -> Option<Duration> {
+        let mut throttle = self.throttle.lock().expect("throttle lock");
+        let (left, retry_after) = (*throttle)?;
+        *throttle = (left > 1).then_some((left - 1, retry_after));
+        Some(retry_after)
+    }
+
+    /// The egress of one provider under `policy`.
+    pub fn egress(
+        &self,
+        provider: Arc<ProviderLabel>,
+        policy: Arc<Policy>,
+    ) -> Result<Arc<Egress>, BrokerError> {
+        Ok(Arc::new(Egress {
+            rules: RwLock::new(Arc::new(self.rules(policy)?)),
+            broker: self.clone(),
+            denial_log: Mutex::new(LogLimiter::default()),
+            metrics: self.metrics.clone(),
+            provider,
+        }))
+    }
+
+    /// What a policy makes of a provider's egress.
+    pub(super) fn rules(&self, policy: Arc<Policy>) -> Result<Rules, BrokerError> {
+        let client = match &policy.tls_ca_bundle {
+            None => self.client.clone(),
+            Some(path) => dedicated_client(&self.resolver, path)?,
+        };
+        let limits = &policy.egress_limits;
+        Ok(Rules {
+            limiter: rate_limit::EgressLimiter::new(
+                limits.max_concurrent_requests,
+                limits.requests_per_second,
+                limits.burst,
+            ),
+            credentials: credentials::CredentialStore::new(
+                &policy.credentials,
+                self.credentials_dir.as_deref(),
+            )?,
+            policy,
+            client,
+        })
+    }
+
+    /// The shared client (for native comparisons in benchmarks).
+    pub fn client(&self) -> &reqwest::Client {
+        &self.client
+    }
+}
+
+fn client_builder(resolver: &resolver::GuardedResolver) -> reqwest::ClientBuilder {
+    install_crypto_provider();
+    reqwest::Client::builder()
+        // A redirect would leave the allowlist's control: the guest sees the 3xx.
+        .redirect(reqwest::redirect::Policy::none())
+        // Never a proxy from the environment (HTTP(S)_PROXY, ALL_PROXY): credentials
+        // and requests go only where the policy says.
+        .no_proxy()
+        .connector_layer(connect::PeerGuardLayer)
+        .connect_timeout(Duration::from_secs(5))
+        .pool_max_idle_per_host(64)
+        .tcp_nodelay(true)
+        .dns_resolver(Arc::new(resolver.clone()))
+}
+
+fn dedicated_client(
+    resolver: &resolver::GuardedResolver,
+    path: &Path,
+) -> Result<reqwest::Client, BrokerError> {
+    let ca_error = |reason: String| BrokerError::CaBundle {
+        path: path.display().to_string(),
+        reason,
+    };
+    let pem = read_ca_bundle(path).map_err(|e| ca_error(e.to_string()))?;
+    let certs = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| ca_error(e.to_string()))?;
+    if certs.is_empty() {
+        return Err(ca_error("no PEM certificates found".into()));
+    }
+    client_builder(resolver)
+        .tls_certs_merge(certs)
+        .build()
+        .map_err(BrokerError::Client)
+}
+
+/// The largest CA bundle read.
+const MAX_CA_BUNDLE_BYTES: u64 = 1 << 20;
+
+/// Reads a CA bundle: a regular file (not a device or a FIFO), at most 1 MiB.
+fn read_ca_bundle(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let file = std::fs::File::open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    if meta.len() > MAX_CA_BUNDLE_BYTES {
+        return Err(std::io::Error::other(format!(
+            "larger than {MAX_CA_BUNDLE_BYTES} bytes"
+        )));
+    }
+    let mut pem = Vec::new();
+    file.take(MAX_CA_BUNDLE_BYTES + 1).read_to_end(&mut pem)?;
+    Ok(pem)
+}
+
+/// reqwest is built without a default TLS crypto provider; install ring once, as kube does.
+pub(super) fn install_crypto_provider() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}

@@ -1,0 +1,298 @@
+//! Forwarding an authorized request: limits, credential injection, the upstream
+//! call, the bounded response, and the metrics and logs of each request.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::Method;
+use http_body_util::{BodyExt, Full};
+use wasmtime_wasi_http::{Error as HttpError, WasiBody};
+
+use super::authorize::{Grant, Rules};
+use super::credentials::Injection;
+use super::{Denial, Destination, Egress, MAX_REQUEST_BODY_BYTES, connect, resolver};
+use crate::metrics::{DeniedLabels, EgressLabels, HostLabels};
+
+impl Egress {
+    pub(super) fn record_denial(&self, method: &Method, uri: &str, denial: &Denial) {
+        self.metrics
+            .egress_denied
+            .get_or_create(&DeniedLabels {
+                provider: self.provider.to_string(),
+                host: String::new(),
+                reason: denial.reason().into(),
+            })
+            .inc();
+        let (admit, dropped) = self
+            .denial_log
+            .lock()
+            .expect("denial log lock")
+            .admit(Instant::now());
+        if admit {
+            tracing::warn!(
+                provider = %self.provider,
+                %method,
+                uri = %uri,
+                reason = denial.reason(),
+                suppressed = dropped,
+                "outbound request denied: {denial}"
+            );
+        }
+    }
+
+    pub(super) async fn forward(
+        self: Arc<Self>,
+        rules: Arc<Rules>,
+        request: http::Request<WasiBody>,
+        destination: Destination,
+        grant: Grant,
+    ) -> Result<http::Response<WasiBody>, HttpError> {
+        let method = request.method().clone();
+        let uri = redact_query(&destination.url);
+        let _permit = rules.limiter.admit().await;
+        let started = Instant::now();
+        let result = match self.broker.take_throttle() {
+            Some(retry_after) => throttled(retry_after),
+            None => rules.send(request, destination, grant.inject).await,
+        };
+        let status = match &result {
+            Ok(response) => status_label(response.status()),
+            Err(_) => "error",
+        };
+        let method_label = match method {
+            Method::GET
+            | Method::PUT
+            | Method::POST
+            | Method::DELETE
+            | Method::PATCH
+            | Method::HEAD => method.as_str().to_owned(),
+            _ => "OTHER".to_owned(),
+        };
+        self.metrics
+            .egress_requests
+            .get_or_create(&EgressLabels {
+                provider: self.provider.to_string(),
+                host: grant.destination.clone(),
+                method: method_label,
+                status: status.to_owned(),
+            })
+            .inc();
+        self.metrics
+            .egress_duration
+            .get_or_create(&HostLabels {
+                provider: self.provider.to_string(),
+                host: grant.destination,
+            })
+            .observe(started.elapsed().as_secs_f64());
+        match &result {
+            Ok(_) => {
+                tracing::debug!(%status, elapsed_us = started.elapsed().as_micros() as u64, "outbound request")
+            }
+            Err(Forward::Denied(denial)) => self.record_denial(&method, &uri, denial),
+            Err(Forward::Failed(error)) => tracing::warn!(
+                provider = %self.provider,
+                %method,
+                uri = %uri,
+                error = %error,
+                "outbound request failed"
+            ),
+        }
+        result.map_err(|e| match e {
+            Forward::Denied(_) => HttpError::HttpRequestDenied,
+            Forward::Failed(error) => error,
+        })
+    }
+}
+
+impl Rules {
+    async fn send(
+        &self,
+        request: http::Request<WasiBody>,
+        destination: Destination,
+        inject: Option<Injection>,
+    ) -> Result<http::Response<WasiBody>, Forward> {
+        let (parts, body) = request.into_parts();
+        let body = collect_limited(body, MAX_REQUEST_BODY_BYTES)
+            .await
+            .map_err(|_| {
+                Forward::Failed(HttpError::HttpRequestBodySize(Some(
+                    MAX_REQUEST_BODY_BYTES as u64,
+                )))
+            })?;
+        let url = destination.url;
+        let mut headers = parts.headers;
+        headers.remove(http::header::HOST);
+        match inject {
+            None => {}
+            Some(Injection::Header(name, value)) => {
+                headers.insert(name, value);
+            }
+            Some(Injection::Aws(signer)) => signer
+                .sign(&parts.method, &url, &mut headers, &body, &self.client)
+                .await
+                .map_err(|e| Forward::Denied(Denial::Credential(e.to_string())))?,
+        }
+        let limits = &self.policy.egress_limits;
+        let response = self
+            .client
+            .request(parts.method, url)
+            .headers(headers)
+            .body(body)
+            .timeout(limits.request_timeout)
+            .send()
+            .await
+            .map_err(classify)?;
+        let status = response.status();
+        let mut builder = http::Response::builder().status(status);
+        for (name, value) in response.headers() {
+            builder = builder.header(name, value);
+        }
+        let body = tokio::time::timeout(
+            limits.request_timeout,
+            read_limited(response, limits.max_response_bytes),
+        )
+        .await
+        .map_err(|_| Forward::Failed(HttpError::ConnectionReadTimeout))??;
+        builder
+            .body(
+                Full::new(body)
+                    .map_err(|never| match never {})
+                    .boxed_unsync(),
+            )
+            .map_err(|e| Forward::Failed(HttpError::InternalError(Some(e.to_string()))))
+    }
+}
+
+/// The answer of [`Broker::throttle_next`].
+fn throttled(retry_after: Duration) -> Result<http::Response<WasiBody>, Forward> {
+    http::Response::builder()
+        .status(http::StatusCode::TOO_MANY_REQUESTS)
+        .header(http::header::RETRY_AFTER, retry_after.as_secs().to_string())
+        .header(http::header::CONTENT_TYPE, "text/plain")
+        .body(
+            Full::new(Bytes::from_static(
+                b"throttled by the host (wasm-ccm conformance)",
+            ))
+            .map_err(|never| match never {})
+            .boxed_unsync(),
+        )
+        .map_err(|e| Forward::Failed(HttpError::InternalError(Some(e.to_string()))))
+}
+
+/// How forwarding failed.
+enum Forward {
+    /// Refused at connection time (a name resolving to a link-local address).
+    Denied(Denial),
+    /// A transport failure reported to the guest as this error code.
+    Failed(HttpError),
+}
+
+/// The `status` label: the codes clouds use for their API contract, else the class,
+/// so a server cannot create series at will.
+pub(super) fn status_label(status: http::StatusCode) -> &'static str {
+    const KNOWN: [&str; 17] = [
+        "200", "201", "202", "204", "304", "400", "401", "403", "404", "409", "412", "422", "429",
+        "500", "502", "503", "504",
+    ];
+    if let Some(known) = KNOWN.iter().find(|k| **k == status.as_str()) {
+        return known;
+    }
+    match status.as_u16() {
+        100..=199 => "1xx",
+        200..=299 => "2xx",
+        300..=399 => "3xx",
+        400..=499 => "4xx",
+        500..=599 => "5xx",
+        _ => "other",
+    }
+}
+
+/// The URL without its query (which may carry tokens), for logs.
+fn redact_query(url: &reqwest::Url) -> String {
+    let mut redacted = url.clone();
+    redacted.set_query(None);
+    redacted.set_fragment(None);
+    redacted.to_string()
+}
+
+/// The guest's URI without its query, for logs of requests refused before parsing.
+pub(super) fn redact_uri(uri: &http::Uri) -> String {
+    format!(
+        "{}://{}{}",
+        uri.scheme_str().unwrap_or(""),
+        uri.authority().map(|a| a.as_str()).unwrap_or(""),
+        uri.path()
+    )
+}
+
+async fn collect_limited(body: WasiBody, limit: usize) -> Result<Bytes, ()> {
+    http_body_util::Limited::new(body, limit)
+        .collect()
+        .await
+        .map(|collected| collected.to_bytes())
+        .map_err(|_| ())
+}
+
+async fn read_limited(mut response: reqwest::Response, limit: usize) -> Result<Bytes, Forward> {
+    if let Some(len) = response.content_length()
+        && len > limit as u64
+    {
+        return Err(Forward::Failed(HttpError::HttpResponseBodySize(Some(len))));
+    }
+    let mut buf = bytes::BytesMut::new();
+    while let Some(chunk) = response.chunk().await.map_err(classify)? {
+        if buf.len() + chunk.len() > limit {
+            return Err(Forward::Failed(HttpError::HttpResponseBodySize(Some(
+                (buf.len() + chunk.len()) as u64,
+            ))));
+        }
+        buf.extend_from_slice(&chunk);
+    }
+    Ok(buf.freeze())
+}
+
+fn classify(err: reqwest::Error) -> Forward {
+    // The operating system's error behind `err`, if one is (the first in the chain).
+    let mut io_kind = None;
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&err);
+    while let Some(e) = source {
+        if let Some(refused) = e.downcast_ref::<resolver::Unreachable>() {
+            return Forward::Denied(Denial::NeverByName {
+                label: refused.label,
+                message: refused.to_string(),
+            });
+        }
+        if let Some(refused) = e.downcast_ref::<connect::RefusedPeer>() {
+            return Forward::Denied(Denial::NeverByName {
+                label: refused.label,
+                message: refused.to_string(),
+            });
+        }
+        if let Some(failed) = e.downcast_ref::<resolver::LookupFailed>() {
+            return Forward::Failed(HttpError::DnsError {
+                rcode: Some(failed.source.to_string()),
+                info_code: None,
+            });
+        }
+        io_kind = io_kind.or_else(|| e.downcast_ref::<std::io::Error>().map(|io| io.kind()));
+        source = e.source();
+    }
+    Forward::Failed(if err.is_timeout() && err.is_connect() {
+        HttpError::ConnectionTimeout
+    } else if err.is_timeout() {
+        HttpError::ConnectionReadTimeout
+    } else if err.is_connect() {
+        // The guest tells a refused connection (nothing listens) from a destination it
+        // could not reach at all (no route, reset while connecting).
+        match io_kind {
+            Some(std::io::ErrorKind::ConnectionRefused) => HttpError::ConnectionRefused,
+            Some(std::io::ErrorKind::TimedOut) => HttpError::ConnectionTimeout,
+            _ => HttpError::DestinationUnavailable,
+        }
+    } else if err.is_body() || err.is_decode() {
+        HttpError::HttpResponseIncomplete
+    } else {
+        HttpError::InternalError(Some(err.to_string()))
+    })
+}
