@@ -38,6 +38,17 @@ pub struct DeniedLabels {
     pub reason: String,
 }
 
+/// Labels of `wasm_ccm_credential_logins_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LoginLabels {
+    /// The provider's name.
+    pub provider: String,
+    /// The credential kind that logged in (`keystone`).
+    pub kind: String,
+    /// `success` or `failure`.
+    pub result: String,
+}
+
 /// Labels of the egress latency histogram.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct HostLabels {
@@ -174,6 +185,8 @@ pub struct ProviderMetrics {
     pub cache_bytes: Family<ProviderLabels, Gauge>,
     /// `wasm_ccm_provider_events_total`.
     pub events: Family<EventLabels, Counter>,
+    /// `wasm_ccm_credential_logins_total`.
+    pub credential_logins: Family<LoginLabels, Counter>,
 }
 
 /// The host's metrics registry. Cheap to clone.
@@ -212,6 +225,7 @@ impl Metrics {
             cache_requests: Family::default(),
             cache_bytes: Family::default(),
             events: Family::default(),
+            credential_logins: Family::default(),
         };
         let mut registry = Registry::with_prefix("wasm_ccm");
         registry.register(
@@ -263,6 +277,11 @@ impl Metrics {
             "provider_events",
             "Kubernetes Events providers asked to record, by type and result",
             provider.events.clone(),
+        );
+        registry.register(
+            "credential_logins",
+            "Logins the host made for providers' credentials (Keystone tokens), by result",
+            provider.credential_logins.clone(),
         );
         Self {
             registry: Arc::new(Mutex::new(registry)),

@@ -18,6 +18,8 @@
 //!   requestsPerSecond: 20
 //! tls:
 //!   caBundleFile: /etc/wasm-ccm/credentials/ca.pem
+//!   clientCertificateFile: /etc/wasm-ccm/credentials/client.crt   # mutual TLS
+//!   clientKeyFile: /etc/wasm-ccm/credentials/client.key
 //! ```
 //!
 //! A credential rule that can match plain `http://` is refused unless its destination
@@ -33,6 +35,7 @@ pub mod address;
 pub mod allowlist;
 pub mod aws;
 pub mod duration;
+pub mod keystone;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -100,6 +103,18 @@ pub struct Policy {
     /// Extra CA certificates (PEM) trusted for this provider's HTTPS destinations,
     /// for private clouds.
     pub tls_ca_bundle: Option<PathBuf>,
+    /// The client certificate the host presents to HTTPS destinations that ask for
+    /// one (mutual TLS), for private clouds.
+    pub tls_client_certificate: Option<ClientCertificate>,
+}
+
+/// A client certificate chain and its private key (PEM files).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientCertificate {
+    /// `tls.clientCertificateFile`: the certificate chain, leaf first.
+    pub certificate_file: PathBuf,
+    /// `tls.clientKeyFile`: the private key (PKCS#8, PKCS#1 or SEC1).
+    pub key_file: PathBuf,
 }
 
 impl Default for Policy {
@@ -111,6 +126,7 @@ impl Default for Policy {
             instance_limits: InstanceLimits::default(),
             egress_limits: EgressLimits::default(),
             tls_ca_bundle: None,
+            tls_client_certificate: None,
         }
     }
 }
@@ -148,6 +164,8 @@ pub enum Credential {
     },
     /// AWS Signature Version 4 over the whole request, computed by the host.
     Aws(aws::AwsCredential),
+    /// A Keystone v3 token, obtained by the host, for the catalog's endpoints.
+    Keystone(keystone::KeystoneCredential),
 }
 
 impl Credential {
@@ -161,6 +179,7 @@ impl Credential {
             } => vec![username_file, password_file],
             Credential::Header { value_file, .. } => vec![value_file],
             Credential::Aws(aws) => aws.files(),
+            Credential::Keystone(keystone) => keystone.files(),
         }
     }
 }
@@ -254,7 +273,9 @@ struct RawPolicy {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct RawTls {
-    ca_bundle_file: PathBuf,
+    ca_bundle_file: Option<PathBuf>,
+    client_certificate_file: Option<PathBuf>,
+    client_key_file: Option<PathBuf>,
 }
 
 #[derive(Deserialize)]
@@ -267,6 +288,7 @@ struct RawCredential {
     basic: Option<RawBasic>,
     header: Option<RawHeader>,
     aws: Option<aws::RawAws>,
+    keystone: Option<keystone::RawKeystone>,
 }
 
 #[derive(Deserialize)]
@@ -398,10 +420,16 @@ impl Policy {
                     .map_err(|e| invalid(&format!("{field}.aws.{}", e.field), &e.reason))?;
                 kinds.push(Credential::Aws(credential));
             }
+            if let Some(raw_keystone) = raw.keystone {
+                let credential = raw_keystone
+                    .validate(&destination, raw.allow_plaintext, resolve)
+                    .map_err(|e| invalid(&format!("{field}.keystone.{}", e.field), &e.reason))?;
+                kinds.push(Credential::Keystone(credential));
+            }
             if kinds.len() != 1 {
                 return Err(invalid(
                     &field,
-                    "set exactly one of `bearerTokenFile`, `basic`, `header` or `aws`",
+                    "set exactly one of `bearerTokenFile`, `basic`, `header`, `aws` or `keystone`",
                 ));
             }
             credentials.push(CredentialRule {
@@ -530,12 +558,38 @@ impl Policy {
                 return Err(invalid("limits.burst", "needs limits.requestsPerSecond"));
             }
         }
+        let (tls_ca_bundle, tls_client_certificate) = match raw.tls {
+            None => (None, None),
+            Some(tls) => {
+                let client = match (tls.client_certificate_file, tls.client_key_file) {
+                    (None, None) => None,
+                    (Some(certificate), Some(key)) => Some(ClientCertificate {
+                        certificate_file: resolve(certificate),
+                        key_file: resolve(key),
+                    }),
+                    (Some(_), None) => {
+                        return Err(invalid(
+                            "tls.clientKeyFile",
+                            "a client certificate needs its private key",
+                        ));
+                    }
+                    (None, Some(_)) => {
+                        return Err(invalid(
+                            "tls.clientCertificateFile",
+                            "a client key needs its certificate",
+                        ));
+                    }
+                };
+                (tls.ca_bundle_file.map(resolve), client)
+            }
+        };
         Ok(Self {
             allowed_outbound_hosts,
             credentials,
             instance_limits,
             egress_limits: limits,
-            tls_ca_bundle: raw.tls.map(|t| resolve(t.ca_bundle_file)),
+            tls_ca_bundle,
+            tls_client_certificate,
         })
     }
 }

@@ -1,11 +1,11 @@
 //! Authorization of one request under the policy in force: the method, the address
-//! rules, the allowlist, and the credential the host adds.
+//! rules, Keystone's catalog, the allowlist, and the credential the host adds.
 
 use std::sync::Arc;
 
 use http::{HeaderMap, Method};
 
-use super::credentials::{self, Injection};
+use super::credentials::{self, CatalogMatch, Injection};
 use super::{Denial, Destination, rate_limit};
 use crate::policy::{Policy, address};
 
@@ -23,7 +23,8 @@ pub(super) struct Rules {
 pub struct Grant {
     /// The allowlist pattern that matched (the `host` metric label).
     pub destination: String,
-    /// The credential (a header, or an AWS signature), if the destination has one.
+    /// The credential (a header, an AWS signature, a Keystone token), if the
+    /// destination has one.
     pub inject: Option<Injection>,
 }
 
@@ -41,6 +42,9 @@ impl Rules {
             && let Some(never) = address::never_reachable(ip)
         {
             return Err(Denial::Never { ip, never });
+        }
+        if let Some(grant) = self.keystone(method, destination, headers)? {
+            return Ok(grant);
         }
         let (scheme, host, port) = (destination.scheme(), &destination.host, destination.port);
         let Some(pattern) = self
@@ -63,7 +67,10 @@ impl Rules {
             .policy
             .credentials
             .iter()
-            .position(|rule| rule.destination.matches(scheme, host, port))
+            .enumerate()
+            .position(|(i, rule)| {
+                !self.credentials.is_keystone(i) && rule.destination.matches(scheme, host, port)
+            })
         else {
             return Ok(Grant {
                 destination,
@@ -74,16 +81,76 @@ impl Rules {
             .credentials
             .injection(rule)
             .map_err(|e| Denial::Credential(e.to_string()))?;
-        if let Some(own) = injection
-            .owned_headers()
-            .into_iter()
-            .find(|name| headers.contains_key(*name))
-        {
-            return Err(Denial::GuestCredentialHeader(own.to_owned()));
-        }
-        Ok(Grant {
-            destination,
-            inject: Some(injection),
-        })
+        grant(destination, injection, headers)
     }
+
+    /// A request Keystone rules decide: the catalog (answered by the host), the
+    /// identity API (refused), an endpoint of the last login's catalog (the token).
+    fn keystone(
+        &self,
+        method: &Method,
+        destination: &Destination,
+        headers: &HeaderMap,
+    ) -> Result<Option<Grant>, Denial> {
+        for session in self.credentials.keystone() {
+            let rule = session.credential();
+            match session.classify(&destination.url) {
+                CatalogMatch::None => continue,
+                CatalogMatch::Identity => {
+                    let catalog = rule.catalog_url();
+                    let url = &destination.url;
+                    let is_catalog = url.query().is_none()
+                        && format!("{}{}", url.origin().ascii_serialization(), url.path())
+                            == catalog;
+                    if !is_catalog || *method != Method::GET {
+                        return Err(Denial::KeystoneIdentity(catalog));
+                    }
+                    let label = self
+                        .policy
+                        .credentials
+                        .iter()
+                        .find(|r| r.credential == crate::policy::Credential::Keystone(rule.clone()))
+                        .map_or_else(|| rule.auth_url.to_string(), |r| r.destination.to_string());
+                    return grant(label, Injection::KeystoneCatalog(session.clone()), headers)
+                        .map(Some);
+                }
+                CatalogMatch::Endpoint(label) => {
+                    return grant(label, Injection::Keystone(session.clone()), headers).map(Some);
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// Whether a Keystone rule has not logged in yet, so its catalog's endpoints are
+    /// not known: a request denied now may be allowed after [`Self::log_in`].
+    pub(super) fn keystone_pending(&self) -> bool {
+        self.credentials.keystone().any(|s| !s.has_catalog())
+    }
+
+    /// Logs in for every Keystone rule that has not yet (failures are logged and held
+    /// by the session; the request they were for is then refused as not allowed).
+    pub(super) async fn log_in(&self) {
+        for session in self.credentials.keystone() {
+            if !session.has_catalog() {
+                let _ = session.token(&self.client).await;
+            }
+        }
+    }
+}
+
+/// `injection` for a request to `destination`, unless the guest set a header the host
+/// sets for it.
+fn grant(destination: String, injection: Injection, headers: &HeaderMap) -> Result<Grant, Denial> {
+    if let Some(own) = injection
+        .owned_headers()
+        .into_iter()
+        .find(|name| headers.contains_key(*name))
+    {
+        return Err(Denial::GuestCredentialHeader(own.to_owned()));
+    }
+    Ok(Grant {
+        destination,
+        inject: Some(injection),
+    })
 }

@@ -21,6 +21,14 @@ pub enum BrokerError {
     /// A credential file of the policy is unusable (outside the credentials directory).
     #[error(transparent)]
     Credential(#[from] CredentialError),
+    /// The policy's client certificate or key cannot be used.
+    #[error("TLS client certificate {path}: {reason}")]
+    ClientCertificate {
+        /// The certificate file.
+        path: String,
+        /// What is wrong with it (or its key).
+        reason: String,
+    },
     /// The policy's CA bundle cannot be read or parsed.
     #[error("CA bundle {path}: {reason}")]
     CaBundle {
@@ -89,8 +97,10 @@ impl Broker {
         provider: Arc<ProviderLabel>,
         policy: Arc<Policy>,
     ) -> Result<Arc<Egress>, BrokerError> {
+        let keystone = credentials::Sessions::new(provider.clone(), self.metrics.clone());
         Ok(Arc::new(Egress {
-            rules: RwLock::new(Arc::new(self.rules(policy)?)),
+            rules: RwLock::new(Arc::new(self.rules(policy, &keystone)?)),
+            keystone,
             broker: self.clone(),
             denial_log: Mutex::new(LogLimiter::default()),
             metrics: self.metrics.clone(),
@@ -98,11 +108,17 @@ impl Broker {
         }))
     }
 
-    /// What a policy makes of a provider's egress.
-    pub(super) fn rules(&self, policy: Arc<Policy>) -> Result<Rules, BrokerError> {
-        let client = match &policy.tls_ca_bundle {
-            None => self.client.clone(),
-            Some(path) => dedicated_client(&self.resolver, path)?,
+    /// What a policy makes of a provider's egress (Keystone rules take their sessions
+    /// from `keystone`).
+    pub(super) fn rules(
+        &self,
+        policy: Arc<Policy>,
+        keystone: &credentials::Sessions,
+    ) -> Result<Rules, BrokerError> {
+        let client = if policy.tls_ca_bundle.is_none() && policy.tls_client_certificate.is_none() {
+            self.client.clone()
+        } else {
+            self.dedicated_client(&policy)?
         };
         let limits = &policy.egress_limits;
         Ok(Rules {
@@ -114,10 +130,34 @@ impl Broker {
             credentials: credentials::CredentialStore::new(
                 &policy.credentials,
                 self.credentials_dir.as_deref(),
+                keystone,
             )?,
             policy,
             client,
         })
+    }
+
+    /// A provider's own client: the shared client's settings, plus the policy's CA
+    /// bundle and client certificate.
+    fn dedicated_client(&self, policy: &Policy) -> Result<reqwest::Client, BrokerError> {
+        let mut builder = client_builder(&self.resolver);
+        if let Some(path) = &policy.tls_ca_bundle {
+            builder = builder.tls_certs_merge(ca_certificates(path)?);
+        }
+        if let Some(client) = &policy.tls_client_certificate {
+            let error = |reason: String| BrokerError::ClientCertificate {
+                path: client.certificate_file.display().to_string(),
+                reason,
+            };
+            let dir = self.credentials_dir.as_deref();
+            let certificate = credentials::read_secret_file(dir, &client.certificate_file)?;
+            let key = credentials::read_secret_file(dir, &client.key_file)?;
+            let identity =
+                reqwest::Identity::from_pem(format!("{certificate}\n{key}\n").as_bytes())
+                    .map_err(|e| error(format!("with key {}: {e}", client.key_file.display())))?;
+            builder = builder.identity(identity);
+        }
+        builder.build().map_err(BrokerError::Client)
     }
 
     /// The shared client (for native comparisons in benchmarks).
@@ -141,10 +181,8 @@ fn client_builder(resolver: &resolver::GuardedResolver) -> reqwest::ClientBuilde
         .dns_resolver(Arc::new(resolver.clone()))
 }
 
-fn dedicated_client(
-    resolver: &resolver::GuardedResolver,
-    path: &Path,
-) -> Result<reqwest::Client, BrokerError> {
+/// The certificates of a CA bundle.
+fn ca_certificates(path: &Path) -> Result<Vec<reqwest::Certificate>, BrokerError> {
     let ca_error = |reason: String| BrokerError::CaBundle {
         path: path.display().to_string(),
         reason,
@@ -154,10 +192,7 @@ fn dedicated_client(
     if certs.is_empty() {
         return Err(ca_error("no PEM certificates found".into()));
     }
-    client_builder(resolver)
-        .tls_certs_merge(certs)
-        .build()
-        .map_err(BrokerError::Client)
+    Ok(certs)
 }
 
 /// The largest CA bundle read.

@@ -51,6 +51,12 @@ pub enum Denial {
         "the provider set its own `{0}` header on a destination whose credentials the host injects"
     )]
     GuestCredentialHeader(String),
+    /// A request to Keystone's identity API other than reading the catalog.
+    #[error(
+        "the identity API is the host's (it logs in for the provider); the provider reads the \
+         service catalog with GET {0}"
+    )]
+    KeystoneIdentity(String),
     /// The credential for this destination could not be read.
     #[error("credential for this destination is unavailable: {0}")]
     Credential(String),
@@ -67,6 +73,7 @@ impl Denial {
             Denial::NeverByName { label, .. } => label,
             Denial::Loopback(_) => "loopback",
             Denial::GuestCredentialHeader(_) => "guest_credential_header",
+            Denial::KeystoneIdentity(_) => "keystone_identity",
             Denial::Credential(_) => "credential_unavailable",
         }
     }

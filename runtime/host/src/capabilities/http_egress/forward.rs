@@ -11,6 +11,7 @@ use wasmtime_wasi_http::{Error as HttpError, WasiBody};
 
 use super::authorize::{Grant, Rules};
 use super::credentials::Injection;
+use super::credentials::keystone::{SUBJECT_TOKEN_HEADER, TOKEN_HEADER};
 use super::{Denial, Destination, Egress, MAX_REQUEST_BODY_BYTES, connect, resolver};
 use crate::metrics::{DeniedLabels, EgressLabels, HostLabels};
 
@@ -123,6 +124,9 @@ impl Rules {
         let url = destination.url;
         let mut headers = parts.headers;
         headers.remove(http::header::HOST);
+        let unavailable =
+            |e: &dyn std::fmt::Display| Forward::Denied(Denial::Credential(e.to_string()));
+        let mut keystone = None;
         match inject {
             None => {}
             Some(Injection::Header(name, value)) => {
@@ -131,22 +135,43 @@ impl Rules {
             Some(Injection::Aws(signer)) => signer
                 .sign(&parts.method, &url, &mut headers, &body, &self.client)
                 .await
-                .map_err(|e| Forward::Denied(Denial::Credential(e.to_string())))?,
+                .map_err(|e| unavailable(&e))?,
+            Some(Injection::Keystone(session)) => {
+                let token = session
+                    .token(&self.client)
+                    .await
+                    .map_err(|e| unavailable(&e))?;
+                headers.insert(TOKEN_HEADER, token.value.clone());
+                keystone = Some((session, token));
+            }
+            Some(Injection::KeystoneCatalog(session)) => {
+                let catalog = session
+                    .catalog(&self.client)
+                    .await
+                    .map_err(|e| unavailable(&e))?;
+                return local_response(http::StatusCode::OK, "application/json", catalog);
+            }
+        }
+        let mut response = self
+            .request(&parts.method, &url, headers.clone(), body.clone())
+            .await?;
+        // A token Keystone revoked (or that expired early): log in again, send once more.
+        if response.status() == http::StatusCode::UNAUTHORIZED
+            && let Some((session, used)) = keystone
+            && let Ok(token) = session.replace(&used, &self.client).await
+            && !Arc::ptr_eq(&token, &used)
+        {
+            headers.insert(TOKEN_HEADER, token.value.clone());
+            response = self.request(&parts.method, &url, headers, body).await?;
         }
         let limits = &self.policy.egress_limits;
-        let response = self
-            .client
-            .request(parts.method, url)
-            .headers(headers)
-            .body(body)
-            .timeout(limits.request_timeout)
-            .send()
-            .await
-            .map_err(classify)?;
         let status = response.status();
         let mut builder = http::Response::builder().status(status);
         for (name, value) in response.headers() {
-            builder = builder.header(name, value);
+            // A token in an answer (Keystone's header) never reaches the guest.
+            if name != SUBJECT_TOKEN_HEADER {
+                builder = builder.header(name, value);
+            }
         }
         let body = tokio::time::timeout(
             limits.request_timeout,
@@ -162,20 +187,53 @@ impl Rules {
             )
             .map_err(|e| Forward::Failed(HttpError::InternalError(Some(e.to_string()))))
     }
+
+    /// One upstream request, up to its response's headers.
+    async fn request(
+        &self,
+        method: &Method,
+        url: &url::Url,
+        headers: http::HeaderMap,
+        body: Bytes,
+    ) -> Result<reqwest::Response, Forward> {
+        self.client
+            .request(method.clone(), url.clone())
+            .headers(headers)
+            .body(body)
+            .timeout(self.policy.egress_limits.request_timeout)
+            .send()
+            .await
+            .map_err(classify)
+    }
 }
 
 /// The answer of [`Broker::throttle_next`].
 fn throttled(retry_after: Duration) -> Result<http::Response<WasiBody>, Forward> {
+    let mut response = local_response(
+        http::StatusCode::TOO_MANY_REQUESTS,
+        "text/plain",
+        Bytes::from_static(b"throttled by the host (wasm-ccm conformance)"),
+    )?;
+    response.headers_mut().insert(
+        http::header::RETRY_AFTER,
+        http::HeaderValue::from(retry_after.as_secs()),
+    );
+    Ok(response)
+}
+
+/// An answer the host gives itself, without a request.
+fn local_response(
+    status: http::StatusCode,
+    content_type: &'static str,
+    body: Bytes,
+) -> Result<http::Response<WasiBody>, Forward> {
     http::Response::builder()
-        .status(http::StatusCode::TOO_MANY_REQUESTS)
-        .header(http::header::RETRY_AFTER, retry_after.as_secs().to_string())
-        .header(http::header::CONTENT_TYPE, "text/plain")
+        .status(status)
+        .header(http::header::CONTENT_TYPE, content_type)
         .body(
-            Full::new(Bytes::from_static(
-                b"throttled by the host (wasm-ccm conformance)",
-            ))
-            .map_err(|never| match never {})
-            .boxed_unsync(),
+            Full::new(body)
+                .map_err(|never| match never {})
+                .boxed_unsync(),
         )
         .map_err(|e| Forward::Failed(HttpError::InternalError(Some(e.to_string()))))
 }

@@ -51,7 +51,7 @@ use authorize::Rules;
 #[cfg(test)]
 use broker::install_crypto_provider;
 pub use broker::{Broker, BrokerError};
-pub use credentials::{AwsError, CredentialError, Injection};
+pub use credentials::{AwsError, CredentialError, Injection, KeystoneError};
 pub use denial::Denial;
 pub use destination::Destination;
 use forward::redact_uri;
@@ -76,6 +76,8 @@ pub struct Egress {
     provider: Arc<ProviderLabel>,
     /// What the policy in force says; replaced as a whole when the policy changes.
     rules: RwLock<Arc<Rules>>,
+    /// Keystone logins, kept when the policy is replaced.
+    keystone: credentials::Sessions,
     broker: Broker,
     metrics: Arc<ProviderMetrics>,
     denial_log: Mutex<LogLimiter>,
@@ -110,11 +112,11 @@ impl Egress {
     /// credential file outside the credentials directory), nothing is allowed any
     /// more (fail closed) and the error says why.
     pub fn replace_policy(&self, policy: Arc<Policy>) -> Result<(), BrokerError> {
-        let (rules, result) = match self.broker.rules(policy) {
+        let (rules, result) = match self.broker.rules(policy, &self.keystone) {
             Ok(rules) => (rules, Ok(())),
             Err(err) => (
                 self.broker
-                    .rules(Arc::new(Policy::default()))
+                    .rules(Arc::new(Policy::default()), &self.keystone)
                     .expect("the deny-all policy always builds"),
                 Err(err),
             ),
@@ -164,37 +166,48 @@ impl WasiHttpHooks for EgressHooks {
         let egress = self.egress.clone();
         // One request, one set of rules: authorized and forwarded under the same policy.
         let rules = egress.rules();
-        let checked = Destination::parse(request.uri()).and_then(|destination| {
-            rules
-                .authorize(request.method(), &destination, request.headers())
-                .map(|grant| (destination, grant))
-        });
-        match checked {
-            Err(denial) => {
-                egress.record_denial(request.method(), &redact_uri(request.uri()), &denial);
-                Box::new(async move { Err(HttpError::HttpRequestDenied) })
-            }
-            Ok((destination, grant)) => {
-                // A child of the provider call span current while the guest runs.
-                let span = tracing::debug_span!(
-                    "egress",
-                    provider = %egress.provider,
-                    method = %request.method(),
-                    destination = %grant.destination,
-                );
-                Box::new(
-                    async move {
-                        let response = egress.forward(rules, request, destination, grant).await?;
-                        Ok((
-                            response,
-                            Box::new(async { Ok(()) }) as Box<dyn Future<Output = _> + Send>,
-                        ))
-                    }
-                    .instrument(span),
-                )
-            }
-        }
+        let checked = check(&rules, &request);
+        Box::new(async move {
+            let checked = match checked {
+                // Not allowed before the first Keystone login: the catalog may allow it.
+                Err(Denial::NotAllowed { .. }) if rules.keystone_pending() => {
+                    rules.log_in().await;
+                    check(&rules, &request)
+                }
+                checked => checked,
+            };
+            let (destination, grant) = match checked {
+                Ok(allowed) => allowed,
+                Err(denial) => {
+                    egress.record_denial(request.method(), &redact_uri(request.uri()), &denial);
+                    return Err(HttpError::HttpRequestDenied);
+                }
+            };
+            // A child of the provider call span current while the guest runs.
+            let span = tracing::debug_span!(
+                "egress",
+                provider = %egress.provider,
+                method = %request.method(),
+                destination = %grant.destination,
+            );
+            let response = egress
+                .clone()
+                .forward(rules, request, destination, grant)
+                .instrument(span)
+                .await?;
+            Ok((
+                response,
+                Box::new(async { Ok(()) }) as Box<dyn Future<Output = _> + Send>,
+            ))
+        })
     }
+}
+
+/// Authorizes `request` under `rules`.
+fn check(rules: &Rules, request: &http::Request<WasiBody>) -> Result<(Destination, Grant), Denial> {
+    let destination = Destination::parse(request.uri())?;
+    let grant = rules.authorize(request.method(), &destination, request.headers())?;
+    Ok((destination, grant))
 }
 
 #[cfg(test)]

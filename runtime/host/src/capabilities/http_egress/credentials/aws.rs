@@ -19,6 +19,7 @@ use aws_sigv4::sign::v4;
 use aws_smithy_runtime_api::client::identity::Identity;
 use http::{HeaderMap, HeaderName, HeaderValue, Method};
 
+use super::login::{FAILURE_HOLD, read_capped, refresh_time, transport_reason};
 use super::{Confinement, CredentialError, FileStamp};
 use crate::policy::aws::{AwsCredential, AwsSource, WebIdentity};
 
@@ -30,12 +31,6 @@ pub const SIGNING_HEADERS: [&str; 4] = [
     "x-amz-content-sha256",
 ];
 
-/// Temporary credentials are renewed this long before they expire (or after half
-/// their lifetime, if that is shorter).
-const REFRESH_BEFORE_EXPIRY: Duration = Duration::from_secs(5 * 60);
-/// After a failed STS exchange, requests fail with its error for this long instead
-/// of each asking STS again.
-const FAILURE_HOLD: Duration = Duration::from_secs(5);
 /// The longest an STS exchange may take.
 const STS_TIMEOUT: Duration = Duration::from_secs(10);
 /// The largest STS response read.
@@ -335,7 +330,9 @@ impl WebIdentityKeys {
             .await
             .map_err(|e| self.sts_error(transport_reason(&e)))?;
         let status = response.status();
-        let body = read_capped(response).await.map_err(|e| self.sts_error(e))?;
+        let body = read_capped(response, MAX_STS_RESPONSE_BYTES)
+            .await
+            .map_err(|e| self.sts_error(e))?;
         let text = String::from_utf8_lossy(&body);
         let parsed = parse_sts_response(&text).map_err(|e| {
             self.sts_error(if status.is_success() {
@@ -356,38 +353,6 @@ impl WebIdentityKeys {
             refresh_at,
         })
     }
-}
-
-/// When credentials obtained at `obtained` and expiring at `expiration` are renewed:
-/// [`REFRESH_BEFORE_EXPIRY`] before they expire, or half-way for shorter lifetimes.
-fn refresh_time(obtained: SystemTime, expiration: SystemTime) -> SystemTime {
-    let lifetime = expiration.duration_since(obtained).unwrap_or_default();
-    expiration - REFRESH_BEFORE_EXPIRY.min(lifetime / 2)
-}
-
-/// A transport error with its causes (the STS endpoint's URL has no query to hide).
-fn transport_reason(error: &reqwest::Error) -> String {
-    let mut reason = error.to_string();
-    let mut source = std::error::Error::source(error);
-    while let Some(cause) = source {
-        reason.push_str(": ");
-        reason.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    reason
-}
-
-async fn read_capped(mut response: reqwest::Response) -> Result<Vec<u8>, String> {
-    let mut body = Vec::new();
-    while let Some(chunk) = response.chunk().await.map_err(|e| e.to_string())? {
-        if body.len() + chunk.len() > MAX_STS_RESPONSE_BYTES {
-            return Err(format!(
-                "response larger than {MAX_STS_RESPONSE_BYTES} bytes"
-            ));
-        }
-        body.extend_from_slice(&chunk);
-    }
-    Ok(body)
 }
 
 struct StsCredentials {
@@ -435,6 +400,7 @@ fn parse_sts_response(text: &str) -> Result<StsCredentials, String> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::login::REFRESH_BEFORE_EXPIRY;
     use super::*;
     use std::path::{Path, PathBuf};
     use std::sync::atomic::{AtomicUsize, Ordering};

@@ -1,5 +1,6 @@
 //! Credentials the host adds to outbound requests, read from mounted Secret files: a
-//! header (bearer, basic, any named header), or an AWS SigV4 signature ([`aws`]).
+//! header (bearer, basic, any named header), an AWS SigV4 signature ([`aws`]), or a
+//! Keystone token the host logs in for ([`keystone`]).
 //!
 //! With a credentials directory (`--credentials-dir`, the Secret's mount), every file
 //! is read through its canonical path, which must lie inside that directory: a policy
@@ -7,6 +8,8 @@
 //! service-account token or any other file of the host, directly or through a symlink.
 
 mod aws;
+pub mod keystone;
+mod login;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -18,6 +21,7 @@ use http::{HeaderName, HeaderValue};
 
 use crate::policy::{Credential, CredentialRule};
 pub use aws::{AwsError, AwsSigner, SIGNING_HEADERS};
+pub use keystone::{CatalogMatch, KeystoneError, KeystoneSession, Sessions};
 
 /// Why a credential could not be produced.
 #[derive(Debug, thiserror::Error)]
@@ -67,6 +71,10 @@ pub enum Injection {
     Header(HeaderName, HeaderValue),
     /// An AWS SigV4 signature, computed once the body is buffered.
     Aws(Arc<AwsSigner>),
+    /// A Keystone token, for an endpoint of the session's catalog.
+    Keystone(Arc<KeystoneSession>),
+    /// No request at all: the host answers `GET <authUrl>/auth/catalog` itself.
+    KeystoneCatalog(Arc<KeystoneSession>),
 }
 
 impl PartialEq for Injection {
@@ -74,6 +82,8 @@ impl PartialEq for Injection {
         match (self, other) {
             (Injection::Header(n1, v1), Injection::Header(n2, v2)) => n1 == n2 && v1 == v2,
             (Injection::Aws(a), Injection::Aws(b)) => Arc::ptr_eq(a, b),
+            (Injection::Keystone(a), Injection::Keystone(b))
+            | (Injection::KeystoneCatalog(a), Injection::KeystoneCatalog(b)) => Arc::ptr_eq(a, b),
             _ => false,
         }
     }
@@ -88,6 +98,9 @@ impl Injection {
         match self {
             Injection::Header(name, _) => vec![name.as_str()],
             Injection::Aws(_) => SIGNING_HEADERS.to_vec(),
+            Injection::Keystone(_) | Injection::KeystoneCatalog(_) => {
+                vec![keystone::TOKEN_HEADER, keystone::SUBJECT_TOKEN_HEADER]
+            }
         }
     }
 }
@@ -96,6 +109,7 @@ impl Injection {
 enum Source {
     Header(Mutex<Option<Cached>>),
     Aws(Arc<AwsSigner>),
+    Keystone(Arc<KeystoneSession>),
 }
 
 /// Reads Secret files, only inside the credentials directory when there is one.
@@ -135,8 +149,13 @@ impl FileStamp {
 }
 
 impl CredentialStore {
-    /// A store for `rules`, reading files only inside `dir` when given.
-    pub fn new(rules: &[CredentialRule], dir: Option<&Path>) -> Result<Self, CredentialError> {
+    /// A store for `rules`, reading files only inside `dir` when given; Keystone rules
+    /// take their session from `sessions` (kept across policy reloads).
+    pub fn new(
+        rules: &[CredentialRule],
+        dir: Option<&Path>,
+        sessions: &Sessions,
+    ) -> Result<Self, CredentialError> {
         // Without rules the directory is not needed (and need not exist).
         let dir = dir
             .filter(|_| !rules.is_empty())
@@ -157,9 +176,21 @@ impl CredentialStore {
                     &confinement,
                     &mut web_identities,
                 ))),
+                Credential::Keystone(credential) => {
+                    Source::Keystone(sessions.session(credential, &confinement))
+                }
                 _ => Source::Header(Mutex::new(None)),
             })
             .collect();
+        sessions.retain(
+            &rules
+                .iter()
+                .filter_map(|rule| match &rule.credential {
+                    Credential::Keystone(k) => Some(k),
+                    _ => None,
+                })
+                .collect::<Vec<_>>(),
+        );
         let store = Self {
             rules: rules.to_vec(),
             sources,
@@ -198,10 +229,25 @@ impl CredentialStore {
         Ok(())
     }
 
+    /// The Keystone sessions, in rule order.
+    pub fn keystone(&self) -> impl Iterator<Item = &Arc<KeystoneSession>> {
+        self.sources.iter().filter_map(|source| match source {
+            Source::Keystone(session) => Some(session),
+            _ => None,
+        })
+    }
+
+    /// Whether rule number `index` is a Keystone rule (whose destination, the identity
+    /// endpoint, gets nothing injected by a match: see [`Self::keystone`]).
+    pub fn is_keystone(&self, index: usize) -> bool {
+        matches!(self.sources[index], Source::Keystone(_))
+    }
+
     /// What rule number `index` adds to a request.
     pub fn injection(&self, index: usize) -> Result<Injection, CredentialError> {
         let cache = match &self.sources[index] {
             Source::Aws(signer) => return Ok(Injection::Aws(signer.clone())),
+            Source::Keystone(session) => return Ok(Injection::Keystone(session.clone())),
             Source::Header(cache) => cache,
         };
         let (name, value) = self.header(index, cache)?;
@@ -264,9 +310,26 @@ impl CredentialStore {
                 })?;
                 Ok((name, sensitive(value, value_file)?))
             }
-            Credential::Aws(_) => unreachable!("AWS rules sign; they have no header"),
+            Credential::Aws(_) | Credential::Keystone(_) => {
+                unreachable!("AWS and Keystone rules have no header read from files")
+            }
         }
     }
+}
+
+/// The content of the Secret file `file`, read only when it lies inside `dir` (the
+/// credentials directory) when there is one: for files outside credential rules, such
+/// as the TLS client key.
+pub fn read_secret_file(dir: Option<&Path>, file: &Path) -> Result<String, CredentialError> {
+    let dir = dir
+        .map(|dir| {
+            std::fs::canonicalize(dir).map_err(|source| CredentialError::Read {
+                path: dir.to_owned(),
+                source,
+            })
+        })
+        .transpose()?;
+    Confinement { dir }.read_trimmed(file)
 }
 
 impl Confinement {
@@ -317,10 +380,17 @@ mod tests {
     use super::*;
     use crate::policy::allowlist::HostPattern;
 
+    fn sessions() -> Sessions {
+        Sessions::new(
+            crate::metrics::ProviderLabel::new("test"),
+            crate::metrics::Metrics::new().provider().clone(),
+        )
+    }
+
     fn first_header(store: &CredentialStore) -> Result<(HeaderName, HeaderValue), CredentialError> {
         match store.injection(0)? {
             Injection::Header(name, value) => Ok((name, value)),
-            Injection::Aws(_) => panic!("not a header rule"),
+            _ => panic!("not a header rule"),
         }
     }
 
@@ -339,6 +409,7 @@ mod tests {
                 },
             }],
             Some(&dir),
+            &sessions(),
         )
         .unwrap();
         let (name, value) = first_header(&store).unwrap();
@@ -363,6 +434,7 @@ mod tests {
                 },
             }],
             None,
+            &sessions(),
         )
         .unwrap();
         assert_eq!(first_header(&store).unwrap().1, "Bearer one");
@@ -399,7 +471,7 @@ mod tests {
             credential: Credential::Bearer { token_file: file },
         };
         for inside in ["token", "rotated", "not-yet-written"] {
-            CredentialStore::new(&[rule(secrets.join(inside))], Some(&secrets))
+            CredentialStore::new(&[rule(secrets.join(inside))], Some(&secrets), &sessions())
                 .unwrap_or_else(|e| panic!("{inside}: {e}"));
         }
         for outside in [
@@ -408,7 +480,8 @@ mod tests {
             secrets.join("../sa-token"),
             PathBuf::from("/var/run/secrets/kubernetes.io/serviceaccount/token"),
         ] {
-            let err = CredentialStore::new(&[rule(outside.clone())], Some(&secrets)).unwrap_err();
+            let err = CredentialStore::new(&[rule(outside.clone())], Some(&secrets), &sessions())
+                .unwrap_err();
             assert!(
                 matches!(err, CredentialError::OutsideDir { .. }),
                 "{}: {err}",
@@ -416,7 +489,9 @@ mod tests {
             );
         }
         // A symlink swapped to point outside after loading is refused when read.
-        let store = CredentialStore::new(&[rule(secrets.join("token"))], Some(&secrets)).unwrap();
+        let store =
+            CredentialStore::new(&[rule(secrets.join("token"))], Some(&secrets), &sessions())
+                .unwrap();
         assert_eq!(first_header(&store).unwrap().1, "Bearer cloud");
         std::fs::remove_file(secrets.join("token")).unwrap();
         symlink(root.join("sa-token"), secrets.join("token")).unwrap();
