@@ -10,6 +10,8 @@ scripts/build-guests.sh
 source scripts/ensure-kubectl.sh
 # tests/aws.rs runs the AWS provider against moto's server on 127.0.0.1.
 source scripts/ensure-moto.sh
+# tests/keystone.rs runs the real Keystone on 127.0.0.1.
+source scripts/ensure-keystone.sh
 # The host binaries the integration tests run (wasm-ccm, sim-cloud).
 cargo build --locked
 cargo test --locked -- "$@"

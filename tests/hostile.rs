@@ -12,8 +12,8 @@ use wasm_ccm_host::metrics::Metrics;
 use wasm_ccm_host::provider::{Provider, ProviderError, ProviderLoader, TrapKind};
 use wasm_ccm_tests::types::InstanceInfo;
 use wasm_ccm_tests::{
-    ProviderDir, RawBehavior, RawServer, TOKEN, TempDir, act, cloud_config, hostile, loader, node,
-    other_message, policy_for,
+    CapturedLogs, ProviderDir, RawBehavior, RawServer, TOKEN, TempDir, act, cloud_config, hostile,
+    loader, node, other_message, policy_for,
 };
 
 async fn reference(loader: &ProviderLoader, cloud: &SimCloud) -> (ProviderDir, Provider) {
@@ -328,46 +328,6 @@ async fn garbage_from_the_cloud_is_a_clear_error() {
         other_message(&err).contains("unexpected response body"),
         "{err}"
     );
-}
-
-/// A `tracing` writer collecting output in memory.
-#[derive(Clone, Default)]
-struct CapturedLogs(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl CapturedLogs {
-    /// Captures this thread's `tracing` output at INFO and above until the guard drops.
-    fn install() -> (Self, tracing::subscriber::DefaultGuard) {
-        let logs = Self::default();
-        let guard = tracing::subscriber::set_default(
-            tracing_subscriber::fmt()
-                .with_writer(logs.clone())
-                .with_ansi(false)
-                .with_max_level(tracing::Level::INFO)
-                .finish(),
-        );
-        (logs, guard)
-    }
-
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
-    }
-}
-
-impl std::io::Write for CapturedLogs {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for CapturedLogs {
-    type Writer = CapturedLogs;
-    fn make_writer(&'a self) -> Self::Writer {
-        self.clone()
-    }
 }
 
 #[tokio::test(flavor = "current_thread")]

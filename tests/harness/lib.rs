@@ -716,3 +716,49 @@ pub fn default_load_balancer_name(svc: &k8s_openapi::api::core::v1::Service) -> 
         .replace('-', "");
     format!("a{uid}").chars().take(32).collect()
 }
+
+/// A `tracing` writer collecting output in memory.
+#[derive(Clone, Default)]
+pub struct CapturedLogs(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl CapturedLogs {
+    /// Captures this thread's `tracing` output at INFO and above until the guard drops.
+    pub fn install() -> (Self, tracing::subscriber::DefaultGuard) {
+        Self::install_at(tracing::Level::INFO)
+    }
+
+    /// Captures this thread's `tracing` output at `level` and above until the guard
+    /// drops.
+    pub fn install_at(level: tracing::Level) -> (Self, tracing::subscriber::DefaultGuard) {
+        let logs = Self::default();
+        let guard = tracing::subscriber::set_default(
+            tracing_subscriber::fmt()
+                .with_writer(logs.clone())
+                .with_ansi(false)
+                .with_max_level(level)
+                .finish(),
+        );
+        (logs, guard)
+    }
+
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+impl std::io::Write for CapturedLogs {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for CapturedLogs {
+    type Writer = CapturedLogs;
+    fn make_writer(&'a self) -> Self::Writer {
+        self.clone()
+    }
+}

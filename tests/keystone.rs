@@ -1,0 +1,361 @@
+//! Keystone v3 logins by the host, against the real Keystone (tests/keystone-peer) on
+//! 127.0.0.1: application-credential and password logins, the catalog answered by the
+//! host, the token on the catalog's endpoints only, renewal before expiry, a new login
+//! when a token is revoked, and a wrong secret held as a clear error. The `hostile`
+//! fixture sends the requests (it prints whatever it gets back), and the endpoint is a
+//! service double here that validates every token with Keystone, as OpenStack
+//! services do.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, Uri};
+use keystone_peer::{Keystone, Settings};
+use wasm_ccm_host::provider::{Provider, ProviderLoader};
+use wasm_ccm_tests::types::InstanceInfo;
+use wasm_ccm_tests::{CapturedLogs, ProviderDir, TOKEN, act, loader};
+
+fn label<'a>(info: &'a InstanceInfo, key: &str) -> &'a str {
+    info.additional_labels
+        .iter()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.as_str())
+        .unwrap_or_else(|| panic!("no {key} in {:?}", info.additional_labels))
+}
+
+/// An OpenStack service double: every request's `X-Auth-Token` is validated with
+/// Keystone (401 as the services answer otherwise); the tokens it accepted are kept.
+struct Service {
+    url: String,
+    accepted: Arc<Mutex<Vec<String>>>,
+    _task: tokio::task::JoinHandle<()>,
+}
+
+#[derive(Clone)]
+struct ServiceState {
+    keystone: Arc<Keystone>,
+    accepted: Arc<Mutex<Vec<String>>>,
+}
+
+async fn serve(
+    State(state): State<ServiceState>,
+    uri: Uri,
+    headers: HeaderMap,
+) -> (StatusCode, String) {
+    let Some(token) = headers.get("x-auth-token").and_then(|v| v.to_str().ok()) else {
+        return (StatusCode::UNAUTHORIZED, r#"{"error": "no token"}"#.into());
+    };
+    if !state.keystone.validate(token).await.unwrap_or(false) {
+        return (
+            StatusCode::UNAUTHORIZED,
+            r#"{"error": {"code": 401, "title": "Unauthorized"}}"#.into(),
+        );
+    }
+    state.accepted.lock().unwrap().push(token.to_owned());
+    (StatusCode::OK, format!(r#"{{"path": "{}"}}"#, uri.path()))
+}
+
+impl Service {
+    async fn start(keystone: Arc<Keystone>) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let accepted = Arc::new(Mutex::new(Vec::new()));
+        let app = axum::Router::new()
+            .fallback(serve)
+            .with_state(ServiceState {
+                keystone,
+                accepted: accepted.clone(),
+            });
+        let task = tokio::spawn(async move {
+            axum::serve(listener, app).await.unwrap();
+        });
+        Self {
+            url,
+            accepted,
+            _task: task,
+        }
+    }
+
+    fn accepted(&self) -> Vec<String> {
+        self.accepted.lock().unwrap().clone()
+    }
+}
+
+/// A project, a user with the member role, and Nova's endpoint in the catalog at the
+/// service double (`<url>/compute/v2.1`); a second, internal one the rules do not allow.
+struct Cloud {
+    keystone: Arc<Keystone>,
+    service: Service,
+    user_id: String,
+}
+
+const USER: &str = "kubernetes-ccm";
+const PASSWORD: &str = "ccm-password-0c1d";
+const PROJECT: &str = "kubernetes";
+
+impl Cloud {
+    async fn start(settings: Settings) -> Self {
+        let keystone = Arc::new(Keystone::start_with(settings).await.unwrap());
+        let project = keystone.create_project(PROJECT).await;
+        let user_id = keystone.create_user(USER, PASSWORD, &project).await;
+        let service = Service::start(keystone.clone()).await;
+        keystone
+            .register_endpoint(
+                "compute",
+                "nova",
+                "public",
+                &format!("{}/compute/v2.1", service.url),
+            )
+            .await;
+        keystone
+            .register_endpoint(
+                "compute",
+                "nova",
+                "internal",
+                &format!("{}/internal", service.url),
+            )
+            .await;
+        Self {
+            keystone,
+            service,
+            user_id,
+        }
+    }
+
+    /// The hostile fixture under a policy with `keystone` as the only rule and nothing
+    /// in `allowedOutboundHosts`; `secret` is written to `secret`.
+    async fn provider(&self, keystone: &str, secret: &str) -> Loaded {
+        let policy = format!(
+            "credentials:\n  - destination: {url}\n    keystone:\n      authUrl: {url}/v3\n      region: RegionOne\n{keystone}limits:\n  callTimeout: 20s\n  poolSize: 1\n",
+            url = self.keystone.url(),
+        );
+        let dir = ProviderDir::new("fixture_hostile", "hostile", &policy, TOKEN);
+        std::fs::write(dir.dir.path().join("secret"), secret).unwrap();
+        let loader = loader();
+        let provider = loader.load(&dir.wasm, Vec::new()).await.unwrap();
+        Loaded {
+            _dir: dir,
+            provider,
+            loader,
+        }
+    }
+
+    async fn application_credential(&self, name: &str) -> (String, String) {
+        self.keystone
+            .create_application_credential(USER, &self.user_id, PASSWORD, PROJECT, name)
+            .await
+    }
+}
+
+/// The hostile fixture under a Keystone rule, with its loader (and metrics).
+struct Loaded {
+    _dir: ProviderDir,
+    provider: Provider,
+    loader: ProviderLoader,
+}
+
+impl Loaded {
+    /// `wasm_ccm_credential_logins_total` for `result`.
+    fn logins(&self, result: &str) -> u64 {
+        let text = self.loader.metrics().encode();
+        let line = format!(
+            r#"wasm_ccm_credential_logins_total{{provider="hostile",kind="keystone",result="{result}"}} "#
+        );
+        text.lines()
+            .find_map(|l| l.strip_prefix(&line))
+            .map_or(0, |n| n.trim().parse().unwrap())
+    }
+}
+
+async fn get(provider: &Provider, url: &str) -> Result<InstanceInfo, String> {
+    act(
+        provider,
+        &[("hostile/action", "fetch"), ("hostile/url", url)],
+    )
+    .await
+    .map_err(|e| e.to_string())
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn application_credential_token_reaches_only_the_catalog_endpoints_and_never_the_guest() {
+    let (logs, _guard) = CapturedLogs::install_at(tracing::Level::DEBUG);
+    let cloud = Cloud::start(Settings::default()).await;
+    let (id, secret) = cloud.application_credential("wasm-ccm").await;
+    let loaded = cloud
+        .provider(
+            &format!(
+                "      applicationCredentialId: {id}\n      applicationCredentialSecretFile: secret\n"
+            ),
+            &secret,
+        )
+        .await;
+    let provider = &loaded.provider;
+
+    // The catalog, answered by the host from its login.
+    let catalog = get(
+        provider,
+        &format!("{}/auth/catalog", cloud.keystone.auth_url()),
+    )
+    .await
+    .unwrap();
+    assert_eq!(label(&catalog, "status"), "200");
+    let body = label(&catalog, "body");
+    assert!(body.contains(r#""type":"compute""#), "{body}");
+    assert!(
+        body.contains(&format!("{}/compute/v2.1", cloud.service.url)),
+        "{body}"
+    );
+
+    // Nova's public endpoint gets a token Keystone accepts.
+    let servers = get(
+        provider,
+        &format!("{}/compute/v2.1/servers", cloud.service.url),
+    )
+    .await
+    .unwrap();
+    assert_eq!(label(&servers, "status"), "200", "{servers:?}");
+    let accepted = cloud.service.accepted();
+    assert_eq!(accepted.len(), 1);
+    let token = &accepted[0];
+
+    // Not the internal endpoint, not another path, not the identity API.
+    for url in [
+        format!("{}/internal/servers", cloud.service.url),
+        format!("{}/other", cloud.service.url),
+        format!("{}/users", cloud.keystone.auth_url()),
+        format!("{}/auth/tokens", cloud.keystone.auth_url()),
+    ] {
+        let refused = get(provider, &url).await;
+        assert!(refused.is_err(), "{url}: {refused:?}");
+    }
+    // Nor the guest's own token header.
+    let own = act(
+        provider,
+        &[
+            ("hostile/action", "fetch"),
+            (
+                "hostile/url",
+                &format!("{}/compute/v2.1/servers", cloud.service.url),
+            ),
+            ("hostile/header", "X-Auth-Token: forged"),
+        ],
+    )
+    .await;
+    assert!(own.is_err(), "{own:?}");
+    assert_eq!(cloud.service.accepted().len(), 1);
+
+    // One login served all of it; the token and the secret are nowhere the guest or
+    // the metrics reach.
+    assert_eq!(loaded.logins("success"), 1);
+    let snoop = act(provider, &[("hostile/action", "snoop")]).await.unwrap();
+    let seen = format!(
+        "{catalog:?}{servers:?}{snoop:?}{}{}",
+        loaded.loader.metrics().encode(),
+        logs.text()
+    );
+    assert!(!seen.contains(token.as_str()), "the token leaked: {seen}");
+    assert!(!seen.contains(&secret), "the secret leaked: {seen}");
+    let denied = loaded.loader.metrics().encode();
+    assert!(
+        denied.contains(r#"wasm_ccm_egress_denied_total{provider="hostile",host="",reason="keystone_identity"} 2"#),
+        "{denied}"
+    );
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn password_login_is_scoped_to_the_project_and_a_revoked_token_is_replaced_once() {
+    let cloud = Cloud::start(Settings::default()).await;
+    let loaded = cloud
+        .provider(
+            &format!(
+                "      userName: {USER}\n      userDomainName: Default\n      passwordFile: secret\n      projectName: {PROJECT}\n      projectDomainId: default\n"
+            ),
+            PASSWORD,
+        )
+        .await;
+    let provider = &loaded.provider;
+    let servers = format!("{}/compute/v2.1/servers", cloud.service.url);
+    // The endpoint is not known before the first login: the host logs in to find it.
+    let first = get(provider, &servers).await.unwrap();
+    assert_eq!(label(&first, "status"), "200", "{first:?}");
+    let token = cloud.service.accepted()[0].clone();
+    assert_eq!(loaded.logins("success"), 1);
+
+    // Revoked: the service answers 401, the host logs in again and sends once more.
+    cloud.keystone.revoke(&token).await;
+    let second = get(provider, &servers).await.unwrap();
+    assert_eq!(label(&second, "status"), "200", "{second:?}");
+    let accepted = cloud.service.accepted();
+    assert_eq!(accepted.len(), 2);
+    assert_ne!(accepted[1], token, "a new token");
+    assert_eq!(loaded.logins("success"), 2);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_token_is_renewed_before_it_expires() {
+    // Tokens live 8 s: renewed half-way.
+    let cloud = Cloud::start(Settings {
+        token_lifetime: Duration::from_secs(8),
+    })
+    .await;
+    let (id, secret) = cloud.application_credential("short-lived").await;
+    let loaded = cloud
+        .provider(
+            &format!(
+                "      applicationCredentialId: {id}\n      applicationCredentialSecretFile: secret\n"
+            ),
+            &secret,
+        )
+        .await;
+    let provider = &loaded.provider;
+    let servers = format!("{}/compute/v2.1/servers", cloud.service.url);
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let answer = get(provider, &servers).await.unwrap();
+        assert_eq!(label(&answer, "status"), "200", "never a 401: {answer:?}");
+        let accepted = cloud.service.accepted();
+        if accepted.iter().any(|t| *t != accepted[0]) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "no renewal in 60 s");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    // Renewed before expiry, not after a 401.
+    assert_eq!(loaded.logins("success"), 2);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_wrong_secret_is_a_clear_error_held_without_a_login_storm() {
+    let (logs, _guard) = CapturedLogs::install_at(tracing::Level::DEBUG);
+    let cloud = Cloud::start(Settings::default()).await;
+    let (id, _) = cloud.application_credential("wasm-ccm").await;
+    let wrong = "not-the-secret-5e2b";
+    let loaded = cloud
+        .provider(
+            &format!(
+                "      applicationCredentialId: {id}\n      applicationCredentialSecretFile: secret\n"
+            ),
+            wrong,
+        )
+        .await;
+    let provider = &loaded.provider;
+    let catalog = format!("{}/auth/catalog", cloud.keystone.auth_url());
+    for _ in 0..5 {
+        let refused = get(provider, &catalog).await;
+        assert!(refused.is_err(), "{refused:?}");
+        assert!(!format!("{refused:?}").contains(wrong));
+    }
+    // Five requests within the hold: one login.
+    assert_eq!(loaded.logins("failure"), 1);
+    assert_eq!(loaded.logins("success"), 0);
+    assert!(cloud.service.accepted().is_empty());
+    // The log says what failed, in Keystone's words, and never the secret.
+    let text = logs.text();
+    let expected = format!(
+        "Keystone login at {}/v3 failed: HTTP 401 Unauthorized: The request you have made requires authentication.",
+        cloud.keystone.url()
+    );
+    assert!(text.contains(&expected), "{text}");
+    assert!(!text.contains(wrong), "{text}");
+}
