@@ -598,6 +598,30 @@ impl Policy {
 mod tests {
     use super::*;
 
+    /// The README's policy example is a valid policy, with every credential kind.
+    #[test]
+    fn the_readme_policy_example_parses() {
+        let readme = include_str!("../../../../README.md");
+        let section = &readme[readme.find("## Provider policy").expect("the section")..];
+        let start = section.find("```yaml\n").expect("a YAML block") + "```yaml\n".len();
+        let block = &section[start..start + section[start..].find("```").unwrap()];
+        let policy = Policy::parse(block, Path::new("/etc/wasm-ccm/providers/example.yaml"))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let kinds: Vec<&str> = policy
+            .credentials
+            .iter()
+            .map(|rule| match rule.credential {
+                Credential::Bearer { .. } => "bearer",
+                Credential::Basic { .. } => "basic",
+                Credential::Header { .. } => "header",
+                Credential::Aws(_) => "aws",
+                Credential::Keystone(_) => "keystone",
+            })
+            .collect();
+        assert_eq!(kinds, ["bearer", "basic", "header", "aws", "keystone"]);
+        assert!(policy.tls_client_certificate.is_some());
+    }
+
     fn parse(text: &str) -> Result<Policy, PolicyError> {
         Policy::parse(text, Path::new("/providers/sim.yaml"))
     }
