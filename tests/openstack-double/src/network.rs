@@ -1,0 +1,473 @@
+//! Neutron (network API v2.0): networks, subnets, ports (their allowed address
+//! pairs), floating IPs, a router's extra routes (`add_extraroutes` /
+//! `remove_extraroutes`, the `extraroute-atomic` extension) and the extension list.
+//! Lists filter on any field given in the query, as Neutron does.
+
+use std::collections::HashMap;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State as Extract};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, put};
+use serde_json::{Value, json};
+
+use crate::state::{FloatingIp, Port};
+use crate::{Shared, reply};
+
+pub(crate) fn router() -> Router<Shared> {
+    Router::new()
+        .route("/extensions", get(extensions))
+        .route("/networks", get(list_networks))
+        .route("/networks/{id}", get(show_network))
+        .route("/subnets", get(list_subnets))
+        .route("/subnets/{id}", get(show_subnet))
+        .route("/ports", get(list_ports))
+        .route("/ports/{id}", get(show_port).put(update_port))
+        .route(
+            "/floatingips",
+            get(list_floating_ips).post(create_floating_ip),
+        )
+        .route(
+            "/floatingips/{id}",
+            get(show_floating_ip)
+                .put(update_floating_ip)
+                .delete(delete_floating_ip),
+        )
+        .route("/routers/{id}", get(show_router))
+        .route("/routers/{id}/add_extraroutes", put(add_extraroutes))
+        .route("/routers/{id}/remove_extraroutes", put(remove_extraroutes))
+}
+
+/// Neutron's error body.
+pub fn error(status: StatusCode, kind: &str, message: &str) -> Response {
+    (
+        status,
+        axum::Json(json!({"NeutronError": {"type": kind, "message": message, "detail": ""}})),
+    )
+        .into_response()
+}
+
+fn bad_request(status: StatusCode, message: &str) -> Response {
+    error(status, "HTTPBadRequest", message)
+}
+
+/// Keeps the objects whose fields equal every query value (all values are compared as
+/// text, lists by membership; `fields` and paging parameters are ignored).
+fn filtered(items: Vec<Value>, query: &HashMap<String, String>) -> Vec<Value> {
+    items
+        .into_iter()
+        .filter(|item| {
+            query.iter().all(|(key, wanted)| {
+                if ["fields", "limit", "marker", "sort_key", "sort_dir"].contains(&key.as_str()) {
+                    return true;
+                }
+                match &item[key] {
+                    Value::Null => false,
+                    Value::String(s) => s == wanted,
+                    Value::Bool(b) => b.to_string() == *wanted,
+                    Value::Number(n) => n.to_string() == *wanted,
+                    Value::Array(list) => list.iter().any(|v| v.as_str() == Some(wanted)),
+                    Value::Object(_) => false,
+                }
+            })
+        })
+        .collect()
+}
+
+async fn extensions() -> Response {
+    let list: Vec<Value> = ["router", "extraroute", "extraroute-atomic", "allowed-address-pairs", "external-net"]
+        .iter()
+        .map(|alias| json!({"alias": alias, "name": alias, "description": "", "links": [], "updated": "2026-01-01T00:00:00-00:00"}))
+        .collect();
+    reply(StatusCode::OK, json!({"extensions": list}))
+}
+
+fn network_json(n: &crate::state::Network, subnets: Vec<String>) -> Value {
+    json!({"id": n.id, "name": n.name, "router:external": n.external, "status": "ACTIVE",
+           "admin_state_up": true, "subnets": subnets, "tenant_id": "project", "project_id": "project"})
+}
+
+async fn list_networks(
+    Extract(shared): Extract<Shared>,
+    Query(query): Query<HashMap<String, String>>,
+) -> Response {
+    shared.with(|s| {
+        let all = s
+            .networks
+            .values()
+            .map(|n| {
+                network_json(
+                    n,
+                    s.subnets
+                        .values()
+                        .filter(|x| x.network_id == n.id)
+                        .map(|x| x.id.clone())
+                        .collect(),
+                )
+            })
+            .collect();
+        reply(StatusCode::OK, json!({"networks": filtered(all, &query)}))
+    })
+}
+
+async fn show_network(Extract(shared): Extract<Shared>, Path(id): Path<String>) -> Response {
+    shared.with(|s| match s.networks.get(&id) {
+        Some(n) => reply(
+            StatusCode::OK,
+            json!({"network": network_json(n, s.subnets.values().filter(|x| x.network_id == n.id).map(|x| x.id.clone()).collect())}),
+        ),
+        None => error(StatusCode::NOT_FOUND, "NetworkNotFound", &format!("Network {id} could not be found.")),
+    })
+}
+
+fn subnet_json(x: &crate::state::Subnet) -> Value {
+    json!({"id": x.id, "network_id": x.network_id, "cidr": x.cidr, "ip_version": x.ip_version,
+           "name": "", "tenant_id": "project", "project_id": "project"})
+}
+
+async fn list_subnets(
+    Extract(shared): Extract<Shared>,
+    Query(query): Query<HashMap<String, String>>,
+) -> Response {
+    shared.with(|s| {
+        let all = s.subnets.values().map(subnet_json).collect();
+        reply(StatusCode::OK, json!({"subnets": filtered(all, &query)}))
+    })
+}
+
+async fn show_subnet(Extract(shared): Extract<Shared>, Path(id): Path<String>) -> Response {
+    shared.with(|s| match s.subnets.get(&id) {
+        Some(x) => reply(StatusCode::OK, json!({"subnet": subnet_json(x)})),
+        None => error(
+            StatusCode::NOT_FOUND,
+            "SubnetNotFound",
+            &format!("Subnet {id} could not be found."),
+        ),
+    })
+}
+
+fn port_json(p: &Port) -> Value {
+    json!({
+        "id": p.id, "network_id": p.network_id, "device_id": p.device_id,
+        "device_owner": p.device_owner, "mac_address": p.mac_address, "status": "ACTIVE",
+        "admin_state_up": true, "tenant_id": "project", "project_id": "project", "name": "",
+        "fixed_ips": p.fixed_ips.iter().map(|(subnet, ip)| json!({"subnet_id": subnet, "ip_address": ip})).collect::<Vec<_>>(),
+        "allowed_address_pairs": p.allowed_address_pairs.iter().map(|(ip, mac)| json!({"ip_address": ip, "mac_address": mac})).collect::<Vec<_>>(),
+        "security_groups": [], "port_security_enabled": true,
+    })
+}
+
+async fn list_ports(
+    Extract(shared): Extract<Shared>,
+    Query(query): Query<HashMap<String, String>>,
+) -> Response {
+    shared.with(|s| {
+        let all = s.ports.values().map(port_json).collect();
+        reply(StatusCode::OK, json!({"ports": filtered(all, &query)}))
+    })
+}
+
+async fn show_port(Extract(shared): Extract<Shared>, Path(id): Path<String>) -> Response {
+    shared.with(|s| match s.ports.get(&id) {
+        Some(p) => reply(StatusCode::OK, json!({"port": port_json(p)})),
+        None => error(
+            StatusCode::NOT_FOUND,
+            "PortNotFound",
+            &format!("Port {id} could not be found."),
+        ),
+    })
+}
+
+/// `PUT /ports/{id}`: only `allowed_address_pairs` (and `name`, ignored) may change.
+async fn update_port(
+    Extract(shared): Extract<Shared>,
+    Path(id): Path<String>,
+    bytes: Bytes,
+) -> Response {
+    let body = match crate::body(&bytes, bad_request) {
+        Ok(b) => b,
+        Err(e) => return e,
+    };
+    let Some(pairs) = body["port"]["allowed_address_pairs"].as_array() else {
+        return bad_request(
+            StatusCode::BAD_REQUEST,
+            "Only allowed_address_pairs can be updated here",
+        );
+    };
+    let mut parsed = Vec::new();
+    for pair in pairs {
+        let Some(ip) = pair["ip_address"].as_str() else {
+            return bad_request(
+                StatusCode::BAD_REQUEST,
+                "Invalid input for allowed_address_pairs: ip_address is required",
+            );
+        };
+        parsed.push((
+            ip.to_owned(),
+            pair["mac_address"].as_str().unwrap_or_default().to_owned(),
+        ));
+    }
+    shared.with(|s| match s.ports.get_mut(&id) {
+        Some(p) => {
+            for pair in &mut parsed {
+                if pair.1.is_empty() {
+                    pair.1 = p.mac_address.clone();
+                }
+            }
+            p.allowed_address_pairs = parsed;
+            reply(StatusCode::OK, json!({"port": port_json(p)}))
+        }
+        None => error(
+            StatusCode::NOT_FOUND,
+            "PortNotFound",
+            &format!("Port {id} could not be found."),
+        ),
+    })
+}
+
+fn floating_ip_json(f: &FloatingIp) -> Value {
+    json!({"id": f.id, "floating_ip_address": f.floating_ip_address,
+           "floating_network_id": f.floating_network_id, "port_id": f.port_id,
+           "fixed_ip_address": f.fixed_ip_address, "description": f.description,
+           "status": if f.port_id.is_some() { "ACTIVE" } else { "DOWN" },
+           "router_id": null, "tenant_id": "project", "project_id": "project"})
+}
+
+async fn list_floating_ips(
+    Extract(shared): Extract<Shared>,
+    Query(query): Query<HashMap<String, String>>,
+) -> Response {
+    shared.with(|s| {
+        let all = s.floating_ips.values().map(floating_ip_json).collect();
+        reply(
+            StatusCode::OK,
+            json!({"floatingips": filtered(all, &query)}),
+        )
+    })
+}
+
+async fn show_floating_ip(Extract(shared): Extract<Shared>, Path(id): Path<String>) -> Response {
+    shared.with(|s| match s.floating_ips.get(&id) {
+        Some(f) => reply(StatusCode::OK, json!({"floatingip": floating_ip_json(f)})),
+        None => error(
+            StatusCode::NOT_FOUND,
+            "FloatingIPNotFound",
+            &format!("Floating IP {id} could not be found"),
+        ),
+    })
+}
+
+/// `(port_id, fixed_ip_address)` for binding to `port` (its first fixed IP).
+fn binding(s: &crate::State, port: &str) -> Result<(String, String), Response> {
+    let Some(p) = s.ports.get(port) else {
+        return Err(error(
+            StatusCode::NOT_FOUND,
+            "PortNotFound",
+            &format!("Port {port} could not be found."),
+        ));
+    };
+    let ip = p
+        .fixed_ips
+        .first()
+        .map(|(_, ip)| ip.clone())
+        .unwrap_or_default();
+    Ok((port.to_owned(), ip))
+}
+
+async fn create_floating_ip(Extract(shared): Extract<Shared>, bytes: Bytes) -> Response {
+    let body = match crate::body(&bytes, bad_request) {
+        Ok(b) => b,
+        Err(e) => return e,
+    };
+    let request = &body["floatingip"];
+    let Some(network) = request["floating_network_id"].as_str() else {
+        return bad_request(
+            StatusCode::BAD_REQUEST,
+            "Invalid input for floating_network_id",
+        );
+    };
+    shared.with(|s| {
+        if !s.networks.get(network).is_some_and(|n| n.external) {
+            return error(
+                StatusCode::NOT_FOUND,
+                "ExternalNetworkNotFound",
+                &format!("External network {network} could not be found."),
+            );
+        }
+        let bound = match request["port_id"].as_str() {
+            None => None,
+            Some(port) => match binding(s, port) {
+                Ok(b) => Some(b),
+                Err(e) => return e,
+            },
+        };
+        let address = match request["floating_ip_address"].as_str() {
+            Some(wanted)
+                if s.floating_ips
+                    .values()
+                    .any(|f| f.floating_ip_address == wanted) =>
+            {
+                return error(
+                    StatusCode::CONFLICT,
+                    "IpAddressAlreadyAllocated",
+                    &format!("IP address {wanted} already allocated"),
+                );
+            }
+            Some(wanted) => wanted.to_owned(),
+            None => s.free_ip(network),
+        };
+        let id = s.id();
+        let fip = FloatingIp {
+            id: id.clone(),
+            floating_ip_address: address,
+            floating_network_id: network.to_owned(),
+            port_id: bound.as_ref().map(|b| b.0.clone()),
+            fixed_ip_address: bound.map(|b| b.1),
+            description: request["description"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+        };
+        let answer = json!({"floatingip": floating_ip_json(&fip)});
+        s.floating_ips.insert(id, fip);
+        reply(StatusCode::CREATED, answer)
+    })
+}
+
+/// `PUT /floatingips/{id}`: binds to `port_id`, or unbinds with `null`.
+async fn update_floating_ip(
+    Extract(shared): Extract<Shared>,
+    Path(id): Path<String>,
+    bytes: Bytes,
+) -> Response {
+    let body = match crate::body(&bytes, bad_request) {
+        Ok(b) => b,
+        Err(e) => return e,
+    };
+    let request = &body["floatingip"];
+    shared.with(|s| {
+        let bound = match &request["port_id"] {
+            Value::Null => None,
+            Value::String(port) => match binding(s, port) {
+                Ok(b) => Some(b),
+                Err(e) => return e,
+            },
+            _ => return bad_request(StatusCode::BAD_REQUEST, "Invalid input for port_id"),
+        };
+        match s.floating_ips.get_mut(&id) {
+            Some(f) => {
+                f.port_id = bound.as_ref().map(|b| b.0.clone());
+                f.fixed_ip_address = bound.map(|b| b.1);
+                if let Some(d) = request["description"].as_str() {
+                    f.description = d.to_owned();
+                }
+                reply(StatusCode::OK, json!({"floatingip": floating_ip_json(f)}))
+            }
+            None => error(
+                StatusCode::NOT_FOUND,
+                "FloatingIPNotFound",
+                &format!("Floating IP {id} could not be found"),
+            ),
+        }
+    })
+}
+
+async fn delete_floating_ip(Extract(shared): Extract<Shared>, Path(id): Path<String>) -> Response {
+    shared.with(|s| match s.floating_ips.remove(&id) {
+        Some(_) => StatusCode::NO_CONTENT.into_response(),
+        None => error(
+            StatusCode::NOT_FOUND,
+            "FloatingIPNotFound",
+            &format!("Floating IP {id} could not be found"),
+        ),
+    })
+}
+
+fn router_json(r: &crate::state::Router) -> Value {
+    json!({"id": r.id, "name": r.name, "status": "ACTIVE", "admin_state_up": true,
+           "tenant_id": "project", "project_id": "project",
+           "routes": r.routes.iter().map(|(d, n)| json!({"destination": d, "nexthop": n})).collect::<Vec<_>>()})
+}
+
+async fn show_router(Extract(shared): Extract<Shared>, Path(id): Path<String>) -> Response {
+    shared.with(|s| match s.routers.get(&id) {
+        Some(r) => reply(StatusCode::OK, json!({"router": router_json(r)})),
+        None => error(
+            StatusCode::NOT_FOUND,
+            "RouterNotFound",
+            &format!("Router {id} could not be found"),
+        ),
+    })
+}
+
+/// The `routes` of `{"router": {"routes": [...]}}`.
+fn routes(bytes: &[u8]) -> Result<Vec<(String, String)>, Response> {
+    let body = crate::body(bytes, bad_request)?;
+    let Some(list) = body["router"]["routes"].as_array() else {
+        return Err(bad_request(
+            StatusCode::BAD_REQUEST,
+            "Bad router request: routes is required",
+        ));
+    };
+    list.iter()
+        .map(
+            |r| match (r["destination"].as_str(), r["nexthop"].as_str()) {
+                (Some(d), Some(n)) => Ok((d.to_owned(), n.to_owned())),
+                _ => Err(bad_request(
+                    StatusCode::BAD_REQUEST,
+                    "Invalid input for routes: destination and nexthop are required",
+                )),
+            },
+        )
+        .collect()
+}
+
+async fn add_extraroutes(
+    Extract(shared): Extract<Shared>,
+    Path(id): Path<String>,
+    bytes: Bytes,
+) -> Response {
+    let add = match routes(&bytes) {
+        Ok(r) => r,
+        Err(e) => return e,
+    };
+    shared.with(|s| match s.routers.get_mut(&id) {
+        Some(r) => {
+            for route in add {
+                if !r.routes.contains(&route) {
+                    r.routes.push(route);
+                }
+            }
+            reply(StatusCode::OK, json!({"router": router_json(r)}))
+        }
+        None => error(
+            StatusCode::NOT_FOUND,
+            "RouterNotFound",
+            &format!("Router {id} could not be found"),
+        ),
+    })
+}
+
+async fn remove_extraroutes(
+    Extract(shared): Extract<Shared>,
+    Path(id): Path<String>,
+    bytes: Bytes,
+) -> Response {
+    let remove = match routes(&bytes) {
+        Ok(r) => r,
+        Err(e) => return e,
+    };
+    shared.with(|s| match s.routers.get_mut(&id) {
+        Some(r) => {
+            r.routes.retain(|route| !remove.contains(route));
+            reply(StatusCode::OK, json!({"router": router_json(r)}))
+        }
+        None => error(
+            StatusCode::NOT_FOUND,
+            "RouterNotFound",
+            &format!("Router {id} could not be found"),
+        ),
+    })
+}

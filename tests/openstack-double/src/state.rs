@@ -1,0 +1,458 @@
+//! The double's world: servers and their ports, networks and subnets, a router, floating
+//! IPs, and Octavia load balancers with their listeners, pools, members and health
+//! monitors. Everything a test may set up or inspect goes through [`State`].
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+/// A Nova server.
+#[derive(Debug, Clone)]
+pub struct Server {
+    pub id: String,
+    pub name: String,
+    /// `ACTIVE`, `SHUTOFF`, `ERROR`, ...
+    pub status: String,
+    /// The flavor's name (`flavor.original_name` from microversion 2.47).
+    pub flavor: String,
+    /// `OS-EXT-AZ:availability_zone`.
+    pub zone: String,
+    pub metadata: BTreeMap<String, String>,
+}
+
+/// A Neutron network.
+#[derive(Debug, Clone)]
+pub struct Network {
+    pub id: String,
+    pub name: String,
+    /// `router:external`: floating IPs come from it.
+    pub external: bool,
+}
+
+/// A Neutron subnet.
+#[derive(Debug, Clone)]
+pub struct Subnet {
+    pub id: String,
+    pub network_id: String,
+    pub cidr: String,
+    pub ip_version: u8,
+}
+
+/// A Neutron port (a server's interface, or a load balancer's VIP).
+#[derive(Debug, Clone)]
+pub struct Port {
+    pub id: String,
+    pub network_id: String,
+    /// The server (or load balancer) it is attached to.
+    pub device_id: String,
+    pub device_owner: String,
+    pub mac_address: String,
+    /// `(subnet_id, ip_address)`.
+    pub fixed_ips: Vec<(String, String)>,
+    /// `(ip_address, mac_address)`.
+    pub allowed_address_pairs: Vec<(String, String)>,
+}
+
+/// A Neutron floating IP.
+#[derive(Debug, Clone)]
+pub struct FloatingIp {
+    pub id: String,
+    pub floating_ip_address: String,
+    pub floating_network_id: String,
+    pub port_id: Option<String>,
+    pub fixed_ip_address: Option<String>,
+    pub description: String,
+}
+
+/// A Neutron router and its extra routes (`(destination, nexthop)`).
+#[derive(Debug, Clone)]
+pub struct Router {
+    pub id: String,
+    pub name: String,
+    pub routes: Vec<(String, String)>,
+}
+
+/// An Octavia load balancer. Its listeners, pools, members and monitors are their own
+/// maps, keyed by ID, each naming its parent.
+#[derive(Debug, Clone)]
+pub struct LoadBalancer {
+    pub id: String,
+    pub name: String,
+    pub description: String,
+    pub vip_address: String,
+    pub vip_port_id: String,
+    pub vip_subnet_id: String,
+    pub vip_network_id: String,
+    pub tags: Vec<String>,
+    pub provider: String,
+    /// `ACTIVE`, `PENDING_CREATE`, `PENDING_UPDATE`, `PENDING_DELETE`, `ERROR`.
+    pub provisioning_status: String,
+    /// Until when the current operation runs (then `ACTIVE`, or gone when deleting).
+    pub busy_until: Option<Instant>,
+}
+
+/// An Octavia listener.
+#[derive(Debug, Clone)]
+pub struct Listener {
+    pub id: String,
+    pub name: String,
+    pub loadbalancer_id: String,
+    pub protocol: String,
+    pub protocol_port: u16,
+    pub default_pool_id: Option<String>,
+    pub allowed_cidrs: Vec<String>,
+    /// `timeout_client_data`, `timeout_member_connect`, `timeout_member_data`,
+    /// `timeout_tcp_inspect` (milliseconds), and `connection_limit`.
+    pub settings: BTreeMap<String, i64>,
+}
+
+/// An Octavia pool.
+#[derive(Debug, Clone)]
+pub struct Pool {
+    pub id: String,
+    pub name: String,
+    pub loadbalancer_id: String,
+    pub listener_id: Option<String>,
+    pub protocol: String,
+    pub lb_algorithm: String,
+    pub healthmonitor_id: Option<String>,
+}
+
+/// An Octavia pool member.
+#[derive(Debug, Clone)]
+pub struct Member {
+    pub id: String,
+    pub pool_id: String,
+    pub name: String,
+    pub address: String,
+    pub protocol_port: u16,
+    pub subnet_id: Option<String>,
+}
+
+/// An Octavia health monitor.
+#[derive(Debug, Clone)]
+pub struct HealthMonitor {
+    pub id: String,
+    pub name: String,
+    pub pool_id: String,
+    pub kind: String,
+    pub delay: i64,
+    pub timeout: i64,
+    pub max_retries: i64,
+    pub max_retries_down: i64,
+}
+
+/// A server to add: its name, and its interfaces' networks and addresses.
+#[derive(Debug, Clone)]
+pub struct NewServer {
+    pub name: String,
+    pub flavor: String,
+    pub zone: String,
+    pub status: String,
+    /// `(network name, fixed IP)` per interface; the networks are created as needed.
+    pub interfaces: Vec<(String, String)>,
+}
+
+impl NewServer {
+    /// An `ACTIVE` `m1.small` server in `nova` with one interface on `private`.
+    pub fn named(name: &str, ip: &str) -> Self {
+        Self {
+            name: name.into(),
+            flavor: "m1.small".into(),
+            zone: "nova".into(),
+            status: "ACTIVE".into(),
+            interfaces: vec![("private".into(), ip.into())],
+        }
+    }
+}
+
+/// Every resource of the double, and what it was asked.
+#[derive(Debug)]
+pub struct State {
+    pub servers: BTreeMap<String, Server>,
+    pub networks: BTreeMap<String, Network>,
+    pub subnets: BTreeMap<String, Subnet>,
+    pub ports: BTreeMap<String, Port>,
+    pub floating_ips: BTreeMap<String, FloatingIp>,
+    pub routers: BTreeMap<String, Router>,
+    pub load_balancers: BTreeMap<String, LoadBalancer>,
+    pub listeners: BTreeMap<String, Listener>,
+    pub pools: BTreeMap<String, Pool>,
+    pub members: BTreeMap<String, Member>,
+    pub monitors: BTreeMap<String, HealthMonitor>,
+    /// How long an Octavia operation keeps its load balancer `PENDING_*`.
+    pub provisioning_time: Duration,
+    /// `METHOD path` of every authenticated request, in order.
+    pub requests: Vec<String>,
+    next: u64,
+    next_ip: u32,
+}
+
+impl Default for State {
+    fn default() -> Self {
+        let mut state = Self {
+            servers: BTreeMap::new(),
+            networks: BTreeMap::new(),
+            subnets: BTreeMap::new(),
+            ports: BTreeMap::new(),
+            floating_ips: BTreeMap::new(),
+            routers: BTreeMap::new(),
+            load_balancers: BTreeMap::new(),
+            listeners: BTreeMap::new(),
+            pools: BTreeMap::new(),
+            members: BTreeMap::new(),
+            monitors: BTreeMap::new(),
+            provisioning_time: Duration::from_millis(300),
+            requests: Vec::new(),
+            next: 0,
+            next_ip: 10,
+        };
+        let private = state.network("private", false);
+        state.subnet(&private, "10.0.0.0/16");
+        let public = state.network("public", true);
+        state.subnet(&public, "203.0.113.0/24");
+        let router = state.id();
+        state.routers.insert(
+            router.clone(),
+            Router {
+                id: router,
+                name: "router1".into(),
+                routes: Vec::new(),
+            },
+        );
+        state
+    }
+}
+
+impl State {
+    /// A new UUID-shaped ID.
+    pub fn id(&mut self) -> String {
+        self.next += 1;
+        format!(
+            "0a5e{:04x}-0000-4000-8000-{:012x}",
+            self.next >> 48,
+            self.next
+        )
+    }
+
+    /// The network named `name`, created (with no subnet) if missing: its ID.
+    pub fn network(&mut self, name: &str, external: bool) -> String {
+        if let Some(n) = self.networks.values().find(|n| n.name == name) {
+            return n.id.clone();
+        }
+        let id = self.id();
+        self.networks.insert(
+            id.clone(),
+            Network {
+                id: id.clone(),
+                name: name.into(),
+                external,
+            },
+        );
+        id
+    }
+
+    /// Adds a subnet to `network`: its ID.
+    pub fn subnet(&mut self, network: &str, cidr: &str) -> String {
+        let id = self.id();
+        self.subnets.insert(
+            id.clone(),
+            Subnet {
+                id: id.clone(),
+                network_id: network.into(),
+                cidr: cidr.into(),
+                ip_version: if cidr.contains(':') { 6 } else { 4 },
+            },
+        );
+        id
+    }
+
+    /// The first subnet of `network`.
+    pub fn subnet_of(&self, network: &str) -> Option<&Subnet> {
+        self.subnets.values().find(|s| s.network_id == network)
+    }
+
+    /// The ID of the network named `name`.
+    pub fn network_id(&self, name: &str) -> Option<String> {
+        self.networks
+            .values()
+            .find(|n| n.name == name)
+            .map(|n| n.id.clone())
+    }
+
+    /// The router's ID (there is one).
+    pub fn router_id(&self) -> String {
+        self.routers.keys().next().cloned().expect("one router")
+    }
+
+    /// An address of the first subnet of `network` no port holds yet.
+    pub fn free_ip(&mut self, network: &str) -> String {
+        self.next_ip += 1;
+        let cidr = self
+            .subnet_of(network)
+            .map(|s| s.cidr.clone())
+            .unwrap_or_else(|| "10.0.0.0/16".into());
+        let base: Vec<u32> = cidr
+            .split('/')
+            .next()
+            .unwrap_or("10.0.0.0")
+            .split('.')
+            .filter_map(|o| o.parse().ok())
+            .collect();
+        let n = self.next_ip;
+        format!(
+            "{}.{}.{}.{}",
+            base[0],
+            base[1],
+            200 + (n >> 8) % 50,
+            n % 250 + 2
+        )
+    }
+
+    /// Adds a server with a port per interface: the server.
+    pub fn add_server(&mut self, new: NewServer) -> Server {
+        let id = self.id();
+        for (network_name, ip) in &new.interfaces {
+            let network = self.network(network_name, false);
+            let subnet = match self.subnet_of(&network) {
+                Some(s) => s.id.clone(),
+                None => self.subnet(&network, "192.168.0.0/24"),
+            };
+            let port = self.id();
+            let mac = format!(
+                "fa:16:3e:00:{:02x}:{:02x}",
+                (self.next >> 8) & 0xff,
+                self.next & 0xff
+            );
+            self.ports.insert(
+                port.clone(),
+                Port {
+                    id: port,
+                    network_id: network,
+                    device_id: id.clone(),
+                    device_owner: "compute:nova".into(),
+                    mac_address: mac,
+                    fixed_ips: vec![(subnet, ip.clone())],
+                    allowed_address_pairs: Vec::new(),
+                },
+            );
+        }
+        let server = Server {
+            id: id.clone(),
+            name: new.name,
+            status: new.status,
+            flavor: new.flavor,
+            zone: new.zone,
+            metadata: BTreeMap::new(),
+        };
+        self.servers.insert(id, server.clone());
+        server
+    }
+
+    /// Deletes a server and its ports (and unbinds their floating IPs).
+    pub fn delete_server(&mut self, id: &str) {
+        self.servers.remove(id);
+        let ports: Vec<String> = self
+            .ports
+            .values()
+            .filter(|p| p.device_id == id)
+            .map(|p| p.id.clone())
+            .collect();
+        for port in ports {
+            self.ports.remove(&port);
+            for fip in self.floating_ips.values_mut() {
+                if fip.port_id.as_deref() == Some(port.as_str()) {
+                    fip.port_id = None;
+                    fip.fixed_ip_address = None;
+                }
+            }
+        }
+    }
+
+    /// A server's addresses as Nova shows them: by network name, fixed ones and the
+    /// floating IPs bound to its ports.
+    pub fn server_addresses(
+        &self,
+        server: &str,
+    ) -> BTreeMap<String, Vec<(String, &'static str, String)>> {
+        let mut addresses: BTreeMap<String, Vec<(String, &'static str, String)>> = BTreeMap::new();
+        for port in self.ports.values().filter(|p| p.device_id == server) {
+            let network = self
+                .networks
+                .get(&port.network_id)
+                .map(|n| n.name.clone())
+                .unwrap_or_default();
+            let entry = addresses.entry(network).or_default();
+            for (_, ip) in &port.fixed_ips {
+                entry.push((ip.clone(), "fixed", port.mac_address.clone()));
+            }
+            for fip in self.floating_ips.values() {
+                if fip.port_id.as_deref() == Some(port.id.as_str()) {
+                    entry.push((
+                        fip.floating_ip_address.clone(),
+                        "floating",
+                        port.mac_address.clone(),
+                    ));
+                }
+            }
+        }
+        addresses
+    }
+
+    /// The provisioning status of a load balancer now, finishing what has run its time
+    /// (a finished delete removes it and everything under it).
+    pub fn settle(&mut self) {
+        let now = Instant::now();
+        let done: Vec<String> = self
+            .load_balancers
+            .values()
+            .filter(|lb| lb.busy_until.is_some_and(|t| t <= now))
+            .map(|lb| lb.id.clone())
+            .collect();
+        for id in done {
+            let deleting = self.load_balancers[&id].provisioning_status == "PENDING_DELETE";
+            if deleting {
+                self.remove_load_balancer(&id);
+            } else if let Some(lb) = self.load_balancers.get_mut(&id) {
+                lb.provisioning_status = "ACTIVE".into();
+                lb.busy_until = None;
+            }
+        }
+    }
+
+    /// Starts an operation on a load balancer: `PENDING_<what>` for
+    /// [`State::provisioning_time`].
+    pub fn start_operation(&mut self, id: &str, what: &str) {
+        let until = Instant::now() + self.provisioning_time;
+        if let Some(lb) = self.load_balancers.get_mut(id) {
+            lb.provisioning_status = format!("PENDING_{what}");
+            lb.busy_until = Some(until);
+        }
+    }
+
+    fn remove_load_balancer(&mut self, id: &str) {
+        if let Some(lb) = self.load_balancers.remove(id) {
+            self.ports.remove(&lb.vip_port_id);
+        }
+        self.listeners.retain(|_, l| l.loadbalancer_id != id);
+        let pools: Vec<String> = self
+            .pools
+            .values()
+            .filter(|p| p.loadbalancer_id == id)
+            .map(|p| p.id.clone())
+            .collect();
+        for pool in &pools {
+            self.pools.remove(pool);
+            self.members.retain(|_, m| &m.pool_id != pool);
+            self.monitors.retain(|_, h| &h.pool_id != pool);
+        }
+    }
+
+    /// Whether anything the load balancer API created is left (after deletions).
+    pub fn load_balancer_resources(&self) -> usize {
+        self.load_balancers.len()
+            + self.listeners.len()
+            + self.pools.len()
+            + self.members.len()
+            + self.monitors.len()
+    }
+}
