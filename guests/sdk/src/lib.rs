@@ -13,6 +13,7 @@
 //! | [`cache`] | the host's cache shared by all instances of the version serving (TTL, byte cap) |
 //! | [`events`] | Kubernetes Events on the object of the current call |
 //! | [`deadline`] | the time left for the current call |
+//! | [`gcfg`] | cloud configs in gcfg (git-config) syntax, as Kubernetes cloud providers write them |
 //! | [`http`] | requests with every method, JSON/form/raw bodies, query building; transport errors that keep their [`ErrorKind`](http::ErrorKind) |
 //! | [`cloud_error`] | HTTP answers to the contract's [`CloudError`](types::CloudError): 429/503 with `Retry-After` (seconds or HTTP-date) → `retry-after`, 404 → not found |
 //! | [`paginate`] | follows page tokens, with a bound on pages and a check for repeated tokens |
@@ -102,6 +103,7 @@ pub mod cache;
 pub mod cloud_error;
 pub mod deadline;
 pub mod events;
+pub mod gcfg;
 pub mod http;
 pub mod log;
 pub mod paginate;
