@@ -8,7 +8,7 @@ if ! rustup target list --installed 2>/dev/null | grep -qx wasm32-wasip2; then
     rustup target add wasm32-wasip2
 fi
 
-packages=(reference-provider aws-provider)
+packages=(reference-provider aws-provider openstack-provider)
 for dir in guests/fixtures/*/; do
     packages+=("$(sed -n 's/^name = "\(.*\)"/\1/p' "$dir/Cargo.toml" | head -n1)")
 done

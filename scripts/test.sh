@@ -16,4 +16,4 @@ source scripts/ensure-keystone.sh
 cargo build --locked
 cargo test --locked -- "$@"
 # The SDK's and the providers' own unit tests and doc examples, natively (mock transport).
-cargo test --locked -p wasm-ccm-guest -p reference-provider -p aws-provider -- "$@"
+cargo test --locked -p wasm-ccm-guest -p reference-provider -p aws-provider -p openstack-provider -- "$@"

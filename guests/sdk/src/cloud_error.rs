@@ -108,7 +108,8 @@ pub fn from_status(response: &Response, what: &str) -> CloudError {
 
 /// The cloud's own words in an error answer: the message of the common JSON shapes
 /// (`{"error": {"message": ..}}`, `{"message": ..}`, `{"error": ".."}`, OpenStack's
-/// `{"itemNotFound": {"message": ..}}`), else the start of the body as text.
+/// `{"itemNotFound": {"message": ..}}` and `{"faultstring": ..}`), else the start of
+/// the body as text.
 pub fn message(response: &Response) -> Option<String> {
     let from_json = serde_json::from_slice::<serde_json::Value>(&response.body)
         .ok()
@@ -120,7 +121,11 @@ pub fn message(response: &Response) -> Option<String> {
 
 fn json_message(value: &serde_json::Value) -> Option<String> {
     let object = value.as_object()?;
-    if let Some(message) = object.get("message").and_then(|m| m.as_str()) {
+    // `faultstring`: Octavia's (and other WSME services') error body.
+    if let Some(message) = ["message", "faultstring"]
+        .iter()
+        .find_map(|key| object.get(*key).and_then(|m| m.as_str()))
+    {
         return Some(message.to_owned());
     }
     match object.get("error") {

@@ -1,0 +1,408 @@
+//! The cloud config: cloud-provider-openstack's (occm's) `cloud.conf`, without its
+//! secrets.
+//!
+//! ```ini
+//! [Global]
+//! auth-url = https://keystone.example.com:5000/v3
+//! region = RegionOne
+//!
+//! [LoadBalancer]
+//! subnet-id = 0b7e1c3a-...
+//! floating-network-id = 5f0c...
+//! create-monitor = true
+//!
+//! [Networking]
+//! internal-network-name = private
+//!
+//! [Route]
+//! router-id = 8d7e...
+//! ```
+//!
+//! The host logs in to Keystone (the policy's `keystone` rule), so a password or an
+//! application credential's secret here is refused with an error saying where it
+//! goes; the identity names and IDs occm reads from `[Global]` are the policy's too and
+//! are ignored here, as are the TLS files (the policy's `tls`). Variables this
+//! provider does not use are logged and ignored; an unknown section is an error.
+
+use wasm_ccm_guest::gcfg;
+
+/// `[LoadBalancer]`, with occm's defaults.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoadBalancerConfig {
+    /// `subnet-id`: where VIPs (and, without `member-subnet-id`, members) are.
+    pub subnet_id: String,
+    /// `network-id`: the VIP network when no subnet is given.
+    pub network_id: String,
+    /// `member-subnet-id`.
+    pub member_subnet_id: String,
+    /// `floating-network-id`: floating IPs for external load balancers.
+    pub floating_network_id: String,
+    /// `floating-subnet-id`.
+    pub floating_subnet_id: String,
+    /// `lb-method` (default `ROUND_ROBIN`).
+    pub lb_method: String,
+    /// `lb-provider` (empty: Octavia's default).
+    pub lb_provider: String,
+    /// `create-monitor` (default false).
+    pub create_monitor: bool,
+    /// `monitor-delay`, seconds (default 5).
+    pub monitor_delay: u64,
+    /// `monitor-timeout`, seconds (default 3).
+    pub monitor_timeout: u64,
+    /// `monitor-max-retries` (default 1).
+    pub monitor_max_retries: u64,
+    /// `monitor-max-retries-down` (default 3).
+    pub monitor_max_retries_down: u64,
+    /// `internal-lb` (default false): no floating IP unless the Service asks.
+    pub internal_lb: bool,
+    /// `flavor-id`.
+    pub flavor_id: String,
+    /// `availability-zone`.
+    pub availability_zone: String,
+    /// `enabled` (default true): false refuses load balancers.
+    pub enabled: bool,
+}
+
+impl Default for LoadBalancerConfig {
+    fn default() -> Self {
+        Self {
+            subnet_id: String::new(),
+            network_id: String::new(),
+            member_subnet_id: String::new(),
+            floating_network_id: String::new(),
+            floating_subnet_id: String::new(),
+            lb_method: "ROUND_ROBIN".into(),
+            lb_provider: String::new(),
+            create_monitor: false,
+            monitor_delay: 5,
+            monitor_timeout: 3,
+            monitor_max_retries: 1,
+            monitor_max_retries_down: 3,
+            internal_lb: false,
+            flavor_id: String::new(),
+            availability_zone: String::new(),
+            enabled: true,
+        }
+    }
+}
+
+/// `[Networking]`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NetworkingConfig {
+    /// `public-network-name` (repeatable): addresses on these networks are external.
+    pub public_network_names: Vec<String>,
+    /// `internal-network-name` (repeatable): when set, only these networks' addresses
+    /// are internal.
+    pub internal_network_names: Vec<String>,
+    /// `ipv6-support-disabled`.
+    pub ipv6_support_disabled: bool,
+    /// `address-sort-order`: CIDRs, addresses in them first, in this order.
+    pub address_sort_order: Vec<String>,
+}
+
+/// The provider's configuration.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Config {
+    /// `[Global] auth-url`, the identity endpoint (the host logs in there; the
+    /// provider reads the catalog there).
+    pub auth_url: String,
+    /// `[Global] region`: endpoints of this region; nodes' `topology.kubernetes.io/region`.
+    pub region: String,
+    /// `[Global] interface` (`endpoint-type`): the catalog interface (default public).
+    pub interface: String,
+    pub load_balancer: LoadBalancerConfig,
+    pub networking: NetworkingConfig,
+    /// `[Route] router-id`: the router whose extra routes are the cluster's routes.
+    pub router_id: String,
+}
+
+/// `[Global]` variables that hold secrets: refused.
+const SECRETS: [&str; 4] = [
+    "password",
+    "applicationcredentialsecret",
+    "trusteepassword",
+    "token",
+];
+
+/// `[Global]` variables the host's policy holds instead (identity, TLS, clouds.yaml).
+const POLICY_VARIABLES: [&str; 24] = [
+    "username",
+    "userid",
+    "tenantid",
+    "tenantname",
+    "projectid",
+    "projectname",
+    "domainid",
+    "domainname",
+    "tenantdomainid",
+    "tenantdomainname",
+    "projectdomainid",
+    "projectdomainname",
+    "userdomainid",
+    "userdomainname",
+    "applicationcredentialid",
+    "applicationcredentialname",
+    "trustid",
+    "trusteeid",
+    "cafile",
+    "certfile",
+    "keyfile",
+    "tlsinsecure",
+    "useclouds",
+    "cloudsfile",
+];
+
+fn boolean(value: &str, line: usize, name: &str) -> Result<bool, String> {
+    match value.to_ascii_lowercase().as_str() {
+        "true" | "yes" | "on" | "1" => Ok(true),
+        "false" | "no" | "off" | "0" => Ok(false),
+        _ => Err(format!(
+            "cloud config line {line}: {name} `{value}` is not a boolean"
+        )),
+    }
+}
+
+/// A duration in seconds: `5`, `5s`, `1m`, `1m30s`.
+fn seconds(value: &str, line: usize, name: &str) -> Result<u64, String> {
+    let bad = || format!("cloud config line {line}: {name} `{value}` is not a duration (e.g. 5s)");
+    if let Ok(n) = value.parse::<u64>() {
+        return Ok(n);
+    }
+    let mut total = 0u64;
+    let mut digits = String::new();
+    for c in value.chars() {
+        if c.is_ascii_digit() {
+            digits.push(c);
+            continue;
+        }
+        let n: u64 = digits.parse().map_err(|_| bad())?;
+        digits.clear();
+        total += match c {
+            'h' => n * 3600,
+            'm' => n * 60,
+            's' => n,
+            _ => return Err(bad()),
+        };
+    }
+    if !digits.is_empty() {
+        return Err(bad());
+    }
+    Ok(total)
+}
+
+fn number(value: &str, line: usize, name: &str) -> Result<u64, String> {
+    value
+        .parse()
+        .map_err(|_| format!("cloud config line {line}: {name} `{value}` is not a whole number"))
+}
+
+impl Config {
+    /// Parses and checks the file.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let mut config = Config {
+            interface: "public".into(),
+            ..Config::default()
+        };
+        for entry in gcfg::parse(text)? {
+            let gcfg::Entry {
+                line,
+                section,
+                subsection,
+                name,
+                value,
+            } = entry;
+            if subsection.is_some() {
+                return Err(format!(
+                    "cloud config line {line}: [{section} \"...\"] sections are not known"
+                ));
+            }
+            let ignored = |why: &str| {
+                wasm_ccm_guest::log::warn(
+                    why,
+                    &[
+                        ("section", section.as_str()),
+                        ("variable", name.as_str()),
+                        ("line", &line.to_string()),
+                    ],
+                )
+            };
+            match section.as_str() {
+                "global" => match name.as_str() {
+                    "authurl" => config.auth_url = value,
+                    "region" => config.region = value,
+                    "interface" | "endpointtype" => config.interface = value.to_ascii_lowercase(),
+                    secret if SECRETS.contains(&secret) => {
+                        return Err(format!(
+                            "cloud config line {line}: [Global] holds a secret ({name}): the host \
+                             logs in to Keystone for the provider, so the secret goes in a file in \
+                             the credentials directory (the mounted Secret) named by the policy's \
+                             keystone rule (passwordFile or applicationCredentialSecretFile), and \
+                             never in the cloud config"
+                        ));
+                    }
+                    policy if POLICY_VARIABLES.contains(&policy) => {}
+                    "cloud" => {}
+                    _ => ignored("cloud config: variable not used by this provider; ignored"),
+                },
+                "loadbalancer" => {
+                    let lb = &mut config.load_balancer;
+                    match name.as_str() {
+                        "subnetid" => lb.subnet_id = value,
+                        "networkid" => lb.network_id = value,
+                        "membersubnetid" => lb.member_subnet_id = value,
+                        "floatingnetworkid" => lb.floating_network_id = value,
+                        "floatingsubnetid" => lb.floating_subnet_id = value,
+                        "lbmethod" => lb.lb_method = value,
+                        "lbprovider" => lb.lb_provider = value,
+                        "createmonitor" => lb.create_monitor = boolean(&value, line, &name)?,
+                        "monitordelay" => lb.monitor_delay = seconds(&value, line, &name)?,
+                        "monitortimeout" => lb.monitor_timeout = seconds(&value, line, &name)?,
+                        "monitormaxretries" => {
+                            lb.monitor_max_retries = number(&value, line, &name)?
+                        }
+                        "monitormaxretriesdown" => {
+                            lb.monitor_max_retries_down = number(&value, line, &name)?
+                        }
+                        "internallb" => lb.internal_lb = boolean(&value, line, &name)?,
+                        "flavorid" => lb.flavor_id = value,
+                        "availabilityzone" => lb.availability_zone = value,
+                        "enabled" => lb.enabled = boolean(&value, line, &name)?,
+                        "managesecuritygroups" if boolean(&value, line, &name)? => {
+                            return Err(format!(
+                                "cloud config line {line}: manage-security-groups = true is not \
+                                 supported by this provider yet (listeners' allowed CIDRs carry \
+                                 loadBalancerSourceRanges)"
+                            ));
+                        }
+                        "lbversion" | "usetags" | "managesecuritygroups" | "usevipport" => {}
+                        _ => ignored("cloud config: variable not used by this provider; ignored"),
+                    }
+                }
+                "networking" => {
+                    let net = &mut config.networking;
+                    match name.as_str() {
+                        "publicnetworkname" => net.public_network_names.push(value),
+                        "internalnetworkname" => net.internal_network_names.push(value),
+                        "ipv6supportdisabled" => {
+                            net.ipv6_support_disabled = boolean(&value, line, &name)?
+                        }
+                        "addresssortorder" => {
+                            net.address_sort_order = value
+                                .split(',')
+                                .map(|c| c.trim().to_owned())
+                                .filter(|c| !c.is_empty())
+                                .collect()
+                        }
+                        _ => ignored("cloud config: variable not used by this provider; ignored"),
+                    }
+                }
+                "route" => match name.as_str() {
+                    "routerid" => config.router_id = value,
+                    _ => ignored("cloud config: variable not used by this provider; ignored"),
+                },
+                "metadata" | "blockstorage" => {
+                    ignored("cloud config: section not used by this provider; ignored")
+                }
+                _ => {
+                    return Err(format!(
+                        "cloud config line {line}: section [{section}] is not known (expected \
+                         [Global], [LoadBalancer], [Networking], [Route], [Metadata] or \
+                         [BlockStorage])"
+                    ));
+                }
+            }
+        }
+        if config.auth_url.is_empty() {
+            return Err(
+                "cloud config: [Global] auth-url is required (the identity endpoint, as in the \
+                 policy's keystone rule)"
+                    .into(),
+            );
+        }
+        wasm_ccm_guest::url::Url::parse(&config.auth_url)
+            .map_err(|e| format!("cloud config: [Global] auth-url: {e}"))?;
+        if !["public", "internal", "admin"].contains(&config.interface.as_str()) {
+            return Err(format!(
+                "cloud config: [Global] interface `{}` is not public, internal or admin",
+                config.interface
+            ));
+        }
+        Ok(config)
+    }
+
+    /// The identity API's v3 root (`/v3` added when `auth-url` lacks it).
+    pub fn identity_v3(&self) -> String {
+        let url = self.auth_url.trim_end_matches('/');
+        if url.ends_with("/v3") {
+            url.to_owned()
+        } else {
+            format!("{url}/v3")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn occm_names_and_defaults() {
+        let config = Config::parse(
+            "[Global]\nauth-url = https://keystone:5000\nregion = RegionOne\n\
+             application-credential-id = abc\n\
+             [LoadBalancer]\nsubnet-id = s1\nfloating-network-id = f1\ncreate-monitor = true\n\
+             monitor-delay = 1m\n\
+             [Networking]\npublic-network-name = public\npublic-network-name = ext\n\
+             address-sort-order = 10.0.0.0/8, 192.168.0.0/16\n\
+             [Route]\nrouter-id = r1\n",
+        )
+        .unwrap();
+        assert_eq!(config.identity_v3(), "https://keystone:5000/v3");
+        assert_eq!(config.region, "RegionOne");
+        assert_eq!(config.interface, "public");
+        assert_eq!(config.load_balancer.subnet_id, "s1");
+        assert!(config.load_balancer.create_monitor);
+        assert_eq!(config.load_balancer.monitor_delay, 60);
+        assert_eq!(config.load_balancer.monitor_timeout, 3);
+        assert_eq!(config.load_balancer.lb_method, "ROUND_ROBIN");
+        assert_eq!(config.networking.public_network_names, ["public", "ext"]);
+        assert_eq!(
+            config.networking.address_sort_order,
+            ["10.0.0.0/8", "192.168.0.0/16"]
+        );
+        assert_eq!(config.router_id, "r1");
+    }
+
+    #[test]
+    fn secrets_are_refused_with_where_they_go() {
+        for secret in [
+            "password = hunter2",
+            "application-credential-secret = s3cr3t",
+        ] {
+            let err = Config::parse(&format!("[Global]\nauth-url = https://k/v3\n{secret}\n"))
+                .unwrap_err();
+            assert!(
+                err.contains("line 3") && err.contains("credentials directory"),
+                "{err}"
+            );
+            assert!(!err.contains("hunter2") && !err.contains("s3cr3t"), "{err}");
+        }
+        assert!(
+            Config::parse("[Global]\nregion = r\n")
+                .unwrap_err()
+                .contains("auth-url")
+        );
+        assert!(
+            Config::parse("[Global]\nauth-url = https://k\n[Nope]\nx = 1\n")
+                .unwrap_err()
+                .contains("[nope]")
+        );
+        assert!(
+            Config::parse(
+                "[Global]\nauth-url = https://k\n[LoadBalancer]\ncreate-monitor = maybe\n"
+            )
+            .unwrap_err()
+            .contains("line 4")
+        );
+    }
+}

@@ -1,0 +1,555 @@
+//! `instances-v2` and `instances-batch` with Nova servers, as occm's `InstancesV2`:
+//! a Node's server is found by its provider ID (`openstack:///<server-id>`, or occm's
+//! regional form `openstack://<region>/<server-id>`), else by its name (a server whose
+//! name is exactly the Node's); its addresses come from its Neutron ports and Nova's
+//! address list as occm's `nodeAddresses` builds them; the instance type is the
+//! flavor's name, the zone the server's availability zone; `SHUTOFF` is shut down;
+//! a 404 (or a deleted server) does not exist. A batch lists the servers once (paged)
+//! and their ports once, whatever the number of Nodes.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+
+use serde_json::Value;
+use wasm_ccm_guest::http::Request;
+use wasm_ccm_guest::types::{
+    BoolAnswer, CloudError, InstanceInfo, MetadataAnswer, Node, NodeAddress, NodeAddressType,
+};
+use wasm_ccm_guest::{InstancesBatch, InstancesV2, cloud_error, url};
+
+use crate::OpenStack;
+use crate::api::{self, COMPUTE_MICROVERSION, Endpoints};
+use crate::config::NetworkingConfig;
+
+/// The most server IDs in one ports listing (`device_id=...&device_id=...`).
+const PORTS_PER_REQUEST: usize = 50;
+
+/// What a provider ID names.
+#[derive(Debug, PartialEq, Eq)]
+pub struct ServerRef {
+    /// The region of occm's regional form, if given.
+    pub region: Option<String>,
+    pub id: String,
+}
+
+/// Parses `openstack:///<id>` or `openstack://<region>/<id>`.
+pub fn parse_provider_id(provider_id: &str) -> Result<ServerRef, CloudError> {
+    let rest = provider_id.strip_prefix("openstack://").ok_or_else(|| {
+        cloud_error::other(format!("provider ID `{provider_id}` is not openstack://"))
+    })?;
+    let (region, id) = rest.rsplit_once('/').ok_or_else(|| {
+        cloud_error::other(format!("provider ID `{provider_id}` has no server ID"))
+    })?;
+    if id.is_empty() || id.contains('/') {
+        return Err(cloud_error::other(format!(
+            "provider ID `{provider_id}` has no server ID"
+        )));
+    }
+    Ok(ServerRef {
+        region: (!region.is_empty()).then(|| region.to_owned()),
+        id: id.to_owned(),
+    })
+}
+
+/// A server with its ports.
+#[derive(Debug, Clone)]
+pub struct Found {
+    pub server: Value,
+    pub ports: Vec<Value>,
+}
+
+/// Whether a server counts as gone (404 aside): deleted, or soft-deleted.
+fn deleted(server: &Value) -> bool {
+    matches!(server["status"].as_str(), Some("DELETED" | "SOFT_DELETED"))
+}
+
+impl OpenStack {
+    fn compute(&self, endpoints: &Endpoints) -> Result<String, CloudError> {
+        api::endpoint(&endpoints.compute, "compute", &self.config)
+    }
+
+    fn nova(url: &str) -> Request {
+        Request::get(url).header("openstack-api-version", COMPUTE_MICROVERSION)
+    }
+
+    /// The server named by `node`: by provider ID, else by name. `Ok(None)` when there
+    /// is none; `Err` for another region's provider ID is never asked here.
+    fn find_server(&self, node: &Node) -> Result<Option<Value>, CloudError> {
+        let endpoints = Endpoints::get(&self.config)?;
+        let compute = self.compute(&endpoints)?;
+        if let Some(provider_id) = node.provider_id.as_deref().filter(|p| !p.is_empty()) {
+            let server = parse_provider_id(provider_id)?;
+            let url = format!("{compute}/servers/{}", url::encode_component(&server.id));
+            let response = Self::nova(&url)
+                .header("accept", "application/json")
+                .send()?;
+            let Some(response) = cloud_error::check_found(response, "get server")? else {
+                return Ok(None);
+            };
+            let body: Value = cloud_error::json(&response, "get server")?;
+            return Ok(Some(body["server"].clone()).filter(|s| !deleted(s)));
+        }
+        let name = &node.metadata.name;
+        let request = Self::nova(&format!("{compute}/servers/detail"))
+            .query("name", &format!("^{}$", regex_escape(name)));
+        let servers: Vec<Value> = api::list(request, "servers", "list servers by name")?
+            .into_iter()
+            .filter(|s| s["name"] == name.as_str() && !deleted(s))
+            .collect();
+        match servers.len() {
+            0 => Ok(None),
+            1 => Ok(servers.into_iter().next()),
+            n => Err(cloud_error::other(format!(
+                "{n} servers are named `{name}`: set the Node's provider ID"
+            ))),
+        }
+    }
+
+    /// The ports of the servers `ids` (Neutron lists them by `device_id`).
+    fn ports_of(&self, ids: &[&str]) -> Result<BTreeMap<String, Vec<Value>>, CloudError> {
+        let mut by_server: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+        if ids.is_empty() {
+            return Ok(by_server);
+        }
+        let endpoints = Endpoints::get(&self.config)?;
+        let network = api::endpoint(&endpoints.network, "network", &self.config)?;
+        for chunk in ids.chunks(PORTS_PER_REQUEST) {
+            let mut request = Request::get(&format!("{network}/ports"));
+            for id in chunk {
+                request = request.query("device_id", id);
+            }
+            for port in api::list(request, "ports", "list the servers' ports")? {
+                if let Some(device) = port["device_id"].as_str() {
+                    by_server.entry(device.to_owned()).or_default().push(port);
+                }
+            }
+        }
+        Ok(by_server)
+    }
+
+    fn find(&self, node: &Node) -> Result<Option<Found>, CloudError> {
+        let Some(server) = self.find_server(node)? else {
+            return Ok(None);
+        };
+        let id = server["id"].as_str().unwrap_or_default().to_owned();
+        let ports = self.ports_of(&[&id])?.remove(&id).unwrap_or_default();
+        Ok(Some(Found { server, ports }))
+    }
+
+    /// Whether `node`'s provider ID names another region (occm leaves those alone).
+    fn other_region(&self, node: &Node) -> bool {
+        node.provider_id
+            .as_deref()
+            .and_then(|p| parse_provider_id(p).ok())
+            .and_then(|r| r.region)
+            .is_some_and(|region| !self.config.region.is_empty() && region != self.config.region)
+    }
+
+    /// The metadata of a found server.
+    pub fn metadata(&self, found: &Found) -> Result<InstanceInfo, CloudError> {
+        let server = &found.server;
+        let id = server["id"]
+            .as_str()
+            .ok_or_else(|| cloud_error::other("the server has no id"))?;
+        let instance_type = server["flavor"]["original_name"]
+            .as_str()
+            .or_else(|| server["flavor"]["id"].as_str())
+            .unwrap_or_default()
+            .to_owned();
+        Ok(InstanceInfo {
+            provider_id: format!("openstack:///{id}"),
+            instance_type,
+            node_addresses: node_addresses(server, &found.ports, &self.config.networking),
+            zone: server["OS-EXT-AZ:availability_zone"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+            region: self.config.region.clone(),
+            additional_labels: Vec::new(),
+        })
+    }
+
+    /// Every server (one paged listing) with its ports, for a batch.
+    fn all_servers(&self) -> Result<Vec<Found>, CloudError> {
+        let endpoints = Endpoints::get(&self.config)?;
+        let compute = self.compute(&endpoints)?;
+        let servers: Vec<Value> = api::list(
+            Self::nova(&format!("{compute}/servers/detail")).query("limit", "1000"),
+            "servers",
+            "list servers",
+        )?
+        .into_iter()
+        .filter(|s| !deleted(s))
+        .collect();
+        Ok(servers
+            .into_iter()
+            .map(|server| Found {
+                server,
+                ports: Vec::new(),
+            })
+            .collect())
+    }
+
+    /// Each node's server among `all` (by provider ID, else by name), with its ports.
+    fn match_nodes(
+        &self,
+        nodes: &[Node],
+        mut all: Vec<Found>,
+    ) -> Vec<Result<Option<Found>, CloudError>> {
+        let mut picked: Vec<Result<Option<usize>, CloudError>> = Vec::with_capacity(nodes.len());
+        for node in nodes {
+            let choice = match node.provider_id.as_deref().filter(|p| !p.is_empty()) {
+                Some(provider_id) => parse_provider_id(provider_id)
+                    .map(|r| all.iter().position(|f| f.server["id"] == r.id.as_str())),
+                None => {
+                    let named: Vec<usize> = all
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, f)| f.server["name"] == node.metadata.name.as_str())
+                        .map(|(i, _)| i)
+                        .collect();
+                    match named.as_slice() {
+                        [] => Ok(None),
+                        [one] => Ok(Some(*one)),
+                        more => Err(cloud_error::other(format!(
+                            "{} servers are named `{}`: set the Node's provider ID",
+                            more.len(),
+                            node.metadata.name
+                        ))),
+                    }
+                }
+            };
+            picked.push(choice);
+        }
+        let ids: Vec<String> = picked
+            .iter()
+            .filter_map(|p| p.as_ref().ok().copied().flatten())
+            .filter_map(|i| all[i].server["id"].as_str().map(str::to_owned))
+            .collect();
+        let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+        match self.ports_of(&refs) {
+            Ok(mut ports) => {
+                for found in &mut all {
+                    if let Some(list) = found.server["id"].as_str().and_then(|id| ports.remove(id))
+                    {
+                        found.ports = list;
+                    }
+                }
+            }
+            Err(e) => return nodes.iter().map(|_| Err(e.clone())).collect(),
+        }
+        picked
+            .into_iter()
+            .map(|p| p.map(|i| i.map(|i| all[i].clone())))
+            .collect()
+    }
+}
+
+/// Nova's `name` filter is a regular expression: the Node's name matched literally.
+fn regex_escape(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for c in name.chars() {
+        if "\\.+*?()|[]{}^$".contains(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn add(addresses: &mut Vec<NodeAddress>, address_type: NodeAddressType, address: &str) {
+    if !addresses
+        .iter()
+        .any(|a| a.address == address && a.address_type == address_type)
+    {
+        addresses.push(NodeAddress {
+            address_type,
+            address: address.to_owned(),
+        });
+    }
+}
+
+fn is_ipv6(address: &str) -> bool {
+    address.parse::<IpAddr>().is_ok_and(|ip| ip.is_ipv6())
+}
+
+/// A server's Node addresses, as occm's `nodeAddresses`: the fixed IPs of its `ACTIVE`
+/// ports first (internal); then `accessIPv4`/`accessIPv6` (external); then Nova's
+/// addresses by network name in name order: floating ones external, those on a
+/// `public-network-name` external (and no longer internal), the others internal when
+/// `internal-network-name` is unset or names their network (else dropped). IPv6 is
+/// left out with `ipv6-support-disabled`; `address-sort-order` puts addresses in the
+/// listed CIDRs first, in that order.
+pub fn node_addresses(
+    server: &Value,
+    ports: &[Value],
+    networking: &NetworkingConfig,
+) -> Vec<NodeAddress> {
+    let ipv6_ok = |a: &str| !(is_ipv6(a) && networking.ipv6_support_disabled);
+    let mut addresses = Vec::new();
+    for port in ports.iter().filter(|p| p["status"] == "ACTIVE") {
+        for fixed in port["fixed_ips"].as_array().into_iter().flatten() {
+            if let Some(ip) = fixed["ip_address"].as_str().filter(|ip| ipv6_ok(ip)) {
+                add(&mut addresses, NodeAddressType::InternalIp, ip);
+            }
+        }
+    }
+    for key in ["accessIPv4", "accessIPv6"] {
+        if let Some(ip) = server[key]
+            .as_str()
+            .filter(|ip| !ip.is_empty() && ipv6_ok(ip))
+        {
+            add(&mut addresses, NodeAddressType::ExternalIp, ip);
+        }
+    }
+    if let Some(networks) = server["addresses"].as_object() {
+        let mut names: Vec<&String> = networks.keys().collect();
+        names.sort();
+        for name in names {
+            for entry in networks[name].as_array().into_iter().flatten() {
+                let Some(ip) = entry["addr"].as_str() else {
+                    continue;
+                };
+                let address_type = if entry["OS-EXT-IPS:type"] == "floating" {
+                    NodeAddressType::ExternalIp
+                } else if networking.public_network_names.iter().any(|n| n == name) {
+                    addresses.retain(|a| a.address != ip);
+                    NodeAddressType::ExternalIp
+                } else if networking.internal_network_names.is_empty()
+                    || networking.internal_network_names.iter().any(|n| n == name)
+                {
+                    NodeAddressType::InternalIp
+                } else {
+                    addresses.retain(|a| a.address != ip);
+                    continue;
+                };
+                if ipv6_ok(ip) {
+                    add(&mut addresses, address_type, ip);
+                }
+            }
+        }
+    }
+    if !networking.address_sort_order.is_empty() {
+        let rank = |a: &NodeAddress| {
+            networking
+                .address_sort_order
+                .iter()
+                .position(|cidr| in_cidr(&a.address, cidr))
+                .unwrap_or(usize::MAX)
+        };
+        addresses.sort_by_key(rank);
+    }
+    addresses
+}
+
+/// Whether `address` lies in `cidr`.
+fn in_cidr(address: &str, cidr: &str) -> bool {
+    let (Ok(ip), Some((net, bits))) = (address.parse::<IpAddr>(), cidr.split_once('/')) else {
+        return false;
+    };
+    let (Ok(net), Ok(bits)) = (net.parse::<IpAddr>(), bits.parse::<u32>()) else {
+        return false;
+    };
+    match (ip, net) {
+        (IpAddr::V4(ip), IpAddr::V4(net)) if bits <= 32 => {
+            let mask = u32::MAX.checked_shl(32 - bits).unwrap_or(0);
+            u32::from(ip) & mask == u32::from(net) & mask
+        }
+        (IpAddr::V6(ip), IpAddr::V6(net)) if bits <= 128 => {
+            let mask = u128::MAX.checked_shl(128 - bits).unwrap_or(0);
+            u128::from(ip) & mask == u128::from(net) & mask
+        }
+        _ => false,
+    }
+}
+
+impl InstancesV2 for OpenStack {
+    fn instance_exists(&self, node: Node) -> Result<bool, CloudError> {
+        if self.other_region(&node) {
+            return Ok(true);
+        }
+        Ok(self.find_server(&node)?.is_some())
+    }
+
+    fn instance_shutdown(&self, node: Node) -> Result<bool, CloudError> {
+        if self.other_region(&node) {
+            return Ok(false);
+        }
+        match self.find_server(&node)? {
+            Some(server) => Ok(server["status"] == "SHUTOFF"),
+            None => Err(CloudError::InstanceNotFound),
+        }
+    }
+
+    fn instance_metadata(&self, node: Node) -> Result<InstanceInfo, CloudError> {
+        if self.other_region(&node) {
+            return Err(cloud_error::other(format!(
+                "the Node's provider ID is in another region than `{}`",
+                self.config.region
+            )));
+        }
+        match self.find(&node)? {
+            Some(found) => self.metadata(&found),
+            None => Err(CloudError::InstanceNotFound),
+        }
+    }
+}
+
+impl InstancesBatch for OpenStack {
+    fn instances_exist(&self, nodes: Vec<Node>) -> Result<Vec<BoolAnswer>, CloudError> {
+        let all = self.all_servers()?;
+        Ok(nodes
+            .iter()
+            .map(|node| {
+                if self.other_region(node) {
+                    return BoolAnswer::Ok(true);
+                }
+                let found = match node.provider_id.as_deref().filter(|p| !p.is_empty()) {
+                    Some(p) => parse_provider_id(p)
+                        .map(|r| all.iter().any(|f| f.server["id"] == r.id.as_str())),
+                    None => Ok(all
+                        .iter()
+                        .any(|f| f.server["name"] == node.metadata.name.as_str())),
+                };
+                match found {
+                    Ok(exists) => BoolAnswer::Ok(exists),
+                    Err(e) => BoolAnswer::Err(e),
+                }
+            })
+            .collect())
+    }
+
+    fn instances_shutdown(&self, nodes: Vec<Node>) -> Result<Vec<BoolAnswer>, CloudError> {
+        let all = self.all_servers()?;
+        Ok(nodes
+            .iter()
+            .map(|node| {
+                if self.other_region(node) {
+                    return BoolAnswer::Ok(false);
+                }
+                let server = match node.provider_id.as_deref().filter(|p| !p.is_empty()) {
+                    Some(p) => match parse_provider_id(p) {
+                        Ok(r) => all.iter().find(|f| f.server["id"] == r.id.as_str()),
+                        Err(e) => return BoolAnswer::Err(e),
+                    },
+                    None => all
+                        .iter()
+                        .find(|f| f.server["name"] == node.metadata.name.as_str()),
+                };
+                match server {
+                    Some(found) => BoolAnswer::Ok(found.server["status"] == "SHUTOFF"),
+                    None => BoolAnswer::Err(CloudError::InstanceNotFound),
+                }
+            })
+            .collect())
+    }
+
+    fn instances_metadata(&self, nodes: Vec<Node>) -> Result<Vec<MetadataAnswer>, CloudError> {
+        let all = self.all_servers()?;
+        let matched = self.match_nodes(&nodes, all);
+        Ok(nodes
+            .iter()
+            .zip(matched)
+            .map(|(node, found)| {
+                if self.other_region(node) {
+                    return MetadataAnswer::Err(cloud_error::other(format!(
+                        "the Node's provider ID is in another region than `{}`",
+                        self.config.region
+                    )));
+                }
+                match found {
+                    Ok(Some(found)) => match self.metadata(&found) {
+                        Ok(info) => MetadataAnswer::Ok(info),
+                        Err(e) => MetadataAnswer::Err(e),
+                    },
+                    Ok(None) => MetadataAnswer::Err(CloudError::InstanceNotFound),
+                    Err(e) => MetadataAnswer::Err(e),
+                }
+            })
+            .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn provider_ids_in_both_forms() {
+        assert_eq!(
+            parse_provider_id("openstack:///abc").unwrap(),
+            ServerRef {
+                region: None,
+                id: "abc".into()
+            }
+        );
+        assert_eq!(
+            parse_provider_id("openstack://RegionOne/abc").unwrap(),
+            ServerRef {
+                region: Some("RegionOne".into()),
+                id: "abc".into()
+            }
+        );
+        for bad in [
+            "aws:///i-1",
+            "openstack://",
+            "openstack:///",
+            "openstack:///a/b/",
+        ] {
+            assert!(parse_provider_id(bad).is_err(), "{bad}");
+        }
+    }
+
+    fn addr(t: NodeAddressType, a: &str) -> NodeAddress {
+        NodeAddress {
+            address_type: t,
+            address: a.into(),
+        }
+    }
+
+    #[test]
+    fn addresses_as_occm_builds_them() {
+        use NodeAddressType::{ExternalIp, InternalIp};
+        let server = json!({"addresses": {
+            "private": [{"addr": "10.0.0.5", "OS-EXT-IPS:type": "fixed"},
+                        {"addr": "203.0.113.9", "OS-EXT-IPS:type": "floating"},
+                        {"addr": "fd00::5", "OS-EXT-IPS:type": "fixed"}],
+            "ext": [{"addr": "198.51.100.7", "OS-EXT-IPS:type": "fixed"}],
+            "storage": [{"addr": "192.168.1.5", "OS-EXT-IPS:type": "fixed"}]}});
+        let ports = [
+            json!({"status": "ACTIVE", "fixed_ips": [{"ip_address": "10.0.0.5"}]}),
+            json!({"status": "DOWN", "fixed_ips": [{"ip_address": "192.168.1.5"}]}),
+        ];
+        let plain = node_addresses(&server, &ports, &NetworkingConfig::default());
+        assert_eq!(
+            plain,
+            vec![
+                addr(InternalIp, "10.0.0.5"),
+                addr(InternalIp, "198.51.100.7"),
+                addr(ExternalIp, "203.0.113.9"),
+                addr(InternalIp, "fd00::5"),
+                addr(InternalIp, "192.168.1.5"),
+            ]
+        );
+        let networking = NetworkingConfig {
+            public_network_names: vec!["ext".into()],
+            internal_network_names: vec!["private".into()],
+            ipv6_support_disabled: true,
+            address_sort_order: vec!["203.0.113.0/24".into()],
+        };
+        assert_eq!(
+            node_addresses(&server, &ports, &networking),
+            vec![
+                addr(ExternalIp, "203.0.113.9"),
+                addr(InternalIp, "10.0.0.5"),
+                addr(ExternalIp, "198.51.100.7"),
+            ]
+        );
+    }
+
+    #[test]
+    fn names_are_matched_literally_by_nova() {
+        assert_eq!(regex_escape("node-1.example"), "node-1\\.example");
+    }
+}

@@ -1,0 +1,248 @@
+//! The OpenStack provider (`guests/openstack`) through the real controllers and the
+//! API server double, against the real Keystone and the OpenStack API double
+//! (tests/openstack-double), which validates every token with Keystone: the host logs
+//! in with the application credential of the documented policy, the provider never
+//! holds a secret.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Node;
+use keystone_peer::Keystone;
+use kube::Api;
+use kube::api::PostParams;
+use openstack_double::OpenStackDouble;
+use openstack_double::state::NewServer;
+use serde_json::json;
+use wasm_ccm_tests::{
+    TempDir, controller_manager_command, free_port, guest, initialized, set_ready, taint_keys,
+    wait_until,
+};
+
+const TIMEOUT: Duration = Duration::from_secs(90);
+const UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized";
+const SHUTDOWN: &str = "node.cloudprovider.kubernetes.io/shutdown";
+
+/// Keystone, the OpenStack double, the API server double and a provider directory.
+struct OpenStackStack {
+    keystone: Arc<Keystone>,
+    cloud: OpenStackDouble,
+    api: kube_double::ApiServer,
+    dir: TempDir,
+    kubeconfig: PathBuf,
+    cloud_config: PathBuf,
+    secret: String,
+}
+
+impl OpenStackStack {
+    async fn start() -> Self {
+        let keystone = Arc::new(Keystone::start().await);
+        let project = keystone.create_project("kubernetes").await;
+        let user = keystone
+            .create_user("kubernetes-ccm", "ccm-password", &project)
+            .await;
+        let (credential, secret) = keystone
+            .create_application_credential(
+                "kubernetes-ccm",
+                &user,
+                "ccm-password",
+                "kubernetes",
+                "wasm-ccm",
+            )
+            .await;
+        let cloud = OpenStackDouble::start(keystone.clone()).await.unwrap();
+        cloud.register(&keystone).await;
+        let api = kube_double::ApiServer::start(kube_double::Settings::default())
+            .await
+            .expect("API server double");
+        let dir = TempDir::new("openstack");
+        std::fs::copy(
+            guest("openstack_provider"),
+            dir.path().join("openstack.wasm"),
+        )
+        .unwrap();
+        // The policy the provider's README gives users, for this Keystone.
+        std::fs::create_dir_all(dir.path().join("openstack")).unwrap();
+        std::fs::write(
+            dir.path().join("openstack/application-credential-secret"),
+            &secret,
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join("openstack.yaml"),
+            format!(
+                "credentials:\n  - destination: {url}\n    allowPlaintext: true\n    keystone:\n      \
+                 authUrl: {url}/v3\n      region: RegionOne\n      applicationCredentialId: {credential}\n      \
+                 applicationCredentialSecretFile: openstack/application-credential-secret\n",
+                url = keystone.url()
+            ),
+        )
+        .unwrap();
+        let kubeconfig = dir.path().join("kubeconfig");
+        api.write_kubeconfig(&kubeconfig).unwrap();
+        let cloud_config = dir.path().join("cloud.conf");
+        std::fs::write(
+            &cloud_config,
+            format!(
+                "[Global]\nauth-url = {}/v3\nregion = RegionOne\n",
+                keystone.url()
+            ),
+        )
+        .unwrap();
+        Self {
+            keystone,
+            cloud,
+            api,
+            dir,
+            kubeconfig,
+            cloud_config,
+            secret,
+        }
+    }
+
+    fn client(&self) -> kube::Client {
+        kube::Client::try_from(kube::Config::new(self.api.url().parse().unwrap())).unwrap()
+    }
+
+    /// Starts `wasm-ccm` and collects its log.
+    fn controller_manager(
+        &self,
+        port: u16,
+    ) -> (tokio::process::Child, Arc<std::sync::Mutex<String>>) {
+        let mut ccm = controller_manager_command(
+            "openstack",
+            self.dir.path(),
+            &self.cloud_config,
+            &self.kubeconfig,
+            port,
+            &["--leader-elect=false"],
+        )
+        .env("RUST_LOG", "info")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+        let stderr = ccm.stderr.take().unwrap();
+        let log = Arc::new(std::sync::Mutex::new(String::new()));
+        let sink = log.clone();
+        tokio::spawn(async move {
+            use tokio::io::AsyncBufReadExt;
+            let mut lines = tokio::io::BufReader::new(stderr).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                let mut log = sink.lock().unwrap();
+                log.push_str(&line);
+                log.push('\n');
+            }
+        });
+        (ccm, log)
+    }
+}
+
+/// A Node as kubelet registers it with `--cloud-provider=external`: named by its
+/// server's name.
+fn kubelet_node(name: &str) -> Node {
+    serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "spec": {"taints": [{"key": UNINITIALIZED, "value": "true", "effect": "NoSchedule"}]},
+        "status": {"conditions": [{"type": "Ready", "status": "True"}]}
+    }))
+    .unwrap()
+}
+
+fn label<'a>(node: &'a Node, key: &str) -> Option<&'a str> {
+    node.metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(key))
+        .map(String::as_str)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodes_are_initialized_and_their_lifecycle_follows_nova() {
+    let stack = OpenStackStack::start().await;
+    let (a, b, c) = stack.cloud.with_state(|s| {
+        let a = s.add_server(NewServer::named("node-a", "10.0.0.11"));
+        let mut b = NewServer::named("node-b", "10.0.0.12");
+        b.zone = "az-2".into();
+        b.flavor = "m1.large".into();
+        let b = s.add_server(b);
+        let c = s.add_server(NewServer::named("node-c", "10.0.0.13"));
+        (a, b, c)
+    });
+    let nodes: Api<Node> = Api::all(stack.client());
+    for name in ["node-a", "node-b", "node-c"] {
+        nodes
+            .create(&PostParams::default(), &kubelet_node(name))
+            .await
+            .unwrap();
+    }
+    let port = free_port();
+    let (_ccm, log) = stack.controller_manager(port);
+    for name in ["node-a", "node-b", "node-c"] {
+        wait_until(TIMEOUT, &format!("{name} initialized"), || {
+            initialized(&nodes, name)
+        })
+        .await;
+    }
+    let node_b = nodes.get("node-b").await.unwrap();
+    assert_eq!(
+        node_b.spec.as_ref().unwrap().provider_id.as_deref(),
+        Some(format!("openstack:///{}", b.id).as_str())
+    );
+    assert_eq!(
+        label(&node_b, "node.kubernetes.io/instance-type"),
+        Some("m1.large")
+    );
+    assert_eq!(label(&node_b, "topology.kubernetes.io/zone"), Some("az-2"));
+    assert_eq!(
+        label(&node_b, "topology.kubernetes.io/region"),
+        Some("RegionOne")
+    );
+    let addresses: Vec<(String, String)> = node_b
+        .status
+        .as_ref()
+        .and_then(|s| s.addresses.clone())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|a| (a.type_, a.address))
+        .collect();
+    assert_eq!(
+        addresses,
+        [("InternalIP".to_string(), "10.0.0.12".to_string())]
+    );
+
+    // node-a shuts off while NotReady: the shutdown taint; node-c's server is deleted:
+    // the Node goes.
+    stack.cloud.with_state(|s| {
+        s.servers.get_mut(&a.id).unwrap().status = "SHUTOFF".into();
+        s.delete_server(&c.id);
+    });
+    set_ready(&nodes, "node-a", "False").await;
+    set_ready(&nodes, "node-c", "False").await;
+    wait_until(TIMEOUT, "node-a tainted as shut down", || async {
+        nodes
+            .get("node-a")
+            .await
+            .is_ok_and(|n| taint_keys(&n).contains(&SHUTDOWN.to_string()))
+    })
+    .await;
+    wait_until(TIMEOUT, "node-c deleted", || async {
+        nodes.get_opt("node-c").await.is_ok_and(|n| n.is_none())
+    })
+    .await;
+    assert!(nodes.get_opt("node-b").await.unwrap().is_some());
+
+    // Every request carried a token Keystone accepted (the double refuses others), and
+    // neither the secret nor a token is in the log.
+    let requests = stack.cloud.with_state(|s| s.requests.clone());
+    assert!(
+        requests
+            .iter()
+            .any(|r| r.starts_with("GET /compute/v2.1/servers")),
+        "{requests:?}"
+    );
+    let log = log.lock().unwrap().clone();
+    assert!(!log.contains(&stack.secret), "{log}");
+    assert!(!log.contains("gAAAAA"), "a fernet token in the log: {log}");
+    assert!(stack.keystone.port > 0);
+}
