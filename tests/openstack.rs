@@ -36,7 +36,9 @@ struct OpenStackStack {
 }
 
 impl OpenStackStack {
-    async fn start() -> Self {
+    /// Everything up, with `extra` appended to the cloud config (given the double, for
+    /// its IDs).
+    async fn start(extra: impl FnOnce(&OpenStackDouble) -> String) -> Self {
         let keystone = Arc::new(Keystone::start().await);
         let project = keystone.create_project("kubernetes").await;
         let user = keystone
@@ -85,8 +87,9 @@ impl OpenStackStack {
         std::fs::write(
             &cloud_config,
             format!(
-                "[Global]\nauth-url = {}/v3\nregion = RegionOne\n",
-                keystone.url()
+                "[Global]\nauth-url = {}/v3\nregion = RegionOne\n{}",
+                keystone.url(),
+                extra(&cloud)
             ),
         )
         .unwrap();
@@ -141,9 +144,16 @@ impl OpenStackStack {
 /// A Node as kubelet registers it with `--cloud-provider=external`: named by its
 /// server's name.
 fn kubelet_node(name: &str) -> Node {
+    kubelet_node_with_cidr(name, None)
+}
+
+/// [`kubelet_node`] with a pod CIDR.
+fn kubelet_node_with_cidr(name: &str, pod_cidr: Option<&str>) -> Node {
+    let cidrs: Vec<&str> = pod_cidr.into_iter().collect();
     serde_json::from_value(json!({
         "metadata": {"name": name},
-        "spec": {"taints": [{"key": UNINITIALIZED, "value": "true", "effect": "NoSchedule"}]},
+        "spec": {"taints": [{"key": UNINITIALIZED, "value": "true", "effect": "NoSchedule"}],
+                 "podCIDR": pod_cidr, "podCIDRs": cidrs},
         "status": {"conditions": [{"type": "Ready", "status": "True"}]}
     }))
     .unwrap()
@@ -159,7 +169,7 @@ fn label<'a>(node: &'a Node, key: &str) -> Option<&'a str> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nodes_are_initialized_and_their_lifecycle_follows_nova() {
-    let stack = OpenStackStack::start().await;
+    let stack = OpenStackStack::start(|_| String::new()).await;
     let (a, b, c) = stack.cloud.with_state(|s| {
         let a = s.add_server(NewServer::named("node-a", "10.0.0.11"));
         let mut b = NewServer::named("node-b", "10.0.0.12");
@@ -245,4 +255,80 @@ async fn nodes_are_initialized_and_their_lifecycle_follows_nova() {
     assert!(!log.contains(&stack.secret), "{log}");
     assert!(!log.contains("gAAAAA"), "a fernet token in the log: {log}");
     assert!(stack.keystone.port > 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn routes_are_the_routers_extra_routes_and_the_ports_allow_the_pod_cidrs() {
+    let stack = OpenStackStack::start(|cloud| {
+        format!(
+            "[Route]\nrouter-id = {}\n",
+            cloud.with_state(|s| s.router_id())
+        )
+    })
+    .await;
+    let (a, b) = stack.cloud.with_state(|s| {
+        // A route left behind by a node that is gone: a blackhole.
+        let router = s.router_id();
+        s.routers
+            .get_mut(&router)
+            .unwrap()
+            .routes
+            .push(("10.244.9.0/24".into(), "10.0.9.9".into()));
+        (
+            s.add_server(NewServer::named("node-a", "10.0.0.11")),
+            s.add_server(NewServer::named("node-b", "10.0.0.12")),
+        )
+    });
+    let nodes: Api<Node> = Api::all(stack.client());
+    for (name, cidr) in [("node-a", "10.244.1.0/24"), ("node-b", "10.244.2.0/24")] {
+        nodes
+            .create(
+                &PostParams::default(),
+                &kubelet_node_with_cidr(name, Some(cidr)),
+            )
+            .await
+            .unwrap();
+    }
+    let port = free_port();
+    let (_ccm, _log) = stack.controller_manager(port);
+    let routes = || {
+        stack
+            .cloud
+            .with_state(|s| s.routers.values().next().unwrap().routes.clone())
+    };
+    let pairs = |server: &str| {
+        stack.cloud.with_state(|s| {
+            s.ports
+                .values()
+                .filter(|p| p.device_id == server)
+                .flat_map(|p| p.allowed_address_pairs.iter().map(|(ip, _)| ip.clone()))
+                .collect::<Vec<_>>()
+        })
+    };
+    wait_until(TIMEOUT, "both routes, and the blackhole gone", || async {
+        let mut now = routes();
+        now.sort();
+        now == [
+            ("10.244.1.0/24".to_string(), "10.0.0.11".to_string()),
+            ("10.244.2.0/24".to_string(), "10.0.0.12".to_string()),
+        ]
+    })
+    .await;
+    assert_eq!(pairs(&a.id), ["10.244.1.0/24"]);
+    assert_eq!(pairs(&b.id), ["10.244.2.0/24"]);
+
+    // node-b leaves the cluster: its route and its port's pair go.
+    nodes
+        .delete("node-b", &kube::api::DeleteParams::default())
+        .await
+        .unwrap();
+    wait_until(TIMEOUT, "node-b's route removed", || async {
+        routes() == [("10.244.1.0/24".to_string(), "10.0.0.11".to_string())]
+    })
+    .await;
+    wait_until(TIMEOUT, "node-b's pair removed", || async {
+        pairs(&b.id).is_empty()
+    })
+    .await;
+    assert_eq!(pairs(&a.id), ["10.244.1.0/24"]);
 }

@@ -106,7 +106,10 @@ impl OpenStack {
     }
 
     /// The ports of the servers `ids` (Neutron lists them by `device_id`).
-    fn ports_of(&self, ids: &[&str]) -> Result<BTreeMap<String, Vec<Value>>, CloudError> {
+    pub(crate) fn ports_of(
+        &self,
+        ids: &[&str],
+    ) -> Result<BTreeMap<String, Vec<Value>>, CloudError> {
         let mut by_server: BTreeMap<String, Vec<Value>> = BTreeMap::new();
         if ids.is_empty() {
             return Ok(by_server);

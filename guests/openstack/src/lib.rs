@@ -7,7 +7,7 @@
 //!   `[Route]`), secrets refused;
 //! - [`api`]: the service catalog, JSON requests, errors, pagination;
 //! - [`instances`] (`instances-v2` and `instances-batch` with Nova servers and their
-//!   Neutron ports): the exports.
+//!   Neutron ports), [`routes`] (the router's extra routes): the exports.
 //!
 //! Behaviour follows kubernetes/cloud-provider-openstack (occm); `guests/openstack/README.md`
 //! lists what is covered and what is not.
@@ -15,6 +15,7 @@
 mod api;
 mod config;
 mod instances;
+mod routes;
 
 use wasm_ccm_guest::Provider;
 
@@ -28,6 +29,7 @@ mod bindings {
                 export wasm-ccm:provider/identity@0.2.0;
                 export wasm-ccm:provider/instances-v2@0.2.0;
                 export wasm-ccm:provider/instances-batch@0.2.0;
+                export wasm-ccm:provider/routes@0.2.0;
             }
         ",
         world: "wasm-ccm:openstack/openstack",
@@ -68,4 +70,4 @@ impl Provider for OpenStack {
 }
 
 wasm_ccm_guest::export_provider!(OpenStack with_types_in bindings,
-    exports: [instances_v2, instances_batch]);
+    exports: [instances_v2, instances_batch, routes]);

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{Path, Query, State as Extract};
+use axum::extract::{Path, RawQuery, State as Extract};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, put};
@@ -53,27 +53,53 @@ fn bad_request(status: StatusCode, message: &str) -> Response {
     error(status, "HTTPBadRequest", message)
 }
 
-/// Keeps the objects whose fields equal every query value (all values are compared as
-/// text, lists by membership; `fields` and paging parameters are ignored).
-fn filtered(items: Vec<Value>, query: &HashMap<String, String>) -> Vec<Value> {
-    items
-        .into_iter()
-        .filter(|item| {
-            query.iter().all(|(key, wanted)| {
-                if ["fields", "limit", "marker", "sort_key", "sort_dir"].contains(&key.as_str()) {
-                    return true;
-                }
-                match &item[key] {
-                    Value::Null => false,
-                    Value::String(s) => s == wanted,
-                    Value::Bool(b) => b.to_string() == *wanted,
-                    Value::Number(n) => n.to_string() == *wanted,
-                    Value::Array(list) => list.iter().any(|v| v.as_str() == Some(wanted)),
-                    Value::Object(_) => false,
-                }
+/// The query's filters: a field given several times matches any of its values, as
+/// Neutron's (`device_id=a&device_id=b`); `fields` and paging parameters are not
+/// filters.
+#[derive(Default)]
+struct Filters(HashMap<String, Vec<String>>);
+
+impl Filters {
+    fn parse(query: Option<String>) -> Self {
+        let mut filters: HashMap<String, Vec<String>> = HashMap::new();
+        for (key, value) in url::form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
+            if ![
+                "fields",
+                "limit",
+                "marker",
+                "sort_key",
+                "sort_dir",
+                "page_reverse",
+            ]
+            .contains(&key.as_ref())
+            {
+                filters
+                    .entry(key.into_owned())
+                    .or_default()
+                    .push(value.into_owned());
+            }
+        }
+        Self(filters)
+    }
+
+    /// Keeps the objects whose fields equal one of each filter's values (compared as
+    /// text, lists by membership).
+    fn apply(&self, items: Vec<Value>) -> Vec<Value> {
+        items
+            .into_iter()
+            .filter(|item| {
+                self.0.iter().all(|(key, wanted)| {
+                    wanted.iter().any(|wanted| match &item[key] {
+                        Value::String(s) => s == wanted,
+                        Value::Bool(b) => b.to_string() == *wanted,
+                        Value::Number(n) => n.to_string() == *wanted,
+                        Value::Array(list) => list.iter().any(|v| v.as_str() == Some(wanted)),
+                        _ => false,
+                    })
+                })
             })
-        })
-        .collect()
+            .collect()
+    }
 }
 
 async fn extensions() -> Response {
@@ -89,10 +115,7 @@ fn network_json(n: &crate::state::Network, subnets: Vec<String>) -> Value {
            "admin_state_up": true, "subnets": subnets, "tenant_id": "project", "project_id": "project"})
 }
 
-async fn list_networks(
-    Extract(shared): Extract<Shared>,
-    Query(query): Query<HashMap<String, String>>,
-) -> Response {
+async fn list_networks(Extract(shared): Extract<Shared>, RawQuery(query): RawQuery) -> Response {
     shared.with(|s| {
         let all = s
             .networks
@@ -108,7 +131,10 @@ async fn list_networks(
                 )
             })
             .collect();
-        reply(StatusCode::OK, json!({"networks": filtered(all, &query)}))
+        reply(
+            StatusCode::OK,
+            json!({"networks": Filters::parse(query).apply(all)}),
+        )
     })
 }
 
@@ -127,13 +153,13 @@ fn subnet_json(x: &crate::state::Subnet) -> Value {
            "name": "", "tenant_id": "project", "project_id": "project"})
 }
 
-async fn list_subnets(
-    Extract(shared): Extract<Shared>,
-    Query(query): Query<HashMap<String, String>>,
-) -> Response {
+async fn list_subnets(Extract(shared): Extract<Shared>, RawQuery(query): RawQuery) -> Response {
     shared.with(|s| {
         let all = s.subnets.values().map(subnet_json).collect();
-        reply(StatusCode::OK, json!({"subnets": filtered(all, &query)}))
+        reply(
+            StatusCode::OK,
+            json!({"subnets": Filters::parse(query).apply(all)}),
+        )
     })
 }
 
@@ -159,13 +185,13 @@ fn port_json(p: &Port) -> Value {
     })
 }
 
-async fn list_ports(
-    Extract(shared): Extract<Shared>,
-    Query(query): Query<HashMap<String, String>>,
-) -> Response {
+async fn list_ports(Extract(shared): Extract<Shared>, RawQuery(query): RawQuery) -> Response {
     shared.with(|s| {
         let all = s.ports.values().map(port_json).collect();
-        reply(StatusCode::OK, json!({"ports": filtered(all, &query)}))
+        reply(
+            StatusCode::OK,
+            json!({"ports": Filters::parse(query).apply(all)}),
+        )
     })
 }
 
@@ -237,13 +263,13 @@ fn floating_ip_json(f: &FloatingIp) -> Value {
 
 async fn list_floating_ips(
     Extract(shared): Extract<Shared>,
-    Query(query): Query<HashMap<String, String>>,
+    RawQuery(query): RawQuery,
 ) -> Response {
     shared.with(|s| {
         let all = s.floating_ips.values().map(floating_ip_json).collect();
         reply(
             StatusCode::OK,
-            json!({"floatingips": filtered(all, &query)}),
+            json!({"floatingips": Filters::parse(query).apply(all)}),
         )
     })
 }

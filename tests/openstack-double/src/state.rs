@@ -329,7 +329,7 @@ impl State {
                     id: port,
                     network_id: network,
                     device_id: id.clone(),
-                    device_owner: "compute:nova".into(),
+                    device_owner: format!("compute:{}", new.zone),
                     mac_address: mac,
                     fixed_ips: vec![(subnet, ip.clone())],
                     allowed_address_pairs: Vec::new(),
