@@ -332,3 +332,130 @@ async fn routes_are_the_routers_extra_routes_and_the_ports_allow_the_pod_cidrs()
     .await;
     assert_eq!(pairs(&a.id), ["10.244.1.0/24"]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_load_balancer_service_gets_an_octavia_load_balancer_and_a_floating_ip() {
+    use k8s_openapi::api::core::v1::Service;
+    let stack = OpenStackStack::start(|cloud| {
+        cloud.with_state(|s| {
+            let private = s.network_id("private").unwrap();
+            let subnet = s.subnet_of(&private).unwrap().id.clone();
+            let public = s.network_id("public").unwrap();
+            format!(
+                "[LoadBalancer]\nsubnet-id = {subnet}\nfloating-network-id = {public}\n\
+                 create-monitor = true\n"
+            )
+        })
+    })
+    .await;
+    stack.cloud.with_state(|s| {
+        s.add_server(NewServer::named("node-a", "10.0.0.11"));
+        s.add_server(NewServer::named("node-b", "10.0.0.12"));
+        s.add_server(NewServer::named("node-c", "10.0.0.13"));
+    });
+    let nodes: Api<Node> = Api::all(stack.client());
+    for name in ["node-a", "node-b"] {
+        nodes
+            .create(&PostParams::default(), &kubelet_node(name))
+            .await
+            .unwrap();
+    }
+    let port = free_port();
+    let (_ccm, log) = stack.controller_manager(port);
+    for name in ["node-a", "node-b"] {
+        wait_until(TIMEOUT, &format!("{name} initialized"), || {
+            initialized(&nodes, name)
+        })
+        .await;
+    }
+
+    let services: Api<Service> = Api::namespaced(stack.client(), "default");
+    let service: Service = serde_json::from_value(json!({
+        "metadata": {"name": "web", "namespace": "default",
+                     "annotations": {"loadbalancer.openstack.org/timeout-client-data": "60000"}},
+        "spec": {"type": "LoadBalancer", "loadBalancerSourceRanges": ["203.0.113.0/24"],
+                 "ports": [{"name": "http", "port": 80, "targetPort": 8080, "protocol": "TCP"}]}
+    }))
+    .unwrap();
+    let created = services
+        .create(&PostParams::default(), &service)
+        .await
+        .unwrap();
+    let node_port = created.spec.as_ref().unwrap().ports.as_ref().unwrap()[0]
+        .node_port
+        .unwrap();
+    let ingress_ip = || async {
+        services
+            .get("web")
+            .await
+            .ok()
+            .and_then(|s| s.status?.load_balancer?.ingress?.first()?.ip.clone())
+    };
+    wait_until(TIMEOUT, "the Service's floating IP", || async {
+        ingress_ip().await.is_some()
+    })
+    .await;
+    let address = ingress_ip().await.unwrap();
+    let members = |s: &openstack_double::State| {
+        let mut m: Vec<(String, u16)> = s
+            .members
+            .values()
+            .map(|m| (m.address.clone(), m.protocol_port))
+            .collect();
+        m.sort();
+        m
+    };
+    stack.cloud.with_state(|s| {
+        assert_eq!(s.load_balancers.len(), 1);
+        let lb = s.load_balancers.values().next().unwrap();
+        assert_eq!(lb.name, "kube_service_kubernetes_default_web");
+        assert_eq!(lb.tags, ["kube_service_kubernetes_default_web"]);
+        let listener = s.listeners.values().next().unwrap();
+        assert_eq!(listener.protocol_port, 80);
+        assert_eq!(
+            listener.name,
+            "listener_0_kube_service_kubernetes_default_web"
+        );
+        assert_eq!(listener.allowed_cidrs, ["203.0.113.0/24"]);
+        assert_eq!(listener.settings.get("timeout_client_data"), Some(&60000));
+        assert_eq!(s.pools.len(), 1);
+        assert_eq!(s.monitors.len(), 1);
+        let fip = s.floating_ips.values().next().unwrap();
+        assert_eq!(fip.floating_ip_address, address);
+        assert_eq!(fip.port_id.as_deref(), Some(lb.vip_port_id.as_str()));
+        let port = node_port as u16;
+        assert_eq!(
+            members(s),
+            [
+                ("10.0.0.11".to_string(), port),
+                ("10.0.0.12".to_string(), port)
+            ]
+        );
+    });
+
+    // A third node joins: the pool's members follow.
+    nodes
+        .create(&PostParams::default(), &kubelet_node("node-c"))
+        .await
+        .unwrap();
+    wait_until(TIMEOUT, "node-c a member", || async {
+        stack.cloud.with_state(|s| members(s).len() == 3)
+    })
+    .await;
+
+    // Deleted: the load balancer (cascade), its floating IP, then the finalizer.
+    services
+        .delete("web", &kube::api::DeleteParams::default())
+        .await
+        .unwrap();
+    wait_until(TIMEOUT, "the Service gone", || async {
+        services.get_opt("web").await.is_ok_and(|s| s.is_none())
+    })
+    .await;
+    stack.cloud.with_state(|s| {
+        assert_eq!(s.load_balancer_resources(), 0, "{:?}", s.load_balancers);
+        assert!(s.floating_ips.is_empty());
+    });
+    let log = log.lock().unwrap().clone();
+    assert!(!log.contains(&stack.secret));
+}

@@ -7,7 +7,8 @@
 //!   `[Route]`), secrets refused;
 //! - [`api`]: the service catalog, JSON requests, errors, pagination;
 //! - [`instances`] (`instances-v2` and `instances-batch` with Nova servers and their
-//!   Neutron ports), [`routes`] (the router's extra routes): the exports.
+//!   Neutron ports), [`load_balancer`] (Octavia), [`routes`] (the router's extra
+//!   routes): the exports.
 //!
 //! Behaviour follows kubernetes/cloud-provider-openstack (occm); `guests/openstack/README.md`
 //! lists what is covered and what is not.
@@ -15,6 +16,7 @@
 mod api;
 mod config;
 mod instances;
+mod load_balancer;
 mod routes;
 
 use wasm_ccm_guest::Provider;
@@ -29,6 +31,8 @@ mod bindings {
                 export wasm-ccm:provider/identity@0.2.0;
                 export wasm-ccm:provider/instances-v2@0.2.0;
                 export wasm-ccm:provider/instances-batch@0.2.0;
+                export wasm-ccm:provider/load-balancer@0.2.0;
+                export wasm-ccm:provider/load-balancer-name@0.2.0;
                 export wasm-ccm:provider/routes@0.2.0;
             }
         ",
@@ -70,4 +74,4 @@ impl Provider for OpenStack {
 }
 
 wasm_ccm_guest::export_provider!(OpenStack with_types_in bindings,
-    exports: [instances_v2, instances_batch, routes]);
+    exports: [instances_v2, instances_batch, load_balancer, load_balancer_name, routes]);
