@@ -459,3 +459,85 @@ async fn a_load_balancer_service_gets_an_octavia_load_balancer_and_a_floating_ip
     let log = log.lock().unwrap().clone();
     assert!(!log.contains(&stack.secret));
 }
+
+/// guests/openstack/README.md, "Migrating from occm": `wasm-ccm import-occm-config`
+/// turns occm's cloud.conf (here a password login) into the provider's cloud.conf, its
+/// policy and the credentials Secret's files; the controller manager runs on them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_occm_cloud_conf_is_imported_and_serves() {
+    let stack = OpenStackStack::start(|_| String::new()).await;
+    stack
+        .cloud
+        .with_state(|s| s.add_server(NewServer::named("node-a", "10.0.0.11")));
+    let out = TempDir::new("occm-import");
+    let occm = out.path().join("occm-cloud.conf");
+    std::fs::write(
+        &occm,
+        format!(
+            "[Global]\nauth-url = {}/v3\nregion = RegionOne\nusername = kubernetes-ccm\n\
+             password = ccm-password\ntenant-name = kubernetes\ndomain-name = Default\n\
+             [Networking]\ninternal-network-name = private\n",
+            stack.keystone.url()
+        ),
+    )
+    .unwrap();
+    let imported = out.path().join("imported");
+    let credentials = imported.join("credentials");
+    let status = tokio::process::Command::new(wasm_ccm_tests::wasm_ccm_bin())
+        .arg("import-occm-config")
+        .arg(&occm)
+        .arg("--out")
+        .arg(&imported)
+        .arg("--credentials-dir")
+        .arg(&credentials)
+        .status()
+        .await
+        .unwrap();
+    assert!(status.success());
+    let cloud_conf = imported.join("cloud-config/cloud.conf");
+    let text = std::fs::read_to_string(&cloud_conf).unwrap();
+    assert!(
+        !text.contains("ccm-password") && text.contains("internal-network-name"),
+        "{text}"
+    );
+    let providers = imported.join("providers");
+    std::fs::copy(
+        guest("openstack_provider"),
+        providers.join("openstack.wasm"),
+    )
+    .unwrap();
+
+    let nodes: Api<Node> = Api::all(stack.client());
+    nodes
+        .create(&PostParams::default(), &kubelet_node("node-a"))
+        .await
+        .unwrap();
+    let port = free_port();
+    // As deployed: the providers, the cloud config and the Secret in their own places.
+    let _ccm = tokio::process::Command::new(wasm_ccm_tests::wasm_ccm_bin())
+        .args(["--cloud-provider", "openstack", "--leader-elect=false"])
+        // No [Route] router-id: no routes, as occm.
+        .arg("--configure-cloud-routes=false")
+        .args([
+            "--secure-port",
+            &port.to_string(),
+            "--bind-address",
+            "127.0.0.1",
+        ])
+        .arg("--providers-dir")
+        .arg(&providers)
+        .arg("--credentials-dir")
+        .arg(&credentials)
+        .arg("--cloud-config")
+        .arg(&cloud_conf)
+        .arg("--kubeconfig")
+        .arg(&stack.kubeconfig)
+        .env("RUST_LOG", "warn")
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    wait_until(TIMEOUT, "node-a initialized", || {
+        initialized(&nodes, "node-a")
+    })
+    .await;
+}

@@ -26,6 +26,7 @@ pub mod controllers;
 pub mod daemon;
 pub mod hot_swap;
 pub mod metrics;
+pub mod occm_import;
 pub mod scaffold;
 
 /// An error and its sources on one line, each cause once: what the binaries print.

@@ -79,6 +79,20 @@ enum Command {
         #[arg(long)]
         sdk_path: Option<PathBuf>,
     },
+    /// Convert cloud-provider-openstack's cloud.conf (with its Keystone secret) into the
+    /// OpenStack provider's files under OUT: cloud-config/cloud.conf without secrets,
+    /// providers/openstack.yaml (the policy's keystone rule), and credentials/openstack/
+    /// (the secret, for the credentials Secret).
+    ImportOccmConfig {
+        /// occm's cloud.conf.
+        cloud_conf: PathBuf,
+        /// The directory to write into.
+        #[arg(long)]
+        out: PathBuf,
+        /// Where the credentials Secret is mounted (the policy names the files there).
+        #[arg(long, default_value = "/etc/wasm-ccm/credentials")]
+        credentials_dir: String,
+    },
     /// Drive a provider against its (real or emulated) cloud and check the contract's
     /// rules; prints a pass/fail table and exits non-zero on a failure. Mutating checks
     /// touch only what they create, and clean it up.
@@ -169,6 +183,26 @@ fn main() -> ExitCode {
                     }),
             )
         }),
+        Command::ImportOccmConfig {
+            cloud_conf,
+            out,
+            credentials_dir,
+        } => {
+            let imported = std::fs::read_to_string(&cloud_conf)
+                .map_err(|source| wasm_ccm::occm_import::ImportError::Io {
+                    path: cloud_conf.clone(),
+                    source,
+                })
+                .and_then(|text| {
+                    wasm_ccm::occm_import::convert(&text, &cloud_conf, &credentials_dir)
+                })
+                .and_then(|imported| wasm_ccm::occm_import::write(&imported, &out));
+            exit_code(imported.map(|written| {
+                for path in written {
+                    println!("wrote {}", path.display());
+                }
+            }))
+        }
         Command::Call {
             file,
             cloud_config,
