@@ -21,3 +21,5 @@ cargo build --locked --target wasm32-wasip2 --release "${args[@]}"
 cp target/wasm32-wasip2/release/reference_provider.wasm deploy/providers/simcloud.wasm
 # And the AWS provider for deploy/aws/.
 cp target/wasm32-wasip2/release/aws_provider.wasm deploy/aws/providers/aws.wasm
+# And the OpenStack provider for deploy/openstack/.
+cp target/wasm32-wasip2/release/openstack_provider.wasm deploy/openstack/providers/openstack.wasm

@@ -64,7 +64,7 @@ impl OpenStackStack {
             dir.path().join("openstack.wasm"),
         )
         .unwrap();
-        // The policy the provider's README gives users, for this Keystone.
+        // The policy deploy/openstack gives users, for this Keystone and credential.
         std::fs::create_dir_all(dir.path().join("openstack")).unwrap();
         std::fs::write(
             dir.path().join("openstack/application-credential-secret"),
@@ -73,12 +73,7 @@ impl OpenStackStack {
         .unwrap();
         std::fs::write(
             dir.path().join("openstack.yaml"),
-            format!(
-                "credentials:\n  - destination: {url}\n    allowPlaintext: true\n    keystone:\n      \
-                 authUrl: {url}/v3\n      region: RegionOne\n      applicationCredentialId: {credential}\n      \
-                 applicationCredentialSecretFile: openstack/application-credential-secret\n",
-                url = keystone.url()
-            ),
+            documented_policy(&keystone.url(), &credential, dir.path()),
         )
         .unwrap();
         let kubeconfig = dir.path().join("kubeconfig");
@@ -139,6 +134,23 @@ impl OpenStackStack {
         });
         (ccm, log)
     }
+}
+
+/// deploy/openstack/providers/openstack.yaml with this Keystone, this application
+/// credential and the Secret's files in `credentials`.
+fn documented_policy(keystone: &str, credential: &str, credentials: &std::path::Path) -> String {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let text =
+        std::fs::read_to_string(root.join("deploy/openstack/providers/openstack.yaml")).unwrap();
+    let documented = text
+        .replace("https://keystone.example.com:5000", keystone)
+        .replace("21dced0fd20347869b93710d2b98aae0", credential)
+        .replace(
+            "/etc/wasm-ccm/credentials/",
+            &format!("{}/", credentials.display()),
+        );
+    assert_ne!(documented, text);
+    documented
 }
 
 /// A Node as kubelet registers it with `--cloud-provider=external`: named by its
@@ -540,4 +552,66 @@ async fn an_occm_cloud_conf_is_imported_and_serves() {
         initialized(&nodes, "node-a")
     })
     .await;
+}
+
+/// `kubectl kustomize deploy/openstack/` renders, and the provider loads with its
+/// policy and cloud config (initialize parses the cloud config; nothing is sent).
+#[tokio::test]
+async fn the_deploy_openstack_example_renders_and_loads() {
+    let deploy = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/openstack");
+    let kubectl = std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".into());
+    let out = std::process::Command::new(&kubectl)
+        .arg("kustomize")
+        .arg(&deploy)
+        .output()
+        .unwrap_or_else(|e| panic!("running {kubectl} kustomize: {e} (set KUBECTL)"));
+    assert!(
+        out.status.success(),
+        "kubectl kustomize deploy/openstack failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let docs: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .split("\n---\n")
+        .map(|doc| serde_saphyr::from_str(doc).expect("rendered YAML"))
+        .collect();
+    let config_map = |name: &str| {
+        docs.iter()
+            .find(|d| d["kind"] == "ConfigMap" && d["metadata"]["name"] == name)
+            .unwrap_or_else(|| panic!("ConfigMap {name}"))
+            .clone()
+    };
+    let providers = config_map("wasm-ccm-providers");
+    assert!(providers["binaryData"]["openstack.wasm"].is_string());
+    let policy = providers["data"]["openstack.yaml"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let cloud_conf = config_map("wasm-ccm-cloud-config")["data"]["cloud.conf"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let deployment = docs.iter().find(|d| d["kind"] == "Deployment").unwrap();
+    let args = deployment["spec"]["template"]["spec"]["containers"][0]["args"].clone();
+    assert!(
+        args.as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a == "--cloud-provider=openstack")
+    );
+
+    let dir = TempDir::new("deploy-openstack");
+    std::fs::copy(
+        guest("openstack_provider"),
+        dir.path().join("openstack.wasm"),
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("openstack.yaml"), policy).unwrap();
+    let provider = wasm_ccm_tests::loader()
+        .load(&dir.path().join("openstack.wasm"), cloud_conf.into_bytes())
+        .await
+        .unwrap_or_else(|e| {
+            panic!("loading the OpenStack provider with deploy/openstack's files: {e}")
+        });
+    assert_eq!(provider.name(), "openstack");
 }
