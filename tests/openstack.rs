@@ -615,3 +615,59 @@ async fn the_deploy_openstack_example_renders_and_loads() {
         });
     assert_eq!(provider.name(), "openstack");
 }
+
+/// `wasm-ccm conformance` on the OpenStack provider against Keystone and the double,
+/// with deploy/openstack's policy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conformance_passes_for_the_openstack_provider() {
+    let stack = OpenStackStack::start(|cloud| {
+        cloud.with_state(|s| {
+            let private = s.network_id("private").unwrap();
+            let subnet = s.subnet_of(&private).unwrap().id.clone();
+            let public = s.network_id("public").unwrap();
+            format!(
+                "[LoadBalancer]\nsubnet-id = {subnet}\nfloating-network-id = {public}\n\
+                 [Route]\nrouter-id = {}\n",
+                s.router_id()
+            )
+        })
+    })
+    .await;
+    stack.cloud.with_state(|s| {
+        s.add_server(NewServer::named("node-a", "10.0.0.11"));
+        s.add_server(NewServer::named("node-b", "10.0.0.12"));
+    });
+    let service = stack.dir.path().join("service.json");
+    std::fs::write(
+        &service,
+        json!({"metadata": {"name": "conformance", "namespace": "default"},
+               "spec": {"type": "LoadBalancer", "ports": [{"port": 80, "nodePort": 30080, "protocol": "TCP"}]}})
+        .to_string(),
+    )
+    .unwrap();
+    let out = tokio::process::Command::new(wasm_ccm_tests::wasm_ccm_bin())
+        .arg("conformance")
+        .arg(stack.dir.path().join("openstack.wasm"))
+        .arg("--cloud-config")
+        .arg(&stack.cloud_config)
+        .args(["--node", "node-a", "--node", "node-b"])
+        .arg("--service")
+        .arg(&service)
+        .args(["--route-cidr", "10.244.200.0/24"])
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    eprintln!("{stdout}");
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.trim_end().ends_with(" 0 failed"), "{stdout}");
+    stack.cloud.with_state(|s| {
+        assert_eq!(s.load_balancer_resources(), 0, "conformance cleans up");
+        assert!(s.floating_ips.is_empty());
+        assert!(s.routers.values().all(|r| r.routes.is_empty()));
+    });
+}
