@@ -55,6 +55,8 @@ fn the_shipped_binary_links_no_test_doubles() {
         "kube-double",
         "sim-cloud",
         "moto-peer",
+        "keystone-peer",
+        "openstack-double",
         "wasm-ccm-playground",
     ] {
         assert!(!deps.contains(forbidden), "wasm-ccm depends on {forbidden}");
@@ -70,6 +72,8 @@ fn only_the_playground_links_the_doubles() {
         "kube-double",
         "sim-cloud",
         "moto-peer",
+        "keystone-peer",
+        "openstack-double",
     ] {
         assert!(deps.contains(needed), "playground lacks {needed}: {deps:?}");
     }

@@ -427,3 +427,65 @@ async fn the_printed_wasm_ccm_command_works_as_printed() {
     ccm.kill().await.unwrap();
     child.kill().await.unwrap();
 }
+
+#[tokio::test]
+async fn playground_runs_the_openstack_provider_against_keystone_and_the_double() {
+    let dir = TempDir::new("playground-openstack");
+    let kubeconfig = dir.path().join("kubeconfig");
+    let mut child = tokio::process::Command::new(built_bin("wasm-ccm-playground"))
+        .args(["--cloud", "openstack", "--nodes", "2"])
+        .arg("--kubeconfig-out")
+        .arg(&kubeconfig)
+        .arg("--work-dir")
+        .arg(dir.path().join("work"))
+        .arg("--provider")
+        .arg(guest("openstack_provider"))
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let output = started(&mut lines).await;
+    assert!(
+        output.contains("Keystone:                 http://127.0.0.1:"),
+        "{output}"
+    );
+    assert!(output.contains("provider: openstack loaded"), "{output}");
+    // The Service gets an Octavia load balancer's floating IP (the public network's).
+    kubectl_until(
+        &kubeconfig,
+        &[
+            "get",
+            "service",
+            "web",
+            "-o",
+            "jsonpath={.status.loadBalancer.ingress[0].ip}",
+        ],
+        "the load balancer's floating IP",
+        |ip| ip.starts_with("203.0.113."),
+    )
+    .await;
+    // The printed openstacksdk command, a real client, sees the servers and the load
+    // balancer through the application credential.
+    let sdk = output
+        .lines()
+        .map(str::trim)
+        .find(|l| l.contains("import openstack"))
+        .unwrap_or_else(|| panic!("no openstacksdk command printed:\n{output}"));
+    let out = tokio::process::Command::new("sh")
+        .args(["-c", sdk])
+        .output()
+        .await
+        .unwrap();
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{sdk}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(printed.contains("('node-1', 'ACTIVE')"), "{printed}");
+    assert!(
+        printed.contains("kube_service_kubernetes_default_web"),
+        "{printed}"
+    );
+}

@@ -20,6 +20,11 @@
 //! requests, so the host's egress counter (`wasm_ccm_egress_requests_total`) does.
 //! Upstream's arithmetic for the same cluster is ~12.4 requests per node per hour (12
 //! address refreshes per node, 360 route listings).
+//!
+//! `CLOUD=openstack` runs the OpenStack provider against the real Keystone and the
+//! OpenStack double (`source scripts/ensure-keystone.sh` first; default 500 servers,
+//! deploy/openstack's policy, a router for routes), counting the requests the double
+//! served by path and the host's Keystone logins.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -222,8 +227,171 @@ async fn aws(nodes: usize, window: Duration) {
     );
 }
 
+/// Requests the OpenStack double served, by method and path with IDs folded, and
+/// forgets them.
+fn take_openstack_requests(cloud: &openstack_double::OpenStackDouble) -> BTreeMap<String, u64> {
+    let lines = cloud.with_state(|s| std::mem::take(&mut s.requests));
+    let mut counts = BTreeMap::new();
+    for line in lines {
+        let folded: Vec<&str> = line
+            .split('/')
+            .map(|part| {
+                if part.starts_with("0a5e") {
+                    "{id}"
+                } else {
+                    part
+                }
+            })
+            .collect();
+        *counts.entry(folded.join("/")).or_insert(0) += 1;
+    }
+    counts
+}
+
+/// The same phases for the OpenStack provider against the real Keystone and the
+/// OpenStack double (deploy/openstack's policy: an application credential), counted at
+/// the double; Keystone logins from `wasm_ccm_credential_logins_total`.
+async fn openstack(nodes: usize, window: Duration) {
+    use openstack_double::{OpenStackDouble, state::NewServer};
+    let keystone = std::sync::Arc::new(keystone_peer::Keystone::start().await);
+    let project = keystone.create_project("kubernetes").await;
+    let user = keystone.create_user("ccm", "ccm-password", &project).await;
+    let (credential, secret) = keystone
+        .create_application_credential("ccm", &user, "ccm-password", "kubernetes", "bench")
+        .await;
+    let cloud = OpenStackDouble::start(keystone.clone()).await.unwrap();
+    cloud.register(&keystone).await;
+    let router = cloud.with_state(|s| {
+        for i in 0..nodes {
+            s.add_server(NewServer::named(
+                &format!("node-{i:04}"),
+                &format!("10.0.{}.{}", i / 250, i % 250 + 2),
+            ));
+        }
+        s.router_id()
+    });
+    let dir = wasm_ccm_tests::TempDir::new("bench-openstack");
+    std::fs::copy(
+        wasm_ccm_tests::guest("openstack_provider"),
+        dir.path().join("openstack.wasm"),
+    )
+    .unwrap();
+    std::fs::create_dir_all(dir.path().join("openstack")).unwrap();
+    std::fs::write(
+        dir.path().join("openstack/application-credential-secret"),
+        &secret,
+    )
+    .unwrap();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let policy = std::fs::read_to_string(root.join("deploy/openstack/providers/openstack.yaml"))
+        .unwrap()
+        .replace("https://keystone.example.com:5000", &keystone.url())
+        .replace("21dced0fd20347869b93710d2b98aae0", &credential)
+        .replace(
+            "/etc/wasm-ccm/credentials/",
+            &format!("{}/", dir.path().display()),
+        );
+    std::fs::write(dir.path().join("openstack.yaml"), policy).unwrap();
+    let cloud_config = dir.path().join("cloud.conf");
+    std::fs::write(
+        &cloud_config,
+        format!(
+            "[Global]\nauth-url = {}/v3\nregion = RegionOne\n[Route]\nrouter-id = {router}\n",
+            keystone.url()
+        ),
+    )
+    .unwrap();
+    let node_resource = resources::find("", "v1", "nodes").unwrap();
+    let logins = |text: &str| {
+        metric(
+            text,
+            r#"wasm_ccm_credential_logins_total{provider="openstack",kind="keystone",result="success"}"#,
+        )
+    };
+    print_join_header(
+        "openstack provider against Keystone and the OpenStack double",
+        nodes,
+    );
+    let mut serving = None;
+    for (mode, extra) in JOIN_MODES {
+        let api = kube_double::ApiServer::start(kube_double::Settings::default())
+            .await
+            .expect("API server double");
+        for i in 0..nodes {
+            api.store()
+                .create(node_resource, "", tainted_node(&format!("node-{i:04}")))
+                .unwrap();
+        }
+        let kubeconfig = dir.path().join("kubeconfig");
+        api.write_kubeconfig(&kubeconfig).unwrap();
+        take_openstack_requests(&cloud);
+        let port = free_port();
+        let started = Instant::now();
+        let ccm = spawn_ccm(
+            "openstack",
+            dir.path(),
+            &cloud_config,
+            &kubeconfig,
+            port,
+            extra,
+        );
+        wait_initialized(port, nodes, started).await;
+        let joined_in = started.elapsed();
+        let joining = take_openstack_requests(&cloud);
+        let text = http_get(port, "/metrics")
+            .await
+            .map(|(_, b)| b)
+            .unwrap_or_default();
+        println!(
+            "| {mode} | {} ({}; Keystone logins: {}) | {:.1} s |",
+            joining.values().sum::<u64>(),
+            joining
+                .iter()
+                .map(|(r, n)| format!("{r}: {n}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            logins(&text),
+            joined_in.as_secs_f64()
+        );
+        serving = Some((api, ccm, port));
+    }
+    let (_api, _ccm, port) = serving.expect("two join modes");
+    let before = logins(
+        &http_get(port, "/metrics")
+            .await
+            .map(|(_, b)| b)
+            .unwrap_or_default(),
+    );
+    let started = Instant::now();
+    tokio::time::sleep(window).await;
+    let elapsed = started.elapsed().as_secs_f64();
+    let steady = take_openstack_requests(&cloud);
+    let after = logins(
+        &http_get(port, "/metrics")
+            .await
+            .map(|(_, b)| b)
+            .unwrap_or_default(),
+    );
+    println!();
+    print_table(
+        &format!(
+            "steady state, {nodes} initialized Ready nodes, {elapsed:.0} s window, default periods \
+             (Keystone logins in the window: {}; tokens live 1 h)",
+            after - before
+        ),
+        &steady,
+        |n| n as f64 * 3600.0 / elapsed / nodes as f64,
+        "per node per hour",
+    );
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
+    if std::env::var("CLOUD").as_deref() == Ok("openstack") {
+        let nodes = env_number("NODES", 500) as usize;
+        let window = Duration::from_secs(env_number("WINDOW_SECS", 330));
+        return openstack(nodes, window).await;
+    }
     if std::env::var("CLOUD").as_deref() == Ok("aws") {
         let nodes = env_number("NODES", 200) as usize;
         let window = Duration::from_secs(env_number("WINDOW_SECS", 330));

@@ -23,6 +23,8 @@ pub enum Instances {
     Sim(Arc<SimCloud>),
     /// moto: the EC2 instance whose private DNS name is the Node's name.
     Moto(Arc<moto_peer::Moto>),
+    /// The OpenStack double: the `ACTIVE` Nova server named as the Node.
+    OpenStack(Arc<openstack_double::OpenStackDouble>),
 }
 
 impl Instances {
@@ -37,6 +39,13 @@ impl Instances {
                     .collect()
             })),
             Instances::Moto(moto) => moto.running_instances().await,
+            Instances::OpenStack(cloud) => Some(cloud.with_state(|s| {
+                s.servers
+                    .values()
+                    .filter(|server| server.status == "ACTIVE")
+                    .map(|server| server.name.clone())
+                    .collect()
+            })),
         }
     }
 }

@@ -7,7 +7,9 @@
 //! This is the only crate that links the API server double and the simulated cloud;
 //! the shipped `wasm-ccm` binary does not.
 
+mod aws;
 mod kubelets;
+mod openstack;
 mod playground;
 
 use std::path::PathBuf;
@@ -17,7 +19,8 @@ use clap::Parser;
 
 /// Run wasm-ccm on this machine with no cluster and no cloud account: the Kubernetes
 /// API server double, the simulated cloud and the reference provider (or AWS emulated
-/// by moto and the AWS provider, with --cloud aws), with seeded nodes and a
+/// by moto and the AWS provider, with --cloud aws; or Keystone, the OpenStack double
+/// and the OpenStack provider, with --cloud openstack), with seeded nodes and a
 /// LoadBalancer Service. Stays up until Ctrl-C or SIGTERM.
 #[derive(Parser)]
 #[command(name = "wasm-ccm-playground", version, about)]
@@ -40,7 +43,9 @@ struct Cli {
     cloud_listen: String,
     /// The cloud: `simcloud` (the simulated cloud and the reference provider), `aws`
     /// (AWS emulated by moto on 127.0.0.1, started from $MOTO_SERVER or
-    /// target/tools-venv/bin/moto_server, and the AWS provider), or `none` (any
+    /// target/tools-venv/bin/moto_server, and the AWS provider), `openstack` (the real
+    /// Keystone from $KEYSTONE_VENV or target/tools-venv and the OpenStack API double on
+    /// 127.0.0.1, and the OpenStack provider), or `none` (any
     /// provider, --provider, reaching its own cloud under --policy with --cloud-config).
     #[arg(long, value_enum, default_value_t = playground::Cloud::Simcloud)]
     cloud: playground::Cloud,

@@ -51,6 +51,9 @@ pub enum Cloud {
     Simcloud,
     /// AWS emulated by moto on 127.0.0.1, with the AWS provider (`aws`).
     Aws,
+    /// OpenStack: the real Keystone and the OpenStack API double on 127.0.0.1, with the
+    /// OpenStack provider (`openstack`).
+    Openstack,
     /// No emulated cloud: the provider given by `--provider` reaches its own cloud (or
     /// its author's emulator) under `--policy`, configured by `--cloud-config`.
     None,
@@ -62,6 +65,7 @@ impl Cloud {
         match self {
             Cloud::Simcloud => Some("simcloud"),
             Cloud::Aws => Some("aws"),
+            Cloud::Openstack => Some("openstack"),
             Cloud::None => None,
         }
     }
@@ -71,6 +75,7 @@ impl Cloud {
         match self {
             Cloud::Simcloud => Some("target/wasm32-wasip2/release/reference_provider.wasm"),
             Cloud::Aws => Some("target/wasm32-wasip2/release/aws_provider.wasm"),
+            Cloud::Openstack => Some("target/wasm32-wasip2/release/openstack_provider.wasm"),
             Cloud::None => None,
         }
         .map(PathBuf::from)
@@ -78,17 +83,17 @@ impl Cloud {
 }
 
 /// A seeded cloud: what the controllers need to reach it, and what to tell the user.
-struct Seeded {
+pub(crate) struct Seeded {
     /// The cloud config file.
-    cloud_config: PathBuf,
+    pub(crate) cloud_config: PathBuf,
     /// A node to demonstrate `instance-metadata` on.
-    demo_node: String,
+    pub(crate) demo_node: String,
     /// Lines describing the cloud.
-    about: Vec<String>,
+    pub(crate) about: Vec<String>,
     /// Commands to try.
-    try_lines: Vec<String>,
+    pub(crate) try_lines: Vec<String>,
     /// The running cloud, kept until the playground stops.
-    _cloud: Box<dyn std::any::Any + Send>,
+    pub(crate) _cloud: Box<dyn std::any::Any + Send>,
 }
 
 /// Errors starting the playground.
@@ -173,7 +178,7 @@ pub fn kubelet_node(name: &str, pod_cidr: &str) -> Value {
     })
 }
 
-fn write(path: &Path, contents: impl AsRef<[u8]>) -> Result<(), PlaygroundError> {
+pub(crate) fn write(path: &Path, contents: impl AsRef<[u8]>) -> Result<(), PlaygroundError> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(|source| PlaygroundError::Write {
             path: dir.to_owned(),
@@ -219,7 +224,8 @@ pub async fn run(options: Options) -> Result<(), PlaygroundError> {
     };
     let seeded = match options.cloud {
         Cloud::Simcloud => seed_simcloud(&api, &options, &providers).await?,
-        Cloud::Aws => seed_aws(&api, &options, &providers).await?,
+        Cloud::Aws => crate::aws::seed(&api, &options, &providers).await?,
+        Cloud::Openstack => crate::openstack::seed(&api, &options, &providers).await?,
         Cloud::None => seed_nodes_only(&api, &options)?,
     };
     // Credential files must lie in the credentials directory: the generated ones are
@@ -421,7 +427,7 @@ fn seed_nodes_only(api: &ApiServer, options: &Options) -> Result<Seeded, Playgro
 }
 
 /// The Service every playground starts with.
-fn web_service() -> Value {
+pub(crate) fn web_service() -> Value {
     json!({
         "apiVersion": "v1", "kind": "Service",
         "metadata": {"name": "web", "namespace": "default"},
@@ -498,99 +504,6 @@ async fn seed_simcloud(
             kubelets.note(),
         ],
         _cloud: Box::new((cloud, kubelets)),
-    })
-}
-
-/// moto on 127.0.0.1 with a VPC, one EC2 instance per node (nodes named by their
-/// private DNS names, as on AWS), request authentication on, and the AWS provider's
-/// files: its policy signs with an IAM user's keys from the credentials directory.
-async fn seed_aws(
-    api: &ApiServer,
-    options: &Options,
-    providers: &Path,
-) -> Result<Seeded, PlaygroundError> {
-    let mut moto = moto_peer::Moto::try_start()
-        .await
-        .map_err(PlaygroundError::Emulator)?;
-    let world = moto_peer::World::create(&mut moto, "playground").await;
-    let nodes = resources::find("", "v1", "nodes").expect("nodes");
-    let services = resources::find("", "v1", "services").expect("services");
-    let mut instances = Vec::new();
-    for i in 1..=options.nodes {
-        let instance = world.launch(&moto, (i + 1) % 2).await;
-        api.store()
-            .create(
-                nodes,
-                "",
-                kubelet_node(&instance.private_dns_name, &format!("10.244.{i}.0/24")),
-            )
-            .map_err(PlaygroundError::Seed)?;
-        instances.push(instance);
-    }
-    api.store()
-        .create(services, "default", web_service())
-        .map_err(PlaygroundError::Seed)?;
-    let credentials = options.work_dir.join("credentials");
-    write(&credentials.join("aws/access-key-id"), &world.provider.id)?;
-    write(
-        &credentials.join("aws/secret-access-key"),
-        &world.provider.secret,
-    )?;
-    write(
-        &providers.join("aws.yaml"),
-        moto_peer::World::policy(
-            &moto,
-            "accessKeyIdFile: ../credentials/aws/access-key-id, secretAccessKeyFile: ../credentials/aws/secret-access-key",
-        ),
-    )?;
-    let cloud_config = options.work_dir.join("cloud.conf");
-    write(&cloud_config, world.cloud_config(&moto))?;
-    // From here on, every request must carry a valid signature (the host's).
-    moto.enable_auth(0).await;
-    let url = moto.url();
-    // The Python next to moto's server has boto3 (moto depends on it).
-    let python = moto_peer::Moto::program().with_file_name("python");
-    let ec2 = |action: &str, instance: &str| {
-        format!(
-            "{} -c \"import boto3; boto3.client('ec2', endpoint_url='{url}', region_name='{}', aws_access_key_id='{}', aws_secret_access_key='{}').{action}(InstanceIds=['{instance}'])\"",
-            python.display(),
-            moto_peer::REGION,
-            world.admin.id,
-            world.admin.secret
-        )
-    };
-    let mut try_lines = Vec::new();
-    if let Some(first) = instances.first() {
-        try_lines.push(ec2("stop_instances", &first.id));
-    }
-    if let Some(second) = instances.get(1) {
-        try_lines.push(ec2("terminate_instances", &second.id));
-    }
-    let moto = std::sync::Arc::new(moto);
-    let kubelets = Kubelets::start(
-        api.store().clone(),
-        Instances::Moto(moto.clone()),
-        options.node_monitor_grace_period,
-    );
-    try_lines.push(kubelets.note());
-    Ok(Seeded {
-        cloud_config,
-        demo_node: instances
-            .first()
-            .map(|i| i.private_dns_name.clone())
-            .unwrap_or_default(),
-        about: vec![
-            format!(
-                "AWS emulator (moto):      {url}  (VPC {}, request authentication on)",
-                world.vpc
-            ),
-            format!(
-                "admin keys:               {} / {}",
-                world.admin.id, world.admin.secret
-            ),
-        ],
-        try_lines,
-        _cloud: Box::new((moto, kubelets)),
     })
 }
 

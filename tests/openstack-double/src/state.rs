@@ -284,28 +284,19 @@ impl State {
         self.routers.keys().next().cloned().expect("one router")
     }
 
-    /// An address of the first subnet of `network` no port holds yet.
+    /// An address of the first subnet of `network` no port holds yet: from `.100` of
+    /// the subnet on (IPv4).
     pub fn free_ip(&mut self, network: &str) -> String {
         self.next_ip += 1;
         let cidr = self
             .subnet_of(network)
             .map(|s| s.cidr.clone())
             .unwrap_or_else(|| "10.0.0.0/16".into());
-        let base: Vec<u32> = cidr
-            .split('/')
-            .next()
-            .unwrap_or("10.0.0.0")
-            .split('.')
-            .filter_map(|o| o.parse().ok())
-            .collect();
-        let n = self.next_ip;
-        format!(
-            "{}.{}.{}.{}",
-            base[0],
-            base[1],
-            200 + (n >> 8) % 50,
-            n % 250 + 2
-        )
+        let (base, bits) = cidr.split_once('/').unwrap_or(("10.0.0.0", "16"));
+        let base: std::net::Ipv4Addr = base.parse().unwrap_or(std::net::Ipv4Addr::new(10, 0, 0, 0));
+        let size = 1u32 << (32 - bits.parse::<u32>().unwrap_or(16).min(30));
+        let offset = 100 + (self.next_ip - 11) % (size - 102);
+        std::net::Ipv4Addr::from(u32::from(base) + offset).to_string()
     }
 
     /// Adds a server with a port per interface: the server.
