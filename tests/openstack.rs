@@ -671,3 +671,53 @@ async fn conformance_passes_for_the_openstack_provider() {
         assert!(s.routers.values().all(|r| r.routes.is_empty()));
     });
 }
+
+/// A wrong secret (a bad rotation) makes every call fail with the login's error: a
+/// NotReady Node whose server is gone is not deleted on it; once the Secret holds the
+/// right secret again, the next login succeeds and the Node goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_secret_deletes_nothing_until_it_is_fixed() {
+    let stack = OpenStackStack::start(|_| String::new()).await;
+    let secret_file = stack
+        .dir
+        .path()
+        .join("openstack/application-credential-secret");
+    std::fs::write(&secret_file, "not-the-secret").unwrap();
+    let nodes: Api<Node> = Api::all(stack.client());
+    // Initialized earlier; its server is gone and the Node is NotReady.
+    let node: Node = serde_json::from_value(json!({
+        "metadata": {"name": "node-gone"},
+        "spec": {"providerID": "openstack:///0a5e0000-0000-4000-8000-00000000ffff"},
+        "status": {"conditions": [{"type": "Ready", "status": "False"}]}
+    }))
+    .unwrap();
+    nodes.create(&PostParams::default(), &node).await.unwrap();
+    let port = free_port();
+    let (_ccm, log) = stack.controller_manager(port);
+    let failures = || async {
+        let text = wasm_ccm_tests::http_get(port, "/metrics")
+            .await
+            .map(|(_, b)| b)
+            .unwrap_or_default();
+        wasm_ccm_tests::metric(
+            &text,
+            r#"wasm_ccm_credential_logins_total{provider="openstack",kind="keystone",result="failure"}"#,
+        )
+    };
+    // Two failed logins (held 5 s apart): the lifecycle pass has asked many times.
+    wait_until(TIMEOUT, "two failed logins", || async {
+        failures().await >= 2.0
+    })
+    .await;
+    assert!(nodes.get_opt("node-gone").await.unwrap().is_some());
+    let text = log.lock().unwrap().clone();
+    assert!(text.contains("Keystone login at"), "{text}");
+    assert!(!text.contains("not-the-secret"), "{text}");
+
+    // The Secret is fixed (rotated in place): the next login works, the Node goes.
+    std::fs::write(&secret_file, &stack.secret).unwrap();
+    wait_until(TIMEOUT, "node-gone deleted", || async {
+        nodes.get_opt("node-gone").await.is_ok_and(|n| n.is_none())
+    })
+    .await;
+}
