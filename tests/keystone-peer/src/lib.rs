@@ -34,7 +34,13 @@ pub struct Keystone {
 
 impl Drop for Keystone {
     fn drop(&mut self) {
-        let _ = self.child.start_kill();
+        // SIGTERM: gunicorn's master stops its worker too (SIGKILL would orphan it).
+        if let Some(pid) = self.child.id() {
+            // SAFETY: kill(2) on the child we spawned; no memory is involved.
+            unsafe {
+                libc::kill(pid as libc::pid_t, libc::SIGTERM);
+            }
+        }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
@@ -223,9 +229,20 @@ impl Keystone {
         std::fs::write(dir.join("keystone_peer_wsgi.py"), WSGI_MODULE)
             .map_err(|e| e.to_string())?;
         let log = std::fs::File::create(dir.join("keystone.log")).map_err(|e| e.to_string())?;
-        let child = tokio::process::Command::new(venv().join("bin/gunicorn"))
+        let mut command = tokio::process::Command::new(venv().join("bin/gunicorn"));
+        // If this process dies without dropping the Keystone (a playground killed),
+        // gunicorn is told to stop all the same.
+        // SAFETY: prctl(2) only, between fork and exec: async-signal-safe.
+        unsafe {
+            command.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+                Ok(())
+            });
+        }
+        let child = command
             .args(["--bind", &format!("127.0.0.1:{port}")])
             .args(["--workers", "1", "--threads", "8", "--no-control-socket"])
+            .args(["--graceful-timeout", "2"])
             .arg("--chdir")
             .arg(&dir)
             .arg("keystone_peer_wsgi:application")
@@ -233,7 +250,6 @@ impl Keystone {
             .env("OS_KEYSTONE_CONFIG_FILES", dir.join("keystone.conf"))
             .stdout(std::process::Stdio::null())
             .stderr(log)
-            .kill_on_drop(true)
             .spawn()
             .map_err(|e| format!("starting gunicorn: {e}"))?;
         rustls_provider();
