@@ -4,8 +4,10 @@
 //! name is exactly the Node's); its addresses come from its Neutron ports and Nova's
 //! address list as occm's `nodeAddresses` builds them; the instance type is the
 //! flavor's name, the zone the server's availability zone; `SHUTOFF` is shut down;
-//! a 404 (or a deleted server) does not exist. A batch lists the servers once (paged)
-//! and their ports once, whatever the number of Nodes.
+//! a 404, a deleted server, or (without a provider ID) no server of the Node's name does
+//! not exist, as the contract says (occm answers an error for the last); a provider ID
+//! of another region is an error, as occm. A batch lists the servers once (paged) and
+//! their ports once, whatever the number of Nodes.
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -97,6 +99,7 @@ impl OpenStack {
             .filter(|s| s["name"] == name.as_str() && !deleted(s))
             .collect();
         match servers.len() {
+            // The contract: no such instance. (occm's getServerByName answers an error.)
             0 => Ok(None),
             1 => Ok(servers.into_iter().next()),
             n => Err(cloud_error::other(format!(
@@ -139,13 +142,16 @@ impl OpenStack {
         Ok(Some(Found { server, ports }))
     }
 
-    /// Whether `node`'s provider ID names another region (occm leaves those alone).
-    fn other_region(&self, node: &Node) -> bool {
-        node.provider_id
-            .as_deref()
-            .and_then(|p| parse_provider_id(p).ok())
-            .and_then(|r| r.region)
-            .is_some_and(|region| !self.config.region.is_empty() && region != self.config.region)
+    /// occm's error for a provider ID naming another region than the cloud config's.
+    fn other_region(&self, node: &Node) -> Option<CloudError> {
+        let provider_id = node.provider_id.as_deref()?;
+        let region = parse_provider_id(provider_id).ok()?.region?;
+        (region != self.config.region).then(|| {
+            cloud_error::other(format!(
+                "ProviderID \"{provider_id}\" didn't match supported region \"{}\"",
+                self.config.region
+            ))
+        })
     }
 
     /// The metadata of a found server.
@@ -193,57 +199,64 @@ impl OpenStack {
             .collect())
     }
 
-    /// Each node's server among `all` (by provider ID, else by name), with its ports.
+    /// `node`'s server among `all`, as [`OpenStack::find_server`] finds it: by provider
+    /// ID, else by name (`None`: there is no such server).
+    fn locate<'a>(&self, node: &Node, all: &'a [Found]) -> Result<Option<&'a Found>, CloudError> {
+        if let Some(e) = self.other_region(node) {
+            return Err(e);
+        }
+        if let Some(provider_id) = node.provider_id.as_deref().filter(|p| !p.is_empty()) {
+            let server = parse_provider_id(provider_id)?;
+            return Ok(all.iter().find(|f| f.server["id"] == server.id.as_str()));
+        }
+        let name = &node.metadata.name;
+        let named: Vec<&Found> = all
+            .iter()
+            .filter(|f| f.server["name"] == name.as_str())
+            .collect();
+        match named.as_slice() {
+            [] => Ok(None),
+            [one] => Ok(Some(*one)),
+            more => Err(cloud_error::other(format!(
+                "{} servers are named `{name}`: set the Node's provider ID",
+                more.len()
+            ))),
+        }
+    }
+
+    /// Each node's server among `all` ([`OpenStack::locate`]), with its ports.
     fn match_nodes(
         &self,
         nodes: &[Node],
         mut all: Vec<Found>,
     ) -> Vec<Result<Option<Found>, CloudError>> {
-        let mut picked: Vec<Result<Option<usize>, CloudError>> = Vec::with_capacity(nodes.len());
-        for node in nodes {
-            let choice = match node.provider_id.as_deref().filter(|p| !p.is_empty()) {
-                Some(provider_id) => parse_provider_id(provider_id)
-                    .map(|r| all.iter().position(|f| f.server["id"] == r.id.as_str())),
-                None => {
-                    let named: Vec<usize> = all
-                        .iter()
-                        .enumerate()
-                        .filter(|(_, f)| f.server["name"] == node.metadata.name.as_str())
-                        .map(|(i, _)| i)
-                        .collect();
-                    match named.as_slice() {
-                        [] => Ok(None),
-                        [one] => Ok(Some(*one)),
-                        more => Err(cloud_error::other(format!(
-                            "{} servers are named `{}`: set the Node's provider ID",
-                            more.len(),
-                            node.metadata.name
-                        ))),
-                    }
-                }
-            };
-            picked.push(choice);
-        }
-        let ids: Vec<String> = picked
+        let located: Vec<Result<Option<String>, CloudError>> = nodes
             .iter()
-            .filter_map(|p| p.as_ref().ok().copied().flatten())
-            .filter_map(|i| all[i].server["id"].as_str().map(str::to_owned))
+            .map(|node| {
+                self.locate(node, &all)
+                    .map(|f| f.and_then(|f| f.server["id"].as_str().map(str::to_owned)))
+            })
             .collect();
-        let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
-        match self.ports_of(&refs) {
-            Ok(mut ports) => {
-                for found in &mut all {
-                    if let Some(list) = found.server["id"].as_str().and_then(|id| ports.remove(id))
-                    {
-                        found.ports = list;
-                    }
-                }
-            }
+        let ids: Vec<&str> = located
+            .iter()
+            .filter_map(|l| l.as_ref().ok().and_then(|id| id.as_deref()))
+            .collect();
+        let mut ports = match self.ports_of(&ids) {
+            Ok(ports) => ports,
             Err(e) => return nodes.iter().map(|_| Err(e.clone())).collect(),
+        };
+        for found in &mut all {
+            if let Some(list) = found.server["id"].as_str().and_then(|id| ports.remove(id)) {
+                found.ports = list;
+            }
         }
-        picked
+        located
             .into_iter()
-            .map(|p| p.map(|i| i.map(|i| all[i].clone())))
+            .map(|l| {
+                l.map(|id| {
+                    id.and_then(|id| all.iter().find(|f| f.server["id"] == id.as_str()).cloned())
+                })
+            })
             .collect()
     }
 }
@@ -305,6 +318,12 @@ pub fn node_addresses(
             add(&mut addresses, NodeAddressType::ExternalIp, ip);
         }
     }
+    if let Some(hostname) = server["metadata"]["hostname"]
+        .as_str()
+        .filter(|h| !h.is_empty())
+    {
+        add(&mut addresses, NodeAddressType::Hostname, hostname);
+    }
     if let Some(networks) = server["addresses"].as_object() {
         let mut names: Vec<&String> = networks.keys().collect();
         names.sort();
@@ -333,6 +352,8 @@ pub fn node_addresses(
         }
     }
     if !networking.address_sort_order.is_empty() {
+        // occm's sortNodeAddresses: the first CIDR's addresses first, ascending within a
+        // CIDR; the others after them, in their order.
         let rank = |a: &NodeAddress| {
             networking
                 .address_sort_order
@@ -340,9 +361,25 @@ pub fn node_addresses(
                 .position(|cidr| in_cidr(&a.address, cidr))
                 .unwrap_or(usize::MAX)
         };
-        addresses.sort_by_key(rank);
+        addresses.sort_by(|a, b| {
+            let (ra, rb) = (rank(a), rank(b));
+            if ra == rb && ra != usize::MAX {
+                ip_bytes(&a.address).cmp(&ip_bytes(&b.address))
+            } else {
+                ra.cmp(&rb)
+            }
+        });
     }
     addresses
+}
+
+/// An address's bytes as Go's `net.ParseIP` gives them (IPv4 mapped), for ordering.
+fn ip_bytes(address: &str) -> Vec<u8> {
+    match address.parse::<IpAddr>() {
+        Ok(IpAddr::V4(v4)) => v4.to_ipv6_mapped().octets().to_vec(),
+        Ok(IpAddr::V6(v6)) => v6.octets().to_vec(),
+        Err(_) => Vec::new(),
+    }
 }
 
 /// Whether `address` lies in `cidr`.
@@ -368,15 +405,15 @@ fn in_cidr(address: &str, cidr: &str) -> bool {
 
 impl InstancesV2 for OpenStack {
     fn instance_exists(&self, node: Node) -> Result<bool, CloudError> {
-        if self.other_region(&node) {
-            return Ok(true);
+        if let Some(e) = self.other_region(&node) {
+            return Err(e);
         }
         Ok(self.find_server(&node)?.is_some())
     }
 
     fn instance_shutdown(&self, node: Node) -> Result<bool, CloudError> {
-        if self.other_region(&node) {
-            return Ok(false);
+        if let Some(e) = self.other_region(&node) {
+            return Err(e);
         }
         match self.find_server(&node)? {
             Some(server) => Ok(server["status"] == "SHUTOFF"),
@@ -385,11 +422,8 @@ impl InstancesV2 for OpenStack {
     }
 
     fn instance_metadata(&self, node: Node) -> Result<InstanceInfo, CloudError> {
-        if self.other_region(&node) {
-            return Err(cloud_error::other(format!(
-                "the Node's provider ID is in another region than `{}`",
-                self.config.region
-            )));
+        if let Some(e) = self.other_region(&node) {
+            return Err(e);
         }
         match self.find(&node)? {
             Some(found) => self.metadata(&found),
@@ -403,21 +437,9 @@ impl InstancesBatch for OpenStack {
         let all = self.all_servers()?;
         Ok(nodes
             .iter()
-            .map(|node| {
-                if self.other_region(node) {
-                    return BoolAnswer::Ok(true);
-                }
-                let found = match node.provider_id.as_deref().filter(|p| !p.is_empty()) {
-                    Some(p) => parse_provider_id(p)
-                        .map(|r| all.iter().any(|f| f.server["id"] == r.id.as_str())),
-                    None => Ok(all
-                        .iter()
-                        .any(|f| f.server["name"] == node.metadata.name.as_str())),
-                };
-                match found {
-                    Ok(exists) => BoolAnswer::Ok(exists),
-                    Err(e) => BoolAnswer::Err(e),
-                }
+            .map(|node| match self.locate(node, &all) {
+                Ok(found) => BoolAnswer::Ok(found.is_some()),
+                Err(e) => BoolAnswer::Err(e),
             })
             .collect())
     }
@@ -426,48 +448,26 @@ impl InstancesBatch for OpenStack {
         let all = self.all_servers()?;
         Ok(nodes
             .iter()
-            .map(|node| {
-                if self.other_region(node) {
-                    return BoolAnswer::Ok(false);
-                }
-                let server = match node.provider_id.as_deref().filter(|p| !p.is_empty()) {
-                    Some(p) => match parse_provider_id(p) {
-                        Ok(r) => all.iter().find(|f| f.server["id"] == r.id.as_str()),
-                        Err(e) => return BoolAnswer::Err(e),
-                    },
-                    None => all
-                        .iter()
-                        .find(|f| f.server["name"] == node.metadata.name.as_str()),
-                };
-                match server {
-                    Some(found) => BoolAnswer::Ok(found.server["status"] == "SHUTOFF"),
-                    None => BoolAnswer::Err(CloudError::InstanceNotFound),
-                }
+            .map(|node| match self.locate(node, &all) {
+                Ok(Some(found)) => BoolAnswer::Ok(found.server["status"] == "SHUTOFF"),
+                Ok(None) => BoolAnswer::Err(CloudError::InstanceNotFound),
+                Err(e) => BoolAnswer::Err(e),
             })
             .collect())
     }
 
     fn instances_metadata(&self, nodes: Vec<Node>) -> Result<Vec<MetadataAnswer>, CloudError> {
         let all = self.all_servers()?;
-        let matched = self.match_nodes(&nodes, all);
-        Ok(nodes
-            .iter()
-            .zip(matched)
-            .map(|(node, found)| {
-                if self.other_region(node) {
-                    return MetadataAnswer::Err(cloud_error::other(format!(
-                        "the Node's provider ID is in another region than `{}`",
-                        self.config.region
-                    )));
-                }
-                match found {
-                    Ok(Some(found)) => match self.metadata(&found) {
-                        Ok(info) => MetadataAnswer::Ok(info),
-                        Err(e) => MetadataAnswer::Err(e),
-                    },
-                    Ok(None) => MetadataAnswer::Err(CloudError::InstanceNotFound),
+        Ok(self
+            .match_nodes(&nodes, all)
+            .into_iter()
+            .map(|found| match found {
+                Ok(Some(found)) => match self.metadata(&found) {
+                    Ok(info) => MetadataAnswer::Ok(info),
                     Err(e) => MetadataAnswer::Err(e),
-                }
+                },
+                Ok(None) => MetadataAnswer::Err(CloudError::InstanceNotFound),
+                Err(e) => MetadataAnswer::Err(e),
             })
             .collect())
     }
@@ -547,6 +547,28 @@ mod tests {
                 addr(ExternalIp, "203.0.113.9"),
                 addr(InternalIp, "10.0.0.5"),
                 addr(ExternalIp, "198.51.100.7"),
+            ]
+        );
+    }
+
+    #[test]
+    fn the_metadata_hostname_and_sorting_within_a_cidr_as_occm() {
+        use NodeAddressType::{Hostname, InternalIp};
+        let server = json!({"metadata": {"hostname": "node-a.example"}, "addresses": {
+            "private": [{"addr": "10.0.0.9", "OS-EXT-IPS:type": "fixed"},
+                        {"addr": "10.0.0.10", "OS-EXT-IPS:type": "fixed"},
+                        {"addr": "192.168.0.4", "OS-EXT-IPS:type": "fixed"}]}});
+        let networking = NetworkingConfig {
+            address_sort_order: vec!["192.168.0.0/16".into(), "10.0.0.0/8".into()],
+            ..NetworkingConfig::default()
+        };
+        assert_eq!(
+            node_addresses(&server, &[], &networking),
+            vec![
+                addr(InternalIp, "192.168.0.4"),
+                addr(InternalIp, "10.0.0.9"),
+                addr(InternalIp, "10.0.0.10"),
+                addr(Hostname, "node-a.example"),
             ]
         );
     }

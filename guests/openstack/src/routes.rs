@@ -165,6 +165,9 @@ fn next_hop(route: &Route) -> Option<String> {
 impl Routes for OpenStack {
     fn list_routes(&self, _cluster_name: String) -> Result<Vec<Route>, CloudError> {
         let routes = self.router_routes()?;
+        if routes.is_empty() {
+            return Ok(Vec::new());
+        }
         let mut hops = self.next_hops(false)?;
         if routes.iter().any(|(_, hop)| !hops.contains_key(hop)) {
             hops = self.next_hops(true)?;

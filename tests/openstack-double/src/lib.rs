@@ -50,6 +50,18 @@ pub use state::State;
 pub struct Shared {
     pub state: Arc<Mutex<State>>,
     keystone: Arc<Keystone>,
+    settings: Settings,
+    /// Tokens Keystone accepted, and when (keystonemiddleware's token cache).
+    validated: Arc<Mutex<std::collections::HashMap<String, std::time::Instant>>>,
+}
+
+/// How the double behaves.
+#[derive(Debug, Clone, Default)]
+pub struct Settings {
+    /// How long a token Keystone accepted is accepted without asking again, as
+    /// keystonemiddleware's `token_cache_time` (300 s there); zero (the default here)
+    /// asks Keystone on every request, so a revoked token is refused at once.
+    pub token_cache: std::time::Duration,
 }
 
 impl Shared {
@@ -75,13 +87,20 @@ impl Drop for OpenStackDouble {
 }
 
 impl OpenStackDouble {
-    /// Serves on a free port of 127.0.0.1, validating tokens with `keystone`.
+    /// Serves on a free port of 127.0.0.1, validating every token with `keystone`.
     pub async fn start(keystone: Arc<Keystone>) -> std::io::Result<Self> {
+        Self::start_with(keystone, Settings::default()).await
+    }
+
+    /// [`OpenStackDouble::start`] with `settings`.
+    pub async fn start_with(keystone: Arc<Keystone>, settings: Settings) -> std::io::Result<Self> {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let shared = Shared {
             state: Arc::new(Mutex::new(State::default())),
             keystone,
+            settings,
+            validated: Arc::default(),
         };
         let api = axum::Router::new()
             .nest("/compute/v2.1", compute::router())
@@ -181,8 +200,25 @@ async fn authenticate(Extract(shared): Extract<Shared>, request: Request, next: 
         .get("x-auth-token")
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
+    let cached = |token: &str| {
+        let validated = shared.validated.lock().unwrap_or_else(|p| p.into_inner());
+        validated
+            .get(token)
+            .is_some_and(|at| at.elapsed() < shared.settings.token_cache)
+    };
     let valid = match token {
-        Some(token) => shared.keystone.validate(&token).await.unwrap_or(false),
+        Some(token) if cached(&token) => true,
+        Some(token) => {
+            let valid = shared.keystone.validate(&token).await.unwrap_or(false);
+            if valid && !shared.settings.token_cache.is_zero() {
+                shared
+                    .validated
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(token, std::time::Instant::now());
+            }
+            valid
+        }
         None => false,
     };
     if !valid {
