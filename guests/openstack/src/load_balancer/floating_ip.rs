@@ -1,0 +1,87 @@
+//! The floating IP of an external load balancer: bound to the VIP port (the Service's
+//! `loadBalancerIP` when it names one), and released or unbound on deletion.
+
+use serde_json::{Value, json};
+use wasm_ccm_guest::cloud_error;
+use wasm_ccm_guest::http::Request;
+use wasm_ccm_guest::types::{CloudError, Service};
+
+use super::settings::Wanted;
+use crate::OpenStack;
+use crate::api;
+
+impl OpenStack {
+    /// The floating IP bound to the VIP port (bound now if missing): its address.
+    pub(super) fn ensure_floating_ip(
+        &self,
+        lb: &Value,
+        wanted: &Wanted,
+        service: &Service,
+        cluster: &str,
+    ) -> Result<String, CloudError> {
+        let neutron = self.neutron()?;
+        let port = lb["vip_port_id"].as_str().unwrap_or_default();
+        let bound = api::list(
+            Request::get(&format!("{neutron}/floatingips")).query("port_id", port),
+            "floatingips",
+            "find the load balancer's floating IP",
+        )?;
+        if let Some(fip) = bound.first() {
+            return Ok(fip["floating_ip_address"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned());
+        }
+        if let Some(address) = service
+            .load_balancer_ip
+            .as_deref()
+            .filter(|a| !a.is_empty())
+        {
+            // The Service names its address: an existing floating IP, bound to the VIP.
+            let found = api::list(
+                Request::get(&format!("{neutron}/floatingips"))
+                    .query("floating_ip_address", address),
+                "floatingips",
+                "find the Service's loadBalancerIP",
+            )?;
+            if let Some(fip) = found.first() {
+                if fip["port_id"]
+                    .as_str()
+                    .is_some_and(|p| !p.is_empty() && p != port)
+                {
+                    return Err(cloud_error::other(format!(
+                        "floating IP {address} (loadBalancerIP) is bound to another port"
+                    )));
+                }
+                let id = fip["id"].as_str().unwrap_or_default();
+                api::send(
+                    Request::put(&format!("{neutron}/floatingips/{id}"))
+                        .json(&json!({"floatingip": {"port_id": port}})),
+                    "bind the floating IP",
+                )?;
+                return Ok(address.to_owned());
+            }
+        }
+        let mut body = json!({"floating_network_id": wanted.floating_network, "port_id": port,
+            "description": format!("Floating IP for Kubernetes external service {}/{} from cluster {cluster}",
+                service.metadata.namespace, service.metadata.name)});
+        if !wanted.floating_subnet.is_empty() {
+            body["subnet_id"] = json!(wanted.floating_subnet);
+        }
+        if let Some(address) = service
+            .load_balancer_ip
+            .as_deref()
+            .filter(|a| !a.is_empty())
+        {
+            body["floating_ip_address"] = json!(address);
+        }
+        let created = api::json(
+            Request::post(&format!("{neutron}/floatingips")).json(&json!({"floatingip": body})),
+            "create a floating IP",
+        )?;
+        Ok(created["floatingip"]["floating_ip_address"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned())
+    }
+}

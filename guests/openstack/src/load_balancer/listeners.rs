@@ -1,0 +1,285 @@
+//! The load balancer's listeners, pools, members and health monitors, made to match
+//! the Service's ports, the Nodes and the settings.
+
+use serde_json::{Value, json};
+use wasm_ccm_guest::http::Request;
+use wasm_ccm_guest::types::{CloudError, Node, NodeAddressType, Protocol, Service};
+
+use super::settings::Wanted;
+use crate::OpenStack;
+use crate::api;
+
+impl OpenStack {
+    pub(super) fn reconcile(
+        &self,
+        lb: &Value,
+        wanted: &Wanted,
+        service: &Service,
+        nodes: &[Node],
+    ) -> Result<(), CloudError> {
+        let id = lb["id"].as_str().unwrap_or_default();
+        let octavia = self.octavia()?;
+        let listeners = self.list_children("listeners", "listeners", id)?;
+        let pools = self.list_children("pools", "pools", id)?;
+        let mut kept = Vec::new();
+        for (index, port) in service.ports.iter().enumerate() {
+            let protocol = if port.protocol == Protocol::Udp {
+                "UDP"
+            } else {
+                "TCP"
+            };
+            let name = format!("listener_{index}_{}", wanted.name);
+            let existing = listeners
+                .iter()
+                .find(|l| l["protocol_port"] == port.port && l["protocol"] == protocol);
+            let mut settings = json!({"name": name,
+                "allowed_cidrs": if wanted.allowed_cidrs.is_empty() { Value::Null } else { json!(wanted.allowed_cidrs) }});
+            for (field, value) in &wanted.listener_settings {
+                settings[*field] = json!(value);
+            }
+            let listener = match existing {
+                Some(l) => {
+                    let differs = settings.as_object().into_iter().flatten().any(|(k, v)| {
+                        k != "allowed_cidrs" && l[k] != *v
+                            || k == "allowed_cidrs" && !same_cidrs(&l[k], v)
+                    });
+                    if differs {
+                        let lid = l["id"].as_str().unwrap_or_default();
+                        self.change(
+                            id,
+                            Request::put(&format!("{octavia}/lbaas/listeners/{lid}"))
+                                .json(&json!({"listener": settings})),
+                            "update a listener",
+                        )?;
+                    }
+                    l.clone()
+                }
+                None => {
+                    let mut body = settings.clone();
+                    body["protocol"] = json!(protocol);
+                    body["protocol_port"] = json!(port.port);
+                    body["loadbalancer_id"] = json!(id);
+                    self.change(
+                        id,
+                        Request::post(&format!("{octavia}/lbaas/listeners"))
+                            .json(&json!({"listener": body})),
+                        "create a listener",
+                    )?["listener"]
+                        .clone()
+                }
+            };
+            let listener_id = listener["id"].as_str().unwrap_or_default().to_owned();
+            kept.push(listener_id.clone());
+            self.reconcile_pool(
+                id,
+                &listener_id,
+                index,
+                port.node_port,
+                protocol,
+                &pools,
+                wanted,
+                nodes,
+            )?;
+        }
+        for listener in &listeners {
+            let lid = listener["id"].as_str().unwrap_or_default();
+            if kept.iter().any(|k| k == lid) {
+                continue;
+            }
+            if let Some(pool) = pools.iter().find(|p| listener_of(p) == Some(lid)) {
+                let pid = pool["id"].as_str().unwrap_or_default();
+                self.change(
+                    id,
+                    Request::delete(&format!("{octavia}/lbaas/pools/{pid}")),
+                    "delete a pool",
+                )?;
+            }
+            self.change(
+                id,
+                Request::delete(&format!("{octavia}/lbaas/listeners/{lid}")),
+                "delete a listener",
+            )?;
+        }
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn reconcile_pool(
+        &self,
+        lb: &str,
+        listener: &str,
+        index: usize,
+        node_port: i32,
+        protocol: &str,
+        pools: &[Value],
+        wanted: &Wanted,
+        nodes: &[Node],
+    ) -> Result<(), CloudError> {
+        let octavia = self.octavia()?;
+        let pool_protocol = wanted.proxy.unwrap_or(protocol);
+        let pool = match pools.iter().find(|p| listener_of(p) == Some(listener)) {
+            Some(p) if p["protocol"] == pool_protocol => {
+                if p["lb_algorithm"] != wanted.lb_method.as_str() {
+                    let pid = p["id"].as_str().unwrap_or_default();
+                    self.change(
+                        lb,
+                        Request::put(&format!("{octavia}/lbaas/pools/{pid}"))
+                            .json(&json!({"pool": {"lb_algorithm": wanted.lb_method}})),
+                        "update a pool",
+                    )?;
+                }
+                p.clone()
+            }
+            other => {
+                if let Some(p) = other {
+                    // The protocol of a pool cannot change: a new one replaces it.
+                    let pid = p["id"].as_str().unwrap_or_default();
+                    self.change(
+                        lb,
+                        Request::delete(&format!("{octavia}/lbaas/pools/{pid}")),
+                        "delete a pool",
+                    )?;
+                }
+                let body = json!({"pool": {"name": format!("pool_{index}_{}", wanted.name),
+                    "listener_id": listener, "protocol": pool_protocol,
+                    "lb_algorithm": wanted.lb_method}});
+                self.change(
+                    lb,
+                    Request::post(&format!("{octavia}/lbaas/pools")).json(&body),
+                    "create a pool",
+                )?["pool"]
+                    .clone()
+            }
+        };
+        let pool_id = pool["id"].as_str().unwrap_or_default().to_owned();
+        // Members: every Node's internal IP at the node port.
+        let mut desired: Vec<Value> = nodes
+            .iter()
+            .filter_map(|node| {
+                let address = node
+                    .addresses
+                    .iter()
+                    .find(|a| a.address_type == NodeAddressType::InternalIp)?;
+                let mut member = json!({"name": node.metadata.name, "address": address.address,
+                                        "protocol_port": node_port});
+                if !wanted.member_subnet.is_empty() {
+                    member["subnet_id"] = json!(wanted.member_subnet);
+                }
+                Some(member)
+            })
+            .collect();
+        desired.sort_by(|a, b| a["address"].as_str().cmp(&b["address"].as_str()));
+        let current = api::list(
+            Request::get(&format!("{octavia}/lbaas/pools/{pool_id}/members")),
+            "members",
+            "list the pool's members",
+        )?;
+        let mut now: Vec<(String, i64)> = current
+            .iter()
+            .map(|m| {
+                (
+                    m["address"].as_str().unwrap_or_default().to_owned(),
+                    m["protocol_port"].as_i64().unwrap_or(0),
+                )
+            })
+            .collect();
+        now.sort();
+        let want: Vec<(String, i64)> = desired
+            .iter()
+            .map(|m| {
+                (
+                    m["address"].as_str().unwrap_or_default().to_owned(),
+                    i64::from(node_port),
+                )
+            })
+            .collect();
+        if now != want {
+            self.change(
+                lb,
+                Request::put(&format!("{octavia}/lbaas/pools/{pool_id}/members"))
+                    .json(&json!({"members": desired})),
+                "update the pool's members",
+            )?;
+        }
+        // The health monitor.
+        let monitor = pool["healthmonitor_id"].as_str().filter(|m| !m.is_empty());
+        match (wanted.monitor, monitor) {
+            (Some((delay, timeout, retries, down)), None) => {
+                let kind = if protocol == "UDP" {
+                    "UDP-CONNECT"
+                } else {
+                    "TCP"
+                };
+                let body = json!({"healthmonitor": {"name": format!("monitor_{index}_{}", wanted.name),
+                    "pool_id": pool_id, "type": kind, "delay": delay, "timeout": timeout,
+                    "max_retries": retries, "max_retries_down": down}});
+                self.change(
+                    lb,
+                    Request::post(&format!("{octavia}/lbaas/healthmonitors")).json(&body),
+                    "create a health monitor",
+                )?;
+            }
+            (Some((delay, timeout, retries, down)), Some(mid)) => {
+                let current = api::json(
+                    Request::get(&format!("{octavia}/lbaas/healthmonitors/{mid}")),
+                    "get the health monitor",
+                )?;
+                let h = &current["healthmonitor"];
+                if h["delay"] != delay
+                    || h["timeout"] != timeout
+                    || h["max_retries"] != retries
+                    || h["max_retries_down"] != down
+                {
+                    let body = json!({"healthmonitor": {"delay": delay, "timeout": timeout,
+                        "max_retries": retries, "max_retries_down": down}});
+                    self.change(
+                        lb,
+                        Request::put(&format!("{octavia}/lbaas/healthmonitors/{mid}")).json(&body),
+                        "update the health monitor",
+                    )?;
+                }
+            }
+            (None, Some(mid)) => {
+                self.change(
+                    lb,
+                    Request::delete(&format!("{octavia}/lbaas/healthmonitors/{mid}")),
+                    "delete the health monitor",
+                )?;
+            }
+            (None, None) => {}
+        }
+        Ok(())
+    }
+}
+
+/// The listener a pool serves.
+fn listener_of(pool: &Value) -> Option<&str> {
+    pool["listeners"].as_array()?.first()?["id"].as_str()
+}
+
+/// Whether two `allowed_cidrs` values (null or lists) hold the same CIDRs.
+fn same_cidrs(a: &Value, b: &Value) -> bool {
+    let set = |v: &Value| {
+        let mut list: Vec<String> = v
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c.as_str().map(str::to_owned))
+            .collect();
+        list.sort();
+        list
+    };
+    set(a) == set(b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cidr_lists_compare_as_sets() {
+        assert!(same_cidrs(&json!(["b", "a"]), &json!(["a", "b"])));
+        assert!(same_cidrs(&Value::Null, &json!([])));
+        assert!(!same_cidrs(&json!(["a"]), &Value::Null));
+    }
+}

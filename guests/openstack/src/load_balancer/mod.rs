@@ -1,0 +1,333 @@
+//! `load-balancer` with Octavia, as occm does by default: one load balancer per
+//! Service named `kube_service_<cluster>_<namespace>_<name>` (also its tag, so an
+//! occm-made load balancer is recognised), a listener and a pool per Service port
+//! (`listener_<i>_<lb>`, `pool_<i>_<lb>`), the Nodes' internal IPs and node ports as
+//! members, a health monitor when configured (`monitor_<i>_<lb>`), and a floating IP
+//! from the floating network on the VIP port unless the load balancer is internal.
+//! `loadBalancerSourceRanges` become the listeners' allowed CIDRs.
+//!
+//! Octavia works asynchronously: after each change the load balancer is
+//! `PENDING_*` for a while and refuses other changes. Each call does what it can,
+//! waits for `ACTIVE` while the call's deadline allows, and otherwise answers
+//! `retry-after` so the controller calls again and the work resumes where it stopped.
+//! Deletion is Octavia's cascade delete; the floating IP is released first (kept, only
+//! unbound, with `keep-floatingip` or when it is the Service's `loadBalancerIP`).
+
+mod floating_ip;
+mod listeners;
+mod settings;
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use wasm_ccm_guest::http::Request;
+use wasm_ccm_guest::types::{CloudError, LoadBalancerIngress, LoadBalancerStatus, Node, Service};
+use wasm_ccm_guest::{LoadBalancer, LoadBalancerName, cloud_error, deadline, events, url};
+
+use crate::OpenStack;
+use crate::api::{self, Endpoints};
+use settings::{Wanted, ours, truthy};
+
+/// How long one wait for `ACTIVE` sleeps between reads.
+const POLL: Duration = Duration::from_millis(500);
+/// What a call keeps of its deadline for the work after a wait.
+const RESERVE: Duration = Duration::from_secs(2);
+/// The delay asked for when a load balancer is still busy at the end of a call.
+const BUSY_RETRY_MS: u64 = 3_000;
+
+/// occm's load balancer name for a Service (255 characters at most).
+pub fn load_balancer_name(cluster: &str, service: &Service) -> String {
+    let name = format!(
+        "kube_service_{cluster}_{}_{}",
+        service.metadata.namespace, service.metadata.name
+    );
+    name.chars().take(255).collect()
+}
+
+impl OpenStack {
+    fn octavia(&self) -> Result<String, CloudError> {
+        api::endpoint(
+            &Endpoints::get(&self.config)?.load_balancer,
+            "load-balancer",
+            &self.config,
+        )
+    }
+
+    fn neutron(&self) -> Result<String, CloudError> {
+        api::endpoint(
+            &Endpoints::get(&self.config)?.network,
+            "network",
+            &self.config,
+        )
+    }
+
+    /// The load balancer named `name` (occm's name; its tag too).
+    fn find_load_balancer(&self, name: &str) -> Result<Option<Value>, CloudError> {
+        let octavia = self.octavia()?;
+        let found = api::list(
+            Request::get(&format!("{octavia}/lbaas/loadbalancers")).query("name", name),
+            "loadbalancers",
+            "find the load balancer",
+        )?;
+        Ok(found
+            .into_iter()
+            .find(|lb| lb["name"] == name && lb["provisioning_status"] != "DELETED"))
+    }
+
+    fn get_load_balancer_by_id(&self, id: &str) -> Result<Option<Value>, CloudError> {
+        let url = format!(
+            "{}/lbaas/loadbalancers/{}",
+            self.octavia()?,
+            url::encode_component(id)
+        );
+        let response = Request::get(&url)
+            .header("accept", "application/json")
+            .send()?;
+        match cloud_error::check_found(response, "get the load balancer")? {
+            None => Ok(None),
+            Some(response) => {
+                let body: Value = cloud_error::json(&response, "get the load balancer")?;
+                Ok(Some(body["loadbalancer"].clone()))
+            }
+        }
+    }
+
+    /// Waits (within the call's deadline) until the load balancer is `ACTIVE`; a
+    /// `retry-after` when it is not by then, an error when it is in `ERROR`.
+    fn wait_active(&self, id: &str) -> Result<Value, CloudError> {
+        loop {
+            let Some(lb) = self.get_load_balancer_by_id(id)? else {
+                return Err(cloud_error::other(format!(
+                    "load balancer {id} disappeared"
+                )));
+            };
+            match lb["provisioning_status"].as_str().unwrap_or_default() {
+                "ACTIVE" => return Ok(lb),
+                "ERROR" => {
+                    return Err(cloud_error::other(format!(
+                        "load balancer {id} is in provisioning status ERROR"
+                    )));
+                }
+                status => {
+                    if deadline::remaining() < POLL + RESERVE {
+                        return Err(cloud_error::retry_after(
+                            BUSY_RETRY_MS,
+                            format!("load balancer {id} is {status}; resuming later"),
+                        ));
+                    }
+                    std::thread::sleep(POLL);
+                }
+            }
+        }
+    }
+
+    /// One change on the load balancer, then a wait for it to settle.
+    fn change(&self, lb: &str, request: Request, what: &str) -> Result<Value, CloudError> {
+        let answer = api::send(request, what)?;
+        self.wait_active(lb)?;
+        Ok(if answer.body.is_empty() {
+            Value::Null
+        } else {
+            cloud_error::json(&answer, what)?
+        })
+    }
+
+    fn list_children(&self, path: &str, key: &str, lb: &str) -> Result<Vec<Value>, CloudError> {
+        api::list(
+            Request::get(&format!("{}/lbaas/{path}", self.octavia()?)).query("loadbalancer_id", lb),
+            key,
+            &format!("list the load balancer's {key}"),
+        )
+    }
+
+    /// Creates the load balancer, or returns the existing one (settled).
+    fn ensure_created(
+        &self,
+        wanted: &Wanted,
+        service: &Service,
+        cluster: &str,
+    ) -> Result<Value, CloudError> {
+        if let Some(lb) = self.find_load_balancer(&wanted.name)? {
+            let id = lb["id"].as_str().unwrap_or_default().to_owned();
+            return self.wait_active(&id);
+        }
+        let mut body = json!({
+            "name": wanted.name,
+            "description": format!(
+                "Kubernetes external service {}/{} from cluster {cluster}",
+                service.metadata.namespace, service.metadata.name
+            ),
+            "tags": [wanted.name],
+        });
+        if !wanted.vip_subnet.is_empty() {
+            body["vip_subnet_id"] = json!(wanted.vip_subnet);
+        } else {
+            body["vip_network_id"] = json!(wanted.vip_network);
+        }
+        if !self.config.load_balancer.lb_provider.is_empty() {
+            body["provider"] = json!(self.config.load_balancer.lb_provider);
+        }
+        if !wanted.flavor.is_empty() {
+            body["flavor_id"] = json!(wanted.flavor);
+        }
+        if !wanted.zone.is_empty() {
+            body["availability_zone"] = json!(wanted.zone);
+        }
+        let created = api::json(
+            Request::post(&format!("{}/lbaas/loadbalancers", self.octavia()?))
+                .json(&json!({"loadbalancer": body})),
+            "create the load balancer",
+        )?;
+        let id = created["loadbalancer"]["id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let _ = events::normal(
+            "CreatingLoadBalancer",
+            &format!(
+                "Octavia load balancer {} ({id}) is being created",
+                wanted.name
+            ),
+            None,
+        );
+        self.wait_active(&id)
+    }
+
+    /// Listeners, pools, members and monitors as `wanted` and the Service say.
+    fn status(address: String) -> LoadBalancerStatus {
+        LoadBalancerStatus {
+            ingress: vec![LoadBalancerIngress {
+                ip: Some(address),
+                hostname: None,
+                ip_mode: None,
+                ports: Vec::new(),
+            }],
+        }
+    }
+
+    fn ensure(
+        &self,
+        cluster: &str,
+        service: &Service,
+        nodes: &[Node],
+    ) -> Result<LoadBalancerStatus, CloudError> {
+        let wanted = self.wanted(cluster, service)?;
+        let lb = self.ensure_created(&wanted, service, cluster)?;
+        self.reconcile(&lb, &wanted, service, nodes)?;
+        let address = if wanted.internal {
+            lb["vip_address"].as_str().unwrap_or_default().to_owned()
+        } else {
+            self.ensure_floating_ip(&lb, &wanted, service, cluster)?
+        };
+        Ok(Self::status(address))
+    }
+}
+
+impl LoadBalancerName for OpenStack {
+    fn get_load_balancer_name(&self, cluster_name: String, service: Service) -> String {
+        load_balancer_name(&cluster_name, &service)
+    }
+}
+
+impl LoadBalancer for OpenStack {
+    fn get_load_balancer(
+        &self,
+        cluster_name: String,
+        service: Service,
+    ) -> Result<Option<LoadBalancerStatus>, CloudError> {
+        let name = load_balancer_name(&cluster_name, &service);
+        let Some(lb) = self.find_load_balancer(&name)? else {
+            return Ok(None);
+        };
+        let neutron = self.neutron()?;
+        let port = lb["vip_port_id"].as_str().unwrap_or_default();
+        let bound = api::list(
+            Request::get(&format!("{neutron}/floatingips")).query("port_id", port),
+            "floatingips",
+            "find the load balancer's floating IP",
+        )?;
+        let address = bound
+            .first()
+            .and_then(|f| f["floating_ip_address"].as_str())
+            .or_else(|| lb["vip_address"].as_str())
+            .unwrap_or_default()
+            .to_owned();
+        Ok(Some(Self::status(address)))
+    }
+
+    fn ensure_load_balancer(
+        &self,
+        cluster_name: String,
+        service: Service,
+        nodes: Vec<Node>,
+    ) -> Result<LoadBalancerStatus, CloudError> {
+        self.ensure(&cluster_name, &service, &nodes)
+    }
+
+    fn update_load_balancer(
+        &self,
+        cluster_name: String,
+        service: Service,
+        nodes: Vec<Node>,
+    ) -> Result<(), CloudError> {
+        self.ensure(&cluster_name, &service, &nodes).map(|_| ())
+    }
+
+    fn ensure_load_balancer_deleted(
+        &self,
+        cluster_name: String,
+        service: Service,
+    ) -> Result<(), CloudError> {
+        let name = load_balancer_name(&cluster_name, &service);
+        let Some(lb) = self.find_load_balancer(&name)? else {
+            return Ok(());
+        };
+        let id = lb["id"].as_str().unwrap_or_default().to_owned();
+        if lb["provisioning_status"] != "PENDING_DELETE" {
+            // The floating IP first: released, or only unbound when it is to be kept.
+            let neutron = self.neutron()?;
+            let port = lb["vip_port_id"].as_str().unwrap_or_default();
+            let keep = truthy(ours(&service, "keep-floatingip")).unwrap_or(false);
+            for fip in api::list(
+                Request::get(&format!("{neutron}/floatingips")).query("port_id", port),
+                "floatingips",
+                "find the load balancer's floating IP",
+            )? {
+                let fid = fip["id"].as_str().unwrap_or_default();
+                let named =
+                    service.load_balancer_ip.as_deref() == fip["floating_ip_address"].as_str();
+                if keep || named {
+                    api::send(
+                        Request::put(&format!("{neutron}/floatingips/{fid}"))
+                            .json(&json!({"floatingip": {"port_id": null}})),
+                        "unbind the floating IP",
+                    )?;
+                } else {
+                    api::send(
+                        Request::delete(&format!("{neutron}/floatingips/{fid}")),
+                        "release the floating IP",
+                    )?;
+                }
+            }
+            self.wait_active(&id)?;
+            api::send(
+                Request::delete(&format!("{}/lbaas/loadbalancers/{id}", self.octavia()?))
+                    .query("cascade", "true"),
+                "delete the load balancer",
+            )?;
+        }
+        // Gone when Octavia says 404.
+        loop {
+            if self.get_load_balancer_by_id(&id)?.is_none() {
+                return Ok(());
+            }
+            if deadline::remaining() < POLL + RESERVE {
+                return Err(cloud_error::retry_after(
+                    BUSY_RETRY_MS,
+                    format!("load balancer {id} is being deleted; checking again later"),
+                ));
+            }
+            std::thread::sleep(POLL);
+        }
+    }
+}

@@ -1,0 +1,229 @@
+//! What a Service and the cloud config ask of its load balancer: occm's annotations
+//! (those supported, and those refused until they are), read into [`Wanted`].
+
+use wasm_ccm_guest::types::{CloudError, Protocol, Service};
+use wasm_ccm_guest::{cloud_error, events};
+
+use super::load_balancer_name;
+use crate::OpenStack;
+
+/// The annotations' prefix.
+const PREFIX: &str = "loadbalancer.openstack.org/";
+/// occm's (and the in-tree provider's) internal load balancer annotation.
+const INTERNAL: &str = "service.beta.kubernetes.io/openstack-internal-load-balancer";
+
+/// The annotations this provider reads (after [`PREFIX`]).
+pub const SUPPORTED: [&str; 20] = [
+    "floating-network-id",
+    "floating-subnet-id",
+    "keep-floatingip",
+    "subnet-id",
+    "network-id",
+    "member-subnet-id",
+    "timeout-client-data",
+    "timeout-member-connect",
+    "timeout-member-data",
+    "timeout-tcp-inspect",
+    "proxy-protocol",
+    "enable-health-monitor",
+    "health-monitor-delay",
+    "health-monitor-timeout",
+    "health-monitor-max-retries",
+    "health-monitor-max-retries-down",
+    "flavor-id",
+    "availability-zone",
+    "lb-method",
+    "connection-limit",
+];
+
+/// occm's annotations this provider does not implement yet: a Service using one is
+/// refused (a Warning event names it) rather than served without it.
+pub const NOT_YET: [&str; 10] = [
+    "port-id",
+    "load-balancer-id",
+    "class",
+    "floating-subnet",
+    "floating-subnet-tags",
+    "x-forwarded-for",
+    "default-tls-container-ref",
+    "hostname",
+    "enable-ingress-hostname",
+    "load-balancer-address",
+];
+
+pub(super) fn annotation<'a>(service: &'a Service, key: &str) -> Option<&'a str> {
+    service
+        .metadata
+        .annotations
+        .iter()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.as_str())
+}
+
+pub(super) fn ours<'a>(service: &'a Service, name: &str) -> Option<&'a str> {
+    annotation(service, &format!("{PREFIX}{name}"))
+}
+
+pub(super) fn truthy(value: Option<&str>) -> Option<bool> {
+    value.map(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "true" | "yes" | "1"))
+}
+
+/// What the Service and the cloud config ask for.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Wanted {
+    pub(super) name: String,
+    pub(super) internal: bool,
+    pub(super) vip_subnet: String,
+    pub(super) vip_network: String,
+    pub(super) member_subnet: String,
+    pub(super) floating_network: String,
+    pub(super) floating_subnet: String,
+    pub(super) lb_method: String,
+    pub(super) proxy: Option<&'static str>,
+    pub(super) monitor: Option<(u64, u64, u64, u64)>,
+    pub(super) listener_settings: Vec<(&'static str, i64)>,
+    pub(super) allowed_cidrs: Vec<String>,
+    pub(super) flavor: String,
+    pub(super) zone: String,
+    pub(super) keep_floating_ip: bool,
+}
+
+impl OpenStack {
+    /// Checks the Service against what the provider supports, and reads its settings.
+    pub(super) fn wanted(&self, cluster: &str, service: &Service) -> Result<Wanted, CloudError> {
+        let refuse = |message: String| {
+            let _ = events::warning("UnsupportedLoadBalancerSetting", &message, None);
+            Err(cloud_error::other(format!(
+                "service {}/{}: {message}",
+                service.metadata.namespace, service.metadata.name
+            )))
+        };
+        if !self.config.load_balancer.enabled {
+            return refuse("load balancers are disabled ([LoadBalancer] enabled = false)".into());
+        }
+        for (key, _) in &service.metadata.annotations {
+            let Some(name) = key.strip_prefix(PREFIX) else {
+                continue;
+            };
+            if NOT_YET.contains(&name) {
+                return refuse(format!(
+                    "annotation {key} is not supported by this provider yet; no load balancer \
+                     is made rather than one that ignores it"
+                ));
+            }
+            if !SUPPORTED.contains(&name) {
+                wasm_ccm_guest::log::warn(
+                    "annotation not known to occm or this provider (a typo?); ignored",
+                    &[("annotation", key.as_str())],
+                );
+            }
+        }
+        if service.ports.iter().any(|p| p.protocol == Protocol::Sctp) {
+            return refuse("SCTP ports are not supported".into());
+        }
+        let config = &self.config.load_balancer;
+        let text = |name: &str, default: &str| ours(service, name).unwrap_or(default).to_owned();
+        let number = |name: &str, default: u64| -> Result<u64, CloudError> {
+            match ours(service, name) {
+                None => Ok(default),
+                Some(v) => v.trim().trim_end_matches('s').parse().map_err(|_| {
+                    cloud_error::other(format!("annotation {PREFIX}{name} `{v}` is not a number"))
+                }),
+            }
+        };
+        let proxy = match ours(service, "proxy-protocol").map(str::trim) {
+            None | Some("false") | Some("") => None,
+            Some("true") | Some("v1") => Some("PROXY"),
+            Some("v2") => Some("PROXYV2"),
+            Some(other) => {
+                return refuse(format!(
+                    "annotation {PREFIX}proxy-protocol `{other}` is not true, v1 or v2"
+                ));
+            }
+        };
+        let monitor = truthy(ours(service, "enable-health-monitor"))
+            .unwrap_or(config.create_monitor)
+            .then(|| -> Result<_, CloudError> {
+                Ok((
+                    number("health-monitor-delay", config.monitor_delay)?,
+                    number("health-monitor-timeout", config.monitor_timeout)?,
+                    number("health-monitor-max-retries", config.monitor_max_retries)?,
+                    number(
+                        "health-monitor-max-retries-down",
+                        config.monitor_max_retries_down,
+                    )?,
+                ))
+            })
+            .transpose()?;
+        let mut listener_settings = Vec::new();
+        for (annotation, field) in [
+            ("timeout-client-data", "timeout_client_data"),
+            ("timeout-member-connect", "timeout_member_connect"),
+            ("timeout-member-data", "timeout_member_data"),
+            ("timeout-tcp-inspect", "timeout_tcp_inspect"),
+            ("connection-limit", "connection_limit"),
+        ] {
+            if let Some(v) = ours(service, annotation) {
+                let n = v.trim().parse::<i64>().map_err(|_| {
+                    cloud_error::other(format!(
+                        "annotation {PREFIX}{annotation} `{v}` is not a number"
+                    ))
+                })?;
+                listener_settings.push((field, n));
+            }
+        }
+        let internal = truthy(annotation(service, INTERNAL)).unwrap_or(config.internal_lb);
+        let wanted = Wanted {
+            name: load_balancer_name(cluster, service),
+            internal,
+            vip_subnet: text("subnet-id", &config.subnet_id),
+            vip_network: text("network-id", &config.network_id),
+            member_subnet: text(
+                "member-subnet-id",
+                if config.member_subnet_id.is_empty() {
+                    &config.subnet_id
+                } else {
+                    &config.member_subnet_id
+                },
+            ),
+            floating_network: text("floating-network-id", &config.floating_network_id),
+            floating_subnet: text("floating-subnet-id", &config.floating_subnet_id),
+            lb_method: text("lb-method", &config.lb_method),
+            proxy,
+            monitor,
+            listener_settings,
+            allowed_cidrs: service.load_balancer_source_ranges.clone(),
+            flavor: text("flavor-id", &config.flavor_id),
+            zone: text("availability-zone", &config.availability_zone),
+            keep_floating_ip: truthy(ours(service, "keep-floatingip")).unwrap_or(false),
+        };
+        if wanted.vip_subnet.is_empty() && wanted.vip_network.is_empty() {
+            return refuse(
+                "no VIP subnet: set [LoadBalancer] subnet-id (or network-id), or the Service's \
+                 loadbalancer.openstack.org/subnet-id annotation"
+                    .into(),
+            );
+        }
+        if !wanted.internal && wanted.floating_network.is_empty() {
+            return refuse(
+                "an external load balancer needs a floating network: set [LoadBalancer] \
+                 floating-network-id or the loadbalancer.openstack.org/floating-network-id \
+                 annotation, or make it internal"
+                    .into(),
+            );
+        }
+        Ok(wanted)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_occm_annotation_is_either_supported_or_refused() {
+        for name in NOT_YET {
+            assert!(!SUPPORTED.contains(&name), "{name}");
+        }
+    }
+}
