@@ -580,28 +580,8 @@ async fn web_identity_credentials_come_from_sts() {
 #[tokio::test]
 async fn the_deploy_aws_example_renders_and_loads() {
     let deploy = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/aws");
-    let kubectl = std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".into());
-    let out = std::process::Command::new(&kubectl)
-        .arg("kustomize")
-        .arg(&deploy)
-        .output()
-        .unwrap_or_else(|e| panic!("running {kubectl} kustomize: {e} (set KUBECTL)"));
-    assert!(
-        out.status.success(),
-        "kubectl kustomize deploy/aws failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let docs: Vec<serde_json::Value> = String::from_utf8(out.stdout)
-        .unwrap()
-        .split("\n---\n")
-        .map(|doc| serde_saphyr::from_str(doc).expect("rendered YAML"))
-        .collect();
-    let config_map = |name: &str| {
-        docs.iter()
-            .find(|d| d["kind"] == "ConfigMap" && d["metadata"]["name"] == name)
-            .unwrap_or_else(|| panic!("ConfigMap {name}"))
-            .clone()
-    };
+    let docs = wasm_ccm_tests::kustomize(&deploy);
+    let config_map = |name: &str| wasm_ccm_tests::config_map(&docs, name);
     let providers = config_map("wasm-ccm-providers");
     assert!(providers["binaryData"]["aws.wasm"].is_string());
     let policy = providers["data"]["aws.yaml"].as_str().unwrap();

@@ -10,10 +10,9 @@ use wasm_ccm_host::capabilities::http_egress::EgressSettings;
 use wasm_ccm_host::engine::EngineSettings;
 use wasm_ccm_host::metrics::Metrics;
 use wasm_ccm_host::provider::{Provider, ProviderError, ProviderLoader, TrapKind};
-use wasm_ccm_tests::types::InstanceInfo;
 use wasm_ccm_tests::{
     CapturedLogs, ProviderDir, RawBehavior, RawServer, TOKEN, TempDir, act, cloud_config, hostile,
-    loader, node, other_message, policy_for,
+    label, loader, node, other_message, policy_for,
 };
 
 async fn reference(loader: &ProviderLoader, cloud: &SimCloud) -> (ProviderDir, Provider) {
@@ -23,14 +22,6 @@ async fn reference(loader: &ProviderLoader, cloud: &SimCloud) -> (ProviderDir, P
         .await
         .expect("load reference");
     (dir, provider)
-}
-
-fn label<'a>(info: &'a InstanceInfo, key: &str) -> &'a str {
-    info.additional_labels
-        .iter()
-        .find(|(k, _)| k == key)
-        .map(|(_, v)| v.as_str())
-        .unwrap_or_else(|| panic!("no {key} in {:?}", info.additional_labels))
 }
 
 /// Runs `calls` reference-provider calls while `misbehaviour` is in flight; all must

@@ -14,15 +14,7 @@ use axum::http::{HeaderMap, StatusCode, Uri};
 use keystone_peer::{Keystone, Settings};
 use wasm_ccm_host::provider::{Provider, ProviderLoader};
 use wasm_ccm_tests::types::InstanceInfo;
-use wasm_ccm_tests::{CapturedLogs, ProviderDir, TOKEN, act, loader};
-
-fn label<'a>(info: &'a InstanceInfo, key: &str) -> &'a str {
-    info.additional_labels
-        .iter()
-        .find(|(k, _)| k == key)
-        .map(|(_, v)| v.as_str())
-        .unwrap_or_else(|| panic!("no {key} in {:?}", info.additional_labels))
-}
+use wasm_ccm_tests::{CapturedLogs, ProviderDir, TOKEN, act, label, loader};
 
 /// An OpenStack service double: every request's `X-Auth-Token` is validated with
 /// Keystone (401 as the services answer otherwise); the tokens it accepted are kept.

@@ -15,6 +15,7 @@ use kube::api::PostParams;
 use openstack_double::OpenStackDouble;
 use openstack_double::state::NewServer;
 use serde_json::json;
+use wasm_ccm_tests::openstack::OpenStackWorld;
 use wasm_ccm_tests::{
     TempDir, controller_manager_command, free_port, guest, initialized, set_ready, taint_keys,
     wait_until,
@@ -39,22 +40,7 @@ impl OpenStackStack {
     /// Everything up, with `extra` appended to the cloud config (given the double, for
     /// its IDs).
     async fn start(extra: impl FnOnce(&OpenStackDouble) -> String) -> Self {
-        let keystone = Arc::new(Keystone::start().await);
-        let project = keystone.create_project("kubernetes").await;
-        let user = keystone
-            .create_user("kubernetes-ccm", "ccm-password", &project)
-            .await;
-        let (credential, secret) = keystone
-            .create_application_credential(
-                "kubernetes-ccm",
-                &user,
-                "ccm-password",
-                "kubernetes",
-                "wasm-ccm",
-            )
-            .await;
-        let cloud = OpenStackDouble::start(keystone.clone()).await.unwrap();
-        cloud.register(&keystone).await;
+        let world = OpenStackWorld::start(openstack_double::Settings::default()).await;
         let api = kube_double::ApiServer::start(kube_double::Settings::default())
             .await
             .expect("API server double");
@@ -65,17 +51,13 @@ impl OpenStackStack {
         )
         .unwrap();
         // The policy deploy/openstack gives users, for this Keystone and credential.
-        std::fs::create_dir_all(dir.path().join("openstack")).unwrap();
-        std::fs::write(
-            dir.path().join("openstack/application-credential-secret"),
-            &secret,
-        )
-        .unwrap();
-        std::fs::write(
-            dir.path().join("openstack.yaml"),
-            documented_policy(&keystone.url(), &credential, dir.path()),
-        )
-        .unwrap();
+        world.install_documented_policy(dir.path());
+        let OpenStackWorld {
+            keystone,
+            cloud,
+            secret,
+            ..
+        } = world;
         let kubeconfig = dir.path().join("kubeconfig");
         api.write_kubeconfig(&kubeconfig).unwrap();
         let cloud_config = dir.path().join("cloud.conf");
@@ -134,23 +116,6 @@ impl OpenStackStack {
         });
         (ccm, log)
     }
-}
-
-/// deploy/openstack/providers/openstack.yaml with this Keystone, this application
-/// credential and the Secret's files in `credentials`.
-fn documented_policy(keystone: &str, credential: &str, credentials: &std::path::Path) -> String {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let text =
-        std::fs::read_to_string(root.join("deploy/openstack/providers/openstack.yaml")).unwrap();
-    let documented = text
-        .replace("https://keystone.example.com:5000", keystone)
-        .replace("21dced0fd20347869b93710d2b98aae0", credential)
-        .replace(
-            "/etc/wasm-ccm/credentials/",
-            &format!("{}/", credentials.display()),
-        );
-    assert_ne!(documented, text);
-    documented
 }
 
 /// A Node as kubelet registers it with `--cloud-provider=external`: named by its
@@ -559,28 +524,8 @@ async fn an_occm_cloud_conf_is_imported_and_serves() {
 #[tokio::test]
 async fn the_deploy_openstack_example_renders_and_loads() {
     let deploy = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/openstack");
-    let kubectl = std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".into());
-    let out = std::process::Command::new(&kubectl)
-        .arg("kustomize")
-        .arg(&deploy)
-        .output()
-        .unwrap_or_else(|e| panic!("running {kubectl} kustomize: {e} (set KUBECTL)"));
-    assert!(
-        out.status.success(),
-        "kubectl kustomize deploy/openstack failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let docs: Vec<serde_json::Value> = String::from_utf8(out.stdout)
-        .unwrap()
-        .split("\n---\n")
-        .map(|doc| serde_saphyr::from_str(doc).expect("rendered YAML"))
-        .collect();
-    let config_map = |name: &str| {
-        docs.iter()
-            .find(|d| d["kind"] == "ConfigMap" && d["metadata"]["name"] == name)
-            .unwrap_or_else(|| panic!("ConfigMap {name}"))
-            .clone()
-    };
+    let docs = wasm_ccm_tests::kustomize(&deploy);
+    let config_map = |name: &str| wasm_ccm_tests::config_map(&docs, name);
     let providers = config_map("wasm-ccm-providers");
     assert!(providers["binaryData"]["openstack.wasm"].is_string());
     let policy = providers["data"]["openstack.yaml"]

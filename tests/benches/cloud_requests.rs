@@ -252,21 +252,13 @@ fn take_openstack_requests(cloud: &openstack_double::OpenStackDouble) -> BTreeMa
 /// OpenStack double (deploy/openstack's policy: an application credential), counted at
 /// the double; Keystone logins from `wasm_ccm_credential_logins_total`.
 async fn openstack(nodes: usize, window: Duration) {
-    use openstack_double::{OpenStackDouble, state::NewServer};
-    let keystone = std::sync::Arc::new(keystone_peer::Keystone::start().await);
-    let project = keystone.create_project("kubernetes").await;
-    let user = keystone.create_user("ccm", "ccm-password", &project).await;
-    let (credential, secret) = keystone
-        .create_application_credential("ccm", &user, "ccm-password", "kubernetes", "bench")
-        .await;
+    use openstack_double::state::NewServer;
     // Services cache token validations (keystonemiddleware: 5 min).
-    let settings = openstack_double::Settings {
+    let world = wasm_ccm_tests::openstack::OpenStackWorld::start(openstack_double::Settings {
         token_cache: Duration::from_secs(300),
-    };
-    let cloud = OpenStackDouble::start_with(keystone.clone(), settings)
-        .await
-        .unwrap();
-    cloud.register(&keystone).await;
+    })
+    .await;
+    let (keystone, cloud) = (&world.keystone, &world.cloud);
     let router = cloud.with_state(|s| {
         for i in 0..nodes {
             s.add_server(NewServer::named(
@@ -282,22 +274,7 @@ async fn openstack(nodes: usize, window: Duration) {
         dir.path().join("openstack.wasm"),
     )
     .unwrap();
-    std::fs::create_dir_all(dir.path().join("openstack")).unwrap();
-    std::fs::write(
-        dir.path().join("openstack/application-credential-secret"),
-        &secret,
-    )
-    .unwrap();
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let policy = std::fs::read_to_string(root.join("deploy/openstack/providers/openstack.yaml"))
-        .unwrap()
-        .replace("https://keystone.example.com:5000", &keystone.url())
-        .replace("21dced0fd20347869b93710d2b98aae0", &credential)
-        .replace(
-            "/etc/wasm-ccm/credentials/",
-            &format!("{}/", dir.path().display()),
-        );
-    std::fs::write(dir.path().join("openstack.yaml"), policy).unwrap();
+    world.install_documented_policy(dir.path());
     let cloud_config = dir.path().join("cloud.conf");
     std::fs::write(
         &cloud_config,
@@ -330,7 +307,7 @@ async fn openstack(nodes: usize, window: Duration) {
         }
         let kubeconfig = dir.path().join("kubeconfig");
         api.write_kubeconfig(&kubeconfig).unwrap();
-        take_openstack_requests(&cloud);
+        take_openstack_requests(cloud);
         let port = free_port();
         let started = Instant::now();
         let ccm = spawn_ccm(
@@ -343,7 +320,7 @@ async fn openstack(nodes: usize, window: Duration) {
         );
         wait_initialized(port, nodes, started).await;
         let joined_in = started.elapsed();
-        let joining = take_openstack_requests(&cloud);
+        let joining = take_openstack_requests(cloud);
         let text = http_get(port, "/metrics")
             .await
             .map(|(_, b)| b)
@@ -371,7 +348,7 @@ async fn openstack(nodes: usize, window: Duration) {
     let started = Instant::now();
     tokio::time::sleep(window).await;
     let elapsed = started.elapsed().as_secs_f64();
-    let steady = take_openstack_requests(&cloud);
+    let steady = take_openstack_requests(cloud);
     let after = logins(
         &http_get(port, "/metrics")
             .await

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 /// moto, the AWS emulator, as a test peer.
 pub use moto_peer as moto;
+pub mod openstack;
 
 use sim_cloud::SimCloud;
 use wasm_ccm_host::engine::EngineSettings;
@@ -761,4 +762,43 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for CapturedLogs {
     fn make_writer(&'a self) -> Self::Writer {
         self.clone()
     }
+}
+
+/// `kubectl kustomize DIR` (`$KUBECTL`, else `kubectl`), parsed document by document.
+pub fn kustomize(dir: &Path) -> Vec<serde_json::Value> {
+    let kubectl = std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".into());
+    let out = std::process::Command::new(&kubectl)
+        .arg("kustomize")
+        .arg(dir)
+        .output()
+        .unwrap_or_else(|e| panic!("running {kubectl} kustomize: {e} (set KUBECTL)"));
+    assert!(
+        out.status.success(),
+        "kubectl kustomize {} failed: {}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .split("\n---\n")
+        .map(|doc| serde_saphyr::from_str(doc).expect("rendered YAML"))
+        .collect()
+}
+
+/// The ConfigMap `name` among rendered `docs`.
+pub fn config_map(docs: &[serde_json::Value], name: &str) -> serde_json::Value {
+    docs.iter()
+        .find(|d| d["kind"] == "ConfigMap" && d["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("ConfigMap {name}"))
+        .clone()
+}
+
+/// The value of an additional label of an instance's metadata (the hostile fixture
+/// reports what it saw there); panics when it has none.
+pub fn label<'a>(info: &'a types::InstanceInfo, key: &str) -> &'a str {
+    info.additional_labels
+        .iter()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.as_str())
+        .unwrap_or_else(|| panic!("no {key} in {:?}", info.additional_labels))
 }

@@ -1,0 +1,68 @@
+//! An OpenStack for the tests and benches: the real Keystone with a project, a user and
+//! the application credential the provider's host logs in with, the OpenStack API
+//! double in its catalog, and `deploy/openstack`'s policy filled in for them.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use keystone_peer::Keystone;
+use openstack_double::{OpenStackDouble, Settings};
+
+/// The user the provider's application credential belongs to.
+pub const USER: &str = "kubernetes-ccm";
+/// That user's password (a password login uses it).
+pub const PASSWORD: &str = "ccm-password";
+/// The project.
+pub const PROJECT: &str = "kubernetes";
+
+/// Keystone, the double registered in its catalog, and an application credential.
+pub struct OpenStackWorld {
+    pub keystone: Arc<Keystone>,
+    pub cloud: OpenStackDouble,
+    /// The application credential's ID and secret.
+    pub credential: String,
+    pub secret: String,
+}
+
+impl OpenStackWorld {
+    /// Everything up; the double behaves as `settings` say.
+    pub async fn start(settings: Settings) -> Self {
+        let keystone = Arc::new(Keystone::start().await);
+        let project = keystone.create_project(PROJECT).await;
+        let user = keystone.create_user(USER, PASSWORD, &project).await;
+        let (credential, secret) = keystone
+            .create_application_credential(USER, &user, PASSWORD, PROJECT, "wasm-ccm")
+            .await;
+        let cloud = OpenStackDouble::start_with(keystone.clone(), settings)
+            .await
+            .expect("the OpenStack double");
+        cloud.register(&keystone).await;
+        Self {
+            keystone,
+            cloud,
+            credential,
+            secret,
+        }
+    }
+
+    /// Writes `deploy/openstack/providers/openstack.yaml` for this Keystone and
+    /// credential as `dir/openstack.yaml`, and the secret where it names it (under
+    /// `dir`, the credentials directory).
+    pub fn install_documented_policy(&self, dir: &Path) {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let text = std::fs::read_to_string(root.join("deploy/openstack/providers/openstack.yaml"))
+            .expect("deploy/openstack's policy");
+        let policy = text
+            .replace("https://keystone.example.com:5000", &self.keystone.url())
+            .replace("21dced0fd20347869b93710d2b98aae0", &self.credential)
+            .replace("/etc/wasm-ccm/credentials/", &format!("{}/", dir.display()));
+        assert_ne!(policy, text, "the documented policy's placeholders changed");
+        std::fs::write(dir.join("openstack.yaml"), policy).unwrap();
+        std::fs::create_dir_all(dir.join("openstack")).unwrap();
+        std::fs::write(
+            dir.join("openstack/application-credential-secret"),
+            &self.secret,
+        )
+        .unwrap();
+    }
+}
