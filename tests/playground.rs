@@ -33,6 +33,54 @@ async fn started(
     output
 }
 
+/// `wasm-ccm-playground --cloud CLOUD --provider GUEST ARGS` in `dir` (kubeconfig at
+/// `dir/kubeconfig`), once it is up: the child and everything it printed.
+async fn playground(
+    cloud: &str,
+    provider: &str,
+    args: &[&str],
+    dir: &TempDir,
+) -> (tokio::process::Child, String) {
+    let mut child = tokio::process::Command::new(built_bin("wasm-ccm-playground"))
+        .args(["--cloud", cloud])
+        .args(args)
+        .arg("--kubeconfig-out")
+        .arg(dir.path().join("kubeconfig"))
+        .arg("--work-dir")
+        .arg(dir.path().join("work"))
+        .arg("--provider")
+        .arg(guest(provider))
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let output = started(&mut lines).await;
+    // Keep reading: the playground prints every change, and a closed pipe would stop it.
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    (child, output)
+}
+
+/// Runs the first printed command line containing `marker` with `sh -c`: its output.
+async fn run_printed(output: &str, marker: &str) -> String {
+    let line = output
+        .lines()
+        .map(str::trim)
+        .find(|l| l.contains(marker))
+        .unwrap_or_else(|| panic!("no command with {marker} printed:\n{output}"));
+    let out = tokio::process::Command::new("sh")
+        .args(["-c", line])
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{line}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// Runs `kubectl --kubeconfig KUBECONFIG ARGS` until its output satisfies `done`
 /// (within 90 s); the output.
 async fn kubectl_until(
@@ -67,27 +115,8 @@ async fn kubectl_until(
 async fn playground_runs_the_aws_provider_against_moto() {
     let dir = TempDir::new("playground-aws");
     let kubeconfig = dir.path().join("kubeconfig");
-    let mut child = tokio::process::Command::new(built_bin("wasm-ccm-playground"))
-        .args([
-            "--cloud",
-            "aws",
-            "--nodes",
-            "2",
-            "--node-monitor-grace-period",
-            "1s",
-        ])
-        .arg("--kubeconfig-out")
-        .arg(&kubeconfig)
-        .arg("--work-dir")
-        .arg(dir.path().join("work"))
-        .arg("--provider")
-        .arg(guest("aws_provider"))
-        .stdout(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
-    let output = started(&mut lines).await;
+    let args = ["--nodes", "2", "--node-monitor-grace-period", "1s"];
+    let (mut child, output) = playground("aws", "aws_provider", &args, &dir).await;
     assert!(
         output.contains("AWS emulator (moto):      http://127.0.0.1:"),
         "{output}"
@@ -113,21 +142,7 @@ async fn playground_runs_the_aws_provider_against_moto() {
     .await;
     // The printed boto3 command stops an instance: its Node's simulated kubelet stops
     // (NotReady after the grace period) and the lifecycle controller taints it.
-    let stop = output
-        .lines()
-        .map(str::trim)
-        .find(|l| l.contains(".stop_instances("))
-        .unwrap_or_else(|| panic!("no stop command printed:\n{output}"));
-    let out = tokio::process::Command::new("sh")
-        .args(["-c", stop])
-        .output()
-        .await
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{stop}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    run_printed(&output, ".stop_instances(").await;
     kubectl_until(
         &kubeconfig,
         &[
@@ -432,20 +447,8 @@ async fn the_printed_wasm_ccm_command_works_as_printed() {
 async fn playground_runs_the_openstack_provider_against_keystone_and_the_double() {
     let dir = TempDir::new("playground-openstack");
     let kubeconfig = dir.path().join("kubeconfig");
-    let mut child = tokio::process::Command::new(built_bin("wasm-ccm-playground"))
-        .args(["--cloud", "openstack", "--nodes", "2"])
-        .arg("--kubeconfig-out")
-        .arg(&kubeconfig)
-        .arg("--work-dir")
-        .arg(dir.path().join("work"))
-        .arg("--provider")
-        .arg(guest("openstack_provider"))
-        .stdout(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
-    let output = started(&mut lines).await;
+    let (_child, output) =
+        playground("openstack", "openstack_provider", &["--nodes", "2"], &dir).await;
     assert!(
         output.contains("Keystone:                 http://127.0.0.1:"),
         "{output}"
@@ -467,22 +470,7 @@ async fn playground_runs_the_openstack_provider_against_keystone_and_the_double(
     .await;
     // The printed openstacksdk command, a real client, sees the servers and the load
     // balancer through the application credential.
-    let sdk = output
-        .lines()
-        .map(str::trim)
-        .find(|l| l.contains("import openstack"))
-        .unwrap_or_else(|| panic!("no openstacksdk command printed:\n{output}"));
-    let out = tokio::process::Command::new("sh")
-        .args(["-c", sdk])
-        .output()
-        .await
-        .unwrap();
-    let printed = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{sdk}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let printed = run_printed(&output, "import openstack").await;
     assert!(printed.contains("('node-1', 'ACTIVE')"), "{printed}");
     assert!(
         printed.contains("kube_service_kubernetes_default_web"),
