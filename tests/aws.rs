@@ -900,4 +900,79 @@ fn the_documented_iam_policy_is_the_declared_one() {
     let deploy =
         std::fs::read_to_string(root.join("deploy/aws/serviceaccount-patch.yaml")).unwrap();
     assert!(deploy.contains("guests/aws/iam-policy.json"), "{deploy}");
+    // deploy/aws's policy lets the host sign for exactly those actions.
+    let policy: serde_json::Value = serde_saphyr::from_str(
+        &std::fs::read_to_string(root.join("deploy/aws/providers/aws.yaml")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(&policy["credentials"][0]["allowedActions"], &declared["Statement"][0]["Action"]);
+}
+
+/// The host's own guard beside IAM: a provider (the hostile fixture here) holding keys
+/// allowed everything cannot call an action its credential rule's `allowedActions`
+/// (deploy/aws's list, the provider's IAM policy) does not name. The request is refused
+/// before it is signed, moto never sees it, and the instance keeps running; the same
+/// request under a rule without `allowedActions` terminates the instance.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn actions_outside_the_allowlist_are_refused_before_signing() {
+    let mut moto = Moto::start().await;
+    let world = World::create(&mut moto, CLUSTER).await;
+    let guarded = world.launch(&moto, 0).await;
+    let open = world.launch(&moto, 1).await;
+    moto.enable_auth(0).await;
+    let loader = wasm_ccm_tests::loader();
+    for (instance, allowlist) in [(&guarded, true), (&open, false)] {
+        let keys = "accessKeyIdFile: aws/access-key-id, secretAccessKeyFile: aws/secret-access-key";
+        let mut policy = World::policy(&moto, keys);
+        if !allowlist {
+            policy = policy
+                .lines()
+                .filter(|l| !l.contains("allowedActions"))
+                .map(|l| format!("{l}\n"))
+                .collect();
+        }
+        let dir = wasm_ccm_tests::ProviderDir::new("fixture_hostile", "hostile", &policy, "");
+        let secrets = dir.dir.path().join("aws");
+        std::fs::create_dir_all(&secrets).unwrap();
+        std::fs::write(secrets.join("access-key-id"), &world.admin.id).unwrap();
+        std::fs::write(secrets.join("secret-access-key"), &world.admin.secret).unwrap();
+        let provider = loader.load(&dir.wasm, Vec::new()).await.unwrap();
+        let url = format!(
+            "{}/?Action=TerminateInstances&InstanceId.1={}&Version=2016-11-15",
+            moto.url(),
+            instance.id
+        );
+        let answer = wasm_ccm_tests::act(
+            &provider,
+            &[
+                ("hostile/action", "fetch"),
+                ("hostile/url", &url),
+                ("hostile/header", "x-wasm-ccm-aws-service: ec2"),
+            ],
+        )
+        .await;
+        let running = moto.running_instances().await.unwrap();
+        if allowlist {
+            assert!(answer.is_err(), "refused: {answer:?}");
+            assert!(running.contains(&instance.private_dns_name), "still running");
+            let metrics = loader.metrics().encode();
+            assert!(
+                metrics.contains(
+                    "wasm_ccm_egress_denied_total{provider=\"hostile\",host=\"\",reason=\"action\"} 1"
+                ),
+                "{metrics}"
+            );
+        } else {
+            let answer = answer.unwrap();
+            assert_eq!(wasm_ccm_tests::label(&answer, "status"), "200", "{answer:?}");
+            wait_until(TIMEOUT, "the open rule's instance stopping", || async {
+                !moto
+                    .running_instances()
+                    .await
+                    .unwrap()
+                    .contains(&instance.private_dns_name)
+            })
+            .await;
+        }
+    }
 }

@@ -10,26 +10,14 @@ use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use sim_cloud::model::{Address, Fault, InstancePatch, InstanceState, NewInstance};
 use wasm_ccm_tests::{
-    Stack, default_load_balancer_name, free_port, http_get, initialized, metric, metrics,
+    Stack, default_load_balancer_name, free_port, http_get, initialized, kubelet_node,
+    load_balancer_service, metric, metrics,
     provider_calls, reconciles, set_ready, taint_keys, wait_until,
 };
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 const UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized";
 const SHUTDOWN: &str = "node.cloudprovider.kubernetes.io/shutdown";
-
-/// A Node as kubelet registers it with `--cloud-provider=external`.
-fn kubelet_node(name: &str, ready: &str) -> Node {
-    serde_json::from_value(json!({
-        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
-        "spec": {"taints": [{"key": UNINITIALIZED, "value": "true", "effect": "NoSchedule"}]},
-        "status": {
-            "conditions": [{"type": "Ready", "status": ready}],
-            "addresses": [{"type": "Hostname", "address": name}]
-        }
-    }))
-    .unwrap()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cloud_node_initializes_tainted_nodes() {
@@ -475,17 +463,6 @@ async fn ready_nodes(stack: &Stack, names: &[&str]) -> Vec<String> {
     ids
 }
 
-fn lb_service(name: &str, class: Option<&str>) -> k8s_openapi::api::core::v1::Service {
-    let mut spec = json!({"type": "LoadBalancer", "ports": [{"name": "http", "port": 80, "targetPort": 8080}]});
-    if let Some(class) = class {
-        spec["loadBalancerClass"] = json!(class);
-    }
-    serde_json::from_value(
-        json!({"metadata": {"name": name, "namespace": "default"}, "spec": spec}),
-    )
-    .unwrap()
-}
-
 async fn reasons(stack: &Stack, service: &str) -> Vec<String> {
     let events: Api<CoreEvent> = Api::namespaced(stack.client(), "default");
     events
@@ -534,13 +511,13 @@ async fn service_load_balancers_follow_services_and_nodes() {
     let _ccm = stack.controller_manager(port, &["--leader-elect=false"]);
 
     let created = services
-        .create(&PostParams::default(), &lb_service("web", None))
+        .create(&PostParams::default(), &load_balancer_service("web", None))
         .await
         .unwrap();
     services
         .create(
             &PostParams::default(),
-            &lb_service("other", Some("example.com/lb")),
+            &load_balancer_service("other", Some("example.com/lb")),
         )
         .await
         .unwrap();
@@ -682,7 +659,7 @@ async fn load_balancer_errors_retry_and_the_finalizer_waits_for_deletion() {
     let port = free_port();
     let _ccm = stack.controller_manager(port, &["--leader-elect=false"]);
     services
-        .create(&PostParams::default(), &lb_service("api", None))
+        .create(&PostParams::default(), &load_balancer_service("api", None))
         .await
         .unwrap();
     wait_until(TIMEOUT, "ensured after the retry", || async {
@@ -1223,7 +1200,7 @@ async fn a_load_balancer_implemented_elsewhere_is_left_alone() {
     ready_nodes(&stack, &["ie-1"]).await;
     let services: Api<k8s_openapi::api::core::v1::Service> =
         Api::namespaced(stack.client(), "default");
-    let mut svc = lb_service("external", None);
+    let mut svc = load_balancer_service("external", None);
     svc.metadata.annotations = Some(
         [(
             "simcloud.example/load-balancer-implementation".to_string(),
@@ -1542,7 +1519,7 @@ async fn only_changes_upstream_cares_about_sync_a_service() {
     let port = free_port();
     let _ccm = stack.controller_manager(port, &["--leader-elect=false"]);
     services
-        .create(&PostParams::default(), &lb_service("quiet", None))
+        .create(&PostParams::default(), &load_balancer_service("quiet", None))
         .await
         .unwrap();
     wait_until(TIMEOUT, "the load balancer ensured", || async {
@@ -1582,7 +1559,7 @@ fn load_balancer_names(stack: &Stack) -> Vec<String> {
 /// Creates a LoadBalancer Service and waits for its ingress; returns the Service.
 async fn ensured(services: &Api<Service>, name: &str) -> Service {
     services
-        .create(&PostParams::default(), &lb_service(name, None))
+        .create(&PostParams::default(), &load_balancer_service(name, None))
         .await
         .unwrap();
     wait_until(TIMEOUT, "the load balancer ensured", || async {
@@ -1685,7 +1662,7 @@ async fn process_service_deletion_without_the_finalizer() {
     remove_finalizers(&services, "again").await;
     services.delete("again", &Default::default()).await.unwrap();
     let new = services
-        .create(&PostParams::default(), &lb_service("again", None))
+        .create(&PostParams::default(), &load_balancer_service("again", None))
         .await
         .unwrap();
     assert_ne!(old.metadata.uid, new.metadata.uid);
@@ -1808,7 +1785,7 @@ async fn a_status_patch_not_found_is_not_an_error() {
     let port = free_port();
     let _ccm = stack.controller_manager(port, &["--leader-elect=false"]);
     services
-        .create(&PostParams::default(), &lb_service("vanishing", None))
+        .create(&PostParams::default(), &load_balancer_service("vanishing", None))
         .await
         .unwrap();
     wait_until(TIMEOUT, "the sync counted as a success", || async {
@@ -2301,7 +2278,7 @@ async fn repeated_events_are_one_series() {
     let port = free_port();
     let _ccm = stack.controller_manager(port, &["--leader-elect=false"]);
     services
-        .create(&PostParams::default(), &lb_service("repeats", None))
+        .create(&PostParams::default(), &load_balancer_service("repeats", None))
         .await
         .unwrap();
     wait_until(

@@ -548,6 +548,52 @@ fn cloud_config_bytes(cloud: &SimCloud) -> Vec<u8> {
     format!(r#"{{"endpoint": "{}"}}"#, cloud.url()).into_bytes()
 }
 
+/// A Node as kubelet registers it with `--cloud-provider=external`: tainted
+/// uninitialized, its Ready condition `ready`, its hostname as only address.
+pub fn kubelet_node(name: &str, ready: &str) -> k8s_openapi::api::core::v1::Node {
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+        "spec": {"taints": [{"key": "node.cloudprovider.kubernetes.io/uninitialized", "value": "true", "effect": "NoSchedule"}]},
+        "status": {
+            "conditions": [{"type": "Ready", "status": ready}],
+            "addresses": [{"type": "Hostname", "address": name}]
+        }
+    }))
+    .expect("a Node")
+}
+
+/// A Service of type LoadBalancer in `default` (port 80 → 8080), of `class` if any.
+pub fn load_balancer_service(name: &str, class: Option<&str>) -> k8s_openapi::api::core::v1::Service {
+    let mut spec = serde_json::json!({"type": "LoadBalancer", "ports": [{"name": "http", "port": 80, "targetPort": 8080}]});
+    if let Some(class) = class {
+        spec["loadBalancerClass"] = serde_json::json!(class);
+    }
+    serde_json::from_value(
+        serde_json::json!({"metadata": {"name": name, "namespace": "default"}, "spec": spec}),
+    )
+    .expect("a Service")
+}
+
+/// The date and commit of a run, for tables meant to be compared (`2026-11-25,
+/// commit 1a2b3c4`).
+pub fn bench_stamp() -> String {
+    let run = |program: &str, args: &[&str]| {
+        std::process::Command::new(program)
+            .args(args)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+            .unwrap_or_else(|| "unknown".into())
+    };
+    format!(
+        "{}, commit {}",
+        run("date", &["-u", "+%F %H:%M UTC"]),
+        run("git", &["rev-parse", "--short", "HEAD"])
+    )
+}
+
 /// The keys of a Node's taints.
 pub fn taint_keys(node: &k8s_openapi::api::core::v1::Node) -> Vec<String> {
     node.spec

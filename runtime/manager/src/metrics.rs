@@ -34,8 +34,78 @@ pub struct ControllerMetrics {
     pub initial_node_sync_delay: Histogram,
     /// Objects waiting for a retry after a failed reconcile (the retry queue's depth).
     pub retries_pending: Family<ControllerLabels, Gauge>,
+    /// `wasm_ccm_provider_answers_refused_total{controller,field}`: provider answers
+    /// refused before they reached the cluster.
+    pub answers_refused: Family<RefusedLabels, Counter>,
     /// Metrics under upstream `k8s.io/cloud-provider`'s names.
     pub upstream: UpstreamMetrics,
+    /// The node deletion guard's.
+    pub guard: GuardMetrics,
+}
+
+/// Labels of refused provider answers.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RefusedLabels {
+    /// The controller's name.
+    pub controller: String,
+    /// The field of the answer (`provider-id`, `addresses`, `zone`, ...).
+    pub field: String,
+}
+
+/// Labels of the node deletion guard's answers.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct GuardAnswerLabels {
+    /// `counted`, `too_soon`, `fresh_version` or `confirmed`.
+    pub answer: String,
+}
+
+/// The node deletion guard's metrics.
+#[derive(Clone, Default)]
+pub struct GuardMetrics {
+    /// `wasm_ccm_node_deletion_guard_held_nodes`: Nodes confirmed gone but held by the
+    /// limit now.
+    pub held_nodes: Gauge,
+    /// `wasm_ccm_node_deletion_guard_holds_total`: Nodes held (counted once per hold).
+    pub holds: Counter,
+    /// `wasm_ccm_node_deletion_guard_answers_total{answer}`: "does not exist" answers
+    /// and what the guard made of them.
+    pub answers: Family<GuardAnswerLabels, Counter>,
+}
+
+impl GuardMetrics {
+    /// Counts one "does not exist" answer.
+    pub fn answer(&self, answer: crate::controllers::node_lifecycle::guard::Answer) {
+        use crate::controllers::node_lifecycle::guard::Answer;
+        let answer = match answer {
+            Answer::Counted(_) => "counted",
+            Answer::TooSoon => "too_soon",
+            Answer::FreshVersion => "fresh_version",
+            Answer::Confirmed => "confirmed",
+        };
+        self.answers
+            .get_or_create(&GuardAnswerLabels {
+                answer: answer.into(),
+            })
+            .inc();
+    }
+
+    fn register(&self, metrics: &Metrics) {
+        metrics.register(
+            "node_deletion_guard_held_nodes",
+            "Nodes the provider says are gone whose deletion the node deletion guard holds now (the limit per window is reached)",
+            self.held_nodes.clone(),
+        );
+        metrics.register(
+            "node_deletion_guard_holds",
+            "Nodes held by the node deletion guard's limit (once per hold)",
+            self.holds.clone(),
+        );
+        metrics.register(
+            "node_deletion_guard_answers",
+            "Answers \"the instance does not exist\" for NotReady Nodes, by what the guard made of them: counted (more confirmations needed), too_soon (within one --node-monitor-period of the last), fresh_version (from a version swapped in within --node-deletion-swap-grace), confirmed",
+            self.answers.clone(),
+        );
+    }
 }
 
 /// Upstream `k8s.io/cloud-provider`'s controller metrics, under its names and buckets
@@ -129,8 +199,16 @@ impl ControllerMetrics {
             initial_node_sync_delay: Histogram::new(exponential_buckets(0.1, 2.0, 16)),
             retries_pending: Family::default(),
             upstream: UpstreamMetrics::new(),
+            answers_refused: Family::default(),
+            guard: GuardMetrics::default(),
         };
+        metrics.register(
+            "provider_answers_refused",
+            "Provider answers refused before they reached the cluster (invalid address, provider ID of another scheme or changed, invalid label, invalid load balancer status), by controller and field",
+            this.answers_refused.clone(),
+        );
         this.upstream.register(metrics);
+        this.guard.register(metrics);
         metrics.register(
             "controller_reconciles",
             "Reconciles by controller and result",
@@ -152,6 +230,16 @@ impl ControllerMetrics {
             this.retries_pending.clone(),
         );
         this
+    }
+
+    /// Counts one refused answer.
+    pub fn answer_refused(&self, controller: &str, field: &str) {
+        self.answers_refused
+            .get_or_create(&RefusedLabels {
+                controller: controller.into(),
+                field: field.into(),
+            })
+            .inc();
     }
 
     /// The retry-queue gauge of `controller`.

@@ -240,6 +240,12 @@ pub fn convert(text: &str, path: &Path, credentials_dir: &str) -> Result<Importe
         policy.push_str(&line);
         policy.push('\n');
     }
+    policy.push_str(
+        "    # The only requests the token is sent with: what the provider calls.\n    allowedActions:\n",
+    );
+    for action in provider_actions() {
+        policy.push_str(&format!("      - {action}\n"));
+    }
     let base = path.parent().unwrap_or(Path::new("."));
     let read = |file: &str| {
         let file = base.join(file);
@@ -334,6 +340,15 @@ fn strip_moved(text: &str) -> String {
     out
 }
 
+/// The provider's requests (`guests/openstack/allowed-actions.txt`), the
+/// `allowedActions` of its Keystone rule.
+pub fn provider_actions() -> impl Iterator<Item = &'static str> {
+    include_str!("../../../guests/openstack/allowed-actions.txt")
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+}
+
 /// Writes `imported` under `out`: `cloud-config/cloud.conf`, `providers/openstack.yaml`
 /// and `credentials/openstack/*` (owner-only). The paths written.
 pub fn write(imported: &Imported, out: &Path) -> Result<Vec<PathBuf>, ImportError> {
@@ -409,6 +424,7 @@ mod tests {
             panic!("a keystone rule");
         };
         assert_eq!(keystone.region.as_deref(), Some("RegionOne"));
+        assert!(policy.credentials[0].allowed_actions.is_some());
         assert_eq!(
             keystone.files(),
             [Path::new("/etc/wasm-ccm/credentials/openstack/password")]

@@ -317,6 +317,18 @@ const ALLOW_ALL: &str =
 const ALLOW_CCM: &str = include_str!("../../../guests/aws/iam-policy.json");
 const TRUST_WEB_IDENTITY: &str = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Federated":"arn:aws:iam::123456789012:oidc-provider/oidc.eks.us-east-1.amazonaws.com/id/TEST"},"Action":"sts:AssumeRoleWithWebIdentity"}]}"#;
 
+/// The actions of the provider's IAM policy (`guests/aws/iam-policy.json`): the
+/// `allowedActions` of its credential rule, as `deploy/aws` ships it.
+pub fn provider_actions() -> Vec<String> {
+    let policy: serde_json::Value = serde_json::from_str(ALLOW_CCM).expect("iam-policy.json");
+    policy["Statement"][0]["Action"]
+        .as_array()
+        .expect("Action list")
+        .iter()
+        .map(|a| a.as_str().expect("action").to_owned())
+        .collect()
+}
+
 impl World {
     /// A VPC with two public subnets (us-east-1a, us-east-1b) tagged for load
     /// balancers and the cluster, a route table tagged for the cluster, and IAM
@@ -509,10 +521,12 @@ impl World {
     /// rule's key source, e.g. `accessKeyIdFile: id, secretAccessKeyFile: secret`.
     pub fn policy(moto: &Moto, keys: &str) -> String {
         let port = moto.port;
+        let actions = provider_actions().join(", ");
         format!(
             "allowedOutboundHosts:\n  - http://127.0.0.1:{port}\n\
              credentials:\n\
              \x20 - destination: http://127.0.0.1:{port}\n    aws: {{region: {REGION}, services: [ec2, elasticloadbalancing], {keys}}}\n\
+             \x20   allowedActions: [{actions}]\n\
              limits:\n  callTimeout: 30s\n  poolSize: 2\n"
         )
     }

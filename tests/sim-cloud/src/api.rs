@@ -52,6 +52,10 @@ pub(crate) fn router(state: AppState) -> Router {
             "/admin/routes/{name}/blackhole",
             post(admin_blackhole_route),
         )
+        .route(
+            "/admin/hidden-instances",
+            put(admin_hide_instances),
+        )
         .route("/admin/clusters", post(admin_add_cluster))
         .route(
             "/admin/faults",
@@ -151,7 +155,7 @@ async fn list_instances(State(s): State<AppState>, Query(q): Query<NameQuery>) -
 }
 
 async fn get_instance(State(s): State<AppState>, Path(id): Path<String>) -> Response {
-    match s.lock().instances.get(&id) {
+    match s.lock().visible_instance(&id) {
         Some(i) => Json(i.clone()).into_response(),
         None => not_found("instance", &id),
     }
@@ -295,6 +299,17 @@ async fn admin_delete_instance(State(s): State<AppState>, Path(id): Path<String>
     } else {
         not_found("instance", &id)
     }
+}
+
+/// The body of `PUT /admin/hidden-instances`.
+#[derive(Deserialize)]
+struct Hidden {
+    ids: Vec<String>,
+}
+
+async fn admin_hide_instances(State(s): State<AppState>, Json(hidden): Json<Hidden>) -> Response {
+    s.lock().hidden_instances = hidden.ids.into_iter().collect();
+    StatusCode::NO_CONTENT.into_response()
 }
 
 async fn admin_blackhole_route(State(s): State<AppState>, Path(name): Path<String>) -> Response {

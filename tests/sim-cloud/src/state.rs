@@ -18,6 +18,9 @@ pub struct CloudState {
     pub forced_blackholes: std::collections::BTreeSet<String>,
     pub clusters: Vec<Cluster>,
     pub faults: Vec<Fault>,
+    /// Instances the cloud wrongly says do not exist (a fault): 404 on lookup, absent
+    /// from listings, though they are still there.
+    pub hidden_instances: std::collections::BTreeSet<String>,
     /// Requests served, by `METHOD /route/template`.
     pub requests: HashMap<String, u64>,
     /// Requests rejected for a missing or wrong bearer token.
@@ -93,10 +96,19 @@ impl CloudState {
         self.instances.remove(id).is_some()
     }
 
-    /// Instances, optionally only those with this name.
+    /// The instance `id` as the API shows it: `None` when there is none or it is
+    /// hidden by a fault.
+    pub fn visible_instance(&self, id: &str) -> Option<&Instance> {
+        self.instances
+            .get(id)
+            .filter(|_| !self.hidden_instances.contains(id))
+    }
+
+    /// Instances, optionally only those with this name (hidden ones left out).
     pub fn list_instances(&self, name: Option<&str>) -> Vec<Instance> {
         self.instances
             .values()
+            .filter(|i| !self.hidden_instances.contains(&i.id))
             .filter(|i| name.is_none_or(|n| i.name == n))
             .cloned()
             .collect()

@@ -31,6 +31,7 @@
 //! The rules every layer uses live here, at the bottom: host patterns ([`allowlist`]),
 //! the addresses no provider reaches ([`address`]) and durations ([`duration`]).
 
+pub mod actions;
 pub mod address;
 pub mod allowlist;
 pub mod aws;
@@ -138,6 +139,9 @@ pub struct CredentialRule {
     pub destination: HostPattern,
     /// What to inject.
     pub credential: Credential,
+    /// `allowedActions`: the only API actions the credential may be used for (any
+    /// when absent).
+    pub allowed_actions: Option<actions::AllowedActions>,
 }
 
 /// A credential read by the host from mounted files; the guest never sees it.
@@ -289,6 +293,7 @@ struct RawCredential {
     header: Option<RawHeader>,
     aws: Option<aws::RawAws>,
     keystone: Option<keystone::RawKeystone>,
+    allowed_actions: Option<Vec<String>>,
 }
 
 #[derive(Deserialize)]
@@ -432,9 +437,29 @@ impl Policy {
                     "set exactly one of `bearerTokenFile`, `basic`, `header`, `aws` or `keystone`",
                 ));
             }
+            let credential = kinds.remove(0);
+            let allowed_actions = match raw.allowed_actions {
+                None => None,
+                Some(entries) if entries.is_empty() => {
+                    return Err(invalid(
+                        &format!("{field}.allowedActions"),
+                        "is empty, which would refuse every request: list the actions, or remove the field to allow any",
+                    ));
+                }
+                Some(entries) => Some(
+                    match credential {
+                        Credential::Aws(_) => actions::AllowedActions::parse_aws(&entries),
+                        _ => actions::AllowedActions::parse_requests(&entries),
+                    }
+                    .map_err(|(i, reason)| {
+                        invalid(&format!("{field}.allowedActions[{i}]"), &reason)
+                    })?,
+                ),
+            };
             credentials.push(CredentialRule {
                 destination,
-                credential: kinds.remove(0),
+                credential,
+                allowed_actions,
             });
         }
 

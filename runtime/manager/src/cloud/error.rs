@@ -16,6 +16,15 @@ pub enum Error {
     /// The provider returned no provider ID and the Node has none.
     #[error("cloud provider does not set node provider ID for node {0}")]
     MissingProviderId(String),
+    /// The provider answered something the cluster must not get (an invalid address,
+    /// a provider ID of another scheme, a label the API server would reject, ...).
+    #[error("the provider's answer is refused: {field}: {reason}")]
+    InvalidAnswer {
+        /// The field of the answer (`provider-id`, `addresses`, `zone`, ...).
+        field: &'static str,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// A batched call failed as a whole: every Node of the batch gets this error.
     #[error("batched call: {0}")]
     Batch(#[source] std::sync::Arc<Error>),
@@ -27,6 +36,15 @@ impl Error {
         match self {
             Error::Provider(e) => e.cloud(),
             Error::Batch(e) => e.cloud(),
+            _ => None,
+        }
+    }
+
+    /// The field of a refused answer ([`Error::InvalidAnswer`]).
+    pub fn invalid_answer(&self) -> Option<&'static str> {
+        match self {
+            Error::InvalidAnswer { field, .. } => Some(field),
+            Error::Batch(e) => e.invalid_answer(),
             _ => None,
         }
     }

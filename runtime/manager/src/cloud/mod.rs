@@ -15,6 +15,7 @@
 pub(crate) mod convert;
 mod error;
 mod provider;
+pub mod validate;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -141,6 +142,12 @@ pub struct Route {
 pub trait Cloud: Send + Sync {
     /// The provider's name (upstream `ProviderName()`).
     fn name(&self) -> &str;
+
+    /// The version answering (the component's content hash); empty when there are no
+    /// versions (a cloud that is not a provider component).
+    fn version(&self) -> &str {
+        ""
+    }
 
     /// Whether the provider serves `requirement`.
     fn meets(&self, requirement: Requirement) -> bool;

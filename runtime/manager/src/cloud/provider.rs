@@ -8,6 +8,7 @@ use wasm_ccm_host::provider::{Provider, ProviderError};
 
 use super::{
     BatchFuture, Cloud, CloudFuture, Error, InstanceMetadata, Requirement, Route, convert,
+    validate,
 };
 
 /// One version of a provider, as a [`Cloud`].
@@ -33,7 +34,7 @@ impl ProviderCloud {
         let provider = &self.provider;
         if let Some(v2) = provider.instances_v2() {
             let meta = v2.instance_metadata(&convert::node(node)).await?;
-            return from_v2(node, meta);
+            return from_v2(provider.name(), node, meta);
         }
         let v1 = provider
             .instances()
@@ -75,6 +76,7 @@ impl ProviderCloud {
             meta.zone = zone.failure_domain;
             meta.region = zone.region;
         }
+        validate::instance_metadata(provider.name(), node, &meta)?;
         Ok(meta)
     }
 
@@ -82,7 +84,7 @@ impl ProviderCloud {
         let provider = &self.provider;
         if let Some(v2) = provider.instances_v2() {
             let meta = v2.instance_metadata(&convert::node(node)).await?;
-            return Ok(Some(convert::to_k8s_addresses(&meta.node_addresses)));
+            return current_addresses(provider.name(), node, meta).map(Some);
         }
         let Some(v1) = provider.instances() else {
             return Ok(None);
@@ -94,7 +96,9 @@ impl ProviderCloud {
             v1.node_addresses(&node_name(node)),
         )
         .await?;
-        Ok(Some(convert::to_k8s_addresses(&addresses)))
+        let addresses = convert::to_k8s_addresses(&addresses);
+        validate::addresses(&addresses)?;
+        Ok(Some(addresses))
     }
 
     async fn exists(&self, node: &Node) -> Result<Option<bool>, Error> {
@@ -172,22 +176,37 @@ impl ProviderCloud {
     }
 }
 
-/// `instances-v2` metadata in the controllers' terms: the Node's own provider ID when
-/// the cloud gave none.
-fn from_v2(node: &Node, meta: wit::InstanceInfo) -> Result<InstanceMetadata, Error> {
+/// `instances-v2` metadata in the controllers' terms (the Node's own provider ID when
+/// the cloud gave none), checked ([`validate`]).
+fn from_v2(provider: &str, node: &Node, meta: wit::InstanceInfo) -> Result<InstanceMetadata, Error> {
     let provider_id = match (meta.provider_id.is_empty(), existing_provider_id(node)) {
         (false, _) => meta.provider_id,
         (true, Some(id)) => id,
         (true, None) => return Err(Error::MissingProviderId(node_name(node))),
     };
-    Ok(InstanceMetadata {
+    let meta = InstanceMetadata {
         provider_id,
         instance_type: meta.instance_type,
         addresses: convert::to_k8s_addresses(&meta.node_addresses),
         zone: meta.zone,
         region: meta.region,
         additional_labels: meta.additional_labels,
-    })
+    };
+    validate::instance_metadata(provider, node, &meta)?;
+    Ok(meta)
+}
+
+/// An initialized Node's addresses from `instances-v2` metadata, checked: valid, and
+/// for the instance the Node's provider ID names.
+fn current_addresses(
+    provider: &str,
+    node: &Node,
+    meta: wit::InstanceInfo,
+) -> Result<Vec<NodeAddress>, Error> {
+    validate::provider_id(provider, node, &meta.provider_id)?;
+    let addresses = convert::to_k8s_addresses(&meta.node_addresses);
+    validate::addresses(&addresses)?;
+    Ok(addresses)
 }
 
 fn node_name(node: &Node) -> String {
@@ -224,6 +243,10 @@ fn views(nodes: &[Arc<Node>]) -> Vec<wit::Node> {
 impl Cloud for ProviderCloud {
     fn name(&self) -> &str {
         self.provider.name()
+    }
+
+    fn version(&self) -> &str {
+        self.provider.sha256()
     }
 
     fn meets(&self, requirement: Requirement) -> bool {
@@ -263,7 +286,7 @@ impl Cloud for ProviderCloud {
                 .into_iter()
                 .zip(nodes)
                 .map(|(answer, node)| match answer {
-                    Ok(meta) => from_v2(node, meta),
+                    Ok(meta) => from_v2(self.name(), node, meta),
                     Err(e) => Err(self.node_error("instances-metadata", e)),
                 })
                 .collect())
@@ -281,8 +304,9 @@ impl Cloud for ProviderCloud {
             let answers = batch.instances_metadata(&views(nodes)).await?;
             Ok(answers
                 .into_iter()
-                .map(|answer| match answer {
-                    Ok(meta) => Ok(Some(convert::to_k8s_addresses(&meta.node_addresses))),
+                .zip(nodes)
+                .map(|(answer, node)| match answer {
+                    Ok(meta) => current_addresses(self.name(), node, meta).map(Some),
                     Err(e) => Err(self.node_error("instances-metadata", e)),
                 })
                 .collect())
@@ -333,7 +357,11 @@ impl Cloud for ProviderCloud {
                 .load_balancer()?
                 .get_load_balancer(cluster, &convert::service(service))
                 .await?;
-            Ok(status.as_ref().map(convert::to_k8s_status))
+            let status = status.as_ref().map(convert::to_k8s_status);
+            if let Some(status) = &status {
+                validate::load_balancer_status(status)?;
+            }
+            Ok(status)
         })
     }
 
@@ -348,7 +376,9 @@ impl Cloud for ProviderCloud {
                 .load_balancer()?
                 .ensure_load_balancer(cluster, &convert::service(service), &views(nodes))
                 .await?;
-            Ok(convert::to_k8s_status(&status))
+            let status = convert::to_k8s_status(&status);
+            validate::load_balancer_status(&status)?;
+            Ok(status)
         })
     }
 

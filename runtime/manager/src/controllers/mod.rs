@@ -72,6 +72,7 @@ pub const ALL: [Controller; 4] = [
                 node_lifecycle::Options {
                     monitor_period: settings.node_monitor_period,
                     batch_size: settings.instances_batch_size,
+                    guard: settings.node_deletion_guard.clone(),
                 },
                 stop,
             ))
@@ -134,6 +135,8 @@ pub struct Settings {
     pub instances_batch_size: usize,
     /// `--node-init-batch-window`.
     pub node_init_batch_window: Duration,
+    /// `--node-deletion-*` (with `--node-monitor-period` as the spacing).
+    pub node_deletion_guard: node_lifecycle::guard::GuardOptions,
 }
 
 /// `node.cloudprovider.kubernetes.io/uninitialized`: kubelet's taint with
@@ -182,6 +185,30 @@ pub async fn node_event(
     if let Err(err) = recorder.publish(&event, &node.object_ref(&())).await {
         tracing::warn!(node = node.metadata.name.as_deref().unwrap_or(""), reason, error = %err, "cannot record event");
     }
+}
+
+/// When `err` is a provider answer refused at the seam: counts it
+/// (`wasm_ccm_provider_answers_refused_total`) and records a Warning event
+/// `InvalidCloudAnswer` on the Node.
+pub async fn refused_answer(
+    ctx: &Context,
+    recorder: &Recorder,
+    controller: &str,
+    node: &Node,
+    err: &crate::cloud::Error,
+) {
+    let Some(field) = err.invalid_answer() else {
+        return;
+    };
+    ctx.metrics.answer_refused(controller, field);
+    node_event(
+        recorder,
+        node,
+        EventType::Warning,
+        "InvalidCloudAnswer",
+        format!("The cloud provider's answer was not applied: {err}"),
+    )
+    .await;
 }
 
 /// Whether a Node has a taint with this key.

@@ -304,7 +304,13 @@ async fn sync_node(state: &State, node: &Arc<Node>) -> Result<(), NodeSyncError>
         return reconcile_labels(&state.api, node).await;
     }
     tracing::info!(node = %name, "initializing node with cloud provider");
-    let meta = state.batcher.metadata(node.clone()).await?;
+    let meta = match state.batcher.metadata(node.clone()).await {
+        Ok(meta) => meta,
+        Err(err) => {
+            super::refused_answer(&state.ctx, &state.recorder, NAME, node, &err).await;
+            return Err(err.into());
+        }
+    };
     apply_provided_node_ip(node, &meta.addresses).map_err(|reason| {
         NodeSyncError::ProvidedNodeIp {
             node: name.clone(),
@@ -387,7 +393,12 @@ async fn reconcile_labels(api: &Api<Node>, node: &Node) -> Result<(), NodeSyncEr
 /// Upstream's `UpdateNodeStatus`: addresses (and label reconciliation) of initialized
 /// Nodes. Errors are logged per Node. A provider exporting `instances-batch` is asked
 /// about `batch_size` Nodes per call.
-pub async fn update_node_status(ctx: &Context, api: &Api<Node>, batch_size: usize) {
+pub async fn update_node_status(
+    ctx: &Context,
+    api: &Api<Node>,
+    recorder: &Recorder,
+    batch_size: usize,
+) {
     let started = Instant::now();
     let initialized: Vec<Arc<Node>> = ctx
         .nodes
@@ -412,7 +423,8 @@ pub async fn update_node_status(ctx: &Context, api: &Api<Node>, batch_size: usiz
                     }
                 }
                 Err(err) => {
-                    tracing::error!(node = %name, error = %err, "error getting instance metadata for node addresses")
+                    tracing::error!(node = %name, error = %err, "error getting instance metadata for node addresses");
+                    super::refused_answer(ctx, recorder, NAME, node, &err).await;
                 }
             }
             if let Err(err) = reconcile_labels(api, node).await {
@@ -457,8 +469,9 @@ pub async fn run(ctx: Context, options: Options, shutdown: tokio::sync::watch::R
         .run(reconcile, error_policy, state)
         .for_each(|_| async {});
     let periodic = async {
+        let recorder = ctx.recorder("cloud-node-controller");
         while tick(options.status_update_frequency, &shutdown).await {
-            update_node_status(&ctx, &api, options.batch_size).await;
+            update_node_status(&ctx, &api, &recorder, options.batch_size).await;
         }
     };
     tokio::join!(controller, periodic);

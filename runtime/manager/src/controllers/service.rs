@@ -912,6 +912,11 @@ async fn reconcile(svc: Arc<Service>, state: Arc<State>) -> Result<Action, Servi
         }
     }
     if let Err(err) = &result {
+        if let ServiceSyncError::Cloud { source, .. } = err
+            && let Some(field) = source.invalid_answer()
+        {
+            state.ctx.metrics.answer_refused(NAME, field);
+        }
         event(
             &state,
             &svc,

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use clap::Args;
 
+use crate::controllers::node_lifecycle::guard::GuardOptions;
 use crate::controllers::{self, Controller, Settings, route::Cidr};
 
 /// Flags of `wasm-ccm` (the controller manager).
@@ -73,6 +74,25 @@ pub struct DaemonArgs {
     /// provider call (providers exporting `instances-batch`).
     #[arg(long, default_value = "200ms", value_parser = parse_go_duration)]
     pub node_init_batch_window: Duration,
+    /// Node deletion guard: "does not exist" answers needed, in passes at least one
+    /// --node-monitor-period apart, before a NotReady Node is deleted (1 = upstream).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub node_deletion_confirmations: u32,
+    /// Node deletion guard: the most Nodes deleted per --node-deletion-window (the
+    /// larger of this and --node-deletion-limit-percent applies); confirmed Nodes over
+    /// it are held with a Warning event `NodeDeletionHeld`.
+    #[arg(long, default_value_t = 2)]
+    pub node_deletion_limit: u32,
+    /// Node deletion guard: the most Nodes deleted per window, in percent of all Nodes.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(0..=100))]
+    pub node_deletion_limit_percent: u32,
+    /// Node deletion guard: the window of --node-deletion-limit.
+    #[arg(long, default_value = "10m", value_parser = parse_go_duration)]
+    pub node_deletion_window: Duration,
+    /// Node deletion guard: for this long after a hot swap, the new provider version's
+    /// "does not exist" answers do not count.
+    #[arg(long, default_value = "3m", value_parser = parse_go_duration)]
+    pub node_deletion_swap_grace: Duration,
     /// Start even when the provider answers `has-cluster-id` false (its resources are
     /// not tagged with a cluster ID), as upstream's flag of the same name.
     #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
@@ -145,6 +165,14 @@ impl DaemonArgs {
             concurrent_service_syncs: self.concurrent_service_syncs,
             instances_batch_size: usize::from(self.instances_batch_size),
             node_init_batch_window: self.node_init_batch_window,
+            node_deletion_guard: GuardOptions {
+                confirmations: self.node_deletion_confirmations,
+                spacing: self.node_monitor_period,
+                limit: self.node_deletion_limit,
+                limit_percent: self.node_deletion_limit_percent,
+                window: self.node_deletion_window,
+                swap_grace: self.node_deletion_swap_grace,
+            },
         })
     }
 

@@ -26,6 +26,9 @@ pub struct Grant {
     /// The credential (a header, an AWS signature, a Keystone token), if the
     /// destination has one.
     pub inject: Option<Injection>,
+    /// The index of the credential rule in the policy, whose `allowedActions` the
+    /// request is checked against before the credential is added.
+    pub rule: Option<usize>,
 }
 
 impl Rules {
@@ -75,13 +78,14 @@ impl Rules {
             return Ok(Grant {
                 destination,
                 inject: None,
+                rule: None,
             });
         };
         let injection = self
             .credentials
             .injection(rule)
             .map_err(|e| Denial::Credential(e.to_string()))?;
-        grant(destination, injection, headers)
+        grant(destination, injection, Some(rule), headers)
     }
 
     /// A request Keystone rules decide: the catalog (answered by the host), the
@@ -94,6 +98,11 @@ impl Rules {
     ) -> Result<Option<Grant>, Denial> {
         for session in self.credentials.keystone() {
             let rule = session.credential();
+            let index = self
+                .policy
+                .credentials
+                .iter()
+                .position(|r| r.credential == crate::policy::Credential::Keystone(rule.clone()));
             match session.classify(&destination.url) {
                 CatalogMatch::None => continue,
                 CatalogMatch::Identity => {
@@ -105,17 +114,16 @@ impl Rules {
                     if !is_catalog || *method != Method::GET {
                         return Err(Denial::KeystoneIdentity(catalog));
                     }
-                    let label = self
-                        .policy
-                        .credentials
-                        .iter()
-                        .find(|r| r.credential == crate::policy::Credential::Keystone(rule.clone()))
-                        .map_or_else(|| rule.auth_url.to_string(), |r| r.destination.to_string());
-                    return grant(label, Injection::KeystoneCatalog(session.clone()), headers)
-                        .map(Some);
+                    let label = index.map_or_else(
+                        || rule.auth_url.to_string(),
+                        |i| self.policy.credentials[i].destination.to_string(),
+                    );
+                    let catalog = Injection::KeystoneCatalog(session.clone());
+                    return grant(label, catalog, index, headers).map(Some);
                 }
                 CatalogMatch::Endpoint(label) => {
-                    return grant(label, Injection::Keystone(session.clone()), headers).map(Some);
+                    let token = Injection::Keystone(session.clone());
+                    return grant(label, token, index, headers).map(Some);
                 }
             }
         }
@@ -141,7 +149,12 @@ impl Rules {
 
 /// `injection` for a request to `destination`, unless the guest set a header the host
 /// sets for it.
-fn grant(destination: String, injection: Injection, headers: &HeaderMap) -> Result<Grant, Denial> {
+fn grant(
+    destination: String,
+    injection: Injection,
+    rule: Option<usize>,
+    headers: &HeaderMap,
+) -> Result<Grant, Denial> {
     if let Some(own) = injection
         .owned_headers()
         .into_iter()
@@ -152,5 +165,6 @@ fn grant(destination: String, injection: Injection, headers: &HeaderMap) -> Resu
     Ok(Grant {
         destination,
         inject: Some(injection),
+        rule,
     })
 }

@@ -57,6 +57,9 @@ pub enum Denial {
          service catalog with GET {0}"
     )]
     KeystoneIdentity(String),
+    /// The request's API action is not in the credential rule's `allowedActions`.
+    #[error("{0}")]
+    Action(String),
     /// The credential for this destination could not be read.
     #[error("credential for this destination is unavailable: {0}")]
     Credential(String),
@@ -74,6 +77,7 @@ impl Denial {
             Denial::Loopback(_) => "loopback",
             Denial::GuestCredentialHeader(_) => "guest_credential_header",
             Denial::KeystoneIdentity(_) => "keystone_identity",
+            Denial::Action(_) => "action",
             Denial::Credential(_) => "credential_unavailable",
         }
     }

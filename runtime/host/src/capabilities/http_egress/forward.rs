@@ -55,7 +55,7 @@ impl Egress {
         let started = Instant::now();
         let result = match self.broker.take_throttle() {
             Some(retry_after) => throttled(retry_after),
-            None => rules.send(request, destination, grant.inject).await,
+            None => rules.send(request, destination, grant.inject, grant.rule).await,
         };
         let status = match &result {
             Ok(response) => status_label(response.status()),
@@ -112,6 +112,7 @@ impl Rules {
         request: http::Request<WasiBody>,
         destination: Destination,
         inject: Option<Injection>,
+        rule: Option<usize>,
     ) -> Result<http::Response<WasiBody>, Forward> {
         let (parts, body) = request.into_parts();
         let body = collect_limited(body, MAX_REQUEST_BODY_BYTES)
@@ -126,6 +127,8 @@ impl Rules {
         headers.remove(http::header::HOST);
         let unavailable =
             |e: &dyn std::fmt::Display| Forward::Denied(Denial::Credential(e.to_string()));
+        self.check_action(rule, &parts.method, &url, &headers, &body, inject.as_ref())
+            .map_err(Forward::Denied)?;
         let mut keystone = None;
         match inject {
             None => {}
@@ -186,6 +189,36 @@ impl Rules {
                     .boxed_unsync(),
             )
             .map_err(|e| Forward::Failed(HttpError::InternalError(Some(e.to_string()))))
+    }
+
+    /// Refuses a request whose action the credential rule's `allowedActions` does not
+    /// list, before the credential is added (the catalog, answered by the host, is
+    /// not a cloud action).
+    fn check_action(
+        &self,
+        rule: Option<usize>,
+        method: &Method,
+        url: &url::Url,
+        headers: &http::HeaderMap,
+        body: &[u8],
+        inject: Option<&Injection>,
+    ) -> Result<(), Denial> {
+        let Some(actions) = rule
+            .and_then(|i| self.policy.credentials.get(i))
+            .and_then(|r| r.allowed_actions.as_ref())
+        else {
+            return Ok(());
+        };
+        let checked = match inject {
+            Some(Injection::KeystoneCatalog(_)) => return Ok(()),
+            Some(Injection::Aws(signer)) => match signer.service_for(url, headers) {
+                Some(service) => actions.check_aws(&service, url, headers, body),
+                // The signer refuses it with its own reason.
+                None => return Ok(()),
+            },
+            _ => actions.check_request(method, url),
+        };
+        checked.map_err(|denied| Denial::Action(denied.0))
     }
 
     /// One upstream request, up to its response's headers.

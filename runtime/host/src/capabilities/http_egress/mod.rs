@@ -276,7 +276,8 @@ mod tests {
             authorize(&e, Method::GET, "http://127.0.0.1:8080/v1"),
             Ok(Grant {
                 destination: "http://127.0.0.1:*".into(),
-                inject: None
+                inject: None,
+                rule: None,
             })
         );
         // The same address in another spelling is the same destination.

@@ -148,6 +148,16 @@ impl AwsSigner {
         }
     }
 
+    /// The service the request is signed for (as [`Self::sign`] will find it), if any.
+    pub fn service_for(&self, url: &url::Url, headers: &HeaderMap) -> Option<String> {
+        let named = headers
+            .get(crate::policy::aws::SERVICE_HEADER)
+            .map(|v| v.to_str().unwrap_or_default());
+        self.credential
+            .scope_for(url.host_str().unwrap_or_default(), named)
+            .map(|(service, _)| service)
+    }
+
     /// Signs the request in place: adds `Authorization`, `X-Amz-Date` and, for
     /// temporary keys, `X-Amz-Security-Token` to `headers`. `url` and `headers` are
     /// exactly what is sent (no `Host`: the signer takes it from the URL, as the

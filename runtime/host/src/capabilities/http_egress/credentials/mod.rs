@@ -402,6 +402,7 @@ mod tests {
         std::fs::write(dir.join("password"), "pa55").unwrap();
         let store = CredentialStore::new(
             &[CredentialRule {
+                allowed_actions: None,
                 destination: HostPattern::parse("http://x").unwrap(),
                 credential: Credential::Basic {
                     username_file: dir.join("user"),
@@ -428,6 +429,7 @@ mod tests {
         std::fs::write(&token, "one\n").unwrap();
         let store = CredentialStore::new(
             &[CredentialRule {
+                allowed_actions: None,
                 destination: HostPattern::parse("http://x").unwrap(),
                 credential: Credential::Bearer {
                     token_file: token.clone(),
@@ -467,6 +469,7 @@ mod tests {
         symlink("..2026_01_01", secrets.join("..data")).unwrap();
         symlink("..data/rotated", secrets.join("rotated")).unwrap();
         let rule = |file: PathBuf| CredentialRule {
+            allowed_actions: None,
             destination: HostPattern::parse("https://x.example.com").unwrap(),
             credential: Credential::Bearer { token_file: file },
         };

@@ -3,12 +3,17 @@
 //! Every `--node-monitor-period`: a Ready Node loses the
 //! `node.cloudprovider.kubernetes.io/shutdown` taint; a Node that is not Ready is
 //! deleted (event `DeletingNode`) only when the provider says its instance definitely
-//! does not exist, and gets the shutdown taint when the instance is shut down. Any
-//! provider error, trap or timeout leaves the Node alone.
+//! does not exist — confirmed and within the limits of the [`guard`] — and gets the
+//! shutdown taint when the instance is shut down. Any provider error, trap or timeout
+//! leaves the Node alone.
 
+pub mod guard;
+
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::events::EventType;
+use guard::{Answer, DeletionGuard, GuardOptions};
 use k8s_openapi::api::core::v1::{Node, Taint};
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde_json::json;
@@ -26,6 +31,8 @@ pub struct Options {
     pub monitor_period: Duration,
     /// `--instances-batch-size`: the most Nodes in one batched provider call.
     pub batch_size: usize,
+    /// The node deletion guard's settings (`--node-deletion-*`).
+    pub guard: GuardOptions,
 }
 
 /// The shutdown taint's effect.
@@ -74,22 +81,28 @@ async fn set_taints(api: &Api<Node>, node: &Node, taints: Vec<Taint>) -> Result<
 /// One pass over all Nodes (as the shared informer has them): Ready Nodes lose the
 /// shutdown taint; the Nodes that are not Ready are asked about together (in batches
 /// of `batch_size` when the provider exports `instances-batch`, else one by one).
+/// Nodes the provider says do not exist go through the [`guard`] before deletion.
 pub async fn monitor(
     ctx: &Context,
     api: &Api<Node>,
     recorder: &super::events::Recorder,
     batch_size: usize,
+    guard: &mut DeletionGuard,
 ) {
+    let pass = Instant::now();
+    let cloud = ctx.cloud.current();
+    guard.begin_pass(cloud.version(), pass);
+    let nodes = ctx.nodes.list();
     let mut not_ready = Vec::new();
-    for node in ctx.nodes.list() {
-        if ready_status(&node) != Some("True") {
-            not_ready.push(node);
+    for node in &nodes {
+        if ready_status(node) != Some("True") {
+            not_ready.push(node.clone());
             continue;
         }
         let started = Instant::now();
-        let ok = !has_shutdown_taint(&node) || {
+        let ok = !has_shutdown_taint(node) || {
             let name = node.metadata.name.clone().unwrap_or_default();
-            match set_taints(api, &node, taints_without_shutdown(&node)).await {
+            match set_taints(api, node, taints_without_shutdown(node)).await {
                 Ok(()) => true,
                 Err(err) => {
                     tracing::error!(node = %name, error = %err, "cannot remove the shutdown taint");
@@ -99,20 +112,28 @@ pub async fn monitor(
         };
         ctx.metrics.record(NAME, started, ok);
     }
+    guard.retain(&not_ready.iter().map(|n| key(n)).collect());
+    let mut confirmed = Vec::new();
     for chunk in not_ready.chunks(batch_size.max(1)) {
         let started = Instant::now();
-        let cloud = ctx.cloud.current();
         let exists = cloud::per_node(cloud.instances_exist(chunk).await, chunk.len());
         let mut existing = Vec::new();
         for (node, exists) in chunk.iter().zip(exists) {
             let name = node.metadata.name.clone().unwrap_or_default();
             let ok = match exists {
-                Ok(Some(false)) => delete_node(api, recorder, node, &name).await,
+                Ok(Some(false)) => {
+                    gone(ctx, guard, node, &name, pass, &mut confirmed);
+                    continue;
+                }
                 Ok(Some(true)) => {
+                    guard.not_gone(&key(node));
                     existing.push(node.clone());
                     continue;
                 }
-                Ok(None) => true,
+                Ok(None) => {
+                    guard.not_gone(&key(node));
+                    true
+                }
                 Err(err) => {
                     tracing::error!(node = %name, error = %err, "error checking if node exists; leaving it alone");
                     false
@@ -128,6 +149,103 @@ pub async fn monitor(
             let ok = taint_if_shut_down(api, node, shutdown).await;
             ctx.metrics.record(NAME, started, ok);
         }
+    }
+    let by_key: std::collections::HashMap<String, &Arc<Node>> =
+        not_ready.iter().map(|n| (key(n), n)).collect();
+    let admission = guard.admit(confirmed, nodes.len(), pass);
+    for held in &admission.hold {
+        let Some(node) = by_key.get(&held.key) else {
+            continue;
+        };
+        hold(ctx, guard, recorder, node, held.newly).await;
+    }
+    for k in admission.delete {
+        let Some(node) = by_key.get(&k) else { continue };
+        let started = Instant::now();
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let ok = delete_node(api, recorder, node, &name).await;
+        if ok {
+            guard.deleted(&k, Instant::now());
+        }
+        ctx.metrics.record(NAME, started, ok);
+    }
+    ctx.metrics.guard.held_nodes.set(guard.held() as i64);
+}
+
+/// The guard's key for a Node: its UID (a Node re-created under the same name is
+/// another Node), else its name.
+fn key(node: &Node) -> String {
+    node.metadata
+        .uid
+        .clone()
+        .or_else(|| node.metadata.name.clone())
+        .unwrap_or_default()
+}
+
+/// Feeds the guard one "does not exist" answer.
+fn gone(
+    ctx: &Context,
+    guard: &mut DeletionGuard,
+    node: &Arc<Node>,
+    name: &str,
+    pass: Instant,
+    confirmed: &mut Vec<String>,
+) {
+    let answer = guard.gone(&key(node), pass);
+    ctx.metrics.guard.answer(answer);
+    match answer {
+        Answer::Confirmed => confirmed.push(key(node)),
+        Answer::Counted(n) => tracing::info!(
+            node = %name,
+            confirmations = n,
+            needed = guard.options().confirmations,
+            "the cloud provider says the node's instance does not exist; waiting for confirmation before deleting it"
+        ),
+        Answer::TooSoon => {}
+        Answer::FreshVersion => tracing::warn!(
+            node = %name,
+            grace = ?guard.options().swap_grace,
+            "the cloud provider version swapped in recently says the node's instance does not exist; not believed before --node-deletion-swap-grace passes"
+        ),
+    }
+}
+
+/// Holds a confirmed Node over the limit: a Warning event the first time, a log line.
+async fn hold(
+    ctx: &Context,
+    guard: &mut DeletionGuard,
+    recorder: &super::events::Recorder,
+    node: &Node,
+    newly: bool,
+) {
+    let name = node.metadata.name.as_deref().unwrap_or("");
+    let options = guard.options().clone();
+    let nodes = ctx.nodes.list().len();
+    let recent = guard.recent_deletions(Instant::now());
+    let note = format!(
+        "Not deleting node {name} although the cloud provider says its instance does not exist: \
+         {recent} node(s) deleted in the last {window}, the most allowed in {nodes} nodes is {allowed} \
+         (--node-deletion-limit={limit}, --node-deletion-limit-percent={percent}); deletion resumes \
+         when the window allows it, if the instance is still gone",
+        window = go_duration(options.window),
+        allowed = options.allowed(nodes),
+        limit = options.limit,
+        percent = options.limit_percent,
+    );
+    if newly {
+        ctx.metrics.guard.holds.inc();
+        tracing::warn!(node = %name, recent, allowed = options.allowed(nodes), "node deletion guard: holding node");
+        node_event(recorder, node, EventType::Warning, "NodeDeletionHeld", note).await;
+    }
+}
+
+/// A duration as the flags write it (`10m0s`).
+fn go_duration(d: Duration) -> String {
+    let secs = d.as_secs();
+    match (secs / 3600, secs % 3600 / 60, secs % 60) {
+        (0, 0, s) => format!("{s}s"),
+        (0, m, s) => format!("{m}m{s}s"),
+        (h, m, s) => format!("{h}h{m}m{s}s"),
     }
 }
 
@@ -208,8 +326,9 @@ pub async fn run(ctx: Context, options: Options, shutdown: tokio::sync::watch::R
     if !ctx.nodes.ready().await {
         return;
     }
+    let mut guard = DeletionGuard::new(options.guard.clone());
     loop {
-        monitor(&ctx, &api, &recorder, options.batch_size).await;
+        monitor(&ctx, &api, &recorder, options.batch_size, &mut guard).await;
         if !tick(options.monitor_period, &shutdown).await {
             return;
         }
