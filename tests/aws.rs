@@ -905,7 +905,10 @@ fn the_documented_iam_policy_is_the_declared_one() {
         &std::fs::read_to_string(root.join("deploy/aws/providers/aws.yaml")).unwrap(),
     )
     .unwrap();
-    assert_eq!(&policy["credentials"][0]["allowedActions"], &declared["Statement"][0]["Action"]);
+    assert_eq!(
+        &policy["credentials"][0]["allowedActions"],
+        &declared["Statement"][0]["Action"]
+    );
 }
 
 /// The host's own guard beside IAM: a provider (the hostile fixture here) holding keys
@@ -937,16 +940,18 @@ async fn actions_outside_the_allowlist_are_refused_before_signing() {
         std::fs::write(secrets.join("access-key-id"), &world.admin.id).unwrap();
         std::fs::write(secrets.join("secret-access-key"), &world.admin.secret).unwrap();
         let provider = loader.load(&dir.wasm, Vec::new()).await.unwrap();
-        let url = format!(
-            "{}/?Action=TerminateInstances&InstanceId.1={}&Version=2016-11-15",
-            moto.url(),
+        let url = format!("{}/", moto.url());
+        let form = format!(
+            "Action=TerminateInstances&InstanceId.1={}&Version=2016-11-15",
             instance.id
         );
         let answer = wasm_ccm_tests::act(
             &provider,
             &[
                 ("hostile/action", "fetch"),
+                ("hostile/method", "POST"),
                 ("hostile/url", &url),
+                ("hostile/form", &form),
                 ("hostile/header", "x-wasm-ccm-aws-service: ec2"),
             ],
         )
@@ -954,7 +959,10 @@ async fn actions_outside_the_allowlist_are_refused_before_signing() {
         let running = moto.running_instances().await.unwrap();
         if allowlist {
             assert!(answer.is_err(), "refused: {answer:?}");
-            assert!(running.contains(&instance.private_dns_name), "still running");
+            assert!(
+                running.contains(&instance.private_dns_name),
+                "still running"
+            );
             let metrics = loader.metrics().encode();
             assert!(
                 metrics.contains(
@@ -964,7 +972,11 @@ async fn actions_outside_the_allowlist_are_refused_before_signing() {
             );
         } else {
             let answer = answer.unwrap();
-            assert_eq!(wasm_ccm_tests::label(&answer, "status"), "200", "{answer:?}");
+            assert_eq!(
+                wasm_ccm_tests::label(&answer, "status"),
+                "200",
+                "{answer:?}"
+            );
             wait_until(TIMEOUT, "the open rule's instance stopping", || async {
                 !moto
                     .running_instances()

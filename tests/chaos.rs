@@ -93,7 +93,11 @@ fn main() {
         .skip(1)
         .filter(|a| !a.starts_with('-'))
         .collect();
-    if !filter.is_empty() && !filter.iter().any(|f| "chaos services nodes".contains(f.as_str())) {
+    if !filter.is_empty()
+        && !filter
+            .iter()
+            .any(|f| "chaos services nodes".contains(f.as_str()))
+    {
         return;
     }
     let size = match std::env::var("CHAOS_SIZE").as_deref() {
@@ -170,7 +174,10 @@ async fn services(size: &Size, rng: &mut Rng) -> Row {
     let nodes: Api<Node> = Api::all(stack.client());
     for i in 0..3 {
         nodes
-            .create(&PostParams::default(), &kubelet_node(&format!("n{i}"), "True"))
+            .create(
+                &PostParams::default(),
+                &kubelet_node(&format!("n{i}"), "True"),
+            )
             .await
             .unwrap();
     }
@@ -195,7 +202,14 @@ async fn services(size: &Size, rng: &mut Rng) -> Row {
         tokio::time::sleep(Duration::from_millis(50 + rng.below(150))).await;
         if rng.chance(8) {
             let (kind, fault) = match rng.below(4) {
-                0 => ("500", Fault { status: Some(500), count: Some(3), ..Fault::default() }),
+                0 => (
+                    "500",
+                    Fault {
+                        status: Some(500),
+                        count: Some(3),
+                        ..Fault::default()
+                    },
+                ),
                 1 => (
                     "429",
                     Fault {
@@ -205,18 +219,34 @@ async fn services(size: &Size, rng: &mut Rng) -> Row {
                         ..Fault::default()
                     },
                 ),
-                2 => ("slow", Fault { latency_ms: 800, count: Some(5), ..Fault::default() }),
-                _ => ("hang", Fault { latency_ms: 15_000, count: Some(1), ..Fault::default() }),
+                2 => (
+                    "slow",
+                    Fault {
+                        latency_ms: 800,
+                        count: Some(5),
+                        ..Fault::default()
+                    },
+                ),
+                _ => (
+                    "hang",
+                    Fault {
+                        latency_ms: 15_000,
+                        count: Some(1),
+                        ..Fault::default()
+                    },
+                ),
             };
             stack.cloud.with_state(|s| s.faults.push(fault));
             *faults.entry(kind).or_default() += 1;
         }
-        if op > 0 && op % kill_every == 0 && kills < size.kills {
-            if let Some(i) = leader(&ports).await {
-                replicas[i].kill().await.ok();
-                replicas[i] = stack.controller_manager(ports[i], &flags);
-                kills += 1;
-            }
+        if op > 0
+            && op % kill_every == 0
+            && kills < size.kills
+            && let Some(i) = leader(&ports).await
+        {
+            replicas[i].kill().await.ok();
+            replicas[i] = stack.controller_manager(ports[i], &flags);
+            kills += 1;
         }
         let now = leader(&ports).await;
         if now.is_some() && now != last_leader {
@@ -272,7 +302,10 @@ async fn services(size: &Size, rng: &mut Rng) -> Row {
             _ => {
                 let name = pick(rng);
                 names.remove(&name);
-                services.delete(&name, &DeleteParams::default()).await.map(drop)
+                services
+                    .delete(&name, &DeleteParams::default())
+                    .await
+                    .map(drop)
             }
         };
         // A Service still terminating from an earlier delete refuses some changes.
@@ -303,16 +336,29 @@ async fn services(size: &Size, rng: &mut Rng) -> Row {
             ("operations", operations.to_string()),
             (
                 "by kind",
-                ops.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", "),
+                ops.iter()
+                    .map(|(k, v)| format!("{k} {v}"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
             ),
             ("leaders killed (SIGKILL)", kills.to_string()),
             ("lease moves seen", failovers.to_string()),
             (
                 "faults injected",
-                faults.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", "),
+                faults
+                    .iter()
+                    .map(|(k, v)| format!("{k} {v}"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
             ),
-            ("load balancers without a Service wanting them", count("orphan").to_string()),
-            ("Services stuck with the finalizer", count("stuck").to_string()),
+            (
+                "load balancers without a Service wanting them",
+                count("orphan").to_string(),
+            ),
+            (
+                "Services stuck with the finalizer",
+                count("stuck").to_string(),
+            ),
             ("wrong statuses", count("status").to_string()),
             ("cloud requests", requests.to_string()),
             (
@@ -337,11 +383,10 @@ async fn service_problems(stack: &Stack, services: &Api<Service>) -> Vec<String>
         let name = svc.metadata.name.clone().unwrap_or_default();
         let spec = svc.spec.clone().unwrap_or_default();
         let is_lb = spec.type_.as_deref() == Some("LoadBalancer");
-        let finalizer = svc
-            .metadata
-            .finalizers
-            .as_ref()
-            .is_some_and(|f| f.iter().any(|f| f == "service.kubernetes.io/load-balancer-cleanup"));
+        let finalizer = svc.metadata.finalizers.as_ref().is_some_and(|f| {
+            f.iter()
+                .any(|f| f == "service.kubernetes.io/load-balancer-cleanup")
+        });
         let ingress = svc
             .status
             .as_ref()
@@ -351,15 +396,22 @@ async fn service_problems(stack: &Stack, services: &Api<Service>) -> Vec<String>
             .and_then(|i| i.ip.clone());
         let lb_name = default_load_balancer_name(svc);
         if svc.metadata.deletion_timestamp.is_some() {
-            problems.push(format!("stuck: {name} being deleted, held by its finalizer"));
+            problems.push(format!(
+                "stuck: {name} being deleted, held by its finalizer"
+            ));
             continue;
         }
         if !is_lb {
             if finalizer {
-                problems.push(format!("stuck: {name} is {:?} but keeps the finalizer", spec.type_));
+                problems.push(format!(
+                    "stuck: {name} is {:?} but keeps the finalizer",
+                    spec.type_
+                ));
             }
             if ingress.is_some() {
-                problems.push(format!("status: {name} is not a LoadBalancer but has an ingress"));
+                problems.push(format!(
+                    "status: {name} is not a LoadBalancer but has an ingress"
+                ));
             }
             continue;
         }
@@ -369,15 +421,22 @@ async fn service_problems(stack: &Stack, services: &Api<Service>) -> Vec<String>
             continue;
         };
         if ingress.as_deref() != Some(lb.address.as_str()) {
-            problems.push(format!("status: {name} shows {ingress:?}, its load balancer is {}", lb.address));
+            problems.push(format!(
+                "status: {name} shows {ingress:?}, its load balancer is {}",
+                lb.address
+            ));
         }
         let want: Vec<i32> = spec.ports.iter().flatten().map(|p| p.port).collect();
         let have: Vec<i32> = lb.ports.iter().map(|p| p.port as i32).collect();
         if want != have {
-            problems.push(format!("status: {name} wants ports {want:?}, its load balancer has {have:?}"));
+            problems.push(format!(
+                "status: {name} wants ports {want:?}, its load balancer has {have:?}"
+            ));
         }
         if !finalizer {
-            problems.push(format!("status: {name} has a load balancer but no finalizer"));
+            problems.push(format!(
+                "status: {name} has a load balancer but no finalizer"
+            ));
         }
     }
     for name in balancers.keys() {
@@ -398,9 +457,12 @@ async fn nodes(size: &Size, rng: &mut Rng) -> Row {
     });
     let api: Api<Node> = Api::all(stack.client());
     for i in 0..count {
-        api.create(&PostParams::default(), &kubelet_node(&format!("n{i}"), "True"))
-            .await
-            .unwrap();
+        api.create(
+            &PostParams::default(),
+            &kubelet_node(&format!("n{i}"), "True"),
+        )
+        .await
+        .unwrap();
     }
     let window = Duration::from_secs(4);
     let limit = 2usize;
@@ -437,14 +499,20 @@ async fn nodes(size: &Size, rng: &mut Rng) -> Row {
         let Ok(list) = api.list(&ListParams::default()).await else {
             return;
         };
-        let present: BTreeSet<String> = list.items.iter().filter_map(|n| n.metadata.name.clone()).collect();
+        let present: BTreeSet<String> = list
+            .items
+            .iter()
+            .filter_map(|n| n.metadata.name.clone())
+            .collect();
         for i in 0..count {
             if !present.contains(&format!("n{i}")) && !deleted_at.contains_key(&i) {
                 deleted_at.insert(i, Instant::now());
                 // A Node made Ready less than a second ago may have been judged
                 // NotReady by a pass already under way.
                 if ready.contains(&i)
-                    && healed.get(&i).is_none_or(|at: &Instant| at.elapsed() > Duration::from_secs(1))
+                    && healed
+                        .get(&i)
+                        .is_none_or(|at: &Instant| at.elapsed() > Duration::from_secs(1))
                 {
                     failures.push(format!("Ready node n{i} deleted"));
                 }
@@ -459,7 +527,7 @@ async fn nodes(size: &Size, rng: &mut Rng) -> Row {
             .collect();
         storms += 1;
         // Some Nodes go NotReady: a partition (instance exists) or a termination.
-        for i in 0..count {
+        for (i, id) in ids.iter().enumerate() {
             if deleted_at.contains_key(&i) || !ready.contains(&i) || !rng.chance(20) {
                 continue;
             }
@@ -468,12 +536,14 @@ async fn nodes(size: &Size, rng: &mut Rng) -> Row {
             if rng.chance(50) {
                 gone.insert(i);
                 terminations += 1;
-                stack.cloud.with_state(|s| s.delete_instance(&ids[i]));
+                stack.cloud.with_state(|s| s.delete_instance(id));
             } else {
                 partitions += 1;
             }
         }
-        stack.cloud.with_state(|s| s.hidden_instances = hidden.clone());
+        stack
+            .cloud
+            .with_state(|s| s.hidden_instances = hidden.clone());
         let until = Instant::now() + Duration::from_millis(1_500 + rng.below(2_000));
         while Instant::now() < until {
             observe(&ready, &healed, &mut deleted_at, &mut failures).await;
@@ -482,7 +552,11 @@ async fn nodes(size: &Size, rng: &mut Rng) -> Row {
         stack.cloud.with_state(|s| s.hidden_instances.clear());
         // Partitions heal now and then.
         for i in 0..count {
-            if !ready.contains(&i) && !gone.contains(&i) && !deleted_at.contains_key(&i) && rng.chance(50) {
+            if !ready.contains(&i)
+                && !gone.contains(&i)
+                && !deleted_at.contains_key(&i)
+                && rng.chance(50)
+            {
                 set_ready(&api, &format!("n{i}"), "True").await;
                 ready.insert(i);
                 healed.insert(i, Instant::now());
@@ -522,14 +596,23 @@ async fn nodes(size: &Size, rng: &mut Rng) -> Row {
         figures: vec![
             ("Nodes", count.to_string()),
             ("storms (random instances hidden)", storms.to_string()),
-            ("partitions (NotReady, instance exists)", partitions.to_string()),
-            ("terminations (NotReady, instance gone)", terminations.to_string()),
+            (
+                "partitions (NotReady, instance exists)",
+                partitions.to_string(),
+            ),
+            (
+                "terminations (NotReady, instance gone)",
+                terminations.to_string(),
+            ),
             ("Nodes deleted", deleted_at.len().to_string()),
             ("of them with an existing instance", wrongly.to_string()),
             ("Ready Nodes deleted", "0 (checked)".into()),
             ("most deletions in one window", most.to_string()),
             ("holds by the guard", holds.to_string()),
-            ("run time", format!("{:.0} s", started.elapsed().as_secs_f64())),
+            (
+                "run time",
+                format!("{:.0} s", started.elapsed().as_secs_f64()),
+            ),
         ],
         failures,
     }

@@ -11,8 +11,8 @@ use serde_json::json;
 use sim_cloud::model::{Address, Fault, InstancePatch, InstanceState, NewInstance};
 use wasm_ccm_tests::{
     Stack, default_load_balancer_name, free_port, http_get, initialized, kubelet_node,
-    load_balancer_service, metric, metrics,
-    provider_calls, reconciles, set_ready, taint_keys, wait_until,
+    load_balancer_service, metric, metrics, provider_calls, reconciles, set_ready, taint_keys,
+    wait_until,
 };
 
 const TIMEOUT: Duration = Duration::from_secs(60);
@@ -1519,7 +1519,10 @@ async fn only_changes_upstream_cares_about_sync_a_service() {
     let port = free_port();
     let _ccm = stack.controller_manager(port, &["--leader-elect=false"]);
     services
-        .create(&PostParams::default(), &load_balancer_service("quiet", None))
+        .create(
+            &PostParams::default(),
+            &load_balancer_service("quiet", None),
+        )
         .await
         .unwrap();
     wait_until(TIMEOUT, "the load balancer ensured", || async {
@@ -1662,7 +1665,10 @@ async fn process_service_deletion_without_the_finalizer() {
     remove_finalizers(&services, "again").await;
     services.delete("again", &Default::default()).await.unwrap();
     let new = services
-        .create(&PostParams::default(), &load_balancer_service("again", None))
+        .create(
+            &PostParams::default(),
+            &load_balancer_service("again", None),
+        )
         .await
         .unwrap();
     assert_ne!(old.metadata.uid, new.metadata.uid);
@@ -1785,7 +1791,10 @@ async fn a_status_patch_not_found_is_not_an_error() {
     let port = free_port();
     let _ccm = stack.controller_manager(port, &["--leader-elect=false"]);
     services
-        .create(&PostParams::default(), &load_balancer_service("vanishing", None))
+        .create(
+            &PostParams::default(),
+            &load_balancer_service("vanishing", None),
+        )
         .await
         .unwrap();
     wait_until(TIMEOUT, "the sync counted as a success", || async {
@@ -2278,7 +2287,10 @@ async fn repeated_events_are_one_series() {
     let port = free_port();
     let _ccm = stack.controller_manager(port, &["--leader-elect=false"]);
     services
-        .create(&PostParams::default(), &load_balancer_service("repeats", None))
+        .create(
+            &PostParams::default(),
+            &load_balancer_service("repeats", None),
+        )
         .await
         .unwrap();
     wait_until(

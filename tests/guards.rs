@@ -36,11 +36,17 @@ async fn cluster(
     let nodes: Api<Node> = Api::all(stack.client());
     for i in 0..count {
         nodes
-            .create(&PostParams::default(), &kubelet_node(&format!("n{i}"), "True"))
+            .create(
+                &PostParams::default(),
+                &kubelet_node(&format!("n{i}"), "True"),
+            )
             .await
             .unwrap();
     }
-    let mut args = vec!["--leader-elect=false", "--controllers=cloud-node,cloud-node-lifecycle"];
+    let mut args = vec![
+        "--leader-elect=false",
+        "--controllers=cloud-node,cloud-node-lifecycle",
+    ];
     args.extend_from_slice(flags);
     let ccm = stack.controller_manager(port, &args);
     for i in 0..count {
@@ -87,7 +93,10 @@ fn answers(text: &str, answer: &str) -> f64 {
 async fn a_not_found_storm_deletes_at_most_the_limit() {
     for (flags, deleted) in [
         (
-            &["--node-deletion-confirmations=1", "--node-deletion-limit=1000"][..],
+            &[
+                "--node-deletion-confirmations=1",
+                "--node-deletion-limit=1000",
+            ][..],
             10,
         ),
         (&[][..], 2),
@@ -104,10 +113,17 @@ async fn a_not_found_storm_deletes_at_most_the_limit() {
         }
         // The storm lasts until the guard has made up its mind about every Node:
         // each deleted or held (and for a while longer: more passes change nothing).
-        wait_until(TIMEOUT, "every partitioned Node deleted or held", || async {
-            let held = metric(&metrics(port).await, "wasm_ccm_node_deletion_guard_held_nodes");
-            12 - node_names(&nodes).await.len() + held as usize == 10
-        })
+        wait_until(
+            TIMEOUT,
+            "every partitioned Node deleted or held",
+            || async {
+                let held = metric(
+                    &metrics(port).await,
+                    "wasm_ccm_node_deletion_guard_held_nodes",
+                );
+                12 - node_names(&nodes).await.len() + held as usize == 10
+            },
+        )
         .await;
         // Five more passes over the held Nodes change nothing.
         let confirmed = answers(&metrics(port).await, "confirmed");
@@ -119,7 +135,11 @@ async fn a_not_found_storm_deletes_at_most_the_limit() {
         assert_eq!(left.len(), 12 - deleted, "{flags:?}: left {left:?}");
         assert!(left.contains(&"n10".into()) && left.contains(&"n11".into()));
         let held = events(&stack, "NodeDeletionHeld").await;
-        assert_eq!(held.len(), 10 - deleted, "{flags:?}: one event per held Node");
+        assert_eq!(
+            held.len(),
+            10 - deleted,
+            "{flags:?}: one event per held Node"
+        );
         if deleted == 2 {
             let note = held[0].message.as_deref().unwrap_or("");
             assert!(
@@ -129,7 +149,10 @@ async fn a_not_found_storm_deletes_at_most_the_limit() {
             // The storm ends: the held Nodes are kept and nothing more is deleted.
             stack.cloud.with_state(|s| s.hidden_instances.clear());
             wait_until(TIMEOUT, "the guard holding nothing", || async {
-                metric(&metrics(port).await, "wasm_ccm_node_deletion_guard_held_nodes") == 0.0
+                metric(
+                    &metrics(port).await,
+                    "wasm_ccm_node_deletion_guard_held_nodes",
+                ) == 0.0
             })
             .await;
             assert_eq!(node_names(&nodes).await.len(), 10);
@@ -160,13 +183,19 @@ async fn truly_gone_nodes_are_deleted_as_the_window_allows() {
     .await;
     assert_eq!(node_names(&nodes).await, ["n3", "n4", "n5", "n6", "n7"]);
     let text = metrics(port).await;
-    assert!(answers(&text, "counted") >= 3.0, "each Node counted once before confirmed");
+    assert!(
+        answers(&text, "counted") >= 3.0,
+        "each Node counted once before confirmed"
+    );
     assert_eq!(events(&stack, "DeletingNode").await.len(), 3);
     let held = events(&stack, "NodeDeletionHeld").await;
     assert_eq!(held.len(), 1, "the third waited for the window");
     // The NotReady Nodes whose instances exist stay.
     let confirmed = answers(&text, "confirmed");
-    let passes = metric(&text, "wasm_ccm_controller_reconciles_total{controller=\"cloud-node-lifecycle\",result=\"success\"}");
+    let passes = metric(
+        &text,
+        "wasm_ccm_controller_reconciles_total{controller=\"cloud-node-lifecycle\",result=\"success\"}",
+    );
     wait_until(TIMEOUT, "more passes", || async {
         metric(&metrics(port).await, "wasm_ccm_controller_reconciles_total{controller=\"cloud-node-lifecycle\",result=\"success\"}") >= passes + 20.0
     })
@@ -206,23 +235,33 @@ async fn invalid_provider_answers_are_refused_with_an_event() {
             .unwrap();
     }
     let port = free_port();
-    let mut ccm = stack.controller_manager(port, &["--leader-elect=false", "--controllers=cloud-node"]);
-    wait_until(TIMEOUT, "the good Node initialized", || initialized(&nodes, "good")).await;
-    wait_until(TIMEOUT, "an InvalidCloudAnswer event on each bad Node", || async {
-        let events = events(&stack, "InvalidCloudAnswer").await;
-        ["bad-address", "bad-label"].iter().all(|name| {
-            events
-                .iter()
-                .any(|e| e.involved_object.name.as_deref() == Some(name))
-        })
+    let mut ccm =
+        stack.controller_manager(port, &["--leader-elect=false", "--controllers=cloud-node"]);
+    wait_until(TIMEOUT, "the good Node initialized", || {
+        initialized(&nodes, "good")
     })
+    .await;
+    wait_until(
+        TIMEOUT,
+        "an InvalidCloudAnswer event on each bad Node",
+        || async {
+            let events = events(&stack, "InvalidCloudAnswer").await;
+            ["bad-address", "bad-label"].iter().all(|name| {
+                events
+                    .iter()
+                    .any(|e| e.involved_object.name.as_deref() == Some(name))
+            })
+        },
+    )
     .await;
     let text = metrics(port).await;
     for field in ["addresses", "additional-labels"] {
         assert!(
             metric(
                 &text,
-                &format!("wasm_ccm_provider_answers_refused_total{{controller=\"cloud-node\",field=\"{field}\"}}")
+                &format!(
+                    "wasm_ccm_provider_answers_refused_total{{controller=\"cloud-node\",field=\"{field}\"}}"
+                )
             ) >= 1.0,
             "{field}: {text}"
         );
@@ -230,7 +269,10 @@ async fn invalid_provider_answers_are_refused_with_an_event() {
     for name in ["bad-address", "bad-label"] {
         let node = nodes.get(name).await.unwrap();
         assert!(!initialized(&nodes, name).await, "{name} stays tainted");
-        assert!(node.spec.unwrap().provider_id.is_none(), "{name}: nothing written");
+        assert!(
+            node.spec.unwrap().provider_id.is_none(),
+            "{name}: nothing written"
+        );
     }
     let note = events(&stack, "InvalidCloudAnswer").await[0]
         .message
@@ -286,10 +328,16 @@ async fn a_restart_mid_delete_or_mid_create_leaves_nothing_behind() {
 
     // Mid-delete.
     services
-        .create(&PostParams::default(), &wasm_ccm_tests::load_balancer_service("web", None))
+        .create(
+            &PostParams::default(),
+            &wasm_ccm_tests::load_balancer_service("web", None),
+        )
         .await
         .unwrap();
-    wait_until(TIMEOUT, "web's load balancer", || async { load_balancers() == 1 }).await;
+    wait_until(TIMEOUT, "web's load balancer", || async {
+        load_balancers() == 1
+    })
+    .await;
     wait_until(TIMEOUT, "web's finalizer", || async {
         services
             .get("web")
@@ -306,18 +354,26 @@ async fn a_restart_mid_delete_or_mid_create_leaves_nothing_behind() {
             ..Fault::default()
         })
     });
-    services.delete("web", &DeleteParams::default()).await.unwrap();
+    services
+        .delete("web", &DeleteParams::default())
+        .await
+        .unwrap();
     wait_until(TIMEOUT, "the delete reaching the cloud", || async {
         requests("DELETE /v1/load-balancers/{name}") == 1
     })
     .await;
     ccm.kill().await.unwrap();
     assert_eq!(load_balancers(), 1, "the interrupted delete did not happen");
-    assert!(services.get("web").await.is_ok(), "the finalizer keeps the Service");
+    assert!(
+        services.get("web").await.is_ok(),
+        "the finalizer keeps the Service"
+    );
     let mut ccm = stack.controller_manager(port, &flags);
-    wait_until(TIMEOUT, "the Service gone and its load balancer deleted", || async {
-        services.get("web").await.is_err() && load_balancers() == 0
-    })
+    wait_until(
+        TIMEOUT,
+        "the Service gone and its load balancer deleted",
+        || async { services.get("web").await.is_err() && load_balancers() == 0 },
+    )
     .await;
 
     // Mid-create.
@@ -331,7 +387,10 @@ async fn a_restart_mid_delete_or_mid_create_leaves_nothing_behind() {
         })
     });
     services
-        .create(&PostParams::default(), &wasm_ccm_tests::load_balancer_service("api", None))
+        .create(
+            &PostParams::default(),
+            &wasm_ccm_tests::load_balancer_service("api", None),
+        )
         .await
         .unwrap();
     wait_until(TIMEOUT, "the create reaching the cloud", || async {
@@ -350,7 +409,10 @@ async fn a_restart_mid_delete_or_mid_create_leaves_nothing_behind() {
     })
     .await;
     assert_eq!(load_balancers(), 1, "one load balancer for api");
-    services.delete("api", &DeleteParams::default()).await.unwrap();
+    services
+        .delete("api", &DeleteParams::default())
+        .await
+        .unwrap();
     wait_until(TIMEOUT, "api gone, nothing left", || async {
         services.get("api").await.is_err() && load_balancers() == 0
     })

@@ -548,7 +548,10 @@ async fn the_deploy_openstack_example_renders_and_loads() {
     // The token goes only with the requests the provider makes (the guest's list).
     let parsed: serde_json::Value = serde_saphyr::from_str(&policy).unwrap();
     let listed: Vec<&str> = wasm_ccm::occm_import::provider_actions().collect();
-    assert_eq!(parsed["credentials"][0]["allowedActions"], serde_json::json!(listed));
+    assert_eq!(
+        parsed["credentials"][0]["allowedActions"],
+        serde_json::json!(listed)
+    );
 
     let dir = TempDir::new("deploy-openstack");
     std::fs::copy(
@@ -670,4 +673,65 @@ async fn a_wrong_secret_deletes_nothing_until_it_is_fixed() {
         nodes.get_opt("node-gone").await.is_ok_and(|n| n.is_none())
     })
     .await;
+}
+
+/// deploy/openstack's `allowedActions`: a provider (the hostile fixture) under the
+/// documented policy gets the token added to the requests the OpenStack provider
+/// makes, and cannot delete a server: that request is refused before the token is
+/// added (`reason="action"`) and never reaches Nova.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_documented_policy_sends_the_token_only_with_the_providers_requests() {
+    let world = OpenStackWorld::start(openstack_double::Settings::default()).await;
+    let server = world
+        .cloud
+        .with_state(|s| s.add_server(NewServer::named("node-a", "10.0.0.11")))
+        .id;
+    let dir = wasm_ccm_tests::ProviderDir::new("fixture_hostile", "hostile", "", "");
+    world.install_documented_policy(dir.dir.path());
+    std::fs::rename(
+        dir.dir.path().join("openstack.yaml"),
+        dir.dir.path().join("hostile.yaml"),
+    )
+    .unwrap();
+    let loader = wasm_ccm_tests::loader();
+    let provider = loader.load(&dir.wasm, Vec::new()).await.unwrap();
+    let nova = format!("{}/compute/v2.1", world.cloud.url());
+    let fetch = |method: &'static str, url: String| {
+        let provider = provider.clone();
+        async move {
+            wasm_ccm_tests::act(
+                &provider,
+                &[
+                    ("hostile/action", "fetch"),
+                    ("hostile/method", method),
+                    ("hostile/url", &url),
+                ],
+            )
+            .await
+        }
+    };
+    // The catalog first (the host logs in), then a request the provider makes.
+    let catalog = fetch("GET", format!("{}/v3/auth/catalog", world.keystone.url()))
+        .await
+        .unwrap();
+    assert_eq!(wasm_ccm_tests::label(&catalog, "status"), "200");
+    let listed = fetch("GET", format!("{nova}/servers/detail"))
+        .await
+        .unwrap();
+    assert_eq!(
+        wasm_ccm_tests::label(&listed, "status"),
+        "200",
+        "{listed:?}"
+    );
+    assert!(wasm_ccm_tests::label(&listed, "body").contains(&server));
+    let deleted = fetch("DELETE", format!("{nova}/servers/{server}")).await;
+    assert!(deleted.is_err(), "{deleted:?}");
+    let metrics = loader.metrics().encode();
+    assert!(
+        metrics.contains(
+            "wasm_ccm_egress_denied_total{provider=\"hostile\",host=\"\",reason=\"action\"} 1"
+        ),
+        "{metrics}"
+    );
+    assert!(world.cloud.with_state(|s| s.servers.contains_key(&server)));
 }

@@ -563,7 +563,10 @@ pub fn kubelet_node(name: &str, ready: &str) -> k8s_openapi::api::core::v1::Node
 }
 
 /// A Service of type LoadBalancer in `default` (port 80 → 8080), of `class` if any.
-pub fn load_balancer_service(name: &str, class: Option<&str>) -> k8s_openapi::api::core::v1::Service {
+pub fn load_balancer_service(
+    name: &str,
+    class: Option<&str>,
+) -> k8s_openapi::api::core::v1::Service {
     let mut spec = serde_json::json!({"type": "LoadBalancer", "ports": [{"name": "http", "port": 80, "targetPort": 8080}]});
     if let Some(class) = class {
         spec["loadBalancerClass"] = serde_json::json!(class);

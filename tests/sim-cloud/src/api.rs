@@ -52,10 +52,7 @@ pub(crate) fn router(state: AppState) -> Router {
             "/admin/routes/{name}/blackhole",
             post(admin_blackhole_route),
         )
-        .route(
-            "/admin/hidden-instances",
-            put(admin_hide_instances),
-        )
+        .route("/admin/hidden-instances", put(admin_hide_instances))
         .route("/admin/clusters", post(admin_add_cluster))
         .route(
             "/admin/faults",

@@ -97,7 +97,9 @@ impl AllowedActions {
         body: &[u8],
     ) -> Result<(), ActionDenied> {
         let Self::Aws(actions) = self else {
-            return Err(ActionDenied("the rule's allowedActions are not AWS actions".into()));
+            return Err(ActionDenied(
+                "the rule's allowedActions are not AWS actions".into(),
+            ));
         };
         let action = aws_action(url, headers, body).map_err(ActionDenied)?;
         if actions.iter().any(|a| a.matches(service, &action)) {
@@ -136,7 +138,11 @@ impl AllowedActions {
 
 impl AwsAction {
     fn parse(entry: &str) -> Result<Self, String> {
-        let bad = |why: &str| Err(format!("`{entry}`: {why}; write `service:Action`, e.g. `ec2:DescribeInstances` or `ec2:Describe*`"));
+        let bad = |why: &str| {
+            Err(format!(
+                "`{entry}`: {why}; write `service:Action`, e.g. `ec2:DescribeInstances` or `ec2:Describe*`"
+            ))
+        };
         let Some((service, action)) = entry.split_once(':') else {
             return bad("no `:`");
         };
@@ -199,7 +205,9 @@ impl RequestPattern {
                 "**" => Segment::Any,
                 "*" => Segment::One,
                 s if s.contains('*') => return bad("`*` stands for a whole segment only"),
-                s if s.contains(['?', '#', '%']) => return bad("the path is matched without query or encoding"),
+                s if s.contains(['?', '#', '%']) => {
+                    return bad("the path is matched without query or encoding");
+                }
                 s => Segment::Literal(s.to_string()),
             });
         }
@@ -268,7 +276,10 @@ pub fn aws_action(url: &url::Url, headers: &HeaderMap, body: &[u8]) -> Result<St
     match found.as_slice() {
         [one] => Ok(one.clone()),
         [] => Err("the request names no AWS action (no `Action`, no `X-Amz-Target`)".into()),
-        _ => Err(format!("the request names several AWS actions: {}", found.join(", "))),
+        _ => Err(format!(
+            "the request names several AWS actions: {}",
+            found.join(", ")
+        )),
     }
 }
 
@@ -288,14 +299,17 @@ mod tests {
         let mut h = HeaderMap::new();
         h.insert(
             http::header::CONTENT_TYPE,
-            "application/x-www-form-urlencoded; charset=utf-8".parse().unwrap(),
+            "application/x-www-form-urlencoded; charset=utf-8"
+                .parse()
+                .unwrap(),
         );
         h
     }
 
     #[test]
     fn aws_actions_match_as_iam() {
-        let a = AllowedActions::parse_aws(&list(&["ec2:DescribeInstances", "EC2:Create*"])).unwrap();
+        let a =
+            AllowedActions::parse_aws(&list(&["ec2:DescribeInstances", "EC2:Create*"])).unwrap();
         let u = url("https://ec2.eu-west-1.amazonaws.com/");
         let ok = |body: &str| a.check_aws("ec2", &u, &form(), body.as_bytes());
         assert!(ok("Action=DescribeInstances&Version=2016-11-15").is_ok());
@@ -305,24 +319,53 @@ mod tests {
         assert!(ok("Version=1").is_err(), "no action");
         assert!(ok("Action=DescribeInstances&Action=TerminateInstances").is_err());
         // Another service with the same action name.
-        assert!(a.check_aws("elasticloadbalancing", &u, &form(), b"Action=DescribeInstances").is_err());
+        assert!(
+            a.check_aws(
+                "elasticloadbalancing",
+                &u,
+                &form(),
+                b"Action=DescribeInstances"
+            )
+            .is_err()
+        );
         // Query and body must agree.
         let q = url("https://ec2.eu-west-1.amazonaws.com/?Action=DescribeInstances");
-        assert!(a.check_aws("ec2", &q, &form(), b"Action=DescribeInstances").is_ok());
-        assert!(a.check_aws("ec2", &q, &form(), b"Action=TerminateInstances").is_err());
+        assert!(
+            a.check_aws("ec2", &q, &form(), b"Action=DescribeInstances")
+                .is_ok()
+        );
+        assert!(
+            a.check_aws("ec2", &q, &form(), b"Action=TerminateInstances")
+                .is_err()
+        );
         // A body that is not a form is not read for `Action`.
-        assert!(a.check_aws("ec2", &u, &HeaderMap::new(), b"Action=DescribeInstances").is_err());
+        assert!(
+            a.check_aws("ec2", &u, &HeaderMap::new(), b"Action=DescribeInstances")
+                .is_err()
+        );
         // JSON protocol.
         let mut json = HeaderMap::new();
-        json.insert("x-amz-target", "AmazonEC2.DescribeInstances".parse().unwrap());
+        json.insert(
+            "x-amz-target",
+            "AmazonEC2.DescribeInstances".parse().unwrap(),
+        );
         assert!(a.check_aws("ec2", &u, &json, b"{}").is_ok());
-        json.insert("x-amz-target", "AmazonEC2.TerminateInstances".parse().unwrap());
+        json.insert(
+            "x-amz-target",
+            "AmazonEC2.TerminateInstances".parse().unwrap(),
+        );
         assert!(a.check_aws("ec2", &u, &json, b"{}").is_err());
     }
 
     #[test]
     fn aws_entries_are_checked() {
-        for bad in ["DescribeInstances", "ec2:", "ec2:*Instances", "ec2:Describe Instances", ":X"] {
+        for bad in [
+            "DescribeInstances",
+            "ec2:",
+            "ec2:*Instances",
+            "ec2:Describe Instances",
+            ":X",
+        ] {
             assert!(AllowedActions::parse_aws(&list(&[bad])).is_err(), "{bad}");
         }
         assert!(AllowedActions::parse_aws(&list(&["ec2:*"])).is_ok());
@@ -338,20 +381,44 @@ mod tests {
         ]))
         .unwrap();
         let ok = |m: Method, u: &str| a.check_request(&m, &url(u)).is_ok();
-        assert!(ok(Method::GET, "http://h/compute/v2.1/servers/detail?limit=5"));
+        assert!(ok(
+            Method::GET,
+            "http://h/compute/v2.1/servers/detail?limit=5"
+        ));
         assert!(ok(Method::GET, "http://h/servers/detail"));
         assert!(ok(Method::GET, "http://h/v2.0/ports?device_id=x"));
         assert!(!ok(Method::GET, "http://h/x/v2.0/ports"));
-        assert!(ok(Method::PUT, "http://h/network/v2.0/routers/r1/add_extraroutes"));
-        assert!(!ok(Method::PUT, "http://h/v2.0/routers/r1/x/add_extraroutes"));
-        assert!(!ok(Method::DELETE, "http://h/v2.0/routers/r1/add_extraroutes"));
+        assert!(ok(
+            Method::PUT,
+            "http://h/network/v2.0/routers/r1/add_extraroutes"
+        ));
+        assert!(!ok(
+            Method::PUT,
+            "http://h/v2.0/routers/r1/x/add_extraroutes"
+        ));
+        assert!(!ok(
+            Method::DELETE,
+            "http://h/v2.0/routers/r1/add_extraroutes"
+        ));
         assert!(ok(Method::DELETE, "http://h/healthz"));
         assert!(!ok(Method::DELETE, "http://h/compute/v2.1/servers/s1"));
         // Encoded separators cannot hide a path behind `*`.
-        assert!(!ok(Method::PUT, "http://h/v2.0/routers/r1%2F..%2Fx/add_extraroutes"));
+        assert!(!ok(
+            Method::PUT,
+            "http://h/v2.0/routers/r1%2F..%2Fx/add_extraroutes"
+        ));
         assert!(!ok(Method::GET, "http://h/servers/%2e%2e/detail"));
-        for bad in ["GET", "GET servers", "GET /serv*", "FOO BAR /x", "GET /a?b=1"] {
-            assert!(AllowedActions::parse_requests(&list(&[bad])).is_err(), "{bad}");
+        for bad in [
+            "GET",
+            "GET servers",
+            "GET /serv*",
+            "FOO BAR /x",
+            "GET /a?b=1",
+        ] {
+            assert!(
+                AllowedActions::parse_requests(&list(&[bad])).is_err(),
+                "{bad}"
+            );
         }
     }
 }

@@ -7,8 +7,7 @@ use wasm_ccm_host::contract::types as wit;
 use wasm_ccm_host::provider::{Provider, ProviderError};
 
 use super::{
-    BatchFuture, Cloud, CloudFuture, Error, InstanceMetadata, Requirement, Route, convert,
-    validate,
+    BatchFuture, Cloud, CloudFuture, Error, InstanceMetadata, Requirement, Route, convert, validate,
 };
 
 /// One version of a provider, as a [`Cloud`].
@@ -178,7 +177,11 @@ impl ProviderCloud {
 
 /// `instances-v2` metadata in the controllers' terms (the Node's own provider ID when
 /// the cloud gave none), checked ([`validate`]).
-fn from_v2(provider: &str, node: &Node, meta: wit::InstanceInfo) -> Result<InstanceMetadata, Error> {
+fn from_v2(
+    provider: &str,
+    node: &Node,
+    meta: wit::InstanceInfo,
+) -> Result<InstanceMetadata, Error> {
     let provider_id = match (meta.provider_id.is_empty(), existing_provider_id(node)) {
         (false, _) => meta.provider_id,
         (true, Some(id)) => id,

@@ -19,7 +19,11 @@ fn refuse(field: &'static str, reason: String) -> Error {
 
 /// Metadata for initializing `node`: a provider ID of the provider's scheme, valid
 /// addresses, label values and label keys.
-pub fn instance_metadata(provider: &str, node: &Node, meta: &InstanceMetadata) -> Result<(), Error> {
+pub fn instance_metadata(
+    provider: &str,
+    node: &Node,
+    meta: &InstanceMetadata,
+) -> Result<(), Error> {
     provider_id(provider, node, &meta.provider_id)?;
     addresses(&meta.addresses)?;
     for (field, value) in [
@@ -70,7 +74,10 @@ pub fn addresses(addresses: &[NodeAddress]) -> Result<(), Error> {
             _ => {
                 !a.address.is_empty()
                     && a.address.len() <= 253
-                    && !a.address.chars().any(|c| c.is_whitespace() || c.is_control())
+                    && !a
+                        .address
+                        .chars()
+                        .any(|c| c.is_whitespace() || c.is_control())
             }
         };
         if !ok {
@@ -200,10 +207,18 @@ mod tests {
             Err(Error::InvalidAnswer { field, .. }) => field,
             other => panic!("{other:?}"),
         };
-        assert_eq!(field(meta(|m| m.provider_id = "aws:///i-1".into())), "provider-id");
-        assert_eq!(field(meta(|m| m.provider_id = "sim://".into())), "provider-id");
         assert_eq!(
-            field(meta(|m| m.addresses = vec![addr("InternalIP", "10.0.0.300")])),
+            field(meta(|m| m.provider_id = "aws:///i-1".into())),
+            "provider-id"
+        );
+        assert_eq!(
+            field(meta(|m| m.provider_id = "sim://".into())),
+            "provider-id"
+        );
+        assert_eq!(
+            field(meta(
+                |m| m.addresses = vec![addr("InternalIP", "10.0.0.300")]
+            )),
             "addresses"
         );
         assert_eq!(
@@ -211,16 +226,28 @@ mod tests {
             "addresses"
         );
         assert_eq!(field(meta(|m| m.zone = "zone a".into())), "zone");
-        assert_eq!(field(meta(|m| m.instance_type = "x".repeat(64))), "instance-type");
         assert_eq!(
-            field(meta(|m| m.additional_labels = vec![("bad key!".into(), "v".into())])),
+            field(meta(|m| m.instance_type = "x".repeat(64))),
+            "instance-type"
+        );
+        assert_eq!(
+            field(meta(
+                |m| m.additional_labels = vec![("bad key!".into(), "v".into())]
+            )),
             "additional-labels"
         );
         assert_eq!(
-            field(meta(|m| m.additional_labels = vec![("k".into(), "-v".into())])),
+            field(meta(
+                |m| m.additional_labels = vec![("k".into(), "-v".into())]
+            )),
             "additional-labels"
         );
-        assert!(check(meta(|m| m.addresses.push(addr("ExternalIP", "2001:db8::1")))).is_ok());
+        assert!(
+            check(meta(|m| m
+                .addresses
+                .push(addr("ExternalIP", "2001:db8::1"))))
+            .is_ok()
+        );
     }
 
     #[test]

@@ -98,11 +98,10 @@ impl Rules {
     ) -> Result<Option<Grant>, Denial> {
         for session in self.credentials.keystone() {
             let rule = session.credential();
-            let index = self
-                .policy
-                .credentials
-                .iter()
-                .position(|r| r.credential == crate::policy::Credential::Keystone(rule.clone()));
+            let index =
+                self.policy.credentials.iter().position(|r| {
+                    r.credential == crate::policy::Credential::Keystone(rule.clone())
+                });
             match session.classify(&destination.url) {
                 CatalogMatch::None => continue,
                 CatalogMatch::Identity => {

@@ -55,7 +55,11 @@ impl Egress {
         let started = Instant::now();
         let result = match self.broker.take_throttle() {
             Some(retry_after) => throttled(retry_after),
-            None => rules.send(request, destination, grant.inject, grant.rule).await,
+            None => {
+                rules
+                    .send(request, destination, grant.inject, grant.rule)
+                    .await
+            }
         };
         let status = match &result {
             Ok(response) => status_label(response.status()),
