@@ -540,3 +540,91 @@ async fn swaps_between_contract_versions_both_ways_under_load() {
     // Both versions answered calls: the 0.1 build through legacy `instances`.
     assert!(m.contains("function=\"instance-id\""), "{m}");
 }
+
+/// The canary (`--provider-canary-period`): a version that says every instance is gone
+/// (its cloud config points at an empty cloud) shadows the serving version, answers
+/// differently on the calls compared, and is refused with an event and
+/// `reloads{result="canary"}`; no Node is deleted meanwhile and the serving version
+/// keeps serving. A good version serves once its period passed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_canary_keeps_a_version_that_says_everything_is_gone_from_serving() {
+    let swap = SwapStack::start().await;
+    let empty = sim_cloud::SimCloud::start("127.0.0.1:0", wasm_ccm_tests::TOKEN)
+        .await
+        .unwrap();
+    swap.add_node("ready").await;
+    swap.add_node("partitioned").await;
+    let port = free_port();
+    let _ccm = swap.controller_manager(
+        port,
+        &["--leader-elect=false", "--provider-canary-period=2s"],
+    );
+    let v1 = sha256_hex(&swap.reference);
+    wait_serving(port, &v1).await;
+    for name in ["ready", "partitioned"] {
+        wait_until(TIMEOUT, "initialized", || swap.initialized(name)).await;
+    }
+    let nodes: Api<Node> = Api::all(swap.stack.client());
+    wasm_ccm_tests::set_ready(&nodes, "partitioned", "Unknown").await;
+
+    // The faulty version: the same component, a policy reaching both clouds, a cloud
+    // config naming the empty one.
+    let policy = format!(
+        "allowedOutboundHosts: ['{a}', '{b}']\ncredentials:\n  - destination: '{a}'\n    bearerTokenFile: token\n  - destination: '{b}'\n    bearerTokenFile: token\nlimits:\n  callTimeout: 10s\n  poolSize: 2\n",
+        a = swap.stack.cloud.url(),
+        b = empty.url()
+    );
+    let config = |url: &str| format!(r#"{{"endpoint": "{url}"}}"#);
+    let write_config = |text: String| {
+        let tmp = swap.stack.cloud_config.with_extension("tmp");
+        std::fs::write(&tmp, text).unwrap();
+        std::fs::rename(&tmp, &swap.stack.cloud_config).unwrap();
+    };
+    write_config(config(&empty.url()));
+    kubelet_publish(
+        swap.dir(),
+        &[
+            ("simcloud.wasm", &swap.reference),
+            ("simcloud.yaml", policy.as_bytes()),
+        ],
+    );
+    wait_until(
+        TIMEOUT,
+        "the faulty version refused by its canary",
+        || async { reloads(&metrics(port).await, "canary") >= 1.0 },
+    )
+    .await;
+    let m = metrics(port).await;
+    assert_eq!(reloads(&m, "success"), 0.0, "{m}");
+    assert!(
+        m.lines()
+            .any(|l| l.starts_with("wasm_ccm_provider_canary_calls_total")
+                && (l.contains("result=\"differ\"") || l.contains("result=\"candidate_error\""))),
+        "{m}"
+    );
+    let events = swap.pod_events().await;
+    assert!(
+        events.iter().any(|(r, _)| r == "ProviderCanaryStarted"),
+        "{events:?}"
+    );
+    assert!(
+        events
+            .iter()
+            .any(|(r, n)| r == "ProviderReloadFailed" && n.contains("failed its canary")),
+        "{events:?}"
+    );
+    assert!(nodes.get("partitioned").await.is_ok(), "nothing deleted");
+
+    // A good version serves after its period.
+    write_config(config(&swap.stack.cloud.url()));
+    let v2 = with_custom_section(&swap.reference, "v2");
+    kubelet_publish(
+        swap.dir(),
+        &[("simcloud.wasm", &v2), ("simcloud.yaml", policy.as_bytes())],
+    );
+    wait_serving(port, &sha256_hex(&v2)).await;
+    let m = metrics(port).await;
+    assert_eq!(reloads(&m, "success"), 1.0, "{m}");
+    assert_eq!(failed_calls(&m), 0.0, "{m}");
+    assert!(nodes.get("partitioned").await.is_ok(), "nothing deleted");
+}

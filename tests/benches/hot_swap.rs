@@ -84,6 +84,7 @@ async fn swap_latencies(cache: bool, load: bool) -> (Vec<Duration>, u64, u64) {
             rescan_period: Duration::from_secs(30),
             debounce: hot_swap::DEBOUNCE,
             allow_untagged_cloud: false,
+            canary: None,
         },
         loader.clone(),
         shared.clone(),

@@ -15,6 +15,7 @@
 pub(crate) mod convert;
 mod error;
 mod provider;
+pub mod shadow;
 pub mod validate;
 
 use std::future::Future;
@@ -289,8 +290,28 @@ impl std::fmt::Debug for SharedCloud {
 impl SharedCloud {
     /// The provider serving in `shared`, whichever version that is at each call.
     pub fn provider(shared: SharedProvider) -> Self {
+        Self::provider_with_canary(shared, crate::hot_swap::canary::CanarySlot::default())
+    }
+
+    /// The same, with the version on trial in `canary` (if any) asked beside the
+    /// serving one ([`shadow::ShadowCloud`]).
+    pub fn provider_with_canary(
+        shared: SharedProvider,
+        canary: crate::hot_swap::canary::CanarySlot,
+    ) -> Self {
         Self {
-            current: Arc::new(move || Arc::new(ProviderCloud::new(shared.current()))),
+            current: Arc::new(move || {
+                let serving: Arc<dyn Cloud> = Arc::new(ProviderCloud::new(shared.current()));
+                match canary.get() {
+                    None => serving,
+                    Some(trial) => Arc::new(shadow::ShadowCloud::new(
+                        serving,
+                        Arc::new(ProviderCloud::new(trial.provider)),
+                        trial.comparison,
+                        trial.observer,
+                    )),
+                }
+            }),
         }
     }
 

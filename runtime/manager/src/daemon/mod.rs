@@ -109,14 +109,16 @@ pub async fn run(args: DaemonArgs) -> Result<(), DaemonError> {
     let planned = wiring::plan(&enabled, &provider, args.configure_cloud_routes);
     wiring::route_flags(&args, &planned, &mut settings)?;
     let shared = SharedProvider::from(provider.clone());
+    let canary_slot = crate::hot_swap::canary::CanarySlot::default();
 
     // Every replica hot-swaps (a standby must be ready to lead); only the leader runs
     // the controllers.
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let mut tasks = tokio::task::JoinSet::new();
     if args.provider_hot_swap {
+        let canary = wiring::canary(&args, &canary_slot, &metrics);
         let reloader = wiring::reloader(
-            &args, &name, &planned, &provider, loader, &shared, serving, reporter,
+            &args, &name, &planned, &provider, loader, &shared, serving, reporter, canary,
         );
         tasks.spawn(reloader.run(stop_rx.clone()));
     } else {
@@ -134,7 +136,7 @@ pub async fn run(args: DaemonArgs) -> Result<(), DaemonError> {
     let ctx = Context {
         nodes,
         client,
-        cloud: SharedCloud::provider(shared),
+        cloud: SharedCloud::provider_with_canary(shared, canary_slot),
         metrics: controller_metrics,
         instance: identity,
     };

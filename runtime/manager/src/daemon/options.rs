@@ -125,6 +125,19 @@ pub struct DaemonArgs {
     /// without restarting.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub provider_hot_swap: bool,
+    /// Hot swap canary: a new provider version shadows the serving one this long
+    /// (asked the same read-only questions, its answers compared and never used)
+    /// before it may serve; 0s (the default) swaps at once.
+    #[arg(long, default_value = "0s", value_parser = parse_go_duration)]
+    pub provider_canary_period: Duration,
+    /// Hot swap canary: the largest share (percent) of compared calls on which the new
+    /// version may fail where the serving one answered.
+    #[arg(long, default_value_t = 5.0, value_parser = parse_percent)]
+    pub provider_canary_max_error_percent: f64,
+    /// Hot swap canary: the largest share (percent) of compared calls it may answer
+    /// differently.
+    #[arg(long, default_value_t = 5.0, value_parser = parse_percent)]
+    pub provider_canary_max_difference_percent: f64,
     /// How often the watched files are also re-read in full, in case a change
     /// notification was missed.
     #[arg(long, default_value = "30s", value_parser = parse_go_duration)]
@@ -135,6 +148,16 @@ pub struct DaemonArgs {
 /// grammar of the host ([`wasm_ccm_host::policy::parse_duration`]).
 pub fn parse_go_duration(text: &str) -> Result<Duration, String> {
     wasm_ccm_host::policy::parse_duration(text).map_err(|e| e.to_string())
+}
+
+/// Parses a percentage between 0 and 100.
+pub fn parse_percent(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(p) if (0.0..=100.0).contains(&p) => Ok(p),
+        _ => Err(format!(
+            "invalid percentage {text:?}: a number from 0 to 100"
+        )),
+    }
 }
 
 /// Parses a byte quantity: `402653184`, `384Mi`, `1Gi`, `512Ki`.

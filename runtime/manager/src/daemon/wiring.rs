@@ -154,6 +154,7 @@ pub(super) fn reloader(
     shared: &SharedProvider,
     serving: Fingerprint,
     reporter: Arc<ReloadReporter>,
+    canary: Option<hot_swap::canary::Canary>,
 ) -> Reloader {
     Reloader::new(
         hot_swap::Settings {
@@ -164,12 +165,32 @@ pub(super) fn reloader(
             rescan_period: args.provider_rescan_period,
             debounce: hot_swap::DEBOUNCE,
             allow_untagged_cloud: args.allow_untagged_cloud,
+            canary,
         },
         loader,
         shared.clone(),
         serving,
         reporter,
     )
+}
+
+/// The hot swap canary, with a `--provider-canary-period` above zero.
+pub(super) fn canary(
+    args: &DaemonArgs,
+    slot: &hot_swap::canary::CanarySlot,
+    metrics: &Metrics,
+) -> Option<hot_swap::canary::Canary> {
+    (!args.provider_canary_period.is_zero()).then(|| {
+        hot_swap::canary::Canary::new(
+            hot_swap::canary::CanaryOptions {
+                period: args.provider_canary_period,
+                max_error_percent: args.provider_canary_max_error_percent,
+                max_difference_percent: args.provider_canary_max_difference_percent,
+            },
+            slot.clone(),
+            metrics,
+        )
+    })
 }
 
 /// The leader elector, with `--leader-elect`.

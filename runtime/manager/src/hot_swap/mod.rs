@@ -34,6 +34,7 @@
 //! Credential files named by the policy need no reload: the egress broker re-reads
 //! them when they change.
 
+pub mod canary;
 pub mod report;
 pub mod watch;
 
@@ -69,6 +70,10 @@ pub enum ReloadError {
         interface: &'static str,
         controller: &'static str,
     },
+    /// The new version failed its canary: it answered differently from the serving
+    /// version, or failed where it answered, on too many calls.
+    #[error("{path}: failed its canary ({summary}); keeping the running version")]
+    Canary { path: PathBuf, summary: String },
     /// The component answers `has-cluster-id` false and `--allow-untagged-cloud` is off.
     #[error(
         "{path}: has-cluster-id is false (the provider does not tag its resources with a \
@@ -96,6 +101,7 @@ impl ReloadError {
             Self::Load(err) => err.reason(),
             Self::InterfaceDropped { .. } => "interface_dropped",
             Self::UntaggedCloud { .. } => "untagged_cloud",
+            Self::Canary { .. } => "canary",
         }
     }
 }
@@ -104,6 +110,13 @@ impl ReloadError {
 /// (new directory, files, `..data_tmp` symlink, rename, removal) is a burst of
 /// syscalls well inside it.
 pub const DEBOUNCE: Duration = Duration::from_millis(10);
+
+/// A policy as read with a new version.
+pub(crate) type PolicyResult =
+    Result<wasm_ccm_host::policy::Policy, wasm_ccm_host::policy::PolicyError>;
+
+/// How often a version on trial is judged.
+const TRIAL_TICK: Duration = Duration::from_millis(250);
 
 /// What the reloader watches and what a new version must satisfy.
 #[derive(Debug, Clone)]
@@ -122,6 +135,8 @@ pub struct Settings {
     pub debounce: Duration,
     /// `--allow-untagged-cloud`: a version answering `has-cluster-id` false may serve.
     pub allow_untagged_cloud: bool,
+    /// `--provider-canary-period` and co.: a new version shadows the serving one first.
+    pub canary: Option<canary::Canary>,
 }
 
 /// What one check of the watched files found.
@@ -133,6 +148,8 @@ pub enum Outcome {
     Missing,
     /// A new version is serving.
     Swapped { sha256: String },
+    /// A new version is on trial beside the serving one (the canary).
+    OnTrial { sha256: String },
     /// The changed version was refused; the previous one keeps serving.
     Refused(ReloadError),
 }
@@ -152,6 +169,8 @@ pub struct Reloader {
     missing_reported: bool,
     /// The policy file could not be read as text, and all egress is denied until it can.
     policy_unreadable: bool,
+    /// The version under canary, if any.
+    trial: Option<canary::Trial>,
     changed: Arc<Notify>,
 }
 
@@ -175,6 +194,7 @@ impl Reloader {
             last_refusal: None,
             missing_reported: false,
             policy_unreadable: false,
+            trial: None,
             changed: Arc::new(Notify::new()),
         }
     }
@@ -211,7 +231,16 @@ impl Reloader {
             let notified = tokio::select! {
                 _ = self.changed.notified() => true,
                 _ = rescan.tick() => false,
-                _ = shutdown.wait_for(|stop| *stop) => return,
+                _ = tokio::time::sleep(TRIAL_TICK), if self.trial.is_some() => {
+                    self.judge_trial();
+                    continue;
+                }
+                _ = shutdown.wait_for(|stop| *stop) => {
+                    if let Some(canary) = &self.settings.canary {
+                        canary.end();
+                    }
+                    return;
+                }
             };
             if notified {
                 self.debounce().await;
@@ -278,15 +307,23 @@ impl Reloader {
         self.policy_unreadable = false;
         self.missing_reported = false;
         let fingerprint = snapshot.fingerprint.clone();
-        if fingerprint == self.serving || Some(&fingerprint) == self.refused.as_ref() {
+        if fingerprint == self.serving
+            || Some(&fingerprint) == self.refused.as_ref()
+            || self.trial.as_ref().map(|t| &t.fingerprint) == Some(&fingerprint)
+        {
             return Outcome::Unchanged;
         }
+        // Whatever was on trial is replaced by what the files hold now.
+        self.end_trial();
         tracing::info!(file = %path.display(), sha256 = %fingerprint.component, "provider files changed; loading the new version");
         // A changed policy applies even if its component is refused (fail closed).
         let new_policy =
             (fingerprint.policy != self.serving.policy).then(|| snapshot.policy(&path));
         match self.load(snapshot).await {
-            Ok(provider) => self.swap(provider, fingerprint),
+            Ok(provider) => match self.settings.canary.clone() {
+                Some(canary) => self.start_trial(&canary, provider, fingerprint, new_policy),
+                None => self.swap(provider, fingerprint),
+            },
             Err(err) => {
                 if let Some(policy) = new_policy {
                     self.apply_policy(policy, Some(&fingerprint));
@@ -347,11 +384,7 @@ impl Reloader {
     /// Puts a changed policy's egress in force on the serving version whose new
     /// component was refused: a tightened or removed policy must never leave it on the
     /// older, wider one. An invalid policy denies all egress until it is fixed.
-    fn apply_policy(
-        &mut self,
-        policy: Result<wasm_ccm_host::policy::Policy, wasm_ccm_host::policy::PolicyError>,
-        fingerprint: Option<&Fingerprint>,
-    ) {
+    fn apply_policy(&mut self, policy: PolicyResult, fingerprint: Option<&Fingerprint>) {
         let current = self.shared.current();
         let name = current.name().to_owned();
         let file = self.settings.component.display().to_string();
@@ -390,6 +423,68 @@ impl Reloader {
         tracing::warn!(provider = %name, file = %file, "{note}");
         self.reporter
             .event(EventType::Warning, report::REASON_POLICY_APPLIED, note);
+    }
+
+    /// Puts `provider` on trial beside the serving version.
+    fn start_trial(
+        &mut self,
+        canary: &canary::Canary,
+        provider: Provider,
+        fingerprint: Fingerprint,
+        new_policy: Option<PolicyResult>,
+    ) -> Outcome {
+        let sha256 = provider.sha256().to_owned();
+        let current = self.shared.current();
+        let note = format!(
+            "{}: provider {} sha256 {} shadows the serving sha256 {} for {:?} before it may serve",
+            self.settings.component.display(),
+            current.name(),
+            short(&sha256),
+            short(current.sha256()),
+            canary.options.period
+        );
+        tracing::info!(provider = current.name(), to = %sha256, "{note}");
+        self.reporter
+            .event(EventType::Normal, report::REASON_CANARY, note);
+        self.trial = Some(canary.start(provider, fingerprint, new_policy));
+        Outcome::OnTrial { sha256 }
+    }
+
+    /// Stops a trial without a verdict (its files changed again).
+    fn end_trial(&mut self) {
+        if let (Some(canary), Some(_)) = (&self.settings.canary, self.trial.take()) {
+            canary.end();
+        }
+    }
+
+    /// Judges the version on trial: it serves, or it is refused.
+    fn judge_trial(&mut self) {
+        let (Some(canary), Some(trial)) = (self.settings.canary.clone(), self.trial.as_ref())
+        else {
+            return;
+        };
+        match trial.judge(&canary.options, std::time::Instant::now()) {
+            canary::Judgement::Pending => {}
+            canary::Judgement::Pass(summary) => {
+                let trial = self.trial.take().expect("a trial");
+                canary.end();
+                tracing::info!(summary = %summary, "provider canary passed");
+                self.swap(trial.provider, trial.fingerprint);
+            }
+            canary::Judgement::Fail(summary) => {
+                let trial = self.trial.take().expect("a trial");
+                canary.end();
+                let err = ReloadError::Canary {
+                    path: self.settings.component.clone(),
+                    summary,
+                };
+                // As for any refused version, its changed policy applies (fail closed).
+                if let Some(policy) = trial.new_policy {
+                    self.apply_policy(policy, Some(&trial.fingerprint));
+                }
+                self.refuse(err, Some(trial.fingerprint));
+            }
+        }
     }
 
     fn swap(&mut self, provider: Provider, fingerprint: Fingerprint) -> Outcome {

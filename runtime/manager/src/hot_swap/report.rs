@@ -30,6 +30,8 @@ pub const REASON_RELOAD_FAILED: &str = "ProviderReloadFailed";
 /// Event reason: a changed policy was put in force on the serving version although
 /// its new component was refused.
 pub const REASON_POLICY_APPLIED: &str = "ProviderPolicyApplied";
+/// Event reason: a new version shadows the serving one before it may serve.
+pub const REASON_CANARY: &str = "ProviderCanaryStarted";
 /// Event reason: the component file disappeared; the loaded version keeps serving.
 pub const REASON_MISSING: &str = "ProviderFileMissing";
 
