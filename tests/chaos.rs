@@ -18,6 +18,10 @@
 //!   the cloud wrongly says theirs is (hidden instances): no Ready Node deleted,
 //!   deletions within the guard's limit per window, every truly gone NotReady Node
 //!   deleted in the end.
+//! - **faulty versions**: versions hot-swapped in mid-run that are garbage, drop an
+//!   interface, or say every instance is gone (their cloud config names an empty
+//!   cloud), with and without the canary, while NotReady Nodes wait on the lifecycle
+//!   controller's answer: which guard stopped each, and Nodes deleted (none).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -29,8 +33,22 @@ use serde_json::json;
 use sim_cloud::model::{Fault, NewInstance};
 use wasm_ccm_tests::{
     Stack, default_load_balancer_name, free_port, http_get, initialized, kubelet_node,
-    load_balancer_service, set_ready,
+    load_balancer_service,
 };
+
+/// Sets a Node's Ready condition, as its kubelet would; a Node already deleted is left
+/// alone (the run checks deletions on its own).
+async fn set_ready(api: &Api<Node>, name: &str, status: &str) {
+    let _ = api
+        .patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Strategic(
+                json!({"status": {"conditions": [{"type": "Ready", "status": status}]}}),
+            ),
+        )
+        .await;
+}
 
 /// How long the end state may take to settle.
 const SETTLE: Duration = Duration::from_secs(240);
@@ -87,17 +105,24 @@ struct Row {
 }
 
 fn main() {
-    // `cargo test` passes its own arguments (filters, --nocapture): a filter that
-    // names no scenario skips the run, as a harness would.
+    // `cargo test` passes its own arguments (filters, --nocapture): filters select
+    // the scenarios whose names contain them (`chaos` selects all); filters naming
+    // none skip the run, as a harness would.
+    const SCENARIOS: [&str; 3] = ["services", "nodes", "faulty_versions"];
     let filter: Vec<String> = std::env::args()
         .skip(1)
         .filter(|a| !a.starts_with('-'))
         .collect();
-    if !filter.is_empty()
-        && !filter
-            .iter()
-            .any(|f| "chaos services nodes".contains(f.as_str()))
-    {
+    let selected: Vec<&str> = SCENARIOS
+        .into_iter()
+        .filter(|name| {
+            filter.is_empty()
+                || filter
+                    .iter()
+                    .any(|f| name.contains(f.as_str()) || "chaos".contains(f.as_str()))
+        })
+        .collect();
+    if selected.is_empty() {
         return;
     }
     let size = match std::env::var("CHAOS_SIZE").as_deref() {
@@ -113,12 +138,6 @@ fn main() {
         .enable_all()
         .build()
         .expect("runtime");
-    let rows = runtime.block_on(async {
-        vec![
-            services(&size, &mut Rng(seed | 1)).await,
-            nodes(&size, &mut Rng(seed.rotate_left(17) | 1)).await,
-        ]
-    });
     println!(
         "\nchaos, size {} (seed {seed}), {} cores, {}",
         size.name,
@@ -126,7 +145,14 @@ fn main() {
         wasm_ccm_tests::bench_stamp(),
     );
     let mut failed = false;
-    for row in &rows {
+    for scenario in selected {
+        let row = runtime.block_on(async {
+            match scenario {
+                "services" => services(&size, &mut Rng(seed | 1)).await,
+                "nodes" => nodes(&size, &mut Rng(seed.rotate_left(17) | 1)).await,
+                _ => faulty_versions().await,
+            }
+        });
         println!("\n{}", row.scenario);
         println!("| figure | value |\n| --- | ---: |");
         for (name, value) in &row.figures {
@@ -140,6 +166,15 @@ fn main() {
     if failed {
         std::process::exit(1);
     }
+}
+
+/// `wasm-ccm` for `stack` with `flags`, its log discarded (the table is the output).
+fn quiet(stack: &Stack, port: u16, flags: &[&str]) -> tokio::process::Child {
+    stack
+        .controller_manager_command(port, flags)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start wasm-ccm")
 }
 
 /// Which of the replicas on `ports` leads now.
@@ -185,8 +220,8 @@ async fn services(size: &Size, rng: &mut Rng) -> Row {
     flags.extend_from_slice(&FAST_LEASE);
     let ports = [free_port(), free_port()];
     let mut replicas = vec![
-        stack.controller_manager(ports[0], &flags),
-        stack.controller_manager(ports[1], &flags),
+        quiet(&stack, ports[0], &flags),
+        quiet(&stack, ports[1], &flags),
     ];
     let services: Api<Service> = Api::namespaced(stack.client(), "default");
     let started = Instant::now();
@@ -245,7 +280,7 @@ async fn services(size: &Size, rng: &mut Rng) -> Row {
             && let Some(i) = leader(&ports).await
         {
             replicas[i].kill().await.ok();
-            replicas[i] = stack.controller_manager(ports[i], &flags);
+            replicas[i] = quiet(&stack, ports[i], &flags);
             kills += 1;
         }
         let now = leader(&ports).await;
@@ -467,7 +502,8 @@ async fn nodes(size: &Size, rng: &mut Rng) -> Row {
     let window = Duration::from_secs(4);
     let limit = 2usize;
     let port = free_port();
-    let mut ccm = stack.controller_manager(
+    let mut ccm = quiet(
+        &stack,
         port,
         &[
             "--leader-elect=false",
@@ -614,6 +650,219 @@ async fn nodes(size: &Size, rng: &mut Rng) -> Row {
                 format!("{:.0} s", started.elapsed().as_secs_f64()),
             ),
         ],
+        failures,
+    }
+}
+
+/// The result of one faulty version.
+struct Faulty {
+    version: &'static str,
+    stopped_by: String,
+    deleted: usize,
+}
+
+async fn faulty_versions() -> Row {
+    let stack = Stack::start().await;
+    let empty = sim_cloud::SimCloud::start("127.0.0.1:0", wasm_ccm_tests::TOKEN)
+        .await
+        .unwrap();
+    let dir = stack.dir.dir.path().to_owned();
+    let reference = std::fs::read(&stack.dir.wasm).unwrap();
+    std::fs::remove_file(&stack.dir.wasm).unwrap();
+    std::fs::remove_file(dir.join("simcloud.yaml")).unwrap();
+    // One policy reaching both clouds, published as kubelet publishes a ConfigMap.
+    let policy = format!(
+        "allowedOutboundHosts: ['{a}', '{b}']\ncredentials:\n  - destination: '{a}'\n    bearerTokenFile: token\n  - destination: '{b}'\n    bearerTokenFile: token\nlimits:\n  callTimeout: 10s\n  poolSize: 2\n",
+        a = stack.cloud.url(),
+        b = empty.url()
+    );
+    let publish = |wasm: &[u8]| {
+        wasm_ccm_tests::kubelet_publish(
+            &dir,
+            &[
+                ("simcloud.wasm", wasm),
+                ("simcloud.yaml", policy.as_bytes()),
+            ],
+        )
+    };
+    let config = |url: &str| {
+        let tmp = stack.cloud_config.with_extension("tmp");
+        std::fs::write(&tmp, format!(r#"{{"endpoint": "{url}"}}"#)).unwrap();
+        std::fs::rename(&tmp, &stack.cloud_config).unwrap();
+    };
+    publish(&reference);
+    let count = 6;
+    stack.cloud.with_state(|s| {
+        for i in 0..count {
+            s.create_instance(NewInstance::named(&format!("n{i}")));
+        }
+    });
+    let api: Api<Node> = Api::all(stack.client());
+    for i in 0..count {
+        api.create(
+            &PostParams::default(),
+            &kubelet_node(&format!("n{i}"), "True"),
+        )
+        .await
+        .unwrap();
+    }
+    let started = Instant::now();
+    let mut results = Vec::new();
+    let mut failures = Vec::new();
+    for canary in [true, false] {
+        let port = free_port();
+        let mut flags = vec![
+            "--leader-elect=false",
+            "--controllers=cloud-node,cloud-node-lifecycle",
+        ];
+        if canary {
+            flags.push("--provider-canary-period=3s");
+        }
+        config(&stack.cloud.url());
+        publish(&reference);
+        let mut ccm = quiet(&stack, port, &flags);
+        // Serving (its provider loaded from the files as they are now) and leading.
+        let deadline = Instant::now() + SETTLE;
+        while !http_get(port, "/readyz")
+            .await
+            .is_ok_and(|(_, body)| body.contains("controllers running"))
+            && Instant::now() < deadline
+        {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        for i in 0..count {
+            let name = format!("n{i}");
+            let deadline = Instant::now() + SETTLE;
+            while !initialized(&api, &name).await && Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+        // A partition: half the Nodes NotReady; their instances exist.
+        for i in 0..count / 2 {
+            set_ready(&api, &format!("n{i}"), "Unknown").await;
+        }
+        let text = async || wasm_ccm_tests::metrics(port).await;
+        let reloads = |text: &str, result: &str| {
+            wasm_ccm_tests::metric(
+                text,
+                &format!(
+                    "wasm_ccm_provider_reloads_total{{provider=\"simcloud\",result=\"{result}\"}}"
+                ),
+            )
+        };
+        let present = async || {
+            api.list(&ListParams::default())
+                .await
+                .map(|l| l.items.len())
+                .unwrap_or(count)
+        };
+        let wait_for = async |result: &str| {
+            let deadline = Instant::now() + SETTLE;
+            loop {
+                let t = text().await;
+                if reloads(&t, result) >= 1.0 {
+                    return true;
+                }
+                if Instant::now() > deadline {
+                    return false;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        };
+        if canary {
+            publish(b"not a component");
+            let refused = wait_for("not_wasm").await;
+            results.push(Faulty {
+                version: "garbage bytes",
+                stopped_by: if refused {
+                    "load checks (not_wasm)"
+                } else {
+                    "NOT STOPPED"
+                }
+                .into(),
+                deleted: count - present().await,
+            });
+            let stub = std::fs::read(wasm_ccm_tests::guest("fixture_simcloud_stub")).unwrap();
+            publish(&stub);
+            let refused = wait_for("interface_dropped").await;
+            results.push(Faulty {
+                version: "drops instances-v2",
+                stopped_by: if refused {
+                    "load checks (interface_dropped)"
+                } else {
+                    "NOT STOPPED"
+                }
+                .into(),
+                deleted: count - present().await,
+            });
+            config(&empty.url());
+            publish(&reference);
+            let refused = wait_for("canary").await;
+            results.push(Faulty {
+                version: "every instance gone, canary on",
+                stopped_by: if refused {
+                    "canary (refused after 3 s)"
+                } else {
+                    "NOT STOPPED"
+                }
+                .into(),
+                deleted: count - present().await,
+            });
+        } else {
+            config(&empty.url());
+            publish(&reference);
+            let swapped = wait_for("success").await;
+            // Ten lifecycle passes with the faulty version serving.
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            let t = text().await;
+            let ignored = wasm_ccm_tests::metric(
+                &t,
+                "wasm_ccm_node_deletion_guard_answers_total{answer=\"fresh_version\"}",
+            );
+            results.push(Faulty {
+                version: "every instance gone, canary off",
+                stopped_by: if swapped {
+                    format!(
+                        "node deletion guard (swapped in; {ignored:.0} \"gone\" answers of the fresh version ignored)"
+                    )
+                } else {
+                    "NOT SWAPPED".into()
+                },
+                deleted: count - present().await,
+            });
+        }
+        ccm.kill().await.ok();
+        for i in 0..count / 2 {
+            set_ready(&api, &format!("n{i}"), "True").await;
+        }
+    }
+    for r in &results {
+        if r.deleted > 0 || r.stopped_by.starts_with("NOT") {
+            failures.push(format!(
+                "{}: {} ({} Nodes deleted)",
+                r.version, r.stopped_by, r.deleted
+            ));
+        }
+    }
+    let mut figures: Vec<(&'static str, String)> = results
+        .iter()
+        .map(|r| {
+            (
+                r.version,
+                format!("{}; {} Nodes deleted", r.stopped_by, r.deleted),
+            )
+        })
+        .collect();
+    figures.push((
+        "run time",
+        format!("{:.0} s", started.elapsed().as_secs_f64()),
+    ));
+    Row {
+        scenario: "faulty versions hot-swapped in (6 Nodes, 3 NotReady with existing instances)",
+        figures,
         failures,
     }
 }

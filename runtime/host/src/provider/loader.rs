@@ -406,6 +406,7 @@ impl ProviderLoader {
         drop(lease);
         let mut provider = Provider {
             inner: Arc::new(Inner {
+                serial: super::next_serial(),
                 name,
                 path: path.to_owned(),
                 sha256,

@@ -51,6 +51,7 @@ pub struct Provider {
 }
 
 struct Inner {
+    serial: u64,
     name: String,
     path: PathBuf,
     sha256: String,
@@ -72,7 +73,19 @@ impl std::fmt::Debug for Provider {
     }
 }
 
+/// Serials of loaded versions: one per load, never reused in a process.
+fn next_serial() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
 impl Provider {
+    /// This loaded version's serial, unique in the process: two loads of the same
+    /// files (or of the same component with another policy or cloud config) differ.
+    pub fn serial(&self) -> u64 {
+        self.inner.serial
+    }
+
     /// `identity.provider-name`.
     pub fn name(&self) -> &str {
         &self.inner.name

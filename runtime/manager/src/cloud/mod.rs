@@ -144,10 +144,11 @@ pub trait Cloud: Send + Sync {
     /// The provider's name (upstream `ProviderName()`).
     fn name(&self) -> &str;
 
-    /// The version answering (the component's content hash); empty when there are no
-    /// versions (a cloud that is not a provider component).
-    fn version(&self) -> &str {
-        ""
+    /// The loaded version answering ([`wasm_ccm_host::provider::Provider::serial`]:
+    /// another load, even of the same component with another cloud config, is another
+    /// version); 0 for a cloud that is not a provider component.
+    fn version(&self) -> u64 {
+        0
     }
 
     /// Whether the provider serves `requirement`.

@@ -248,8 +248,8 @@ impl Cloud for ProviderCloud {
         self.provider.name()
     }
 
-    fn version(&self) -> &str {
-        self.provider.sha256()
+    fn version(&self) -> u64 {
+        self.provider.serial()
     }
 
     fn meets(&self, requirement: Requirement) -> bool {

@@ -153,7 +153,7 @@ impl Cloud for ShadowCloud {
         self.serving.name()
     }
 
-    fn version(&self) -> &str {
+    fn version(&self) -> u64 {
         self.serving.version()
     }
 

@@ -125,8 +125,8 @@ pub struct DeletionGuard {
     options: GuardOptions,
     suspects: HashMap<String, Suspect>,
     deletions: VecDeque<Instant>,
-    /// The provider version answering, and when it replaced another one.
-    version: Option<(String, Option<Instant>)>,
+    /// The provider version answering (its serial), and when it replaced another one.
+    version: Option<(u64, Option<Instant>)>,
 }
 
 impl DeletionGuard {
@@ -145,16 +145,16 @@ impl DeletionGuard {
         &self.options
     }
 
-    /// Starts a pass answered by provider version `version` (its content hash): a
-    /// version other than the last one's is a swap; counts made before start again.
-    pub fn begin_pass(&mut self, version: &str, now: Instant) {
+    /// Starts a pass answered by provider version `version` (its serial): a version
+    /// other than the last one's is a swap; counts made before start again.
+    pub fn begin_pass(&mut self, version: u64, now: Instant) {
         match &mut self.version {
-            Some((current, _)) if current == version => {}
+            Some((current, _)) if *current == version => {}
             Some(_) => {
-                self.version = Some((version.to_string(), Some(now)));
+                self.version = Some((version, Some(now)));
                 self.suspects.clear();
             }
-            None => self.version = Some((version.to_string(), None)),
+            None => self.version = Some((version, None)),
         }
     }
 
@@ -264,7 +264,7 @@ mod tests {
     #[test]
     fn two_spaced_answers_confirm() {
         let (mut g, t0) = guard();
-        g.begin_pass("v1", t0);
+        g.begin_pass(1, t0);
         assert_eq!(g.gone("a", t0), Answer::Counted(1));
         // A second answer within the same period does not count.
         assert_eq!(g.gone("a", t0 + 2 * S), Answer::TooSoon);
@@ -274,7 +274,7 @@ mod tests {
     #[test]
     fn another_answer_starts_again_and_an_error_does_not() {
         let (mut g, t0) = guard();
-        g.begin_pass("v1", t0);
+        g.begin_pass(1, t0);
         assert_eq!(g.gone("a", t0), Answer::Counted(1));
         g.not_gone("a");
         assert_eq!(g.gone("a", t0 + 5 * S), Answer::Counted(1));
@@ -286,7 +286,7 @@ mod tests {
     fn upstream_deletes_at_the_first_answer_without_limit() {
         let mut g = DeletionGuard::new(GuardOptions::upstream());
         let t0 = Instant::now();
-        g.begin_pass("v1", t0);
+        g.begin_pass(1, t0);
         let keys: Vec<String> = (0..50).map(|i| format!("n{i}")).collect();
         for k in &keys {
             assert_eq!(g.gone(k, t0), Answer::Confirmed);
@@ -314,7 +314,7 @@ mod tests {
     #[test]
     fn over_the_limit_nodes_are_held_until_the_window_passes() {
         let (mut g, t0) = guard();
-        g.begin_pass("v1", t0);
+        g.begin_pass(1, t0);
         let keys: Vec<String> = (0..10).map(|i| format!("n{i}")).collect();
         for (i, k) in keys.iter().enumerate() {
             g.gone(k, t0 + Duration::from_millis(i as u64));
@@ -357,18 +357,18 @@ mod tests {
     #[test]
     fn a_fresh_version_is_not_believed() {
         let (mut g, t0) = guard();
-        g.begin_pass("v1", t0);
+        g.begin_pass(1, t0);
         assert_eq!(g.gone("a", t0), Answer::Counted(1));
         let t1 = t0 + 5 * S;
-        g.begin_pass("v2", t1);
+        g.begin_pass(2, t1);
         assert_eq!(g.gone("a", t1), Answer::FreshVersion);
         let t2 = t1 + Duration::from_secs(180);
-        g.begin_pass("v2", t2);
+        g.begin_pass(2, t2);
         // The count made by v1 started again.
         assert_eq!(g.gone("a", t2), Answer::Counted(1));
         // The first version at start is not a swap.
         let (mut g, t0) = guard();
-        g.begin_pass("v1", t0);
+        g.begin_pass(1, t0);
         assert!(!g.fresh_version(t0));
     }
 }
