@@ -988,3 +988,100 @@ async fn actions_outside_the_allowlist_are_refused_before_signing() {
         }
     }
 }
+
+/// A controller manager stopped (SIGKILL) in the middle of deleting a Service's
+/// Network Load Balancer leaves nothing behind in AWS: the load balancer went, its
+/// target group could not (the provider's user is denied `DeleteTargetGroup` for a
+/// while), the Service kept its finalizer; the next start deletes the target group
+/// (found by its tags) and releases the Service.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_mid_delete_leaves_nothing_behind() {
+    let stack = AwsStack::start().await;
+    let (moto, world) = (&stack.moto, &stack.world);
+    let a = world.launch(moto, 0).await;
+    let nodes: Api<Node> = Api::all(stack.client());
+    nodes
+        .create(&PostParams::default(), &kubelet_node(&a, "10.244.1.0/24"))
+        .await
+        .unwrap();
+    // Deleting target groups is denied for now (set before moto checks signatures: its
+    // check of a signed policy document fails).
+    let deny = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Deny","Action":"elasticloadbalancing:DeleteTargetGroup","Resource":"*"}]}"#;
+    moto.call(
+        moto::Service::Iam,
+        "PutUserPolicy",
+        &[
+            ("UserName", "wasm-ccm"),
+            ("PolicyName", "deny-delete-target-group"),
+            ("PolicyDocument", deny),
+        ],
+    )
+    .await;
+    stack.policy(Auth::Static(&world.provider));
+    moto.enable_auth(0).await;
+    let port = free_port();
+    let mut ccm = stack.controller_manager(port).spawn().unwrap();
+    wait_until(TIMEOUT, "the node initialized", || {
+        initialized(&nodes, &a.private_dns_name)
+    })
+    .await;
+    let services: Api<Service> = Api::namespaced(stack.client(), "default");
+    let service: Service = serde_json::from_value(json!({
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {"type": "LoadBalancer", "ports": [{"name": "http", "port": 80, "targetPort": 8080, "protocol": "TCP"}]}
+    }))
+    .unwrap();
+    let created = services
+        .create(&PostParams::default(), &service)
+        .await
+        .unwrap();
+    let lb_name = default_load_balancer_name(&created);
+    wait_until(
+        TIMEOUT,
+        "the load balancer and its target group",
+        || async {
+            registered_targets(moto, &lb_name)
+                .await
+                .is_some_and(|t| !t.is_empty())
+        },
+    )
+    .await;
+
+    services
+        .delete("web", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_until(
+        TIMEOUT,
+        "the load balancer deleted, its target group not",
+        || async {
+            registered_targets(moto, &lb_name).await.is_none()
+                && !target_group_names(moto).await.is_empty()
+        },
+    )
+    .await;
+    ccm.kill().await.unwrap();
+    assert!(
+        services.get("web").await.is_ok(),
+        "the finalizer holds the Service"
+    );
+    moto.call(
+        moto::Service::Iam,
+        "DeleteUserPolicy",
+        &[
+            ("UserName", "wasm-ccm"),
+            ("PolicyName", "deny-delete-target-group"),
+        ],
+    )
+    .await;
+    let mut ccm = stack.controller_manager(port).spawn().unwrap();
+    wait_until(
+        TIMEOUT,
+        "the Service gone and nothing left in AWS",
+        || async {
+            services.get("web").await.is_err() && target_group_names(moto).await.is_empty()
+        },
+    )
+    .await;
+    ccm.kill().await.unwrap();
+}

@@ -768,11 +768,18 @@ impl LoadBalancerExport for Aws {
         if implemented_elsewhere(&service) {
             return Ok(None);
         }
-        {
-            let s = self;
-            Ok(s.elb
-                .load_balancer(&default_name(&service))?
-                .map(|lb| status(&lb)))
+        match self.elb.load_balancer(&default_name(&service))? {
+            Some(lb) => Ok(Some(status(&lb))),
+            // A delete interrupted after the load balancer went leaves its target
+            // groups: they still exist, so the controller calls
+            // ensure-load-balancer-deleted (which removes them) rather than releasing
+            // the Service and leaking them.
+            None if !owned_target_groups(self, &service)?.is_empty() => {
+                Ok(Some(LoadBalancerStatus {
+                    ingress: Vec::new(),
+                }))
+            }
+            None => Ok(None),
         }
     }
 
