@@ -2,147 +2,22 @@
 //! double, against moto on 127.0.0.1 with request authentication on: every request the
 //! provider makes must carry a SigV4 signature the host computed.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Service};
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
-use wasm_ccm_tests::moto::{self, Keys, LaunchedInstance, Moto, World};
+use wasm_ccm_tests::aws::{Auth, AwsStack, kubelet_node};
+use wasm_ccm_tests::moto::{self, Keys, Moto, World};
 use wasm_ccm_tests::{
-    TempDir, controller_manager_command, default_load_balancer_name, free_port, guest, initialized,
-    set_ready, taint_keys, wait_until,
+    TempDir, default_load_balancer_name, free_port, guest, initialized, set_ready, taint_keys,
+    wait_until,
 };
 
 const TIMEOUT: Duration = Duration::from_secs(90);
-const UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized";
 const SHUTDOWN: &str = "node.cloudprovider.kubernetes.io/shutdown";
 const CLUSTER: &str = "test";
-
-/// How the provider gets its keys.
-enum Auth<'a> {
-    Static(&'a Keys),
-    WebIdentity { role_arn: &'a str, token: &'a str },
-}
-
-/// moto, its world, the API server double and a provider directory for `aws`.
-struct AwsStack {
-    moto: Moto,
-    world: World,
-    api: kube_double::ApiServer,
-    dir: TempDir,
-    kubeconfig: PathBuf,
-    cloud_config: PathBuf,
-}
-
-impl AwsStack {
-    async fn start() -> Self {
-        let mut moto = Moto::start().await;
-        let world = World::create(&mut moto, CLUSTER).await;
-        let api = kube_double::ApiServer::start(kube_double::Settings::default())
-            .await
-            .expect("API server double");
-        let dir = TempDir::new("aws");
-        std::fs::copy(guest("aws_provider"), dir.path().join("aws.wasm")).unwrap();
-        let kubeconfig = dir.path().join("kubeconfig");
-        api.write_kubeconfig(&kubeconfig).unwrap();
-        let cloud_config = dir.path().join("cloud.conf");
-        std::fs::write(&cloud_config, world.cloud_config(&moto)).unwrap();
-        Self {
-            moto,
-            world,
-            api,
-            dir,
-            kubeconfig,
-            cloud_config,
-        }
-    }
-
-    /// Writes the provider policy (and the Secret files) for `auth`.
-    fn policy(&self, auth: Auth<'_>) {
-        let secrets = self.dir.path().join("aws");
-        std::fs::create_dir_all(&secrets).unwrap();
-        let port = self.moto.port;
-        let keys = match auth {
-            Auth::Static(keys) => {
-                std::fs::write(secrets.join("access-key-id"), &keys.id).unwrap();
-                std::fs::write(secrets.join("secret-access-key"), &keys.secret).unwrap();
-                "accessKeyIdFile: aws/access-key-id, secretAccessKeyFile: aws/secret-access-key"
-                    .to_owned()
-            }
-            Auth::WebIdentity { role_arn, token } => {
-                std::fs::write(secrets.join("token"), token).unwrap();
-                format!(
-                    "webIdentity: {{roleArn: '{role_arn}', webIdentityTokenFile: aws/token, \
-                     stsEndpoint: 'http://127.0.0.1:{port}'}}"
-                )
-            }
-        };
-        let policy = World::policy(&self.moto, &keys);
-        std::fs::write(self.dir.path().join("aws.yaml"), policy).unwrap();
-    }
-
-    fn controller_manager(&self, port: u16) -> tokio::process::Command {
-        controller_manager_command(
-            "aws",
-            self.dir.path(),
-            &self.cloud_config,
-            &self.kubeconfig,
-            port,
-            &["--leader-elect=false"],
-        )
-    }
-
-    /// Starts `wasm-ccm` and collects its log.
-    fn controller_manager_logged(
-        &self,
-        port: u16,
-    ) -> (
-        tokio::process::Child,
-        std::sync::Arc<std::sync::Mutex<String>>,
-    ) {
-        let mut ccm = self
-            .controller_manager(port)
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stderr = ccm.stderr.take().unwrap();
-        let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
-        let sink = log.clone();
-        tokio::spawn(async move {
-            use tokio::io::AsyncBufReadExt;
-            let mut lines = tokio::io::BufReader::new(stderr).lines();
-            while let Ok(Some(line)) = lines.next_line().await {
-                let mut log = sink.lock().unwrap();
-                log.push_str(&line);
-                log.push('\n');
-            }
-        });
-        (ccm, log)
-    }
-
-    fn client(&self) -> kube::Client {
-        kube::Client::try_from(kube::Config::new(self.api.url().parse().unwrap())).unwrap()
-    }
-}
-
-/// A Node as kubelet registers it on AWS: named by its private DNS name.
-fn kubelet_node(instance: &LaunchedInstance, pod_cidr: &str) -> Node {
-    serde_json::from_value(json!({
-        "metadata": {"name": instance.private_dns_name, "labels": {"kubernetes.io/hostname": instance.private_dns_name}},
-        "spec": {
-            "podCIDR": pod_cidr,
-            "podCIDRs": [pod_cidr],
-            "taints": [{"key": UNINITIALIZED, "value": "true", "effect": "NoSchedule"}]
-        },
-        "status": {
-            "conditions": [{"type": "Ready", "status": "True"}],
-            "addresses": [{"type": "Hostname", "address": instance.private_dns_name}]
-        }
-    }))
-    .unwrap()
-}
 
 /// The instance IDs registered in the target groups of load balancer `name`, with
 /// their ports; `None` when the load balancer does not exist.
@@ -197,6 +72,19 @@ async fn registered_targets(moto: &Moto, lb_name: &str) -> Option<Vec<(String, S
     Some(targets)
 }
 
+/// Creates Service `web` (type LoadBalancer, TCP 80 → 8080) in `default`.
+async fn create_web(services: &Api<Service>) -> Service {
+    let service: Service = serde_json::from_value(json!({
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {"type": "LoadBalancer", "ports": [{"name": "http", "port": 80, "targetPort": 8080, "protocol": "TCP"}]}
+    }))
+    .unwrap();
+    services
+        .create(&PostParams::default(), &service)
+        .await
+        .unwrap()
+}
+
 async fn target_group_names(moto: &Moto) -> Vec<String> {
     // moto answers TargetGroupNotFound when there are none.
     match moto
@@ -247,7 +135,7 @@ async fn routes(moto: &Moto, table: &str) -> Vec<(String, String)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nodes_load_balancers_routes_and_lifecycle_against_moto() {
-    let stack = AwsStack::start().await;
+    let stack = AwsStack::start(CLUSTER).await;
     let (moto, world) = (&stack.moto, &stack.world);
     let a = world.launch(moto, 0).await;
     let b = world.launch(moto, 1).await;
@@ -274,7 +162,10 @@ async fn nodes_load_balancers_routes_and_lifecycle_against_moto() {
         "moto must refuse keys it does not know"
     );
     let port = free_port();
-    let _ccm = stack.controller_manager(port).spawn().unwrap();
+    let _ccm = stack
+        .controller_manager(port, &["--leader-elect=false"])
+        .spawn()
+        .unwrap();
 
     // cloud-node: provider IDs, types, zones, addresses, zone IDs.
     for instance in [&a, &b] {
@@ -333,15 +224,7 @@ async fn nodes_load_balancers_routes_and_lifecycle_against_moto() {
 
     // load balancers: an NLB with the nodes' instances on the node port.
     let services: Api<Service> = Api::namespaced(stack.client(), "default");
-    let service: Service = serde_json::from_value(json!({
-        "metadata": {"name": "web", "namespace": "default"},
-        "spec": {"type": "LoadBalancer", "ports": [{"name": "http", "port": 80, "targetPort": 8080, "protocol": "TCP"}]}
-    }))
-    .unwrap();
-    let created = services
-        .create(&PostParams::default(), &service)
-        .await
-        .unwrap();
+    let created = create_web(&services).await;
     let node_port = created.spec.as_ref().unwrap().ports.as_ref().unwrap()[0]
         .node_port
         .unwrap()
@@ -495,7 +378,7 @@ async fn nodes_load_balancers_routes_and_lifecycle_against_moto() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wrong_secret_is_refused_by_aws_and_nothing_is_deleted() {
-    let stack = AwsStack::start().await;
+    let stack = AwsStack::start(CLUSTER).await;
     let (moto, world) = (&stack.moto, &stack.world);
     let a = world.launch(moto, 0).await;
     moto.call(
@@ -540,7 +423,7 @@ async fn a_wrong_secret_is_refused_by_aws_and_nothing_is_deleted() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn web_identity_credentials_come_from_sts() {
-    let stack = AwsStack::start().await;
+    let stack = AwsStack::start(CLUSTER).await;
     let (moto, world) = (&stack.moto, &stack.world);
     let a = world.launch(moto, 0).await;
     let nodes: Api<Node> = Api::all(stack.client());
@@ -709,7 +592,7 @@ async fn pagination_and_throttling_against_a_scripted_ec2() {
 /// created and deleted twice, all passing; nothing is left behind.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn conformance_passes_for_the_aws_provider() {
-    let stack = AwsStack::start().await;
+    let stack = AwsStack::start(CLUSTER).await;
     let (moto, world) = (&stack.moto, &stack.world);
     let a = world.launch(moto, 0).await;
     let b = world.launch(moto, 1).await;
@@ -776,7 +659,7 @@ async fn conformance_passes_for_the_aws_provider() {
 /// `SyncLoadBalancerFailed`, and moto holds no load balancer or target group.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn what_the_provider_cannot_honour_is_refused_and_nothing_is_created() {
-    let stack = AwsStack::start().await;
+    let stack = AwsStack::start(CLUSTER).await;
     let (moto, world) = (&stack.moto, &stack.world);
     let a = world.launch(moto, 0).await;
     let nodes: Api<Node> = Api::all(stack.client());
@@ -802,7 +685,10 @@ async fn what_the_provider_cannot_honour_is_refused_and_nothing_is_created() {
         "{terminate:?}"
     );
     let port = free_port();
-    let _ccm = stack.controller_manager(port).spawn().unwrap();
+    let _ccm = stack
+        .controller_manager(port, &["--leader-elect=false"])
+        .spawn()
+        .unwrap();
     wait_until(TIMEOUT, "node initialized", || {
         initialized(&nodes, &a.private_dns_name)
     })
@@ -996,7 +882,7 @@ async fn actions_outside_the_allowlist_are_refused_before_signing() {
 /// (found by its tags) and releases the Service.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restart_mid_delete_leaves_nothing_behind() {
-    let stack = AwsStack::start().await;
+    let stack = AwsStack::start(CLUSTER).await;
     let (moto, world) = (&stack.moto, &stack.world);
     let a = world.launch(moto, 0).await;
     let nodes: Api<Node> = Api::all(stack.client());
@@ -1020,21 +906,16 @@ async fn a_restart_mid_delete_leaves_nothing_behind() {
     stack.policy(Auth::Static(&world.provider));
     moto.enable_auth(0).await;
     let port = free_port();
-    let mut ccm = stack.controller_manager(port).spawn().unwrap();
+    let mut ccm = stack
+        .controller_manager(port, &["--leader-elect=false"])
+        .spawn()
+        .unwrap();
     wait_until(TIMEOUT, "the node initialized", || {
         initialized(&nodes, &a.private_dns_name)
     })
     .await;
     let services: Api<Service> = Api::namespaced(stack.client(), "default");
-    let service: Service = serde_json::from_value(json!({
-        "metadata": {"name": "web", "namespace": "default"},
-        "spec": {"type": "LoadBalancer", "ports": [{"name": "http", "port": 80, "targetPort": 8080, "protocol": "TCP"}]}
-    }))
-    .unwrap();
-    let created = services
-        .create(&PostParams::default(), &service)
-        .await
-        .unwrap();
+    let created = create_web(&services).await;
     let lb_name = default_load_balancer_name(&created);
     wait_until(
         TIMEOUT,
@@ -1074,7 +955,10 @@ async fn a_restart_mid_delete_leaves_nothing_behind() {
         ],
     )
     .await;
-    let mut ccm = stack.controller_manager(port).spawn().unwrap();
+    let mut ccm = stack
+        .controller_manager(port, &["--leader-elect=false"])
+        .spawn()
+        .unwrap();
     wait_until(
         TIMEOUT,
         "the Service gone and nothing left in AWS",

@@ -18,6 +18,11 @@
 //!   the cloud wrongly says theirs is (hidden instances): no Ready Node deleted,
 //!   deletions within the guard's limit per window, every truly gone NotReady Node
 //!   deleted in the end.
+//! - **aws**: the services scenario, smaller, with the AWS provider against moto
+//!   (signatures and the provider's IAM policy checked): Network Load Balancers
+//!   created, changed and deleted while the leader is SIGKILLed; at the end every
+//!   Service's load balancer exists, and once the Services are deleted no load balancer
+//!   or target group is left.
 //! - **faulty versions**: versions hot-swapped in mid-run that are garbage, drop an
 //!   interface, or say every instance is gone (their cloud config names an empty
 //!   cloud), with and without the canary, while NotReady Nodes wait on the lifecycle
@@ -76,6 +81,7 @@ impl Rng {
 struct Size {
     name: &'static str,
     service_ops: usize,
+    aws_ops: usize,
     kills: usize,
     nodes: usize,
     node_rounds: usize,
@@ -84,6 +90,7 @@ struct Size {
 const SMALL: Size = Size {
     name: "small",
     service_ops: 60,
+    aws_ops: 12,
     kills: 3,
     nodes: 12,
     node_rounds: 6,
@@ -92,6 +99,7 @@ const SMALL: Size = Size {
 const FULL: Size = Size {
     name: "full",
     service_ops: 1_000,
+    aws_ops: 80,
     kills: 20,
     nodes: 60,
     node_rounds: 40,
@@ -108,7 +116,7 @@ fn main() {
     // `cargo test` passes its own arguments (filters, --nocapture): filters select
     // the scenarios whose names contain them (`chaos` selects all); filters naming
     // none skip the run, as a harness would.
-    const SCENARIOS: [&str; 3] = ["services", "nodes", "faulty_versions"];
+    const SCENARIOS: [&str; 4] = ["services", "nodes", "aws", "faulty_versions"];
     let filter: Vec<String> = std::env::args()
         .skip(1)
         .filter(|a| !a.starts_with('-'))
@@ -150,6 +158,7 @@ fn main() {
             match scenario {
                 "services" => services(&size, &mut Rng(seed | 1)).await,
                 "nodes" => nodes(&size, &mut Rng(seed.rotate_left(17) | 1)).await,
+                "aws" => aws(&size, &mut Rng(seed.rotate_left(33) | 1)).await,
                 _ => faulty_versions().await,
             }
         });
@@ -232,6 +241,7 @@ async fn services(size: &Size, rng: &mut Rng) -> Row {
     let mut names: BTreeSet<String> = BTreeSet::new();
     let mut next_name = 0usize;
     let mut ops = BTreeMap::<&str, usize>::new();
+    let mut refused = 0usize;
     for op in 0..size.service_ops {
         // The workload's pace: a few operations per second.
         tokio::time::sleep(Duration::from_millis(50 + rng.below(150))).await;
@@ -344,7 +354,9 @@ async fn services(size: &Size, rng: &mut Rng) -> Row {
             }
         };
         // A Service still terminating from an earlier delete refuses some changes.
-        let _ = result;
+        if result.is_err() {
+            refused += 1;
+        }
         *ops.entry(action).or_default() += 1;
     }
     stack.cloud.with_state(|s| s.faults.clear());
@@ -376,6 +388,7 @@ async fn services(size: &Size, rng: &mut Rng) -> Row {
                     .collect::<Vec<_>>()
                     .join(", "),
             ),
+            ("of them refused by the API server", refused.to_string()),
             ("leaders killed (SIGKILL)", kills.to_string()),
             ("lease moves seen", failovers.to_string()),
             (
@@ -769,59 +782,39 @@ async fn faulty_versions() -> Row {
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
         };
+        let outcome = async |version: &'static str, reason: &str, stopped_by: &str| Faulty {
+            version,
+            stopped_by: if wait_for(reason).await {
+                stopped_by.into()
+            } else {
+                "NOT STOPPED".into()
+            },
+            deleted: count - present().await,
+        };
         if canary {
             publish(b"not a component");
-            let refused = wait_for("not_wasm").await;
-            results.push(Faulty {
-                version: "garbage bytes",
-                stopped_by: if refused {
-                    "load checks (not_wasm)"
-                } else {
-                    "NOT STOPPED"
-                }
-                .into(),
-                deleted: count - present().await,
-            });
+            results.push(outcome("garbage bytes", "not_wasm", "load checks (not_wasm)").await);
             let stub = std::fs::read(wasm_ccm_tests::guest("fixture_simcloud_stub")).unwrap();
             publish(&stub);
-            let refused = wait_for("interface_dropped").await;
-            results.push(Faulty {
-                version: "drops instances-v2",
-                stopped_by: if refused {
-                    "load checks (interface_dropped)"
-                } else {
-                    "NOT STOPPED"
-                }
-                .into(),
-                deleted: count - present().await,
-            });
+            let dropped = "load checks (interface_dropped)";
+            results.push(outcome("drops instances-v2", "interface_dropped", dropped).await);
             config(&empty.url());
             publish(&reference);
-            let refused = wait_for("canary").await;
-            results.push(Faulty {
-                version: "every instance gone, canary on",
-                stopped_by: if refused {
-                    "canary (refused after 3 s)"
-                } else {
-                    "NOT STOPPED"
-                }
-                .into(),
-                deleted: count - present().await,
-            });
+            let stopped = "canary (refused after 3 s)";
+            results.push(outcome("every instance gone, canary on", "canary", stopped).await);
         } else {
             config(&empty.url());
             publish(&reference);
             let swapped = wait_for("success").await;
-            // Ten lifecycle passes with the faulty version serving.
-            let deadline = Instant::now() + Duration::from_secs(5);
-            while Instant::now() < deadline {
+            // Ten lifecycle passes over the NotReady Nodes with the faulty version
+            // serving.
+            let fresh = "wasm_ccm_node_deletion_guard_answers_total{answer=\"fresh_version\"}";
+            let deadline = Instant::now() + SETTLE;
+            let mut ignored = 0.0;
+            while ignored < (10 * (count / 2)) as f64 && Instant::now() < deadline {
                 tokio::time::sleep(Duration::from_millis(100)).await;
+                ignored = wasm_ccm_tests::metric(&text().await, fresh);
             }
-            let t = text().await;
-            let ignored = wasm_ccm_tests::metric(
-                &t,
-                "wasm_ccm_node_deletion_guard_answers_total{answer=\"fresh_version\"}",
-            );
             results.push(Faulty {
                 version: "every instance gone, canary off",
                 stopped_by: if swapped {
@@ -864,5 +857,195 @@ async fn faulty_versions() -> Row {
         scenario: "faulty versions hot-swapped in (6 Nodes, 3 NotReady with existing instances)",
         figures,
         failures,
+    }
+}
+
+async fn aws(size: &Size, rng: &mut Rng) -> Row {
+    use wasm_ccm_tests::aws::{Auth, AwsStack, kubelet_node};
+    use wasm_ccm_tests::moto;
+    let stack = AwsStack::start("chaos").await;
+    let (moto, world) = (&stack.moto, &stack.world);
+    let api: Api<Node> = Api::all(stack.client());
+    for i in 0..2 {
+        let instance = world.launch(moto, i).await;
+        api.create(
+            &PostParams::default(),
+            &kubelet_node(&instance, &format!("10.244.{i}.0/24")),
+        )
+        .await
+        .unwrap();
+    }
+    stack.policy(Auth::Static(&world.provider));
+    moto.enable_auth(0).await;
+    let mut flags = vec!["--controllers=cloud-node,service"];
+    flags.extend_from_slice(&FAST_LEASE);
+    let ports = [free_port(), free_port()];
+    let start = |port: u16| {
+        stack
+            .controller_manager(port, &flags)
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start wasm-ccm")
+    };
+    let mut replicas = vec![start(ports[0]), start(ports[1])];
+    let services: Api<Service> = Api::namespaced(stack.client(), "default");
+    let started = Instant::now();
+    let mut names: BTreeSet<String> = BTreeSet::new();
+    let (mut next, mut kills) = (0usize, 0usize);
+    let kill_every = (size.aws_ops / 4).max(2);
+    for op in 0..size.aws_ops {
+        tokio::time::sleep(Duration::from_millis(200 + rng.below(800))).await;
+        if op > 0
+            && op % kill_every == 0
+            && let Some(i) = leader(&ports).await
+        {
+            replicas[i].kill().await.ok();
+            replicas[i] = start(ports[i]);
+            kills += 1;
+        }
+        let existing: Vec<String> = names.iter().cloned().collect();
+        if existing.is_empty() || (existing.len() < 3 && rng.chance(50)) {
+            let name = format!("svc-{next}");
+            next += 1;
+            let _ = services
+                .create(&PostParams::default(), &load_balancer_service(&name, None))
+                .await;
+            names.insert(name);
+            continue;
+        }
+        let name = existing[rng.below(existing.len() as u64) as usize].clone();
+        let _ = if rng.chance(50) {
+            let port = 80 + rng.below(5) as i32;
+            services
+                .patch(
+                    &name,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"spec": {"ports": [{"name": "http", "port": port, "targetPort": 8080, "protocol": "TCP"}]}})),
+                )
+                .await
+                .map(drop)
+        } else {
+            names.remove(&name);
+            services
+                .delete(&name, &DeleteParams::default())
+                .await
+                .map(drop)
+        };
+    }
+    let lb_names = async || {
+        moto.call_as(
+            &moto.keys,
+            moto::Service::Elbv2,
+            "DescribeLoadBalancers",
+            &[],
+        )
+        .await
+        .map(|xml| moto::texts(&xml, "LoadBalancerName"))
+        .unwrap_or_default()
+    };
+    let group_names = async || match moto
+        .call_as(
+            &moto.keys,
+            moto::Service::Elbv2,
+            "DescribeTargetGroups",
+            &[],
+        )
+        .await
+    {
+        Ok(xml) => moto::texts(&xml, "TargetGroupName"),
+        Err(_) => Vec::new(),
+    };
+    // Settled: each Service has its load balancer, and there is no other.
+    let deadline = Instant::now() + SETTLE;
+    let mut problems;
+    loop {
+        problems = Vec::new();
+        let list = services
+            .list(&ListParams::default())
+            .await
+            .map(|l| l.items)
+            .unwrap_or_default();
+        let balancers = lb_names().await;
+        let wanted: BTreeSet<String> = list.iter().map(default_load_balancer_name).collect();
+        for svc in &list {
+            let hostname = svc
+                .status
+                .as_ref()
+                .and_then(|s| s.load_balancer.as_ref())
+                .and_then(|l| l.ingress.as_ref())
+                .and_then(|i| i.first())
+                .and_then(|i| i.hostname.clone());
+            if hostname.is_none() || !balancers.contains(&default_load_balancer_name(svc)) {
+                problems.push(format!(
+                    "status: {:?} has no load balancer",
+                    svc.metadata.name
+                ));
+            }
+        }
+        for lb in &balancers {
+            if !wanted.contains(lb) {
+                problems.push(format!("orphan: load balancer {lb}"));
+            }
+        }
+        if problems.is_empty() || Instant::now() > deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    // Everything deleted: nothing may be left in AWS.
+    for name in &names {
+        let _ = services.delete(name, &DeleteParams::default()).await;
+    }
+    let deadline = Instant::now() + SETTLE;
+    let (mut left_lbs, mut left_groups);
+    loop {
+        left_lbs = lb_names().await;
+        left_groups = group_names().await;
+        let remaining = services
+            .list(&ListParams::default())
+            .await
+            .map_or(1, |l| l.items.len());
+        if (remaining == 0 && left_lbs.is_empty() && left_groups.is_empty())
+            || Instant::now() > deadline
+        {
+            if remaining > 0 {
+                problems.push(format!("stuck: {remaining} Services not released"));
+            }
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    for lb in &left_lbs {
+        problems.push(format!(
+            "orphan: load balancer {lb} after every Service was deleted"
+        ));
+    }
+    for group in &left_groups {
+        problems.push(format!(
+            "orphan: target group {group} after every Service was deleted"
+        ));
+    }
+    for replica in &mut replicas {
+        replica.kill().await.ok();
+    }
+    let count = |prefix: &str| problems.iter().filter(|p| p.starts_with(prefix)).count();
+    Row {
+        scenario: "aws: Network Load Balancer churn against moto, leader killed",
+        figures: vec![
+            ("operations", size.aws_ops.to_string()),
+            ("Services created", next.to_string()),
+            ("leaders killed (SIGKILL)", kills.to_string()),
+            (
+                "load balancers or target groups left behind",
+                count("orphan").to_string(),
+            ),
+            ("Services stuck", count("stuck").to_string()),
+            ("wrong statuses", count("status").to_string()),
+            (
+                "run time",
+                format!("{:.0} s", started.elapsed().as_secs_f64()),
+            ),
+        ],
+        failures: problems,
     }
 }

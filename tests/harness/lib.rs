@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// moto, the AWS emulator, as a test peer.
+pub mod aws;
 pub use moto_peer as moto;
 pub mod openstack;
 

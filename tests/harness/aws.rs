@@ -1,0 +1,141 @@
+//! An AWS for the tests and the chaos run: moto with the provider's world (VPC,
+//! subnets, route table, IAM users allowed exactly the provider's IAM policy), the API
+//! server double and a provider directory holding the AWS provider.
+
+use std::path::PathBuf;
+
+use k8s_openapi::api::core::v1::Node;
+use serde_json::json;
+
+use crate::moto::{Keys, LaunchedInstance, Moto, World};
+use crate::{TempDir, controller_manager_command, guest};
+
+const UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized";
+
+/// How the provider gets its keys.
+pub enum Auth<'a> {
+    Static(&'a Keys),
+    WebIdentity { role_arn: &'a str, token: &'a str },
+}
+
+/// moto, its world, the API server double and a provider directory for `aws`.
+pub struct AwsStack {
+    pub moto: Moto,
+    pub world: World,
+    pub api: kube_double::ApiServer,
+    pub dir: TempDir,
+    pub kubeconfig: PathBuf,
+    pub cloud_config: PathBuf,
+}
+
+impl AwsStack {
+    /// moto with the world for cluster `cluster`, the API server double and a provider
+    /// directory holding the AWS provider and its cloud config.
+    pub async fn start(cluster: &str) -> Self {
+        let mut moto = Moto::start().await;
+        let world = World::create(&mut moto, cluster).await;
+        let api = kube_double::ApiServer::start(kube_double::Settings::default())
+            .await
+            .expect("API server double");
+        let dir = TempDir::new("aws");
+        std::fs::copy(guest("aws_provider"), dir.path().join("aws.wasm")).unwrap();
+        let kubeconfig = dir.path().join("kubeconfig");
+        api.write_kubeconfig(&kubeconfig).unwrap();
+        let cloud_config = dir.path().join("cloud.conf");
+        std::fs::write(&cloud_config, world.cloud_config(&moto)).unwrap();
+        Self {
+            moto,
+            world,
+            api,
+            dir,
+            kubeconfig,
+            cloud_config,
+        }
+    }
+
+    /// Writes the provider policy (and the Secret files) for `auth`.
+    pub fn policy(&self, auth: Auth<'_>) {
+        let secrets = self.dir.path().join("aws");
+        std::fs::create_dir_all(&secrets).unwrap();
+        let port = self.moto.port;
+        let keys = match auth {
+            Auth::Static(keys) => {
+                std::fs::write(secrets.join("access-key-id"), &keys.id).unwrap();
+                std::fs::write(secrets.join("secret-access-key"), &keys.secret).unwrap();
+                "accessKeyIdFile: aws/access-key-id, secretAccessKeyFile: aws/secret-access-key"
+                    .to_owned()
+            }
+            Auth::WebIdentity { role_arn, token } => {
+                std::fs::write(secrets.join("token"), token).unwrap();
+                format!(
+                    "webIdentity: {{roleArn: '{role_arn}', webIdentityTokenFile: aws/token, \
+                     stsEndpoint: 'http://127.0.0.1:{port}'}}"
+                )
+            }
+        };
+        let policy = World::policy(&self.moto, &keys);
+        std::fs::write(self.dir.path().join("aws.yaml"), policy).unwrap();
+    }
+
+    /// `wasm-ccm` for the AWS provider with fast periods and `extra` flags.
+    pub fn controller_manager(&self, port: u16, extra: &[&str]) -> tokio::process::Command {
+        controller_manager_command(
+            "aws",
+            self.dir.path(),
+            &self.cloud_config,
+            &self.kubeconfig,
+            port,
+            extra,
+        )
+    }
+
+    /// Starts `wasm-ccm` and collects its log.
+    pub fn controller_manager_logged(
+        &self,
+        port: u16,
+    ) -> (
+        tokio::process::Child,
+        std::sync::Arc<std::sync::Mutex<String>>,
+    ) {
+        let mut ccm = self
+            .controller_manager(port, &["--leader-elect=false"])
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = ccm.stderr.take().unwrap();
+        let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let sink = log.clone();
+        tokio::spawn(async move {
+            use tokio::io::AsyncBufReadExt;
+            let mut lines = tokio::io::BufReader::new(stderr).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                let mut log = sink.lock().unwrap();
+                log.push_str(&line);
+                log.push('\n');
+            }
+        });
+        (ccm, log)
+    }
+
+    /// A kube client for the double.
+    pub fn client(&self) -> kube::Client {
+        kube::Client::try_from(kube::Config::new(self.api.url().parse().unwrap())).unwrap()
+    }
+}
+
+/// A Node as kubelet registers it on AWS: named by its private DNS name.
+pub fn kubelet_node(instance: &LaunchedInstance, pod_cidr: &str) -> Node {
+    serde_json::from_value(json!({
+        "metadata": {"name": instance.private_dns_name, "labels": {"kubernetes.io/hostname": instance.private_dns_name}},
+        "spec": {
+            "podCIDR": pod_cidr,
+            "podCIDRs": [pod_cidr],
+            "taints": [{"key": UNINITIALIZED, "value": "true", "effect": "NoSchedule"}]
+        },
+        "status": {
+            "conditions": [{"type": "Ready", "status": "True"}],
+            "addresses": [{"type": "Hostname", "address": instance.private_dns_name}]
+        }
+    }))
+    .unwrap()
+}
