@@ -628,3 +628,69 @@ async fn a_canary_keeps_a_version_that_says_everything_is_gone_from_serving() {
     assert_eq!(failed_calls(&m), 0.0, "{m}");
     assert!(nodes.get("partitioned").await.is_ok(), "nothing deleted");
 }
+
+/// A version on canary whose files change back to the serving version (an operator
+/// rolling back) ends its trial without a verdict: it never serves, the slot the
+/// controllers read is empty again, and a later new version gets its own trial.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rollback_during_the_canary_ends_the_trial() {
+    use std::sync::Arc;
+    use wasm_ccm::hot_swap::canary::{Canary, CanaryOptions, CanarySlot};
+    use wasm_ccm::hot_swap::{self, Outcome, ReloadReporter, Reloader};
+    use wasm_ccm_host::metrics::Metrics;
+    use wasm_ccm_host::provider::{ProviderSource, SharedProvider};
+
+    let swap = SwapStack::start().await;
+    let metrics = Metrics::new();
+    let loader = wasm_ccm_tests::loader();
+    let component = swap.dir().join("simcloud.wasm");
+    let config = std::fs::read(&swap.stack.cloud_config).unwrap();
+    let shared = SharedProvider::from(loader.load(&component, config).await.unwrap());
+    let serving = ProviderSource::read(&component, Some(&swap.stack.cloud_config))
+        .unwrap()
+        .fingerprint;
+    let slot = CanarySlot::default();
+    let canary = Canary::new(
+        CanaryOptions {
+            period: Duration::from_secs(3600),
+            max_error_percent: 5.0,
+            max_difference_percent: 5.0,
+        },
+        slot.clone(),
+        &metrics,
+    );
+    let mut reloader = Reloader::new(
+        hot_swap::Settings {
+            component: component.clone(),
+            cloud_config: Some(swap.stack.cloud_config.clone()),
+            provider_name: "simcloud".into(),
+            controllers: wasm_ccm::controllers::ALL.iter().collect(),
+            rescan_period: Duration::from_secs(30),
+            debounce: hot_swap::DEBOUNCE,
+            allow_untagged_cloud: false,
+            canary: Some(canary),
+        },
+        loader,
+        shared.clone(),
+        serving,
+        Arc::new(ReloadReporter::new(&metrics, None)),
+    );
+    let v1 = sha256_hex(&swap.reference);
+    let v2 = with_custom_section(&swap.reference, "v2");
+    swap.publish(&v2);
+    assert!(matches!(reloader.check().await, Outcome::OnTrial { .. }));
+    assert!(
+        slot.get().is_some(),
+        "the controllers shadow the version on trial"
+    );
+    assert!(matches!(reloader.check().await, Outcome::Unchanged));
+    // Rolled back: the trial ends, v1 keeps serving.
+    swap.publish(&swap.reference);
+    assert!(matches!(reloader.check().await, Outcome::Unchanged));
+    assert!(slot.get().is_none(), "no trial any more");
+    assert_eq!(shared.current().sha256(), v1);
+    // v2 again: a new trial.
+    swap.publish(&v2);
+    assert!(matches!(reloader.check().await, Outcome::OnTrial { .. }));
+    assert_eq!(shared.current().sha256(), v1);
+}

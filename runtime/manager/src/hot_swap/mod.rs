@@ -307,14 +307,15 @@ impl Reloader {
         self.policy_unreadable = false;
         self.missing_reported = false;
         let fingerprint = snapshot.fingerprint.clone();
-        if fingerprint == self.serving
-            || Some(&fingerprint) == self.refused.as_ref()
-            || self.trial.as_ref().map(|t| &t.fingerprint) == Some(&fingerprint)
-        {
+        if self.trial.as_ref().map(|t| &t.fingerprint) == Some(&fingerprint) {
             return Outcome::Unchanged;
         }
-        // Whatever was on trial is replaced by what the files hold now.
+        // The files no longer hold the version on trial (a newer one, or the serving
+        // one again): its trial ends without a verdict.
         self.end_trial();
+        if fingerprint == self.serving || Some(&fingerprint) == self.refused.as_ref() {
+            return Outcome::Unchanged;
+        }
         tracing::info!(file = %path.display(), sha256 = %fingerprint.component, "provider files changed; loading the new version");
         // A changed policy applies even if its component is refused (fail closed).
         let new_policy =
@@ -452,8 +453,12 @@ impl Reloader {
 
     /// Stops a trial without a verdict (its files changed again).
     fn end_trial(&mut self) {
-        if let (Some(canary), Some(_)) = (&self.settings.canary, self.trial.take()) {
+        if let (Some(canary), Some(trial)) = (&self.settings.canary, self.trial.take()) {
             canary.end();
+            tracing::info!(
+                sha256 = trial.provider.sha256(),
+                "the provider files changed during the canary; that version's trial ends"
+            );
         }
     }
 
