@@ -17,3 +17,9 @@ cargo build --locked
 cargo test --locked -- "$@"
 # The SDK's and the providers' own unit tests and doc examples, natively (mock transport).
 cargo test --locked -p wasm-ccm-guest -p reference-provider -p aws-provider -p openstack-provider -- "$@"
+# The bench regression check, at a small size in the test profile: fails when a call
+# through the sandbox and the broker costs more than 6 times its native side (a large
+# ratio regression, never an absolute time; tests/benches/README.md).
+if [ $# -eq 0 ]; then
+    BENCH_SIZE=small BENCH_MAX_RATIO=6 cargo test --locked -p wasm-ccm-tests --bench provider_calls
+fi

@@ -39,6 +39,7 @@ fn delta(after: &BTreeMap<Access, u64>, before: &BTreeMap<Access, u64>) -> BTree
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
+    wasm_ccm_tests::print_bench_heading("api_requests");
     let nodes = env_number("NODES", 1000) as usize;
     let window = Duration::from_secs(env_number("WINDOW_SECS", 60));
     let stack = Stack::start().await;

@@ -141,11 +141,7 @@ const JOIN_MODES: [(&str, &[&str]); 2] = [
 ];
 
 fn print_join_header(what: &str, nodes: usize) {
-    println!(
-        "{what}, {nodes} nodes joining at once (cores: {}, commit: {})",
-        std::thread::available_parallelism().map_or(0, |n| n.get()),
-        option_env!("GIT_COMMIT").unwrap_or("see git log"),
-    );
+    println!("{what}, {nodes} nodes joining at once");
     println!("| initialization | cloud requests | all initialized after |\n| --- | ---: | ---: |");
 }
 
@@ -370,6 +366,7 @@ async fn openstack(nodes: usize, window: Duration) {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
+    wasm_ccm_tests::print_bench_heading("cloud_requests");
     if std::env::var("CLOUD").as_deref() == Ok("openstack") {
         let nodes = env_number("NODES", 200) as usize;
         let window = Duration::from_secs(env_number("WINDOW_SECS", 330));

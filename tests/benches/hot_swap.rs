@@ -179,6 +179,7 @@ async fn restarts(stack: &Stack, cache: &TempDir, runs: usize) -> Vec<Duration> 
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
+    wasm_ccm_tests::print_bench_heading("hot_swap");
     println!("hot swap: kubelet rename of ..data -> first call served by the new version");
     println!("(reference provider, {SWAPS} swaps each; the load loop calls instance-metadata");
     println!("back to back, keeping both cores busy)\n");

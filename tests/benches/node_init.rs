@@ -242,6 +242,7 @@ async fn daemon_peak_rss(nodes: usize, cache: Option<&Path>) -> Option<u64> {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
+    wasm_ccm_tests::print_bench_heading("node_init");
     println!("node initialization (cloud-node controller, loopback): the reference provider's");
     println!("component (wasm) vs its instances-v2 logic ported to native Rust, same controllers");
     println!(

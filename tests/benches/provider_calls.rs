@@ -14,6 +14,12 @@
 //!
 //! Needs the guests: `scripts/build-guests.sh`, then
 //! `cargo bench -p wasm-ccm-tests --bench provider_calls`.
+//!
+//! As a regression check (CI runs it in the test profile, `scripts/test.sh`):
+//! `BENCH_SIZE=small BENCH_MAX_RATIO=6 cargo test -p wasm-ccm-tests --bench provider_calls`
+//! measures a tenth of the batches and exits 1 when a call through the sandbox and the
+//! broker costs more than `BENCH_MAX_RATIO` times its native side — a large ratio
+//! regression, never an absolute time.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -60,6 +66,15 @@ impl Samples {
     }
 }
 
+/// `n` batches, or a tenth of them with `BENCH_SIZE=small`.
+fn batches(n: usize) -> usize {
+    if std::env::var("BENCH_SIZE").as_deref() == Ok("small") {
+        (n / 10).max(5)
+    } else {
+        n
+    }
+}
+
 async fn measure<F, Fut>(batches: usize, per_batch: usize, mut f: F) -> Samples
 where
     F: FnMut() -> Fut,
@@ -92,7 +107,8 @@ fn native_metadata(_node: &Node) -> wasm_ccm_host::contract::types::InstanceInfo
     }
 }
 
-fn row(name: &str, wasm: &Samples, native: &Samples) {
+/// Prints a row; returns its ratio.
+fn row(name: &str, wasm: &Samples, native: &Samples) -> f64 {
     println!(
         "| {name:<46} | {:>10.2} | {:>10.2} | {:>10.2} | {:>6.2}x |",
         wasm.median(),
@@ -100,10 +116,12 @@ fn row(name: &str, wasm: &Samples, native: &Samples) {
         native.median(),
         wasm.median() / native.median()
     );
+    wasm.median() / native.median()
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
+    wasm_ccm_tests::print_bench_heading("provider_calls");
     let cloud = SimCloud::start("127.0.0.1:0", TOKEN).await.unwrap();
     cloud.with_state(|s| s.create_instance(NewInstance::named("bench-node")));
 
@@ -127,19 +145,19 @@ async fn main() {
     let node = Node::named("bench-node");
 
     let memory = hostile.instances_v2().unwrap();
-    let name_wasm = measure(200, 200, || async {
+    let name_wasm = measure(batches(200), 200, || async {
         std::hint::black_box(memory.instance_metadata(&node).await.unwrap());
     })
     .await;
-    let name_native = measure(200, 200, || async {
+    let name_native = measure(batches(200), 200, || async {
         std::hint::black_box(native_metadata(std::hint::black_box(&node)));
     })
     .await;
-    let ident_wasm = measure(200, 200, || async {
+    let ident_wasm = measure(batches(200), 200, || async {
         std::hint::black_box(provider.call_provider_name().await.unwrap());
     })
     .await;
-    let ident_native = measure(200, 200, || async {
+    let ident_native = measure(batches(200), 200, || async {
         std::hint::black_box(String::from(std::hint::black_box("simcloud")));
     })
     .await;
@@ -150,20 +168,20 @@ async fn main() {
     let seam = ProviderCloud::new(provider.clone());
     let mut k8s_node = k8s_openapi::api::core::v1::Node::default();
     k8s_node.metadata.name = Some("bench-node".into());
-    let meta_wasm = measure(100, 20, || async {
+    let meta_wasm = measure(batches(100), 20, || async {
         std::hint::black_box(seam.instance_metadata(&k8s_node).await.unwrap());
     })
     .await;
-    let meta_native = measure(100, 20, || async {
+    let meta_native = measure(batches(100), 20, || async {
         std::hint::black_box(native.instance_metadata(&k8s_node).await.unwrap());
     })
     .await;
     // Interleave the two again to even out drift on a noisy machine.
-    let meta_wasm2 = measure(100, 20, || async {
+    let meta_wasm2 = measure(batches(100), 20, || async {
         std::hint::black_box(seam.instance_metadata(&k8s_node).await.unwrap());
     })
     .await;
-    let meta_native2 = measure(100, 20, || async {
+    let meta_native2 = measure(batches(100), 20, || async {
         std::hint::black_box(native.instance_metadata(&k8s_node).await.unwrap());
     })
     .await;
@@ -201,8 +219,8 @@ async fn main() {
     let mut get_wasm = Vec::new();
     let mut get_native = Vec::new();
     for _ in 0..2 {
-        get_wasm.extend(measure(100, 20, get_once_wasm).await.0);
-        get_native.extend(measure(100, 20, get_once_native).await.0);
+        get_wasm.extend(measure(batches(100), 20, get_once_wasm).await.0);
+        get_native.extend(measure(batches(100), 20, get_once_native).await.0);
     }
     let (get_wasm, get_native) = (Samples(get_wasm), Samples(get_native));
 
@@ -220,7 +238,7 @@ async fn main() {
     let uri: http::Uri = get_url.parse().unwrap();
     let headers = http::HeaderMap::new();
     let method = http::Method::GET;
-    let authorize = measure(200, 1000, || async {
+    let authorize = measure(batches(200), 1000, || async {
         let destination = Destination::parse(std::hint::black_box(&uri)).unwrap();
         std::hint::black_box(egress.authorize(&method, &destination, &headers).unwrap());
     })
@@ -238,22 +256,22 @@ async fn main() {
         "|{:-<48}|{:->12}|{:->12}|{:->12}|{:->9}|",
         "", "", "", "", ""
     );
-    row(
+    let _ = row(
         "identity.provider-name (no I/O)",
         &ident_wasm,
         &ident_native,
     );
-    row(
+    let _ = row(
         "instances-v2.instance-metadata from memory (no I/O)",
         &name_wasm,
         &name_native,
     );
-    row(
+    let seam = row(
         "instance-metadata at the cloud seam (1 GET + JSON)",
         &meta_wasm,
         &meta_native,
     );
-    row("plain GET through the full broker", &get_wasm, &get_native);
+    let broker = row("plain GET through the full broker", &get_wasm, &get_native);
     println!(
         "broker policy check alone (allowlist + credential): median {:.3} µs, p90 {:.3} µs",
         authorize.median(),
@@ -265,4 +283,18 @@ async fn main() {
         meta_wasm.median() - meta_native.median()
     );
     let _ = std::fs::remove_dir_all(&dir);
+    if let Some(max) = std::env::var("BENCH_MAX_RATIO")
+        .ok()
+        .and_then(|m| m.parse::<f64>().ok())
+    {
+        for (what, ratio) in [("the cloud seam", seam), ("the broker", broker)] {
+            if ratio > max {
+                println!(
+                    "REGRESSION: a call through {what} costs {ratio:.2}x native, more than {max}x"
+                );
+                std::process::exit(1);
+            }
+        }
+        println!("ratios within {max}x native");
+    }
 }

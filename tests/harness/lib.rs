@@ -598,6 +598,15 @@ pub fn bench_stamp() -> String {
     )
 }
 
+/// Prints a bench's first line: its name, the core count, the date and the commit.
+pub fn print_bench_heading(bench: &str) {
+    println!(
+        "{bench}: {} cores, {}\n",
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        bench_stamp()
+    );
+}
+
 /// The keys of a Node's taints.
 pub fn taint_keys(node: &k8s_openapi::api::core::v1::Node) -> Vec<String> {
     node.spec
