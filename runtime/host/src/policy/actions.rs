@@ -18,10 +18,10 @@
 //! - **AWS rules** list IAM action names, `service:Action` (the signing service, as in
 //!   an IAM policy: `ec2`, `elasticloadbalancing`), with `*` at the end of the action as
 //!   a prefix wildcard. A request's action is its Query-protocol `Action` (in the query
-//!   string or the form body; both present and different is refused) or its
-//!   JSON-protocol `X-Amz-Target`; a request with no action is refused.
+//!   string or the body, read as a form whatever its content type says) or its
+//!   JSON-protocol `X-Amz-Target`; a request naming no action, or several, is refused.
 //! - **Other rules** list `METHOD /path` patterns: the method (or `*` for any), then
-//!   path segments, each literal, `*` for exactly one segment or `**` for any number
+//!   path segments, each literal, `*` for exactly one (non-empty) segment or `**` for any number
 //!   (none included); the query string is not matched. Paths with an encoded `/`, `\`
 //!   or `.` are refused, so a `*` cannot stand for a path a server would decode into
 //!   several segments.
@@ -225,7 +225,7 @@ fn matches(pattern: &[Segment], path: &[&str]) -> bool {
         (Some(Segment::Any), _) => {
             (0..=path.len()).any(|skip| matches(&pattern[1..], &path[skip..]))
         }
-        (Some(Segment::One), Some(_)) => matches(&pattern[1..], &path[1..]),
+        (Some(Segment::One), Some(s)) if !s.is_empty() => matches(&pattern[1..], &path[1..]),
         (Some(Segment::Literal(l)), Some(s)) if l == s => matches(&pattern[1..], &path[1..]),
         _ => false,
     }
@@ -246,21 +246,18 @@ pub fn aws_action(url: &url::Url, headers: &HeaderMap, body: &[u8]) -> Result<St
             .collect(),
         "query",
     )?;
-    let form = headers
-        .get(http::header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("application/x-www-form-urlencoded"));
-    let in_body = if form {
-        single(
-            url::form_urlencoded::parse(body)
-                .filter(|(k, _)| k == "Action")
-                .map(|(_, v)| v.into_owned())
-                .collect(),
-            "body",
-        )?
-    } else {
-        None
-    };
+    // Read whatever the content type says: a server reading the body as a form anyway
+    // must not see another action than the one checked.
+    let in_body = single(
+        url::form_urlencoded::parse(body)
+            .filter(|(k, _)| k == "Action")
+            .map(|(_, v)| v.into_owned())
+            .collect(),
+        "body",
+    )?;
+    if headers.get_all("x-amz-target").iter().count() > 1 {
+        return Err("several `X-Amz-Target` headers".into());
+    }
     let target = headers
         .get("x-amz-target")
         .map(|v| {
@@ -338,9 +335,14 @@ mod tests {
             a.check_aws("ec2", &q, &form(), b"Action=TerminateInstances")
                 .is_err()
         );
-        // A body that is not a form is not read for `Action`.
+        // A body is read for `Action` whatever its content type says.
+        let plain = HeaderMap::new();
         assert!(
-            a.check_aws("ec2", &u, &HeaderMap::new(), b"Action=DescribeInstances")
+            a.check_aws("ec2", &u, &plain, b"Action=DescribeInstances")
+                .is_ok()
+        );
+        assert!(
+            a.check_aws("ec2", &q, &plain, b"Action=TerminateInstances")
                 .is_err()
         );
         // JSON protocol.
@@ -402,6 +404,8 @@ mod tests {
         ));
         assert!(ok(Method::DELETE, "http://h/healthz"));
         assert!(!ok(Method::DELETE, "http://h/compute/v2.1/servers/s1"));
+        // `*` is one segment, never an empty one.
+        assert!(!ok(Method::PUT, "http://h/v2.0/routers//add_extraroutes"));
         // Encoded separators cannot hide a path behind `*`.
         assert!(!ok(
             Method::PUT,
