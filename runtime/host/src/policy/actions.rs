@@ -357,6 +357,17 @@ mod tests {
             "AmazonEC2.TerminateInstances".parse().unwrap(),
         );
         assert!(a.check_aws("ec2", &u, &json, b"{}").is_err());
+        // Two targets: refused, whichever the server would read.
+        let mut two = HeaderMap::new();
+        two.append(
+            "x-amz-target",
+            "AmazonEC2.DescribeInstances".parse().unwrap(),
+        );
+        two.append(
+            "x-amz-target",
+            "AmazonEC2.TerminateInstances".parse().unwrap(),
+        );
+        assert!(a.check_aws("ec2", &u, &two, b"{}").is_err());
     }
 
     #[test]
