@@ -107,6 +107,23 @@ fn native_metadata(_node: &Node) -> wasm_ccm_host::contract::types::InstanceInfo
     }
 }
 
+/// The hostile fixture's egress time in the broker's forward, as its metric has it:
+/// (seconds in all, requests).
+fn forward_time(metrics: &str) -> (f64, f64) {
+    let sum = |suffix: &str| {
+        metrics
+            .lines()
+            .filter(|l| {
+                l.starts_with(&format!(
+                    "wasm_ccm_egress_request_duration_seconds_{suffix}{{provider=\"hostile\""
+                ))
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>()
+    };
+    (sum("sum"), sum("count"))
+}
+
 /// Prints a row; returns its ratio.
 fn row(name: &str, wasm: &Samples, native: &Samples) -> f64 {
     println!(
@@ -218,11 +235,15 @@ async fn main() {
     };
     let mut get_wasm = Vec::new();
     let mut get_native = Vec::new();
+    let forward_before = forward_time(&loader.metrics().encode());
     for _ in 0..2 {
         get_wasm.extend(measure(batches(100), 20, get_once_wasm).await.0);
         get_native.extend(measure(batches(100), 20, get_once_native).await.0);
     }
     let (get_wasm, get_native) = (Samples(get_wasm), Samples(get_native));
+    let forward_after = forward_time(&loader.metrics().encode());
+    let forward_mean =
+        (forward_after.0 - forward_before.0) * 1e6 / (forward_after.1 - forward_before.1).max(1.0);
 
     // The policy check alone: parsing the destination once, the address rules, the
     // allowlist match and the credential header (cached file).
@@ -281,6 +302,27 @@ async fn main() {
         "no-I/O call overhead (name, wasm - native): {:.2} µs; HTTP call overhead: {:.1} µs",
         name_wasm.median() - name_native.median(),
         meta_wasm.median() - meta_native.median()
+    );
+    // Where a GET through the broker spends its time: the broker's own clock
+    // (`wasm_ccm_egress_request_duration_seconds`: limits, credential, the upstream
+    // request and reading the answer) against the call's total.
+    let total = get_wasm.median();
+    let upstream = get_native.median();
+    println!("\nwhere a GET through the broker goes (µs per request)");
+    println!("| part | µs |\n| --- | ---: |");
+    println!("| the call in all (median) | {total:.1} |");
+    println!("| the same GET with native reqwest (median) | {upstream:.1} |");
+    println!(
+        "| in the broker's forward: limits, credential, the request, reading the answer (mean) | {forward_mean:.1} |"
+    );
+    println!(
+        "| of which beyond the native GET: credential, limits, buffering, metrics | {:.1} |",
+        forward_mean - upstream
+    );
+    println!("| the policy check (median) | {:.1} |", authorize.median());
+    println!(
+        "| the rest: the guest, wasi:http resources and body streams, task hops | {:.1} |",
+        total - forward_mean - authorize.median()
     );
     let _ = std::fs::remove_dir_all(&dir);
     if let Some(max) = std::env::var("BENCH_MAX_RATIO")
