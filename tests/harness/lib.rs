@@ -542,7 +542,21 @@ pub fn controller_manager_command(
         .args(extra)
         .env("RUST_LOG", "warn")
         .kill_on_drop(true);
+    die_with_parent(&mut command);
     command
+}
+
+/// Makes the child get SIGKILL when the thread that started it ends (the test's
+/// runtime), so a test killed on a timeout leaves no process behind (drop does not run
+/// then).
+pub fn die_with_parent(command: &mut tokio::process::Command) {
+    // SAFETY: prctl(2) only, between fork and exec: async-signal-safe.
+    unsafe {
+        command.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
 }
 
 fn cloud_config_bytes(cloud: &SimCloud) -> Vec<u8> {

@@ -111,7 +111,17 @@ impl Moto {
             .and_then(|l| l.local_addr())
             .map_err(|e| format!("no free port on 127.0.0.1: {e}"))?
             .port();
-        let child = tokio::process::Command::new(&server)
+        let mut command = tokio::process::Command::new(&server);
+        // SIGKILL when the thread that started it ends, so a test killed on a timeout
+        // (whose drops never run) leaves no moto_server behind. SAFETY: prctl(2) only,
+        // between fork and exec: async-signal-safe.
+        unsafe {
+            command.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+        let child = command
             .args(["-H", "127.0.0.1", "-p", &port.to_string()])
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
