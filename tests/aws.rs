@@ -419,6 +419,12 @@ async fn a_wrong_secret_is_refused_by_aws_and_nothing_is_deleted() {
         !log.contains("not-the-secret"),
         "the secret the host held leaked into the log"
     );
+    // A log written to a pipe carries no terminal colour codes.
+    assert!(log.contains("ERROR"), "{log}");
+    assert!(
+        !log.contains('\x1b'),
+        "colour codes in a piped log: {log:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
