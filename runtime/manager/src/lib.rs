@@ -43,3 +43,11 @@ pub fn error_chain(err: &dyn std::error::Error) -> String {
     }
     text
 }
+
+/// Whether the binaries colour their text logs: only for a person at a terminal —
+/// never into a file, a pipe or a container log — and never with `NO_COLOR` set
+/// (<https://no-color.org>).
+pub fn colour_logs() -> bool {
+    std::io::IsTerminal::is_terminal(&std::io::stderr())
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}

@@ -129,13 +129,9 @@ enum Command {
 fn init_tracing(format: &str, default_level: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
-    // Colour only for a person at a terminal: never into a file, a pipe or a container
-    // log, and never with NO_COLOR set (https://no-color.org).
-    let colour = std::io::IsTerminal::is_terminal(&std::io::stderr())
-        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_ansi(colour)
+        .with_ansi(wasm_ccm::colour_logs())
         .with_writer(std::io::stderr);
     if format == "json" {
         builder.json().init();
