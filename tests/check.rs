@@ -60,7 +60,7 @@ fn reference_provider_passes() {
         "provider:  simcloud",
         "contract:  wasm-ccm:provider@0.2.0",
         "exports:   identity, instances-v2, instances-batch, instances, zones, load-balancer, routes, clusters",
-        "wasi:http/outgoing-handler@",
+        "wasm-ccm:http/client@0.1.0",
         "wasm-ccm:provider/logging@0.2.0",
         "of the 1 MiB ConfigMap limit",
         "result:    ok",

@@ -185,20 +185,24 @@ async fn guest_authorization_header_on_a_credentialed_destination_is_refused() {
     let loader = loader();
     let (_h, bad) = hostile(&loader, &policy_for(&cloud)).await;
     let url = format!("{}/v1/instances", cloud.url());
-    let err = act(
-        &bad,
-        &[
-            ("hostile/action", "fetch"),
-            ("hostile/url", &url),
-            ("hostile/header", "Authorization: Bearer stolen"),
-        ],
-    )
-    .await
-    .unwrap_err();
-    assert_eq!(
-        other_message(&err),
-        "request denied by the host's egress policy"
-    );
+    for transport in TRANSPORTS {
+        let err = act(
+            &bad,
+            &[
+                ("hostile/action", "fetch"),
+                ("hostile/url", &url),
+                ("hostile/header", "Authorization: Bearer stolen"),
+                ("hostile/transport", transport),
+            ],
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(
+            other_message(&err),
+            "request denied by the host's egress policy",
+            "{transport}"
+        );
+    }
     assert_eq!(
         cloud.total_requests(),
         0,
@@ -208,8 +212,45 @@ async fn guest_authorization_header_on_a_credentialed_destination_is_refused() {
         loader
             .metrics()
             .encode()
-            .contains(r#"reason="guest_credential_header"} 1"#)
+            .contains(r#"reason="guest_credential_header"} 2"#)
     );
+}
+
+/// The two ways a guest sends: the SDK's default (the host's buffered
+/// `wasm-ccm:http/client`) and `wasi:http/outgoing-handler`'s resources.
+const TRANSPORTS: [&str; 2] = ["buffered", "wasi-http"];
+
+/// A `content-length` other than the body's could run the body into the next request
+/// on a pooled connection: refused by both ways out before anything is sent.
+#[tokio::test]
+async fn a_content_length_other_than_the_bodys_never_leaves_the_host() {
+    let cloud = SimCloud::start("127.0.0.1:0", TOKEN).await.unwrap();
+    let loader = loader();
+    let (_h, bad) = hostile(&loader, &policy_for(&cloud)).await;
+    let url = format!("{}/v1/instances", cloud.url());
+    for (transport, length) in [("buffered", "0"), ("buffered", "1000"), ("wasi-http", "0")] {
+        let err = act(
+            &bad,
+            &[
+                ("hostile/action", "fetch"),
+                ("hostile/method", "POST"),
+                ("hostile/url", &url),
+                ("hostile/form", "name=smuggled&then=GET%20/admin"),
+                ("hostile/header", &format!("Content-Length: {length}")),
+                ("hostile/transport", transport),
+            ],
+        )
+        .await
+        .unwrap_err();
+        let message = other_message(&err);
+        assert!(
+            message.contains("content-length")
+                || message.contains("HttpRequestBodySize")
+                || message.contains("invalid header"),
+            "{transport} {length}: {message}"
+        );
+    }
+    assert_eq!(cloud.total_requests(), 0, "nothing reached the cloud");
 }
 
 #[tokio::test]
@@ -280,16 +321,22 @@ async fn endless_or_huge_bodies_are_cut_at_the_limit() {
             server.url()
         );
         let (_h, bad) = hostile(&loader, &policy).await;
-        let err = act(
-            &bad,
-            &[("hostile/action", "fetch"), ("hostile/url", &server.url())],
-        )
-        .await
-        .unwrap_err();
-        assert!(
-            other_message(&err).contains("HttpResponseBodySize"),
-            "{behavior:?}: {err}"
-        );
+        for transport in TRANSPORTS {
+            let err = act(
+                &bad,
+                &[
+                    ("hostile/action", "fetch"),
+                    ("hostile/url", &server.url()),
+                    ("hostile/transport", transport),
+                ],
+            )
+            .await
+            .unwrap_err();
+            assert!(
+                other_message(&err).contains("HttpResponseBodySize"),
+                "{behavior:?} {transport}: {err}"
+            );
+        }
     }
 }
 

@@ -167,11 +167,21 @@ async fn netns_metadata_in_every_spelling_and_by_name_is_denied() {
         "http://v6.cloud.internal/latest/meta-data/",
         "http://mapped.cloud.internal/latest/meta-data/",
     ];
-    for url in literals.iter().chain(&names) {
-        let err = act(&bad, &[("hostile/action", "fetch"), ("hostile/url", url)])
+    // Through the SDK's buffered client and over wasi:http's resources alike.
+    for transport in ["buffered", "wasi-http"] {
+        for url in literals.iter().chain(&names) {
+            let err = act(
+                &bad,
+                &[
+                    ("hostile/action", "fetch"),
+                    ("hostile/url", url),
+                    ("hostile/transport", transport),
+                ],
+            )
             .await
             .unwrap_err();
-        assert_eq!(other_message(&err), DENIED, "{url}");
+            assert_eq!(other_message(&err), DENIED, "{transport}: {url}");
+        }
     }
     let metrics = loader.metrics().encode();
     // Every request was refused by the address rules, not by the allowlist.
@@ -179,7 +189,7 @@ async fn netns_metadata_in_every_spelling_and_by_name_is_denied() {
         denied(&metrics, "link_local")
             + denied(&metrics, "metadata")
             + denied(&metrics, "unspecified"),
-        (literals.len() + names.len()) as f64,
+        2.0 * (literals.len() + names.len()) as f64,
         "{metrics}"
     );
     assert_eq!(denied(&metrics, "not_allowed"), 0.0, "{metrics}");
@@ -207,10 +217,19 @@ async fn netns_loopback_is_reached_only_through_a_pattern_naming_it() {
         format!("http://2130706433:{port}/pods"),
         format!("http://0.0.0.0:{port}/pods"),
     ] {
-        let err = act(&bad, &[("hostile/action", "fetch"), ("hostile/url", &url)])
+        for transport in ["buffered", "wasi-http"] {
+            let err = act(
+                &bad,
+                &[
+                    ("hostile/action", "fetch"),
+                    ("hostile/url", &url),
+                    ("hostile/transport", transport),
+                ],
+            )
             .await
             .unwrap_err();
-        assert_eq!(other_message(&err), DENIED, "{url}");
+            assert_eq!(other_message(&err), DENIED, "{transport}: {url}");
+        }
     }
     assert_eq!(
         node_service.connections.load(Ordering::SeqCst),
@@ -218,7 +237,7 @@ async fn netns_loopback_is_reached_only_through_a_pattern_naming_it() {
         "nothing reached the loopback service"
     );
     let metrics = loader.metrics().encode();
-    assert_eq!(denied(&metrics, "loopback"), 2.0, "{metrics}");
+    assert_eq!(denied(&metrics, "loopback"), 4.0, "{metrics}");
     // The pattern that names it reaches it.
     let url = format!("http://localhost:{port}/healthz");
     let info = act(&bad, &[("hostile/action", "fetch"), ("hostile/url", &url)])

@@ -1,8 +1,10 @@
 //! The SDK for writing wasm-ccm providers: WebAssembly components that implement
 //! Kubernetes' cloud-provider interface for one cloud, run by the wasm-ccm host.
 //!
-//! A provider reaches its cloud only through the host: [`http`] sends requests over
-//! `wasi:http/outgoing-handler` to the host's broker, which checks the provider
+//! A provider reaches its cloud only through the host: [`http`] sends whole requests
+//! to the host's broker (the `wasm-ccm:http/client` import: one call per request;
+//! [`WasiHttp`] sends over `wasi:http/outgoing-handler` instead), which
+//! checks the provider
 //! policy's allowlist, adds credentials (the provider never sees them) and enforces
 //! deadlines and size limits. This crate owns what every provider would otherwise
 //! rewrite:
@@ -110,14 +112,14 @@ pub mod paginate;
 pub mod provider;
 pub mod provider_id;
 pub mod testing;
-mod transport;
+pub mod transport;
 pub mod url;
 
 pub use provider::{
     Clusters, Instances, InstancesBatch, InstancesV2, LoadBalancer, LoadBalancerName, Provider,
     Routes, Zones, default_load_balancer_name,
 };
-pub use transport::Transport;
+pub use transport::{Transport, WasiHttp};
 
 /// The contract's shared records (`wasm-ccm:provider/types`): nodes, services,
 /// load balancer status, routes and [`CloudError`](types::CloudError). A provider's
@@ -143,12 +145,21 @@ pub mod contract_types {
     });
 }
 
-/// The imports: `wasi:http/outgoing-handler`, `logging`, `cache`, `events`, `deadline`.
+/// The imports: the contract's `host-capabilities` (`wasi:http/outgoing-handler`,
+/// `logging`, `cache`, `events`, `deadline`) and `wasm-ccm:http/client`, the host's
+/// buffered HTTP client that [`http`] sends with.
 #[doc(hidden)]
 pub mod bindings {
     wit_bindgen::generate!({
         path: "wit",
-        world: "wasm-ccm:provider/host-capabilities",
+        inline: "
+            package wasm-ccm:guest-imports;
+            world imports {
+                include wasm-ccm:provider/host-capabilities@0.2.0;
+                import wasm-ccm:http/client@0.1.0;
+            }
+        ",
+        world: "wasm-ccm:guest-imports/imports",
         generate_all,
     });
 }

@@ -1,6 +1,8 @@
-//! Where [`Request::send`](crate::http::Request::send) goes: the host's broker over
-//! `wasi:http/outgoing-handler` in a component, or a [`Transport`] installed for the
-//! current thread (a [`MockTransport`](crate::testing::MockTransport) in native tests).
+//! Where [`Request::send`](crate::http::Request::send) goes: the host's broker in a
+//! component (the buffered `wasm-ccm:http/client` import: the whole request in, the
+//! whole response out, one host call), or a [`Transport`] installed for the current
+//! thread: [`WasiHttp`] (the same broker over `wasi:http/outgoing-handler`), a
+//! [`MockTransport`](crate::testing::MockTransport) in native tests.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -48,9 +50,23 @@ pub(crate) fn send(request: &Request) -> Result<Response, Error> {
     }
 }
 
+/// The host's broker over `wasi:http/outgoing-handler`: the same rules as the default
+/// transport, in a request resource, its body stream and a response future per
+/// request. For comparing the two (the `hostile` fixture, benchmarks); install it with
+/// [`install`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WasiHttp;
+
+impl Transport for WasiHttp {
+    fn send(&self, request: &Request) -> Result<Response, Error> {
+        host::send_wasi_http(request)
+    }
+}
+
 #[cfg(target_arch = "wasm32")]
 mod host {
-    //! Blocking HTTP over `wasi:http/outgoing-handler`.
+    //! Blocking HTTP over the host's `wasm-ccm:http/client` and over
+    //! `wasi:http/outgoing-handler`.
 
     use crate::bindings::wasi::http::outgoing_handler;
     use crate::bindings::wasi::http::types::{
@@ -58,6 +74,7 @@ mod host {
         Scheme,
     };
     use crate::bindings::wasi::io::streams::StreamError;
+    use crate::bindings::wasm_ccm::http::client;
     use crate::http::{Error, ErrorKind, Method, Request, Response};
 
     impl From<ErrorCode> for Error {
@@ -102,7 +119,31 @@ mod host {
         }
     }
 
+    /// The whole request in one call to the host's buffered client.
     pub(super) fn send(request: &Request) -> Result<Response, Error> {
+        let url = request.url()?;
+        let mut headers = request.headers().to_vec();
+        if !request.body_bytes().is_empty() {
+            headers.push((
+                "content-length".into(),
+                request.body_bytes().len().to_string().into_bytes(),
+            ));
+        }
+        let response = client::send(&client::Request {
+            method: request.method().as_str().to_owned(),
+            url: format!("{}://{}{}", url.scheme, url.authority, url.path_and_query),
+            headers,
+            body: request.body_bytes().to_vec(),
+        })?;
+        Ok(Response {
+            status: response.status,
+            headers: response.headers,
+            body: response.body,
+        })
+    }
+
+    /// The request over `wasi:http/outgoing-handler`'s resources and streams.
+    pub(super) fn send_wasi_http(request: &Request) -> Result<Response, Error> {
         let url = request.url()?;
         let other = |message: String| Error::new(ErrorKind::Other, message);
         let mut headers = request.headers().to_vec();
@@ -210,6 +251,10 @@ mod host {
     //! Outside a component there is no host to send through.
 
     use crate::http::{Error, ErrorKind, Request, Response};
+
+    pub(super) fn send_wasi_http(request: &Request) -> Result<Response, Error> {
+        send(request)
+    }
 
     pub(super) fn send(request: &Request) -> Result<Response, Error> {
         Err(Error::new(

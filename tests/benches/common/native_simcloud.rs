@@ -2,26 +2,31 @@
 //! serde) and plugged in at the controller manager's cloud seam, for comparing the
 //! sandboxed component with the same work done in-process: the same requests
 //! (`GET /v1/instances/ID` by provider ID, else `GET /v1/instances?name=NAME`), the
-//! same decoding and mapping, straight from and to Kubernetes objects.
+//! same decoding and mapping, straight from and to Kubernetes objects; with
+//! [`NativeSimcloud::batched`], its `instances-batch` logic too (one listing,
+//! `GET /v1/instances`, for a batch of Nodes).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, NodeAddress};
 use serde::Deserialize;
-use wasm_ccm::cloud::{self, Cloud, CloudFuture, InstanceMetadata, Requirement};
+use wasm_ccm::cloud::{self, BatchFuture, Cloud, CloudFuture, InstanceMetadata, Requirement};
 use wasm_ccm_host::provider::{CloudError, ProviderError};
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Clone)]
 struct Address {
     #[serde(rename = "type")]
     kind: String,
     address: String,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Clone)]
 pub struct Instance {
     id: String,
+    #[serde(default)]
+    name: String,
     #[serde(rename = "type")]
     instance_type: String,
     zone: String,
@@ -42,6 +47,7 @@ pub struct NativeSimcloud {
     client: reqwest::Client,
     base: String,
     token: String,
+    batched: bool,
 }
 
 impl NativeSimcloud {
@@ -52,7 +58,41 @@ impl NativeSimcloud {
             client,
             base: base.to_owned(),
             token: token.to_owned(),
+            batched: false,
         }
+    }
+
+    /// Answers calls about several Nodes with one listing, as the reference provider's
+    /// `instances-batch` does.
+    pub fn batched(mut self) -> Self {
+        self.batched = true;
+        self
+    }
+
+    /// The instance of each of `nodes` (`None`: none), from one listing.
+    async fn find_all(&self, nodes: &[Arc<Node>]) -> Result<Vec<Option<Instance>>, CloudError> {
+        let body = self.get("/v1/instances").await?.unwrap_or_default();
+        let list: List = serde_json::from_slice(&body)
+            .map_err(|_| CloudError::Other(format!("decoding: {body:?}")))?;
+        let live: Vec<&Instance> = list
+            .items
+            .iter()
+            .filter(|i| i.state != "terminated")
+            .collect();
+        let by_id: HashMap<&str, &Instance> = live.iter().map(|i| (i.id.as_str(), *i)).collect();
+        let by_name: HashMap<&str, &Instance> =
+            live.iter().map(|i| (i.name.as_str(), *i)).collect();
+        Ok(nodes
+            .iter()
+            .map(|node| {
+                let provider_id = node.spec.as_ref().and_then(|s| s.provider_id.as_deref());
+                match provider_id.filter(|p| !p.is_empty()) {
+                    Some(pid) => by_id.get(pid.strip_prefix("simcloud://").unwrap_or(pid)),
+                    None => by_name.get(node.metadata.name.as_deref().unwrap_or_default()),
+                }
+                .map(|i| (*i).clone())
+            })
+            .collect())
     }
 
     async fn get(&self, path: &str) -> Result<Option<Vec<u8>>, CloudError> {
@@ -168,6 +208,39 @@ impl Cloud for NativeSimcloud {
                 .await
                 .map_err(|e| failed("instance-exists", e))?;
             Ok(Some(instance.is_some()))
+        })
+    }
+
+    fn batches(&self) -> bool {
+        self.batched
+    }
+
+    fn instances_metadata<'a>(
+        &'a self,
+        nodes: &'a [Arc<Node>],
+    ) -> BatchFuture<'a, InstanceMetadata> {
+        Box::pin(async move {
+            let found = self
+                .find_all(nodes)
+                .await
+                .map_err(|e| failed("instances-metadata", e))?;
+            Ok(found
+                .into_iter()
+                .map(|i| {
+                    i.map(metadata)
+                        .ok_or_else(|| failed("instance-metadata", CloudError::InstanceNotFound))
+                })
+                .collect())
+        })
+    }
+
+    fn instances_exist<'a>(&'a self, nodes: &'a [Arc<Node>]) -> BatchFuture<'a, Option<bool>> {
+        Box::pin(async move {
+            let found = self
+                .find_all(nodes)
+                .await
+                .map_err(|e| failed("instances-exist", e))?;
+            Ok(found.into_iter().map(|i| Ok(Some(i.is_some()))).collect())
         })
     }
 

@@ -1,6 +1,8 @@
 //! Everything a provider can reach, one module per capability:
 //!
 //! - [`http_egress`]: outbound HTTP, the only network path (allowlist, credentials, limits);
+//! - [`http_client`]: the `wasm-ccm:http/client` import, a whole request through the
+//!   same broker in one call (what the SDK sends with);
 //! - [`logging`]: the `wasm-ccm:provider/logging` import, recorded with `tracing`;
 //! - [`cache`]: the `cache` import, a key/value store shared by a version's instances;
 //! - [`events`]: the `events` import, Kubernetes Events through the embedder's
@@ -14,6 +16,7 @@
 pub mod cache;
 pub mod deadline;
 pub mod events;
+pub mod http_client;
 pub mod http_egress;
 pub mod logging;
 pub mod wasi;

@@ -146,7 +146,8 @@ fn is_host_import(name: &str) -> bool {
             })
         });
     }
-    HOST_WASI_IMPORTS.iter().any(|p| name.starts_with(p))
+    name == crate::capabilities::http_client::INTERFACE
+        || HOST_WASI_IMPORTS.iter().any(|p| name.starts_with(p))
 }
 
 #[cfg(test)]
@@ -241,6 +242,8 @@ mod tests {
                 "wasi:http/outgoing-handler@0.2.12",
                 "wasm-ccm:provider/logging@0.1.0",
                 "wasm-ccm:provider/cache@0.2.0",
+                "wasm-ccm:http/client@0.1.0",
+                "wasm-ccm:http/client@0.2.0",
                 "wasm-ccm:provider/cache@0.1.0",
                 "wasi:http/incoming-handler@0.2.12",
                 "wasm-ccm:provider/instances@0.1.0",
@@ -250,6 +253,7 @@ mod tests {
         assert_eq!(
             s.unsupported_imports(),
             vec![
+                "wasm-ccm:http/client@0.2.0",
                 "wasm-ccm:provider/cache@0.1.0",
                 "wasi:http/incoming-handler@0.2.12",
                 "wasm-ccm:provider/instances@0.1.0",

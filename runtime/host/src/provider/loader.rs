@@ -108,6 +108,12 @@ impl ProviderLoader {
                 )
             })
             .and_then(|()| {
+                crate::capabilities::http_client::client::add_to_linker::<
+                    HostState,
+                    HasSelf<HostState>,
+                >(&mut linker, |s| s)
+            })
+            .and_then(|()| {
                 contract::v0_1::logging::add_to_linker::<HostState, HasSelf<HostState>>(
                     &mut linker,
                     |s| s,

@@ -50,14 +50,13 @@ impl Egress {
         grant: Grant,
     ) -> Result<http::Response<WasiBody>, HttpError> {
         let method = request.method().clone();
-        let uri = redact_query(&destination.url);
         let _permit = rules.limiter.admit().await;
         let started = Instant::now();
         let result = match self.broker.take_throttle() {
             Some(retry_after) => throttled(retry_after),
             None => {
                 rules
-                    .send(request, destination, grant.inject, grant.rule)
+                    .send(request, &destination, grant.inject, grant.rule)
                     .await
             }
         };
@@ -74,31 +73,35 @@ impl Egress {
             | Method::HEAD => method.as_str().to_owned(),
             _ => "OTHER".to_owned(),
         };
+        let elapsed = started.elapsed();
+        let provider = self.provider.get().to_string();
+        self.metrics
+            .egress_duration
+            .get_or_create(&HostLabels {
+                provider: provider.clone(),
+                host: grant.destination.clone(),
+            })
+            .observe(elapsed.as_secs_f64());
         self.metrics
             .egress_requests
             .get_or_create(&EgressLabels {
-                provider: self.provider.to_string(),
-                host: grant.destination.clone(),
+                provider,
+                host: grant.destination,
                 method: method_label,
                 status: status.to_owned(),
             })
             .inc();
-        self.metrics
-            .egress_duration
-            .get_or_create(&HostLabels {
-                provider: self.provider.to_string(),
-                host: grant.destination,
-            })
-            .observe(started.elapsed().as_secs_f64());
         match &result {
             Ok(_) => {
-                tracing::debug!(%status, elapsed_us = started.elapsed().as_micros() as u64, "outbound request")
+                tracing::debug!(%status, elapsed_us = elapsed.as_micros() as u64, "outbound request")
             }
-            Err(Forward::Denied(denial)) => self.record_denial(&method, &uri, denial),
+            Err(Forward::Denied(denial)) => {
+                self.record_denial(&method, &redact_query(&destination.url), denial)
+            }
             Err(Forward::Failed(error)) => tracing::warn!(
                 provider = %self.provider,
                 %method,
-                uri = %uri,
+                uri = %redact_query(&destination.url),
                 error = %error,
                 "outbound request failed"
             ),
@@ -114,7 +117,7 @@ impl Rules {
     async fn send(
         &self,
         request: http::Request<WasiBody>,
-        destination: Destination,
+        destination: &Destination,
         inject: Option<Injection>,
         rule: Option<usize>,
     ) -> Result<http::Response<WasiBody>, Forward> {
@@ -126,12 +129,12 @@ impl Rules {
                     MAX_REQUEST_BODY_BYTES as u64,
                 )))
             })?;
-        let url = destination.url;
+        let url = &destination.url;
         let mut headers = parts.headers;
         headers.remove(http::header::HOST);
         let unavailable =
             |e: &dyn std::fmt::Display| Forward::Denied(Denial::Credential(e.to_string()));
-        self.check_action(rule, &parts.method, &url, &headers, &body, inject.as_ref())
+        self.check_action(rule, &parts.method, url, &headers, &body, inject.as_ref())
             .map_err(Forward::Denied)?;
         let mut keystone = None;
         match inject {
@@ -140,7 +143,7 @@ impl Rules {
                 headers.insert(name, value);
             }
             Some(Injection::Aws(signer)) => signer
-                .sign(&parts.method, &url, &mut headers, &body, &self.client)
+                .sign(&parts.method, url, &mut headers, &body, &self.client)
                 .await
                 .map_err(|e| unavailable(&e))?,
             Some(Injection::Keystone(session)) => {
@@ -159,17 +162,17 @@ impl Rules {
                 return local_response(http::StatusCode::OK, "application/json", catalog);
             }
         }
-        let mut response = self
-            .request(&parts.method, &url, headers.clone(), body.clone())
-            .await?;
+        // Kept for a second try only when a Keystone token may need replacing.
+        let retry = keystone.map(|k| (k, headers.clone(), body.clone()));
+        let mut response = self.request(&parts.method, url, headers, body).await?;
         // A token Keystone revoked (or that expired early): log in again, send once more.
         if response.status() == http::StatusCode::UNAUTHORIZED
-            && let Some((session, used)) = keystone
+            && let Some(((session, used), mut headers, body)) = retry
             && let Ok(token) = session.replace(&used, &self.client).await
             && !Arc::ptr_eq(&token, &used)
         {
             headers.insert(TOKEN_HEADER, token.value.clone());
-            response = self.request(&parts.method, &url, headers, body).await?;
+            response = self.request(&parts.method, url, headers, body).await?;
         }
         let limits = &self.policy.egress_limits;
         let status = response.status();

@@ -163,11 +163,36 @@ impl WasiHttpHooks for EgressHooks {
         _options: Option<RequestOptions>,
         _fut: Box<dyn Future<Output = Result<(), HttpError>> + Send>,
     ) -> ResponseFuture {
-        let egress = self.egress.clone();
-        // One request, one set of rules: authorized and forwarded under the same policy.
-        let rules = egress.rules();
-        let checked = check(&rules, &request);
+        let response = self.egress.clone().send(request);
         Box::new(async move {
+            Ok((
+                response.await?,
+                Box::new(async { Ok(()) }) as Box<dyn Future<Output = _> + Send>,
+            ))
+        })
+    }
+}
+
+impl EgressHooks {
+    /// The provider's egress.
+    pub(crate) fn egress(&self) -> &Arc<Egress> {
+        &self.egress
+    }
+}
+
+impl Egress {
+    /// Sends one request of the provider through the broker: authorized, credentialed,
+    /// limited, forwarded and counted. Both ways out of a guest end here:
+    /// `wasi:http/outgoing-handler` ([`EgressHooks`]) and the buffered
+    /// `wasm-ccm:http/client` ([`crate::capabilities::http_client`]).
+    pub(crate) fn send(
+        self: Arc<Self>,
+        request: http::Request<WasiBody>,
+    ) -> impl Future<Output = Result<http::Response<WasiBody>, HttpError>> + Send + 'static {
+        // One request, one set of rules: authorized and forwarded under the same policy.
+        let rules = self.rules();
+        let checked = check(&rules, &request);
+        async move {
             let checked = match checked {
                 // Not allowed before the first Keystone login: the catalog may allow it.
                 Err(Denial::NotAllowed { .. }) if rules.keystone_pending() => {
@@ -179,27 +204,21 @@ impl WasiHttpHooks for EgressHooks {
             let (destination, grant) = match checked {
                 Ok(allowed) => allowed,
                 Err(denial) => {
-                    egress.record_denial(request.method(), &redact_uri(request.uri()), &denial);
+                    self.record_denial(request.method(), &redact_uri(request.uri()), &denial);
                     return Err(HttpError::HttpRequestDenied);
                 }
             };
             // A child of the provider call span current while the guest runs.
             let span = tracing::debug_span!(
                 "egress",
-                provider = %egress.provider,
+                provider = %self.provider,
                 method = %request.method(),
                 destination = %grant.destination,
             );
-            let response = egress
-                .clone()
-                .forward(rules, request, destination, grant)
+            self.forward(rules, request, destination, grant)
                 .instrument(span)
-                .await?;
-            Ok((
-                response,
-                Box::new(async { Ok(()) }) as Box<dyn Future<Output = _> + Send>,
-            ))
-        })
+                .await
+        }
     }
 }
 
