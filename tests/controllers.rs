@@ -408,6 +408,135 @@ async fn leader_election_hands_over_to_the_second_replica() {
     .await;
 }
 
+/// A leader stopped by SIGTERM stops its controllers, then releases the Lease: the
+/// standby takes over at its next retry, long before the 30 s lease would expire.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_stopped_by_sigterm_hands_the_lease_over_at_once() {
+    let stack = Stack::start().await;
+    let election = [
+        "--leader-elect-lease-duration",
+        "30s",
+        "--leader-elect-renew-deadline",
+        "20s",
+        "--leader-elect-retry-period",
+        "200ms",
+    ];
+    let (p1, p2) = (free_port(), free_port());
+    let mut first = stack.controller_manager(p1, &election);
+    wait_until(TIMEOUT, "first replica leads", || async {
+        http_get(p1, "/readyz")
+            .await
+            .is_ok_and(|(_, b)| b.contains("controllers running"))
+    })
+    .await;
+    let _second = stack.controller_manager(p2, &election);
+    wait_until(TIMEOUT, "second replica on standby", || async {
+        http_get(p2, "/readyz")
+            .await
+            .is_ok_and(|(s, b)| s == 200 && b.contains("standby"))
+    })
+    .await;
+
+    let pid = first.id().expect("running").to_string();
+    let signalled = std::time::Instant::now();
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let status = tokio::time::timeout(Duration::from_secs(20), first.wait())
+        .await
+        .expect("the leader stops on SIGTERM")
+        .unwrap();
+    assert!(status.success(), "{status:?}");
+    // Well inside the lease duration: only a released Lease is taken this soon.
+    wait_until(
+        Duration::from_secs(15),
+        "the standby takes over",
+        || async {
+            http_get(p2, "/readyz")
+                .await
+                .is_ok_and(|(_, b)| b.contains("controllers running"))
+        },
+    )
+    .await;
+    println!(
+        "SIGTERM to the standby running the controllers: {:?} (lease duration 30 s, retry period 200 ms)",
+        signalled.elapsed()
+    );
+}
+
+/// `--kube-api-qps` and `--kube-api-burst` pace every request of the client (client-go's
+/// token bucket): with 10 per second and a burst of 1, the N requests the API server
+/// got from wasm-ccm before 12 joining Nodes were initialized cannot have come in less
+/// than (N - 1) / 10 seconds. A slow machine only makes it take longer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_client_keeps_to_kube_api_qps_and_burst() {
+    let stack = Stack::start().await;
+    let names: Vec<String> = (0..12).map(|i| format!("paced-{i}")).collect();
+    stack.cloud.with_state(|s| {
+        for name in &names {
+            s.create_instance(NewInstance::named(name));
+        }
+    });
+    let nodes: Api<Node> = Api::all(stack.client());
+    for name in &names {
+        nodes
+            .create(&PostParams::default(), &kubelet_node(name, "True"))
+            .await
+            .unwrap();
+    }
+    let from_wasm_ccm = || -> u64 {
+        stack
+            .api
+            .request_counts()
+            .into_iter()
+            .filter(|(access, _)| access.user_agent.starts_with("wasm-ccm/"))
+            .map(|(_, n)| n)
+            .sum()
+    };
+    let started = std::time::Instant::now();
+    let _cm = stack.controller_manager(
+        free_port(),
+        &["--kube-api-qps", "10", "--kube-api-burst", "1"],
+    );
+    for name in &names {
+        wait_until(TIMEOUT, "every Node initialized", || {
+            initialized(&nodes, name)
+        })
+        .await;
+    }
+    let requests = from_wasm_ccm();
+    let elapsed = started.elapsed().as_secs_f64();
+    println!("{requests} requests from wasm-ccm in {elapsed:.2} s at --kube-api-qps 10");
+    assert!(requests >= 24, "{requests} requests: too few to tell");
+    assert!(
+        requests as f64 <= 1.0 + 10.0 * elapsed,
+        "{requests} requests in {elapsed:.2} s: faster than 10 per second"
+    );
+
+    // Protobuf, upstream's default content type, is refused with the reason.
+    let out = stack
+        .controller_manager_command(
+            free_port(),
+            &[
+                "--kube-api-content-type",
+                "application/vnd.kubernetes.protobuf",
+            ],
+        )
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("--kube-api-content-type") && stderr.contains("application/json"),
+        "{stderr}"
+    );
+}
+
 #[tokio::test]
 async fn bad_flags_fail_fast_with_a_clear_message() {
     let stack = Stack::start().await;

@@ -7,7 +7,8 @@
 //! nodes (when `target/release/wasm-ccm` is built).
 //!
 //! `scripts/build-guests.sh && cargo build --release --bin wasm-ccm && cargo bench -p wasm-ccm-tests --bench node_init`
-//! (`NODES=1000` for one size instead of 1,000, 5,000 and 10,000).
+//! (`NODES=1000` for one size instead of 1,000, 5,000 and 10,000; `RSS_ONLY=1` for the
+//! memory tables alone; `RSS_ARGS="--flag=value ..."` adds flags to the daemon measured).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -176,8 +177,16 @@ async fn initialize(nodes: usize, workers: u16, native: bool, batch: bool) -> (D
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+    // The delay is observed as a Node's answer comes; its update may still be in
+    // flight (a batch's updates are sent together).
+    while remaining(&w.api) > 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(600),
+            "initialization stalled"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     let elapsed = started.elapsed();
-    assert_eq!(remaining(&w.api), 0, "every Node lost the taint");
     let calls = (w.cloud.total_requests() - before) as f64 / nodes as f64;
     let _ = stop.send(true);
     let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
@@ -187,7 +196,10 @@ async fn initialize(nodes: usize, workers: u16, native: bool, batch: bool) -> (D
 
 /// Peak RSS (VmHWM) of a `wasm-ccm` process that initialized `nodes` nodes, with
 /// `--compile-cache-dir cache` when given.
-async fn daemon_peak_rss(nodes: usize, cache: Option<&Path>) -> Option<u64> {
+async fn daemon_peak_rss(
+    nodes: usize,
+    cache: Option<&Path>,
+) -> Option<(u64, Vec<(&'static str, u64)>)> {
     let bin = target().join("release/wasm-ccm");
     if !bin.exists() {
         return None;
@@ -218,6 +230,11 @@ async fn daemon_peak_rss(nodes: usize, cache: Option<&Path>) -> Option<u64> {
         .arg("--kubeconfig")
         .arg(w.dir.join("kubeconfig"))
         .args(cache.map(|dir| format!("--compile-cache-dir={}", dir.display())))
+        .args(
+            std::env::var("RSS_ARGS")
+                .unwrap_or_default()
+                .split_whitespace(),
+        )
         .env("RUST_LOG", "error")
         .kill_on_drop(true)
         .spawn()
@@ -229,6 +246,7 @@ async fn daemon_peak_rss(nodes: usize, cache: Option<&Path>) -> Option<u64> {
     }
     // Let the lifecycle controller make a pass over all nodes too.
     tokio::time::sleep(Duration::from_secs(6)).await;
+    let breakdown = rss_breakdown(pid);
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let kib = status
         .lines()
@@ -239,7 +257,64 @@ async fn daemon_peak_rss(nodes: usize, cache: Option<&Path>) -> Option<u64> {
         .ok()?;
     let _ = child.kill().await;
     let _ = std::fs::remove_dir_all(&w.dir);
-    Some(kib)
+    Some((kib, breakdown))
+}
+
+/// Where a process's resident memory is now, by kind of mapping (KiB), from
+/// `/proc/PID/smaps`: the binary's own pages, the heap and allocator arenas, the
+/// pooling allocator's slots (guest linear memories, tables, stacks: the large
+/// reservations), compiled provider code, and the rest.
+fn rss_breakdown(pid: u32) -> Vec<(&'static str, u64)> {
+    let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps")).unwrap_or_default();
+    let mut kinds: Vec<(&'static str, u64)> = vec![
+        ("the wasm-ccm binary (code and data)", 0),
+        ("heap and allocator arenas", 0),
+        (
+            "guest memories, tables and stacks (pooling allocator slots)",
+            0,
+        ),
+        ("compiled provider code (executable mappings)", 0),
+        ("other (thread stacks, shared libraries)", 0),
+    ];
+    let mut current = 4;
+    let mut last_header = String::new();
+    for line in smaps.lines() {
+        let mut fields = line.split_whitespace();
+        let first = fields.next().unwrap_or_default();
+        if first.contains('-') && first.chars().next().is_some_and(|c| c.is_ascii_hexdigit()) {
+            let (start, end) = first.split_once('-').unwrap();
+            let size = u64::from_str_radix(end, 16).unwrap_or(0)
+                - u64::from_str_radix(start, 16).unwrap_or(0);
+            let perms = fields.next().unwrap_or_default();
+            let path = line.split_whitespace().nth(5).unwrap_or_default();
+            current = if path.ends_with("/wasm-ccm") {
+                0
+            } else if path == "[heap]" {
+                1
+            } else if path.is_empty() && size >= 1 << 30 {
+                2
+            } else if perms.contains('x') && !path.starts_with('/') {
+                3
+            } else if path.is_empty()
+                && u64::from_str_radix(start, 16).unwrap_or(1) % (64 << 20) == 0
+            {
+                // glibc's per-thread arenas: 64 MiB-aligned reservations.
+                1
+            } else {
+                4
+            };
+        } else if first == "Rss:" {
+            let kib = fields.next().and_then(|v| v.parse().ok()).unwrap_or(0);
+            kinds[current].1 += kib;
+            if std::env::var_os("RSS_DEBUG").is_some() && kib > 1024 {
+                eprintln!("{kib} KiB in {}", last_header);
+            }
+        }
+        if first.contains('-') && first.chars().next().is_some_and(|c| c.is_ascii_hexdigit()) {
+            last_header = line.to_owned();
+        }
+    }
+    kinds
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -259,7 +334,8 @@ async fn main() {
         Ok(n) => vec![n.parse().expect("NODES: a number")],
         Err(_) => vec![1000, 5000, 10_000],
     };
-    for batch in [false, true] {
+    let times = std::env::var_os("RSS_ONLY").is_none();
+    for batch in [false, true].into_iter().filter(|_| times) {
         for &nodes in &sizes {
             for workers in [1, 8] {
                 // Run in turn, wasm first then native, then once more the other way
@@ -308,9 +384,17 @@ async fn main() {
     let _ = daemon_peak_rss(1000, Some(&cache)).await;
     let warm = daemon_peak_rss(1000, Some(&cache)).await;
     let _ = std::fs::remove_dir_all(&cache);
+    let mib = |kib: u64| format!("{:.1}", kib as f64 / 1024.0);
     println!(
-        "peak RSS of wasm-ccm initializing 1000 nodes: {:.1} MiB (compiling the provider), {} (warm compile cache)",
-        cold as f64 / 1024.0,
-        warm.map_or("-".into(), |kib| format!("{:.1} MiB", kib as f64 / 1024.0))
+        "\npeak RSS of wasm-ccm initializing 1000 nodes: {} MiB (compiling the provider), {} (warm compile cache)",
+        mib(cold.0),
+        warm.as_ref()
+            .map_or("-".into(), |(kib, _)| format!("{} MiB", mib(*kib)))
     );
+    println!("\nresident memory after initializing them, by kind (MiB)");
+    println!("| kind | compiling | warm cache |\n| --- | ---: | ---: |");
+    for (i, (kind, kib)) in cold.1.iter().enumerate() {
+        let warm = warm.as_ref().map_or("-".into(), |(_, b)| mib(b[i].1));
+        println!("| {kind} | {} | {warm} |", mib(*kib));
+    }
 }

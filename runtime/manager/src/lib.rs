@@ -19,6 +19,7 @@
 
 #![deny(unsafe_code)]
 
+pub mod allocator;
 pub mod call;
 pub mod cloud;
 pub mod conformance;

@@ -20,6 +20,13 @@ struct Cli {
     /// Log format: text or json.
     #[arg(long, global = true, default_value = "text", value_parser = ["text", "json"])]
     log_format: String,
+    /// Log verbosity as upstream components take it (`-v 4`, `--v=4`): 0 to 3 log
+    /// what the controller manager does (info), 4 adds debug records (every provider
+    /// call, outbound request and reconcile of wasm-ccm's own crates), 5 and up trace.
+    /// `RUST_LOG`, when set,
+    /// takes precedence (e.g. `RUST_LOG=wasm_ccm_host=debug`).
+    #[arg(short = 'v', long = "v", global = true, value_name = "LEVEL")]
+    verbosity: Option<u8>,
     #[command(subcommand)]
     command: Option<Command>,
     #[command(flatten)]
@@ -141,16 +148,17 @@ fn init_tracing(format: &str, default_level: &str) {
 }
 
 fn main() -> ExitCode {
+    wasm_ccm::allocator::limit_arenas();
     let cli = Cli::parse();
-    // The controller manager logs what it does; the tools only warnings.
-    init_tracing(
-        &cli.log_format,
-        if cli.command.is_none() {
-            "info"
-        } else {
-            "warn"
-        },
-    );
+    // The controller manager logs what it does; the tools only warnings (unless -v).
+    let level = match (cli.verbosity, cli.command.is_none()) {
+        (Some(0..=3), _) | (None, true) => "info",
+        (None, false) => "warn",
+        // Our crates only: the libraries' debug records would bury them.
+        (Some(4), _) => "info,wasm_ccm=debug,wasm_ccm_host=debug",
+        (Some(_), _) => "info,wasm_ccm=trace,wasm_ccm_host=trace",
+    };
+    init_tracing(&cli.log_format, level);
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(err) => {

@@ -89,6 +89,10 @@ struct State {
     recorder: Recorder,
     backoff: Backoff,
     batcher: MetadataBatcher,
+    /// Node updates in flight: at most `--concurrent-node-syncs`, as upstream's
+    /// workers. Reconciles wait for a batched answer together, but write to the API
+    /// server no faster than upstream would (and hold no more connections and buffers).
+    updates: tokio::sync::Semaphore,
 }
 
 fn node_name(node: &Node) -> String {
@@ -311,6 +315,7 @@ async fn sync_node(state: &State, node: &Arc<Node>) -> Result<(), NodeSyncError>
             return Err(err.into());
         }
     };
+    let _writing = state.updates.acquire().await.expect("never closed");
     apply_provided_node_ip(node, &meta.addresses).map_err(|reason| {
         NodeSyncError::ProvidedNodeIp {
             node: name.clone(),
@@ -447,13 +452,14 @@ pub async fn run(ctx: Context, options: Options, shutdown: tokio::sync::watch::R
         },
     );
     // Reconciles mostly wait for their (batched) provider answer; the batcher keeps
-    // provider calls at --concurrent-node-syncs, so the controller may run a batch's
-    // worth of reconciles at once.
+    // provider calls at --concurrent-node-syncs, and `updates` the Node writes, so the
+    // controller may run a batch's worth of reconciles at once.
     let concurrency = usize::from(options.workers.max(1))
         .saturating_mul(options.batch_size.max(1))
         .min(usize::from(u16::MAX)) as u16;
     let state = Arc::new(State {
         batcher,
+        updates: tokio::sync::Semaphore::new(usize::from(options.workers.max(1))),
         recorder: ctx.recorder("cloud-node-controller"),
         backoff: Backoff::new(Duration::from_millis(500), Duration::from_secs(300))
             .reporting(ctx.metrics.retries_pending(NAME)),

@@ -2,7 +2,9 @@
 //! acquire when the Lease is free or its holder has not renewed within
 //! `--leader-elect-lease-duration`; renew every `--leader-elect-retry-period`; give up
 //! leadership when a renewal has not succeeded within `--leader-elect-renew-deadline`
-//! (the process then exits non-zero, as upstream does).
+//! (the process then exits non-zero, as upstream does). A replica stopped by SIGTERM
+//! or SIGINT releases the Lease once its controllers have stopped, so the standby
+//! takes over at its next retry.
 
 use std::time::{Duration, Instant};
 
@@ -96,6 +98,36 @@ impl Elector {
             ..spec
         });
         // The resourceVersion we read makes this a compare-and-swap.
+        match self
+            .api
+            .replace(&s.name, &PostParams::default(), &lease)
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Gives the Lease up, as client-go's `ReleaseOnCancel`: the holder is cleared
+    /// and the duration set to one second, so a standby takes it on its next try
+    /// instead of waiting out `--leader-elect-lease-duration`. Only while this replica
+    /// holds it (`Ok(false)` otherwise); the read's resourceVersion makes it a
+    /// compare-and-swap.
+    pub async fn release(&self) -> Result<bool, kube::Error> {
+        let s = &self.settings;
+        let mut lease = self.api.get(&s.name).await?;
+        let spec = lease.spec.clone().unwrap_or_default();
+        if spec.holder_identity.as_deref() != Some(s.identity.as_str()) {
+            return Ok(false);
+        }
+        lease.spec = Some(LeaseSpec {
+            holder_identity: Some(String::new()),
+            lease_duration_seconds: Some(1),
+            acquire_time: Some(now()),
+            renew_time: Some(now()),
+            ..spec
+        });
         match self
             .api
             .replace(&s.name, &PostParams::default(), &lease)

@@ -3,6 +3,7 @@
 //! loader, Kubernetes client, hot swap, leader election, the controllers of the
 //! table in [`crate::controllers::ALL`]).
 
+pub mod client_limits;
 pub mod health;
 pub mod leader;
 pub mod options;
@@ -92,6 +93,7 @@ pub async fn run(args: DaemonArgs) -> Result<(), DaemonError> {
     let (provider, serving) = loader
         .find(&args.providers_dir, &name, args.cloud_config.as_deref())
         .await?;
+    crate::allocator::release_free_memory();
     // Upstream: a provider without a cluster ID cannot tell its resources from
     // another cluster's; it runs only when the operator says so.
     if !provider.has_cluster_id() && !args.allow_untagged_cloud {
@@ -159,5 +161,15 @@ pub async fn run(args: DaemonArgs) -> Result<(), DaemonError> {
     let _ = stop_tx.send(true);
     let drain = async { while tasks.join_next().await.is_some() {} };
     let _ = tokio::time::timeout(std::time::Duration::from_secs(10), drain).await;
+    // Stopped on a signal with the controllers drained: hand the Lease over now.
+    if let (Ok(()), Some(elector)) = (&result, &elector) {
+        match elector.release().await {
+            Ok(true) => tracing::info!("released the leader lease"),
+            Ok(false) => {}
+            Err(err) => {
+                tracing::warn!(error = %err, "cannot release the leader lease; the standby takes over when it expires")
+            }
+        }
+    }
     result
 }

@@ -97,6 +97,19 @@ pub struct DaemonArgs {
     /// not tagged with a cluster ID), as upstream's flag of the same name.
     #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
     pub allow_untagged_cloud: bool,
+    /// Requests per second the Kubernetes client may send (a token bucket every
+    /// request, watches included, waits for), as upstream: 0 means 5, a negative value
+    /// no client-side limit.
+    #[arg(long, default_value_t = 20.0, allow_negative_numbers = true)]
+    pub kube_api_qps: f32,
+    /// The Kubernetes client's burst above `--kube-api-qps` (at least 1).
+    #[arg(long, default_value_t = 30, allow_negative_numbers = true)]
+    pub kube_api_burst: i32,
+    /// Content type of requests to the API server. Only `application/json`: the
+    /// Kubernetes types wasm-ccm uses have no protobuf encoding (upstream's default,
+    /// `application/vnd.kubernetes.protobuf`, is refused with that reason).
+    #[arg(long, default_value = "application/json")]
+    pub kube_api_content_type: String,
     /// Address of the health and metrics server.
     #[arg(long, default_value = "0.0.0.0")]
     pub bind_address: String,

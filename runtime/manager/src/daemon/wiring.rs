@@ -10,7 +10,7 @@ use wasm_ccm_host::metrics::Metrics;
 use wasm_ccm_host::provider::cache::CompileCache;
 use wasm_ccm_host::provider::{Fingerprint, Provider, ProviderLoader, SharedProvider};
 
-use super::{DaemonArgs, DaemonError, USER_AGENT, health, leader};
+use super::{DaemonArgs, DaemonError, USER_AGENT, client_limits, health, leader};
 use crate::controllers::{self, Context, Controller, Settings};
 use crate::hot_swap::{self, ReloadReporter, Reloader};
 
@@ -98,7 +98,17 @@ pub(super) async fn kube_client(args: &DaemonArgs) -> Result<kube::Client, Daemo
         http::header::USER_AGENT,
         http::HeaderValue::from_static(USER_AGENT),
     ));
-    kube::Client::try_from(config).map_err(|e| DaemonError::KubeConfig(e.to_string()))
+    client_limits::content_type(&args.kube_api_content_type).map_err(DaemonError::Flags)?;
+    let bucket = client_limits::bucket(args.kube_api_qps, args.kube_api_burst)
+        .map_err(DaemonError::Flags)?;
+    let builder = kube::client::ClientBuilder::try_from(config)
+        .map_err(|e| DaemonError::KubeConfig(e.to_string()))?;
+    Ok(match bucket {
+        Some(bucket) => builder
+            .with_layer(&client_limits::QpsLayer::new(bucket))
+            .build(),
+        None => builder.build(),
+    })
 }
 
 /// This replica's identity: the lease holder and events' reporting instance.

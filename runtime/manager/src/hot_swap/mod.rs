@@ -496,6 +496,7 @@ impl Reloader {
         provider.accept();
         let sha256 = provider.sha256().to_owned();
         let old = self.shared.replace(provider.clone());
+        crate::allocator::release_free_memory();
         self.serving = fingerprint;
         self.refused = None;
         self.retry_refused = false;
