@@ -341,21 +341,7 @@ async fn leader_election_hands_over_to_the_second_replica() {
         "--leader-elect-retry-period",
         "200ms",
     ];
-    let (p1, p2) = (free_port(), free_port());
-    let mut first = stack.controller_manager(p1, &fast);
-    wait_until(TIMEOUT, "first replica leads", || async {
-        http_get(p1, "/readyz")
-            .await
-            .is_ok_and(|(_, b)| b.contains("controllers running"))
-    })
-    .await;
-    let _second = stack.controller_manager(p2, &fast);
-    wait_until(TIMEOUT, "second replica on standby", || async {
-        http_get(p2, "/readyz")
-            .await
-            .is_ok_and(|(s, b)| s == 200 && b.contains("standby"))
-    })
-    .await;
+    let ((mut first, p1), (_second, p2)) = stack.two_replicas(&fast).await;
     assert_eq!(http_get(p1, "/healthz").await.unwrap(), (200, "ok".into()));
     let (status, verbose) = http_get(p1, "/healthz?verbose").await.unwrap();
     assert_eq!(status, 200, "{verbose}");
@@ -421,21 +407,7 @@ async fn a_leader_stopped_by_sigterm_hands_the_lease_over_at_once() {
         "--leader-elect-retry-period",
         "200ms",
     ];
-    let (p1, p2) = (free_port(), free_port());
-    let mut first = stack.controller_manager(p1, &election);
-    wait_until(TIMEOUT, "first replica leads", || async {
-        http_get(p1, "/readyz")
-            .await
-            .is_ok_and(|(_, b)| b.contains("controllers running"))
-    })
-    .await;
-    let _second = stack.controller_manager(p2, &election);
-    wait_until(TIMEOUT, "second replica on standby", || async {
-        http_get(p2, "/readyz")
-            .await
-            .is_ok_and(|(s, b)| s == 200 && b.contains("standby"))
-    })
-    .await;
+    let ((mut first, _), (_second, p2)) = stack.two_replicas(&election).await;
 
     let pid = first.id().expect("running").to_string();
     let signalled = std::time::Instant::now();

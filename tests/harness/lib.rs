@@ -501,6 +501,31 @@ impl Stack {
         )
     }
 
+    /// Two replicas with leader election and `flags`: the first leading (its
+    /// controllers running), then the second on standby. Each with its health port.
+    pub async fn two_replicas(
+        &self,
+        flags: &[&str],
+    ) -> ((tokio::process::Child, u16), (tokio::process::Child, u16)) {
+        let timeout = Duration::from_secs(60);
+        let (p1, p2) = (free_port(), free_port());
+        let first = self.controller_manager(p1, flags);
+        wait_until(timeout, "first replica leads", || async {
+            http_get(p1, "/readyz")
+                .await
+                .is_ok_and(|(_, b)| b.contains("controllers running"))
+        })
+        .await;
+        let second = self.controller_manager(p2, flags);
+        wait_until(timeout, "second replica on standby", || async {
+            http_get(p2, "/readyz")
+                .await
+                .is_ok_and(|(s, b)| s == 200 && b.contains("standby"))
+        })
+        .await;
+        ((first, p1), (second, p2))
+    }
+
     /// A kube client for the double.
     pub fn client(&self) -> kube::Client {
         kube::Client::try_from(kube::Config::new(self.api.url().parse().unwrap())).unwrap()

@@ -189,6 +189,36 @@ pub struct ProviderMetrics {
     pub credential_logins: Family<LoginLabels, Counter>,
 }
 
+impl ProviderMetrics {
+    /// Creates `provider`'s counters of rare events at 0 (traps by kind, refused
+    /// requests by reason, the shared cache), so they are exported before the first
+    /// event and an alert's `increase()` sees the first one.
+    pub fn initialize(&self, provider: &str) {
+        for kind in crate::provider::TrapKind::ALL {
+            let _ = self.traps.get_or_create(&TrapLabels {
+                provider: provider.into(),
+                kind: kind.as_str().into(),
+            });
+        }
+        for reason in crate::capabilities::http_egress::Denial::REASONS {
+            let _ = self.egress_denied.get_or_create(&DeniedLabels {
+                provider: provider.into(),
+                host: String::new(),
+                reason: reason.into(),
+            });
+        }
+        for result in ["hit", "miss", "set", "evicted"] {
+            let _ = self.cache_requests.get_or_create(&CacheLabels {
+                provider: provider.into(),
+                result: result.into(),
+            });
+        }
+        let _ = self.cache_bytes.get_or_create(&ProviderLabels {
+            provider: provider.into(),
+        });
+    }
+}
+
 /// The host's metrics registry. Cheap to clone.
 #[derive(Clone)]
 pub struct Metrics {

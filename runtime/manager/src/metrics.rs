@@ -209,6 +209,28 @@ impl ControllerMetrics {
         );
         this.upstream.register(metrics);
         this.guard.register(metrics);
+        // Rare events at 0, so they are exported before the first and an alert's
+        // increase() sees it.
+        let refusable = [
+            ("cloud-node", "provider-id"),
+            ("cloud-node", "addresses"),
+            ("cloud-node", "instance-type"),
+            ("cloud-node", "zone"),
+            ("cloud-node", "region"),
+            ("cloud-node", "additional-labels"),
+            ("service", "load-balancer-status"),
+        ];
+        for (controller, field) in refusable {
+            let _ = this.answers_refused.get_or_create(&RefusedLabels {
+                controller: controller.into(),
+                field: field.into(),
+            });
+        }
+        for answer in ["counted", "too_soon", "fresh_version", "confirmed"] {
+            let _ = this.guard.answers.get_or_create(&GuardAnswerLabels {
+                answer: answer.into(),
+            });
+        }
         metrics.register(
             "controller_reconciles",
             "Reconciles by controller and result",
@@ -265,4 +287,27 @@ impl ControllerMetrics {
             })
             .observe(started.elapsed().as_secs_f64());
     }
+}
+
+/// The `name` label of client-go's leader election metrics: the Lease's name.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LeaseLabel {
+    name: String,
+}
+
+/// client-go's `leader_election_master_status{name}` under its upstream name: 1 while
+/// this replica holds the Lease `lease` and runs the controllers (always, without
+/// leader election), 0 otherwise. The returned gauge is the series.
+pub fn leader_status(metrics: &Metrics, lease: &str) -> Gauge {
+    let family = Family::<LeaseLabel, Gauge>::default();
+    metrics.register_upstream(
+        "leader_election_master_status",
+        "Whether this replica is the leader of the Lease (1) or not (0), as client-go reports it",
+        family.clone(),
+    );
+    family
+        .get_or_create(&LeaseLabel {
+            name: lease.to_owned(),
+        })
+        .clone()
 }

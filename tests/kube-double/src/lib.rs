@@ -33,6 +33,7 @@ pub mod errors;
 pub mod openapi;
 pub mod patch;
 pub mod resources;
+pub(crate) mod reviews;
 pub mod selector;
 mod server;
 pub mod store;
@@ -139,6 +140,7 @@ impl ApiServer {
             address: addr.to_string(),
             accesses: Default::default(),
             faults: Default::default(),
+            reviews: Default::default(),
         });
         let app = axum::Router::new()
             .fallback(server::handle)
@@ -190,6 +192,37 @@ impl ApiServer {
                 verb: verb.into(),
                 error,
                 count,
+            });
+    }
+
+    /// `token` authenticates as `name` in `groups` (`TokenReview`), for delegated
+    /// authentication.
+    pub fn add_user(&self, token: &str, name: &str, groups: &[&str]) {
+        self.state
+            .reviews
+            .lock()
+            .expect("reviews lock")
+            .users
+            .push(reviews::User {
+                token: token.into(),
+                name: name.into(),
+                groups: groups.iter().map(|g| g.to_string()).collect(),
+            });
+    }
+
+    /// `subject` (a user or a group) may use `verb` (or `*`) on the non-resource
+    /// `path` (exact, or a prefix ending in `*`), as an RBAC rule with
+    /// `nonResourceURLs` bound to it (`SubjectAccessReview`).
+    pub fn allow_non_resource(&self, subject: &str, verb: &str, path: &str) {
+        self.state
+            .reviews
+            .lock()
+            .expect("reviews lock")
+            .grants
+            .push(reviews::Grant {
+                subject: subject.into(),
+                verb: verb.into(),
+                path: path.into(),
             });
     }
 

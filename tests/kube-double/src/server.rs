@@ -41,6 +41,8 @@ pub(crate) struct AppState {
     /// Injected errors ([`crate::ApiServer::inject_conflicts`],
     /// [`crate::ApiServer::inject_not_found`]).
     pub faults: std::sync::Mutex<Vec<crate::InjectedFault>>,
+    /// Users and grants for `TokenReview` and `SubjectAccessReview`.
+    pub reviews: std::sync::Mutex<crate::reviews::Reviews>,
 }
 
 type Shared = Arc<AppState>;
@@ -107,6 +109,18 @@ async fn route(
     body: &Bytes,
 ) -> Result<Response, ApiError> {
     let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    if *method == Method::POST {
+        let review = match segments.as_slice() {
+            ["apis", "authentication.k8s.io", "v1", "tokenreviews"] => Some("tokenreviews"),
+            ["apis", "authorization.k8s.io", "v1", "subjectaccessreviews"] => {
+                Some("subjectaccessreviews")
+            }
+            _ => None,
+        };
+        if let Some(resource) = review {
+            return Ok(answer_review(state, resource, headers, body));
+        }
+    }
     match segments.as_slice() {
         ["version"] => return Ok(json_response(StatusCode::OK, &version())),
         ["openapi", "v3"] => return Ok(json_response(StatusCode::OK, &openapi::root())),
@@ -784,4 +798,41 @@ fn resource_list(group: &str, version: &str) -> Value {
         format!("{group}/{version}")
     };
     json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": resources})
+}
+
+/// A `TokenReview` or `SubjectAccessReview` create (`resource`), answered from the
+/// double's users and grants, counted like any request.
+fn answer_review(state: &Shared, resource: &str, headers: &HeaderMap, body: &Bytes) -> Response {
+    let group = if resource == "tokenreviews" {
+        "authentication.k8s.io"
+    } else {
+        "authorization.k8s.io"
+    };
+    let access = crate::Access {
+        group: group.into(),
+        resource: resource.into(),
+        verb: "create".into(),
+        namespace: String::new(),
+        user_agent: headers
+            .get(header::USER_AGENT)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned(),
+    };
+    *state
+        .accesses
+        .lock()
+        .expect("access log lock")
+        .entry(access)
+        .or_insert(0) += 1;
+    let Ok(review) = serde_json::from_slice::<Value>(body) else {
+        return ApiError::bad_request("the review is not JSON").into_response();
+    };
+    let reviews = state.reviews.lock().expect("reviews lock");
+    let answer = if resource == "tokenreviews" {
+        reviews.token_review(&review)
+    } else {
+        reviews.subject_access_review(&review)
+    };
+    json_response(StatusCode::CREATED, &answer)
 }

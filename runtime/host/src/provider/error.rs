@@ -66,6 +66,16 @@ pub enum TrapKind {
 }
 
 impl TrapKind {
+    /// Every kind.
+    pub const ALL: [TrapKind; 6] = [
+        TrapKind::Deadline,
+        TrapKind::Unreachable,
+        TrapKind::StackOverflow,
+        TrapKind::Fault,
+        TrapKind::Host,
+        TrapKind::HeldResources,
+    ];
+
     /// A label for metrics.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -316,6 +326,24 @@ pub enum LoadError {
 }
 
 impl LoadError {
+    /// Every value [`Self::reason`] takes.
+    pub const REASONS: [&'static str; 14] = [
+        "read",
+        "not_wasm",
+        "core_module",
+        "compile",
+        "other_world",
+        "incompatible_version",
+        "missing_identity",
+        "interface_mismatch",
+        "unsupported_import",
+        "instantiate",
+        "initialize",
+        "egress",
+        "policy",
+        "wrong_provider",
+    ];
+
     /// A short, stable name of the failure, for metric labels.
     pub fn reason(&self) -> &'static str {
         match self {

@@ -97,10 +97,15 @@ impl Elector {
             lease_transitions: Some(if ours { transitions } else { transitions + 1 }),
             ..spec
         });
-        // The resourceVersion we read makes this a compare-and-swap.
+        self.swap(&lease).await
+    }
+
+    /// Writes `lease` back: the resourceVersion read with it makes this a
+    /// compare-and-swap (`Ok(false)`: another replica wrote first).
+    async fn swap(&self, lease: &Lease) -> Result<bool, kube::Error> {
         match self
             .api
-            .replace(&s.name, &PostParams::default(), &lease)
+            .replace(&self.settings.name, &PostParams::default(), lease)
             .await
         {
             Ok(_) => Ok(true),
@@ -112,8 +117,7 @@ impl Elector {
     /// Gives the Lease up, as client-go's `ReleaseOnCancel`: the holder is cleared
     /// and the duration set to one second, so a standby takes it on its next try
     /// instead of waiting out `--leader-elect-lease-duration`. Only while this replica
-    /// holds it (`Ok(false)` otherwise); the read's resourceVersion makes it a
-    /// compare-and-swap.
+    /// holds it (`Ok(false)` otherwise).
     pub async fn release(&self) -> Result<bool, kube::Error> {
         let s = &self.settings;
         let mut lease = self.api.get(&s.name).await?;
@@ -128,15 +132,7 @@ impl Elector {
             renew_time: Some(now()),
             ..spec
         });
-        match self
-            .api
-            .replace(&s.name, &PostParams::default(), &lease)
-            .await
-        {
-            Ok(_) => Ok(true),
-            Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
-            Err(e) => Err(e),
-        }
+        self.swap(&lease).await
     }
 
     /// Waits until this replica holds the Lease.

@@ -102,6 +102,7 @@ pub async fn run(args: DaemonArgs) -> Result<(), DaemonError> {
         });
     }
     health.provider_ready.store(true, Ordering::Relaxed);
+    metrics.provider().initialize(provider.name());
 
     let reporter = Arc::new(ReloadReporter::new(
         &metrics,
@@ -127,6 +128,7 @@ pub async fn run(args: DaemonArgs) -> Result<(), DaemonError> {
         tracing::info!("--provider-hot-swap=false: provider changes need a restart");
     }
     let elector = wiring::elector(&args, &client, &identity);
+    let leading = crate::metrics::leader_status(&metrics, &args.leader_elect_resource_name);
     if let Some(elector) = &elector {
         tokio::select! {
             _ = elector.acquire() => {}
@@ -144,6 +146,7 @@ pub async fn run(args: DaemonArgs) -> Result<(), DaemonError> {
     };
     wiring::start_controllers(&planned, &ctx, &settings, &health, &stop_rx, &mut tasks);
     health.controllers_running.store(true, Ordering::Relaxed);
+    leading.set(1);
 
     let result = match &elector {
         Some(elector) => tokio::select! {
@@ -158,6 +161,7 @@ pub async fn run(args: DaemonArgs) -> Result<(), DaemonError> {
             Ok(())
         }
     };
+    leading.set(0);
     let _ = stop_tx.send(true);
     let drain = async { while tasks.join_next().await.is_some() {} };
     let _ = tokio::time::timeout(std::time::Duration::from_secs(10), drain).await;

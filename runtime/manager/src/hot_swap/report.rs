@@ -20,6 +20,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 
 use wasm_ccm_host::metrics::Metrics;
+use wasm_ccm_host::provider::LoadError;
 
 /// `reportingController` of the events.
 pub const REPORTING_CONTROLLER: &str = "wasm-ccm";
@@ -86,6 +87,21 @@ impl ReloadReporter {
 
     /// Marks `sha256` as the serving version of `provider` (and `previous` as not).
     pub fn serving(&self, provider: &str, sha256: &str, previous: Option<&str>) {
+        // Every result at 0 from the first version on: exported before the first
+        // reload, and an alert's increase() sees the first refusal.
+        let results = [
+            "success",
+            "policy_applied",
+            "interface_dropped",
+            "untagged_cloud",
+            "canary",
+        ];
+        for result in results.into_iter().chain(LoadError::REASONS) {
+            let _ = self.reloads.get_or_create(&ReloadLabels {
+                provider: provider.into(),
+                result: result.into(),
+            });
+        }
         if let Some(previous) = previous.filter(|p| *p != sha256) {
             self.info.remove(&InfoLabels {
                 provider: provider.into(),

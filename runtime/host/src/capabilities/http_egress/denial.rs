@@ -66,6 +66,23 @@ pub enum Denial {
 }
 
 impl Denial {
+    /// Every value [`Self::reason`] takes (the address rules' labels included).
+    pub const REASONS: [&'static str; 13] = [
+        "bad_uri",
+        "method",
+        "not_allowed",
+        "link_local",
+        "metadata",
+        "unspecified",
+        "not_unicast",
+        "tunnel",
+        "loopback",
+        "guest_credential_header",
+        "keystone_identity",
+        "action",
+        "credential_unavailable",
+    ];
+
     /// A short label for metrics and logs.
     pub fn reason(&self) -> &'static str {
         match self {
