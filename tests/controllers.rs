@@ -509,6 +509,79 @@ async fn the_client_keeps_to_kube_api_qps_and_burst() {
     );
 }
 
+/// `--log-format json` (README, "Logs"): one JSON object per line with `timestamp`,
+/// `level`, `target` and `fields.message`, the record's own fields under `fields`, and
+/// a fatal error as an `ERROR` record.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_logs_are_one_object_a_line_with_the_documented_fields() {
+    let stack = Stack::start().await;
+    stack
+        .cloud
+        .with_state(|s| s.create_instance(NewInstance::named("n1")));
+    let nodes: Api<Node> = Api::all(stack.client());
+    nodes
+        .create(&PostParams::default(), &kubelet_node("n1", "True"))
+        .await
+        .unwrap();
+    let mut command = stack.controller_manager_command(free_port(), &["--log-format", "json"]);
+    command.env("RUST_LOG", "info");
+    let (_cm, log) = wasm_ccm_tests::spawn_logged(command);
+    wait_until(TIMEOUT, "n1 initialized", || initialized(&nodes, "n1")).await;
+    wait_until(TIMEOUT, "the initialization logged", || async {
+        log.lock()
+            .unwrap()
+            .contains("successfully initialized node")
+    })
+    .await;
+    let text = log.lock().unwrap().clone();
+    let records: Vec<serde_json::Value> = text
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}")))
+        .collect();
+    for record in &records {
+        for field in ["timestamp", "level", "target"] {
+            assert!(record[field].is_string(), "{field} in {record}");
+        }
+        assert!(record["fields"]["message"].is_string(), "{record}");
+    }
+    let initialized = records
+        .iter()
+        .find(|r| {
+            r["fields"]["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("successfully initialized node"))
+        })
+        .unwrap();
+    assert_eq!(initialized["level"], "INFO");
+    assert_eq!(initialized["fields"]["node"], "n1");
+    assert_eq!(initialized["target"], "wasm_ccm::controllers::node");
+
+    let out = stack
+        .controller_manager_command(
+            free_port(),
+            &[
+                "--log-format",
+                "json",
+                "--kube-api-content-type",
+                "application/vnd.kubernetes.protobuf",
+            ],
+        )
+        .output()
+        .await
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let last: serde_json::Value = serde_json::from_str(stderr.lines().last().unwrap())
+        .unwrap_or_else(|e| panic!("{e}: {stderr}"));
+    assert_eq!(last["level"], "ERROR", "{last}");
+    assert!(
+        last["fields"]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("--kube-api-content-type")),
+        "{last}"
+    );
+}
+
 #[tokio::test]
 async fn bad_flags_fail_fast_with_a_clear_message() {
     let stack = Stack::start().await;

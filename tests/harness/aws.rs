@@ -97,24 +97,7 @@ impl AwsStack {
         tokio::process::Child,
         std::sync::Arc<std::sync::Mutex<String>>,
     ) {
-        let mut ccm = self
-            .controller_manager(port, &["--leader-elect=false"])
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stderr = ccm.stderr.take().unwrap();
-        let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
-        let sink = log.clone();
-        tokio::spawn(async move {
-            use tokio::io::AsyncBufReadExt;
-            let mut lines = tokio::io::BufReader::new(stderr).lines();
-            while let Ok(Some(line)) = lines.next_line().await {
-                let mut log = sink.lock().unwrap();
-                log.push_str(&line);
-                log.push('\n');
-            }
-        });
-        (ccm, log)
+        crate::spawn_logged(self.controller_manager(port, &["--leader-elect=false"]))
     }
 
     /// A kube client for the double.

@@ -681,6 +681,32 @@ pub async fn initialized(nodes: &kube::Api<k8s_openapi::api::core::v1::Node>, na
     })
 }
 
+/// Spawns `command` with its stderr collected line by line into the returned text.
+pub fn spawn_logged(
+    mut command: tokio::process::Command,
+) -> (
+    tokio::process::Child,
+    std::sync::Arc<std::sync::Mutex<String>>,
+) {
+    let mut child = command
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let stderr = child.stderr.take().expect("piped stderr");
+    let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let sink = log.clone();
+    tokio::spawn(async move {
+        use tokio::io::AsyncBufReadExt;
+        let mut lines = tokio::io::BufReader::new(stderr).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            let mut log = sink.lock().unwrap();
+            log.push_str(&line);
+            log.push('\n');
+        }
+    });
+    (child, log)
+}
+
 /// Polls an async condition until it holds or `timeout` passes.
 pub async fn wait_until<F, Fut>(timeout: Duration, what: &str, mut condition: F)
 where

@@ -167,7 +167,9 @@ fn main() -> ExitCode {
         }
     };
     let Some(command) = cli.command else {
-        return runtime.block_on(async { exit_code(wasm_ccm::daemon::run(cli.daemon).await) });
+        let json = cli.log_format == "json";
+        return runtime
+            .block_on(async { daemon_exit_code(wasm_ccm::daemon::run(cli.daemon).await, json) });
     };
     match command {
         Command::Check {
@@ -293,5 +295,17 @@ fn exit_code<E: std::error::Error>(result: Result<(), E>) -> ExitCode {
             eprintln!("error: {}", wasm_ccm::error_chain(&err));
             ExitCode::FAILURE
         }
+    }
+}
+
+/// The controller manager's end: with `--log-format json` a fatal error is a record
+/// like every other line, so a log pipeline keeps it.
+fn daemon_exit_code<E: std::error::Error>(result: Result<(), E>, json: bool) -> ExitCode {
+    match result {
+        Err(err) if json => {
+            tracing::error!(error = %wasm_ccm::error_chain(&err), "wasm-ccm stopped");
+            ExitCode::FAILURE
+        }
+        result => exit_code(result),
     }
 }

@@ -1,7 +1,9 @@
 //! HTTP egress: the broker that is a provider's only way to the network.
 //!
-//! Guests call `wasi:http/outgoing-handler`; wasmtime hands every request to
-//! [`EgressHooks::send_request`], which
+//! Guests send over `wasi:http/outgoing-handler` (wasmtime hands every request to
+//! [`EgressHooks::send_request`]) or, a whole request in one call, over the host's
+//! `wasm-ccm:http/client` ([`crate::capabilities::http_client`]); both end in
+//! `Egress::send`, which
 //! 1. parses the destination once ([`destination`]) and checks it: the method (no
 //!    `TRACE`, no `CONNECT`), the address rules of [`crate::policy::address`] (metadata
 //!    and host-local addresses never; loopback only through a pattern naming it), and
