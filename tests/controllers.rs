@@ -515,14 +515,7 @@ async fn the_client_keeps_to_kube_api_qps_and_burst() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn json_logs_are_one_object_a_line_with_the_documented_fields() {
     let stack = Stack::start().await;
-    stack
-        .cloud
-        .with_state(|s| s.create_instance(NewInstance::named("n1")));
-    let nodes: Api<Node> = Api::all(stack.client());
-    nodes
-        .create(&PostParams::default(), &kubelet_node("n1", "True"))
-        .await
-        .unwrap();
+    let nodes = stack.joining_node("n1").await;
     let mut command = stack.controller_manager_command(free_port(), &["--log-format", "json"]);
     command.env("RUST_LOG", "info");
     let (_cm, log) = wasm_ccm_tests::spawn_logged(command);
@@ -1115,14 +1108,7 @@ async fn a_hanging_cloud_times_out_and_leaves_nodes_alone() {
     let text = std::fs::read_to_string(&policy).unwrap();
     std::fs::write(&policy, text.replace("callTimeout: 10s", "callTimeout: 1s")).unwrap();
     let gone = ready_nodes(&stack, &["slow-gone"]).await.remove(0);
-    stack
-        .cloud
-        .with_state(|s| s.create_instance(NewInstance::named("slow-new")));
-    let nodes: Api<Node> = Api::all(stack.client());
-    nodes
-        .create(&PostParams::default(), &kubelet_node("slow-new", "True"))
-        .await
-        .unwrap();
+    let nodes = stack.joining_node("slow-new").await;
     set_ready(&nodes, "slow-gone", "False").await;
     stack.cloud.with_state(|s| {
         s.delete_instance(&gone);

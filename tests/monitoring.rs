@@ -8,11 +8,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Node;
-use kube::Api;
-use kube::api::PostParams;
-use sim_cloud::model::NewInstance;
-use wasm_ccm_tests::{Stack, free_port, initialized, kubelet_node, kustomize, metrics, wait_until};
+use wasm_ccm_tests::{Stack, free_port, initialized, kustomize, metrics, wait_until};
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -100,14 +96,7 @@ async fn every_metric_the_rules_and_the_dashboard_read_is_exported() {
     // A Node joining makes the controllers reconcile and the provider reach its
     // cloud, so the series of ordinary work exist too.
     let stack = Stack::start().await;
-    stack
-        .cloud
-        .with_state(|s| s.create_instance(NewInstance::named("n1")));
-    let nodes: Api<Node> = Api::all(stack.client());
-    nodes
-        .create(&PostParams::default(), &kubelet_node("n1", "True"))
-        .await
-        .unwrap();
+    let nodes = stack.joining_node("n1").await;
     let port = free_port();
     let _cm = stack.controller_manager(port, &[]);
     wait_until(TIMEOUT, "n1 initialized", || initialized(&nodes, "n1")).await;

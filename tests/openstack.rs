@@ -90,31 +90,16 @@ impl OpenStackStack {
         &self,
         port: u16,
     ) -> (tokio::process::Child, Arc<std::sync::Mutex<String>>) {
-        let mut ccm = controller_manager_command(
+        let mut command = controller_manager_command(
             "openstack",
             self.dir.path(),
             &self.cloud_config,
             &self.kubeconfig,
             port,
             &["--leader-elect=false"],
-        )
-        .env("RUST_LOG", "info")
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-        let stderr = ccm.stderr.take().unwrap();
-        let log = Arc::new(std::sync::Mutex::new(String::new()));
-        let sink = log.clone();
-        tokio::spawn(async move {
-            use tokio::io::AsyncBufReadExt;
-            let mut lines = tokio::io::BufReader::new(stderr).lines();
-            while let Ok(Some(line)) = lines.next_line().await {
-                let mut log = sink.lock().unwrap();
-                log.push_str(&line);
-                log.push('\n');
-            }
-        });
-        (ccm, log)
+        );
+        command.env("RUST_LOG", "info");
+        wasm_ccm_tests::spawn_logged(command)
     }
 }
 

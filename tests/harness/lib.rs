@@ -530,6 +530,22 @@ impl Stack {
     pub fn client(&self) -> kube::Client {
         kube::Client::try_from(kube::Config::new(self.api.url().parse().unwrap())).unwrap()
     }
+
+    /// An instance named `name` in the simulated cloud and its Node joining (Ready,
+    /// tainted uninitialized, as kubelet registers it); the Nodes API.
+    pub async fn joining_node(&self, name: &str) -> kube::Api<k8s_openapi::api::core::v1::Node> {
+        self.cloud
+            .with_state(|s| s.create_instance(sim_cloud::model::NewInstance::named(name)));
+        let nodes = kube::Api::all(self.client());
+        nodes
+            .create(
+                &kube::api::PostParams::default(),
+                &kubelet_node(name, "True"),
+            )
+            .await
+            .unwrap();
+        nodes
+    }
 }
 
 /// `wasm-ccm` for provider `provider` in `providers_dir` (also the credentials
