@@ -973,7 +973,8 @@ async fn cluster_cidr_is_needed_only_when_the_route_controller_runs() {
         command
             .args(["--cloud-provider", &stack.provider, "--secure-port"])
             .arg(port.to_string())
-            .args(["--bind-address", "127.0.0.1", "--leader-elect=false"])
+            .args(["--bind-address", "127.0.0.1", "--serve-plain-http=true"])
+            .arg("--leader-elect=false")
             .arg("--providers-dir")
             .arg(stack.dir.dir.path())
             .arg("--credentials-dir")

@@ -485,6 +485,7 @@ async fn an_occm_cloud_conf_is_imported_and_serves() {
             &port.to_string(),
             "--bind-address",
             "127.0.0.1",
+            "--serve-plain-http=true",
         ])
         .arg("--providers-dir")
         .arg(&providers)

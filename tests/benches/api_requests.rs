@@ -84,6 +84,7 @@ async fn main() {
             &port.to_string(),
             "--bind-address",
             "127.0.0.1",
+            "--serve-plain-http=true",
         ])
         .arg("--providers-dir")
         .arg(stack.dir.dir.path())

@@ -114,6 +114,7 @@ fn spawn_ccm(
             &port.to_string(),
             "--bind-address",
             "127.0.0.1",
+            "--serve-plain-http=true",
         ])
         .arg("--providers-dir")
         .arg(dir)

@@ -218,6 +218,7 @@ async fn daemon_peak_rss(
             "--configure-cloud-routes=false",
             "--bind-address",
             "127.0.0.1",
+            "--serve-plain-http=true",
         ])
         .arg("--secure-port")
         .arg(port.to_string())

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 /// moto, the AWS emulator, as a test peer.
 pub mod aws;
+pub mod https;
 pub use moto_peer as moto;
 pub mod openstack;
 
@@ -501,6 +502,23 @@ impl Stack {
         )
     }
 
+    /// [`Self::controller_manager_command`] serving health as deployed (HTTPS,
+    /// delegated authentication and authorization).
+    pub fn secure_controller_manager_command(
+        &self,
+        port: u16,
+        extra: &[&str],
+    ) -> tokio::process::Command {
+        secure_controller_manager_command(
+            &self.provider,
+            self.dir.dir.path(),
+            &self.cloud_config,
+            &self.kubeconfig,
+            port,
+            extra,
+        )
+    }
+
     /// Two replicas with leader election and `flags`: the first leading (its
     /// controllers running), then the second on standby. Each with its health port.
     pub async fn two_replicas(
@@ -549,8 +567,34 @@ impl Stack {
 }
 
 /// `wasm-ccm` for provider `provider` in `providers_dir` (also the credentials
-/// directory), with fast periods, serving health on `port`, plus `extra` flags.
+/// directory), with fast periods, serving health on `port` over plain HTTP
+/// (`--serve-plain-http`), plus `extra` flags.
 pub fn controller_manager_command(
+    provider: &str,
+    providers_dir: &Path,
+    cloud_config: &Path,
+    kubeconfig: &Path,
+    port: u16,
+    extra: &[&str],
+) -> tokio::process::Command {
+    let mut command = secure_controller_manager_command(
+        provider,
+        providers_dir,
+        cloud_config,
+        kubeconfig,
+        port,
+        extra,
+    );
+    // Its start-up warning is for operators, not for every test's output.
+    command
+        .arg("--serve-plain-http=true")
+        .env("RUST_LOG", "warn,wasm_ccm::serving=error");
+    command
+}
+
+/// [`controller_manager_command`] serving health on `port` as deployed: HTTPS with
+/// delegated authentication and authorization.
+pub fn secure_controller_manager_command(
     provider: &str,
     providers_dir: &Path,
     cloud_config: &Path,

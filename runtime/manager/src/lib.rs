@@ -12,6 +12,8 @@
 //! - [`cloud`]: the seam between Kubernetes objects and the provider contract. The
 //!   controllers call a [`cloud::Cloud`] and never touch the contract's bindings.
 //! - [`hot_swap`]: switching to a changed provider without a restart.
+//! - [`serving`]: the secure port (HTTPS, delegated authentication and authorization)
+//!   in front of health and metrics.
 //!
 //! Crates: this one depends on `wasm-ccm-host` (which knows nothing of Kubernetes);
 //! the playground (`wasm-ccm-playground`) depends on both, and is the only one that
@@ -29,6 +31,7 @@ pub mod hot_swap;
 pub mod metrics;
 pub mod occm_import;
 pub mod scaffold;
+pub mod serving;
 
 /// An error and its sources on one line, each cause once: what the binaries print.
 pub fn error_chain(err: &dyn std::error::Error) -> String {

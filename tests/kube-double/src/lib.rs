@@ -3,7 +3,7 @@
 //! No kube-apiserver can be installed on the machines this project builds on, so the
 //! integration tests, the benchmarks and `wasm-ccm playground` run against this
 //! in-memory server instead. It serves the resources a cloud-controller-manager
-//! uses — core/v1 Nodes, Services, Events, Namespaces; events.k8s.io/v1 Events;
+//! uses — core/v1 Nodes, Services, Events, Namespaces, ConfigMaps; events.k8s.io/v1 Events;
 //! coordination.k8s.io/v1 Leases — under the real paths, and it is deliberately
 //! strict where the CCM depends on the server's behaviour:
 //!

@@ -162,6 +162,22 @@ pub static RESOURCES: &[Resource] = &[
         merge_lists: &[],
         storage: "events",
     },
+    // The API server's published client CA (kube-system/extension-apiserver-authentication),
+    // which servers with delegated authentication read.
+    Resource {
+        group: "",
+        version: "v1",
+        plural: "configmaps",
+        singular: "configmap",
+        kind: "ConfigMap",
+        namespaced: true,
+        has_status: false,
+        keep_status_on_create: false,
+        short_names: &["cm"],
+        field_selectors: &[],
+        merge_lists: &[],
+        storage: "configmaps",
+    },
     Resource {
         group: "coordination.k8s.io",
         version: "v1",

@@ -1,4 +1,5 @@
-//! `/healthz`, `/readyz` and `/metrics` on `--bind-address`:`--secure-port`.
+//! `/healthz`, `/livez`, `/readyz` and `/metrics`, served on the secure port
+//! ([`crate::serving`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -149,17 +150,14 @@ async fn metrics_text(State(s): State<AppState>) -> impl IntoResponse {
     )
 }
 
-/// Serves the endpoints on `listener` until the task is dropped.
-pub async fn serve(
-    listener: tokio::net::TcpListener,
-    health: Arc<Health>,
-    metrics: Metrics,
-) -> std::io::Result<()> {
-    let app = Router::new()
+/// The endpoints: `/healthz` (and `/livez`, the same checks), `/healthz/<check>`,
+/// `/readyz`, `/metrics`.
+pub fn router(health: Arc<Health>, metrics: Metrics) -> Router {
+    Router::new()
         .route("/healthz", get(healthz))
         .route("/healthz/{*check}", get(healthz_check))
+        .route("/livez", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics_text))
-        .with_state(AppState { health, metrics });
-    axum::serve(listener, app).await
+        .with_state(AppState { health, metrics })
 }

@@ -47,15 +47,9 @@ pub enum DaemonError {
         #[source]
         source: std::io::Error,
     },
-    /// The health server cannot listen.
-    #[error("cannot listen on {addr}: {source}")]
-    Listen {
-        /// `--bind-address:--secure-port`.
-        addr: String,
-        /// The I/O error.
-        #[source]
-        source: std::io::Error,
-    },
+    /// The secure port (health and metrics) could not start.
+    #[error("secure port: {0}")]
+    Serving(#[from] crate::serving::ServingError),
     /// The provider answers `has-cluster-id` false and `--allow-untagged-cloud` is off.
     #[error(
         "no ClusterID found: provider {provider} does not tag its resources with a cluster \
@@ -86,8 +80,8 @@ pub async fn run(args: DaemonArgs) -> Result<(), DaemonError> {
     // Health and metrics, then the provider: `/readyz` says when it is loaded.
     let metrics = Metrics::new();
     let controller_metrics = Arc::new(ControllerMetrics::register(&metrics));
-    let health = wiring::serve_health(&args, &metrics).await?;
     let client = wiring::kube_client(&args).await?;
+    let health = wiring::serve_health(&args, &client, &metrics).await?;
     let identity = wiring::identity();
     let loader = wiring::loader(&args, &metrics, &client, &identity)?;
     let (provider, serving) = loader

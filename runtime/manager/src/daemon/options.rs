@@ -110,12 +110,9 @@ pub struct DaemonArgs {
     /// `application/vnd.kubernetes.protobuf`, is refused with that reason).
     #[arg(long, default_value = "application/json")]
     pub kube_api_content_type: String,
-    /// Address of the health and metrics server.
-    #[arg(long, default_value = "0.0.0.0")]
-    pub bind_address: String,
-    /// Port of the health and metrics server (`/healthz`, `/readyz`, `/metrics`).
-    #[arg(long, default_value_t = 10258)]
-    pub secure_port: u16,
+    /// The secure port serving health and metrics.
+    #[command(flatten)]
+    pub serving: crate::serving::ServingArgs,
     /// The directory holding the credential files policies name (the mounted Secret).
     /// A policy naming a file outside it — directly or through a symlink — is refused.
     #[arg(

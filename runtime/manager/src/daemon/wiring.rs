@@ -33,22 +33,16 @@ pub(super) fn route_flags(
     Ok(())
 }
 
-/// Binds `--bind-address:--secure-port` and serves `/healthz`, `/readyz`, `/metrics`.
+/// Serves `/healthz`, `/livez`, `/readyz` and `/metrics` on the secure port.
 pub(super) async fn serve_health(
     args: &DaemonArgs,
+    client: &kube::Client,
     metrics: &Metrics,
 ) -> Result<Arc<health::Health>, DaemonError> {
     let health = Arc::new(health::Health::default());
     health.leader_ok.store(true, Ordering::Relaxed);
-    let addr = format!("{}:{}", args.bind_address, args.secure_port);
-    let listener = tokio::net::TcpListener::bind(&addr)
-        .await
-        .map_err(|source| DaemonError::Listen {
-            addr: addr.clone(),
-            source,
-        })?;
-    tracing::info!(%addr, "serving /healthz, /readyz and /metrics");
-    tokio::spawn(health::serve(listener, health.clone(), metrics.clone()));
+    let app = health::router(health.clone(), metrics.clone());
+    crate::serving::serve(&args.serving, client, metrics, app).await?;
     Ok(health)
 }
 

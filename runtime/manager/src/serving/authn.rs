@@ -1,0 +1,179 @@
+//! Who a request comes from, as upstream's delegated authenticator decides: a client
+//! certificate signed by the client CA, else a bearer token the API server vouches for
+//! (`TokenReview`, answers cached), else the anonymous user.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
+use kube::api::{Api, PostParams};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use sha2::{Digest, Sha256};
+
+use super::cache::TtlCache;
+use super::{CodeLabel, api_code};
+
+/// The group every authenticated user is in.
+pub const AUTHENTICATED_GROUP: &str = "system:authenticated";
+
+/// An authenticated (or anonymous) user, as `SubjectAccessReview` takes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UserInfo {
+    /// The user name (`system:serviceaccount:monitoring:prometheus`).
+    pub name: String,
+    /// The user's UID, if the authenticator knows one.
+    pub uid: String,
+    /// The groups, `system:authenticated` included for every authenticated user.
+    pub groups: Vec<String>,
+    /// Extra attributes the token review returned.
+    pub extra: BTreeMap<String, Vec<String>>,
+}
+
+impl UserInfo {
+    /// `system:anonymous` in `system:unauthenticated`: a request with no credentials.
+    pub fn anonymous() -> Self {
+        Self {
+            name: "system:anonymous".into(),
+            uid: String::new(),
+            groups: vec!["system:unauthenticated".into()],
+            extra: BTreeMap::new(),
+        }
+    }
+
+    /// An authenticated user, `system:authenticated` added to its groups when missing.
+    pub fn authenticated(name: String, uid: String, mut groups: Vec<String>) -> Self {
+        if !groups.iter().any(|g| g == AUTHENTICATED_GROUP) {
+            groups.push(AUTHENTICATED_GROUP.into());
+        }
+        Self {
+            name,
+            uid,
+            groups,
+            extra: BTreeMap::new(),
+        }
+    }
+}
+
+/// Why a request was not authenticated.
+#[derive(Debug, thiserror::Error)]
+pub enum AuthnError {
+    /// The API server says the token is not valid.
+    #[error("invalid bearer token: {0}")]
+    InvalidToken(String),
+    /// The `TokenReview` could not be made.
+    #[error("TokenReview failed: {0}")]
+    Review(#[source] kube::Error),
+}
+
+/// Bearer tokens checked with `TokenReview`, answers kept for the cache TTL (tokens
+/// are kept only as their SHA-256).
+pub struct TokenAuthenticator {
+    client: kube::Client,
+    ttl: Duration,
+    cache: TtlCache<[u8; 32], Result<UserInfo, String>>,
+    requests: Family<CodeLabel, Counter>,
+}
+
+impl TokenAuthenticator {
+    /// Reviews tokens through `client`; `requests` counts reviews by HTTP code.
+    pub fn new(client: kube::Client, ttl: Duration, requests: Family<CodeLabel, Counter>) -> Self {
+        Self {
+            client,
+            ttl,
+            cache: TtlCache::default(),
+            requests,
+        }
+    }
+
+    /// The user `token` belongs to. Answers (valid or not) are kept for the TTL;
+    /// failed reviews are not.
+    pub async fn authenticate(&self, token: &str) -> Result<UserInfo, AuthnError> {
+        let key: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+        if let Some(answer) = self.cache.get(&key) {
+            return answer.map_err(AuthnError::InvalidToken);
+        }
+        let review = TokenReview {
+            spec: TokenReviewSpec {
+                token: token.to_owned(),
+                audiences: None,
+            },
+            ..Default::default()
+        };
+        let answer = Api::<TokenReview>::all(self.client.clone())
+            .create(&PostParams::default(), &review)
+            .await;
+        self.requests
+            .get_or_create(&CodeLabel {
+                code: api_code(&answer),
+            })
+            .inc();
+        let status = answer
+            .map_err(AuthnError::Review)?
+            .status
+            .unwrap_or_default();
+        let answer = match (status.authenticated, status.user) {
+            (Some(true), Some(user)) => Ok(UserInfo {
+                extra: user.extra.unwrap_or_default(),
+                ..UserInfo::authenticated(
+                    user.username.unwrap_or_default(),
+                    user.uid.unwrap_or_default(),
+                    user.groups.unwrap_or_default(),
+                )
+            }),
+            _ => Err(status
+                .error
+                .filter(|e| !e.is_empty())
+                .unwrap_or_else(|| "not authenticated".into())),
+        };
+        self.cache.insert(key, answer.clone(), self.ttl);
+        answer.map_err(AuthnError::InvalidToken)
+    }
+}
+
+/// The user a verified client certificate names: its Common Name, in its
+/// Organizations (upstream's `CommonNameUserConversion`). `None` without a Common Name.
+pub fn certificate_user(der: &[u8]) -> Option<UserInfo> {
+    let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
+    let subject = cert.subject();
+    let name = subject.iter_common_name().next()?.as_str().ok()?.to_owned();
+    if name.is_empty() {
+        return None;
+    }
+    let groups = subject
+        .iter_organization()
+        .filter_map(|o| o.as_str().ok().map(str::to_owned))
+        .collect();
+    Some(UserInfo::authenticated(name, String::new(), groups))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_client_certificate_names_its_user_and_groups() {
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "system:kube-controller-manager");
+        params
+            .distinguished_name
+            .push(rcgen::DnType::OrganizationName, "system:monitoring");
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = params.self_signed(&key).unwrap();
+        let user = certificate_user(cert.der()).unwrap();
+        assert_eq!(user.name, "system:kube-controller-manager");
+        assert_eq!(user.groups, ["system:monitoring", AUTHENTICATED_GROUP]);
+    }
+
+    #[test]
+    fn a_certificate_without_common_name_names_nobody() {
+        let params = rcgen::CertificateParams::new(vec!["localhost".to_owned()]).unwrap();
+        let mut params = params;
+        params.distinguished_name = rcgen::DistinguishedName::new();
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = params.self_signed(&key).unwrap();
+        assert_eq!(certificate_user(cert.der()), None);
+    }
+}

@@ -1,0 +1,165 @@
+//! What a user may do on the secure port, as upstream's delegated authorizer decides:
+//! paths of `--authorization-always-allow-paths` and the `system:masters` group are
+//! allowed, anything else is a `SubjectAccessReview` on the non-resource path with
+//! the request's lower-case method as verb (`get` on `/metrics`), answers cached.
+
+use std::time::Duration;
+
+use k8s_openapi::api::authorization::v1::{
+    NonResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+};
+use kube::api::{Api, PostParams};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+
+use super::authn::UserInfo;
+use super::cache::TtlCache;
+use super::{CodeLabel, api_code};
+
+/// The group upstream's delegated authorizer allows without asking (the API server
+/// itself allows it everything).
+pub const ALWAYS_ALLOW_GROUP: &str = "system:masters";
+
+/// The authorizer's answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Allowed.
+    Allow,
+    /// Denied, with the reviewer's reason (possibly empty).
+    Deny(String),
+}
+
+/// A `SubjectAccessReview` that could not be made.
+#[derive(Debug, thiserror::Error)]
+#[error("SubjectAccessReview failed: {0}")]
+pub struct AuthzError(#[source] pub kube::Error);
+
+/// Who and what a cached answer is for.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Key {
+    user: String,
+    uid: String,
+    groups: Vec<String>,
+    extra: Vec<(String, Vec<String>)>,
+    verb: String,
+    path: String,
+}
+
+/// Always-allowed paths and groups, then `SubjectAccessReview`.
+pub struct Authorizer {
+    client: kube::Client,
+    always_allow_paths: Vec<String>,
+    allowed_ttl: Duration,
+    denied_ttl: Duration,
+    cache: TtlCache<Key, Decision>,
+    requests: Family<CodeLabel, Counter>,
+}
+
+impl Authorizer {
+    /// Reviews through `client`; `requests` counts reviews by HTTP code.
+    pub fn new(
+        client: kube::Client,
+        always_allow_paths: Vec<String>,
+        (allowed_ttl, denied_ttl): (Duration, Duration),
+        requests: Family<CodeLabel, Counter>,
+    ) -> Self {
+        Self {
+            client,
+            always_allow_paths,
+            allowed_ttl,
+            denied_ttl,
+            cache: TtlCache::default(),
+            requests,
+        }
+    }
+
+    /// Whether `user` may use `verb` on `path`.
+    pub async fn authorize(
+        &self,
+        user: &UserInfo,
+        verb: &str,
+        path: &str,
+    ) -> Result<Decision, AuthzError> {
+        if self
+            .always_allow_paths
+            .iter()
+            .any(|pattern| path_matches(pattern, path))
+            || user.groups.iter().any(|g| g == ALWAYS_ALLOW_GROUP)
+        {
+            return Ok(Decision::Allow);
+        }
+        let key = Key {
+            user: user.name.clone(),
+            uid: user.uid.clone(),
+            groups: user.groups.clone(),
+            extra: user
+                .extra
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            verb: verb.to_owned(),
+            path: path.to_owned(),
+        };
+        if let Some(decision) = self.cache.get(&key) {
+            return Ok(decision);
+        }
+        let review = SubjectAccessReview {
+            spec: SubjectAccessReviewSpec {
+                user: Some(user.name.clone()),
+                uid: (!user.uid.is_empty()).then(|| user.uid.clone()),
+                groups: Some(user.groups.clone()),
+                extra: (!user.extra.is_empty()).then(|| user.extra.clone()),
+                non_resource_attributes: Some(NonResourceAttributes {
+                    path: Some(path.to_owned()),
+                    verb: Some(verb.to_owned()),
+                }),
+                resource_attributes: None,
+            },
+            ..Default::default()
+        };
+        let answer = Api::<SubjectAccessReview>::all(self.client.clone())
+            .create(&PostParams::default(), &review)
+            .await;
+        self.requests
+            .get_or_create(&CodeLabel {
+                code: api_code(&answer),
+            })
+            .inc();
+        let status = answer.map_err(AuthzError)?.status.unwrap_or_default();
+        let decision = if status.allowed && !status.denied.unwrap_or(false) {
+            Decision::Allow
+        } else {
+            Decision::Deny(status.reason.unwrap_or_default())
+        };
+        let ttl = match decision {
+            Decision::Allow => self.allowed_ttl,
+            Decision::Deny(_) => self.denied_ttl,
+        };
+        self.cache.insert(key, decision.clone(), ttl);
+        Ok(decision)
+    }
+}
+
+/// `--authorization-always-allow-paths` matching: the path itself, or a prefix
+/// ending in `*`.
+pub fn path_matches(pattern: &str, path: &str) -> bool {
+    match pattern.strip_suffix('*') {
+        Some(prefix) => path.starts_with(prefix),
+        None => pattern == path,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::path_matches;
+
+    #[test]
+    fn always_allowed_paths_are_exact_or_a_trailing_star_prefix() {
+        assert!(path_matches("/healthz", "/healthz"));
+        assert!(!path_matches("/healthz", "/healthz/leaderElection"));
+        assert!(path_matches("/healthz/*", "/healthz/leaderElection"));
+        assert!(path_matches("/healthz*", "/healthz"));
+        assert!(!path_matches("/healthz", "/metrics"));
+        assert!(path_matches("/*", "/metrics"));
+    }
+}

@@ -1,0 +1,115 @@
+//! The secure port's filter, in upstream's order: authenticate (client certificate,
+//! bearer token, else anonymous), then authorize; 401 when a credential is not
+//! valid, 403 when the user may not, 500 when the API server could not be asked.
+
+use std::sync::Arc;
+
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use super::authn::{TokenAuthenticator, UserInfo};
+use super::authz::{Authorizer, Decision};
+use super::tls::Peer;
+
+/// Delegated authentication and authorization.
+pub struct Delegated {
+    /// Bearer tokens.
+    pub tokens: TokenAuthenticator,
+    /// Paths.
+    pub authorizer: Authorizer,
+}
+
+/// Lets the request through when its user may use its method on its path.
+pub async fn guard(
+    State(delegated): State<Arc<Delegated>>,
+    ConnectInfo(peer): ConnectInfo<Peer>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let path = request.uri().path().to_owned();
+    let user = match peer.certificate_user {
+        Some(user) => user,
+        None => match bearer_token(request.headers()) {
+            Some(token) => match delegated.tokens.authenticate(token).await {
+                Ok(user) => user,
+                Err(err) => {
+                    tracing::debug!(peer = %peer.addr, %path, error = %err, "unauthorized");
+                    return status(StatusCode::UNAUTHORIZED, "Unauthorized", "Unauthorized");
+                }
+            },
+            None => UserInfo::anonymous(),
+        },
+    };
+    let verb = request.method().as_str().to_ascii_lowercase();
+    match delegated.authorizer.authorize(&user, &verb, &path).await {
+        Ok(Decision::Allow) => next.run(request).await,
+        Ok(Decision::Deny(reason)) => {
+            tracing::debug!(peer = %peer.addr, user = %user.name, %verb, %path, %reason, "forbidden");
+            let mut message = format!(
+                "forbidden: User {:?} cannot {verb} path {path:?}",
+                user.name
+            );
+            if !reason.is_empty() {
+                message.push_str(": ");
+                message.push_str(&reason);
+            }
+            status(StatusCode::FORBIDDEN, "Forbidden", &message)
+        }
+        Err(err) => {
+            tracing::warn!(%path, error = %err, "cannot authorize a request to the secure port");
+            status(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "InternalError",
+                &format!("Internal Server Error: {path:?}: {err}"),
+            )
+        }
+    }
+}
+
+/// The token of `Authorization: Bearer <token>` (scheme case-insensitive), if any.
+fn bearer_token(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?.trim();
+    let (scheme, token) = value.split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
+/// A `Status` object, as the API server and upstream's filters answer.
+fn status(code: StatusCode, reason: &str, message: &str) -> Response {
+    let body = serde_json::json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code.as_u16(),
+    });
+    (
+        code,
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bearer_tokens_are_read_as_upstream_reads_them() {
+        let headers = |value: &str| {
+            let mut h = HeaderMap::new();
+            h.insert(header::AUTHORIZATION, value.parse().unwrap());
+            h
+        };
+        assert_eq!(bearer_token(&headers("Bearer abc")), Some("abc"));
+        assert_eq!(bearer_token(&headers("bearer  abc ")), Some("abc"));
+        assert_eq!(bearer_token(&headers("Basic abc")), None);
+        assert_eq!(bearer_token(&headers("Bearer ")), None);
+        assert_eq!(bearer_token(&HeaderMap::new()), None);
+    }
+}

@@ -1,0 +1,412 @@
+//! The secure port's TLS: the serving certificate (from `--tls-cert-file` and
+//! `--tls-private-key-file`, re-read when they change, or self-signed in memory), the
+//! client certificate authorities, and the listener that hands axum finished
+//! handshakes.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use axum::extract::connect_info::Connected;
+use axum::serve::IncomingStream;
+use rustls::RootCertStore;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::{ClientHello, ResolvesServerCert, WebPkiClientVerifier};
+use rustls::sign::CertifiedKey;
+use tokio::net::{TcpListener, TcpStream};
+use tokio_rustls::server::TlsStream;
+
+use super::authn::{UserInfo, certificate_user};
+
+/// A TLS handshake must finish within this.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Handshakes in progress at once; more connections wait to be accepted.
+const MAX_HANDSHAKES: usize = 64;
+
+/// Why TLS could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    /// A file could not be read.
+    #[error("{path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A file holds no usable PEM block of the expected kind.
+    #[error("{path}: {what}")]
+    Pem {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        what: String,
+    },
+    /// The private key does not fit the certificate, or its algorithm is not supported.
+    #[error("{key} does not go with {cert}: {source}")]
+    Key {
+        /// The certificate file.
+        cert: PathBuf,
+        /// The key file.
+        key: PathBuf,
+        /// rustls' reason.
+        #[source]
+        source: rustls::Error,
+    },
+    /// The self-signed certificate could not be generated.
+    #[error("generating a self-signed certificate: {0}")]
+    SelfSigned(#[from] rcgen::Error),
+    /// The client certificate authorities cannot verify certificates.
+    #[error("client CA {origin}: {source}")]
+    ClientCa {
+        /// Where the authorities came from.
+        origin: String,
+        /// rustls' reason.
+        #[source]
+        source: rustls::server::VerifierBuilderError,
+    },
+    /// rustls refused the configuration.
+    #[error("TLS configuration: {0}")]
+    Config(#[from] rustls::Error),
+}
+
+fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// Reads a file for [`certificate_from_pem`] or [`client_ca_from_pem`].
+pub fn read_file(path: &Path) -> Result<Vec<u8>, TlsError> {
+    std::fs::read(path).map_err(|source| TlsError::Read {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+/// The certificate chain and key of `--tls-cert-file` / `--tls-private-key-file`
+/// (`cert_pem` and `key_pem` are their contents, read by the caller).
+pub fn certificate_from_pem(
+    (cert, cert_pem): (&Path, &[u8]),
+    (key, key_pem): (&Path, &[u8]),
+) -> Result<Arc<CertifiedKey>, TlsError> {
+    let chain = CertificateDer::pem_slice_iter(cert_pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| TlsError::Pem {
+            path: cert.to_owned(),
+            what: format!("not a PEM certificate bundle: {e}"),
+        })?;
+    if chain.is_empty() {
+        return Err(TlsError::Pem {
+            path: cert.to_owned(),
+            what: "no CERTIFICATE block".into(),
+        });
+    }
+    let private = PrivateKeyDer::from_pem_slice(key_pem).map_err(|e| TlsError::Pem {
+        path: key.to_owned(),
+        what: format!("no PEM private key (PKCS#8, PKCS#1 or SEC1): {e}"),
+    })?;
+    let certified =
+        CertifiedKey::from_der(chain, private, &provider()).map_err(|source| TlsError::Key {
+            cert: cert.to_owned(),
+            key: key.to_owned(),
+            source,
+        })?;
+    Ok(Arc::new(certified))
+}
+
+/// A self-signed certificate for `localhost`, this host's name, the loopback
+/// addresses and `bind` (when it is one address), generated in memory as upstream
+/// does when no certificate is given.
+pub fn self_signed(bind: IpAddr) -> Result<Arc<CertifiedKey>, TlsError> {
+    let mut names = vec![
+        "localhost".to_owned(),
+        "127.0.0.1".to_owned(),
+        "::1".to_owned(),
+    ];
+    if let Ok(host) = std::fs::read_to_string("/proc/sys/kernel/hostname") {
+        let host = host.trim();
+        if !host.is_empty() && host != "localhost" {
+            names.push(host.to_owned());
+        }
+    }
+    if !bind.is_unspecified() && !bind.is_loopback() {
+        names.push(bind.to_string());
+    }
+    let generated = rcgen::generate_simple_self_signed(names)?;
+    let key = PrivateKeyDer::Pkcs8(generated.signing_key.serialize_der().into());
+    let certified = CertifiedKey::from_der(vec![generated.cert.der().clone()], key, &provider())?;
+    Ok(Arc::new(certified))
+}
+
+/// Client certificate authorities from a PEM bundle; `origin` names it in errors.
+pub fn client_ca_from_pem(origin: &str, pem: &[u8]) -> Result<Arc<RootCertStore>, TlsError> {
+    let bad = |what: String| TlsError::Pem {
+        path: PathBuf::from(origin),
+        what,
+    };
+    let mut roots = RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(pem) {
+        let cert = cert.map_err(|e| bad(format!("not a PEM certificate bundle: {e}")))?;
+        roots
+            .add(cert)
+            .map_err(|e| bad(format!("not a usable certificate authority: {e}")))?;
+    }
+    if roots.is_empty() {
+        return Err(bad("no CERTIFICATE block".into()));
+    }
+    Ok(Arc::new(roots))
+}
+
+/// The TLS configuration new connections get: the current serving certificate and
+/// client certificate authorities. Changing either builds a new configuration;
+/// connections already open keep theirs.
+pub struct TlsState {
+    certificate: RwLock<Arc<CertifiedKey>>,
+    client_ca: RwLock<Option<(String, Arc<RootCertStore>)>>,
+    config: RwLock<Arc<rustls::ServerConfig>>,
+}
+
+impl TlsState {
+    /// Serves `certificate`, with no client certificate authority yet.
+    pub fn new(certificate: Arc<CertifiedKey>) -> Result<Self, TlsError> {
+        let config = build(&certificate, None)?;
+        Ok(Self {
+            certificate: RwLock::new(certificate),
+            client_ca: RwLock::new(None),
+            config: RwLock::new(config),
+        })
+    }
+
+    /// The configuration for a new connection.
+    pub fn current(&self) -> Arc<rustls::ServerConfig> {
+        self.config
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Serves `certificate` to new connections.
+    pub fn set_certificate(&self, certificate: Arc<CertifiedKey>) -> Result<(), TlsError> {
+        let ca = self
+            .client_ca
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let config = build(&certificate, ca.as_ref())?;
+        *self.certificate.write().unwrap_or_else(|p| p.into_inner()) = certificate;
+        *self.config.write().unwrap_or_else(|p| p.into_inner()) = config;
+        Ok(())
+    }
+
+    /// Verifies client certificates of new connections against `ca` (`origin`, the
+    /// authorities' source, for errors); `None` accepts no client certificates.
+    pub fn set_client_ca(&self, ca: Option<(String, Arc<RootCertStore>)>) -> Result<(), TlsError> {
+        let certificate = self
+            .certificate
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let config = build(&certificate, ca.as_ref())?;
+        *self.client_ca.write().unwrap_or_else(|p| p.into_inner()) = ca;
+        *self.config.write().unwrap_or_else(|p| p.into_inner()) = config;
+        Ok(())
+    }
+}
+
+/// The server configuration: HTTP/1.1, the certificate, and client certificates
+/// requested (not required) when there are authorities to verify them.
+fn build(
+    certificate: &Arc<CertifiedKey>,
+    client_ca: Option<&(String, Arc<RootCertStore>)>,
+) -> Result<Arc<rustls::ServerConfig>, TlsError> {
+    let builder = rustls::ServerConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()?;
+    let builder = match client_ca {
+        Some((origin, roots)) => {
+            let verifier = WebPkiClientVerifier::builder_with_provider(roots.clone(), provider())
+                .allow_unauthenticated()
+                .build()
+                .map_err(|source| TlsError::ClientCa {
+                    origin: origin.clone(),
+                    source,
+                })?;
+            builder.with_client_cert_verifier(verifier)
+        }
+        None => builder.with_no_client_auth(),
+    };
+    let mut config = builder.with_cert_resolver(Arc::new(Fixed(certificate.clone())));
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
+/// One certificate for every client hello.
+#[derive(Debug)]
+struct Fixed(Arc<CertifiedKey>);
+
+impl ResolvesServerCert for Fixed {
+    fn resolve(&self, _: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        Some(self.0.clone())
+    }
+}
+
+/// Accepts TCP connections and hands axum those whose TLS handshake finished (in
+/// time); each handshake runs in its own task, so a slow client delays no other.
+pub struct TlsListener {
+    handshaken: tokio::sync::mpsc::Receiver<(TlsStream<TcpStream>, SocketAddr)>,
+    local: SocketAddr,
+    acceptor: tokio::task::JoinHandle<()>,
+}
+
+impl TlsListener {
+    /// Starts accepting on `tcp` with `tls`'s current configuration per connection.
+    pub fn new(tcp: TcpListener, tls: Arc<TlsState>) -> std::io::Result<Self> {
+        let local = tcp.local_addr()?;
+        let (tx, handshaken) = tokio::sync::mpsc::channel(MAX_HANDSHAKES);
+        let slots = Arc::new(tokio::sync::Semaphore::new(MAX_HANDSHAKES));
+        let acceptor = tokio::spawn(async move {
+            loop {
+                let Ok(slot) = slots.clone().acquire_owned().await else {
+                    return;
+                };
+                let (stream, addr) = match tcp.accept().await {
+                    Ok(accepted) => accepted,
+                    Err(err) => {
+                        tracing::debug!(error = %err, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        continue;
+                    }
+                };
+                let acceptor = tokio_rustls::TlsAcceptor::from(tls.current());
+                let tx = tx.clone();
+                tokio::spawn(async move {
+                    let _slot = slot;
+                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+                        Ok(Ok(tls)) => {
+                            let _ = tx.send((tls, addr)).await;
+                        }
+                        Ok(Err(err)) => {
+                            tracing::debug!(peer = %addr, error = %err, "TLS handshake failed")
+                        }
+                        Err(_) => tracing::debug!(peer = %addr, "TLS handshake timed out"),
+                    }
+                });
+            }
+        });
+        Ok(Self {
+            handshaken,
+            local,
+            acceptor,
+        })
+    }
+}
+
+impl Drop for TlsListener {
+    fn drop(&mut self) {
+        self.acceptor.abort();
+    }
+}
+
+impl axum::serve::Listener for TlsListener {
+    type Io = TlsStream<TcpStream>;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        match self.handshaken.recv().await {
+            Some(accepted) => accepted,
+            // The acceptor stopped (its task was cancelled): nothing comes any more.
+            None => std::future::pending().await,
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<Self::Addr> {
+        Ok(self.local)
+    }
+}
+
+/// The client of a request on the secure port: its address and the user its verified
+/// client certificate names, if it sent one.
+#[derive(Debug, Clone)]
+pub struct Peer {
+    /// The client's address.
+    pub addr: SocketAddr,
+    /// The user of the client certificate.
+    pub certificate_user: Option<UserInfo>,
+}
+
+impl Connected<IncomingStream<'_, TlsListener>> for Peer {
+    fn connect_info(stream: IncomingStream<'_, TlsListener>) -> Self {
+        let certificate_user = stream
+            .io()
+            .get_ref()
+            .1
+            .peer_certificates()
+            .and_then(|chain| chain.first())
+            .and_then(|cert| certificate_user(cert));
+        Peer {
+            addr: *stream.remote_addr(),
+            certificate_user,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_of_another_certificate_is_refused_naming_both_files() {
+        let a = rcgen::generate_simple_self_signed(vec!["a".to_owned()]).unwrap();
+        let b = rcgen::generate_simple_self_signed(vec!["b".to_owned()]).unwrap();
+        let err = certificate_from_pem(
+            (Path::new("/tls/tls.crt"), a.cert.pem().as_bytes()),
+            (
+                Path::new("/tls/tls.key"),
+                b.signing_key.serialize_pem().as_bytes(),
+            ),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("/tls/tls.key does not go with /tls/tls.crt"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn files_without_pem_blocks_are_named() {
+        let a = rcgen::generate_simple_self_signed(vec!["a".to_owned()]).unwrap();
+        let err = certificate_from_pem(
+            (Path::new("/tls/tls.crt"), b"garbage"),
+            (
+                Path::new("/tls/tls.key"),
+                a.signing_key.serialize_pem().as_bytes(),
+            ),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.starts_with("/tls/tls.crt: no CERTIFICATE block"),
+            "{err}"
+        );
+        let err = certificate_from_pem(
+            (Path::new("/tls/tls.crt"), a.cert.pem().as_bytes()),
+            (Path::new("/tls/tls.key"), a.cert.pem().as_bytes()),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.starts_with("/tls/tls.key: no PEM private key"), "{err}");
+        let err = client_ca_from_pem("--client-ca-file /ca.crt", b"").unwrap_err();
+        assert!(err.to_string().contains("no CERTIFICATE block"), "{err}");
+    }
+
+    #[test]
+    fn the_self_signed_certificate_serves_a_tls_configuration() {
+        let state = TlsState::new(self_signed("10.0.0.5".parse().unwrap()).unwrap()).unwrap();
+        assert_eq!(state.current().alpn_protocols, [b"http/1.1".to_vec()]);
+        let ca = rcgen::generate_simple_self_signed(vec!["ca".to_owned()]).unwrap();
+        let roots = client_ca_from_pem("test", ca.cert.pem().as_bytes()).unwrap();
+        state.set_client_ca(Some(("test".into(), roots))).unwrap();
+    }
+}

@@ -1,0 +1,368 @@
+//! The secure port as deployed: HTTPS (a self-signed certificate, or certificate files
+//! re-read when they change), health paths open to anyone, `/metrics` only for users
+//! the API server double's `TokenReview` and `SubjectAccessReview` vouch for (bearer
+//! tokens, or client certificates of the CA the API server publishes), answers cached;
+//! plain HTTP only with `--serve-plain-http`, and never together with TLS flags.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Api;
+use kube::api::PostParams;
+use wasm_ccm_tests::https::{Credentials, TestCa, https_get};
+use wasm_ccm_tests::{Stack, TempDir, free_port, http_get, metric, wait_until};
+
+const TIMEOUT: Duration = Duration::from_secs(60);
+const SCRAPER: &str = "system:serviceaccount:monitoring:prometheus";
+
+/// The status of `GET path` with `credentials` (0 when no answer came).
+async fn status(port: u16, path: &str, credentials: &Credentials) -> u16 {
+    https_get(port, path, credentials)
+        .await
+        .map(|a| a.status)
+        .unwrap_or(0)
+}
+
+/// How many `kind` reviews (`tokenreviews`, `subjectaccessreviews`) the double served.
+fn reviews(stack: &Stack, kind: &str) -> u64 {
+    stack
+        .api
+        .request_counts()
+        .iter()
+        .filter(|(a, _)| a.resource == kind && a.verb == "create")
+        .map(|(_, n)| n)
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_is_open_and_metrics_need_a_user_the_api_server_allows() {
+    let stack = Stack::start().await;
+    let groups = ["system:serviceaccounts", "system:authenticated"];
+    stack.api.add_user("t-scraper", SCRAPER, &groups);
+    stack
+        .api
+        .add_user("t-other", "system:serviceaccount:default:default", &groups);
+    stack.api.allow_non_resource(SCRAPER, "get", "/metrics");
+    let port = free_port();
+    let _ccm = stack
+        .secure_controller_manager_command(port, &["--leader-elect=false"])
+        .spawn()
+        .unwrap();
+    let anonymous = Credentials::default();
+    wait_until(TIMEOUT, "/readyz over HTTPS", || async {
+        status(port, "/readyz", &anonymous).await == 200
+    })
+    .await;
+
+    // Health paths answer anyone; the self-signed certificate names localhost.
+    for path in ["/healthz", "/livez", "/readyz"] {
+        let answer = https_get(port, path, &anonymous).await.unwrap();
+        assert_eq!(answer.status, 200, "{path}: {}", answer.body);
+    }
+    let answer = https_get(port, "/healthz", &anonymous).await.unwrap();
+    let names = wasm_ccm_tests::https::subject_alt_names(&answer.server_certificate);
+    for name in ["localhost", "127.0.0.1"] {
+        assert!(names.iter().any(|n| n == name), "{name} not in {names:?}");
+    }
+    // Plain HTTP gets no answer from the TLS port.
+    assert_ne!(
+        http_get(port, "/healthz")
+            .await
+            .map(|(s, _)| s)
+            .unwrap_or(0),
+        200
+    );
+
+    // /metrics: anonymous and a user without the grant are forbidden, a token the API
+    // server does not know is unauthorized, the granted ServiceAccount reads it.
+    let answer = https_get(port, "/metrics", &anonymous).await.unwrap();
+    assert_eq!(answer.status, 403, "{}", answer.body);
+    assert!(
+        answer
+            .body
+            .contains(r#"User \"system:anonymous\" cannot get path \"/metrics\""#),
+        "{}",
+        answer.body
+    );
+    assert_eq!(
+        status(port, "/metrics", &Credentials::token("t-other")).await,
+        403
+    );
+    let answer = https_get(port, "/metrics", &Credentials::token("t-forged"))
+        .await
+        .unwrap();
+    assert_eq!(answer.status, 401, "{}", answer.body);
+    assert!(
+        answer.body.contains(r#""reason":"Unauthorized""#),
+        "{}",
+        answer.body
+    );
+    let scraper = Credentials::token("t-scraper");
+    let answer = https_get(port, "/metrics", &scraper).await.unwrap();
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    assert!(
+        answer.body.contains("wasm_ccm_provider_calls_total"),
+        "{}",
+        answer.body
+    );
+    // Only the exact always-allowed paths skip authorization, as upstream.
+    assert_eq!(
+        status(port, "/healthz/leaderElection", &anonymous).await,
+        403
+    );
+    assert_eq!(status(port, "/healthz/leaderElection", &scraper).await, 403);
+
+    // Answers are cached (10 s): more scrapes cost the API server no more reviews.
+    let (tokens, accesses) = (
+        reviews(&stack, "tokenreviews"),
+        reviews(&stack, "subjectaccessreviews"),
+    );
+    for _ in 0..5 {
+        assert_eq!(status(port, "/metrics", &scraper).await, 200);
+    }
+    assert_eq!(reviews(&stack, "tokenreviews"), tokens);
+    assert_eq!(reviews(&stack, "subjectaccessreviews"), accesses);
+    let text = https_get(port, "/metrics", &scraper).await.unwrap().body;
+    assert_eq!(
+        metric(
+            &text,
+            r#"apiserver_delegated_authn_request_total{code="201"}"#
+        ),
+        tokens as f64
+    );
+    assert_eq!(
+        metric(
+            &text,
+            r#"apiserver_delegated_authz_request_total{code="201"}"#
+        ),
+        accesses as f64
+    );
+}
+
+/// A kubelet-style Secret volume update: the new files in a fresh directory, then the
+/// `..data` symlink swapped to it.
+fn write_secret(dir: &std::path::Path, generation: u32, files: &[(&str, &str)]) {
+    let data = dir.join(format!("..{generation}"));
+    std::fs::create_dir(&data).unwrap();
+    for (name, content) in files {
+        std::fs::write(data.join(name), content).unwrap();
+        let link = dir.join(name);
+        if std::fs::symlink_metadata(&link).is_err() {
+            std::os::unix::fs::symlink(format!("..data/{name}"), &link).unwrap();
+        }
+    }
+    let staged = dir.join("..data_tmp");
+    std::os::unix::fs::symlink(format!("..{generation}"), &staged).unwrap();
+    std::fs::rename(&staged, dir.join("..data")).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn certificate_files_are_served_and_a_renewed_pair_is_picked_up() {
+    let stack = Stack::start().await;
+    let tmp = TempDir::new("serving-certs");
+    let tls = tmp.path().join("tls");
+    std::fs::create_dir(&tls).unwrap();
+    let ca = TestCa::new();
+    let first = ca.server(&["localhost", "127.0.0.1"]);
+    write_secret(
+        &tls,
+        1,
+        &[("tls.crt", &first.cert_pem), ("tls.key", &first.key_pem)],
+    );
+    let (cert, key) = (tls.join("tls.crt"), tls.join("tls.key"));
+    let flags = |cert: &std::path::Path, key: &std::path::Path| {
+        vec![
+            "--leader-elect=false".to_owned(),
+            format!("--tls-cert-file={}", cert.display()),
+            format!("--tls-private-key-file={}", key.display()),
+            // Everything open: the certificate is what this test is about.
+            "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics".to_owned(),
+        ]
+    };
+    let port = free_port();
+    let args = flags(&cert, &key);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let _ccm = stack
+        .secure_controller_manager_command(port, &args)
+        .spawn()
+        .unwrap();
+    let trusting = Credentials {
+        trust: Some(ca.der()),
+        ..Credentials::default()
+    };
+    wait_until(
+        TIMEOUT,
+        "/readyz with the CA-signed certificate",
+        || async { status(port, "/readyz", &trusting).await == 200 },
+    )
+    .await;
+    assert_eq!(status(port, "/metrics", &trusting).await, 200);
+    let served = |answer: wasm_ccm_tests::https::Answer| answer.server_certificate;
+    let first_der = served(https_get(port, "/healthz", &trusting).await.unwrap());
+
+    // Renewed (kubelet swaps the Secret's files): new connections get the new pair.
+    let second = ca.server(&["localhost", "127.0.0.1"]);
+    write_secret(
+        &tls,
+        2,
+        &[("tls.crt", &second.cert_pem), ("tls.key", &second.key_pem)],
+    );
+    wait_until(TIMEOUT, "the renewed certificate served", || async {
+        https_get(port, "/healthz", &trusting)
+            .await
+            .is_ok_and(|a| a.server_certificate != first_der)
+    })
+    .await;
+    let second_der = served(https_get(port, "/healthz", &trusting).await.unwrap());
+
+    // A broken update (a key of another certificate) is refused: the renewed pair
+    // keeps serving.
+    let other = ca.server(&["localhost"]);
+    write_secret(
+        &tls,
+        3,
+        &[("tls.crt", &second.cert_pem), ("tls.key", &other.key_pem)],
+    );
+    wait_until(TIMEOUT, "the broken update refused", || async {
+        let text = https_get(port, "/metrics", &trusting)
+            .await
+            .map(|a| a.body)
+            .unwrap_or_default();
+        metric(
+            &text,
+            r#"wasm_ccm_secure_port_tls_reloads_total{material="serving-certificate",result="error"}"#,
+        ) == 1.0
+    })
+    .await;
+    let answer = https_get(port, "/healthz", &trusting).await.unwrap();
+    assert_eq!(answer.status, 200);
+    assert_eq!(answer.server_certificate, second_der);
+    let text = https_get(port, "/metrics", &trusting).await.unwrap().body;
+    assert_eq!(
+        metric(
+            &text,
+            r#"wasm_ccm_secure_port_tls_reloads_total{material="serving-certificate",result="success"}"#
+        ),
+        1.0
+    );
+
+    // Bad files at start: the process exits naming them.
+    let garbage = tmp.path().join("garbage.crt");
+    std::fs::write(&garbage, "not a certificate").unwrap();
+    let args = flags(&garbage, &key);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = stack
+        .secure_controller_manager_command(free_port(), &args)
+        .output()
+        .await
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!("{}: no CERTIFICATE block", garbage.display())),
+        "{stderr}"
+    );
+    let out = stack
+        .secure_controller_manager_command(
+            free_port(),
+            &[&format!("--tls-cert-file={}", cert.display())],
+        )
+        .output()
+        .await
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--tls-cert-file needs --tls-private-key-file"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_certificates_of_the_published_client_ca_authenticate() {
+    let stack = Stack::start().await;
+    let clients = TestCa::new();
+    let configmap: ConfigMap = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "extension-apiserver-authentication", "namespace": "kube-system"},
+        "data": {"client-ca-file": clients.pem()}
+    }))
+    .unwrap();
+    Api::<ConfigMap>::namespaced(stack.client(), "kube-system")
+        .create(&PostParams::default(), &configmap)
+        .await
+        .unwrap();
+    stack
+        .api
+        .allow_non_resource("system:monitoring", "get", "/metrics");
+    let port = free_port();
+    let _ccm = stack
+        .secure_controller_manager_command(port, &["--leader-elect=false"])
+        .spawn()
+        .unwrap();
+    wait_until(TIMEOUT, "/readyz over HTTPS", || async {
+        status(port, "/readyz", &Credentials::default()).await == 200
+    })
+    .await;
+
+    // Common Name: the user; Organization: its groups. No TokenReview is needed.
+    let granted = Credentials {
+        client: Some(clients.client("metrics-scraper", &["system:monitoring"])),
+        ..Credentials::default()
+    };
+    let answer = https_get(port, "/metrics", &granted).await.unwrap();
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    assert_eq!(reviews(&stack, "tokenreviews"), 0);
+    let other = Credentials {
+        client: Some(clients.client("someone", &["system:nobody"])),
+        ..Credentials::default()
+    };
+    let answer = https_get(port, "/metrics", &other).await.unwrap();
+    assert_eq!(answer.status, 403, "{}", answer.body);
+    assert!(
+        answer.body.contains(r#"User \"someone\""#),
+        "{}",
+        answer.body
+    );
+    // A certificate of another CA does not get through the handshake.
+    let stranger = Credentials {
+        client: Some(TestCa::new().client("metrics-scraper", &["system:monitoring"])),
+        ..Credentials::default()
+    };
+    assert!(https_get(port, "/metrics", &stranger).await.is_err());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plain_http_only_with_the_explicit_flag() {
+    let stack = Stack::start().await;
+    // The harness' default command passes --serve-plain-http: /metrics for anyone.
+    let port = free_port();
+    let _plain = stack.controller_manager(port, &["--leader-elect=false"]);
+    wait_until(TIMEOUT, "/readyz over plain HTTP", || async {
+        http_get(port, "/readyz").await.is_ok_and(|(s, _)| s == 200)
+    })
+    .await;
+    assert_eq!(http_get(port, "/metrics").await.unwrap().0, 200);
+    assert!(
+        https_get(port, "/healthz", &Credentials::default())
+            .await
+            .is_err()
+    );
+
+    let out = stack
+        .controller_manager_command(
+            free_port(),
+            &[
+                "--tls-cert-file=/nonexistent/tls.crt",
+                "--tls-private-key-file=/nonexistent/tls.key",
+            ],
+        )
+        .output()
+        .await
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--serve-plain-http serves no TLS"),
+        "{stderr}"
+    );
+}
