@@ -26,7 +26,26 @@ struct Grant {
     resource: String,
     verb: String,
     namespace: Option<String>,
+    /// Granted by one of Kubernetes' built-in roles (its rules are not ours to trim).
+    builtin: Option<&'static str>,
 }
+
+/// The rules of the built-in roles deploy/ binds (as the API server bootstraps them):
+/// (role, [(group, resource, verbs)]).
+const BUILTIN_ROLES: &[(&str, &[(&str, &str, &[&str])])] = &[
+    (
+        "system:auth-delegator",
+        &[
+            ("authentication.k8s.io", "tokenreviews", &["create"]),
+            ("authorization.k8s.io", "subjectaccessreviews", &["create"]),
+        ],
+    ),
+    (
+        // Limited to resourceNames [extension-apiserver-authentication].
+        "extension-apiserver-authentication-reader",
+        &[("", "configmaps", &["get", "list", "watch"])],
+    ),
+];
 
 fn kubectl() -> String {
     std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".into())
@@ -90,6 +109,20 @@ fn grants(docs: &[serde_json::Value]) -> BTreeSet<Grant> {
             ),
             _ => None,
         };
+        if let Some((builtin, rules)) = BUILTIN_ROLES.iter().find(|(name, _)| *name == role_name) {
+            for (group, resource, verbs) in rules.iter() {
+                for verb in verbs.iter() {
+                    grants.insert(Grant {
+                        group: group.to_string(),
+                        resource: resource.to_string(),
+                        verb: verb.to_string(),
+                        namespace: namespace.clone(),
+                        builtin: Some(builtin),
+                    });
+                }
+            }
+            continue;
+        }
         let role = docs
             .iter()
             .find(|d| d["kind"] == role_kind && d["metadata"]["name"] == role_name)
@@ -103,6 +136,7 @@ fn grants(docs: &[serde_json::Value]) -> BTreeSet<Grant> {
                             resource: resource.clone(),
                             verb,
                             namespace: namespace.clone(),
+                            builtin: None,
                         });
                     }
                 }
@@ -138,6 +172,9 @@ async fn deploy_rbac_grants_exactly_the_calls_the_controller_manager_makes() {
         container["securityContext"]["allowPrivilegeEscalation"],
         false
     );
+    for probe in ["livenessProbe", "readinessProbe"] {
+        assert_eq!(container[probe]["httpGet"]["scheme"], "HTTPS", "{probe}");
+    }
     assert!(docs.iter().any(|d| d["kind"] == "ConfigMap"
         && d["metadata"]["name"] == "wasm-ccm-providers"
         && d["binaryData"]["simcloud.wasm"].is_string()));
@@ -156,9 +193,15 @@ async fn deploy_rbac_grants_exactly_the_calls_the_controller_manager_makes() {
             .await
             .unwrap();
     }
+    // The secure port as deployed: a scraper's token is reviewed, its access to
+    // /metrics too, and the client CA ConfigMap is read.
+    stack
+        .api
+        .add_user("t-scraper", "scraper", &["system:authenticated"]);
+    stack.api.allow_non_resource("scraper", "get", "/metrics");
     let port = free_port();
     let _ccm = stack
-        .controller_manager_command(port, &[])
+        .secure_controller_manager_command(port, &[])
         .env("POD_NAME", "wasm-ccm-0")
         .env("POD_NAMESPACE", "kube-system")
         .spawn()
@@ -278,6 +321,14 @@ async fn deploy_rbac_grants_exactly_the_calls_the_controller_manager_makes() {
     })
     .await;
 
+    let scraper = wasm_ccm_tests::https::Credentials::token("t-scraper");
+    wait_until(TIMEOUT, "a scrape of /metrics", || async {
+        wasm_ccm_tests::https::https_get(port, "/metrics", &scraper)
+            .await
+            .is_ok_and(|a| a.status == 200)
+    })
+    .await;
+
     // The controller manager's requests (this test's own client sends no User-Agent).
     let mut used = BTreeSet::new();
     let mut denied = Vec::new();
@@ -309,10 +360,21 @@ async fn deploy_rbac_grants_exactly_the_calls_the_controller_manager_makes() {
         denied.is_empty(),
         "deploy/base/rbac.yaml does not allow requests the controller manager made: {denied:#?}"
     );
+    let is_used =
+        |g: &&Grant| used.contains(&(g.group.clone(), g.resource.clone(), g.verb.clone()));
     let unused: Vec<_> = grants
         .iter()
-        .filter(|g| !used.contains(&(g.group.clone(), g.resource.clone(), g.verb.clone())))
+        .filter(|g| g.builtin.is_none() && !is_used(g))
         .collect();
+    for (builtin, _) in BUILTIN_ROLES {
+        assert!(
+            grants
+                .iter()
+                .filter(|g| g.builtin == Some(builtin))
+                .any(|g| is_used(&g)),
+            "deploy/base/rbac.yaml binds {builtin}, which the controller manager did not use"
+        );
+    }
     assert!(
         unused.is_empty(),
         "deploy/base/rbac.yaml grants more than the controller manager used: {unused:#?}"
