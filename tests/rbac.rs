@@ -30,9 +30,11 @@ struct Grant {
     builtin: Option<&'static str>,
 }
 
-/// The rules of the built-in roles deploy/ binds (as the API server bootstraps them):
-/// (role, [(group, resource, verbs)]).
-const BUILTIN_ROLES: &[(&str, &[(&str, &str, &[&str])])] = &[
+/// A rule of a built-in role: (group, resource, verbs).
+type BuiltinRule = (&'static str, &'static str, &'static [&'static str]);
+
+/// The rules of the built-in roles deploy/ binds (as the API server bootstraps them).
+const BUILTIN_ROLES: &[(&str, &[BuiltinRule])] = &[
     (
         "system:auth-delegator",
         &[
