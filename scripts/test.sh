@@ -12,7 +12,8 @@ source scripts/ensure-kubectl.sh
 source scripts/ensure-moto.sh
 # tests/keystone.rs runs the real Keystone on 127.0.0.1.
 source scripts/ensure-keystone.sh
-# tests/monitoring.rs checks the alerting rules with promtool (Debian's prometheus).
+# tests/monitoring.rs checks the alerting rules with promtool and scrapes the secure
+# port with prometheus (both from Debian's prometheus package).
 source scripts/ensure-promtool.sh
 # The host binaries the integration tests run (wasm-ccm, sim-cloud).
 cargo build --locked
