@@ -196,6 +196,45 @@ async fn kubelet_update_under_load_swaps_with_no_failed_calls() {
     .await;
 }
 
+/// The function cache: a new version with the same code (new bytes) takes its
+/// functions from the serving version's compilation instead of compiling them again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_version_reuses_the_functions_it_shares_with_the_serving_one() {
+    let swap = SwapStack::start().await;
+    let port = free_port();
+    let _ccm = swap.controller_manager(port, &["--leader-elect=false"]);
+    wait_serving(port, &sha256_hex(&swap.reference)).await;
+    let functions = |m: &str| {
+        let count = |result: &str| {
+            metric(
+                m,
+                &format!("wasm_ccm_compiled_functions_total{{result=\"{result}\"}}"),
+            )
+        };
+        (count("compiled"), count("reused"))
+    };
+    let m = metrics(port).await;
+    let (compiled, reused) = functions(&m);
+    // A component has identical functions (adapters, generic code): the first
+    // compilation reuses those already.
+    assert!(compiled > 100.0 && compiled > reused, "{m}");
+    assert!(metric(&m, "wasm_ccm_function_cache_bytes") > 0.0, "{m}");
+
+    let v2 = with_custom_section(&swap.reference, "v2");
+    swap.publish(&v2);
+    wait_serving(port, &sha256_hex(&v2)).await;
+    let m = metrics(port).await;
+    let (compiled_v2, reused_v2) = functions(&m);
+    let total = compiled + reused;
+    assert_eq!(compiled_v2 + reused_v2 - total, total, "{m}");
+    // Cranelift keeps a few percent of the functions out of its cache.
+    assert!(
+        compiled_v2 - compiled < total / 10.0,
+        "at most a tenth compiled again: {m}"
+    );
+    assert_eq!(failed_calls(&m), 0.0, "{m}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refused_versions_leave_the_previous_one_serving() {
     let swap = SwapStack::start().await;

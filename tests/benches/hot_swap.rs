@@ -1,6 +1,9 @@
 //! Hot-swap latency: from the kubelet-style rename of `..data` to the first call served
-//! by the new version, with and without the compile cache, while a load loop keeps
-//! calling the provider (its failed calls are counted); then the restart-to-ready
+//! by the new version, while a load loop keeps calling the provider (its failed calls
+//! are counted): a new version with the same code (new bytes) or rebuilt with a
+//! one-line change (the reference provider's `rebuilt` feature, built by this bench
+//! into target/bench-rebuilt), compiled in full, with the function cache (only the
+//! changed functions compiled), or from a warm compile cache; then the restart-to-ready
 //! time of the `wasm-ccm` binary with a cold and a warm compile cache.
 //!
 //! `scripts/build-guests.sh && cargo build --release --bin wasm-ccm && cargo bench -p wasm-ccm-tests --bench hot_swap`
@@ -30,18 +33,62 @@ fn ms(d: Duration) -> String {
     format!("{:.1}", d.as_secs_f64() * 1e3)
 }
 
-/// Swap latencies, and the calls of the load loop (when `load`) and how many failed.
-async fn swap_latencies(cache: bool, load: bool) -> (Vec<Duration>, u64, u64) {
+/// How a new version gets its code.
+#[derive(Clone, Copy, PartialEq)]
+enum Compile {
+    /// Cranelift compiles every function.
+    Full,
+    /// Functions unchanged since the serving version come from the function cache.
+    FunctionCache,
+    /// The compiled component is in the compile cache.
+    Precompiled,
+}
+
+/// The reference provider rebuilt with its `rebuilt` feature (a one-line change), in
+/// its own target directory.
+fn rebuilt_reference() -> Vec<u8> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let target = root.join("target/bench-rebuilt");
+    let status = std::process::Command::new(env!("CARGO"))
+        .current_dir(&root)
+        .args([
+            "build",
+            "--locked",
+            "--release",
+            "--target",
+            "wasm32-wasip2",
+        ])
+        .args([
+            "-p",
+            "reference-provider",
+            "--features",
+            "rebuilt",
+            "--target-dir",
+        ])
+        .arg(&target)
+        .status()
+        .expect("cargo");
+    assert!(status.success(), "building the rebuilt reference provider");
+    std::fs::read(target.join("wasm32-wasip2/release/reference_provider.wasm")).unwrap()
+}
+
+/// Swap latencies from `initial` to each of `versions` in turn, and the calls of the
+/// load loop (when `load`) and how many failed.
+async fn swap_latencies(
+    compile: Compile,
+    load: bool,
+    initial: &[u8],
+    versions: &[Vec<u8>],
+) -> (Vec<Duration>, u64, u64) {
     let stack = Stack::start().await;
     let dir = stack.dir.dir.path().to_owned();
-    let reference = std::fs::read(&stack.dir.wasm).unwrap();
     let policy = std::fs::read(dir.join("simcloud.yaml")).unwrap();
     std::fs::remove_file(&stack.dir.wasm).unwrap();
     std::fs::remove_file(dir.join("simcloud.yaml")).unwrap();
     let publish = |wasm: &[u8]| {
         kubelet_publish(&dir, &[("simcloud.wasm", wasm), ("simcloud.yaml", &policy)]);
     };
-    publish(&reference);
+    publish(initial);
     stack
         .cloud
         .with_state(|s| s.create_instance(NewInstance::named("bench-node")));
@@ -49,18 +96,18 @@ async fn swap_latencies(cache: bool, load: bool) -> (Vec<Duration>, u64, u64) {
     let metrics = Metrics::new();
     let cache_dir = TempDir::new("bench-cache");
     let mut loader = ProviderLoader::with_options(
-        &EngineSettings::default(),
+        &EngineSettings {
+            function_cache: compile == Compile::FunctionCache,
+            ..EngineSettings::default()
+        },
         &Default::default(),
         metrics.clone(),
     )
     .unwrap();
-    let versions: Vec<Vec<u8>> = (0..SWAPS)
-        .map(|i| with_custom_section(&reference, &format!("v{i}")))
-        .collect();
-    if cache {
+    if compile == Compile::Precompiled {
         let compile_cache = CompileCache::open(cache_dir.path(), &metrics).unwrap();
         // Warm: every version was compiled before (a rollback, a restart, a replica).
-        for version in &versions {
+        for version in versions {
             compile_cache
                 .component(loader.engine().engine(), version)
                 .unwrap();
@@ -120,7 +167,7 @@ async fn swap_latencies(cache: bool, load: bool) -> (Vec<Duration>, u64, u64) {
 
     let mut latencies = Vec::new();
     let probe = node("bench-node", None, &[]);
-    for version in &versions {
+    for version in versions {
         let expected = wasm_ccm_host::provider::cache::sha256_hex(version);
         let started = Instant::now();
         publish(version);
@@ -194,26 +241,59 @@ async fn main() {
     println!("hot swap: kubelet rename of ..data -> first call served by the new version");
     println!("(reference provider, {SWAPS} swaps each; the load loop calls instance-metadata");
     println!("back to back, keeping both cores busy)\n");
+    let reference = std::fs::read(wasm_ccm_tests::guest("reference_provider")).unwrap();
+    let rebuilt = rebuilt_reference();
+    // New bytes each time (a custom section), so no swap is a no-op.
+    let same_code: Vec<Vec<u8>> = (0..SWAPS)
+        .map(|i| with_custom_section(&reference, &format!("v{i}")))
+        .collect();
+    let new_code: Vec<Vec<u8>> = (0..SWAPS)
+        .map(|i| with_custom_section(&rebuilt, &format!("v{i}")))
+        .collect();
     println!(
-        "| compile cache | load loop | median ms | min ms | max ms | load calls | failed calls |"
+        "| new version | compiled | load loop | median ms | min ms | max ms | load calls | failed calls |"
     );
-    println!("|---|---|---|---|---|---|---|");
-    for (cache, load) in [(false, false), (false, true), (true, false), (true, true)] {
-        let (latencies, calls, failed) = swap_latencies(cache, load).await;
-        let min = *latencies.iter().min().unwrap();
-        let max = *latencies.iter().max().unwrap();
-        let cache = if cache {
-            "warm (hit)"
-        } else {
-            "none (compile)"
-        };
-        let load = if load { "busy (both cores)" } else { "idle" };
-        println!(
-            "| {cache} | {load} | {} | {} | {} | {calls} | {failed} |",
-            ms(median(latencies)),
-            ms(min),
-            ms(max),
-        );
+    println!("|---|---|---|---|---|---|---|---|");
+    let rows = [
+        ("same code, new bytes", Compile::Full),
+        ("rebuilt: a one-line change", Compile::Full),
+        ("rebuilt: a one-line change", Compile::FunctionCache),
+        ("same code, new bytes", Compile::FunctionCache),
+        ("same code, new bytes", Compile::Precompiled),
+    ];
+    for (what, compile) in rows {
+        for load in [false, true] {
+            let (latencies, calls, failed) = if what.starts_with("rebuilt") {
+                // Each swap from a process serving the reference provider (whose
+                // functions the function cache holds) to the rebuilt one.
+                let (mut all, mut calls, mut failed) = (Vec::new(), 0, 0);
+                for version in &new_code {
+                    let (l, c, f) =
+                        swap_latencies(compile, load, &reference, std::slice::from_ref(version))
+                            .await;
+                    all.extend(l);
+                    calls += c;
+                    failed += f;
+                }
+                (all, calls, failed)
+            } else {
+                swap_latencies(compile, load, &reference, &same_code).await
+            };
+            let min = *latencies.iter().min().unwrap();
+            let max = *latencies.iter().max().unwrap();
+            let compiled = match compile {
+                Compile::Full => "every function",
+                Compile::FunctionCache => "changed functions (function cache)",
+                Compile::Precompiled => "none (compile cache hit)",
+            };
+            let load = if load { "busy (both cores)" } else { "idle" };
+            println!(
+                "| {what} | {compiled} | {load} | {} | {} | {} | {calls} | {failed} |",
+                ms(median(latencies)),
+                ms(min),
+                ms(max),
+            );
+        }
     }
 
     let bin = wasm_ccm_bin();

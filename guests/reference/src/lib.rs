@@ -63,6 +63,10 @@ impl Provider for SimCloud {
         let config = config::Config::parse(cloud_config)?;
         let cloud = cloud::Cloud::new(&config.endpoint).map_err(|e| e.to_string())?;
         wasm_ccm_guest::log::debug("initialized", &[("endpoint", &config.endpoint)]);
+        // A one-line change, for a version whose code differs from the default build
+        // (the hot-swap bench's "rebuilt" rows).
+        #[cfg(feature = "rebuilt")]
+        wasm_ccm_guest::log::debug("rebuilt", &[]);
         Ok(SimCloud { config, cloud })
     }
 }

@@ -86,6 +86,9 @@ impl ProviderLoader {
         metrics: Metrics,
     ) -> Result<Self, EngineError> {
         let engine = WasmEngine::new(settings)?;
+        if let Some(functions) = engine.function_cache() {
+            functions.register(&metrics);
+        }
         let mut linker = Linker::new(engine.engine());
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(EngineError::Create)?;
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)
@@ -490,11 +493,27 @@ impl ProviderLoader {
             });
         }
         let engine = self.engine.engine();
+        let functions = self.engine.function_cache();
+        if let Some(functions) = functions {
+            functions.begin();
+        }
         let component = match &self.cache {
             Some(cache) => cache.component(engine, bytes),
             None => Component::new(engine, bytes),
+        };
+        if let Some(functions) = functions {
+            let stats = functions.end();
+            if stats.compiled + stats.reused > 0 {
+                tracing::info!(
+                    path = %path.display(),
+                    reused = stats.reused,
+                    compiled = stats.compiled,
+                    cache_bytes = functions.size(),
+                    "compiled the component's functions (reused: unchanged since a version loaded before)"
+                );
+            }
         }
-        .map_err(|source| LoadError::Compile {
+        let component = component.map_err(|source| LoadError::Compile {
             path: path.to_owned(),
             source,
         })?;

@@ -58,10 +58,14 @@ pub(super) fn loader(
         credentials_dir: Some(args.credentials_dir.clone()),
         ..EgressSettings::default()
     };
-    let loader =
-        ProviderLoader::with_options(&EngineSettings::default(), &egress, metrics.clone())?
-            .with_memory_budget(args.provider_memory_budget)
-            .with_event_sink(Arc::new(ProviderEvents::new(client.clone(), identity)));
+    // With hot swap, a new version recompiles only the functions that changed.
+    let engine = EngineSettings {
+        function_cache: args.provider_hot_swap,
+        ..EngineSettings::default()
+    };
+    let loader = ProviderLoader::with_options(&engine, &egress, metrics.clone())?
+        .with_memory_budget(args.provider_memory_budget)
+        .with_event_sink(Arc::new(ProviderEvents::new(client.clone(), identity)));
     let Some(dir) = &args.compile_cache_dir else {
         return Ok(loader);
     };

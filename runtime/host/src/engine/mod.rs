@@ -1,12 +1,17 @@
 //! The wasmtime [`Engine`] shared by every provider: pooling allocator, epoch
 //! interruption for call deadlines, and async support so guest HTTP waits never block
-//! a thread.
+//! a thread; with [`EngineSettings::function_cache`], Cranelift's incremental cache
+//! ([`function_cache`]) so a new provider version recompiles only what changed.
+
+pub mod function_cache;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+
+use function_cache::FunctionCache;
 
 /// How often the epoch ticker advances the engine's epoch. Call deadlines are
 /// expressed in these ticks, so this is the granularity of a deadline.
@@ -22,6 +27,9 @@ pub struct EngineSettings {
     /// Use the pooling allocator (fast instantiation). Falls back to on-demand
     /// allocation when the pool cannot be reserved.
     pub pooling: bool,
+    /// Keep compiled functions for the next compilation ([`function_cache`]): for a
+    /// process that loads new versions of a provider (hot swap).
+    pub function_cache: bool,
 }
 
 impl Default for EngineSettings {
@@ -30,6 +38,7 @@ impl Default for EngineSettings {
             max_memory_bytes: 512 << 20,
             max_instances: 64,
             pooling: true,
+            function_cache: false,
         }
     }
 }
@@ -50,6 +59,7 @@ pub struct WasmEngine {
     engine: Engine,
     pooling: bool,
     max_memory_bytes: usize,
+    function_cache: Option<Arc<FunctionCache>>,
     _ticker: Arc<EpochTicker>,
 }
 
@@ -58,20 +68,32 @@ impl WasmEngine {
     /// process with a small virtual address space limit) it falls back to on-demand
     /// allocation and logs a warning.
     pub fn new(settings: &EngineSettings) -> Result<Self, EngineError> {
+        let function_cache = settings
+            .function_cache
+            .then(|| Arc::new(FunctionCache::default()));
+        let config = |pooling: bool| {
+            let mut config = config(settings, pooling);
+            if let Some(cache) = &function_cache {
+                config
+                    .enable_incremental_compilation(cache.clone())
+                    .map_err(EngineError::Create)?;
+            }
+            Ok::<_, EngineError>(config)
+        };
         let (engine, pooling) = if settings.pooling {
-            match Engine::new(&config(settings, true)) {
+            match Engine::new(&config(true)?) {
                 Ok(engine) => (engine, true),
                 Err(err) => {
                     tracing::warn!(error = %err, "pooling allocator unavailable; using on-demand instance allocation");
                     (
-                        Engine::new(&config(settings, false)).map_err(EngineError::Create)?,
+                        Engine::new(&config(false)?).map_err(EngineError::Create)?,
                         false,
                     )
                 }
             }
         } else {
             (
-                Engine::new(&config(settings, false)).map_err(EngineError::Create)?,
+                Engine::new(&config(false)?).map_err(EngineError::Create)?,
                 false,
             )
         };
@@ -80,6 +102,7 @@ impl WasmEngine {
             engine,
             pooling,
             max_memory_bytes: settings.max_memory_bytes,
+            function_cache,
             _ticker: Arc::new(ticker),
         })
     }
@@ -92,6 +115,11 @@ impl WasmEngine {
     /// Whether instances come from the pooling allocator.
     pub fn is_pooling(&self) -> bool {
         self.pooling
+    }
+
+    /// The compiled-function cache, when [`EngineSettings::function_cache`] is on.
+    pub fn function_cache(&self) -> Option<&Arc<FunctionCache>> {
+        self.function_cache.as_ref()
     }
 
     /// The largest linear memory any instance may have.
