@@ -975,3 +975,218 @@ async fn a_restart_mid_delete_leaves_nothing_behind() {
     .await;
     ccm.kill().await.unwrap();
 }
+
+/// The attributes (`Key`/`Value` pairs) of a `Describe…Attributes` answer.
+fn attributes(xml: &str) -> Vec<(String, String)> {
+    moto::texts(xml, "Key")
+        .into_iter()
+        .zip(moto::texts(xml, "Value"))
+        .collect()
+}
+
+/// Network Load Balancer options as upstream applies them, against moto with the
+/// documented IAM policy: cross-zone load balancing and access logs set on the load
+/// balancer and turned off again when the annotations go, proxy protocol v2 on its
+/// target group; Elastic IPs that do not match the subnets and target group
+/// attributes upstream does not allow are refused before anything is created.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nlb_options_reach_the_load_balancer_and_its_target_groups() {
+    let stack = AwsStack::start(CLUSTER).await;
+    let (moto, world) = (&stack.moto, &stack.world);
+    let a = world.launch(moto, 0).await;
+    let nodes: Api<Node> = Api::all(stack.client());
+    nodes
+        .create(&PostParams::default(), &kubelet_node(&a, "10.244.1.0/24"))
+        .await
+        .unwrap();
+    stack.policy(Auth::Static(&world.provider));
+    moto.enable_auth(0).await;
+    let port = free_port();
+    let _ccm = stack
+        .controller_manager(port, &["--leader-elect=false"])
+        .spawn()
+        .unwrap();
+    wait_until(TIMEOUT, "node initialized", || {
+        initialized(&nodes, &a.private_dns_name)
+    })
+    .await;
+
+    let services: Api<Service> = Api::namespaced(stack.client(), "default");
+    // `service.beta.kubernetes.io/aws-load-balancer-<suffix>` annotations (null: removed).
+    let annotations = |pairs: &[(&str, serde_json::Value)]| -> serde_json::Value {
+        pairs
+            .iter()
+            .map(|(suffix, value)| {
+                (
+                    format!("service.beta.kubernetes.io/aws-load-balancer-{suffix}"),
+                    value.clone(),
+                )
+            })
+            .collect::<serde_json::Map<_, _>>()
+            .into()
+    };
+    let service = |name: &str, annotations: serde_json::Value| -> Service {
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "default", "annotations": annotations},
+            "spec": {"type": "LoadBalancer",
+                     "ports": [{"name": "http", "port": 80, "targetPort": 8080, "protocol": "TCP"}]},
+        }))
+        .unwrap()
+    };
+    let created = services
+        .create(
+            &PostParams::default(),
+            &service(
+                "options",
+                annotations(&[
+                    ("cross-zone-load-balancing-enabled", json!("true")),
+                    ("access-log-enabled", json!("true")),
+                    ("access-log-s3-bucket-name", json!("lb-logs")),
+                    ("access-log-s3-bucket-prefix", json!("options")),
+                    (
+                        "target-group-attributes",
+                        json!("proxy_protocol_v2.enabled=true"),
+                    ),
+                ]),
+            ),
+        )
+        .await
+        .unwrap();
+    let lb_name = default_load_balancer_name(&created);
+    let lb_attributes = || async {
+        let Ok(lbs) = moto
+            .call_as(
+                &moto.keys,
+                moto::Service::Elbv2,
+                "DescribeLoadBalancers",
+                &[("Names.member.1", &lb_name)],
+            )
+            .await
+        else {
+            return Vec::new();
+        };
+        let arn = moto::text(&lbs, "LoadBalancerArn");
+        moto.call_as(
+            &moto.keys,
+            moto::Service::Elbv2,
+            "DescribeLoadBalancerAttributes",
+            &[("LoadBalancerArn", &arn)],
+        )
+        .await
+        .map(|xml| attributes(&xml))
+        .unwrap_or_default()
+    };
+    let has = |attributes: &[(String, String)], key: &str, value: &str| {
+        attributes.iter().any(|(k, v)| k == key && v == value)
+    };
+    wait_until(TIMEOUT, "cross-zone and access logs on", || async {
+        let current = lb_attributes().await;
+        has(&current, "load_balancing.cross_zone.enabled", "true")
+            && has(&current, "access_logs.s3.enabled", "true")
+            && has(&current, "access_logs.s3.bucket", "lb-logs")
+            && has(&current, "access_logs.s3.prefix", "options")
+    })
+    .await;
+    let lbs = moto
+        .call_as(
+            &moto.keys,
+            moto::Service::Elbv2,
+            "DescribeLoadBalancers",
+            &[("Names.member.1", &lb_name)],
+        )
+        .await
+        .unwrap();
+    let groups = moto
+        .call_as(
+            &moto.keys,
+            moto::Service::Elbv2,
+            "DescribeTargetGroups",
+            &[("LoadBalancerArn", &moto::text(&lbs, "LoadBalancerArn"))],
+        )
+        .await
+        .unwrap();
+    let group = moto::text(&groups, "TargetGroupArn");
+    let group_attributes = moto
+        .call_as(
+            &moto.keys,
+            moto::Service::Elbv2,
+            "DescribeTargetGroupAttributes",
+            &[("TargetGroupArn", &group)],
+        )
+        .await
+        .unwrap();
+    assert!(
+        has(
+            &attributes(&group_attributes),
+            "proxy_protocol_v2.enabled",
+            "true"
+        ),
+        "{group_attributes}"
+    );
+
+    // The annotations removed: cross-zone and access logs off again (upstream's
+    // defaults); the bucket is left as it was.
+    services
+        .patch(
+            "options",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": annotations(&[
+                ("cross-zone-load-balancing-enabled", json!(null)),
+                ("access-log-enabled", json!(null)),
+            ])}})),
+        )
+        .await
+        .unwrap();
+    wait_until(TIMEOUT, "cross-zone and access logs off", || async {
+        let current = lb_attributes().await;
+        has(&current, "load_balancing.cross_zone.enabled", "false")
+            && has(&current, "access_logs.s3.enabled", "false")
+    })
+    .await;
+
+    // Refused before anything is created, with upstream's messages.
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(stack.client(), "default");
+    for (name, annotation, value, message) in [
+        (
+            "eips",
+            "eip-allocations",
+            "eipalloc-1,eipalloc-2,eipalloc-3,eipalloc-4,eipalloc-5,eipalloc-6,eipalloc-7",
+            "Must have same number of EIP AllocationIDs (7) and SubnetIDs",
+        ),
+        (
+            "attributes",
+            "target-group-attributes",
+            "deregistration_delay.timeout_seconds=10",
+            "is not supported by the controller or is invalid",
+        ),
+    ] {
+        services
+            .create(
+                &PostParams::default(),
+                &service(name, annotations(&[(annotation, json!(value))])),
+            )
+            .await
+            .unwrap();
+        wait_until(TIMEOUT, &format!("{name}: refused"), || async {
+            events.list(&Default::default()).await.is_ok_and(|list| {
+                list.items.iter().any(|e| {
+                    e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+                        && e.reason.as_deref() == Some("SyncLoadBalancerFailed")
+                        && e.note.as_deref().is_some_and(|n| n.contains(message))
+                })
+            })
+        })
+        .await;
+    }
+    let lbs = moto
+        .call_as(
+            &moto.keys,
+            moto::Service::Elbv2,
+            "DescribeLoadBalancers",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(moto::texts(&lbs, "LoadBalancerName"), [lb_name], "{lbs}");
+}

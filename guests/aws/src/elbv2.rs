@@ -36,6 +36,18 @@ pub struct TargetGroup {
     pub unhealthy_threshold: String,
 }
 
+/// A subnet of a new load balancer, with the Elastic IP or private address it gets
+/// there.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SubnetMapping {
+    pub subnet: String,
+    pub allocation_id: Option<String>,
+    pub private_ipv4_address: Option<String>,
+}
+
+/// Attributes (of a load balancer or a target group) as key/value pairs.
+pub type Attributes = Vec<(String, String)>;
+
 /// A listener.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Listener {
@@ -163,33 +175,90 @@ impl Elbv2 {
         }
     }
 
-    /// Creates a Network Load Balancer.
+    /// Creates a Network Load Balancer in the subnets of `subnets` (with an Elastic IP
+    /// or a private address each, when given).
     pub fn create_load_balancer(
         &self,
         name: &str,
         internal: bool,
-        subnets: &[String],
+        subnets: &[SubnetMapping],
         tags: &[(String, String)],
     ) -> Result<LoadBalancer, ApiError> {
-        let params = Params::new()
-            .set("Name", name)
-            .set("Type", "network")
-            .set(
-                "Scheme",
-                if internal {
-                    "internal"
-                } else {
-                    "internet-facing"
-                },
-            )
-            .list("Subnets.member", subnets)
-            .tags("Tags.member", tags);
+        let mut params = Params::new().set("Name", name).set("Type", "network").set(
+            "Scheme",
+            if internal {
+                "internal"
+            } else {
+                "internet-facing"
+            },
+        );
+        for (i, mapping) in subnets.iter().enumerate() {
+            let prefix = format!("SubnetMappings.member.{}", i + 1);
+            params = params.set(format!("{prefix}.SubnetId"), &mapping.subnet);
+            if let Some(allocation) = &mapping.allocation_id {
+                params = params.set(format!("{prefix}.AllocationId"), allocation);
+            }
+            if let Some(address) = &mapping.private_ipv4_address {
+                params = params.set(format!("{prefix}.PrivateIPv4Address"), address);
+            }
+        }
+        let params = params.tags("Tags.member", tags);
         self.api.call_read("CreateLoadBalancer", &params, |root| {
             result(root, "CreateLoadBalancer")
                 .and_then(|r| xml::items(r, "LoadBalancers").next())
                 .map(LoadBalancer::read)
                 .ok_or_else(|| "the answer names no load balancer".to_owned())
         })
+    }
+
+    /// A load balancer's attributes.
+    pub fn load_balancer_attributes(&self, arn: &str) -> Result<Attributes, ApiError> {
+        let params = Params::new().set("LoadBalancerArn", arn);
+        self.api
+            .call_read("DescribeLoadBalancerAttributes", &params, |root| {
+                Ok(result(root, "DescribeLoadBalancerAttributes")
+                    .map(|r| xml::tags(r, "Attributes"))
+                    .unwrap_or_default())
+            })
+    }
+
+    /// Sets some of a load balancer's attributes.
+    pub fn modify_load_balancer_attributes(
+        &self,
+        arn: &str,
+        attributes: &[(String, String)],
+    ) -> Result<(), ApiError> {
+        let params = Params::new()
+            .set("LoadBalancerArn", arn)
+            .tags("Attributes.member", attributes);
+        self.api
+            .call("ModifyLoadBalancerAttributes", &params)
+            .map(|_| ())
+    }
+
+    /// A target group's attributes.
+    pub fn target_group_attributes(&self, arn: &str) -> Result<Attributes, ApiError> {
+        let params = Params::new().set("TargetGroupArn", arn);
+        self.api
+            .call_read("DescribeTargetGroupAttributes", &params, |root| {
+                Ok(result(root, "DescribeTargetGroupAttributes")
+                    .map(|r| xml::tags(r, "Attributes"))
+                    .unwrap_or_default())
+            })
+    }
+
+    /// Sets some of a target group's attributes.
+    pub fn modify_target_group_attributes(
+        &self,
+        arn: &str,
+        attributes: &[(String, String)],
+    ) -> Result<(), ApiError> {
+        let params = Params::new()
+            .set("TargetGroupArn", arn)
+            .tags("Attributes.member", attributes);
+        self.api
+            .call("ModifyTargetGroupAttributes", &params)
+            .map(|_| ())
     }
 
     /// Deletes a load balancer (and its listeners).
@@ -425,5 +494,60 @@ impl Elbv2 {
             self.api.call(action, &params)?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wasm_ccm_guest::http::Response;
+    use wasm_ccm_guest::testing::MockTransport;
+
+    const CREATED: &str = r#"<CreateLoadBalancerResponse xmlns="http://elasticloadbalancing.amazonaws.com/doc/2015-12-01/">
+  <CreateLoadBalancerResult><LoadBalancers><member>
+    <LoadBalancerArn>arn:aws:elasticloadbalancing:us-east-1:1:loadbalancer/net/a1/1</LoadBalancerArn>
+    <LoadBalancerName>a1</LoadBalancerName><Type>network</Type>
+  </member></LoadBalancers></CreateLoadBalancerResult>
+</CreateLoadBalancerResponse>"#;
+
+    /// moto drops `AllocationId` and `PrivateIPv4Address`: what is sent is checked
+    /// here (upstream's `createSubnetMappings`).
+    #[test]
+    fn subnets_are_sent_as_mappings_with_their_addresses() {
+        let cloud = MockTransport::new();
+        cloud.on(
+            "POST",
+            "/",
+            Response::new(200).with_body("text/xml", CREATED),
+        );
+        let _installed = cloud.install();
+        let elb = Elbv2::new("https://elasticloadbalancing.us-east-1.amazonaws.com".into());
+        let subnets = [
+            SubnetMapping {
+                subnet: "subnet-a".into(),
+                allocation_id: Some("eipalloc-1".into()),
+                private_ipv4_address: None,
+            },
+            SubnetMapping {
+                subnet: "subnet-b".into(),
+                allocation_id: None,
+                private_ipv4_address: Some("10.0.1.5".into()),
+            },
+        ];
+        let lb = elb
+            .create_load_balancer("a1", false, &subnets, &[])
+            .unwrap();
+        assert_eq!(lb.name, "a1");
+        let body = String::from_utf8_lossy(cloud.requests()[0].body_bytes()).into_owned();
+        assert!(
+            body.contains(
+                "&SubnetMappings.member.1.SubnetId=subnet-a\
+                 &SubnetMappings.member.1.AllocationId=eipalloc-1\
+                 &SubnetMappings.member.2.SubnetId=subnet-b\
+                 &SubnetMappings.member.2.PrivateIPv4Address=10.0.1.5"
+            ),
+            "{body}"
+        );
+        assert!(!body.contains("Subnets.member"), "{body}");
     }
 }

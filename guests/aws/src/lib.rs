@@ -8,8 +8,9 @@
 //! - [`api`]: the AWS Query protocol (form-encoded requests, XML answers), errors
 //!   mapped to the contract's (throttling → `retry-after`), pagination;
 //! - [`ec2`], [`elbv2`]: the API calls used, with their XML read into plain structs;
-//! - [`instances`] (`instances-v2` and `instances-batch`), [`load_balancer`] (one NLB per Service),
-//!   [`routes`] (the cluster's VPC route table): the exports.
+//! - [`instances`] (`instances-v2` and `instances-batch`), [`load_balancer`] (one NLB per Service,
+//!   its annotation options in [`nlb_options`]), [`routes`] (the cluster's VPC route table): the
+//!   exports.
 //!
 //! Behaviour follows kubernetes/cloud-provider-aws; `guests/aws/README.md` lists what
 //! is covered and what is not.
@@ -21,6 +22,7 @@ mod ec2;
 mod elbv2;
 mod instances;
 mod load_balancer;
+mod nlb_options;
 mod routes;
 mod xml;
 

@@ -23,6 +23,7 @@ use crate::config::{CLUSTER_TAG_PREFIX, LEGACY_CLUSTER_TAG};
 use crate::ec2::Subnet;
 use crate::elbv2::{HealthCheck, LoadBalancer, Target, TargetGroup};
 use crate::instances;
+use crate::nlb_options;
 use wasm_ccm_guest::LoadBalancer as LoadBalancerExport;
 use wasm_ccm_guest::default_load_balancer_name as default_name;
 use wasm_ccm_guest::types::{
@@ -609,6 +610,18 @@ fn ensure(
     let name = default_name(service);
     let internal = annotation(service, "internal").is_some_and(|v| !v.is_empty() && v != "false");
     let tags = tags(state, service);
+    // Options are checked before anything is created (upstream checks the target
+    // group attributes first too).
+    let lb_attributes = nlb_options::load_balancer_attributes(|suffix| annotation(service, suffix))
+        .map_err(|e| invalid(service, e))?;
+    let group_attributes = annotation(service, "target-group-attributes")
+        .map(|value| {
+            let udp = mappings.iter().any(|m| m.protocol == "UDP");
+            nlb_options::target_group_attributes(key_values(value), udp)
+        })
+        .transpose()
+        .map_err(|e| invalid(service, e))?
+        .unwrap_or_default();
     let (instances, vpc) = targets(state, service, nodes)?;
     let lb = match state.elb.load_balancer(&name)? {
         Some(lb) if lb.lb_type != "network" => {
@@ -640,9 +653,15 @@ fn ensure(
                 ));
             }
             let subnets = subnets(state, service, internal, &vpc)?;
+            let subnet_mappings = nlb_options::subnet_mappings(
+                annotation(service, "eip-allocations"),
+                annotation(service, "private-ipv4-addresses"),
+                &subnets,
+            )
+            .map_err(|e| invalid(service, e))?;
             let lb = state
                 .elb
-                .create_load_balancer(&name, internal, &subnets, &tags)?;
+                .create_load_balancer(&name, internal, &subnet_mappings, &tags)?;
             wasm_ccm_guest::log::info(
                 "created network load balancer",
                 &[("name", &name), ("subnets", &subnets.join(","))],
@@ -662,6 +681,15 @@ fn ensure(
         let group_name = target_group_name(cluster_id, service, m, &hc);
         let group = target_group(state, &group_name, m, &vpc, &hc, &tags, &groups)?;
         sync_targets(state, &group, &instances, m.node_port)?;
+        if !group_attributes.is_empty() {
+            let current = state.elb.target_group_attributes(&group.arn)?;
+            let changes = nlb_options::changed(&group_attributes, &current);
+            if !changes.is_empty() {
+                state
+                    .elb
+                    .modify_target_group_attributes(&group.arn, &changes)?;
+            }
+        }
         match listeners
             .iter()
             .find(|l| l.port == m.port && l.protocol == m.protocol)
@@ -692,6 +720,15 @@ fn ensure(
                 state.elb.delete_target_group(&listener.target_group_arn)?;
             }
         }
+    }
+    let changes = nlb_options::changed(
+        &lb_attributes,
+        &state.elb.load_balancer_attributes(&lb.arn)?,
+    );
+    if !changes.is_empty() {
+        state
+            .elb
+            .modify_load_balancer_attributes(&lb.arn, &changes)?;
     }
     Ok(status(&lb))
 }
