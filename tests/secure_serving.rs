@@ -9,6 +9,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::api::PostParams;
+use rustls::pki_types::pem::PemObject;
 use wasm_ccm_tests::https::{Credentials, TestCa, https_get};
 use wasm_ccm_tests::{Stack, TempDir, free_port, http_get, metric, wait_until};
 
@@ -43,6 +44,8 @@ async fn health_is_open_and_metrics_need_a_user_the_api_server_allows() {
         .api
         .add_user("t-other", "system:serviceaccount:default:default", &groups);
     stack.api.allow_non_resource(SCRAPER, "get", "/metrics");
+    // The API server vouching for a token without naming a user: not a user.
+    stack.api.add_user("t-nameless", "", &groups);
     let port = free_port();
     let _ccm = stack
         .secure_controller_manager_command(port, &["--leader-elect=false"])
@@ -96,6 +99,10 @@ async fn health_is_open_and_metrics_need_a_user_the_api_server_allows() {
         answer.body.contains(r#""reason":"Unauthorized""#),
         "{}",
         answer.body
+    );
+    assert_eq!(
+        status(port, "/metrics", &Credentials::token("t-nameless")).await,
+        401
     );
     let scraper = Credentials::token("t-scraper");
     let answer = https_get(port, "/metrics", &scraper).await.unwrap();
@@ -365,4 +372,111 @@ async fn plain_http_only_with_the_explicit_flag() {
         stderr.contains("--serve-plain-http serves no TLS"),
         "{stderr}"
     );
+}
+
+/// One HTTP/1.1 exchange on an open (kept-alive) connection: the status.
+async fn exchange<S>(stream: &mut S, path: &str) -> u16
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    stream
+        .write_all(format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut head = Vec::new();
+    while !head.ends_with(b"\r\n\r\n") {
+        let mut byte = [0u8; 1];
+        if stream.read(&mut byte).await.unwrap_or(0) == 0 {
+            return 0;
+        }
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&head).to_ascii_lowercase();
+    let length: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0);
+    let mut body = vec![0u8; length];
+    stream.read_exact(&mut body).await.unwrap();
+    head.split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
+}
+
+/// A connection opened with a client certificate of the CA then in force keeps
+/// working only while that CA is: after `--client-ca-file` changes, its next request
+/// is unauthorized (the certificate is verified on every request, as upstream does,
+/// not once at the handshake).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_certificate_is_verified_again_on_every_request() {
+    use std::sync::Arc;
+    let stack = Stack::start().await;
+    let tmp = TempDir::new("client-ca");
+    let dir = tmp.path().join("ca");
+    std::fs::create_dir(&dir).unwrap();
+    let (first, second) = (TestCa::new(), TestCa::new());
+    write_secret(&dir, 1, &[("ca.crt", &first.pem())]);
+    let port = free_port();
+    let flags = [
+        "--leader-elect=false".to_owned(),
+        format!("--client-ca-file={}", dir.join("ca.crt").display()),
+        // Authentication is what this test is about: every path authorized.
+        "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics".to_owned(),
+    ];
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let _ccm = stack
+        .secure_controller_manager_command(port, &flags)
+        .spawn()
+        .unwrap();
+    wait_until(TIMEOUT, "/readyz over HTTPS", || async {
+        status(port, "/readyz", &Credentials::default()).await == 200
+    })
+    .await;
+
+    // A kept-alive connection with a certificate of the first CA.
+    let issued = first.client("metrics-scraper", &["system:monitoring"]);
+    let chain = rustls::pki_types::CertificateDer::pem_slice_iter(issued.cert_pem.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap();
+    let key = rustls::pki_types::PrivateKeyDer::from_pem_slice(issued.key_pem.as_bytes()).unwrap();
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(first.der()).unwrap();
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .dangerous()
+    .with_custom_certificate_verifier(wasm_ccm_tests::https::any_certificate())
+    .with_client_auth_cert(chain, key)
+    .unwrap();
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    let mut tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(
+            rustls::pki_types::ServerName::try_from("localhost").unwrap(),
+            tcp,
+        )
+        .await
+        .unwrap();
+    assert_eq!(exchange(&mut tls, "/metrics").await, 200);
+
+    // The CA rotated (a Secret update): the same connection's next request is 401.
+    write_secret(&dir, 2, &[("ca.crt", &second.pem())]);
+    wait_until(TIMEOUT, "the new client CA loaded", || async {
+        let text = https_get(port, "/metrics", &Credentials::default())
+            .await
+            .map(|a| a.body)
+            .unwrap_or_default();
+        metric(
+            &text,
+            r#"wasm_ccm_secure_port_tls_reloads_total{material="client-ca",result="success"}"#,
+        ) == 1.0
+    })
+    .await;
+    assert_eq!(exchange(&mut tls, "/metrics").await, 401);
 }

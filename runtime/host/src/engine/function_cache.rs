@@ -13,7 +13,6 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -50,13 +49,29 @@ pub struct CompileStats {
 /// The cache; [`crate::engine::WasmEngine`] hands it to Cranelift.
 #[derive(Debug, Default)]
 pub struct FunctionCache {
-    entries: Mutex<HashMap<Vec<u8>, Entry>>,
-    bytes: AtomicU64,
-    generation: AtomicU64,
-    reused: AtomicU64,
-    compiled: AtomicU64,
+    state: Mutex<State>,
+    /// Held for a whole compilation: compilations take turns, so each one's entries
+    /// and counts are its own.
+    compiling: Mutex<()>,
     functions: Family<ResultLabel, Counter>,
     size_gauge: Gauge,
+}
+
+/// The entries and the current compilation's counts, changed under one lock.
+#[derive(Debug, Default)]
+struct State {
+    entries: HashMap<Vec<u8>, Entry>,
+    bytes: u64,
+    generation: u64,
+    reused: u64,
+    compiled: u64,
+}
+
+/// A compilation in progress; [`Compilation::end`] ends it.
+#[must_use = "end the compilation to drop stale entries and count it"]
+pub struct Compilation<'a> {
+    cache: &'a FunctionCache,
+    _turn: std::sync::MutexGuard<'a, ()>,
 }
 
 impl FunctionCache {
@@ -81,80 +96,95 @@ impl FunctionCache {
         }
     }
 
-    /// Starts a compilation: entries it uses belong to it.
-    pub fn begin(&self) {
-        self.generation.fetch_add(1, Ordering::SeqCst);
-        self.reused.store(0, Ordering::SeqCst);
-        self.compiled.store(0, Ordering::SeqCst);
-    }
-
-    /// Ends a compilation: drops entries neither it nor the one before used, and
-    /// says how many functions it reused and compiled.
-    pub fn end(&self) -> CompileStats {
-        let current = self.generation.load(Ordering::SeqCst);
-        let mut entries = self.lock();
-        entries.retain(|_, entry| entry.generation + 1 >= current);
-        let bytes = entries.values().map(|e| e.bytes.len() as u64).sum();
-        self.bytes.store(bytes, Ordering::SeqCst);
-        self.size_gauge.set(bytes as i64);
-        let stats = CompileStats {
-            reused: self.reused.load(Ordering::SeqCst),
-            compiled: self.compiled.load(Ordering::SeqCst),
-        };
-        self.functions
-            .get_or_create(&ResultLabel { result: "reused" })
-            .inc_by(stats.reused);
-        self.functions
-            .get_or_create(&ResultLabel { result: "compiled" })
-            .inc_by(stats.compiled);
-        stats
+    /// Starts a compilation (waiting for one in progress to end): entries it uses
+    /// belong to it.
+    pub fn begin(&self) -> Compilation<'_> {
+        let turn = self.compiling.lock().unwrap_or_else(|p| p.into_inner());
+        let mut state = self.lock();
+        state.generation += 1;
+        state.reused = 0;
+        state.compiled = 0;
+        Compilation {
+            cache: self,
+            _turn: turn,
+        }
     }
 
     /// The bytes held.
     pub fn size(&self) -> u64 {
-        self.bytes.load(Ordering::SeqCst)
+        self.lock().bytes
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Vec<u8>, Entry>> {
-        self.entries.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl Compilation<'_> {
+    /// Ends the compilation: drops entries neither it nor the one before used, and
+    /// says how many functions it reused and compiled.
+    pub fn end(self) -> CompileStats {
+        let cache = self.cache;
+        let mut state = cache.lock();
+        if state.reused + state.compiled == 0 {
+            // Nothing compiled (the compile cache had the component): the entries of
+            // the versions before keep their age.
+            state.generation -= 1;
+        }
+        let current = state.generation;
+        state
+            .entries
+            .retain(|_, entry| entry.generation + 1 >= current);
+        state.bytes = state.entries.values().map(|e| e.bytes.len() as u64).sum();
+        cache.size_gauge.set(state.bytes as i64);
+        let stats = CompileStats {
+            reused: state.reused,
+            compiled: state.compiled,
+        };
+        drop(state);
+        cache
+            .functions
+            .get_or_create(&ResultLabel { result: "reused" })
+            .inc_by(stats.reused);
+        cache
+            .functions
+            .get_or_create(&ResultLabel { result: "compiled" })
+            .inc_by(stats.compiled);
+        stats
     }
 }
 
 impl CacheStore for FunctionCache {
     fn get(&self, key: &[u8]) -> Option<Cow<'_, [u8]>> {
-        let generation = self.generation.load(Ordering::SeqCst);
-        let mut entries = self.lock();
-        match entries.get_mut(key) {
-            Some(entry) => {
-                entry.generation = generation;
-                self.reused.fetch_add(1, Ordering::Relaxed);
-                Some(Cow::Owned(entry.bytes.clone()))
-            }
-            None => {
-                self.compiled.fetch_add(1, Ordering::Relaxed);
-                None
-            }
+        let mut state = self.lock();
+        let generation = state.generation;
+        let found = state.entries.get_mut(key).map(|entry| {
+            entry.generation = generation;
+            entry.bytes.clone()
+        });
+        match &found {
+            Some(_) => state.reused += 1,
+            None => state.compiled += 1,
         }
+        found.map(Cow::Owned)
     }
 
     fn insert(&self, key: &[u8], value: Vec<u8>) -> bool {
+        let mut state = self.lock();
+        let replaced = state.entries.get(key).map_or(0, |e| e.bytes.len() as u64);
         let size = value.len() as u64;
-        if self.bytes.load(Ordering::SeqCst) + size > Self::MAX_BYTES {
+        if state.bytes - replaced + size > Self::MAX_BYTES {
             return false;
         }
-        let generation = self.generation.load(Ordering::SeqCst);
-        self.bytes.fetch_add(size, Ordering::SeqCst);
-        let previous = self.lock().insert(
+        let generation = state.generation;
+        state.bytes = state.bytes - replaced + size;
+        state.entries.insert(
             key.to_vec(),
             Entry {
                 generation,
                 bytes: value,
             },
         );
-        if let Some(previous) = previous {
-            self.bytes
-                .fetch_sub(previous.bytes.len() as u64, Ordering::SeqCst);
-        }
         true
     }
 }
@@ -166,26 +196,28 @@ mod tests {
     #[test]
     fn entries_of_the_two_last_compilations_are_kept() {
         let cache = FunctionCache::default();
-        cache.begin();
+        let compilation = cache.begin();
         assert!(cache.get(b"a").is_none());
         cache.insert(b"a", vec![1; 10]);
         cache.insert(b"b", vec![2; 10]);
         assert_eq!(
-            cache.end(),
+            compilation.end(),
             CompileStats {
                 reused: 0,
                 compiled: 1
             }
         );
-        cache.begin();
+        let compilation = cache.begin();
         assert_eq!(cache.get(b"a").as_deref(), Some(&[1u8; 10][..]));
         cache.insert(b"c", vec![3; 10]);
-        assert_eq!(cache.end().reused, 1);
+        // Replacing an entry counts its bytes once.
+        cache.insert(b"c", vec![3; 10]);
+        assert_eq!(compilation.end().reused, 1);
         assert_eq!(cache.size(), 30);
         // A third compilation using only c: b (last used two compilations ago) goes.
-        cache.begin();
+        let compilation = cache.begin();
         assert!(cache.get(b"c").is_some());
-        cache.end();
+        compilation.end();
         assert!(cache.get(b"b").is_none());
         assert!(
             cache.get(b"a").is_some(),
@@ -196,9 +228,10 @@ mod tests {
     #[test]
     fn the_cache_never_grows_past_its_limit() {
         let cache = FunctionCache::default();
-        cache.begin();
+        let compilation = cache.begin();
         assert!(cache.insert(b"big", vec![0; FunctionCache::MAX_BYTES as usize]));
         assert!(!cache.insert(b"more", vec![0; 1]));
         assert_eq!(cache.size(), FunctionCache::MAX_BYTES);
+        compilation.end();
     }
 }

@@ -494,15 +494,13 @@ impl ProviderLoader {
         }
         let engine = self.engine.engine();
         let functions = self.engine.function_cache();
-        if let Some(functions) = functions {
-            functions.begin();
-        }
+        let compilation = functions.map(|f| f.begin());
         let component = match &self.cache {
             Some(cache) => cache.component(engine, bytes),
             None => Component::new(engine, bytes),
         };
-        if let Some(functions) = functions {
-            let stats = functions.end();
+        if let (Some(compilation), Some(functions)) = (compilation, functions) {
+            let stats = compilation.end();
             if stats.compiled + stats.reused > 0 {
                 tracing::info!(
                     path = %path.display(),

@@ -81,7 +81,7 @@ pub async fn run(args: DaemonArgs) -> Result<(), DaemonError> {
     let metrics = Metrics::new();
     let controller_metrics = Arc::new(ControllerMetrics::register(&metrics));
     let client = wiring::kube_client(&args).await?;
-    let health = wiring::serve_health(&args, &client, &metrics).await?;
+    let health = wiring::serve_health(&args, &metrics).await?;
     let identity = wiring::identity();
     let loader = wiring::loader(&args, &metrics, &client, &identity)?;
     let (provider, serving) = loader

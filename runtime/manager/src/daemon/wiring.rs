@@ -36,13 +36,14 @@ pub(super) fn route_flags(
 /// Serves `/healthz`, `/livez`, `/readyz` and `/metrics` on the secure port.
 pub(super) async fn serve_health(
     args: &DaemonArgs,
-    client: &kube::Client,
     metrics: &Metrics,
 ) -> Result<Arc<health::Health>, DaemonError> {
     let health = Arc::new(health::Health::default());
     health.leader_ok.store(true, Ordering::Relaxed);
     let app = health::router(health.clone(), metrics.clone());
-    crate::serving::serve(&args.serving, client, metrics, app).await?;
+    // The secure port's reviews go through a client of their own (its own rate limit).
+    let reviews = kube_client(args).await?;
+    crate::serving::serve(&args.serving, &reviews, metrics, app).await?;
     Ok(health)
 }
 

@@ -12,7 +12,7 @@ use prometheus_client::metrics::family::Family;
 use sha2::{Digest, Sha256};
 
 use super::cache::TtlCache;
-use super::{CodeLabel, api_code};
+use super::{CodeLabel, ReviewLimit, api_code};
 
 /// The group every authenticated user is in.
 pub const AUTHENTICATED_GROUP: &str = "system:authenticated";
@@ -64,6 +64,9 @@ pub enum AuthnError {
     /// The `TokenReview` could not be made.
     #[error("TokenReview failed: {0}")]
     Review(#[source] kube::Error),
+    /// Too many reviews are in flight.
+    #[error("too many reviews in flight")]
+    Busy,
 }
 
 /// Bearer tokens checked with `TokenReview`, answers kept for the cache TTL (tokens
@@ -73,16 +76,23 @@ pub struct TokenAuthenticator {
     ttl: Duration,
     cache: TtlCache<[u8; 32], Result<UserInfo, String>>,
     requests: Family<CodeLabel, Counter>,
+    limit: ReviewLimit,
 }
 
 impl TokenAuthenticator {
     /// Reviews tokens through `client`; `requests` counts reviews by HTTP code.
-    pub fn new(client: kube::Client, ttl: Duration, requests: Family<CodeLabel, Counter>) -> Self {
+    pub fn new(
+        client: kube::Client,
+        ttl: Duration,
+        requests: Family<CodeLabel, Counter>,
+        limit: ReviewLimit,
+    ) -> Self {
         Self {
             client,
             ttl,
             cache: TtlCache::default(),
             requests,
+            limit,
         }
     }
 
@@ -100,6 +110,9 @@ impl TokenAuthenticator {
             },
             ..Default::default()
         };
+        let Some(_permit) = self.limit.acquire().await else {
+            return Err(AuthnError::Busy);
+        };
         let answer = Api::<TokenReview>::all(self.client.clone())
             .create(&PostParams::default(), &review)
             .await;
@@ -113,14 +126,16 @@ impl TokenAuthenticator {
             .status
             .unwrap_or_default();
         let answer = match (status.authenticated, status.user) {
-            (Some(true), Some(user)) => Ok(UserInfo {
-                extra: user.extra.unwrap_or_default(),
-                ..UserInfo::authenticated(
-                    user.username.unwrap_or_default(),
-                    user.uid.unwrap_or_default(),
-                    user.groups.unwrap_or_default(),
-                )
-            }),
+            (Some(true), Some(user)) if user.username.as_deref().is_some_and(|u| !u.is_empty()) => {
+                Ok(UserInfo {
+                    extra: user.extra.unwrap_or_default(),
+                    ..UserInfo::authenticated(
+                        user.username.unwrap_or_default(),
+                        user.uid.unwrap_or_default(),
+                        user.groups.unwrap_or_default(),
+                    )
+                })
+            }
             _ => Err(status
                 .error
                 .filter(|e| !e.is_empty())

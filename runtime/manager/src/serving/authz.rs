@@ -13,8 +13,10 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 
 use super::authn::UserInfo;
+use sha2::{Digest, Sha256};
+
 use super::cache::TtlCache;
-use super::{CodeLabel, api_code};
+use super::{CodeLabel, ReviewLimit, api_code};
 
 /// The group upstream's delegated authorizer allows without asking (the API server
 /// itself allows it everything).
@@ -29,10 +31,16 @@ pub enum Decision {
     Deny(String),
 }
 
-/// A `SubjectAccessReview` that could not be made.
+/// Why no decision was made.
 #[derive(Debug, thiserror::Error)]
-#[error("SubjectAccessReview failed: {0}")]
-pub struct AuthzError(#[source] pub kube::Error);
+pub enum AuthzError {
+    /// The `SubjectAccessReview` could not be made.
+    #[error("SubjectAccessReview failed: {0}")]
+    Review(#[source] kube::Error),
+    /// Too many reviews are in flight.
+    #[error("too many reviews in flight")]
+    Busy,
+}
 
 /// Who and what a cached answer is for.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -42,7 +50,8 @@ struct Key {
     groups: Vec<String>,
     extra: Vec<(String, Vec<String>)>,
     verb: String,
-    path: String,
+    /// The path's SHA-256: a key of bounded size whatever the path's length.
+    path: [u8; 32],
 }
 
 /// Always-allowed paths and groups, then `SubjectAccessReview`.
@@ -53,6 +62,7 @@ pub struct Authorizer {
     denied_ttl: Duration,
     cache: TtlCache<Key, Decision>,
     requests: Family<CodeLabel, Counter>,
+    limit: ReviewLimit,
 }
 
 impl Authorizer {
@@ -62,6 +72,7 @@ impl Authorizer {
         always_allow_paths: Vec<String>,
         (allowed_ttl, denied_ttl): (Duration, Duration),
         requests: Family<CodeLabel, Counter>,
+        limit: ReviewLimit,
     ) -> Self {
         Self {
             client,
@@ -70,6 +81,7 @@ impl Authorizer {
             denied_ttl,
             cache: TtlCache::default(),
             requests,
+            limit,
         }
     }
 
@@ -98,7 +110,7 @@ impl Authorizer {
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect(),
             verb: verb.to_owned(),
-            path: path.to_owned(),
+            path: Sha256::digest(path.as_bytes()).into(),
         };
         if let Some(decision) = self.cache.get(&key) {
             return Ok(decision);
@@ -117,6 +129,9 @@ impl Authorizer {
             },
             ..Default::default()
         };
+        let Some(_permit) = self.limit.acquire().await else {
+            return Err(AuthzError::Busy);
+        };
         let answer = Api::<SubjectAccessReview>::all(self.client.clone())
             .create(&PostParams::default(), &review)
             .await;
@@ -125,7 +140,10 @@ impl Authorizer {
                 code: api_code(&answer),
             })
             .inc();
-        let status = answer.map_err(AuthzError)?.status.unwrap_or_default();
+        let status = answer
+            .map_err(AuthzError::Review)?
+            .status
+            .unwrap_or_default();
         let decision = if status.allowed && !status.denied.unwrap_or(false) {
             Decision::Allow
         } else {

@@ -7,7 +7,8 @@ use std::hash::Hash;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// At most this many answers are kept; past it expired ones go, then all.
+/// At most this many answers are kept; past it expired ones go, and a new answer is
+/// not kept while the cache stays full (the answers kept are not flushed by a flood).
 const MAX_ENTRIES: usize = 4096;
 
 /// Answers by key, each until its own deadline.
@@ -44,7 +45,7 @@ impl<K: Hash + Eq, V: Clone> TtlCache<K, V> {
         if entries.len() >= MAX_ENTRIES {
             entries.retain(|_, (deadline, _)| now < *deadline);
             if entries.len() >= MAX_ENTRIES {
-                entries.clear();
+                return;
             }
         }
         entries.insert(key, (now + ttl, value));
@@ -74,7 +75,7 @@ mod tests {
     }
 
     #[test]
-    fn a_full_cache_drops_expired_answers_first() {
+    fn a_full_cache_drops_expired_answers_and_keeps_the_others() {
         let cache = TtlCache::default();
         for i in 0..MAX_ENTRIES {
             cache.insert(i, i, Duration::from_nanos(1));
@@ -83,5 +84,10 @@ mod tests {
         cache.insert(usize::MAX, 0, Duration::from_secs(60));
         assert_eq!(cache.lock().len(), 1);
         assert_eq!(cache.get(&usize::MAX), Some(0));
+        for i in 0..MAX_ENTRIES {
+            cache.insert(i, i, Duration::from_secs(60));
+        }
+        assert_eq!(cache.get(&usize::MAX), Some(0), "kept while full");
+        assert_eq!(cache.lock().len(), MAX_ENTRIES);
     }
 }

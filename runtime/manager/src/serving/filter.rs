@@ -9,9 +9,10 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use super::authn::{TokenAuthenticator, UserInfo};
-use super::authz::{Authorizer, Decision};
-use super::tls::Peer;
+use super::authn::{AuthnError, TokenAuthenticator, UserInfo, certificate_user};
+use super::authz::{Authorizer, AuthzError, Decision};
+use super::listener::Peer;
+use super::tls::TlsState;
 
 /// Delegated authentication and authorization.
 pub struct Delegated {
@@ -19,6 +20,17 @@ pub struct Delegated {
     pub tokens: TokenAuthenticator,
     /// Paths.
     pub authorizer: Authorizer,
+    /// The client certificate authorities, to verify each request's certificate.
+    pub tls: Arc<TlsState>,
+}
+
+/// Too many reviews in flight: upstream's 429 answer.
+fn busy() -> Response {
+    status(
+        StatusCode::TOO_MANY_REQUESTS,
+        "TooManyRequests",
+        "Too many requests, please try again later.",
+    )
 }
 
 /// Lets the request through when its user may use its method on its path.
@@ -29,14 +41,27 @@ pub async fn guard(
     next: Next,
 ) -> Response {
     let path = request.uri().path().to_owned();
-    let user = match peer.certificate_user {
+    let unauthorized = || status(StatusCode::UNAUTHORIZED, "Unauthorized", "Unauthorized");
+    // A client certificate first, verified against the current authorities (the
+    // connection's handshake may predate a change); one that no longer verifies is
+    // refused, one without a Common Name leaves the token to decide, as upstream.
+    let mut user = None;
+    if let Some(chain) = &peer.certificates {
+        if !delegated.tls.verify_client(chain) {
+            tracing::debug!(peer = %peer.addr, %path, "client certificate no longer verifies");
+            return unauthorized();
+        }
+        user = certificate_user(&chain[0]);
+    }
+    let user = match user {
         Some(user) => user,
         None => match bearer_token(request.headers()) {
             Some(token) => match delegated.tokens.authenticate(token).await {
                 Ok(user) => user,
+                Err(AuthnError::Busy) => return busy(),
                 Err(err) => {
                     tracing::debug!(peer = %peer.addr, %path, error = %err, "unauthorized");
-                    return status(StatusCode::UNAUTHORIZED, "Unauthorized", "Unauthorized");
+                    return unauthorized();
                 }
             },
             None => UserInfo::anonymous(),
@@ -57,12 +82,13 @@ pub async fn guard(
             }
             status(StatusCode::FORBIDDEN, "Forbidden", &message)
         }
+        Err(AuthzError::Busy) => busy(),
         Err(err) => {
             tracing::warn!(%path, error = %err, "cannot authorize a request to the secure port");
             status(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "InternalError",
-                &format!("Internal Server Error: {path:?}: {err}"),
+                &format!("Internal Server Error: {path:?}"),
             )
         }
     }

@@ -4,8 +4,8 @@
 //!
 //! - [`options`]: the flags (`--secure-port`, `--tls-cert-file`,
 //!   `--authorization-always-allow-paths`, ...).
-//! - [`tls`]: the serving certificate (files re-read on change, or self-signed), the
-//!   client certificate authorities, the listener.
+//! - [`tls`]: the serving certificate (files re-read on change, or self-signed) and the
+//!   client certificate authorities; [`listener`]: handshakes and connections, bounded.
 //! - [`authn`]: who a request comes from (client certificate, `TokenReview`, anonymous).
 //! - [`authz`]: whether they may (always-allowed paths, `SubjectAccessReview`).
 //!
@@ -15,6 +15,7 @@ pub mod authn;
 pub mod authz;
 mod cache;
 mod filter;
+pub mod listener;
 pub mod options;
 mod reload;
 pub mod tls;
@@ -28,8 +29,9 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use wasm_ccm_host::metrics::Metrics;
 
+use listener::{Peer, TlsListener};
 pub use options::ServingArgs;
-use tls::{Peer, TlsError, TlsListener, TlsState};
+use tls::{TlsError, TlsState};
 
 /// The ConfigMap the API server publishes its client certificate authority in.
 pub const AUTHENTICATION_CONFIGMAP: (&str, &str) =
@@ -61,6 +63,31 @@ pub enum ServingError {
          --authentication-tolerate-lookup-failure"
     )]
     Lookup(#[source] kube::Error),
+}
+
+/// The reviews (`TokenReview`, `SubjectAccessReview`) in flight at once: a request
+/// that waits longer for one is answered 429, so a flood of unknown tokens or paths
+/// cannot queue without bound on the API server.
+#[derive(Clone)]
+pub struct ReviewLimit(Arc<tokio::sync::Semaphore>);
+
+impl ReviewLimit {
+    /// Reviews in flight at once.
+    const IN_FLIGHT: usize = 16;
+    /// How long a request waits for a free slot.
+    const WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+    fn new() -> Self {
+        Self(Arc::new(tokio::sync::Semaphore::new(Self::IN_FLIGHT)))
+    }
+
+    /// A slot, or `None` when none freed in time.
+    pub async fn acquire(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        tokio::time::timeout(Self::WAIT, self.0.clone().acquire_owned())
+            .await
+            .ok()?
+            .ok()
+    }
 }
 
 /// Labels of the delegated review counters: the API server's HTTP status code.
@@ -142,7 +169,8 @@ impl ServingMetrics {
 }
 
 /// Serves `app` on `--bind-address:--secure-port` until the process ends: HTTPS behind
-/// delegated authentication and authorization through `client`, or plain HTTP with
+/// delegated authentication and authorization through `client` (its own, so reviews
+/// never wait on the controllers' rate limit nor they on reviews), or plain HTTP with
 /// `--serve-plain-http`. The bound address, or `None` with `--secure-port=0`.
 pub async fn serve(
     args: &ServingArgs,
@@ -193,11 +221,13 @@ pub async fn serve(
     }
     client_ca(args, client, &state, &metrics).await?;
 
+    let limit = ReviewLimit::new();
     let delegated = Arc::new(filter::Delegated {
         tokens: authn::TokenAuthenticator::new(
             client.clone(),
             args.authentication_token_webhook_cache_ttl,
             metrics.authn_requests.clone(),
+            limit.clone(),
         ),
         authorizer: authz::Authorizer::new(
             client.clone(),
@@ -207,7 +237,9 @@ pub async fn serve(
                 args.authorization_webhook_cache_unauthorized_ttl,
             ),
             metrics.authz_requests.clone(),
+            limit,
         ),
+        tls: state.clone(),
     });
     let app = app.layer(axum::middleware::from_fn_with_state(
         delegated,

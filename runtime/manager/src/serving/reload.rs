@@ -131,7 +131,7 @@ pub fn configmap_origin() -> String {
 }
 
 /// Re-reads the client CA ConfigMap every minute and verifies client certificates
-/// with a changed CA that loads (none when it is removed).
+/// with a changed CA that loads (the last one when it is removed).
 pub fn client_ca_configmap(
     client: kube::Client,
     mut last: Option<Vec<u8>>,
@@ -152,11 +152,13 @@ pub fn client_ca_configmap(
                 continue;
             }
             let origin = configmap_origin();
-            let result = match &found {
-                Some(pem) => tls::client_ca_from_pem(&origin, pem)
-                    .and_then(|roots| state.set_client_ca(Some((origin.clone(), roots)))),
-                None => state.set_client_ca(None),
+            // A ConfigMap (or key) removed keeps the last authorities, as upstream.
+            let Some(pem) = &found else {
+                tracing::warn!("{origin} is gone; the last client CA keeps verifying");
+                continue;
             };
+            let result = tls::client_ca_from_pem(&origin, pem)
+                .and_then(|roots| state.set_client_ca(Some((origin.clone(), roots))));
             metrics.reloaded("client-ca", result.is_ok());
             match result {
                 Ok(()) => tracing::info!("reloaded the client CA from {origin}"),

@@ -1,29 +1,17 @@
 //! The secure port's TLS: the serving certificate (from `--tls-cert-file` and
-//! `--tls-private-key-file`, re-read when they change, or self-signed in memory), the
-//! client certificate authorities, and the listener that hands axum finished
-//! handshakes.
+//! `--tls-private-key-file`, re-read when they change, or self-signed in memory) and
+//! the client certificate authorities.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock};
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
 
-use axum::extract::connect_info::Connected;
-use axum::serve::IncomingStream;
 use rustls::RootCertStore;
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, UnixTime};
+use rustls::server::danger::ClientCertVerifier;
 use rustls::server::{ClientHello, ResolvesServerCert, WebPkiClientVerifier};
 use rustls::sign::CertifiedKey;
-use tokio::net::{TcpListener, TcpStream};
-use tokio_rustls::server::TlsStream;
-
-use super::authn::{UserInfo, certificate_user};
-
-/// A TLS handshake must finish within this.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-/// Handshakes in progress at once; more connections wait to be accepted.
-const MAX_HANDSHAKES: usize = 64;
 
 /// Why TLS could not be set up.
 #[derive(Debug, thiserror::Error)]
@@ -161,84 +149,119 @@ pub fn client_ca_from_pem(origin: &str, pem: &[u8]) -> Result<Arc<RootCertStore>
 
 /// The TLS configuration new connections get: the current serving certificate and
 /// client certificate authorities. Changing either builds a new configuration;
-/// connections already open keep theirs.
+/// connections already open keep theirs, but their client certificates are verified
+/// again against the current authorities on every request ([`Self::verify_client`]).
 pub struct TlsState {
-    certificate: RwLock<Arc<CertifiedKey>>,
-    client_ca: RwLock<Option<(String, Arc<RootCertStore>)>>,
-    config: RwLock<Arc<rustls::ServerConfig>>,
+    current: Mutex<Current>,
+}
+
+/// The certificate, the client CA and what is built from them, changed together.
+struct Current {
+    certificate: Arc<CertifiedKey>,
+    client_ca: Option<(String, Arc<RootCertStore>)>,
+    verifier: Option<Arc<dyn ClientCertVerifier>>,
+    config: Arc<rustls::ServerConfig>,
 }
 
 impl TlsState {
     /// Serves `certificate`, with no client certificate authority yet.
     pub fn new(certificate: Arc<CertifiedKey>) -> Result<Self, TlsError> {
-        let config = build(&certificate, None)?;
+        let (config, verifier) = build(&certificate, None)?;
         Ok(Self {
-            certificate: RwLock::new(certificate),
-            client_ca: RwLock::new(None),
-            config: RwLock::new(config),
+            current: Mutex::new(Current {
+                certificate,
+                client_ca: None,
+                verifier,
+                config,
+            }),
         })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Current> {
+        self.current.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The configuration for a new connection.
     pub fn current(&self) -> Arc<rustls::ServerConfig> {
-        self.config
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.lock().config.clone()
     }
 
     /// Serves `certificate` to new connections.
     pub fn set_certificate(&self, certificate: Arc<CertifiedKey>) -> Result<(), TlsError> {
-        let ca = self
-            .client_ca
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
-        let config = build(&certificate, ca.as_ref())?;
-        *self.certificate.write().unwrap_or_else(|p| p.into_inner()) = certificate;
-        *self.config.write().unwrap_or_else(|p| p.into_inner()) = config;
+        let mut current = self.lock();
+        let (config, verifier) = build(&certificate, current.client_ca.as_ref())?;
+        *current = Current {
+            certificate,
+            client_ca: current.client_ca.take(),
+            verifier,
+            config,
+        };
         Ok(())
     }
 
-    /// Verifies client certificates of new connections against `ca` (`origin`, the
-    /// authorities' source, for errors); `None` accepts no client certificates.
+    /// Verifies client certificates against `ca` (`origin`, the authorities' source,
+    /// for errors); `None` accepts no client certificates.
     pub fn set_client_ca(&self, ca: Option<(String, Arc<RootCertStore>)>) -> Result<(), TlsError> {
-        let certificate = self
-            .certificate
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
-        let config = build(&certificate, ca.as_ref())?;
-        *self.client_ca.write().unwrap_or_else(|p| p.into_inner()) = ca;
-        *self.config.write().unwrap_or_else(|p| p.into_inner()) = config;
+        let mut current = self.lock();
+        let (config, verifier) = build(&current.certificate, ca.as_ref())?;
+        current.client_ca = ca;
+        current.verifier = verifier;
+        current.config = config;
         Ok(())
+    }
+
+    /// Whether the client certificate `chain` (end entity first) verifies against the
+    /// current client authorities now: a certificate expired, or of an authority
+    /// removed since the connection's handshake, no longer authenticates.
+    pub fn verify_client(&self, chain: &[CertificateDer<'static>]) -> bool {
+        let Some(verifier) = self.lock().verifier.clone() else {
+            return false;
+        };
+        let Some((end_entity, intermediates)) = chain.split_first() else {
+            return false;
+        };
+        verifier
+            .verify_client_cert(end_entity, intermediates, UnixTime::now())
+            .is_ok()
     }
 }
 
-/// The server configuration: HTTP/1.1, the certificate, and client certificates
-/// requested (not required) when there are authorities to verify them.
+/// A server configuration and the client certificate verifier it holds.
+type Built = (
+    Arc<rustls::ServerConfig>,
+    Option<Arc<dyn ClientCertVerifier>>,
+);
+
+/// The server configuration: HTTP/1.1, the certificate, client certificates requested
+/// (not required) when there are authorities to verify them, and no session
+/// resumption (a resumed session would carry a client certificate unverified).
 fn build(
     certificate: &Arc<CertifiedKey>,
     client_ca: Option<&(String, Arc<RootCertStore>)>,
-) -> Result<Arc<rustls::ServerConfig>, TlsError> {
+) -> Result<Built, TlsError> {
     let builder = rustls::ServerConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()?;
-    let builder = match client_ca {
-        Some((origin, roots)) => {
-            let verifier = WebPkiClientVerifier::builder_with_provider(roots.clone(), provider())
+    let verifier = match client_ca {
+        Some((origin, roots)) => Some(
+            WebPkiClientVerifier::builder_with_provider(roots.clone(), provider())
                 .allow_unauthenticated()
                 .build()
                 .map_err(|source| TlsError::ClientCa {
                     origin: origin.clone(),
                     source,
-                })?;
-            builder.with_client_cert_verifier(verifier)
-        }
+                })?,
+        ),
+        None => None,
+    };
+    let builder = match &verifier {
+        Some(verifier) => builder.with_client_cert_verifier(verifier.clone()),
         None => builder.with_no_client_auth(),
     };
     let mut config = builder.with_cert_resolver(Arc::new(Fixed(certificate.clone())));
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(Arc::new(config))
+    config.session_storage = Arc::new(rustls::server::NoServerSessionStorage {});
+    config.send_tls13_tickets = 0;
+    Ok((Arc::new(config), verifier))
 }
 
 /// One certificate for every client hello.
@@ -248,106 +271,6 @@ struct Fixed(Arc<CertifiedKey>);
 impl ResolvesServerCert for Fixed {
     fn resolve(&self, _: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
         Some(self.0.clone())
-    }
-}
-
-/// Accepts TCP connections and hands axum those whose TLS handshake finished (in
-/// time); each handshake runs in its own task, so a slow client delays no other.
-pub struct TlsListener {
-    handshaken: tokio::sync::mpsc::Receiver<(TlsStream<TcpStream>, SocketAddr)>,
-    local: SocketAddr,
-    acceptor: tokio::task::JoinHandle<()>,
-}
-
-impl TlsListener {
-    /// Starts accepting on `tcp` with `tls`'s current configuration per connection.
-    pub fn new(tcp: TcpListener, tls: Arc<TlsState>) -> std::io::Result<Self> {
-        let local = tcp.local_addr()?;
-        let (tx, handshaken) = tokio::sync::mpsc::channel(MAX_HANDSHAKES);
-        let slots = Arc::new(tokio::sync::Semaphore::new(MAX_HANDSHAKES));
-        let acceptor = tokio::spawn(async move {
-            loop {
-                let Ok(slot) = slots.clone().acquire_owned().await else {
-                    return;
-                };
-                let (stream, addr) = match tcp.accept().await {
-                    Ok(accepted) => accepted,
-                    Err(err) => {
-                        tracing::debug!(error = %err, "accept failed");
-                        tokio::time::sleep(Duration::from_millis(100)).await;
-                        continue;
-                    }
-                };
-                let acceptor = tokio_rustls::TlsAcceptor::from(tls.current());
-                let tx = tx.clone();
-                tokio::spawn(async move {
-                    let _slot = slot;
-                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
-                        Ok(Ok(tls)) => {
-                            let _ = tx.send((tls, addr)).await;
-                        }
-                        Ok(Err(err)) => {
-                            tracing::debug!(peer = %addr, error = %err, "TLS handshake failed")
-                        }
-                        Err(_) => tracing::debug!(peer = %addr, "TLS handshake timed out"),
-                    }
-                });
-            }
-        });
-        Ok(Self {
-            handshaken,
-            local,
-            acceptor,
-        })
-    }
-}
-
-impl Drop for TlsListener {
-    fn drop(&mut self) {
-        self.acceptor.abort();
-    }
-}
-
-impl axum::serve::Listener for TlsListener {
-    type Io = TlsStream<TcpStream>;
-    type Addr = SocketAddr;
-
-    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        match self.handshaken.recv().await {
-            Some(accepted) => accepted,
-            // The acceptor stopped (its task was cancelled): nothing comes any more.
-            None => std::future::pending().await,
-        }
-    }
-
-    fn local_addr(&self) -> std::io::Result<Self::Addr> {
-        Ok(self.local)
-    }
-}
-
-/// The client of a request on the secure port: its address and the user its verified
-/// client certificate names, if it sent one.
-#[derive(Debug, Clone)]
-pub struct Peer {
-    /// The client's address.
-    pub addr: SocketAddr,
-    /// The user of the client certificate.
-    pub certificate_user: Option<UserInfo>,
-}
-
-impl Connected<IncomingStream<'_, TlsListener>> for Peer {
-    fn connect_info(stream: IncomingStream<'_, TlsListener>) -> Self {
-        let certificate_user = stream
-            .io()
-            .get_ref()
-            .1
-            .peer_certificates()
-            .and_then(|chain| chain.first())
-            .and_then(|cert| certificate_user(cert));
-        Peer {
-            addr: *stream.remote_addr(),
-            certificate_user,
-        }
     }
 }
 
