@@ -119,9 +119,9 @@ mod host {
         }
     }
 
-    /// The whole request in one call to the host's buffered client.
-    pub(super) fn send(request: &Request) -> Result<Response, Error> {
-        let url = request.url()?;
+    /// The request's headers, with `content-length` when it has a body (the host
+    /// refuses a body without one or with another length).
+    fn headers_with_length(request: &Request) -> Vec<(String, Vec<u8>)> {
         let mut headers = request.headers().to_vec();
         if !request.body_bytes().is_empty() {
             headers.push((
@@ -129,6 +129,13 @@ mod host {
                 request.body_bytes().len().to_string().into_bytes(),
             ));
         }
+        headers
+    }
+
+    /// The whole request in one call to the host's buffered client.
+    pub(super) fn send(request: &Request) -> Result<Response, Error> {
+        let url = request.url()?;
+        let headers = headers_with_length(request);
         let response = client::send(&client::Request {
             method: request.method().as_str().to_owned(),
             url: format!("{}://{}{}", url.scheme, url.authority, url.path_and_query),
@@ -146,13 +153,7 @@ mod host {
     pub(super) fn send_wasi_http(request: &Request) -> Result<Response, Error> {
         let url = request.url()?;
         let other = |message: String| Error::new(ErrorKind::Other, message);
-        let mut headers = request.headers().to_vec();
-        if !request.body_bytes().is_empty() {
-            headers.push((
-                "content-length".into(),
-                request.body_bytes().len().to_string().into_bytes(),
-            ));
-        }
+        let headers = headers_with_length(request);
         let fields =
             Fields::from_list(&headers).map_err(|e| other(format!("invalid header: {e:?}")))?;
         let outgoing = OutgoingRequest::new(fields);

@@ -99,3 +99,52 @@ impl Denial {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `REASONS` (the metric's pre-initialized series) lists every label a denial can
+    /// carry: each variant's, and each address rule's.
+    #[test]
+    fn every_reason_is_listed() {
+        let mut denials = vec![
+            Denial::BadUri("x".into()),
+            Denial::Method("TRACE".into()),
+            Denial::NotAllowed {
+                scheme: "https".into(),
+                host: "h".into(),
+                port: 443,
+            },
+            Denial::Loopback("127.0.0.1".into()),
+            Denial::GuestCredentialHeader("authorization".into()),
+            Denial::KeystoneIdentity("/v3".into()),
+            Denial::Action("ec2:TerminateInstances".into()),
+            Denial::Credential("missing".into()),
+        ];
+        for ip in [
+            "169.254.169.254",
+            "168.63.129.16",
+            "0.0.0.0",
+            "224.0.0.1",
+            "fd00:ec2::254",
+            "2001:0:4136:e378:8000:63bf:3fff:fdd2",
+            "ff02::1",
+        ] {
+            let ip: IpAddr = ip.parse().unwrap();
+            let never = address::never_reachable(ip).expect("an address never reachable");
+            denials.push(Denial::Never { ip, never });
+            denials.push(Denial::NeverByName {
+                label: never.label,
+                message: String::new(),
+            });
+        }
+        for denial in &denials {
+            assert!(
+                Denial::REASONS.contains(&denial.reason()),
+                "{:?} is not in Denial::REASONS",
+                denial.reason()
+            );
+        }
+    }
+}
