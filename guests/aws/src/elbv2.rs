@@ -213,13 +213,7 @@ impl Elbv2 {
 
     /// A load balancer's attributes.
     pub fn load_balancer_attributes(&self, arn: &str) -> Result<Attributes, ApiError> {
-        let params = Params::new().set("LoadBalancerArn", arn);
-        self.api
-            .call_read("DescribeLoadBalancerAttributes", &params, |root| {
-                Ok(result(root, "DescribeLoadBalancerAttributes")
-                    .map(|r| xml::tags(r, "Attributes"))
-                    .unwrap_or_default())
-            })
+        self.attributes("LoadBalancer", arn)
     }
 
     /// Sets some of a load balancer's attributes.
@@ -228,23 +222,12 @@ impl Elbv2 {
         arn: &str,
         attributes: &[(String, String)],
     ) -> Result<(), ApiError> {
-        let params = Params::new()
-            .set("LoadBalancerArn", arn)
-            .tags("Attributes.member", attributes);
-        self.api
-            .call("ModifyLoadBalancerAttributes", &params)
-            .map(|_| ())
+        self.modify_attributes("LoadBalancer", arn, attributes)
     }
 
     /// A target group's attributes.
     pub fn target_group_attributes(&self, arn: &str) -> Result<Attributes, ApiError> {
-        let params = Params::new().set("TargetGroupArn", arn);
-        self.api
-            .call_read("DescribeTargetGroupAttributes", &params, |root| {
-                Ok(result(root, "DescribeTargetGroupAttributes")
-                    .map(|r| xml::tags(r, "Attributes"))
-                    .unwrap_or_default())
-            })
+        self.attributes("TargetGroup", arn)
     }
 
     /// Sets some of a target group's attributes.
@@ -253,11 +236,33 @@ impl Elbv2 {
         arn: &str,
         attributes: &[(String, String)],
     ) -> Result<(), ApiError> {
+        self.modify_attributes("TargetGroup", arn, attributes)
+    }
+
+    /// `Describe<kind>Attributes` of the `<kind>Arn` `arn` (`kind`: `LoadBalancer` or
+    /// `TargetGroup`).
+    fn attributes(&self, kind: &str, arn: &str) -> Result<Attributes, ApiError> {
+        let action = format!("Describe{kind}Attributes");
+        let params = Params::new().set(format!("{kind}Arn"), arn);
+        self.api.call_read(&action, &params, |root| {
+            Ok(result(root, &action)
+                .map(|r| xml::tags(r, "Attributes"))
+                .unwrap_or_default())
+        })
+    }
+
+    /// `Modify<kind>Attributes` of the `<kind>Arn` `arn`.
+    fn modify_attributes(
+        &self,
+        kind: &str,
+        arn: &str,
+        attributes: &[(String, String)],
+    ) -> Result<(), ApiError> {
         let params = Params::new()
-            .set("TargetGroupArn", arn)
+            .set(format!("{kind}Arn"), arn)
             .tags("Attributes.member", attributes);
         self.api
-            .call("ModifyTargetGroupAttributes", &params)
+            .call(&format!("Modify{kind}Attributes"), &params)
             .map(|_| ())
     }
 

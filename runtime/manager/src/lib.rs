@@ -33,6 +33,14 @@ pub mod occm_import;
 pub mod scaffold;
 pub mod serving;
 
+/// This host's name (the Pod's, in a cluster), if the kernel says one.
+pub fn hostname() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+}
+
 /// An error and its sources on one line, each cause once: what the binaries print.
 pub fn error_chain(err: &dyn std::error::Error) -> String {
     let mut text = err.to_string();

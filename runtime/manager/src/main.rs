@@ -23,8 +23,7 @@ struct Cli {
     /// Log verbosity as upstream components take it (`-v 4`, `--v=4`): 0 to 3 log
     /// what the controller manager does (info), 4 adds debug records (every provider
     /// call, outbound request and reconcile of wasm-ccm's own crates), 5 and up trace.
-    /// `RUST_LOG`, when set,
-    /// takes precedence (e.g. `RUST_LOG=wasm_ccm_host=debug`).
+    /// `RUST_LOG`, when set, takes precedence (e.g. `RUST_LOG=wasm_ccm_host=debug`).
     #[arg(short = 'v', long = "v", global = true, value_name = "LEVEL")]
     verbosity: Option<u8>,
     #[command(subcommand)]

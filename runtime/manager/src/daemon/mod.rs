@@ -80,8 +80,9 @@ pub async fn run(args: DaemonArgs) -> Result<(), DaemonError> {
     // Health and metrics, then the provider: `/readyz` says when it is loaded.
     let metrics = Metrics::new();
     let controller_metrics = Arc::new(ControllerMetrics::register(&metrics));
-    let client = wiring::kube_client(&args).await?;
-    let health = wiring::serve_health(&args, &metrics).await?;
+    let config = wiring::kube_config(&args).await?;
+    let client = wiring::kube_client(&args, config.clone())?;
+    let health = wiring::serve_health(&args, config, &metrics).await?;
     let identity = wiring::identity();
     let loader = wiring::loader(&args, &metrics, &client, &identity)?;
     let (provider, serving) = loader

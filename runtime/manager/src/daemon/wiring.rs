@@ -36,13 +36,14 @@ pub(super) fn route_flags(
 /// Serves `/healthz`, `/livez`, `/readyz` and `/metrics` on the secure port.
 pub(super) async fn serve_health(
     args: &DaemonArgs,
+    config: kube::Config,
     metrics: &Metrics,
 ) -> Result<Arc<health::Health>, DaemonError> {
     let health = Arc::new(health::Health::default());
     health.leader_ok.store(true, Ordering::Relaxed);
     let app = health::router(health.clone(), metrics.clone());
     // The secure port's reviews go through a client of their own (its own rate limit).
-    let reviews = kube_client(args).await?;
+    let reviews = kube_client(args, config)?;
     crate::serving::serve(&args.serving, &reviews, metrics, app).await?;
     Ok(health)
 }
@@ -77,8 +78,9 @@ pub(super) fn loader(
     Ok(loader.with_compile_cache(cache))
 }
 
-/// The Kubernetes client from `--kubeconfig`, or the in-cluster configuration.
-pub(super) async fn kube_client(args: &DaemonArgs) -> Result<kube::Client, DaemonError> {
+/// The Kubernetes client configuration from `--kubeconfig`, or the in-cluster one,
+/// with wasm-ccm's `User-Agent`.
+pub(super) async fn kube_config(args: &DaemonArgs) -> Result<kube::Config, DaemonError> {
     let mut config = match &args.kubeconfig {
         Some(path) => {
             let kubeconfig = kube::config::Kubeconfig::read_from(path)
@@ -97,6 +99,15 @@ pub(super) async fn kube_client(args: &DaemonArgs) -> Result<kube::Client, Daemo
         http::header::USER_AGENT,
         http::HeaderValue::from_static(USER_AGENT),
     ));
+    Ok(config)
+}
+
+/// A Kubernetes client of `config` with its own `--kube-api-qps` / `--kube-api-burst`
+/// token bucket.
+pub(super) fn kube_client(
+    args: &DaemonArgs,
+    config: kube::Config,
+) -> Result<kube::Client, DaemonError> {
     client_limits::content_type(&args.kube_api_content_type).map_err(DaemonError::Flags)?;
     let bucket = client_limits::bucket(args.kube_api_qps, args.kube_api_burst)
         .map_err(DaemonError::Flags)?;
@@ -112,9 +123,7 @@ pub(super) async fn kube_client(args: &DaemonArgs) -> Result<kube::Client, Daemo
 
 /// This replica's identity: the lease holder and events' reporting instance.
 pub(super) fn identity() -> String {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_owned())
-        .unwrap_or_else(|_| "wasm-ccm".into());
+    let host = crate::hostname().unwrap_or_else(|| "wasm-ccm".into());
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.subsec_nanos())

@@ -6,13 +6,12 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
-use kube::api::{Api, PostParams};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use sha2::{Digest, Sha256};
 
 use super::cache::TtlCache;
-use super::{CodeLabel, ReviewLimit, api_code};
+use super::review::{CodeLabel, ReviewError, Reviewer};
 
 /// The group every authenticated user is in.
 pub const AUTHENTICATED_GROUP: &str = "system:authenticated";
@@ -72,27 +71,20 @@ pub enum AuthnError {
 /// Bearer tokens checked with `TokenReview`, answers kept for the cache TTL (tokens
 /// are kept only as their SHA-256).
 pub struct TokenAuthenticator {
-    client: kube::Client,
+    reviewer: Reviewer,
     ttl: Duration,
     cache: TtlCache<[u8; 32], Result<UserInfo, String>>,
     requests: Family<CodeLabel, Counter>,
-    limit: ReviewLimit,
 }
 
 impl TokenAuthenticator {
-    /// Reviews tokens through `client`; `requests` counts reviews by HTTP code.
-    pub fn new(
-        client: kube::Client,
-        ttl: Duration,
-        requests: Family<CodeLabel, Counter>,
-        limit: ReviewLimit,
-    ) -> Self {
+    /// Reviews tokens through `reviewer`; `requests` counts reviews by HTTP code.
+    pub fn new(reviewer: Reviewer, ttl: Duration, requests: Family<CodeLabel, Counter>) -> Self {
         Self {
-            client,
+            reviewer,
             ttl,
             cache: TtlCache::default(),
             requests,
-            limit,
         }
     }
 
@@ -110,21 +102,11 @@ impl TokenAuthenticator {
             },
             ..Default::default()
         };
-        let Some(_permit) = self.limit.acquire().await else {
-            return Err(AuthnError::Busy);
+        let status = match self.reviewer.create(&review, &self.requests).await {
+            Ok(answer) => answer.status.unwrap_or_default(),
+            Err(ReviewError::Busy) => return Err(AuthnError::Busy),
+            Err(ReviewError::Api(err)) => return Err(AuthnError::Review(err)),
         };
-        let answer = Api::<TokenReview>::all(self.client.clone())
-            .create(&PostParams::default(), &review)
-            .await;
-        self.requests
-            .get_or_create(&CodeLabel {
-                code: api_code(&answer),
-            })
-            .inc();
-        let status = answer
-            .map_err(AuthnError::Review)?
-            .status
-            .unwrap_or_default();
         let answer = match (status.authenticated, status.user) {
             (Some(true), Some(user)) if user.username.as_deref().is_some_and(|u| !u.is_empty()) => {
                 Ok(UserInfo {

@@ -8,7 +8,6 @@ use std::time::Duration;
 use k8s_openapi::api::authorization::v1::{
     NonResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
 };
-use kube::api::{Api, PostParams};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 
@@ -16,7 +15,7 @@ use super::authn::UserInfo;
 use sha2::{Digest, Sha256};
 
 use super::cache::TtlCache;
-use super::{CodeLabel, ReviewLimit, api_code};
+use super::review::{CodeLabel, ReviewError, Reviewer};
 
 /// The group upstream's delegated authorizer allows without asking (the API server
 /// itself allows it everything).
@@ -56,32 +55,29 @@ struct Key {
 
 /// Always-allowed paths and groups, then `SubjectAccessReview`.
 pub struct Authorizer {
-    client: kube::Client,
+    reviewer: Reviewer,
     always_allow_paths: Vec<String>,
     allowed_ttl: Duration,
     denied_ttl: Duration,
     cache: TtlCache<Key, Decision>,
     requests: Family<CodeLabel, Counter>,
-    limit: ReviewLimit,
 }
 
 impl Authorizer {
-    /// Reviews through `client`; `requests` counts reviews by HTTP code.
+    /// Reviews through `reviewer`; `requests` counts reviews by HTTP code.
     pub fn new(
-        client: kube::Client,
+        reviewer: Reviewer,
         always_allow_paths: Vec<String>,
         (allowed_ttl, denied_ttl): (Duration, Duration),
         requests: Family<CodeLabel, Counter>,
-        limit: ReviewLimit,
     ) -> Self {
         Self {
-            client,
+            reviewer,
             always_allow_paths,
             allowed_ttl,
             denied_ttl,
             cache: TtlCache::default(),
             requests,
-            limit,
         }
     }
 
@@ -129,21 +125,11 @@ impl Authorizer {
             },
             ..Default::default()
         };
-        let Some(_permit) = self.limit.acquire().await else {
-            return Err(AuthzError::Busy);
+        let status = match self.reviewer.create(&review, &self.requests).await {
+            Ok(answer) => answer.status.unwrap_or_default(),
+            Err(ReviewError::Busy) => return Err(AuthzError::Busy),
+            Err(ReviewError::Api(err)) => return Err(AuthzError::Review(err)),
         };
-        let answer = Api::<SubjectAccessReview>::all(self.client.clone())
-            .create(&PostParams::default(), &review)
-            .await;
-        self.requests
-            .get_or_create(&CodeLabel {
-                code: api_code(&answer),
-            })
-            .inc();
-        let status = answer
-            .map_err(AuthzError::Review)?
-            .status
-            .unwrap_or_default();
         let decision = if status.allowed && !status.denied.unwrap_or(false) {
             Decision::Allow
         } else {

@@ -8,6 +8,7 @@
 //!   client certificate authorities; [`listener`]: handshakes and connections, bounded.
 //! - [`authn`]: who a request comes from (client certificate, `TokenReview`, anonymous).
 //! - [`authz`]: whether they may (always-allowed paths, `SubjectAccessReview`).
+//! - [`review`]: the reviews both send to the API server, bounded and counted.
 //!
 //! [`serve`] puts them together in front of a router.
 
@@ -18,6 +19,7 @@ mod filter;
 pub mod listener;
 pub mod options;
 mod reload;
+pub mod review;
 pub mod tls;
 
 use std::net::SocketAddr;
@@ -31,6 +33,7 @@ use wasm_ccm_host::metrics::Metrics;
 
 use listener::{Peer, TlsListener};
 pub use options::ServingArgs;
+use review::{CodeLabel, Reviewer};
 use tls::{TlsError, TlsState};
 
 /// The ConfigMap the API server publishes its client certificate authority in.
@@ -63,47 +66,6 @@ pub enum ServingError {
          --authentication-tolerate-lookup-failure"
     )]
     Lookup(#[source] kube::Error),
-}
-
-/// The reviews (`TokenReview`, `SubjectAccessReview`) in flight at once: a request
-/// that waits longer for one is answered 429, so a flood of unknown tokens or paths
-/// cannot queue without bound on the API server.
-#[derive(Clone)]
-pub struct ReviewLimit(Arc<tokio::sync::Semaphore>);
-
-impl ReviewLimit {
-    /// Reviews in flight at once.
-    const IN_FLIGHT: usize = 16;
-    /// How long a request waits for a free slot.
-    const WAIT: std::time::Duration = std::time::Duration::from_secs(2);
-
-    fn new() -> Self {
-        Self(Arc::new(tokio::sync::Semaphore::new(Self::IN_FLIGHT)))
-    }
-
-    /// A slot, or `None` when none freed in time.
-    pub async fn acquire(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
-        tokio::time::timeout(Self::WAIT, self.0.clone().acquire_owned())
-            .await
-            .ok()?
-            .ok()
-    }
-}
-
-/// Labels of the delegated review counters: the API server's HTTP status code.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct CodeLabel {
-    /// The HTTP status code, or `<error>` when no answer came.
-    pub code: String,
-}
-
-/// The status code of a review's answer (a created review is 201).
-fn api_code<T>(answer: &Result<T, kube::Error>) -> String {
-    match answer {
-        Ok(_) => "201".into(),
-        Err(kube::Error::Api(status)) => status.code.to_string(),
-        Err(_) => "<error>".into(),
-    }
 }
 
 /// Labels of the TLS reload counter.
@@ -221,23 +183,21 @@ pub async fn serve(
     }
     client_ca(args, client, &state, &metrics).await?;
 
-    let limit = ReviewLimit::new();
+    let reviewer = Reviewer::new(client.clone());
     let delegated = Arc::new(filter::Delegated {
         tokens: authn::TokenAuthenticator::new(
-            client.clone(),
+            reviewer.clone(),
             args.authentication_token_webhook_cache_ttl,
             metrics.authn_requests.clone(),
-            limit.clone(),
         ),
         authorizer: authz::Authorizer::new(
-            client.clone(),
+            reviewer,
             args.always_allow_paths().map(str::to_owned).collect(),
             (
                 args.authorization_webhook_cache_authorized_ttl,
                 args.authorization_webhook_cache_unauthorized_ttl,
             ),
             metrics.authz_requests.clone(),
-            limit,
         ),
         tls: state.clone(),
     });

@@ -113,11 +113,8 @@ pub fn self_signed(bind: IpAddr) -> Result<Arc<CertifiedKey>, TlsError> {
         "127.0.0.1".to_owned(),
         "::1".to_owned(),
     ];
-    if let Ok(host) = std::fs::read_to_string("/proc/sys/kernel/hostname") {
-        let host = host.trim();
-        if !host.is_empty() && host != "localhost" {
-            names.push(host.to_owned());
-        }
+    if let Some(host) = crate::hostname().filter(|h| h != "localhost") {
+        names.push(host);
     }
     if !bind.is_unspecified() && !bind.is_loopback() {
         names.push(bind.to_string());
