@@ -659,13 +659,9 @@ async fn conformance_passes_for_the_aws_provider() {
     assert!(stdout.trim_end().ends_with(" 0 failed"), "{stdout}");
 }
 
-/// A Service asking for what would restrict or secure its traffic, which the provider
-/// does not implement yet (source ranges, TLS), gets no load balancer at all: a
-/// Warning event from the provider names the field, the controller records
-/// `SyncLoadBalancerFailed`, and moto holds no load balancer or target group.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn what_the_provider_cannot_honour_is_refused_and_nothing_is_created() {
-    let stack = AwsStack::start(CLUSTER).await;
+/// One instance with its Node, moto checking signatures against the provider's
+/// declared policy, and the controller manager running until the Node is initialized.
+async fn one_node_initialized(stack: &AwsStack) -> (moto::LaunchedInstance, tokio::process::Child) {
     let (moto, world) = (&stack.moto, &stack.world);
     let a = world.launch(moto, 0).await;
     let nodes: Api<Node> = Api::all(stack.client());
@@ -675,6 +671,26 @@ async fn what_the_provider_cannot_honour_is_refused_and_nothing_is_created() {
         .unwrap();
     stack.policy(Auth::Static(&world.provider));
     moto.enable_auth(0).await;
+    let ccm = stack
+        .controller_manager(free_port(), &["--leader-elect=false"])
+        .spawn()
+        .unwrap();
+    wait_until(TIMEOUT, "node initialized", || {
+        initialized(&nodes, &a.private_dns_name)
+    })
+    .await;
+    (a, ccm)
+}
+
+/// A Service asking for what would restrict or secure its traffic, which the provider
+/// does not implement yet (source ranges, TLS), gets no load balancer at all: a
+/// Warning event from the provider names the field, the controller records
+/// `SyncLoadBalancerFailed`, and moto holds no load balancer or target group.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_the_provider_cannot_honour_is_refused_and_nothing_is_created() {
+    let stack = AwsStack::start(CLUSTER).await;
+    let (moto, world) = (&stack.moto, &stack.world);
+    let (a, _ccm) = one_node_initialized(&stack).await;
     // The provider's keys hold exactly its declared policy: anything else is denied.
     let terminate = moto
         .call_as(
@@ -690,15 +706,6 @@ async fn what_the_provider_cannot_honour_is_refused_and_nothing_is_created() {
             .is_err_and(|e| e.contains("AccessDenied") || e.contains("UnauthorizedOperation")),
         "{terminate:?}"
     );
-    let port = free_port();
-    let _ccm = stack
-        .controller_manager(port, &["--leader-elect=false"])
-        .spawn()
-        .unwrap();
-    wait_until(TIMEOUT, "node initialized", || {
-        initialized(&nodes, &a.private_dns_name)
-    })
-    .await;
     let services: Api<Service> = Api::namespaced(stack.client(), "default");
     for (name, spec_extra, annotations, field) in [
         (
@@ -992,24 +999,8 @@ fn attributes(xml: &str) -> Vec<(String, String)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nlb_options_reach_the_load_balancer_and_its_target_groups() {
     let stack = AwsStack::start(CLUSTER).await;
-    let (moto, world) = (&stack.moto, &stack.world);
-    let a = world.launch(moto, 0).await;
-    let nodes: Api<Node> = Api::all(stack.client());
-    nodes
-        .create(&PostParams::default(), &kubelet_node(&a, "10.244.1.0/24"))
-        .await
-        .unwrap();
-    stack.policy(Auth::Static(&world.provider));
-    moto.enable_auth(0).await;
-    let port = free_port();
-    let _ccm = stack
-        .controller_manager(port, &["--leader-elect=false"])
-        .spawn()
-        .unwrap();
-    wait_until(TIMEOUT, "node initialized", || {
-        initialized(&nodes, &a.private_dns_name)
-    })
-    .await;
+    let moto = &stack.moto;
+    let _ccm = one_node_initialized(&stack).await;
 
     let services: Api<Service> = Api::namespaced(stack.client(), "default");
     // `service.beta.kubernetes.io/aws-load-balancer-<suffix>` annotations (null: removed).

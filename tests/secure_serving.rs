@@ -9,7 +9,6 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::api::PostParams;
-use rustls::pki_types::pem::PemObject;
 use wasm_ccm_tests::https::{Credentials, TestCa, https_get};
 use wasm_ccm_tests::{Stack, TempDir, free_port, http_get, metric, wait_until};
 
@@ -22,6 +21,21 @@ async fn status(port: u16, path: &str, credentials: &Credentials) -> u16 {
         .await
         .map(|a| a.status)
         .unwrap_or(0)
+}
+
+/// `wasm_ccm_secure_port_tls_reloads_total` of `material` with `result`, as `/metrics`
+/// answers `credentials` (0 while it does not).
+async fn tls_reloads(port: u16, credentials: &Credentials, material: &str, result: &str) -> f64 {
+    let text = https_get(port, "/metrics", credentials)
+        .await
+        .map(|a| a.body)
+        .unwrap_or_default();
+    metric(
+        &text,
+        &format!(
+            "wasm_ccm_secure_port_tls_reloads_total{{material=\"{material}\",result=\"{result}\"}}"
+        ),
+    )
 }
 
 /// How many `kind` reviews (`tokenreviews`, `subjectaccessreviews`) the double served.
@@ -231,25 +245,14 @@ async fn certificate_files_are_served_and_a_renewed_pair_is_picked_up() {
         &[("tls.crt", &second.cert_pem), ("tls.key", &other.key_pem)],
     );
     wait_until(TIMEOUT, "the broken update refused", || async {
-        let text = https_get(port, "/metrics", &trusting)
-            .await
-            .map(|a| a.body)
-            .unwrap_or_default();
-        metric(
-            &text,
-            r#"wasm_ccm_secure_port_tls_reloads_total{material="serving-certificate",result="error"}"#,
-        ) == 1.0
+        tls_reloads(port, &trusting, "serving-certificate", "error").await == 1.0
     })
     .await;
     let answer = https_get(port, "/healthz", &trusting).await.unwrap();
     assert_eq!(answer.status, 200);
     assert_eq!(answer.server_certificate, second_der);
-    let text = https_get(port, "/metrics", &trusting).await.unwrap().body;
     assert_eq!(
-        metric(
-            &text,
-            r#"wasm_ccm_secure_port_tls_reloads_total{material="serving-certificate",result="success"}"#
-        ),
+        tls_reloads(port, &trusting, "serving-certificate", "success").await,
         1.0
     );
 
@@ -412,7 +415,6 @@ where
 /// not once at the handshake).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_certificate_is_verified_again_on_every_request() {
-    use std::sync::Arc;
     let stack = Stack::start().await;
     let tmp = TempDir::new("client-ca");
     let dir = tmp.path().join("ca");
@@ -437,30 +439,11 @@ async fn a_client_certificate_is_verified_again_on_every_request() {
     .await;
 
     // A kept-alive connection with a certificate of the first CA.
-    let issued = first.client("metrics-scraper", &["system:monitoring"]);
-    let chain = rustls::pki_types::CertificateDer::pem_slice_iter(issued.cert_pem.as_bytes())
-        .collect::<Result<Vec<_>, _>>()
-        .unwrap();
-    let key = rustls::pki_types::PrivateKeyDer::from_pem_slice(issued.key_pem.as_bytes()).unwrap();
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(first.der()).unwrap();
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .dangerous()
-    .with_custom_certificate_verifier(wasm_ccm_tests::https::any_certificate())
-    .with_client_auth_cert(chain, key)
-    .unwrap();
-    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .unwrap();
-    let mut tls = tokio_rustls::TlsConnector::from(Arc::new(config))
-        .connect(
-            rustls::pki_types::ServerName::try_from("localhost").unwrap(),
-            tcp,
-        )
+    let certified = Credentials {
+        client: Some(first.client("metrics-scraper", &["system:monitoring"])),
+        ..Credentials::default()
+    };
+    let mut tls = wasm_ccm_tests::https::connect(port, &certified)
         .await
         .unwrap();
     assert_eq!(exchange(&mut tls, "/metrics").await, 200);
@@ -468,14 +451,7 @@ async fn a_client_certificate_is_verified_again_on_every_request() {
     // The CA rotated (a Secret update): the same connection's next request is 401.
     write_secret(&dir, 2, &[("ca.crt", &second.pem())]);
     wait_until(TIMEOUT, "the new client CA loaded", || async {
-        let text = https_get(port, "/metrics", &Credentials::default())
-            .await
-            .map(|a| a.body)
-            .unwrap_or_default();
-        metric(
-            &text,
-            r#"wasm_ccm_secure_port_tls_reloads_total{material="client-ca",result="success"}"#,
-        ) == 1.0
+        tls_reloads(port, &Credentials::default(), "client-ca", "success").await == 1.0
     })
     .await;
     assert_eq!(exchange(&mut tls, "/metrics").await, 401);

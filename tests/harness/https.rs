@@ -115,14 +115,14 @@ pub struct Answer {
     pub server_certificate: CertificateDer<'static>,
 }
 
-/// `GET path` over HTTPS on 127.0.0.1:`port` (server name `localhost`).
-pub async fn https_get(
+/// A TLS connection to 127.0.0.1:`port` (server name `localhost`) with
+/// `credentials`' client certificate and trust (its token is for the requests).
+pub async fn connect(
     port: u16,
-    path: &str,
     credentials: &Credentials,
-) -> std::io::Result<Answer> {
+) -> std::io::Result<tokio_rustls::client::TlsStream<tokio::net::TcpStream>> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .unwrap();
     let builder = match &credentials.trust {
@@ -146,9 +146,18 @@ pub async fn https_get(
         None => builder.with_no_client_auth(),
     };
     let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
-    let mut tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+    tokio_rustls::TlsConnector::from(Arc::new(config))
         .connect(ServerName::try_from("localhost").unwrap(), tcp)
-        .await?;
+        .await
+}
+
+/// `GET path` over HTTPS on 127.0.0.1:`port` (server name `localhost`).
+pub async fn https_get(
+    port: u16,
+    path: &str,
+    credentials: &Credentials,
+) -> std::io::Result<Answer> {
+    let mut tls = connect(port, credentials).await?;
     let server_certificate = tls.get_ref().1.peer_certificates().unwrap()[0].clone();
     let authorization = credentials
         .token
@@ -169,16 +178,7 @@ pub async fn https_get(
     {
         return Err(err);
     }
-    let text = String::from_utf8_lossy(&raw).into_owned();
-    let status = text
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    let body = text
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_owned())
-        .unwrap_or_default();
+    let (status, body) = crate::parse_response(&raw);
     Ok(Answer {
         status,
         body,
@@ -212,7 +212,7 @@ pub fn subject_alt_names(der: &CertificateDer<'_>) -> Vec<String> {
 
 /// A verifier accepting any server certificate (the self-signed one is unknown in
 /// advance); the handshake's signatures are still checked.
-pub fn any_certificate() -> Arc<dyn ServerCertVerifier> {
+fn any_certificate() -> Arc<dyn ServerCertVerifier> {
     Arc::new(AnyCertificate(Arc::new(
         rustls::crypto::ring::default_provider(),
     )))

@@ -428,7 +428,12 @@ pub async fn http_get(port: u16, path: &str) -> std::io::Result<(u16, String)> {
         .await?;
     let mut raw = Vec::new();
     stream.read_to_end(&mut raw).await?;
-    let text = String::from_utf8_lossy(&raw).into_owned();
+    Ok(parse_response(&raw))
+}
+
+/// The status and body of a whole HTTP/1.1 response (status 0 when there is none).
+pub fn parse_response(raw: &[u8]) -> (u16, String) {
+    let text = String::from_utf8_lossy(raw);
     let status = text
         .split_whitespace()
         .nth(1)
@@ -438,7 +443,7 @@ pub async fn http_get(port: u16, path: &str) -> std::io::Result<(u16, String)> {
         .split_once("\r\n\r\n")
         .map(|(_, b)| b.to_owned())
         .unwrap_or_default();
-    Ok((status, body))
+    (status, body)
 }
 
 /// A cluster (API server double), a simulated cloud, the reference provider's
