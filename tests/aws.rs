@@ -85,6 +85,20 @@ async fn create_web(services: &Api<Service>) -> Service {
         .unwrap()
 }
 
+/// The names of every load balancer moto holds.
+async fn load_balancer_names(moto: &Moto) -> Vec<String> {
+    let lbs = moto
+        .call_as(
+            &moto.keys,
+            moto::Service::Elbv2,
+            "DescribeLoadBalancers",
+            &[],
+        )
+        .await
+        .unwrap();
+    moto::texts(&lbs, "LoadBalancerName")
+}
+
 async fn target_group_names(moto: &Moto) -> Vec<String> {
     // moto answers TargetGroupNotFound when there are none.
     match moto
@@ -758,19 +772,7 @@ async fn what_the_provider_cannot_honour_is_refused_and_nothing_is_created() {
         })
         .await;
     }
-    let lbs = moto
-        .call_as(
-            &moto.keys,
-            moto::Service::Elbv2,
-            "DescribeLoadBalancers",
-            &[],
-        )
-        .await
-        .unwrap();
-    assert!(
-        moto::texts(&lbs, "LoadBalancerName").is_empty(),
-        "no load balancer: {lbs}"
-    );
+    assert_eq!(load_balancer_names(moto).await, Vec::<String>::new());
     assert!(target_group_names(moto).await.is_empty());
 }
 
@@ -1170,14 +1172,5 @@ async fn nlb_options_reach_the_load_balancer_and_its_target_groups() {
         })
         .await;
     }
-    let lbs = moto
-        .call_as(
-            &moto.keys,
-            moto::Service::Elbv2,
-            "DescribeLoadBalancers",
-            &[],
-        )
-        .await
-        .unwrap();
-    assert_eq!(moto::texts(&lbs, "LoadBalancerName"), [lb_name], "{lbs}");
+    assert_eq!(load_balancer_names(moto).await, [lb_name]);
 }

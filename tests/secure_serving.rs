@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::api::PostParams;
 use wasm_ccm_tests::https::{Credentials, TestCa, https_get};
-use wasm_ccm_tests::{Stack, TempDir, free_port, http_get, metric, wait_until};
+use wasm_ccm_tests::{Stack, TempDir, free_port, http_get, kubelet_publish, metric, wait_until};
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 const SCRAPER: &str = "system:serviceaccount:monitoring:prometheus";
@@ -38,6 +38,25 @@ async fn tls_reloads(port: u16, credentials: &Credentials, material: &str, resul
     )
 }
 
+/// `wasm-ccm` with the secure port as deployed plus `flags`, once `/readyz` answers
+/// 200 over HTTPS to `ready_with`: its port and process.
+async fn secure_manager(
+    stack: &Stack,
+    flags: &[&str],
+    ready_with: &Credentials,
+) -> (u16, tokio::process::Child) {
+    let port = free_port();
+    let child = stack
+        .secure_controller_manager_command(port, flags)
+        .spawn()
+        .unwrap();
+    wait_until(TIMEOUT, "/readyz over HTTPS", || async {
+        status(port, "/readyz", ready_with).await == 200
+    })
+    .await;
+    (port, child)
+}
+
 /// How many `kind` reviews (`tokenreviews`, `subjectaccessreviews`) the double served.
 fn reviews(stack: &Stack, kind: &str) -> u64 {
     stack
@@ -60,16 +79,8 @@ async fn health_is_open_and_metrics_need_a_user_the_api_server_allows() {
     stack.api.allow_non_resource(SCRAPER, "get", "/metrics");
     // The API server vouching for a token without naming a user: not a user.
     stack.api.add_user("t-nameless", "", &groups);
-    let port = free_port();
-    let _ccm = stack
-        .secure_controller_manager_command(port, &["--leader-elect=false"])
-        .spawn()
-        .unwrap();
     let anonymous = Credentials::default();
-    wait_until(TIMEOUT, "/readyz over HTTPS", || async {
-        status(port, "/readyz", &anonymous).await == 200
-    })
-    .await;
+    let (port, _ccm) = secure_manager(&stack, &["--leader-elect=false"], &anonymous).await;
 
     // Health paths answer anyone; the self-signed certificate names localhost.
     for path in ["/healthz", "/livez", "/readyz"] {
@@ -160,23 +171,6 @@ async fn health_is_open_and_metrics_need_a_user_the_api_server_allows() {
     );
 }
 
-/// A kubelet-style Secret volume update: the new files in a fresh directory, then the
-/// `..data` symlink swapped to it.
-fn write_secret(dir: &std::path::Path, generation: u32, files: &[(&str, &str)]) {
-    let data = dir.join(format!("..{generation}"));
-    std::fs::create_dir(&data).unwrap();
-    for (name, content) in files {
-        std::fs::write(data.join(name), content).unwrap();
-        let link = dir.join(name);
-        if std::fs::symlink_metadata(&link).is_err() {
-            std::os::unix::fs::symlink(format!("..data/{name}"), &link).unwrap();
-        }
-    }
-    let staged = dir.join("..data_tmp");
-    std::os::unix::fs::symlink(format!("..{generation}"), &staged).unwrap();
-    std::fs::rename(&staged, dir.join("..data")).unwrap();
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn certificate_files_are_served_and_a_renewed_pair_is_picked_up() {
     let stack = Stack::start().await;
@@ -185,10 +179,12 @@ async fn certificate_files_are_served_and_a_renewed_pair_is_picked_up() {
     std::fs::create_dir(&tls).unwrap();
     let ca = TestCa::new();
     let first = ca.server(&["localhost", "127.0.0.1"]);
-    write_secret(
+    kubelet_publish(
         &tls,
-        1,
-        &[("tls.crt", &first.cert_pem), ("tls.key", &first.key_pem)],
+        &[
+            ("tls.crt", first.cert_pem.as_bytes()),
+            ("tls.key", first.key_pem.as_bytes()),
+        ],
     );
     let (cert, key) = (tls.join("tls.crt"), tls.join("tls.key"));
     let flags = |cert: &std::path::Path, key: &std::path::Path| {
@@ -200,33 +196,26 @@ async fn certificate_files_are_served_and_a_renewed_pair_is_picked_up() {
             "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics".to_owned(),
         ]
     };
-    let port = free_port();
     let args = flags(&cert, &key);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let _ccm = stack
-        .secure_controller_manager_command(port, &args)
-        .spawn()
-        .unwrap();
+    // Ready over HTTPS verified with the CA that signed the files' certificate.
     let trusting = Credentials {
         trust: Some(ca.der()),
         ..Credentials::default()
     };
-    wait_until(
-        TIMEOUT,
-        "/readyz with the CA-signed certificate",
-        || async { status(port, "/readyz", &trusting).await == 200 },
-    )
-    .await;
+    let (port, _ccm) = secure_manager(&stack, &args, &trusting).await;
     assert_eq!(status(port, "/metrics", &trusting).await, 200);
     let served = |answer: wasm_ccm_tests::https::Answer| answer.server_certificate;
     let first_der = served(https_get(port, "/healthz", &trusting).await.unwrap());
 
     // Renewed (kubelet swaps the Secret's files): new connections get the new pair.
     let second = ca.server(&["localhost", "127.0.0.1"]);
-    write_secret(
+    kubelet_publish(
         &tls,
-        2,
-        &[("tls.crt", &second.cert_pem), ("tls.key", &second.key_pem)],
+        &[
+            ("tls.crt", second.cert_pem.as_bytes()),
+            ("tls.key", second.key_pem.as_bytes()),
+        ],
     );
     wait_until(TIMEOUT, "the renewed certificate served", || async {
         https_get(port, "/healthz", &trusting)
@@ -239,10 +228,12 @@ async fn certificate_files_are_served_and_a_renewed_pair_is_picked_up() {
     // A broken update (a key of another certificate) is refused: the renewed pair
     // keeps serving.
     let other = ca.server(&["localhost"]);
-    write_secret(
+    kubelet_publish(
         &tls,
-        3,
-        &[("tls.crt", &second.cert_pem), ("tls.key", &other.key_pem)],
+        &[
+            ("tls.crt", second.cert_pem.as_bytes()),
+            ("tls.key", other.key_pem.as_bytes()),
+        ],
     );
     wait_until(TIMEOUT, "the broken update refused", || async {
         tls_reloads(port, &trusting, "serving-certificate", "error").await == 1.0
@@ -304,15 +295,8 @@ async fn client_certificates_of_the_published_client_ca_authenticate() {
     stack
         .api
         .allow_non_resource("system:monitoring", "get", "/metrics");
-    let port = free_port();
-    let _ccm = stack
-        .secure_controller_manager_command(port, &["--leader-elect=false"])
-        .spawn()
-        .unwrap();
-    wait_until(TIMEOUT, "/readyz over HTTPS", || async {
-        status(port, "/readyz", &Credentials::default()).await == 200
-    })
-    .await;
+    let (port, _ccm) =
+        secure_manager(&stack, &["--leader-elect=false"], &Credentials::default()).await;
 
     // Common Name: the user; Organization: its groups. No TokenReview is needed.
     let granted = Credentials {
@@ -420,8 +404,7 @@ async fn a_client_certificate_is_verified_again_on_every_request() {
     let dir = tmp.path().join("ca");
     std::fs::create_dir(&dir).unwrap();
     let (first, second) = (TestCa::new(), TestCa::new());
-    write_secret(&dir, 1, &[("ca.crt", &first.pem())]);
-    let port = free_port();
+    kubelet_publish(&dir, &[("ca.crt", first.pem().as_bytes())]);
     let flags = [
         "--leader-elect=false".to_owned(),
         format!("--client-ca-file={}", dir.join("ca.crt").display()),
@@ -429,14 +412,7 @@ async fn a_client_certificate_is_verified_again_on_every_request() {
         "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics".to_owned(),
     ];
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
-    let _ccm = stack
-        .secure_controller_manager_command(port, &flags)
-        .spawn()
-        .unwrap();
-    wait_until(TIMEOUT, "/readyz over HTTPS", || async {
-        status(port, "/readyz", &Credentials::default()).await == 200
-    })
-    .await;
+    let (port, _ccm) = secure_manager(&stack, &flags, &Credentials::default()).await;
 
     // A kept-alive connection with a certificate of the first CA.
     let certified = Credentials {
@@ -449,7 +425,7 @@ async fn a_client_certificate_is_verified_again_on_every_request() {
     assert_eq!(exchange(&mut tls, "/metrics").await, 200);
 
     // The CA rotated (a Secret update): the same connection's next request is 401.
-    write_secret(&dir, 2, &[("ca.crt", &second.pem())]);
+    kubelet_publish(&dir, &[("ca.crt", second.pem().as_bytes())]);
     wait_until(TIMEOUT, "the new client CA loaded", || async {
         tls_reloads(port, &Credentials::default(), "client-ca", "success").await == 1.0
     })
