@@ -58,9 +58,15 @@ pub(crate) async fn aws(size: &Size, rng: &mut Rng) -> Row {
         if existing.is_empty() || (existing.len() < 3 && rng.chance(50)) {
             let name = format!("svc-{next}");
             next += 1;
-            let _ = services
-                .create(&PostParams::default(), &load_balancer_service(&name, None))
-                .await;
+            let mut service = load_balancer_service(&name, None);
+            service.metadata.annotations = Some(
+                [(
+                    "service.beta.kubernetes.io/aws-load-balancer-type".to_owned(),
+                    "nlb".to_owned(),
+                )]
+                .into(),
+            );
+            let _ = services.create(&PostParams::default(), &service).await;
             names.insert(name);
             continue;
         }

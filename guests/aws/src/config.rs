@@ -85,6 +85,11 @@ pub struct Config {
     pub legacy_cluster_tag: bool,
     /// `NodeIPFamilies`: `ipv4` and/or `ipv6`, in order.
     pub node_ip_families: Vec<String>,
+    /// `ElbSecurityGroup`: the security group of every Classic load balancer, instead
+    /// of one made per Service (the provider neither changes nor deletes it).
+    pub elb_security_group: String,
+    /// `DisableSecurityGroupIngress`: leave the nodes' security groups alone.
+    pub disable_security_group_ingress: bool,
     /// The `ServiceOverride` sections.
     pub overrides: Vec<ServiceOverride>,
 }
@@ -118,6 +123,19 @@ impl Config {
                     "kubernetesclusterid" => config.cluster_id = value,
                     "kubernetesclustertag" => cluster_tag = value,
                     "nodeipfamilies" => config.node_ip_families.push(value),
+                    "elbsecuritygroup" => config.elb_security_group = value,
+                    "disablesecuritygroupingress" => {
+                        config.disable_security_group_ingress = match value.as_str() {
+                            "true" | "1" | "yes" | "on" => true,
+                            "false" | "0" | "no" | "off" | "" => false,
+                            other => {
+                                return Err(format!(
+                                    "cloud config line {line}: DisableSecurityGroupIngress = {other} \
+                                     is not a boolean (true or false)"
+                                ));
+                            }
+                        }
+                    }
                     _ => wasm_ccm_guest::log::warn(
                         "cloud config: [Global] variable not used by this provider; ignored",
                         &[("variable", &name), ("line", &line.to_string())],
@@ -243,6 +261,17 @@ impl Config {
         let key = self.cluster_tag_key();
         tags.iter()
             .any(|(k, v)| *k == key || (k == LEGACY_CLUSTER_TAG && *v == self.cluster_id))
+    }
+
+    /// Whether resources with these tags were made by this cluster
+    /// (`kubernetes.io/cluster/<id>=owned`, or the legacy tag), as upstream's
+    /// `isOwnedSecurityGroup`; false without a cluster ID.
+    pub fn owns(&self, tags: &[(String, String)]) -> bool {
+        let key = self.cluster_tag_key();
+        !self.cluster_id.is_empty()
+            && tags.iter().any(|(k, v)| {
+                (*k == key && v == "owned") || (k == LEGACY_CLUSTER_TAG && *v == self.cluster_id)
+            })
     }
 
     /// `kubernetes.io/cluster/<id>`.

@@ -19,6 +19,8 @@ pub struct LoadBalancer {
     pub state: String,
     pub lb_type: String,
     pub vpc_id: String,
+    /// The subnets it is in.
+    pub subnets: Vec<String>,
 }
 
 /// A target group.
@@ -53,9 +55,39 @@ pub type Attributes = Vec<(String, String)>;
 pub struct Listener {
     pub arn: String,
     pub port: i32,
+    /// `TCP`, `UDP` or `TLS`.
     pub protocol: String,
     /// The target group of its first `forward` action.
     pub target_group_arn: String,
+    /// A TLS listener's (first) certificate ARN.
+    pub certificate: String,
+    /// A TLS listener's security policy; "" for AWS's default.
+    pub ssl_policy: String,
+}
+
+impl Listener {
+    /// The TLS parameters of a new listener, or of a change to `current`.
+    fn tls_params(&self, mut params: Params, current: Option<&Listener>) -> Params {
+        if self.protocol != "TLS" {
+            return params;
+        }
+        if current.is_none_or(|c| c.certificate != self.certificate) {
+            params = params.set("Certificates.member.1.CertificateArn", &self.certificate);
+        }
+        if !self.ssl_policy.is_empty() && current.is_none_or(|c| c.ssl_policy != self.ssl_policy) {
+            params = params.set("SslPolicy", &self.ssl_policy);
+        }
+        params
+    }
+
+    /// Whether `current` needs a `ModifyListener` to become this listener.
+    pub fn differs_from(&self, current: &Listener) -> bool {
+        self.protocol != current.protocol
+            || self.target_group_arn != current.target_group_arn
+            || (self.protocol == "TLS"
+                && (self.certificate != current.certificate
+                    || (!self.ssl_policy.is_empty() && self.ssl_policy != current.ssl_policy)))
+    }
 }
 
 /// A registered target.
@@ -115,6 +147,10 @@ impl LoadBalancer {
             state: xml::text(node, "State/Code"),
             lb_type: xml::text(node, "Type"),
             vpc_id: xml::text(node, "VpcId"),
+            subnets: xml::items(node, "AvailabilityZones")
+                .map(|z| xml::text(z, "SubnetId"))
+                .filter(|s| !s.is_empty())
+                .collect(),
         }
     }
 }
@@ -295,6 +331,11 @@ impl Elbv2 {
                                 .map(|a| xml::text(a, "TargetGroupArn"))
                                 .find(|a| !a.is_empty())
                                 .unwrap_or_default(),
+                            certificate: xml::items(l, "Certificates")
+                                .map(|c| xml::text(c, "CertificateArn"))
+                                .find(|c| !c.is_empty())
+                                .unwrap_or_default(),
+                            ssl_policy: xml::text(l, "SslPolicy"),
                         }
                     }));
                 }
@@ -304,37 +345,39 @@ impl Elbv2 {
         Ok(listeners)
     }
 
-    /// Creates a listener forwarding to `target_group`.
+    /// Creates `listener` (forwarding to its target group).
     pub fn create_listener(
         &self,
         lb_arn: &str,
-        port: i32,
-        protocol: &str,
-        target_group: &str,
+        listener: &Listener,
         tags: &[(String, String)],
     ) -> Result<(), ApiError> {
         let params = Params::new()
             .set("LoadBalancerArn", lb_arn)
-            .set("Port", port.to_string())
-            .set("Protocol", protocol)
+            .set("Port", listener.port.to_string())
+            .set("Protocol", &listener.protocol)
             .set("DefaultActions.member.1.Type", "forward")
-            .set("DefaultActions.member.1.TargetGroupArn", target_group)
-            .tags("Tags.member", tags);
+            .set(
+                "DefaultActions.member.1.TargetGroupArn",
+                &listener.target_group_arn,
+            );
+        let params = listener.tls_params(params, None).tags("Tags.member", tags);
         self.api.call("CreateListener", &params).map(drop)
     }
 
-    /// Points a listener at another target group.
-    pub fn modify_listener(
-        &self,
-        arn: &str,
-        protocol: &str,
-        target_group: &str,
-    ) -> Result<(), ApiError> {
-        let params = Params::new()
-            .set("ListenerArn", arn)
-            .set("Protocol", protocol)
-            .set("DefaultActions.member.1.Type", "forward")
-            .set("DefaultActions.member.1.TargetGroupArn", target_group);
+    /// Changes `current` into `wanted` (sending only what differs).
+    pub fn modify_listener(&self, current: &Listener, wanted: &Listener) -> Result<(), ApiError> {
+        let mut params = Params::new().set("ListenerArn", &current.arn);
+        if wanted.protocol != current.protocol {
+            params = params.set("Protocol", &wanted.protocol);
+        }
+        if wanted.target_group_arn != current.target_group_arn {
+            params = params.set("DefaultActions.member.1.Type", "forward").set(
+                "DefaultActions.member.1.TargetGroupArn",
+                &wanted.target_group_arn,
+            );
+        }
+        let params = wanted.tls_params(params, Some(current));
         self.api.call("ModifyListener", &params).map(drop)
     }
 

@@ -1,16 +1,17 @@
 //! The wasm-ccm provider for AWS (provider name `aws`).
 //!
-//! It speaks to EC2 and Elastic Load Balancing v2 through the host's HTTP broker; the
+//! It speaks to EC2 and Elastic Load Balancing (Classic and v2) through the host's HTTP broker; the
 //! host signs every request (SigV4) with credentials the provider never sees. Where
 //! to start:
 //! - [`config`]: the cloud config, in cloud-provider-aws's format (`[Global]`,
 //!   `[ServiceOverride "N"]`);
 //! - [`api`]: the AWS Query protocol (form-encoded requests, XML answers), errors
 //!   mapped to the contract's (throttling → `retry-after`), pagination;
-//! - [`ec2`], [`elbv2`]: the API calls used, with their XML read into plain structs;
-//! - [`instances`] (`instances-v2` and `instances-batch`), [`load_balancer`] (one NLB per Service,
-//!   its annotation options in [`nlb_options`]), [`routes`] (the cluster's VPC route table): the
-//!   exports.
+//! - [`ec2`] (security groups in `ec2/security_groups.rs`), [`elb`] (Classic), [`elbv2`]: the API
+//!   calls used, with their XML read into plain structs;
+//! - [`instances`] (`instances-v2` and `instances-batch`), [`load_balancer`] (a Classic Load
+//!   Balancer per Service, or an NLB; the nodes' security group rules), [`routes`] (the cluster's
+//!   VPC route table): the exports.
 //!
 //! Behaviour follows kubernetes/cloud-provider-aws; `guests/aws/README.md` lists what
 //! is covered and what is not.
@@ -19,10 +20,10 @@ mod actions;
 mod api;
 mod config;
 mod ec2;
+mod elb;
 mod elbv2;
 mod instances;
 mod load_balancer;
-mod nlb_options;
 mod routes;
 mod xml;
 
@@ -54,7 +55,10 @@ pub const PROVIDER_NAME: &str = "aws";
 pub struct Aws {
     config: config::Config,
     ec2: ec2::Ec2,
-    elb: elbv2::Elbv2,
+    /// Classic Load Balancers.
+    elb: elb::Elb,
+    /// Network Load Balancers.
+    elbv2: elbv2::Elbv2,
 }
 
 impl Provider for Aws {
@@ -65,17 +69,24 @@ impl Provider for Aws {
             .map_err(|_| "the cloud config is not UTF-8 text".to_owned())?;
         let config = config::Config::parse(text)?;
         let ec2 = ec2::Ec2::new(config.endpoint(config::Service::Ec2));
-        let elb = elbv2::Elbv2::new(config.endpoint(config::Service::Elbv2));
+        // Both APIs are served at the `elasticloadbalancing` endpoint.
+        let elbv2 = elbv2::Elbv2::new(config.endpoint(config::Service::Elbv2));
+        let elb = elb::Elb::new(config.endpoint(config::Service::Elbv2));
         wasm_ccm_guest::log::info(
             "initialized",
             &[
                 ("region", &config.region),
                 ("ec2", ec2.endpoint()),
-                ("elasticloadbalancing", elb.endpoint()),
+                ("elasticloadbalancing", elbv2.endpoint()),
                 ("clusterID", &config.cluster_id),
             ],
         );
-        Ok(Aws { config, ec2, elb })
+        Ok(Aws {
+            config,
+            ec2,
+            elb,
+            elbv2,
+        })
     }
 
     fn has_cluster_id(&self) -> bool {

@@ -251,17 +251,14 @@ impl Request {
         }
     }
 
-    /// Sets a form body (`application/x-www-form-urlencoded`), fields in order.
+    /// Sets a form body (`application/x-www-form-urlencoded`), fields in order,
+    /// encoded as HTML forms are (a space is `+`), which form parsers that re-encode
+    /// what they read (to check a signature over the body) reproduce.
     pub fn form<K: AsRef<str>, V: AsRef<str>>(self, fields: &[(K, V)]) -> Self {
+        let encode = |s: &str| encode_component(s).replace("%20", "+");
         let body = fields
             .iter()
-            .map(|(k, v)| {
-                format!(
-                    "{}={}",
-                    encode_component(k.as_ref()),
-                    encode_component(v.as_ref())
-                )
-            })
+            .map(|(k, v)| format!("{}={}", encode(k.as_ref()), encode(v.as_ref())))
             .collect::<Vec<_>>()
             .join("&");
         self.body(
@@ -389,7 +386,7 @@ mod tests {
             .form(&[("Action", "Run"), ("Tag.1", "a b")]);
         assert_eq!(request.url_text(), "http://h/x?a=1&b=c%2Fd");
         assert_eq!(request.method().as_str(), "PATCH");
-        assert_eq!(request.body_bytes(), b"Action=Run&Tag.1=a%20b");
+        assert_eq!(request.body_bytes(), b"Action=Run&Tag.1=a+b");
         assert_eq!(
             request.header_value("Content-Type"),
             Some("application/x-www-form-urlencoded; charset=utf-8")

@@ -56,6 +56,8 @@ impl Drop for Moto {
 #[derive(Debug, Clone, Copy)]
 pub enum Service {
     Ec2,
+    /// Classic Elastic Load Balancing.
+    Elb,
     Elbv2,
     Iam,
     Sts,
@@ -65,7 +67,7 @@ impl Service {
     fn signing_name(self) -> &'static str {
         match self {
             Service::Ec2 => "ec2",
-            Service::Elbv2 => "elasticloadbalancing",
+            Service::Elb | Service::Elbv2 => "elasticloadbalancing",
             Service::Iam => "iam",
             Service::Sts => "sts",
         }
@@ -74,6 +76,7 @@ impl Service {
     fn version(self) -> &'static str {
         match self {
             Service::Ec2 => "2016-11-15",
+            Service::Elb => "2012-06-01",
             Service::Elbv2 => "2015-12-01",
             Service::Iam => "2010-05-08",
             Service::Sts => "2011-06-15",
@@ -271,6 +274,50 @@ impl Moto {
         )
     }
 
+    /// The ingress rules of security group `group`, one per source, sorted; `None`
+    /// when the group does not exist.
+    pub async fn ingress(&self, group: &str) -> Option<Vec<IngressRule>> {
+        let xml = match self
+            .call_as(
+                &self.keys,
+                Service::Ec2,
+                "DescribeSecurityGroups",
+                &[("GroupId.1", group)],
+            )
+            .await
+        {
+            Ok(xml) => xml,
+            Err(e) if e.contains("InvalidGroup.NotFound") => return None,
+            Err(e) => panic!("{e}"),
+        };
+        let doc = roxmltree::Document::parse(&xml).unwrap();
+        let mut rules = Vec::new();
+        let group_item = doc
+            .descendants()
+            .find(|n| n.is_element() && n.tag_name().name() == "securityGroupInfo")
+            .and_then(|l| l.children().find(|c| c.is_element()))?;
+        for permission in child_items(group_item, "ipPermissions") {
+            let (protocol, from, to) = (
+                child_text(permission, "ipProtocol"),
+                child_text(permission, "fromPort"),
+                child_text(permission, "toPort"),
+            );
+            for (list, field) in [("ipRanges", "cidrIp"), ("groups", "groupId")] {
+                for source in child_items(permission, list) {
+                    rules.push(IngressRule {
+                        protocol: protocol.clone(),
+                        from: from.clone(),
+                        to: to.clone(),
+                        source: child_text(source, field),
+                        description: child_text(source, "description"),
+                    });
+                }
+            }
+        }
+        rules.sort();
+        Some(rules)
+    }
+
     /// Calls `action` with the test's keys; panics on errors.
     pub async fn call(&self, service: Service, action: &str, params: &[(&str, &str)]) -> String {
         self.call_as(&self.keys, service, action, params)
@@ -296,6 +343,37 @@ pub fn text(xml: &str, name: &str) -> String {
         .unwrap_or_else(|| panic!("no <{name}> in {xml}"))
 }
 
+fn child<'a, 'i>(n: roxmltree::Node<'a, 'i>, name: &str) -> Option<roxmltree::Node<'a, 'i>> {
+    n.children()
+        .find(|c| c.is_element() && c.tag_name().name() == name)
+}
+
+fn child_text(n: roxmltree::Node<'_, '_>, name: &str) -> String {
+    child(n, name)
+        .and_then(|c| c.text())
+        .unwrap_or_default()
+        .trim()
+        .to_owned()
+}
+
+fn child_items<'a, 'i>(n: roxmltree::Node<'a, 'i>, name: &str) -> Vec<roxmltree::Node<'a, 'i>> {
+    child(n, name)
+        .map(|l| l.children().filter(|c| c.is_element()).collect())
+        .unwrap_or_default()
+}
+
+/// One ingress rule of a security group (one source).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct IngressRule {
+    pub protocol: String,
+    /// "" for every protocol (`-1`).
+    pub from: String,
+    pub to: String,
+    /// A CIDR or a security group ID.
+    pub source: String,
+    pub description: String,
+}
+
 /// An instance the world launched.
 #[derive(Debug, Clone)]
 pub struct LaunchedInstance {
@@ -311,7 +389,12 @@ pub struct World {
     pub cluster_id: String,
     pub vpc: String,
     pub subnets: Vec<String>,
+    /// The subnets' CIDR blocks.
+    pub subnet_cidrs: Vec<String>,
     pub route_table: String,
+    /// The nodes' security group, tagged for the cluster (every launched instance is
+    /// in it).
+    pub node_security_group: String,
     /// Keys of an IAM user allowed everything (the test's own calls).
     pub admin: Keys,
     /// Keys of the IAM user the provider uses (EC2 and ELB only).
@@ -400,6 +483,21 @@ impl World {
             .await;
             subnets.push(subnet);
         }
+        let node_security_group = text(
+            &moto
+                .call(
+                    Service::Ec2,
+                    "CreateSecurityGroup",
+                    &[
+                        ("GroupName", "nodes"),
+                        ("GroupDescription", "the cluster's nodes"),
+                        ("VpcId", &vpc),
+                    ],
+                )
+                .await,
+            "groupId",
+        );
+        tag(moto, &node_security_group, &[(&cluster_tag, "owned")]).await;
         let gateway = text(
             &moto.call(Service::Ec2, "CreateInternetGateway", &[]).await,
             "internetGatewayId",
@@ -439,14 +537,17 @@ impl World {
             cluster_id: cluster_id.into(),
             vpc,
             subnets,
+            subnet_cidrs: vec!["10.0.0.0/20".into(), "10.0.16.0/20".into()],
             route_table,
+            node_security_group,
             admin,
             provider,
             role_arn: format!("arn:aws:iam::{ACCOUNT}:role/wasm-ccm-irsa"),
         }
     }
 
-    /// Launches an `m5.large` tagged for the cluster in subnet `index`.
+    /// Launches an `m5.large` tagged for the cluster in subnet `index`, in the nodes'
+    /// security group.
     pub async fn launch(&self, moto: &Moto, index: usize) -> LaunchedInstance {
         let answer = moto
             .call(
@@ -458,6 +559,7 @@ impl World {
                     ("MaxCount", "1"),
                     ("InstanceType", "m5.large"),
                     ("SubnetId", &self.subnets[index]),
+                    ("SecurityGroupId.1", &self.node_security_group),
                     ("TagSpecification.1.ResourceType", "instance"),
                     (
                         "TagSpecification.1.Tag.1.Key",

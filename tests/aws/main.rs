@@ -8,6 +8,9 @@ use k8s_openapi::api::core::v1::{Node, Service};
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
+mod classic;
+mod nlb;
+
 use wasm_ccm_tests::aws::{Auth, AwsStack, kubelet_node};
 use wasm_ccm_tests::moto::{self, Keys, Moto, World};
 use wasm_ccm_tests::{
@@ -72,17 +75,83 @@ async fn registered_targets(moto: &Moto, lb_name: &str) -> Option<Vec<(String, S
     Some(targets)
 }
 
-/// Creates Service `web` (type LoadBalancer, TCP 80 → 8080) in `default`.
-async fn create_web(services: &Api<Service>) -> Service {
-    let service: Service = serde_json::from_value(json!({
-        "metadata": {"name": "web", "namespace": "default"},
-        "spec": {"type": "LoadBalancer", "ports": [{"name": "http", "port": 80, "targetPort": 8080, "protocol": "TCP"}]}
+/// `service.beta.kubernetes.io/aws-load-balancer-<suffix>` annotations (null: removed).
+fn annotations(pairs: &[(&str, serde_json::Value)]) -> serde_json::Value {
+    pairs
+        .iter()
+        .map(|(suffix, value)| {
+            (
+                format!("service.beta.kubernetes.io/aws-load-balancer-{suffix}"),
+                value.clone(),
+            )
+        })
+        .collect::<serde_json::Map<_, _>>()
+        .into()
+}
+
+/// Service `name` in `default` (type LoadBalancer, TCP `port` → 8080, port name
+/// `http`) with `annotations`.
+fn service_with(name: &str, annotations: serde_json::Value, port: i32) -> Service {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": "default", "annotations": annotations},
+        "spec": {"type": "LoadBalancer",
+                 "ports": [{"name": "http", "port": port, "targetPort": 8080, "protocol": "TCP"}]},
     }))
-    .unwrap();
+    .unwrap()
+}
+
+/// Creates Service `web` (type LoadBalancer, TCP 80 → 8080) in `default`.
+async fn create_web(services: &Api<Service>, annotations: serde_json::Value) -> Service {
     services
-        .create(&PostParams::default(), &service)
+        .create(
+            &PostParams::default(),
+            &service_with("web", annotations, 80),
+        )
         .await
         .unwrap()
+}
+
+/// Classic load balancer `name`'s description, `None` when it does not exist.
+async fn classic_load_balancer(moto: &Moto, name: &str) -> Option<String> {
+    match moto
+        .call_as(
+            &moto.keys,
+            moto::Service::Elb,
+            "DescribeLoadBalancers",
+            &[("LoadBalancerNames.member.1", name)],
+        )
+        .await
+    {
+        Ok(xml) => Some(xml),
+        Err(e) if e.contains("LoadBalancerNotFound") => None,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// The instances registered with Classic load balancer `name`, sorted; `None` when it
+/// does not exist.
+async fn classic_instances(moto: &Moto, name: &str) -> Option<Vec<String>> {
+    let xml = classic_load_balancer(moto, name).await?;
+    let mut ids = moto::texts(&xml, "InstanceId");
+    ids.sort();
+    ids.dedup();
+    Some(ids)
+}
+
+/// Waits until the controller records `SyncLoadBalancerFailed` for Service `name`
+/// with a message containing `message`.
+async fn refused(client: kube::Client, name: &str, message: &str) {
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client, "default");
+    wait_until(TIMEOUT, &format!("{name}: refused ({message})"), || async {
+        events.list(&Default::default()).await.is_ok_and(|list| {
+            list.items.iter().any(|e| {
+                e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+                    && e.reason.as_deref() == Some("SyncLoadBalancerFailed")
+                    && e.note.as_deref().is_some_and(|n| n.contains(message))
+            })
+        })
+    })
+    .await;
 }
 
 /// The names of every load balancer moto holds.
@@ -236,9 +305,11 @@ async fn nodes_load_balancers_routes_and_lifecycle_against_moto() {
     })
     .await;
 
-    // load balancers: an NLB with the nodes' instances on the node port.
+    // load balancers: upstream's default, a Classic ELB with the nodes' instances, a
+    // listener on the node port, its own security group, and the nodes' group
+    // admitting it.
     let services: Api<Service> = Api::namespaced(stack.client(), "default");
-    let created = create_web(&services).await;
+    let created = create_web(&services, json!({})).await;
     let node_port = created.spec.as_ref().unwrap().ports.as_ref().unwrap()[0]
         .node_port
         .unwrap()
@@ -250,39 +321,32 @@ async fn nodes_load_balancers_routes_and_lifecycle_against_moto() {
                 .and_then(|s| s.load_balancer)
                 .and_then(|l| l.ingress)
                 .and_then(|i| i.first().and_then(|i| i.hostname.clone()))
-                .is_some_and(|h| h.contains(".elb."))
+                .is_some_and(|h| h.ends_with(".elb.amazonaws.com"))
         })
     })
     .await;
     let both = {
-        let mut both = vec![
-            (a.id.clone(), node_port.clone()),
-            (b.id.clone(), node_port.clone()),
-        ];
+        let mut both = vec![a.id.clone(), b.id.clone()];
         both.sort();
         both
     };
     wait_until(TIMEOUT, "both instances registered", || async {
-        registered_targets(moto, &lb_name).await == Some(both.clone())
+        classic_instances(moto, &lb_name).await == Some(both.clone())
     })
     .await;
-    let listeners = {
-        let lbs = moto
-            .call(
-                moto::Service::Elbv2,
-                "DescribeLoadBalancers",
-                &[("Names.member.1", &lb_name)],
-            )
-            .await;
-        assert_eq!(moto::text(&lbs, "Type"), "network");
-        moto.call(
-            moto::Service::Elbv2,
-            "DescribeListeners",
-            &[("LoadBalancerArn", &moto::text(&lbs, "LoadBalancerArn"))],
-        )
+    let lb = classic_load_balancer(moto, &lb_name).await.unwrap();
+    assert_eq!(moto::texts(&lb, "LoadBalancerPort"), ["80"]);
+    assert_eq!(moto::texts(&lb, "InstancePort"), [node_port.as_str()]);
+    let lb_group = classic::own_group(moto, &lb_name)
         .await
-    };
-    assert_eq!(moto::texts(&listeners, "Port"), ["80"]);
+        .expect("k8s-elb- group");
+    assert!(lb.contains(&format!("<member>{lb_group}</member>")), "{lb}");
+    wait_until(
+        TIMEOUT,
+        "the nodes' group admits the load balancer's",
+        || async { classic::admits(moto, &world.node_security_group, &lb_group).await },
+    )
+    .await;
 
     // Scaling: a third node joins; once cloud-node has set its provider ID (a change
     // of the node set, as upstream's nodesSufficientlyEqual sees it), it is registered.
@@ -292,9 +356,9 @@ async fn nodes_load_balancers_routes_and_lifecycle_against_moto() {
         .await
         .unwrap();
     wait_until(TIMEOUT, "the new node's instance registered", || async {
-        registered_targets(moto, &lb_name)
+        classic_instances(moto, &lb_name)
             .await
-            .is_some_and(|t| t.contains(&(c.id.clone(), node_port.clone())) && t.len() == 3)
+            .is_some_and(|t| t.contains(&c.id) && t.len() == 3)
     })
     .await;
 
@@ -330,54 +394,47 @@ async fn nodes_load_balancers_routes_and_lifecycle_against_moto() {
         TIMEOUT,
         "the deleted node's instance deregistered",
         || async {
-            registered_targets(moto, &lb_name)
+            classic_instances(moto, &lb_name)
                 .await
-                .is_some_and(|t| !t.iter().any(|(id, _)| *id == a.id))
+                .is_some_and(|t| !t.contains(&a.id))
         },
     )
     .await;
 
-    // A Service that stops being a LoadBalancer (its node ports gone) loses its NLB
-    // and target groups.
-    let api_service: Service = serde_json::from_value(json!({
-        "metadata": {"name": "api", "namespace": "default"},
-        "spec": {"type": "LoadBalancer", "ports": [{"name": "https", "port": 443, "targetPort": 8443, "protocol": "TCP"}]}
-    }))
-    .unwrap();
+    // A Service that stops being a LoadBalancer (its node ports gone) loses its load
+    // balancer and security group.
     let api_created = services
-        .create(&PostParams::default(), &api_service)
+        .create(&PostParams::default(), &service_with("api", json!({}), 443))
         .await
         .unwrap();
     let api_lb = default_load_balancer_name(&api_created);
     wait_until(TIMEOUT, "the second Service's load balancer", || async {
-        registered_targets(moto, &api_lb)
+        classic_instances(moto, &api_lb)
             .await
             .is_some_and(|t| !t.is_empty())
     })
     .await;
+    let api_group = classic::own_group(moto, &api_lb).await.unwrap();
     services
         .patch(
             "api",
             &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"type": "ClusterIP", "ports": [{"name": "https", "port": 443, "targetPort": 8443, "protocol": "TCP"}]}})),
+            &Patch::Merge(json!({"spec": {"type": "ClusterIP", "ports": [{"name": "http", "port": 443, "targetPort": 8080, "protocol": "TCP"}]}})),
         )
         .await
         .unwrap();
     wait_until(
         TIMEOUT,
-        "the ClusterIP Service's load balancer deleted",
+        "the ClusterIP Service's load balancer and group deleted",
         || async {
-            registered_targets(moto, &api_lb).await.is_none()
-                && !target_group_names(moto)
-                    .await
-                    .iter()
-                    .any(|n| n.starts_with("k8s-default-api-"))
+            classic_instances(moto, &api_lb).await.is_none()
+                && moto.ingress(&api_group).await.is_none()
         },
     )
     .await;
+    assert!(!classic::admits(moto, &world.node_security_group, &api_group).await);
 
-    // Deleting the Service removes the NLB, its listeners and target groups.
-    assert!(!target_group_names(moto).await.is_empty());
+    // Deleting the Service removes the load balancer, its group and the nodes' rule.
     services
         .delete("web", &DeleteParams::default())
         .await
@@ -386,8 +443,13 @@ async fn nodes_load_balancers_routes_and_lifecycle_against_moto() {
         services.get_opt("web").await.unwrap().is_none()
     })
     .await;
-    assert_eq!(registered_targets(moto, &lb_name).await, None);
-    assert_eq!(target_group_names(moto).await, Vec::<String>::new());
+    assert_eq!(classic_instances(moto, &lb_name).await, None);
+    assert_eq!(moto.ingress(&lb_group).await, None);
+    assert_eq!(
+        moto.ingress(&world.node_security_group).await,
+        Some(Vec::new()),
+        "the nodes' group is as the world made it"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -608,8 +670,8 @@ async fn pagination_and_throttling_against_a_scripted_ec2() {
 }
 
 /// `wasm-ccm conformance` on the AWS provider against moto with authentication on:
-/// instances, a Network Load Balancer created, updated and deleted twice, and a route
-/// created and deleted twice, all passing; nothing is left behind.
+/// instances, a Classic and a Network Load Balancer each created, updated and deleted
+/// twice, and a route created and deleted twice, all passing; nothing is left behind.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn conformance_passes_for_the_aws_provider() {
     let stack = AwsStack::start(CLUSTER).await;
@@ -618,14 +680,6 @@ async fn conformance_passes_for_the_aws_provider() {
     let b = world.launch(moto, 1).await;
     stack.policy(Auth::Static(&world.provider));
     moto.enable_auth(0).await;
-    let service = stack.dir.path().join("service.json");
-    std::fs::write(
-        &service,
-        serde_json::json!({"metadata": {"name": "conformance", "namespace": "default"},
-               "spec": {"type": "LoadBalancer", "ports": [{"port": 80, "nodePort": 30080, "protocol": "TCP"}]}})
-        .to_string(),
-    )
-    .unwrap();
     // cloud-provider-aws leaves `aws-load-balancer-type: external` to the AWS Load
     // Balancer Controller.
     let elsewhere = stack.dir.path().join("elsewhere.json");
@@ -637,40 +691,71 @@ async fn conformance_passes_for_the_aws_provider() {
         .to_string(),
     )
     .unwrap();
-    let out = tokio::process::Command::new(wasm_ccm_tests::wasm_ccm_bin())
-        .arg("conformance")
-        .arg(stack.dir.path().join("aws.wasm"))
-        .arg("--cloud-config")
-        .arg(&stack.cloud_config)
-        .args(["--node", &a.private_dns_name, "--node", &b.private_dns_name])
-        .arg("--service")
-        .arg(&service)
-        .arg("--elsewhere-service")
-        .arg(&elsewhere)
-        .args(["--route-cidr", "10.244.200.0/24"])
-        .output()
-        .await
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    // The table, for `cargo test -- --nocapture`.
-    eprintln!("{stdout}");
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    for check in [
-        "| get-load-balancer then says none (ensure made one load balancer) | pass |",
-        "| update-load-balancer to 1 of 2 nodes works | pass |",
-        "| instance-metadata of a node that does not exist is an error | pass |",
-        "| list-routes no longer has it | pass |",
-        "| a 429 with Retry-After: 7 s is retry-after, no sooner | pass |",
-        "| ensure-load-balancer for a Service served elsewhere is implemented-elsewhere | pass |",
-        "| nothing is created for a Service served elsewhere | pass |",
+    // Both kinds: upstream's default (Classic) and `type: nlb`.
+    for (kind, annotations) in [
+        ("classic", json!({})),
+        (
+            "nlb",
+            json!({"service.beta.kubernetes.io/aws-load-balancer-type": "nlb"}),
+        ),
     ] {
-        assert!(stdout.contains(check), "{check}:\n{stdout}");
+        let service = stack.dir.path().join(format!("{kind}.json"));
+        std::fs::write(
+            &service,
+            serde_json::json!({"metadata": {"name": kind, "namespace": "default", "annotations": annotations},
+                   "spec": {"type": "LoadBalancer", "ports": [{"port": 80, "nodePort": 30080, "protocol": "TCP"}]}})
+            .to_string(),
+        )
+        .unwrap();
+        let out = tokio::process::Command::new(wasm_ccm_tests::wasm_ccm_bin())
+            .arg("conformance")
+            .arg(stack.dir.path().join("aws.wasm"))
+            .arg("--cloud-config")
+            .arg(&stack.cloud_config)
+            .args(["--node", &a.private_dns_name, "--node", &b.private_dns_name])
+            .arg("--service")
+            .arg(&service)
+            .arg("--elsewhere-service")
+            .arg(&elsewhere)
+            .args(["--route-cidr", "10.244.200.0/24"])
+            .output()
+            .await
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        // The table, for `cargo test -- --nocapture`.
+        eprintln!("{kind}:\n{stdout}");
+        assert!(
+            out.status.success(),
+            "{kind}: {stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        for check in [
+            "| get-load-balancer then says none (ensure made one load balancer) | pass |",
+            "| update-load-balancer to 1 of 2 nodes works | pass |",
+            "| instance-metadata of a node that does not exist is an error | pass |",
+            "| list-routes no longer has it | pass |",
+            "| a 429 with Retry-After: 7 s is retry-after, no sooner | pass |",
+            "| ensure-load-balancer for a Service served elsewhere is implemented-elsewhere | pass |",
+            "| nothing is created for a Service served elsewhere | pass |",
+        ] {
+            assert!(stdout.contains(check), "{kind}: {check}:\n{stdout}");
+        }
+        assert!(stdout.trim_end().ends_with(" 0 failed"), "{kind}: {stdout}");
     }
-    assert!(stdout.trim_end().ends_with(" 0 failed"), "{stdout}");
+    // Nothing is left behind: no load balancer of either kind, the nodes' group as the
+    // world made it.
+    assert!(load_balancer_names(moto).await.is_empty());
+    let classic = moto
+        .call(moto::Service::Elb, "DescribeLoadBalancers", &[])
+        .await;
+    assert!(
+        moto::texts(&classic, "LoadBalancerName").is_empty(),
+        "{classic}"
+    );
+    assert_eq!(
+        moto.ingress(&world.node_security_group).await,
+        Some(Vec::new())
+    );
 }
 
 /// One instance with its Node, moto checking signatures against the provider's
@@ -694,86 +779,6 @@ async fn one_node_initialized(stack: &AwsStack) -> (moto::LaunchedInstance, toki
     })
     .await;
     (a, ccm)
-}
-
-/// A Service asking for what would restrict or secure its traffic, which the provider
-/// does not implement yet (source ranges, TLS), gets no load balancer at all: a
-/// Warning event from the provider names the field, the controller records
-/// `SyncLoadBalancerFailed`, and moto holds no load balancer or target group.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn what_the_provider_cannot_honour_is_refused_and_nothing_is_created() {
-    let stack = AwsStack::start(CLUSTER).await;
-    let (moto, world) = (&stack.moto, &stack.world);
-    let (a, _ccm) = one_node_initialized(&stack).await;
-    // The provider's keys hold exactly its declared policy: anything else is denied.
-    let terminate = moto
-        .call_as(
-            &world.provider,
-            moto::Service::Ec2,
-            "TerminateInstances",
-            &[("InstanceId.1", &a.id)],
-        )
-        .await;
-    assert!(
-        terminate
-            .as_ref()
-            .is_err_and(|e| e.contains("AccessDenied") || e.contains("UnauthorizedOperation")),
-        "{terminate:?}"
-    );
-    let services: Api<Service> = Api::namespaced(stack.client(), "default");
-    for (name, spec_extra, annotations, field) in [
-        (
-            "ranged",
-            json!({"loadBalancerSourceRanges": ["203.0.113.0/24"]}),
-            json!({}),
-            "spec.loadBalancerSourceRanges",
-        ),
-        (
-            "tls",
-            json!({}),
-            json!({"service.beta.kubernetes.io/aws-load-balancer-ssl-cert": "arn:aws:acm:us-east-1:123456789012:certificate/x",
-                   "service.beta.kubernetes.io/aws-load-balancer-ssl-ports": "443"}),
-            "service.beta.kubernetes.io/aws-load-balancer-ssl-",
-        ),
-    ] {
-        let mut spec = json!({"type": "LoadBalancer",
-            "ports": [{"name": "https", "port": 443, "targetPort": 8443, "protocol": "TCP"}]});
-        spec.as_object_mut()
-            .unwrap()
-            .extend(spec_extra.as_object().unwrap().clone());
-        let service: Service = serde_json::from_value(json!({
-            "metadata": {"name": name, "namespace": "default", "annotations": annotations},
-            "spec": spec,
-        }))
-        .unwrap();
-        services
-            .create(&PostParams::default(), &service)
-            .await
-            .unwrap();
-        let events: Api<k8s_openapi::api::events::v1::Event> =
-            Api::namespaced(stack.client(), "default");
-        wait_until(TIMEOUT, &format!("{name}: refused with events"), || async {
-            let Ok(list) = events.list(&Default::default()).await else {
-                return false;
-            };
-            let about = |e: &&k8s_openapi::api::events::v1::Event| {
-                e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
-            };
-            let warned = list.items.iter().filter(about).any(|e| {
-                e.reason.as_deref() == Some("UnsupportedLoadBalancerSetting")
-                    && e.reporting_controller.as_deref() == Some("wasm-ccm.io/provider-aws")
-                    && e.note.as_deref().is_some_and(|n| n.contains(field))
-            });
-            let failed = list.items.iter().filter(about).any(|e| {
-                e.reason.as_deref() == Some("SyncLoadBalancerFailed")
-                    && e.note.as_deref().is_some_and(|n| n.contains(field))
-            });
-            warned && failed
-        })
-        .await;
-    }
-    assert_eq!(load_balancer_names(moto).await, Vec::<String>::new());
-    assert!(target_group_names(moto).await.is_empty());
 }
 
 /// The IAM policy the README gives users is the provider's declared one
@@ -888,289 +893,4 @@ async fn actions_outside_the_allowlist_are_refused_before_signing() {
             .await;
         }
     }
-}
-
-/// A controller manager stopped (SIGKILL) in the middle of deleting a Service's
-/// Network Load Balancer leaves nothing behind in AWS: the load balancer went, its
-/// target group could not (the provider's user is denied `DeleteTargetGroup` for a
-/// while), the Service kept its finalizer; the next start deletes the target group
-/// (found by its tags) and releases the Service.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_restart_mid_delete_leaves_nothing_behind() {
-    let stack = AwsStack::start(CLUSTER).await;
-    let (moto, world) = (&stack.moto, &stack.world);
-    let a = world.launch(moto, 0).await;
-    let nodes: Api<Node> = Api::all(stack.client());
-    nodes
-        .create(&PostParams::default(), &kubelet_node(&a, "10.244.1.0/24"))
-        .await
-        .unwrap();
-    // Deleting target groups is denied for now (set before moto checks signatures: its
-    // check of a signed policy document fails).
-    let deny = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Deny","Action":"elasticloadbalancing:DeleteTargetGroup","Resource":"*"}]}"#;
-    moto.call(
-        moto::Service::Iam,
-        "PutUserPolicy",
-        &[
-            ("UserName", "wasm-ccm"),
-            ("PolicyName", "deny-delete-target-group"),
-            ("PolicyDocument", deny),
-        ],
-    )
-    .await;
-    stack.policy(Auth::Static(&world.provider));
-    moto.enable_auth(0).await;
-    let port = free_port();
-    let mut ccm = stack
-        .controller_manager(port, &["--leader-elect=false"])
-        .spawn()
-        .unwrap();
-    wait_until(TIMEOUT, "the node initialized", || {
-        initialized(&nodes, &a.private_dns_name)
-    })
-    .await;
-    let services: Api<Service> = Api::namespaced(stack.client(), "default");
-    let created = create_web(&services).await;
-    let lb_name = default_load_balancer_name(&created);
-    wait_until(
-        TIMEOUT,
-        "the load balancer and its target group",
-        || async {
-            registered_targets(moto, &lb_name)
-                .await
-                .is_some_and(|t| !t.is_empty())
-        },
-    )
-    .await;
-
-    services
-        .delete("web", &DeleteParams::default())
-        .await
-        .unwrap();
-    wait_until(
-        TIMEOUT,
-        "the load balancer deleted, its target group not",
-        || async {
-            registered_targets(moto, &lb_name).await.is_none()
-                && !target_group_names(moto).await.is_empty()
-        },
-    )
-    .await;
-    ccm.kill().await.unwrap();
-    assert!(
-        services.get("web").await.is_ok(),
-        "the finalizer holds the Service"
-    );
-    moto.call(
-        moto::Service::Iam,
-        "DeleteUserPolicy",
-        &[
-            ("UserName", "wasm-ccm"),
-            ("PolicyName", "deny-delete-target-group"),
-        ],
-    )
-    .await;
-    let mut ccm = stack
-        .controller_manager(port, &["--leader-elect=false"])
-        .spawn()
-        .unwrap();
-    wait_until(
-        TIMEOUT,
-        "the Service gone and nothing left in AWS",
-        || async {
-            services.get("web").await.is_err() && target_group_names(moto).await.is_empty()
-        },
-    )
-    .await;
-    ccm.kill().await.unwrap();
-}
-
-/// The attributes (`Key`/`Value` pairs) of a `Describe…Attributes` answer.
-fn attributes(xml: &str) -> Vec<(String, String)> {
-    moto::texts(xml, "Key")
-        .into_iter()
-        .zip(moto::texts(xml, "Value"))
-        .collect()
-}
-
-/// Network Load Balancer options as upstream applies them, against moto with the
-/// documented IAM policy: cross-zone load balancing and access logs set on the load
-/// balancer and turned off again when the annotations go, proxy protocol v2 on its
-/// target group; Elastic IPs that do not match the subnets and target group
-/// attributes upstream does not allow are refused before anything is created.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn nlb_options_reach_the_load_balancer_and_its_target_groups() {
-    let stack = AwsStack::start(CLUSTER).await;
-    let moto = &stack.moto;
-    let _ccm = one_node_initialized(&stack).await;
-
-    let services: Api<Service> = Api::namespaced(stack.client(), "default");
-    // `service.beta.kubernetes.io/aws-load-balancer-<suffix>` annotations (null: removed).
-    let annotations = |pairs: &[(&str, serde_json::Value)]| -> serde_json::Value {
-        pairs
-            .iter()
-            .map(|(suffix, value)| {
-                (
-                    format!("service.beta.kubernetes.io/aws-load-balancer-{suffix}"),
-                    value.clone(),
-                )
-            })
-            .collect::<serde_json::Map<_, _>>()
-            .into()
-    };
-    let service = |name: &str, annotations: serde_json::Value| -> Service {
-        serde_json::from_value(json!({
-            "metadata": {"name": name, "namespace": "default", "annotations": annotations},
-            "spec": {"type": "LoadBalancer",
-                     "ports": [{"name": "http", "port": 80, "targetPort": 8080, "protocol": "TCP"}]},
-        }))
-        .unwrap()
-    };
-    let created = services
-        .create(
-            &PostParams::default(),
-            &service(
-                "options",
-                annotations(&[
-                    ("cross-zone-load-balancing-enabled", json!("true")),
-                    ("access-log-enabled", json!("true")),
-                    ("access-log-s3-bucket-name", json!("lb-logs")),
-                    ("access-log-s3-bucket-prefix", json!("options")),
-                    (
-                        "target-group-attributes",
-                        json!("proxy_protocol_v2.enabled=true"),
-                    ),
-                ]),
-            ),
-        )
-        .await
-        .unwrap();
-    let lb_name = default_load_balancer_name(&created);
-    let lb_attributes = || async {
-        let Ok(lbs) = moto
-            .call_as(
-                &moto.keys,
-                moto::Service::Elbv2,
-                "DescribeLoadBalancers",
-                &[("Names.member.1", &lb_name)],
-            )
-            .await
-        else {
-            return Vec::new();
-        };
-        let arn = moto::text(&lbs, "LoadBalancerArn");
-        moto.call_as(
-            &moto.keys,
-            moto::Service::Elbv2,
-            "DescribeLoadBalancerAttributes",
-            &[("LoadBalancerArn", &arn)],
-        )
-        .await
-        .map(|xml| attributes(&xml))
-        .unwrap_or_default()
-    };
-    let has = |attributes: &[(String, String)], key: &str, value: &str| {
-        attributes.iter().any(|(k, v)| k == key && v == value)
-    };
-    wait_until(TIMEOUT, "cross-zone and access logs on", || async {
-        let current = lb_attributes().await;
-        has(&current, "load_balancing.cross_zone.enabled", "true")
-            && has(&current, "access_logs.s3.enabled", "true")
-            && has(&current, "access_logs.s3.bucket", "lb-logs")
-            && has(&current, "access_logs.s3.prefix", "options")
-    })
-    .await;
-    let lbs = moto
-        .call_as(
-            &moto.keys,
-            moto::Service::Elbv2,
-            "DescribeLoadBalancers",
-            &[("Names.member.1", &lb_name)],
-        )
-        .await
-        .unwrap();
-    let groups = moto
-        .call_as(
-            &moto.keys,
-            moto::Service::Elbv2,
-            "DescribeTargetGroups",
-            &[("LoadBalancerArn", &moto::text(&lbs, "LoadBalancerArn"))],
-        )
-        .await
-        .unwrap();
-    let group = moto::text(&groups, "TargetGroupArn");
-    let group_attributes = moto
-        .call_as(
-            &moto.keys,
-            moto::Service::Elbv2,
-            "DescribeTargetGroupAttributes",
-            &[("TargetGroupArn", &group)],
-        )
-        .await
-        .unwrap();
-    assert!(
-        has(
-            &attributes(&group_attributes),
-            "proxy_protocol_v2.enabled",
-            "true"
-        ),
-        "{group_attributes}"
-    );
-
-    // The annotations removed: cross-zone and access logs off again (upstream's
-    // defaults); the bucket is left as it was.
-    services
-        .patch(
-            "options",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"annotations": annotations(&[
-                ("cross-zone-load-balancing-enabled", json!(null)),
-                ("access-log-enabled", json!(null)),
-            ])}})),
-        )
-        .await
-        .unwrap();
-    wait_until(TIMEOUT, "cross-zone and access logs off", || async {
-        let current = lb_attributes().await;
-        has(&current, "load_balancing.cross_zone.enabled", "false")
-            && has(&current, "access_logs.s3.enabled", "false")
-    })
-    .await;
-
-    // Refused before anything is created, with upstream's messages.
-    let events: Api<k8s_openapi::api::events::v1::Event> =
-        Api::namespaced(stack.client(), "default");
-    for (name, annotation, value, message) in [
-        (
-            "eips",
-            "eip-allocations",
-            "eipalloc-1,eipalloc-2,eipalloc-3,eipalloc-4,eipalloc-5,eipalloc-6,eipalloc-7",
-            "Must have same number of EIP AllocationIDs (7) and SubnetIDs",
-        ),
-        (
-            "attributes",
-            "target-group-attributes",
-            "deregistration_delay.timeout_seconds=10",
-            "is not supported by the controller or is invalid",
-        ),
-    ] {
-        services
-            .create(
-                &PostParams::default(),
-                &service(name, annotations(&[(annotation, json!(value))])),
-            )
-            .await
-            .unwrap();
-        wait_until(TIMEOUT, &format!("{name}: refused"), || async {
-            events.list(&Default::default()).await.is_ok_and(|list| {
-                list.items.iter().any(|e| {
-                    e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
-                        && e.reason.as_deref() == Some("SyncLoadBalancerFailed")
-                        && e.note.as_deref().is_some_and(|n| n.contains(message))
-                })
-            })
-        })
-        .await;
-    }
-    assert_eq!(load_balancer_names(moto).await, [lb_name]);
 }

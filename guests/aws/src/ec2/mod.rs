@@ -1,5 +1,9 @@
 //! The EC2 calls the provider makes, and what it reads from their answers.
 
+mod security_groups;
+
+pub use security_groups::{Rule, SecurityGroup, Source};
+
 use crate::api::{Api, ApiError, Params};
 use crate::xml::{self, Node};
 
@@ -22,6 +26,8 @@ pub struct Instance {
     pub public_ip: String,
     pub vpc_id: String,
     pub interfaces: Vec<Interface>,
+    /// The IDs of its security groups.
+    pub security_groups: Vec<String>,
     pub tags: Vec<(String, String)>,
 }
 
@@ -63,6 +69,10 @@ impl Instance {
             public_ip: xml::text(item, "ipAddress"),
             vpc_id: xml::text(item, "vpcId"),
             interfaces,
+            security_groups: xml::items(item, "groupSet")
+                .map(|g| xml::text(g, "groupId"))
+                .filter(|g| !g.is_empty())
+                .collect(),
             tags: xml::tags(item, "tagSet"),
         }
     }
@@ -73,6 +83,8 @@ impl Instance {
 pub struct Subnet {
     pub id: String,
     pub zone: String,
+    /// The IPv4 CIDR block.
+    pub cidr: String,
     pub tags: Vec<(String, String)>,
 }
 
@@ -179,6 +191,7 @@ impl Ec2 {
                 subnets.extend(xml::items(root, "subnetSet").map(|s| Subnet {
                     id: xml::text(s, "subnetId"),
                     zone: xml::text(s, "availabilityZone"),
+                    cidr: xml::text(s, "cidrBlock"),
                     tags: xml::tags(s, "tagSet"),
                 }));
                 Ok(())

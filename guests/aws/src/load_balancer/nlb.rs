@@ -1,0 +1,673 @@
+//! Network Load Balancers (`aws-load-balancer-type: nlb`), following
+//! cloud-provider-aws's `ensureLoadBalancerv2`.
+//!
+//! - One target group per Service port (named as upstream's `buildTargetGroupName`:
+//!   the name changes when the port, node port, target protocol or health check
+//!   protocol or interval change, and the listener is moved to the new group), the
+//!   nodes' instances registered on the node port, and one listener per port: TLS with
+//!   `ssl-cert` on the `ssl-ports` (`ssl-negotiation-policy` as its policy, a TLS target
+//!   group with `backend-protocol: ssl`), else TCP or UDP.
+//! - `proxy-protocol: "*"` turns on `proxy_protocol_v2.enabled` on the target groups.
+//! - The nodes' security groups admit the source ranges on the node ports and the
+//!   load balancer's subnets on the health check ports ([`security_groups`]).
+//! - Deleting removes the nodes' rules, the load balancer (with its listeners) and its
+//!   target groups, including groups an interrupted create or delete left behind, and
+//!   succeeds when everything is gone already.
+
+use super::classic_options::{is_ssl_port, proxy_protocol};
+use super::security_groups::{self, NlbTraffic};
+use super::{
+    ANNOTATION, annotation, default_name, internal, invalid, key_values, nlb_options,
+    source_ranges, status, subnets, tags, targets,
+};
+use crate::Aws;
+use crate::api::Params;
+use crate::ec2::Instance;
+use crate::elbv2::{HealthCheck, Listener, LoadBalancer, Target, TargetGroup};
+use wasm_ccm_guest::types::{
+    CloudError, LoadBalancerStatus, Node, Protocol, Service, TrafficPolicy,
+};
+
+/// One Service port: a listener and its target group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Mapping {
+    port: i32,
+    /// The listener's protocol: `TCP`, `UDP` or `TLS`.
+    protocol: &'static str,
+    /// The target group's protocol: `TCP`, `UDP` or `TLS`.
+    traffic_protocol: &'static str,
+    node_port: i32,
+    /// A TLS listener's certificate ARN and policy.
+    certificate: String,
+    ssl_policy: String,
+}
+
+/// The listeners the Service asks for.
+fn mappings(service: &Service) -> Result<Vec<Mapping>, CloudError> {
+    let certificate = annotation(service, "ssl-cert").unwrap_or_default().trim();
+    let backend = annotation(service, "backend-protocol")
+        .unwrap_or_default()
+        .trim();
+    let mut mappings = Vec::new();
+    for port in &service.ports {
+        let protocol = match port.protocol {
+            Protocol::Tcp => "TCP",
+            Protocol::Udp => "UDP",
+            Protocol::Sctp => {
+                return Err(invalid(
+                    service,
+                    format!(
+                        "port {}: SCTP is not supported by Network Load Balancers",
+                        port.port
+                    ),
+                ));
+            }
+        };
+        if port.node_port == 0 {
+            continue;
+        }
+        let mut m = Mapping {
+            port: port.port,
+            protocol,
+            traffic_protocol: protocol,
+            node_port: port.node_port,
+            certificate: String::new(),
+            ssl_policy: String::new(),
+        };
+        if protocol == "TCP"
+            && !certificate.is_empty()
+            && is_ssl_port(service, port.port, &port.name)
+        {
+            m.protocol = "TLS";
+            m.certificate = certificate.to_owned();
+            m.ssl_policy = annotation(service, "ssl-negotiation-policy")
+                .unwrap_or_default()
+                .trim()
+                .to_owned();
+            if backend == "ssl" {
+                m.traffic_protocol = "TLS";
+            }
+        }
+        mappings.push(m);
+    }
+    Ok(mappings)
+}
+
+/// The health check: upstream's defaults (TCP on the traffic port; HTTP `/healthz` on
+/// the health check node port for `externalTrafficPolicy: Local`), then the
+/// `…-healthcheck-*` annotations.
+fn health_check(service: &Service) -> Result<HealthCheck, CloudError> {
+    let mut hc = if service.external_traffic_policy == TrafficPolicy::Local
+        && service.health_check_node_port != 0
+    {
+        HealthCheck {
+            protocol: "HTTP".into(),
+            port: service.health_check_node_port.to_string(),
+            path: "/healthz".into(),
+            interval: 10,
+            timeout: 10,
+            healthy_threshold: 2,
+            unhealthy_threshold: 2,
+        }
+    } else {
+        HealthCheck {
+            protocol: "TCP".into(),
+            port: "traffic-port".into(),
+            path: "/".into(),
+            interval: 30,
+            timeout: 10,
+            healthy_threshold: 3,
+            unhealthy_threshold: 3,
+        }
+    };
+    if let Some(protocol) = annotation(service, "healthcheck-protocol") {
+        let protocol = protocol.trim().to_ascii_uppercase();
+        if !matches!(protocol.as_str(), "TCP" | "HTTP" | "HTTPS") {
+            return Err(invalid(
+                service,
+                format!("unsupported health check protocol {protocol} (TCP, HTTP or HTTPS)"),
+            ));
+        }
+        hc.protocol = protocol;
+    }
+    if let Some(path) = annotation(service, "healthcheck-path") {
+        hc.path = path.trim().to_owned();
+    }
+    if let Some(port) = annotation(service, "healthcheck-port") {
+        let port = port.trim();
+        if port != "traffic-port" && port.parse::<u16>().is_err() {
+            return Err(invalid(
+                service,
+                format!("invalid health check port '{port}'"),
+            ));
+        }
+        hc.port = port.to_owned();
+    }
+    for (suffix, field) in [
+        ("healthcheck-interval", &mut hc.interval),
+        ("healthcheck-timeout", &mut hc.timeout),
+        ("healthcheck-healthy-threshold", &mut hc.healthy_threshold),
+        (
+            "healthcheck-unhealthy-threshold",
+            &mut hc.unhealthy_threshold,
+        ),
+    ] {
+        if let Some(value) = annotation(service, suffix) {
+            *field = value.trim().parse().map_err(|_| {
+                invalid(
+                    service,
+                    format!("failed to parse annotation {ANNOTATION}{suffix}={value}"),
+                )
+            })?;
+        }
+    }
+    Ok(hc)
+}
+
+/// Upstream's `buildTargetGroupName`: `k8s-<ns>-<name>-<hash>`, the hash over what a
+/// target group cannot change in place.
+fn target_group_name(cluster_id: &str, service: &Service, m: &Mapping, hc: &HealthCheck) -> String {
+    let clean = |s: &str| {
+        s.chars()
+            .filter(|c| c.is_ascii_alphanumeric())
+            .collect::<String>()
+    };
+    let mut sha = sha1_smol::Sha1::new();
+    for part in [
+        cluster_id,
+        &service.metadata.namespace,
+        &service.metadata.name,
+        &m.port.to_string(),
+        &m.node_port.to_string(),
+        m.traffic_protocol,
+        "instance",
+        &hc.protocol,
+        &hc.interval.to_string(),
+    ] {
+        sha.update(part.as_bytes());
+    }
+    let hash = sha.digest().to_string();
+    let (ns, name) = (
+        clean(&service.metadata.namespace),
+        clean(&service.metadata.name),
+    );
+    format!(
+        "k8s-{}-{}-{}",
+        &ns[..ns.len().min(8)],
+        &name[..name.len().min(8)],
+        &hash[..10]
+    )
+}
+
+/// Registers `wanted` targets and deregisters the others.
+fn sync_targets(
+    state: &Aws,
+    group: &TargetGroup,
+    instances: &[String],
+    node_port: i32,
+) -> Result<(), CloudError> {
+    let wanted: Vec<Target> = instances
+        .iter()
+        .map(|id| Target {
+            id: id.clone(),
+            port: node_port,
+        })
+        .collect();
+    let actual = state.elbv2.targets(&group.arn)?;
+    let stale: Vec<Target> = actual
+        .iter()
+        .filter(|t| !wanted.contains(t))
+        .cloned()
+        .collect();
+    let missing: Vec<Target> = wanted
+        .iter()
+        .filter(|t| !actual.contains(t))
+        .cloned()
+        .collect();
+    if !stale.is_empty() {
+        state.elbv2.change_targets(&group.arn, &stale, false)?;
+    }
+    if !missing.is_empty() {
+        state.elbv2.change_targets(&group.arn, &missing, true)?;
+    }
+    if !stale.is_empty() || !missing.is_empty() {
+        wasm_ccm_guest::log::info(
+            "updated load balancer targets",
+            &[
+                ("targetGroup", &group.name),
+                ("registered", &missing.len().to_string()),
+                ("deregistered", &stale.len().to_string()),
+            ],
+        );
+    }
+    Ok(())
+}
+
+/// The target group named `name`: found (health check brought up to date) or created.
+#[allow(clippy::too_many_arguments)]
+fn target_group(
+    state: &Aws,
+    name: &str,
+    m: &Mapping,
+    vpc: &str,
+    hc: &HealthCheck,
+    tags: &[(String, String)],
+    known: &[TargetGroup],
+) -> Result<TargetGroup, CloudError> {
+    let existing = match known.iter().find(|g| g.name == name) {
+        Some(g) => Some(g.clone()),
+        None => state.elbv2.target_group(name)?,
+    };
+    match existing {
+        Some(group) => {
+            if hc.differs_from(&group) {
+                state.elbv2.modify_target_group(&group.arn, hc)?;
+            }
+            Ok(group)
+        }
+        None => {
+            if vpc.is_empty() {
+                return Err(CloudError::Other(format!(
+                    "cannot create target group {name}: the VPC is unknown (set VPC in the cloud config)"
+                )));
+            }
+            Ok(state.elbv2.create_target_group(
+                name,
+                m.traffic_protocol,
+                m.node_port,
+                vpc,
+                hc,
+                tags,
+            )?)
+        }
+    }
+}
+
+pub fn get(state: &Aws, service: &Service) -> Result<Option<LoadBalancerStatus>, CloudError> {
+    match state.elbv2.load_balancer(&default_name(service))? {
+        Some(lb) => Ok(Some(lb_status(&lb))),
+        // A delete interrupted after the load balancer went leaves its target groups:
+        // they still exist, so the controller calls ensure-load-balancer-deleted (which
+        // removes them) rather than releasing the Service and leaking them.
+        None if !owned_target_groups(state, service)?.is_empty() => Ok(Some(LoadBalancerStatus {
+            ingress: Vec::new(),
+        })),
+        None => Ok(None),
+    }
+}
+
+fn lb_status(lb: &LoadBalancer) -> LoadBalancerStatus {
+    if matches!(lb.state.as_str(), "active" | "provisioning") {
+        status(&lb.dns_name)
+    } else {
+        status("")
+    }
+}
+
+pub fn update(state: &Aws, service: &Service, nodes: &[Node]) -> Result<(), CloudError> {
+    if state.elbv2.load_balancer(&default_name(service))?.is_none() {
+        return Err(invalid(service, "load balancer not found"));
+    }
+    ensure(state, service, nodes).map(drop)
+}
+
+/// What the nodes' groups must admit: the node ports from the source ranges, the
+/// health check ports from the load balancer's subnets (unless the client rule admits
+/// everyone there already).
+fn traffic(
+    state: &Aws,
+    mappings: &[Mapping],
+    hc: &HealthCheck,
+    sources: Vec<String>,
+    lb: &LoadBalancer,
+) -> Result<NlbTraffic, CloudError> {
+    let ports: Vec<(String, i32)> = mappings
+        .iter()
+        .map(|m| {
+            let protocol = if m.protocol == "UDP" { "udp" } else { "tcp" };
+            (protocol.to_owned(), m.node_port)
+        })
+        .collect();
+    let mut health_ports = Vec::new();
+    for m in mappings {
+        let port = match hc.port.as_str() {
+            "traffic-port" => m.node_port,
+            number => number.parse().unwrap_or(m.node_port),
+        };
+        let covered = sources == ["0.0.0.0/0"] && ports.contains(&("tcp".to_owned(), port));
+        if !covered && !health_ports.contains(&port) {
+            health_ports.push(port);
+        }
+    }
+    let health_sources = if health_ports.is_empty() || lb.subnets.is_empty() {
+        Vec::new()
+    } else {
+        state
+            .ec2
+            .subnets(Params::new().filter("subnet-id", &lb.subnets))?
+            .into_iter()
+            .map(|s| s.cidr)
+            .filter(|c| !c.is_empty())
+            .collect()
+    };
+    Ok(NlbTraffic {
+        ports,
+        sources,
+        health_ports,
+        health_sources,
+    })
+}
+
+pub fn ensure(
+    state: &Aws,
+    service: &Service,
+    nodes: &[Node],
+) -> Result<LoadBalancerStatus, CloudError> {
+    let mappings = mappings(service)?;
+    let hc = health_check(service)?;
+    let name = default_name(service);
+    let internal = internal(service);
+    let tags = tags(state, service);
+    let sources = source_ranges(service)?;
+    // Options are checked before anything is created (upstream checks the target
+    // group attributes first too).
+    let lb_attributes = nlb_options::load_balancer_attributes(|suffix| annotation(service, suffix))
+        .map_err(|e| invalid(service, e))?;
+    let udp = mappings.iter().any(|m| m.protocol == "UDP");
+    let mut group_attributes = annotation(service, "target-group-attributes")
+        .map(|value| nlb_options::target_group_attributes(key_values(value), udp))
+        .transpose()
+        .map_err(|e| invalid(service, e))?
+        .unwrap_or_default();
+    if proxy_protocol(service).map_err(|e| invalid(service, e))? {
+        group_attributes.retain(|(k, _)| k != "proxy_protocol_v2.enabled");
+        group_attributes.push(("proxy_protocol_v2.enabled".into(), "true".into()));
+    }
+    let (instances, vpc) = targets(state, service, nodes)?;
+    let lb = match state.elbv2.load_balancer(&name)? {
+        Some(lb) if lb.lb_type != "network" => {
+            return Err(invalid(
+                service,
+                format!(
+                    "load balancer {name} exists but is of type {:?}, not network",
+                    lb.lb_type
+                ),
+            ));
+        }
+        Some(lb) => lb,
+        None => {
+            let subnets = subnets(state, service, internal, &vpc)?;
+            let subnet_mappings = nlb_options::subnet_mappings(
+                annotation(service, "eip-allocations"),
+                annotation(service, "private-ipv4-addresses"),
+                &subnets,
+            )
+            .map_err(|e| invalid(service, e))?;
+            let lb = state
+                .elbv2
+                .create_load_balancer(&name, internal, &subnet_mappings, &tags)?;
+            wasm_ccm_guest::log::info(
+                "created network load balancer",
+                &[("name", &name), ("subnets", &subnets.join(","))],
+            );
+            lb
+        }
+    };
+    let vpc = if vpc.is_empty() {
+        lb.vpc_id.clone()
+    } else {
+        vpc
+    };
+    if !state.config.disable_security_group_ingress {
+        let traffic = traffic(state, &mappings, &hc, sources, &lb)?;
+        security_groups::sync_nlb(state, &name, &vpc, &instances, Some(&traffic))?;
+    }
+    sync_listeners(
+        state,
+        service,
+        &lb,
+        &mappings,
+        &hc,
+        &vpc,
+        &tags,
+        &instances,
+        &group_attributes,
+    )?;
+    let changes = nlb_options::changed(
+        &lb_attributes,
+        &state.elbv2.load_balancer_attributes(&lb.arn)?,
+    );
+    if !changes.is_empty() {
+        state
+            .elbv2
+            .modify_load_balancer_attributes(&lb.arn, &changes)?;
+    }
+    Ok(lb_status(&lb))
+}
+
+/// Target groups (with their targets and attributes) and listeners, one per mapping;
+/// listeners of ports no longer served go with their groups.
+#[allow(clippy::too_many_arguments)]
+fn sync_listeners(
+    state: &Aws,
+    service: &Service,
+    lb: &LoadBalancer,
+    mappings: &[Mapping],
+    hc: &HealthCheck,
+    vpc: &str,
+    tags: &[(String, String)],
+    instances: &[Instance],
+    group_attributes: &[(String, String)],
+) -> Result<(), CloudError> {
+    let ids: Vec<String> = instances.iter().map(|i| i.id.clone()).collect();
+    let listeners = state.elbv2.listeners(&lb.arn)?;
+    let groups = state.elbv2.target_groups(&lb.arn)?;
+    let cluster_id = &state.config.cluster_id;
+    for m in mappings {
+        let group_name = target_group_name(cluster_id, service, m, hc);
+        let group = target_group(state, &group_name, m, vpc, hc, tags, &groups)?;
+        sync_targets(state, &group, &ids, m.node_port)?;
+        if !group_attributes.is_empty() {
+            let current = state.elbv2.target_group_attributes(&group.arn)?;
+            let changes = nlb_options::changed(group_attributes, &current);
+            if !changes.is_empty() {
+                state
+                    .elbv2
+                    .modify_target_group_attributes(&group.arn, &changes)?;
+            }
+        }
+        let wanted = Listener {
+            arn: String::new(),
+            port: m.port,
+            protocol: m.protocol.to_owned(),
+            target_group_arn: group.arn.clone(),
+            certificate: m.certificate.clone(),
+            ssl_policy: m.ssl_policy.clone(),
+        };
+        // A load balancer port has one listener: a new protocol modifies it.
+        match listeners.iter().find(|l| l.port == m.port) {
+            Some(current) if !wanted.differs_from(current) => {}
+            Some(current) => {
+                state.elbv2.modify_listener(current, &wanted)?;
+                if !current.target_group_arn.is_empty() && current.target_group_arn != group.arn {
+                    state.elbv2.delete_target_group(&current.target_group_arn)?;
+                }
+            }
+            None => state.elbv2.create_listener(&lb.arn, &wanted, tags)?,
+        }
+    }
+    for listener in &listeners {
+        if !mappings.iter().any(|m| m.port == listener.port) {
+            state.elbv2.delete_listener(&listener.arn)?;
+            if !listener.target_group_arn.is_empty() {
+                state
+                    .elbv2
+                    .delete_target_group(&listener.target_group_arn)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The target groups made for the Service: named `k8s-<ns>-<name>-…` and tagged
+/// with its name (and the cluster), attached or not — so nothing is left behind when
+/// a delete is retried after the load balancer went, or the Service's ports changed.
+fn owned_target_groups(state: &Aws, service: &Service) -> Result<Vec<TargetGroup>, CloudError> {
+    let clean = |s: &str| {
+        s.chars()
+            .filter(|c| c.is_ascii_alphanumeric())
+            .collect::<String>()
+    };
+    let (ns, name) = (
+        clean(&service.metadata.namespace),
+        clean(&service.metadata.name),
+    );
+    let prefix = format!(
+        "k8s-{}-{}-",
+        &ns[..ns.len().min(8)],
+        &name[..name.len().min(8)]
+    );
+    let candidates: Vec<TargetGroup> = state
+        .elbv2
+        .all_target_groups()?
+        .into_iter()
+        .filter(|g| g.name.starts_with(&prefix))
+        .collect();
+    let arns: Vec<String> = candidates.iter().map(|g| g.arn.clone()).collect();
+    let tags = state.elbv2.tags(&arns)?;
+    let owner = format!("{}/{}", service.metadata.namespace, service.metadata.name);
+    Ok(candidates
+        .into_iter()
+        .filter(|g| {
+            tags.iter().any(|(arn, tags)| {
+                *arn == g.arn
+                    && tags
+                        .iter()
+                        .any(|(k, v)| k == "kubernetes.io/service-name" && *v == owner)
+                    && state.config.has_cluster_tag(tags)
+            })
+        })
+        .collect())
+}
+
+pub fn delete(state: &Aws, service: &Service) -> Result<(), CloudError> {
+    let name = default_name(service);
+    let lb = state.elbv2.load_balancer(&name)?;
+    if !state.config.disable_security_group_ingress {
+        // The nodes' rules go first: a retried delete finds them by description even
+        // after the load balancer went.
+        let vpc = lb
+            .as_ref()
+            .map(|lb| lb.vpc_id.clone())
+            .filter(|v| !v.is_empty())
+            .unwrap_or_else(|| state.config.vpc.clone());
+        security_groups::sync_nlb(state, &name, &vpc, &[], None)?;
+    }
+    let mut groups = match &lb {
+        Some(lb) => state.elbv2.target_groups(&lb.arn)?,
+        None => Vec::new(),
+    };
+    for group in owned_target_groups(state, service)? {
+        if !groups.iter().any(|g| g.arn == group.arn) {
+            groups.push(group);
+        }
+    }
+    if let Some(lb) = &lb {
+        state.elbv2.delete_load_balancer(&lb.arn)?;
+        wasm_ccm_guest::log::info("deleted network load balancer", &[("name", &name)]);
+    }
+    for group in &groups {
+        state.elbv2.delete_target_group(&group.arn)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{annotate, port, service};
+    use super::*;
+
+    #[test]
+    fn target_group_names_as_upstream() {
+        // Upstream's test vector: "cluster-a" + "default" + "service-a" + 80 + 8080 +
+        // TCP + instance + hc protocol "" + interval 0.
+        let svc = service("default", "service-a");
+        let m = Mapping {
+            port: 80,
+            protocol: "TCP",
+            traffic_protocol: "TCP",
+            node_port: 8080,
+            certificate: String::new(),
+            ssl_policy: String::new(),
+        };
+        let hc = HealthCheck {
+            protocol: String::new(),
+            port: "traffic-port".into(),
+            path: String::new(),
+            interval: 0,
+            timeout: 10,
+            healthy_threshold: 3,
+            unhealthy_threshold: 3,
+        };
+        assert_eq!(
+            target_group_name("cluster-a", &svc, &m, &hc),
+            "k8s-default-servicea-7fa2e07508"
+        );
+    }
+
+    #[test]
+    fn health_checks_as_upstream() {
+        let mut svc = service("default", "web");
+        assert_eq!(health_check(&svc).unwrap().protocol, "TCP");
+        svc.external_traffic_policy = TrafficPolicy::Local;
+        svc.health_check_node_port = 31000;
+        let hc = health_check(&svc).unwrap();
+        assert_eq!(
+            (hc.protocol.as_str(), hc.port.as_str(), hc.interval),
+            ("HTTP", "31000", 10)
+        );
+        annotate(&mut svc, "healthcheck-protocol", "tcp");
+        annotate(&mut svc, "healthcheck-interval", "20");
+        let hc = health_check(&svc).unwrap();
+        assert_eq!((hc.protocol.as_str(), hc.interval), ("TCP", 20));
+        svc.metadata.annotations.clear();
+        annotate(&mut svc, "healthcheck-port", "x");
+        assert!(health_check(&svc).is_err());
+    }
+
+    /// Upstream's NLB port mappings: TLS on the `ssl-ports` with a certificate (a TLS
+    /// target group with `backend-protocol: ssl`), never on UDP.
+    #[test]
+    fn tls_listeners_where_the_certificate_applies() {
+        let mut svc = service("default", "web");
+        let mut dns = port("dns", 53, 31053);
+        dns.protocol = Protocol::Udp;
+        svc.ports = vec![port("https", 443, 30443), port("http", 80, 30080), dns];
+        annotate(
+            &mut svc,
+            "ssl-cert",
+            "arn:aws:acm:us-east-1:1:certificate/c",
+        );
+        annotate(&mut svc, "ssl-ports", "https");
+        annotate(
+            &mut svc,
+            "ssl-negotiation-policy",
+            "ELBSecurityPolicy-TLS13-1-2-2021-06",
+        );
+        annotate(&mut svc, "backend-protocol", "ssl");
+        let m = mappings(&svc).unwrap();
+        let summary: Vec<(&str, &str, bool)> = m
+            .iter()
+            .map(|m| (m.protocol, m.traffic_protocol, !m.certificate.is_empty()))
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                ("TLS", "TLS", true),
+                ("TCP", "TCP", false),
+                ("UDP", "UDP", false)
+            ]
+        );
+        assert_eq!(m[0].ssl_policy, "ELBSecurityPolicy-TLS13-1-2-2021-06");
+    }
+}

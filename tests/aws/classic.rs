@@ -1,0 +1,331 @@
+//! Classic Load Balancers, upstream's default, against moto with the documented IAM
+//! policy.
+
+use super::*;
+
+/// The ID of Classic load balancer `lb`'s own security group (`k8s-elb-<lb>`).
+pub async fn own_group(moto: &Moto, lb: &str) -> Option<String> {
+    let xml = moto
+        .call(
+            moto::Service::Ec2,
+            "DescribeSecurityGroups",
+            &[
+                ("Filter.1.Name", "group-name"),
+                ("Filter.1.Value.1", &format!("k8s-elb-{lb}")),
+            ],
+        )
+        .await;
+    moto::texts(&xml, "groupId").into_iter().next()
+}
+
+/// Whether security group `group` admits every protocol from group `source`.
+pub async fn admits(moto: &Moto, group: &str, source: &str) -> bool {
+    moto.ingress(group)
+        .await
+        .unwrap_or_default()
+        .iter()
+        .any(|r| r.protocol == "-1" && r.source == source)
+}
+
+/// `(protocol, from, to, source)` of each rule of `group`.
+async fn rules(moto: &Moto, group: &str) -> Vec<(String, String, String, String)> {
+    moto.ingress(group)
+        .await
+        .unwrap_or_default()
+        .into_iter()
+        .map(|r| (r.protocol, r.from, r.to, r.source))
+        .collect()
+}
+
+/// The text at `path` (element names, each below the last) in `xml`; "" when absent.
+fn at(xml: &str, path: &[&str]) -> String {
+    let doc = roxmltree::Document::parse(xml).unwrap();
+    let mut nodes: Vec<roxmltree::Node<'_, '_>> = doc
+        .descendants()
+        .filter(|n| n.is_element() && n.tag_name().name() == path[0])
+        .collect();
+    for name in &path[1..] {
+        nodes = nodes
+            .iter()
+            .flat_map(|n| n.children())
+            .filter(|c| c.is_element() && c.tag_name().name() == *name)
+            .collect();
+    }
+    nodes
+        .first()
+        .and_then(|n| n.text())
+        .unwrap_or_default()
+        .trim()
+        .to_owned()
+}
+
+/// The policy names set on `list` (`ListenerDescriptions` or
+/// `BackendServerDescriptions`) of a load balancer description.
+fn policies(xml: &str, list: &str) -> Vec<String> {
+    let doc = roxmltree::Document::parse(xml).unwrap();
+    doc.descendants()
+        .filter(|n| n.is_element() && n.tag_name().name() == list)
+        .flat_map(|l| l.descendants())
+        .filter(|n| n.is_element() && n.tag_name().name() == "PolicyNames")
+        .flat_map(|p| p.children())
+        .filter_map(|m| m.text().map(|t| t.trim().to_owned()))
+        .filter(|t| !t.is_empty())
+        .collect()
+}
+
+fn rule(protocol: &str, from: &str, to: &str, source: &str) -> (String, String, String, String) {
+    (protocol.into(), from.into(), to.into(), source.into())
+}
+
+/// What users of cloud-provider-aws put on a Classic load balancer, as upstream does
+/// it: an SSL listener on the `ssl-ports` with the certificate and the negotiation
+/// policy, a plain TCP one elsewhere, the proxy protocol on the node ports, the
+/// attributes, an SSL health check for an `ssl` backend, the load balancer's own group
+/// admitting only the source ranges (and ICMP "fragmentation needed"), the nodes' group
+/// admitting the load balancer's. Changing the ranges and dropping the proxy protocol
+/// follow; changing the kind afterwards is refused; deleting leaves nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_proxy_protocol_attributes_and_source_ranges_as_upstream() {
+    let stack = AwsStack::start(CLUSTER).await;
+    let (moto, world) = (&stack.moto, &stack.world);
+    let (a, _ccm) = one_node_initialized(&stack).await;
+    let services: Api<Service> = Api::namespaced(stack.client(), "default");
+    let cert = "arn:aws:iam::123456789012:server-certificate/web";
+    let service: Service = serde_json::from_value(json!({
+        "metadata": {"name": "tls", "namespace": "default", "annotations": annotations(&[
+            ("ssl-cert", json!(cert)),
+            ("ssl-ports", json!("https")),
+            ("backend-protocol", json!("ssl")),
+            ("ssl-negotiation-policy", json!("ELBSecurityPolicy-TLS-1-2-2017-01")),
+            ("proxy-protocol", json!("*")),
+            ("connection-draining-enabled", json!("true")),
+            ("connection-draining-timeout", json!("30")),
+            ("connection-idle-timeout", json!("120")),
+            ("cross-zone-load-balancing-enabled", json!("true")),
+        ])},
+        "spec": {"type": "LoadBalancer", "loadBalancerSourceRanges": ["203.0.113.7/24"],
+                 "ports": [{"name": "https", "port": 443, "targetPort": 8443, "protocol": "TCP"},
+                           {"name": "http", "port": 80, "targetPort": 8080, "protocol": "TCP"}]},
+    }))
+    .unwrap();
+    let created = services
+        .create(&PostParams::default(), &service)
+        .await
+        .unwrap();
+    let ports = created.spec.as_ref().unwrap().ports.clone().unwrap();
+    let (https_node_port, http_node_port) = (
+        ports[0].node_port.unwrap().to_string(),
+        ports[1].node_port.unwrap().to_string(),
+    );
+    let lb_name = default_load_balancer_name(&created);
+    wait_until(TIMEOUT, "the load balancer with its instance", || async {
+        classic_instances(moto, &lb_name).await == Some(vec![a.id.clone()])
+    })
+    .await;
+    let lb = classic_load_balancer(moto, &lb_name).await.unwrap();
+    // Upper case, as AWS answers (moto repeats the listener protocol as the instance
+    // protocol, so only the front end is checked here).
+    let listeners: Vec<(String, String, String)> = moto::texts(&lb, "Protocol")
+        .into_iter()
+        .zip(moto::texts(&lb, "LoadBalancerPort"))
+        .zip(moto::texts(&lb, "InstancePort"))
+        .map(|((p, l), i)| (p.to_ascii_uppercase(), l, i))
+        .collect();
+    assert!(
+        listeners.contains(&("SSL".into(), "443".into(), https_node_port.clone())),
+        "{lb}"
+    );
+    assert!(
+        listeners.contains(&("TCP".into(), "80".into(), http_node_port.clone())),
+        "{lb}"
+    );
+    assert_eq!(moto::texts(&lb, "SSLCertificateId"), [cert]);
+    assert_eq!(
+        moto::text(&lb, "Target"),
+        format!("SSL:{https_node_port}"),
+        "the first listener's node port, SSL for an ssl backend"
+    );
+    let policy = "k8s-SSLNegotiationPolicy-ELBSecurityPolicy-TLS-1-2-2017-01";
+    wait_until(TIMEOUT, "policies and attributes set", || async {
+        let Some(lb) = classic_load_balancer(moto, &lb_name).await else {
+            return false;
+        };
+        let a = moto
+            .call(
+                moto::Service::Elb,
+                "DescribeLoadBalancerAttributes",
+                &[("LoadBalancerName", &lb_name)],
+            )
+            .await;
+        policies(&lb, "ListenerDescriptions") == [policy]
+            && policies(&lb, "BackendServerDescriptions")
+                == ["k8s-proxyprotocol-enabled", "k8s-proxyprotocol-enabled"]
+            && at(&a, &["ConnectionSettings", "IdleTimeout"]) == "120"
+            && at(&a, &["ConnectionDraining", "Enabled"]) == "true"
+            && at(&a, &["ConnectionDraining", "Timeout"]) == "30"
+            && at(&a, &["CrossZoneLoadBalancing", "Enabled"]) == "true"
+            && at(&a, &["AccessLog", "Enabled"]) == "false"
+    })
+    .await;
+    let lb_group = own_group(moto, &lb_name)
+        .await
+        .expect("the load balancer's group");
+    let range = "203.0.113.0/24";
+    assert_eq!(
+        rules(moto, &lb_group).await,
+        [
+            rule("icmp", "3", "4", range),
+            rule("tcp", "443", "443", range),
+            rule("tcp", "80", "80", range),
+        ]
+    );
+    assert!(admits(moto, &world.node_security_group, &lb_group).await);
+
+    // Other ranges replace the old ones; the proxy protocol removed is cleared.
+    services
+        .patch(
+            "tls",
+            &PatchParams::default(),
+            &Patch::Merge(json!({
+                "metadata": {"annotations": annotations(&[("proxy-protocol", json!(null))])},
+                "spec": {"loadBalancerSourceRanges": ["198.51.100.0/24"]}})),
+        )
+        .await
+        .unwrap();
+    let range = "198.51.100.0/24";
+    wait_until(TIMEOUT, "new ranges, no proxy protocol", || async {
+        let proxied = classic_load_balancer(moto, &lb_name)
+            .await
+            .is_some_and(|lb| !policies(&lb, "BackendServerDescriptions").is_empty());
+        rules(moto, &lb_group).await
+            == [
+                rule("icmp", "3", "4", range),
+                rule("tcp", "443", "443", range),
+                rule("tcp", "80", "80", range),
+            ]
+            && !proxied
+    })
+    .await;
+
+    // The kind is fixed once made (upstream's validation).
+    services
+        .patch(
+            "tls",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"metadata": {"annotations": annotations(&[("type", json!("nlb"))])}}),
+            ),
+        )
+        .await
+        .unwrap();
+    refused(stack.client(), "tls", "cannot update Load Balancer Type").await;
+    assert!(classic_load_balancer(moto, &lb_name).await.is_some());
+    assert!(load_balancer_names(moto).await.is_empty(), "no NLB made");
+    services
+        .patch(
+            "tls",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"metadata": {"annotations": annotations(&[("type", json!(null))])}}),
+            ),
+        )
+        .await
+        .unwrap();
+
+    services
+        .delete("tls", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_until(TIMEOUT, "the Service gone", || async {
+        services.get_opt("tls").await.unwrap().is_none()
+    })
+    .await;
+    assert_eq!(classic_load_balancer(moto, &lb_name).await, None);
+    assert_eq!(moto.ingress(&lb_group).await, None);
+    assert_eq!(
+        moto.ingress(&world.node_security_group).await,
+        Some(Vec::new())
+    );
+}
+
+/// What neither kind can serve is refused with upstream's message before anything is
+/// made: a UDP port on a Classic load balancer, a source range that is not one, a proxy
+/// protocol other than `*`, a health check AWS would refuse, target group attributes
+/// on a Classic load balancer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_settings_are_refused_before_anything_is_made() {
+    let stack = AwsStack::start(CLUSTER).await;
+    let moto = &stack.moto;
+    let _ccm = one_node_initialized(&stack).await;
+    let services: Api<Service> = Api::namespaced(stack.client(), "default");
+    let udp: Service = serde_json::from_value(json!({
+        "metadata": {"name": "udp", "namespace": "default"},
+        "spec": {"type": "LoadBalancer", "ports": [{"name": "dns", "port": 53, "targetPort": 53, "protocol": "UDP"}]},
+    }))
+    .unwrap();
+    services.create(&PostParams::default(), &udp).await.unwrap();
+    refused(
+        stack.client(),
+        "udp",
+        "Protocol UDP not supported by LoadBalancer",
+    )
+    .await;
+    let mut ranged = service_with("ranged", json!({}), 80);
+    ranged.spec.as_mut().unwrap().load_balancer_source_ranges = Some(vec!["203.0.113.0".into()]);
+    services
+        .create(&PostParams::default(), &ranged)
+        .await
+        .unwrap();
+    refused(
+        stack.client(),
+        "ranged",
+        "spec.loadBalancerSourceRanges: 203.0.113.0 is not valid",
+    )
+    .await;
+    for (name, suffix, value, message) in [
+        (
+            "proxy",
+            "proxy-protocol",
+            "80",
+            "the only value supported currently is '*'",
+        ),
+        (
+            "health",
+            "healthcheck-timeout",
+            "1",
+            "HealthCheck validation errors",
+        ),
+        (
+            "groups",
+            "target-group-attributes",
+            "preserve_client_ip.enabled=true",
+            "target group attributes annotation is only supported for NLB",
+        ),
+    ] {
+        services
+            .create(
+                &PostParams::default(),
+                &service_with(name, annotations(&[(suffix, json!(value))]), 80),
+            )
+            .await
+            .unwrap();
+        refused(stack.client(), name, message).await;
+    }
+    let classic = moto
+        .call(moto::Service::Elb, "DescribeLoadBalancers", &[])
+        .await;
+    assert!(
+        moto::texts(&classic, "LoadBalancerName").is_empty(),
+        "{classic}"
+    );
+    assert!(load_balancer_names(moto).await.is_empty());
+    for name in ["udp", "ranged", "proxy", "health", "groups"] {
+        let service = services.get(name).await.unwrap();
+        let lb = default_load_balancer_name(&service);
+        assert_eq!(
+            own_group(moto, &lb).await,
+            None,
+            "{name}: no security group"
+        );
+    }
+}

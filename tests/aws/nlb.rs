@@ -1,0 +1,422 @@
+//! Network Load Balancers (`aws-load-balancer-type: nlb`) against moto with the
+//! documented IAM policy.
+
+use super::*;
+
+/// A controller manager stopped (SIGKILL) in the middle of deleting a Service's
+/// Network Load Balancer leaves nothing behind in AWS: the load balancer went, its
+/// target group could not (the provider's user is denied `DeleteTargetGroup` for a
+/// while), the Service kept its finalizer; the next start deletes the target group
+/// (found by its tags) and releases the Service.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_mid_delete_leaves_nothing_behind() {
+    let stack = AwsStack::start(CLUSTER).await;
+    let (moto, world) = (&stack.moto, &stack.world);
+    let a = world.launch(moto, 0).await;
+    let nodes: Api<Node> = Api::all(stack.client());
+    nodes
+        .create(&PostParams::default(), &kubelet_node(&a, "10.244.1.0/24"))
+        .await
+        .unwrap();
+    // Deleting target groups is denied for now (set before moto checks signatures: its
+    // check of a signed policy document fails).
+    let deny = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Deny","Action":"elasticloadbalancing:DeleteTargetGroup","Resource":"*"}]}"#;
+    moto.call(
+        moto::Service::Iam,
+        "PutUserPolicy",
+        &[
+            ("UserName", "wasm-ccm"),
+            ("PolicyName", "deny-delete-target-group"),
+            ("PolicyDocument", deny),
+        ],
+    )
+    .await;
+    stack.policy(Auth::Static(&world.provider));
+    moto.enable_auth(0).await;
+    let port = free_port();
+    let mut ccm = stack
+        .controller_manager(port, &["--leader-elect=false"])
+        .spawn()
+        .unwrap();
+    wait_until(TIMEOUT, "the node initialized", || {
+        initialized(&nodes, &a.private_dns_name)
+    })
+    .await;
+    let services: Api<Service> = Api::namespaced(stack.client(), "default");
+    let created = create_web(&services, annotations(&[("type", json!("nlb"))])).await;
+    let lb_name = default_load_balancer_name(&created);
+    wait_until(
+        TIMEOUT,
+        "the load balancer and its target group",
+        || async {
+            registered_targets(moto, &lb_name)
+                .await
+                .is_some_and(|t| !t.is_empty())
+        },
+    )
+    .await;
+
+    services
+        .delete("web", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_until(
+        TIMEOUT,
+        "the load balancer deleted, its target group not",
+        || async {
+            registered_targets(moto, &lb_name).await.is_none()
+                && !target_group_names(moto).await.is_empty()
+        },
+    )
+    .await;
+    ccm.kill().await.unwrap();
+    assert!(
+        services.get("web").await.is_ok(),
+        "the finalizer holds the Service"
+    );
+    moto.call(
+        moto::Service::Iam,
+        "DeleteUserPolicy",
+        &[
+            ("UserName", "wasm-ccm"),
+            ("PolicyName", "deny-delete-target-group"),
+        ],
+    )
+    .await;
+    let mut ccm = stack
+        .controller_manager(port, &["--leader-elect=false"])
+        .spawn()
+        .unwrap();
+    wait_until(
+        TIMEOUT,
+        "the Service gone and nothing left in AWS",
+        || async {
+            services.get("web").await.is_err() && target_group_names(moto).await.is_empty()
+        },
+    )
+    .await;
+    ccm.kill().await.unwrap();
+}
+
+/// The attributes (`Key`/`Value` pairs) of a `Describe…Attributes` answer.
+fn attributes(xml: &str) -> Vec<(String, String)> {
+    moto::texts(xml, "Key")
+        .into_iter()
+        .zip(moto::texts(xml, "Value"))
+        .collect()
+}
+
+/// Network Load Balancer options as upstream applies them, against moto with the
+/// documented IAM policy: cross-zone load balancing and access logs set on the load
+/// balancer and turned off again when the annotations go, proxy protocol v2 on its
+/// target group; Elastic IPs that do not match the subnets and target group
+/// attributes upstream does not allow are refused before anything is created.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nlb_options_reach_the_load_balancer_and_its_target_groups() {
+    let stack = AwsStack::start(CLUSTER).await;
+    let moto = &stack.moto;
+    let _ccm = one_node_initialized(&stack).await;
+
+    let services: Api<Service> = Api::namespaced(stack.client(), "default");
+    let service = |name: &str, mut annotations: serde_json::Value| -> Service {
+        annotations["service.beta.kubernetes.io/aws-load-balancer-type"] = json!("nlb");
+        service_with(name, annotations, 80)
+    };
+    let created = services
+        .create(
+            &PostParams::default(),
+            &service(
+                "options",
+                annotations(&[
+                    ("cross-zone-load-balancing-enabled", json!("true")),
+                    ("access-log-enabled", json!("true")),
+                    ("access-log-s3-bucket-name", json!("lb-logs")),
+                    ("access-log-s3-bucket-prefix", json!("options")),
+                    (
+                        "target-group-attributes",
+                        json!("proxy_protocol_v2.enabled=true"),
+                    ),
+                ]),
+            ),
+        )
+        .await
+        .unwrap();
+    let lb_name = default_load_balancer_name(&created);
+    let lb_attributes = || async {
+        let Ok(lbs) = moto
+            .call_as(
+                &moto.keys,
+                moto::Service::Elbv2,
+                "DescribeLoadBalancers",
+                &[("Names.member.1", &lb_name)],
+            )
+            .await
+        else {
+            return Vec::new();
+        };
+        let arn = moto::text(&lbs, "LoadBalancerArn");
+        moto.call_as(
+            &moto.keys,
+            moto::Service::Elbv2,
+            "DescribeLoadBalancerAttributes",
+            &[("LoadBalancerArn", &arn)],
+        )
+        .await
+        .map(|xml| attributes(&xml))
+        .unwrap_or_default()
+    };
+    let has = |attributes: &[(String, String)], key: &str, value: &str| {
+        attributes.iter().any(|(k, v)| k == key && v == value)
+    };
+    wait_until(TIMEOUT, "cross-zone and access logs on", || async {
+        let current = lb_attributes().await;
+        has(&current, "load_balancing.cross_zone.enabled", "true")
+            && has(&current, "access_logs.s3.enabled", "true")
+            && has(&current, "access_logs.s3.bucket", "lb-logs")
+            && has(&current, "access_logs.s3.prefix", "options")
+    })
+    .await;
+    let lbs = moto
+        .call_as(
+            &moto.keys,
+            moto::Service::Elbv2,
+            "DescribeLoadBalancers",
+            &[("Names.member.1", &lb_name)],
+        )
+        .await
+        .unwrap();
+    let groups = moto
+        .call_as(
+            &moto.keys,
+            moto::Service::Elbv2,
+            "DescribeTargetGroups",
+            &[("LoadBalancerArn", &moto::text(&lbs, "LoadBalancerArn"))],
+        )
+        .await
+        .unwrap();
+    let group = moto::text(&groups, "TargetGroupArn");
+    let group_attributes = moto
+        .call_as(
+            &moto.keys,
+            moto::Service::Elbv2,
+            "DescribeTargetGroupAttributes",
+            &[("TargetGroupArn", &group)],
+        )
+        .await
+        .unwrap();
+    assert!(
+        has(
+            &attributes(&group_attributes),
+            "proxy_protocol_v2.enabled",
+            "true"
+        ),
+        "{group_attributes}"
+    );
+
+    // The annotations removed: cross-zone and access logs off again (upstream's
+    // defaults); the bucket is left as it was.
+    services
+        .patch(
+            "options",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": annotations(&[
+                ("cross-zone-load-balancing-enabled", json!(null)),
+                ("access-log-enabled", json!(null)),
+            ])}})),
+        )
+        .await
+        .unwrap();
+    wait_until(TIMEOUT, "cross-zone and access logs off", || async {
+        let current = lb_attributes().await;
+        has(&current, "load_balancing.cross_zone.enabled", "false")
+            && has(&current, "access_logs.s3.enabled", "false")
+    })
+    .await;
+
+    // Refused before anything is created, with upstream's messages.
+    for (name, annotation, value, message) in [
+        (
+            "eips",
+            "eip-allocations",
+            "eipalloc-1,eipalloc-2,eipalloc-3,eipalloc-4,eipalloc-5,eipalloc-6,eipalloc-7",
+            "Must have same number of EIP AllocationIDs (7) and SubnetIDs",
+        ),
+        (
+            "attributes",
+            "target-group-attributes",
+            "deregistration_delay.timeout_seconds=10",
+            "is not supported by the controller or is invalid",
+        ),
+    ] {
+        services
+            .create(
+                &PostParams::default(),
+                &service(name, annotations(&[(annotation, json!(value))])),
+            )
+            .await
+            .unwrap();
+        refused(stack.client(), name, message).await;
+    }
+    assert_eq!(load_balancer_names(moto).await, [lb_name]);
+}
+
+/// An NLB as upstream secures it: a TLS listener with the certificate and policy on
+/// the `ssl-ports`, proxy protocol v2 on the target groups, and the nodes' group
+/// admitting the source ranges on each node port (described as this load balancer's
+/// client rules), the load balancer's subnets on the health check ports, and ICMP
+/// "fragmentation needed" from the clients. Opening the Service to everyone replaces
+/// the client rules and drops the health rule the client rule now covers; deleting
+/// leaves the nodes' group as it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nlb_node_security_group_rules_tls_and_proxy_protocol() {
+    let stack = AwsStack::start(CLUSTER).await;
+    let (moto, world) = (&stack.moto, &stack.world);
+    let _ccm = one_node_initialized(&stack).await;
+    let services: Api<Service> = Api::namespaced(stack.client(), "default");
+    let cert = "arn:aws:iam::123456789012:server-certificate/web";
+    let policy = "ELBSecurityPolicy-TLS13-1-2-2021-06";
+    let service: Service = serde_json::from_value(json!({
+        "metadata": {"name": "secure", "namespace": "default", "annotations": annotations(&[
+            ("type", json!("nlb")),
+            ("ssl-cert", json!(cert)),
+            ("ssl-ports", json!("443")),
+            ("ssl-negotiation-policy", json!(policy)),
+            ("proxy-protocol", json!("*")),
+        ])},
+        "spec": {"type": "LoadBalancer", "loadBalancerSourceRanges": ["203.0.113.0/24"],
+                 "ports": [{"name": "https", "port": 443, "targetPort": 8443, "protocol": "TCP"},
+                           {"name": "dns", "port": 53, "targetPort": 53, "protocol": "UDP"}]},
+    }))
+    .unwrap();
+    let created = services
+        .create(&PostParams::default(), &service)
+        .await
+        .unwrap();
+    let ports = created.spec.as_ref().unwrap().ports.clone().unwrap();
+    let (tcp, udp) = (
+        ports[0].node_port.unwrap().to_string(),
+        ports[1].node_port.unwrap().to_string(),
+    );
+    let lb_name = default_load_balancer_name(&created);
+    let client = format!("kubernetes.io/rule/nlb/client={lb_name}");
+    let health = format!("kubernetes.io/rule/nlb/health={lb_name}");
+    let mtu = "kubernetes.io/rule/nlb/mtu";
+    let rule = |protocol: &str, port: &str, source: &str, description: &str| moto::IngressRule {
+        protocol: protocol.into(),
+        from: port.into(),
+        to: port.into(),
+        source: source.into(),
+        description: description.into(),
+    };
+    let icmp = |source: &str| moto::IngressRule {
+        protocol: "icmp".into(),
+        from: "3".into(),
+        to: "4".into(),
+        source: source.into(),
+        description: mtu.into(),
+    };
+    let mut expected = vec![
+        rule("tcp", &tcp, "203.0.113.0/24", &client),
+        rule("udp", &udp, "203.0.113.0/24", &client),
+        icmp("203.0.113.0/24"),
+    ];
+    for cidr in &world.subnet_cidrs {
+        expected.push(rule("tcp", &tcp, cidr, &health));
+        expected.push(rule("tcp", &udp, cidr, &health));
+    }
+    expected.sort();
+    wait_until(
+        TIMEOUT,
+        "the nodes' group admits clients and health checks",
+        || async { moto.ingress(&world.node_security_group).await == Some(expected.clone()) },
+    )
+    .await;
+    let lbs = moto
+        .call(
+            moto::Service::Elbv2,
+            "DescribeLoadBalancers",
+            &[("Names.member.1", &lb_name)],
+        )
+        .await;
+    let arn = moto::text(&lbs, "LoadBalancerArn");
+    let params = [("LoadBalancerArn", arn.as_str())];
+    let describe_listeners = || moto.call(moto::Service::Elbv2, "DescribeListeners", &params);
+    wait_until(TIMEOUT, "both listeners", || async {
+        moto::texts(&describe_listeners().await, "ListenerArn").len() == 2
+    })
+    .await;
+    let listeners = describe_listeners().await;
+    let protocols: Vec<(String, String)> = moto::texts(&listeners, "Port")
+        .into_iter()
+        .zip(moto::texts(&listeners, "Protocol"))
+        .collect();
+    assert!(
+        protocols.contains(&("443".into(), "TLS".into())),
+        "{listeners}"
+    );
+    assert!(
+        protocols.contains(&("53".into(), "UDP".into())),
+        "{listeners}"
+    );
+    assert_eq!(moto::texts(&listeners, "CertificateArn"), [cert]);
+    assert!(moto::texts(&listeners, "SslPolicy").contains(&policy.to_owned()));
+    let groups = moto
+        .call(
+            moto::Service::Elbv2,
+            "DescribeTargetGroups",
+            &[("LoadBalancerArn", &arn)],
+        )
+        .await;
+    for group in moto::texts(&groups, "TargetGroupArn") {
+        let group_attributes = moto
+            .call(
+                moto::Service::Elbv2,
+                "DescribeTargetGroupAttributes",
+                &[("TargetGroupArn", &group)],
+            )
+            .await;
+        assert!(
+            attributes(&group_attributes)
+                .contains(&("proxy_protocol_v2.enabled".into(), "true".into())),
+            "{group_attributes}"
+        );
+    }
+
+    // Open to everyone: the client rules follow; the TCP port's health rule is covered
+    // by its client rule now, the UDP port's health check (TCP) still needs its own.
+    services
+        .patch(
+            "secure",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"loadBalancerSourceRanges": null}})),
+        )
+        .await
+        .unwrap();
+    let mut expected = vec![
+        rule("tcp", &tcp, "0.0.0.0/0", &client),
+        rule("udp", &udp, "0.0.0.0/0", &client),
+        icmp("0.0.0.0/0"),
+    ];
+    for cidr in &world.subnet_cidrs {
+        expected.push(rule("tcp", &udp, cidr, &health));
+    }
+    expected.sort();
+    wait_until(TIMEOUT, "the rules follow the Service", || async {
+        moto.ingress(&world.node_security_group).await == Some(expected.clone())
+    })
+    .await;
+
+    services
+        .delete("secure", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_until(TIMEOUT, "the Service gone", || async {
+        services.get_opt("secure").await.unwrap().is_none()
+    })
+    .await;
+    assert_eq!(
+        moto.ingress(&world.node_security_group).await,
+        Some(Vec::new())
+    );
+    assert!(load_balancer_names(moto).await.is_empty());
+}
