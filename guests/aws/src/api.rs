@@ -348,7 +348,7 @@ mod tests {
              &Filter.1.Name=private-dns-name&Filter.1.Value.1=ip-10-0-0-1.ec2.internal\
              &Filter.2.Name=instance-state-name&Filter.2.Value.1=running&Filter.2.Value.2=stopped\
              &InstanceId.1=i-1\
-             &Tags.member.1.Key=kubernetes.io%2Fservice-name&Tags.member.1.Value=a%20b"
+             &Tags.member.1.Key=kubernetes.io%2Fservice-name&Tags.member.1.Value=a+b"
         );
     }
 
