@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 scripts/build-guests.sh
 # tests/rbac.rs renders deploy/ with `kubectl kustomize`.
 source scripts/ensure-kubectl.sh
-# tests/aws.rs runs the AWS provider against moto's server on 127.0.0.1.
+# tests/aws/ runs the AWS provider against moto's server on 127.0.0.1.
 source scripts/ensure-moto.sh
 # tests/keystone.rs runs the real Keystone on 127.0.0.1.
 source scripts/ensure-keystone.sh
