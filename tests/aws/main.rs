@@ -10,6 +10,7 @@ use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 mod classic;
 mod nlb;
+mod scripted;
 
 use wasm_ccm_tests::aws::{Auth, AwsStack, kubelet_node};
 use wasm_ccm_tests::moto::{self, Keys, Moto, World};
@@ -576,97 +577,6 @@ async fn the_deploy_aws_example_renders_and_loads() {
         .await
         .unwrap_or_else(|e| panic!("loading the AWS provider with deploy/aws's files: {e}"));
     assert_eq!(provider.name(), "aws");
-}
-
-/// A fake EC2 endpoint on 127.0.0.1 (moto cannot throttle): long lists come in pages,
-/// and lookups by instance ID are throttled.
-#[tokio::test]
-async fn pagination_and_throttling_against_a_scripted_ec2() {
-    use wasm_ccm_host::provider::{CloudError, ProviderError};
-    use wasm_ccm_tests::{RawBehavior, RawServer};
-
-    const INSTANCE: &str = "<item><instancesSet><item><instanceId>i-0page2</instanceId>\
-        <instanceType>c6i.xlarge</instanceType><placement><availabilityZone>us-east-1b</availabilityZone></placement>\
-        <instanceState><name>running</name></instanceState><privateDnsName>ip-10-0-9-9.ec2.internal</privateDnsName>\
-        <networkInterfaceSet><item><status>in-use</status><attachment><deviceIndex>0</deviceIndex></attachment>\
-        <privateIpAddressesSet><item><privateIpAddress>10.0.9.9</privateIpAddress></item></privateIpAddressesSet></item></networkInterfaceSet>\
-        </item></instancesSet></item>";
-    let unsigned = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let counter = unsigned.clone();
-    let ec2 = RawServer::start(RawBehavior::Respond(std::sync::Arc::new(move |request: &str| {
-        if !request.contains("authorization: AWS4-HMAC-SHA256 Credential=AKIAPAGES/") {
-            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        }
-        let body = request.split("\r\n\r\n").nth(1).unwrap_or_default();
-        if body.contains("Action=DescribeInstances") && body.contains("InstanceId.1=") {
-            return (
-                503,
-                "<Response><Errors><Error><Code>RequestLimitExceeded</Code><Message>Request limit exceeded.</Message></Error></Errors><RequestID>1</RequestID></Response>".into(),
-            );
-        }
-        if body.contains("Action=DescribeInstances") && !body.contains("NextToken=") {
-            return (200, "<DescribeInstancesResponse><reservationSet/><nextToken>page-2</nextToken></DescribeInstancesResponse>".into());
-        }
-        if body.contains("Action=DescribeInstances") && body.contains("NextToken=page-2") {
-            return (200, format!("<DescribeInstancesResponse><reservationSet>{INSTANCE}</reservationSet></DescribeInstancesResponse>"));
-        }
-        (400, "<Response><Errors><Error><Code>UnsupportedOperation</Code><Message>not here</Message></Error></Errors></Response>".into())
-    })))
-    .await;
-    let dir = TempDir::new("aws-scripted");
-    std::fs::copy(guest("aws_provider"), dir.path().join("aws.wasm")).unwrap();
-    std::fs::write(dir.path().join("id"), "AKIAPAGES").unwrap();
-    std::fs::write(dir.path().join("secret"), "pages-secret").unwrap();
-    let url = ec2.url();
-    std::fs::write(
-        dir.path().join("aws.yaml"),
-        format!(
-            "allowedOutboundHosts: ['{url}']\ncredentials:\n  - destination: '{url}'\n    aws: {{region: us-east-1, service: ec2, accessKeyIdFile: id, secretAccessKeyFile: secret}}\n"
-        ),
-    )
-    .unwrap();
-    let config = format!(
-        "[Global]\nRegion = us-east-1\n[ServiceOverride \"1\"]\nService = EC2\nRegion = us-east-1\nURL = {url}\nSigningRegion = us-east-1\n"
-    );
-    let provider = wasm_ccm_tests::loader()
-        .load(&dir.path().join("aws.wasm"), config.into_bytes())
-        .await
-        .unwrap();
-    let v2 = provider.instances_v2().expect("instances-v2");
-
-    // By node name: the instance is on the second page.
-    let info = v2
-        .instance_metadata(&wasm_ccm_tests::node("ip-10-0-9-9.ec2.internal", None, &[]))
-        .await
-        .unwrap();
-    assert_eq!(info.provider_id, "aws:///us-east-1b/i-0page2");
-    assert_eq!(info.instance_type, "c6i.xlarge");
-    assert_eq!(info.region, "us-east-1");
-
-    // By provider ID: throttled, which the controllers retry after the delay.
-    let err = v2
-        .instance_exists(&wasm_ccm_tests::node(
-            "n",
-            Some("aws:///us-east-1b/i-0page2"),
-            &[],
-        ))
-        .await
-        .unwrap_err();
-    match err {
-        ProviderError::Cloud {
-            error: CloudError::RetryAfter { delay, message },
-            ..
-        } => {
-            assert_eq!(delay, Duration::from_secs(5));
-            assert!(message.contains("RequestLimitExceeded"), "{message}");
-        }
-        other => panic!("expected retry-after, got {other:?}"),
-    }
-    assert_eq!(
-        unsigned.load(std::sync::atomic::Ordering::SeqCst),
-        0,
-        "every request is signed"
-    );
 }
 
 /// `wasm-ccm conformance` on the AWS provider against moto with authentication on:

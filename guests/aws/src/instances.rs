@@ -14,7 +14,8 @@
 //!   ID is simply absent instead of failing the call), as cloud-provider-aws batches
 //!   its lookups.
 //! - Availability zones (for the zone-ID label) live in the host's shared cache, so
-//!   the pooled instances ask EC2 once an hour between them, not once each.
+//!   the pooled instances ask EC2 once an hour between them, not once each; the
+//!   network node labels come from [`crate::topology`].
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -289,6 +290,11 @@ fn metadata(state: &Aws, node: &Node, found: Found) -> MetadataAnswer {
     {
         additional_labels.push((ZONE_ID_LABEL.to_owned(), id));
     }
+    additional_labels.extend(crate::topology::labels(
+        state,
+        &instance,
+        &node.metadata.labels,
+    )?);
     Ok(InstanceInfo {
         provider_id: node
             .provider_id

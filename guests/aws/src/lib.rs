@@ -25,6 +25,7 @@ mod elbv2;
 mod instances;
 mod load_balancer;
 mod routes;
+mod topology;
 mod xml;
 
 use wasm_ccm_guest::Provider;

@@ -250,6 +250,32 @@ impl Ec2 {
             })
     }
 
+    /// The network nodes above `instance` (top layer first), `None` when EC2 lists no
+    /// topology for it.
+    pub fn instance_topology(&self, instance: &str) -> Result<Option<Vec<String>>, ApiError> {
+        let mut nodes = None;
+        self.api.pages(
+            "DescribeInstanceTopology",
+            &Params::new().list("InstanceId", &[instance]),
+            "NextToken",
+            "nextToken",
+            |root| {
+                if nodes.is_none()
+                    && let Some(item) = xml::items(root, "instanceSet").next()
+                {
+                    nodes = Some(
+                        xml::items(item, "networkNodeSet")
+                            .filter_map(|n| n.text().map(|t| t.trim().to_owned()))
+                            .filter(|t| !t.is_empty())
+                            .collect(),
+                    );
+                }
+                Ok(())
+            },
+        )?;
+        Ok(nodes)
+    }
+
     /// Routes `cidr` to `instance` in `table`.
     pub fn create_route(&self, table: &str, cidr: &str, instance: &str) -> Result<(), ApiError> {
         self.api
