@@ -329,3 +329,86 @@ async fn bad_settings_are_refused_before_anything_is_made() {
         );
     }
 }
+
+/// `security-groups` replaces the load balancer's own group (none is made) and
+/// `extra-security-groups` adds to it, as upstream: the nodes' group admits the first
+/// annotated group, and deleting revokes that rule while the user's groups stay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn annotated_security_groups_are_used_as_they_are() {
+    let stack = AwsStack::start(CLUSTER).await;
+    let (moto, world) = (&stack.moto, &stack.world);
+    let mut groups = Vec::new();
+    for name in ["users-lb", "users-extra"] {
+        let xml = moto
+            .call(
+                moto::Service::Ec2,
+                "CreateSecurityGroup",
+                &[
+                    ("GroupName", name),
+                    ("GroupDescription", "the user's"),
+                    ("VpcId", &world.vpc),
+                ],
+            )
+            .await;
+        groups.push(moto::text(&xml, "groupId"));
+    }
+    let (a, _ccm) = one_node_initialized(&stack).await;
+    let services: Api<Service> = Api::namespaced(stack.client(), "default");
+    let created = services
+        .create(
+            &PostParams::default(),
+            &service_with(
+                "annotated",
+                annotations(&[
+                    ("security-groups", json!(format!(" {} ,", groups[0]))),
+                    ("extra-security-groups", json!(groups[1])),
+                ]),
+                80,
+            ),
+        )
+        .await
+        .unwrap();
+    let lb_name = default_load_balancer_name(&created);
+    wait_until(TIMEOUT, "the load balancer with its instance", || async {
+        classic_instances(moto, &lb_name).await == Some(vec![a.id.clone()])
+    })
+    .await;
+    let lb = classic_load_balancer(moto, &lb_name).await.unwrap();
+    for group in &groups {
+        assert!(lb.contains(&format!("<member>{group}</member>")), "{lb}");
+    }
+    assert_eq!(own_group(moto, &lb_name).await, None, "no group of its own");
+    let node_rules = moto.ingress(&world.node_security_group).await.unwrap();
+    assert_eq!(
+        node_rules,
+        [moto::IngressRule {
+            protocol: "-1".into(),
+            from: String::new(),
+            to: String::new(),
+            source: groups[0].clone(),
+            description: format!("kubernetes.io/rule/elb={lb_name}"),
+        }]
+    );
+    assert_eq!(
+        moto.ingress(&groups[0]).await,
+        Some(Vec::new()),
+        "left as it was"
+    );
+
+    services
+        .delete("annotated", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_until(TIMEOUT, "the Service gone", || async {
+        services.get_opt("annotated").await.unwrap().is_none()
+    })
+    .await;
+    assert_eq!(classic_load_balancer(moto, &lb_name).await, None);
+    assert_eq!(
+        moto.ingress(&world.node_security_group).await,
+        Some(Vec::new())
+    );
+    for group in &groups {
+        assert_eq!(moto.ingress(group).await, Some(Vec::new()), "{group} stays");
+    }
+}
