@@ -117,7 +117,8 @@ async fn pagination_and_throttling_against_a_scripted_ec2() {
 /// Network node labels as upstream sets them from `DescribeInstanceTopology` (moto does
 /// not serve it): three layers for a `trn1` instance, top first, with the zone ID; an
 /// `m5` without topology gets none and is not asked about again (the answer is kept
-/// in the shared cache); a node labelled already is not asked about at all.
+/// in the shared cache); a node labelled already is not asked about at all. A node
+/// named by its instance's resource name is found by it.
 #[tokio::test]
 async fn network_node_labels_from_describe_instance_topology() {
     let topology_calls = Arc::new(AtomicUsize::new(0));
