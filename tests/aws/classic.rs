@@ -83,7 +83,8 @@ fn rule(protocol: &str, from: &str, to: &str, source: &str) -> (String, String, 
 /// attributes, an SSL health check for an `ssl` backend, the load balancer's own group
 /// admitting only the source ranges (and ICMP "fragmentation needed"), the nodes' group
 /// admitting the load balancer's. Changing the ranges and dropping the proxy protocol
-/// follow; changing the kind afterwards is refused; deleting leaves nothing.
+/// follow; changing the kind afterwards is refused, and deleting the Service then
+/// still leaves nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tls_proxy_protocol_attributes_and_source_ranges_as_upstream() {
     let stack = AwsStack::start(CLUSTER).await;
@@ -221,17 +222,9 @@ async fn tls_proxy_protocol_attributes_and_source_ranges_as_upstream() {
     refused(stack.client(), "tls", "cannot update Load Balancer Type").await;
     assert!(classic_load_balancer(moto, &lb_name).await.is_some());
     assert!(load_balancer_names(moto).await.is_empty(), "no NLB made");
-    services
-        .patch(
-            "tls",
-            &PatchParams::default(),
-            &Patch::Merge(
-                json!({"metadata": {"annotations": annotations(&[("type", json!(null))])}}),
-            ),
-        )
-        .await
-        .unwrap();
 
+    // Deleted while it asks for the other kind: the Classic load balancer goes all the
+    // same.
     services
         .delete("tls", &DeleteParams::default())
         .await
@@ -244,7 +237,7 @@ async fn tls_proxy_protocol_attributes_and_source_ranges_as_upstream() {
     assert_eq!(moto.ingress(&lb_group).await, None);
     assert_eq!(
         moto.ingress(&world.node_security_group).await,
-        Some(Vec::new())
+        Some(world.node_rules_at_start())
     );
 }
 
@@ -332,7 +325,8 @@ async fn bad_settings_are_refused_before_anything_is_made() {
 
 /// `security-groups` replaces the load balancer's own group (none is made) and
 /// `extra-security-groups` adds to it, as upstream: the nodes' group admits the first
-/// annotated group, and deleting revokes that rule while the user's groups stay.
+/// annotated group. Two Services behind one group share the nodes' rule: deleting one
+/// leaves it, deleting the other revokes it; the user's groups and rules stay.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn annotated_security_groups_are_used_as_they_are() {
     let stack = AwsStack::start(CLUSTER).await;
@@ -379,16 +373,35 @@ async fn annotated_security_groups_are_used_as_they_are() {
     }
     assert_eq!(own_group(moto, &lb_name).await, None, "no group of its own");
     let node_rules = moto.ingress(&world.node_security_group).await.unwrap();
-    assert_eq!(
-        node_rules,
-        [moto::IngressRule {
-            protocol: "-1".into(),
-            from: String::new(),
-            to: String::new(),
-            source: groups[0].clone(),
-            description: format!("kubernetes.io/rule/elb={lb_name}"),
-        }]
-    );
+    let mut expected = world.node_rules_at_start();
+    expected.push(moto::IngressRule {
+        protocol: "-1".into(),
+        from: String::new(),
+        to: String::new(),
+        source: groups[0].clone(),
+        description: format!("kubernetes.io/rule/elb={lb_name}"),
+    });
+    expected.sort();
+    assert_eq!(node_rules, expected);
+
+    // A second Service behind the same group: the nodes need the one rule for both,
+    // and it stays while either load balancer is there.
+    let second = services
+        .create(
+            &PostParams::default(),
+            &service_with(
+                "annotated-2",
+                annotations(&[("security-groups", json!(groups[0]))]),
+                81,
+            ),
+        )
+        .await
+        .unwrap();
+    let second_lb = default_load_balancer_name(&second);
+    wait_until(TIMEOUT, "the second load balancer", || async {
+        classic_instances(moto, &second_lb).await == Some(vec![a.id.clone()])
+    })
+    .await;
     assert_eq!(
         moto.ingress(&groups[0]).await,
         Some(Vec::new()),
@@ -404,9 +417,21 @@ async fn annotated_security_groups_are_used_as_they_are() {
     })
     .await;
     assert_eq!(classic_load_balancer(moto, &lb_name).await, None);
+    assert!(
+        admits(moto, &world.node_security_group, &groups[0]).await,
+        "the other Service's load balancer still reaches the nodes"
+    );
+    services
+        .delete("annotated-2", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_until(TIMEOUT, "the second Service gone", || async {
+        services.get_opt("annotated-2").await.unwrap().is_none()
+    })
+    .await;
     assert_eq!(
         moto.ingress(&world.node_security_group).await,
-        Some(Vec::new())
+        Some(world.node_rules_at_start())
     );
     for group in &groups {
         assert_eq!(moto.ingress(group).await, Some(Vec::new()), "{group} stays");

@@ -434,6 +434,10 @@ async fn nodes_load_balancers_routes_and_lifecycle_against_moto() {
     )
     .await;
     assert!(!classic::admits(moto, &world.node_security_group, &api_group).await);
+    assert!(
+        classic::admits(moto, &world.node_security_group, &lb_group).await,
+        "the other Service's rule stays"
+    );
 
     // Deleting the Service removes the load balancer, its group and the nodes' rule.
     services
@@ -448,7 +452,7 @@ async fn nodes_load_balancers_routes_and_lifecycle_against_moto() {
     assert_eq!(moto.ingress(&lb_group).await, None);
     assert_eq!(
         moto.ingress(&world.node_security_group).await,
-        Some(Vec::new()),
+        Some(world.node_rules_at_start()),
         "the nodes' group is as the world made it"
     );
 }
@@ -664,7 +668,7 @@ async fn conformance_passes_for_the_aws_provider() {
     );
     assert_eq!(
         moto.ingress(&world.node_security_group).await,
-        Some(Vec::new())
+        Some(world.node_rules_at_start())
     );
 }
 

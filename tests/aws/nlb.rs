@@ -315,11 +315,12 @@ async fn nlb_node_security_group_rules_tls_and_proxy_protocol() {
         source: source.into(),
         description: mtu.into(),
     };
-    let mut expected = vec![
+    let mut expected = world.node_rules_at_start();
+    expected.extend([
         rule("tcp", &tcp, "203.0.113.0/24", &client),
         rule("udp", &udp, "203.0.113.0/24", &client),
         icmp("203.0.113.0/24"),
-    ];
+    ]);
     for cidr in &world.subnet_cidrs {
         expected.push(rule("tcp", &tcp, cidr, &health));
         expected.push(rule("tcp", &udp, cidr, &health));
@@ -392,11 +393,12 @@ async fn nlb_node_security_group_rules_tls_and_proxy_protocol() {
         )
         .await
         .unwrap();
-    let mut expected = vec![
+    let mut expected = world.node_rules_at_start();
+    expected.extend([
         rule("tcp", &tcp, "0.0.0.0/0", &client),
         rule("udp", &udp, "0.0.0.0/0", &client),
         icmp("0.0.0.0/0"),
-    ];
+    ]);
     for cidr in &world.subnet_cidrs {
         expected.push(rule("tcp", &udp, cidr, &health));
     }
@@ -416,7 +418,7 @@ async fn nlb_node_security_group_rules_tls_and_proxy_protocol() {
     .await;
     assert_eq!(
         moto.ingress(&world.node_security_group).await,
-        Some(Vec::new())
+        Some(world.node_rules_at_start())
     );
     assert!(load_balancer_names(moto).await.is_empty());
 }

@@ -183,6 +183,30 @@ impl Elb {
         }
     }
 
+    /// Every Classic load balancer of the account in the region.
+    pub fn all_load_balancers(&self) -> Result<Vec<LoadBalancer>, ApiError> {
+        let mut found = Vec::new();
+        self.api.pages(
+            "DescribeLoadBalancers",
+            &Params::new().set("PageSize", "400"),
+            "Marker",
+            "NextMarker",
+            |root| {
+                found.extend(
+                    xml::find(root, "LoadBalancerDescriptions")
+                        .into_iter()
+                        .flat_map(|list| {
+                            list.children()
+                                .filter(|n| n.is_element() && n.tag_name().name() == "member")
+                        })
+                        .map(LoadBalancer::read),
+                );
+                Ok(())
+            },
+        )?;
+        Ok(found)
+    }
+
     /// Creates a load balancer; its DNS name.
     pub fn create_load_balancer(
         &self,

@@ -393,7 +393,7 @@ pub struct World {
     pub subnet_cidrs: Vec<String>,
     pub route_table: String,
     /// The nodes' security group, tagged for the cluster (every launched instance is
-    /// in it).
+    /// in it), holding [`World::node_rules_at_start`].
     pub node_security_group: String,
     /// Keys of an IAM user allowed everything (the test's own calls).
     pub admin: Keys,
@@ -498,6 +498,20 @@ impl World {
             "groupId",
         );
         tag(moto, &node_security_group, &[(&cluster_tag, "owned")]).await;
+        // A rule of the user's, which no load balancer may touch.
+        moto.call(
+            Service::Ec2,
+            "AuthorizeSecurityGroupIngress",
+            &[
+                ("GroupId", &node_security_group),
+                ("IpPermissions.1.IpProtocol", "tcp"),
+                ("IpPermissions.1.FromPort", "22"),
+                ("IpPermissions.1.ToPort", "22"),
+                ("IpPermissions.1.IpRanges.1.CidrIp", "10.0.0.0/16"),
+                ("IpPermissions.1.IpRanges.1.Description", "ssh"),
+            ],
+        )
+        .await;
         let gateway = text(
             &moto.call(Service::Ec2, "CreateInternetGateway", &[]).await,
             "internetGatewayId",
@@ -544,6 +558,17 @@ impl World {
             provider,
             role_arn: format!("arn:aws:iam::{ACCOUNT}:role/wasm-ccm-irsa"),
         }
+    }
+
+    /// The rules the world gives the nodes' security group (the user's SSH rule).
+    pub fn node_rules_at_start(&self) -> Vec<IngressRule> {
+        vec![IngressRule {
+            protocol: "tcp".into(),
+            from: "22".into(),
+            to: "22".into(),
+            source: "10.0.0.0/16".into(),
+            description: "ssh".into(),
+        }]
     }
 
     /// Launches an `m5.large` tagged for the cluster in subnet `index`, in the nodes'

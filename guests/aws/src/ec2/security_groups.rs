@@ -138,26 +138,57 @@ impl Ec2 {
         Ok(groups)
     }
 
-    /// Adds `rules` to `group`'s ingress.
+    /// Adds `rules` to `group`'s ingress; a rule there already (another load balancer
+    /// syncing the same group at once) is fine.
     pub fn authorize_ingress(&self, group: &str, rules: &[Rule]) -> Result<(), ApiError> {
-        if rules.is_empty() {
-            return Ok(());
-        }
-        let params = permissions(rules).set("GroupId", group);
-        self.api
-            .call("AuthorizeSecurityGroupIngress", &params)
-            .map(drop)
+        self.change_ingress(
+            "AuthorizeSecurityGroupIngress",
+            "InvalidPermission.Duplicate",
+            group,
+            rules,
+        )
     }
 
-    /// Removes `rules` from `group`'s ingress.
+    /// Removes `rules` from `group`'s ingress; a rule gone already is fine.
     pub fn revoke_ingress(&self, group: &str, rules: &[Rule]) -> Result<(), ApiError> {
+        self.change_ingress(
+            "RevokeSecurityGroupIngress",
+            "InvalidPermission.NotFound",
+            group,
+            rules,
+        )
+    }
+
+    /// One call for all `rules`; when EC2 refuses it for one rule already as wanted
+    /// (`settled`, which fails the whole call), the rules one by one.
+    fn change_ingress(
+        &self,
+        action: &str,
+        settled: &str,
+        group: &str,
+        rules: &[Rule],
+    ) -> Result<(), ApiError> {
         if rules.is_empty() {
             return Ok(());
         }
-        let params = permissions(rules).set("GroupId", group);
-        self.api
-            .call("RevokeSecurityGroupIngress", &params)
-            .map(drop)
+        let call = |rules: &[Rule]| {
+            self.api
+                .call(action, &permissions(rules).set("GroupId", group))
+                .map(drop)
+        };
+        match call(rules) {
+            Err(e) if e.code() == settled && rules.len() > 1 => {
+                for rule in rules {
+                    match call(std::slice::from_ref(rule)) {
+                        Err(e) if e.code() == settled => {}
+                        other => other?,
+                    }
+                }
+                Ok(())
+            }
+            Err(e) if e.code() == settled => Ok(()),
+            other => other,
+        }
     }
 
     /// Creates a security group in `vpc`, tagged; its ID.

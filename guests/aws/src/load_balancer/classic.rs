@@ -27,6 +27,17 @@ use crate::ec2::{Instance, SecurityGroup};
 use crate::elb::{Listener, LoadBalancer};
 use wasm_ccm_guest::types::{CloudError, LoadBalancerStatus, Node, Service};
 
+/// The group IDs of annotation `suffix` (`security-groups`, `extra-security-groups`).
+fn group_list(service: &Service, suffix: &str) -> Vec<String> {
+    annotation(service, suffix)
+        .unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
 /// The groups the load balancer gets, and its own group when it has one.
 fn security_group_list(
     state: &Aws,
@@ -34,15 +45,7 @@ fn security_group_list(
     name: &str,
     vpc: &str,
 ) -> Result<(Vec<String>, Option<SecurityGroup>), CloudError> {
-    let list = |suffix: &str| -> Vec<String> {
-        annotation(service, suffix)
-            .unwrap_or_default()
-            .split(',')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .map(str::to_owned)
-            .collect()
-    };
+    let list = |suffix: &str| group_list(service, suffix);
     let annotated = list("security-groups");
     let (mut groups, own) = if !annotated.is_empty() {
         (annotated, None)
@@ -90,6 +93,13 @@ pub fn ensure(
         ));
     }
     let listeners = classic_options::listeners(service).map_err(|e| invalid(service, e))?;
+    if listeners.is_empty() {
+        return Err(invalid(
+            service,
+            "no port has a node port (spec.allocateLoadBalancerNodePorts is false?): a Classic \
+             load balancer forwards to node ports",
+        ));
+    }
     let health =
         classic_options::health_check(service, &listeners).map_err(|e| invalid(service, e))?;
     let attributes = classic_options::attributes(service).map_err(|e| invalid(service, e))?;
@@ -99,8 +109,20 @@ pub fn ensure(
     let internal = internal(service);
     let subnets = subnets(state, service, internal, &vpc)?;
     let (groups, own) = security_group_list(state, service, &name, &vpc)?;
-    if let Some(own) = &own {
-        security_groups::set_own_ingress(state, own, service, &sources)?;
+    match &own {
+        Some(own) => security_groups::set_own_ingress(state, own, service, &sources)?,
+        // Named groups replaced the own group: it goes (again, if AWS held it before).
+        None => {
+            if let Some(left) = security_groups::find_own_group(state, &name, &vpc)?
+                && !groups.contains(&left.id)
+                && state
+                    .elb
+                    .load_balancer(&name)?
+                    .is_none_or(|lb| !lb.security_groups.contains(&left.id))
+            {
+                security_groups::remove_if_owned(state, &name, &left.id, &vpc)?;
+            }
+        }
     }
     let tags = tags(state, service);
     let lb = match state.elb.load_balancer(&name)? {
@@ -147,7 +169,7 @@ pub fn ensure(
         state.elb.modify_attributes(&name, &attributes)?;
     }
     if let Some(policy) = annotation(service, "ssl-negotiation-policy") {
-        ssl_negotiation_policy(state, &name, policy, &listeners)?;
+        ssl_negotiation_policy(state, &name, policy, &listeners, &lb.listener_policies)?;
     }
     if lb.health_check.as_ref() != Some(&health) {
         state.elb.configure_health_check(&name, &health)?;
@@ -213,7 +235,7 @@ fn update_existing(
     if sorted_have != sorted_want {
         state.elb.apply_security_groups(name, groups)?;
         for dropped in missing(&lb.security_groups, groups) {
-            security_groups::remove_if_owned(state, &dropped, &lb.vpc_id)?;
+            security_groups::remove_if_owned(state, name, &dropped, &lb.vpc_id)?;
         }
     }
     for l in &lb.listeners {
@@ -240,7 +262,16 @@ fn update_existing(
             &[("name", name), ("listeners", &listeners.len().to_string())],
         );
     }
-    if proxy {
+    let has_proxy = |port: i32| {
+        lb.backend_policies
+            .iter()
+            .any(|(p, policies)| *p == port && policies.iter().any(|x| x == PROXY_PROTOCOL_POLICY))
+    };
+    let policy_exists = lb
+        .backend_policies
+        .iter()
+        .any(|(_, policies)| policies.iter().any(|x| x == PROXY_PROTOCOL_POLICY));
+    if proxy && !policy_exists && !state.elb.has_policy(name, PROXY_PROTOCOL_POLICY)? {
         state.elb.create_policy(
             name,
             PROXY_PROTOCOL_POLICY,
@@ -248,11 +279,6 @@ fn update_existing(
             ("ProxyProtocol", "true"),
         )?;
     }
-    let has_proxy = |port: i32| {
-        lb.backend_policies
-            .iter()
-            .any(|(p, policies)| *p == port && policies.iter().any(|x| x == PROXY_PROTOCOL_POLICY))
-    };
     for l in listeners {
         if has_proxy(l.instance_port) != proxy {
             let policies: &[&str] = if proxy { &[PROXY_PROTOCOL_POLICY] } else { &[] };
@@ -269,15 +295,18 @@ fn update_existing(
     Ok(())
 }
 
-/// `k8s-SSLNegotiationPolicy-<value>` on every SSL/HTTPS listener.
+/// `k8s-SSLNegotiationPolicy-<value>` on every SSL/HTTPS listener (`current`: the
+/// policies of each port as last described).
 fn ssl_negotiation_policy(
     state: &Aws,
     name: &str,
     value: &str,
     listeners: &[Listener],
+    current: &[(i32, Vec<String>)],
 ) -> Result<(), CloudError> {
     let policy = format!("k8s-SSLNegotiationPolicy-{value}");
-    if !state.elb.has_policy(name, &policy)? {
+    let in_use = current.iter().any(|(_, p)| p.contains(&policy));
+    if !in_use && !state.elb.has_policy(name, &policy)? {
         state.elb.create_policy(
             name,
             &policy,
@@ -285,11 +314,6 @@ fn ssl_negotiation_policy(
             ("Reference-Security-Policy", value),
         )?;
     }
-    let current = state
-        .elb
-        .load_balancer(name)?
-        .map(|lb| lb.listener_policies)
-        .unwrap_or_default();
     for l in listeners
         .iter()
         .filter(|l| matches!(l.protocol.as_str(), "ssl" | "https"))
@@ -374,12 +398,23 @@ pub fn delete(state: &Aws, service: &Service) -> Result<(), CloudError> {
         .unwrap_or_else(|| state.config.vpc.clone());
     let own = security_groups::find_own_group(state, &name, &vpc)?;
     if let Some(lb) = &lb {
-        let groups: Vec<String> = match &own {
-            Some(own) => std::iter::once(own.id.clone())
-                .chain(lb.security_groups.iter().filter(|g| **g != own.id).cloned())
-                .collect(),
-            None => lb.security_groups.clone(),
-        };
+        // The source group first: its own, else the first named one (as the
+        // Service or the cloud config names it), else AWS's first.
+        let named = group_list(service, "security-groups")
+            .into_iter()
+            .chain(Some(state.config.elb_security_group.clone()))
+            .find(|g| lb.security_groups.contains(g));
+        let first = own.as_ref().map(|o| o.id.clone()).or(named);
+        let groups: Vec<String> = first
+            .iter()
+            .cloned()
+            .chain(
+                lb.security_groups
+                    .iter()
+                    .filter(|g| Some(*g) != first.as_ref())
+                    .cloned(),
+            )
+            .collect();
         if !groups.is_empty() {
             sync_node_rules(state, service, &name, &groups, own.is_some(), &vpc, None)?;
         }

@@ -118,7 +118,14 @@ pub fn health_check(service: &Service, listeners: &[Listener]) -> Result<HealthC
         (protocol.to_owned(), first_port, String::new())
     };
     if let Some(value) = annotation(service, "healthcheck-protocol") {
-        protocol = value.to_owned();
+        // Upper case, as AWS answers it (so an unchanged check is not sent again).
+        protocol = value.trim().to_ascii_uppercase();
+        if !matches!(protocol.as_str(), "TCP" | "HTTP" | "HTTPS" | "SSL") {
+            return Err(format!(
+                "unsupported health check protocol {value} in {ANNOTATION}healthcheck-protocol \
+                 (TCP, HTTP, HTTPS or SSL)"
+            ));
+        }
     }
     if let Some(value) = annotation(service, "healthcheck-port")
         && value != "traffic-port"
@@ -129,7 +136,7 @@ pub fn health_check(service: &Service, listeners: &[Listener]) -> Result<HealthC
             )
         })?;
     }
-    if matches!(protocol.to_ascii_uppercase().as_str(), "HTTP" | "HTTPS") {
+    if matches!(protocol.as_str(), "HTTP" | "HTTPS") {
         if path.is_empty() {
             path = "/".into();
         }
@@ -395,6 +402,15 @@ mod tests {
         assert_eq!(
             check(&[("healthcheck-protocol", "HTTP")]).unwrap().target,
             "HTTP:8080/"
+        );
+        assert_eq!(
+            check(&[("healthcheck-protocol", "http")]).unwrap().target,
+            "HTTP:8080/"
+        );
+        assert!(
+            check(&[("healthcheck-protocol", "UDP")])
+                .unwrap_err()
+                .contains("healthcheck-protocol")
         );
         assert_eq!(
             check(&[

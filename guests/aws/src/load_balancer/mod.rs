@@ -466,10 +466,31 @@ impl LoadBalancerExport for Aws {
         _cluster_name: String,
         service: Service,
     ) -> Result<Option<LoadBalancerStatus>, CloudError> {
-        match kind(&service) {
-            Kind::Elsewhere => Ok(None),
-            Kind::Classic => classic::get(self, &service),
-            Kind::Network => nlb::get(self, &service),
+        let kind = kind(&service);
+        let found = match kind {
+            // Served elsewhere now; a load balancer this provider made before is still
+            // reported, so deleting the Service removes it.
+            Kind::Elsewhere => {
+                let name = default_name(&service);
+                return if self.elb.load_balancer(&name)?.is_some() {
+                    classic::get(self, &service)
+                } else if self.elbv2.load_balancer(&name)?.is_some() {
+                    nlb::get(self, &service)
+                } else {
+                    Ok(None)
+                };
+            }
+            Kind::Classic => classic::get(self, &service)?,
+            Kind::Network => nlb::get(self, &service)?,
+        };
+        // A load balancer of the kind the Service asked for before (its annotation
+        // changed): reported, so the controller's delete removes it too.
+        match found {
+            None if self.other_kind_exists(&service, kind)? => match kind {
+                Kind::Classic => nlb::get(self, &service),
+                _ => classic::get(self, &service),
+            },
+            found => Ok(found),
         }
     }
 
@@ -512,11 +533,29 @@ impl LoadBalancerExport for Aws {
         _cluster_name: String,
         service: Service,
     ) -> Result<(), CloudError> {
-        match kind(&service) {
-            Kind::Elsewhere => Ok(()),
-            Kind::Classic => classic::delete(self, &service),
-            Kind::Network => nlb::delete(self, &service),
+        let kind = kind(&service);
+        match kind {
+            Kind::Elsewhere => {
+                if self.elb.load_balancer(&default_name(&service))?.is_some() {
+                    classic::delete(self, &service)?;
+                }
+                if self.other_kind_exists(&service, Kind::Classic)? {
+                    nlb::delete(self, &service)?;
+                }
+                return Ok(());
+            }
+            Kind::Classic => classic::delete(self, &service)?,
+            Kind::Network => nlb::delete(self, &service)?,
         }
+        // The other kind too, when the Service's annotation changed after its load
+        // balancer was made (the type change itself is refused, its delete is not).
+        if self.other_kind_exists(&service, kind)? {
+            match kind {
+                Kind::Classic => nlb::delete(self, &service)?,
+                _ => classic::delete(self, &service)?,
+            }
+        }
+        Ok(())
     }
 }
 

@@ -339,16 +339,24 @@ fn traffic(
             health_ports.push(port);
         }
     }
-    let health_sources = if health_ports.is_empty() || lb.subnets.is_empty() {
+    let health_sources: Vec<String> = if health_ports.is_empty() || lb.subnets.is_empty() {
         Vec::new()
     } else {
-        state
+        let subnets = state
             .ec2
-            .subnets(Params::new().filter("subnet-id", &lb.subnets))?
-            .into_iter()
-            .map(|s| s.cidr)
-            .filter(|c| !c.is_empty())
-            .collect()
+            .subnets(Params::new().filter("subnet-id", &lb.subnets))?;
+        // Every subnet's range, or no change: a partial answer would revoke the health
+        // rules of the subnets it left out.
+        if subnets.len() != lb.subnets.len() || subnets.iter().any(|s| s.cidr.is_empty()) {
+            return Err(CloudError::Other(format!(
+                "load balancer {}: EC2 described {} of its {} subnets with a CIDR block; the \
+                 health check rules are left as they are",
+                lb.name,
+                subnets.iter().filter(|s| !s.cidr.is_empty()).count(),
+                lb.subnets.len()
+            )));
+        }
+        subnets.into_iter().map(|s| s.cidr).collect()
     };
     Ok(NlbTraffic {
         ports,
@@ -363,7 +371,25 @@ pub fn ensure(
     service: &Service,
     nodes: &[Node],
 ) -> Result<LoadBalancerStatus, CloudError> {
+    for suffix in ["security-groups", "extra-security-groups"] {
+        if annotation(service, suffix).is_some_and(|v| !v.trim().is_empty()) {
+            return Err(invalid(
+                service,
+                format!(
+                    "BYO security group annotation {ANNOTATION}{suffix} is not supported by NLB \
+                     (the nodes' security groups admit its traffic)"
+                ),
+            ));
+        }
+    }
     let mappings = mappings(service)?;
+    if mappings.is_empty() {
+        return Err(invalid(
+            service,
+            "no port has a node port (spec.allocateLoadBalancerNodePorts is false?): the NLB's \
+             instance targets are node ports",
+        ));
+    }
     let hc = health_check(service)?;
     let name = default_name(service);
     let internal = internal(service);

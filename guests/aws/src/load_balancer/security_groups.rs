@@ -238,11 +238,9 @@ pub fn sync_nlb(
         } else {
             &[]
         };
-        let change = diff(group, wanted, &owned);
-        if change.add.is_empty() && change.revoke.is_empty() {
-            continue;
-        }
-        let ingress = apply(state, group, &change, lb)?;
+        // The MTU rules follow the group's client rules even when this load balancer's
+        // rules are in place already (a delete interrupted between the two steps).
+        let ingress = apply(state, group, &diff(group, wanted, &owned), lb)?;
         let after = SecurityGroup {
             ingress,
             ..group.clone()
@@ -255,16 +253,22 @@ pub fn sync_nlb(
     Ok(())
 }
 
+/// The description of a node group's rule admitting a Classic load balancer.
+const CLASSIC_RULE: &str = "kubernetes.io/rule/elb=";
+
 /// The description of a node group's rule admitting Classic load balancer `lb`.
 fn classic_description(lb: &str) -> String {
-    format!("kubernetes.io/rule/elb={lb}")
+    format!("{CLASSIC_RULE}{lb}")
 }
 
 /// Brings every group of the VPC to admitting everything from `lb_group` (the Classic
 /// load balancer's source group) when it holds nodes, nothing otherwise (`None`: a
-/// delete). A rule from `lb_group` is this load balancer's when described as such,
-/// when `lb_group` is the load balancer's own group, or (made before descriptions, as
-/// upstream does) undescribed in a group tagged for the cluster.
+/// delete). A rule is this load balancer's when described as such (whatever its
+/// source: a group the load balancer no longer uses loses its rules too), or, from
+/// `lb_group` and undescribed, made by cloud-provider-aws: in a group tagged for the
+/// cluster, or anywhere when the load balancer's own group is being deleted.
+/// A delete leaves the rules while another Classic load balancer uses `lb_group`; the
+/// last one's delete revokes the rules from it that any Classic load balancer made.
 pub fn sync_classic(
     state: &Aws,
     lb: &str,
@@ -273,6 +277,14 @@ pub fn sync_classic(
     vpc: &str,
     instances: Option<&[Instance]>,
 ) -> Result<(), CloudError> {
+    let deleting = instances.is_none();
+    if deleting && !own_group && shared_source(state, lb, lb_group)? {
+        wasm_ccm_guest::log::info(
+            "another load balancer uses the same security group; the nodes' rules admitting it stay",
+            &[("loadBalancer", lb), ("securityGroup", lb_group)],
+        );
+        return Ok(());
+    }
     let groups = vpc_groups(state, vpc)?;
     let nodes = match instances {
         Some(instances) => node_groups(&state.config, instances, &groups)?,
@@ -283,11 +295,13 @@ pub fn sync_classic(
     let desired = [Rule::new("-1", -1, -1, source.clone(), &description)];
     for group in groups.iter().filter(|g| g.id != lb_group) {
         let tagged = tagged(&state.config, group);
+        // Deleting the last load balancer behind `lb_group`: a rule from it described
+        // for another Classic load balancer (which made it first) is the last one's.
         let owned = |r: &Rule| {
-            r.source == source
-                && (own_group
-                    || r.description == description
-                    || (tagged && r.description.is_empty()))
+            r.description == description
+                || (r.source == source
+                    && ((r.description.is_empty() && (tagged || (own_group && deleting)))
+                        || (deleting && r.description.starts_with(CLASSIC_RULE))))
         };
         let wanted: &[Rule] = if nodes.contains(&group.id) {
             &desired
@@ -297,6 +311,15 @@ pub fn sync_classic(
         apply(state, group, &diff(group, wanted, &owned), lb)?;
     }
     Ok(())
+}
+
+/// Whether a Classic load balancer other than `lb` uses group `id`.
+fn shared_source(state: &Aws, lb: &str, id: &str) -> Result<bool, CloudError> {
+    Ok(state
+        .elb
+        .all_load_balancers()?
+        .iter()
+        .any(|other| other.name != lb && other.security_groups.iter().any(|g| g == id)))
 }
 
 /// The name of a Classic load balancer's own group.
@@ -418,9 +441,9 @@ pub fn delete_own_group(state: &Aws, group: &SecurityGroup) -> Result<(), CloudE
     }
 }
 
-/// A group a load balancer no longer uses: when it is a Classic load balancer's own
-/// group of this cluster, the nodes' rules admitting it are revoked and it is deleted.
-pub fn remove_if_owned(state: &Aws, id: &str, vpc: &str) -> Result<(), CloudError> {
+/// A group load balancer `lb` no longer uses: when it is `lb`'s own group (of this
+/// cluster), the nodes' rules admitting it are revoked and it is deleted.
+pub fn remove_if_owned(state: &Aws, lb: &str, id: &str, vpc: &str) -> Result<(), CloudError> {
     let group = state
         .ec2
         .security_groups(Params::new().filter("group-id", &[id]))?
@@ -429,11 +452,10 @@ pub fn remove_if_owned(state: &Aws, id: &str, vpc: &str) -> Result<(), CloudErro
     let Some(group) = group else {
         return Ok(());
     };
-    if !(group.name.starts_with("k8s-elb-") && state.config.owns(&group.tags)) {
+    if group.name != own_group_name(lb) || !state.config.owns(&group.tags) {
         return Ok(());
     }
-    let lb = group.name.trim_start_matches("k8s-elb-").to_owned();
-    sync_classic(state, &lb, id, true, vpc, None)?;
+    sync_classic(state, lb, id, true, vpc, None)?;
     delete_own_group(state, &group)
 }
 
