@@ -109,16 +109,8 @@ async fn tls_proxy_protocol_attributes_and_source_ranges_as_upstream() {
                            {"name": "http", "port": 80, "targetPort": 8080, "protocol": "TCP"}]},
     }))
     .unwrap();
-    let created = services
-        .create(&PostParams::default(), &service)
-        .await
-        .unwrap();
-    let ports = created.spec.as_ref().unwrap().ports.clone().unwrap();
-    let (https_node_port, http_node_port) = (
-        ports[0].node_port.unwrap().to_string(),
-        ports[1].node_port.unwrap().to_string(),
-    );
-    let lb_name = default_load_balancer_name(&created);
+    let (_, node_ports, lb_name) = create_service(&services, &service).await;
+    let (https_node_port, http_node_port) = (node_ports[0].clone(), node_ports[1].clone());
     wait_until(TIMEOUT, "the load balancer with its instance", || async {
         classic_instances(moto, &lb_name).await == Some(vec![a.id.clone()])
     })
@@ -225,14 +217,7 @@ async fn tls_proxy_protocol_attributes_and_source_ranges_as_upstream() {
 
     // Deleted while it asks for the other kind: the Classic load balancer goes all the
     // same.
-    services
-        .delete("tls", &DeleteParams::default())
-        .await
-        .unwrap();
-    wait_until(TIMEOUT, "the Service gone", || async {
-        services.get_opt("tls").await.unwrap().is_none()
-    })
-    .await;
+    delete_and_wait(&services, "tls").await;
     assert_eq!(classic_load_balancer(moto, &lb_name).await, None);
     assert_eq!(moto.ingress(&lb_group).await, None);
     assert_eq!(
@@ -408,27 +393,13 @@ async fn annotated_security_groups_are_used_as_they_are() {
         "left as it was"
     );
 
-    services
-        .delete("annotated", &DeleteParams::default())
-        .await
-        .unwrap();
-    wait_until(TIMEOUT, "the Service gone", || async {
-        services.get_opt("annotated").await.unwrap().is_none()
-    })
-    .await;
+    delete_and_wait(&services, "annotated").await;
     assert_eq!(classic_load_balancer(moto, &lb_name).await, None);
     assert!(
         admits(moto, &world.node_security_group, &groups[0]).await,
         "the other Service's load balancer still reaches the nodes"
     );
-    services
-        .delete("annotated-2", &DeleteParams::default())
-        .await
-        .unwrap();
-    wait_until(TIMEOUT, "the second Service gone", || async {
-        services.get_opt("annotated-2").await.unwrap().is_none()
-    })
-    .await;
+    delete_and_wait(&services, "annotated-2").await;
     assert_eq!(
         moto.ingress(&world.node_security_group).await,
         Some(world.node_rules_at_start())

@@ -139,6 +139,40 @@ async fn classic_instances(moto: &Moto, name: &str) -> Option<Vec<String>> {
     Some(ids)
 }
 
+/// Deletes Service `name` and waits until it is gone (its finalizer removed once the
+/// load balancer was deleted).
+async fn delete_and_wait(services: &Api<Service>, name: &str) {
+    services
+        .delete(name, &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_until(TIMEOUT, &format!("Service {name} gone"), || async {
+        services.get_opt(name).await.unwrap().is_none()
+    })
+    .await;
+}
+
+/// Creates `service`; it, its node ports in port order, and its load balancer's name.
+async fn create_service(
+    services: &Api<Service>,
+    service: &Service,
+) -> (Service, Vec<String>, String) {
+    let created = services
+        .create(&PostParams::default(), service)
+        .await
+        .unwrap();
+    let node_ports = created
+        .spec
+        .as_ref()
+        .and_then(|s| s.ports.as_ref())
+        .into_iter()
+        .flatten()
+        .map(|p| p.node_port.unwrap_or_default().to_string())
+        .collect();
+    let name = default_load_balancer_name(&created);
+    (created, node_ports, name)
+}
+
 /// Waits until the controller records `SyncLoadBalancerFailed` for Service `name`
 /// with a message containing `message`.
 async fn refused(client: kube::Client, name: &str, message: &str) {
@@ -440,14 +474,7 @@ async fn nodes_load_balancers_routes_and_lifecycle_against_moto() {
     );
 
     // Deleting the Service removes the load balancer, its group and the nodes' rule.
-    services
-        .delete("web", &DeleteParams::default())
-        .await
-        .unwrap();
-    wait_until(TIMEOUT, "the Service gone (finalizer removed)", || async {
-        services.get_opt("web").await.unwrap().is_none()
-    })
-    .await;
+    delete_and_wait(&services, "web").await;
     assert_eq!(classic_instances(moto, &lb_name).await, None);
     assert_eq!(moto.ingress(&lb_group).await, None);
     assert_eq!(

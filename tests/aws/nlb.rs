@@ -288,16 +288,8 @@ async fn nlb_node_security_group_rules_tls_and_proxy_protocol() {
                            {"name": "dns", "port": 53, "targetPort": 53, "protocol": "UDP"}]},
     }))
     .unwrap();
-    let created = services
-        .create(&PostParams::default(), &service)
-        .await
-        .unwrap();
-    let ports = created.spec.as_ref().unwrap().ports.clone().unwrap();
-    let (tcp, udp) = (
-        ports[0].node_port.unwrap().to_string(),
-        ports[1].node_port.unwrap().to_string(),
-    );
-    let lb_name = default_load_balancer_name(&created);
+    let (_, node_ports, lb_name) = create_service(&services, &service).await;
+    let (tcp, udp) = (node_ports[0].clone(), node_ports[1].clone());
     let client = format!("kubernetes.io/rule/nlb/client={lb_name}");
     let health = format!("kubernetes.io/rule/nlb/health={lb_name}");
     let mtu = "kubernetes.io/rule/nlb/mtu";
@@ -408,14 +400,7 @@ async fn nlb_node_security_group_rules_tls_and_proxy_protocol() {
     })
     .await;
 
-    services
-        .delete("secure", &DeleteParams::default())
-        .await
-        .unwrap();
-    wait_until(TIMEOUT, "the Service gone", || async {
-        services.get_opt("secure").await.unwrap().is_none()
-    })
-    .await;
+    delete_and_wait(&services, "secure").await;
     assert_eq!(
         moto.ingress(&world.node_security_group).await,
         Some(world.node_rules_at_start())

@@ -400,17 +400,13 @@ impl Elb {
         port: i32,
         policies: &[&str],
     ) -> Result<(), ApiError> {
-        let mut params = Params::new()
-            .set("LoadBalancerName", name)
-            .set("LoadBalancerPort", port.to_string());
-        params = if policies.is_empty() {
-            params.set("PolicyNames", "")
-        } else {
-            params.list("PolicyNames.member", policies)
-        };
-        self.api
-            .call("SetLoadBalancerPoliciesOfListener", &params)
-            .map(drop)
+        self.set_policies(
+            "SetLoadBalancerPoliciesOfListener",
+            "LoadBalancerPort",
+            name,
+            port,
+            policies,
+        )
     }
 
     /// Sets the policies of the instance port `port` (replacing its others).
@@ -420,17 +416,33 @@ impl Elb {
         port: i32,
         policies: &[&str],
     ) -> Result<(), ApiError> {
-        let mut params = Params::new()
+        self.set_policies(
+            "SetLoadBalancerPoliciesForBackendServer",
+            "InstancePort",
+            name,
+            port,
+            policies,
+        )
+    }
+
+    /// `action` with `PolicyNames` (empty: none) for the port named by `port_field`.
+    fn set_policies(
+        &self,
+        action: &str,
+        port_field: &str,
+        name: &str,
+        port: i32,
+        policies: &[&str],
+    ) -> Result<(), ApiError> {
+        let params = Params::new()
             .set("LoadBalancerName", name)
-            .set("InstancePort", port.to_string());
-        params = if policies.is_empty() {
+            .set(port_field, port.to_string());
+        let params = if policies.is_empty() {
             params.set("PolicyNames", "")
         } else {
             params.list("PolicyNames.member", policies)
         };
-        self.api
-            .call("SetLoadBalancerPoliciesForBackendServer", &params)
-            .map(drop)
+        self.api.call(action, &params).map(drop)
     }
 
     pub fn apply_security_groups(&self, name: &str, groups: &[String]) -> Result<(), ApiError> {
