@@ -310,8 +310,9 @@ async fn bad_settings_are_refused_before_anything_is_made() {
 
 /// `security-groups` replaces the load balancer's own group (none is made) and
 /// `extra-security-groups` adds to it, as upstream: the nodes' group admits the first
-/// annotated group. Two Services behind one group share the nodes' rule: deleting one
-/// leaves it, deleting the other revokes it; the user's groups and rules stay.
+/// annotated group. Two Services behind one group share the nodes' rule: moving one to
+/// another group or deleting it leaves the shared rule, deleting the other revokes it;
+/// the user's groups and rules stay.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn annotated_security_groups_are_used_as_they_are() {
     let stack = AwsStack::start(CLUSTER).await;
@@ -387,6 +388,25 @@ async fn annotated_security_groups_are_used_as_they_are() {
         classic_instances(moto, &second_lb).await == Some(vec![a.id.clone()])
     })
     .await;
+
+    // The first moves to the other group: the nodes admit it too, and keep admitting
+    // the shared one for the second.
+    services
+        .patch(
+            "annotated",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": annotations(&[
+                ("security-groups", json!(groups[1])),
+                ("extra-security-groups", json!(null)),
+            ])}})),
+        )
+        .await
+        .unwrap();
+    wait_until(TIMEOUT, "the nodes admit the first's new group", || async {
+        admits(moto, &world.node_security_group, &groups[1]).await
+    })
+    .await;
+    assert!(admits(moto, &world.node_security_group, &groups[0]).await);
     assert_eq!(
         moto.ingress(&groups[0]).await,
         Some(Vec::new()),
@@ -398,6 +418,10 @@ async fn annotated_security_groups_are_used_as_they_are() {
     assert!(
         admits(moto, &world.node_security_group, &groups[0]).await,
         "the other Service's load balancer still reaches the nodes"
+    );
+    assert!(
+        !admits(moto, &world.node_security_group, &groups[1]).await,
+        "the first's own rule went with it"
     );
     delete_and_wait(&services, "annotated-2").await;
     assert_eq!(

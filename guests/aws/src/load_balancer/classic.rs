@@ -18,7 +18,8 @@
 //! AWS still holds it), and a retried delete finds a group left behind.
 
 use super::classic_options::{self, PROXY_PROTOCOL_POLICY};
-use super::security_groups;
+use super::own_group;
+use super::security_groups::{self, ClassicRules};
 use super::{
     annotation, default_name, internal, invalid, source_ranges, status, subnets, tags, targets,
 };
@@ -52,7 +53,7 @@ fn security_group_list(
     } else if !state.config.elb_security_group.is_empty() {
         (vec![state.config.elb_security_group.clone()], None)
     } else {
-        let own = security_groups::ensure_own_group(state, service, name, vpc)?;
+        let own = own_group::ensure_own_group(state, service, name, vpc)?;
         (vec![own.id.clone()], Some(own))
     };
     for extra in list("extra-security-groups") {
@@ -70,7 +71,7 @@ pub fn get(state: &Aws, service: &Service) -> Result<Option<LoadBalancerStatus>,
         // A delete interrupted after the load balancer went leaves its group: the
         // controller then calls ensure-load-balancer-deleted again instead of
         // releasing the Service.
-        None if security_groups::find_own_group(state, &name, &state.config.vpc)?.is_some() => {
+        None if own_group::find_own_group(state, &name, &state.config.vpc)?.is_some() => {
             Ok(Some(LoadBalancerStatus {
                 ingress: Vec::new(),
             }))
@@ -109,22 +110,13 @@ pub fn ensure(
     let internal = internal(service);
     let subnets = subnets(state, service, internal, &vpc)?;
     let (groups, own) = security_group_list(state, service, &name, &vpc)?;
-    match &own {
-        Some(own) => security_groups::set_own_ingress(state, own, service, &sources)?,
-        // Named groups replaced the own group: it goes (again, if AWS held it before).
-        None => {
-            if let Some(left) = security_groups::find_own_group(state, &name, &vpc)?
-                && !groups.contains(&left.id)
-                && state
-                    .elb
-                    .load_balancer(&name)?
-                    .is_none_or(|lb| !lb.security_groups.contains(&left.id))
-            {
-                security_groups::remove_if_owned(state, &name, &left.id, &vpc)?;
-            }
-        }
+    if let Some(own) = &own {
+        own_group::set_own_ingress(state, own, service, &sources)?;
     }
     let tags = tags(state, service);
+    // Groups the load balancer gave up: removed (when its own) once the nodes admit
+    // the new ones, so traffic never stops in between.
+    let mut dropped = Vec::new();
     let lb = match state.elb.load_balancer(&name)? {
         None => {
             state
@@ -157,7 +149,7 @@ pub fn ensure(
             })?
         }
         Some(lb) => {
-            update_existing(state, &lb, &listeners, &subnets, &groups, proxy)?;
+            dropped = update_existing(state, &lb, &listeners, &subnets, &groups, proxy)?;
             let additional = annotation(service, "additional-resource-tags")
                 .map(super::key_values)
                 .unwrap_or_default();
@@ -174,16 +166,28 @@ pub fn ensure(
     if lb.health_check.as_ref() != Some(&health) {
         state.elb.configure_health_check(&name, &health)?;
     }
-    sync_node_rules(
-        state,
-        service,
-        &name,
-        &groups,
-        own.is_some(),
-        &vpc,
-        Some(&instances),
-    )?;
+    if !state.config.disable_security_group_ingress {
+        let rules = ClassicRules {
+            lb: &name,
+            source: groups.first().map(String::as_str),
+            groups: &groups,
+            own_group: own.as_ref().map(|o| o.id.as_str()),
+            releasing: false,
+        };
+        security_groups::sync_classic(state, &rules, &vpc, &instances)?;
+    }
     sync_instances(state, &lb, &instances)?;
+    // Its own group, replaced by named groups (now, or before and AWS held it then).
+    if own.is_none()
+        && let Some(left) = own_group::find_own_group(state, &name, &vpc)?
+        && !groups.contains(&left.id)
+        && !dropped.contains(&left.id)
+    {
+        dropped.push(left.id);
+    }
+    for group in &dropped {
+        own_group::remove_if_owned(state, &name, group, &lb.vpc_id)?;
+    }
     Ok(status(&lb.dns_name))
 }
 
@@ -217,7 +221,7 @@ fn update_existing(
     subnets: &[String],
     groups: &[String],
     proxy: bool,
-) -> Result<(), CloudError> {
+) -> Result<Vec<String>, CloudError> {
     let name = &lb.name;
     let missing = |want: &[String], have: &[String]| -> Vec<String> {
         want.iter().filter(|s| !have.contains(s)).cloned().collect()
@@ -232,11 +236,10 @@ fn update_existing(
     let mut sorted_want = groups.to_vec();
     sorted_have.sort();
     sorted_want.sort();
+    let mut dropped = Vec::new();
     if sorted_have != sorted_want {
         state.elb.apply_security_groups(name, groups)?;
-        for dropped in missing(&lb.security_groups, groups) {
-            security_groups::remove_if_owned(state, name, &dropped, &lb.vpc_id)?;
-        }
+        dropped = missing(&lb.security_groups, groups);
     }
     for l in &lb.listeners {
         if !listeners.iter().any(|want| want.same_as(l)) {
@@ -292,7 +295,7 @@ fn update_existing(
             state.elb.set_backend_policies(name, *port, &[])?;
         }
     }
-    Ok(())
+    Ok(dropped)
 }
 
 /// `k8s-SSLNegotiationPolicy-<value>` on every SSL/HTTPS listener (`current`: the
@@ -326,26 +329,6 @@ fn ssl_negotiation_policy(
         }
     }
     Ok(())
-}
-
-/// The nodes' groups admit the load balancer's group (the first of its list: its own
-/// group when `own_group`), unless the cloud config turns that off.
-fn sync_node_rules(
-    state: &Aws,
-    service: &Service,
-    name: &str,
-    groups: &[String],
-    own_group: bool,
-    vpc: &str,
-    instances: Option<&[Instance]>,
-) -> Result<(), CloudError> {
-    if state.config.disable_security_group_ingress {
-        return Ok(());
-    }
-    let Some(source) = groups.first() else {
-        return Err(invalid(service, "the load balancer has no security group"));
-    };
-    security_groups::sync_classic(state, name, source, own_group, vpc, instances)
 }
 
 /// Registers the nodes' instances and deregisters the others.
@@ -396,37 +379,39 @@ pub fn delete(state: &Aws, service: &Service) -> Result<(), CloudError> {
         .map(|lb| lb.vpc_id.clone())
         .filter(|v| !v.is_empty())
         .unwrap_or_else(|| state.config.vpc.clone());
-    let own = security_groups::find_own_group(state, &name, &vpc)?;
-    if let Some(lb) = &lb {
-        // The source group first: its own, else the first named one (as the
-        // Service or the cloud config names it), else AWS's first.
-        let named = group_list(service, "security-groups")
-            .into_iter()
-            .chain(Some(state.config.elb_security_group.clone()))
-            .find(|g| lb.security_groups.contains(g));
-        let first = own.as_ref().map(|o| o.id.clone()).or(named);
-        let groups: Vec<String> = first
-            .iter()
-            .cloned()
-            .chain(
-                lb.security_groups
-                    .iter()
-                    .filter(|g| Some(*g) != first.as_ref())
-                    .cloned(),
-            )
-            .collect();
-        if !groups.is_empty() {
-            sync_node_rules(state, service, &name, &groups, own.is_some(), &vpc, None)?;
-        }
+    let own = own_group::find_own_group(state, &name, &vpc)?;
+    if lb.is_some() {
         state.elb.delete_load_balancer(&name)?;
         wasm_ccm_guest::log::info("deleted classic load balancer", &[("name", &name)]);
-    } else if let Some(own) = &own
-        && !state.config.disable_security_group_ingress
+    }
+    // The nodes' rules after the load balancer: when two load balancers behind one
+    // group go at once, the second to look finds the first gone and revokes the rule.
+    // Its groups: what it had, its own, and what the Service and cloud config name
+    // (for a delete retried after the load balancer went).
+    let mut groups: Vec<String> = lb.map(|lb| lb.security_groups).unwrap_or_default();
+    for group in own
+        .iter()
+        .map(|o| o.id.clone())
+        .chain(group_list(service, "security-groups"))
+        .chain(group_list(service, "extra-security-groups"))
+        .chain(Some(state.config.elb_security_group.clone()))
     {
-        security_groups::sync_classic(state, &name, &own.id, true, &vpc, None)?;
+        if !group.is_empty() && !groups.contains(&group) {
+            groups.push(group);
+        }
+    }
+    if !state.config.disable_security_group_ingress && !groups.is_empty() {
+        let rules = ClassicRules {
+            lb: &name,
+            source: None,
+            groups: &groups,
+            own_group: own.as_ref().map(|o| o.id.as_str()),
+            releasing: true,
+        };
+        security_groups::sync_classic(state, &rules, &vpc, &[])?;
     }
     if let Some(own) = own {
-        security_groups::delete_own_group(state, &own)?;
+        own_group::delete_own_group(state, &own)?;
     }
     Ok(())
 }

@@ -5,13 +5,14 @@
 //! Where to look:
 //! - this module: what both kinds share — the name (upstream's default: `a` + UID
 //!   without dashes, 32 characters at most), the Service's checks, source ranges, tags,
-//!   the nodes' instances, the subnets (the `…-subnets` annotation, else upstream's
-//!   `findELBSubnets`: one per zone, public ones for an internet-facing load balancer,
-//!   the role tag first, then the cluster tag, then the smallest ID), and the export;
-//! - [`classic`] (listeners, health check, attributes and policies in [`classic_options`]);
-//! - [`nlb`] (target groups and listeners; annotation options in [`nlb_options`]);
-//! - [`security_groups`]: the nodes' rules for load balancer traffic, and the Classic
-//!   load balancer's own group.
+//!   the nodes' instances — and the export, which also finds and deletes a load
+//!   balancer of the kind the Service asked for before;
+//! - [`subnets`]: the subnets of a new load balancer;
+//! - [`classic`] (listeners, health check, attributes and policies in
+//!   [`classic_options`]; its own security group in [`own_group`]);
+//! - [`nlb`] (listeners; target groups in [`target_groups`]; annotation options in
+//!   [`nlb_options`]);
+//! - [`security_groups`]: the nodes' rules for load balancer traffic.
 //!
 //! `type: external` (or `nlb-ip`) is `implemented-elsewhere`: the AWS Load Balancer
 //! Controller serves it. As upstream, a Service's load balancer keeps its kind: changing
@@ -22,13 +23,16 @@ mod classic;
 mod classic_options;
 mod nlb;
 mod nlb_options;
+mod own_group;
 mod security_groups;
+mod subnets;
+mod target_groups;
 
 use crate::Aws;
-use crate::api::Params;
-use crate::config::{CLUSTER_TAG_PREFIX, LEGACY_CLUSTER_TAG};
-use crate::ec2::{Instance, Subnet};
+use crate::config::LEGACY_CLUSTER_TAG;
+use crate::ec2::Instance;
 use crate::instances;
+use subnets::subnets;
 use wasm_ccm_guest::LoadBalancer as LoadBalancerExport;
 use wasm_ccm_guest::default_load_balancer_name as default_name;
 use wasm_ccm_guest::types::{
@@ -37,10 +41,6 @@ use wasm_ccm_guest::types::{
 
 /// The prefix of every annotation this module reads.
 const ANNOTATION: &str = "service.beta.kubernetes.io/aws-load-balancer-";
-
-/// Role tags of subnets meant for load balancers.
-const ROLE_ELB: &str = "kubernetes.io/role/elb";
-const ROLE_INTERNAL_ELB: &str = "kubernetes.io/role/internal-elb";
 
 /// Upstream's other way to restrict clients (besides `spec.loadBalancerSourceRanges`).
 const SOURCE_RANGES_ANNOTATION: &str = "service.beta.kubernetes.io/load-balancer-source-ranges";
@@ -300,139 +300,6 @@ fn targets(
     Ok((alive, vpc))
 }
 
-/// The subnets for a new load balancer.
-fn subnets(
-    state: &Aws,
-    service: &Service,
-    internal: bool,
-    vpc: &str,
-) -> Result<Vec<String>, CloudError> {
-    if let Some(list) = annotation(service, "subnets") {
-        let wanted: Vec<&str> = list
-            .split(',')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .collect();
-        if wanted.is_empty() {
-            return Err(invalid(service, "the subnets annotation lists no subnet"));
-        }
-        let (ids, names): (Vec<&str>, Vec<&str>) =
-            wanted.iter().partition(|s| s.starts_with("subnet-"));
-        let mut found = Vec::new();
-        if !ids.is_empty() {
-            found.extend(state.ec2.subnets(Params::new().filter("subnet-id", &ids))?);
-        }
-        if !names.is_empty() {
-            found.extend(
-                state.ec2.subnets(
-                    Params::new()
-                        .filter("tag:Name", &names)
-                        .filter("vpc-id", &[vpc]),
-                )?,
-            );
-        }
-        if found.len() != wanted.len() {
-            return Err(invalid(
-                service,
-                format!(
-                    "expected to find {} subnets, but found {}",
-                    wanted.len(),
-                    found.len()
-                ),
-            ));
-        }
-        return Ok(found.into_iter().map(|s| s.id).collect());
-    }
-    if vpc.is_empty() {
-        return Err(invalid(
-            service,
-            "cannot tell the VPC: set VPC in the cloud config, or wait for nodes with provider IDs",
-        ));
-    }
-    let config = &state.config;
-    let candidates: Vec<Subnet> = state
-        .ec2
-        .subnets(Params::new().filter("vpc-id", &[vpc]))?
-        .into_iter()
-        .filter(|s| {
-            config.has_cluster_tag(&s.tags)
-                || !s
-                    .tags
-                    .iter()
-                    .any(|(k, _)| k.starts_with(CLUSTER_TAG_PREFIX))
-        })
-        .collect();
-    let candidates = if candidates.is_empty() && !config.subnet_id.is_empty() {
-        state
-            .ec2
-            .subnets(Params::new().filter("subnet-id", &[config.subnet_id.as_str()]))?
-    } else {
-        candidates
-    };
-    let tables = state
-        .ec2
-        .route_tables(Params::new().filter("vpc-id", &[vpc]))?;
-    let is_public = |subnet: &Subnet| {
-        let table = tables
-            .iter()
-            .find(|t| t.subnets.contains(&subnet.id))
-            .or_else(|| tables.iter().find(|t| t.main));
-        table.is_some_and(|t| t.routes.iter().any(|r| r.gateway_id.starts_with("igw")))
-    };
-    let role = if internal {
-        ROLE_INTERNAL_ELB
-    } else {
-        ROLE_ELB
-    };
-    let zone_types = zone_types(state);
-    let mut best: Vec<Subnet> = Vec::new();
-    for subnet in candidates {
-        if !internal && !is_public(&subnet) {
-            continue;
-        }
-        let zone_ok = zone_types
-            .iter()
-            .find(|(name, _)| *name == subnet.zone)
-            .is_none_or(|(_, kind)| kind == "availability-zone");
-        if !zone_ok {
-            continue;
-        }
-        let rank = |s: &Subnet| {
-            (
-                !s.tags.iter().any(|(k, _)| k == role),
-                !config.has_cluster_tag(&s.tags) || config.cluster_id.is_empty(),
-                s.id.clone(),
-            )
-        };
-        match best.iter_mut().find(|b| b.zone == subnet.zone) {
-            Some(current) if rank(&subnet) < rank(current) => *current = subnet,
-            Some(_) => {}
-            None => best.push(subnet),
-        }
-    }
-    best.sort_by(|a, b| a.zone.cmp(&b.zone));
-    if best.is_empty() {
-        return Err(invalid(
-            service,
-            format!(
-                "could not find any suitable subnets for creating the load balancer in {vpc} \
-                 (tag public subnets `{ROLE_ELB}`, private ones `{ROLE_INTERNAL_ELB}`, or use the \
-                 {ANNOTATION}subnets annotation)"
-            ),
-        ));
-    }
-    Ok(best.into_iter().map(|s| s.id).collect())
-}
-
-/// Zone name → zone type, from the zones in the shared cache.
-fn zone_types(state: &Aws) -> Vec<(String, String)> {
-    crate::instances::zones(state, None)
-        .unwrap_or_default()
-        .into_iter()
-        .map(|z| (z.name, z.zone_type))
-        .collect()
-}
-
 /// A load balancer's status: its DNS name, once it has one.
 fn status(dns_name: &str) -> LoadBalancerStatus {
     LoadBalancerStatus {
@@ -448,6 +315,9 @@ fn status(dns_name: &str) -> LoadBalancerStatus {
         },
     }
 }
+
+/// `classic::get` or `nlb::get`.
+type GetFn = fn(&Aws, &Service) -> Result<Option<LoadBalancerStatus>, CloudError>;
 
 impl Aws {
     /// Whether the Service's load balancer exists as the kind it does not ask for.
@@ -466,31 +336,16 @@ impl LoadBalancerExport for Aws {
         _cluster_name: String,
         service: Service,
     ) -> Result<Option<LoadBalancerStatus>, CloudError> {
-        let kind = kind(&service);
-        let found = match kind {
-            // Served elsewhere now; a load balancer this provider made before is still
-            // reported, so deleting the Service removes it.
-            Kind::Elsewhere => {
-                let name = default_name(&service);
-                return if self.elb.load_balancer(&name)?.is_some() {
-                    classic::get(self, &service)
-                } else if self.elbv2.load_balancer(&name)?.is_some() {
-                    nlb::get(self, &service)
-                } else {
-                    Ok(None)
-                };
-            }
-            Kind::Classic => classic::get(self, &service)?,
-            Kind::Network => nlb::get(self, &service)?,
+        // The kind asked for first; then the other, which the Service may have asked
+        // for before (its annotation changed) or left things of: reported, so deleting
+        // the Service removes them.
+        let (first, second): (GetFn, GetFn) = match kind(&service) {
+            Kind::Network => (nlb::get, classic::get),
+            _ => (classic::get, nlb::get),
         };
-        // A load balancer of the kind the Service asked for before (its annotation
-        // changed): reported, so the controller's delete removes it too.
-        match found {
-            None if self.other_kind_exists(&service, kind)? => match kind {
-                Kind::Classic => nlb::get(self, &service),
-                _ => classic::get(self, &service),
-            },
-            found => Ok(found),
+        match first(self, &service)? {
+            Some(found) => Ok(Some(found)),
+            None => second(self, &service),
         }
     }
 
@@ -533,29 +388,11 @@ impl LoadBalancerExport for Aws {
         _cluster_name: String,
         service: Service,
     ) -> Result<(), CloudError> {
-        let kind = kind(&service);
-        match kind {
-            Kind::Elsewhere => {
-                if self.elb.load_balancer(&default_name(&service))?.is_some() {
-                    classic::delete(self, &service)?;
-                }
-                if self.other_kind_exists(&service, Kind::Classic)? {
-                    nlb::delete(self, &service)?;
-                }
-                return Ok(());
-            }
-            Kind::Classic => classic::delete(self, &service)?,
-            Kind::Network => nlb::delete(self, &service)?,
-        }
-        // The other kind too, when the Service's annotation changed after its load
-        // balancer was made (the type change itself is refused, its delete is not).
-        if self.other_kind_exists(&service, kind)? {
-            match kind {
-                Kind::Classic => nlb::delete(self, &service)?,
-                _ => classic::delete(self, &service)?,
-            }
-        }
-        Ok(())
+        // Both kinds: the Service may have asked for the other before (its annotation
+        // changed, which ensure refuses but a delete must not leave behind). Each
+        // delete succeeds when there is nothing of its kind.
+        classic::delete(self, &service)?;
+        nlb::delete(self, &service)
     }
 }
 

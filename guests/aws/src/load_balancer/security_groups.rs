@@ -23,7 +23,7 @@ use crate::Aws;
 use crate::api::Params;
 use crate::config::Config;
 use crate::ec2::{Instance, Rule, SecurityGroup, Source};
-use wasm_ccm_guest::types::{CloudError, Service};
+use wasm_ccm_guest::types::CloudError;
 
 /// Descriptions of the NLB rules.
 pub const NLB_CLIENT: &str = "kubernetes.io/rule/nlb/client";
@@ -141,7 +141,7 @@ fn join(ids: &[&String]) -> String {
 }
 
 /// The VPC's security groups (every group when the VPC is unknown).
-fn vpc_groups(state: &Aws, vpc: &str) -> Result<Vec<SecurityGroup>, CloudError> {
+pub(super) fn vpc_groups(state: &Aws, vpc: &str) -> Result<Vec<SecurityGroup>, CloudError> {
     let params = if vpc.is_empty() {
         Params::new()
     } else {
@@ -151,13 +151,17 @@ fn vpc_groups(state: &Aws, vpc: &str) -> Result<Vec<SecurityGroup>, CloudError> 
 }
 
 /// A group's rule changes.
-struct Change {
-    add: Vec<Rule>,
-    revoke: Vec<Rule>,
+pub(super) struct Change {
+    pub add: Vec<Rule>,
+    pub revoke: Vec<Rule>,
 }
 
 /// What makes `group`'s rules that `owned` selects equal to `desired`.
-fn diff(group: &SecurityGroup, desired: &[Rule], owned: &dyn Fn(&Rule) -> bool) -> Change {
+pub(super) fn diff(
+    group: &SecurityGroup,
+    desired: &[Rule],
+    owned: &dyn Fn(&Rule) -> bool,
+) -> Change {
     let add = desired
         .iter()
         .filter(|d| !group.ingress.iter().any(|r| r.same_permission(d)))
@@ -173,7 +177,7 @@ fn diff(group: &SecurityGroup, desired: &[Rule], owned: &dyn Fn(&Rule) -> bool) 
 }
 
 /// Applies `change` to `group`; its ingress afterwards.
-fn apply(
+pub(super) fn apply(
     state: &Aws,
     group: &SecurityGroup,
     change: &Change,
@@ -238,9 +242,15 @@ pub fn sync_nlb(
         } else {
             &[]
         };
-        // The MTU rules follow the group's client rules even when this load balancer's
-        // rules are in place already (a delete interrupted between the two steps).
-        let ingress = apply(state, group, &diff(group, wanted, &owned), lb)?;
+        // The MTU rules follow the group's client rules, also when this load balancer's
+        // rules are in place already (a delete interrupted between the two steps); in
+        // the groups it touches, the nodes' and the cluster's, not other clusters'.
+        let change = diff(group, wanted, &owned);
+        let touched = !change.add.is_empty() || !change.revoke.is_empty();
+        if !(touched || nodes.contains(&group.id) || tagged(&state.config, group)) {
+            continue;
+        }
+        let ingress = apply(state, group, &change, lb)?;
         let after = SecurityGroup {
             ingress,
             ..group.clone()
@@ -254,209 +264,102 @@ pub fn sync_nlb(
 }
 
 /// The description of a node group's rule admitting a Classic load balancer.
-const CLASSIC_RULE: &str = "kubernetes.io/rule/elb=";
+pub(super) const CLASSIC_RULE: &str = "kubernetes.io/rule/elb=";
 
 /// The description of a node group's rule admitting Classic load balancer `lb`.
 fn classic_description(lb: &str) -> String {
     format!("{CLASSIC_RULE}{lb}")
 }
 
-/// Brings every group of the VPC to admitting everything from `lb_group` (the Classic
-/// load balancer's source group) when it holds nodes, nothing otherwise (`None`: a
-/// delete). A rule is this load balancer's when described as such (whatever its
-/// source: a group the load balancer no longer uses loses its rules too), or, from
-/// `lb_group` and undescribed, made by cloud-provider-aws: in a group tagged for the
-/// cluster, or anywhere when the load balancer's own group is being deleted.
-/// A delete leaves the rules while another Classic load balancer uses `lb_group`; the
-/// last one's delete revokes the rules from it that any Classic load balancer made.
+/// What a Classic load balancer asks of the nodes' groups.
+pub struct ClassicRules<'a> {
+    /// The load balancer's name.
+    pub lb: &'a str,
+    /// The group the nodes admit (the first of its groups); `None` when it goes.
+    pub source: Option<&'a str>,
+    /// Groups it has or had: rules from them may be its.
+    pub groups: &'a [String],
+    /// Its own group `k8s-elb-<name>`, if any.
+    pub own_group: Option<&'a str>,
+    /// Whether `groups` are being given up (a delete, or groups dropped): then rules
+    /// from them made for any Classic load balancer are its to revoke.
+    pub releasing: bool,
+}
+
+/// Brings every group of the VPC to admitting everything from `rules.source` where
+/// `instances` have their groups, and nothing of this load balancer's elsewhere.
+///
+/// A rule (every protocol, from a group) is the load balancer's when described for
+/// it; from one of its `groups` when undescribed (cloud-provider-aws made it) in a
+/// cluster-tagged group, or when `releasing`, described for any Classic load balancer
+/// or undescribed from its own group. EC2 keeps one rule per source for every load
+/// balancer behind that group, so a rule whose source another Classic load balancer
+/// uses is never revoked: the last one to go revokes it.
 pub fn sync_classic(
     state: &Aws,
-    lb: &str,
-    lb_group: &str,
-    own_group: bool,
+    rules: &ClassicRules<'_>,
     vpc: &str,
-    instances: Option<&[Instance]>,
+    instances: &[Instance],
 ) -> Result<(), CloudError> {
-    let deleting = instances.is_none();
-    if deleting && !own_group && shared_source(state, lb, lb_group)? {
-        wasm_ccm_guest::log::info(
-            "another load balancer uses the same security group; the nodes' rules admitting it stay",
-            &[("loadBalancer", lb), ("securityGroup", lb_group)],
-        );
-        return Ok(());
-    }
     let groups = vpc_groups(state, vpc)?;
-    let nodes = match instances {
-        Some(instances) => node_groups(&state.config, instances, &groups)?,
-        None => Vec::new(),
-    };
-    let description = classic_description(lb);
-    let source = Source::Group(lb_group.to_owned());
-    let desired = [Rule::new("-1", -1, -1, source.clone(), &description)];
-    for group in groups.iter().filter(|g| g.id != lb_group) {
+    let nodes = node_groups(&state.config, instances, &groups)?;
+    let description = classic_description(rules.lb);
+    let desired: Vec<Rule> = rules
+        .source
+        .map(|s| Rule::new("-1", -1, -1, Source::Group(s.to_owned()), &description))
+        .into_iter()
+        .collect();
+    let mut others: Option<Vec<String>> = None;
+    for group in groups.iter().filter(|g| !rules.groups.contains(&g.id)) {
         let tagged = tagged(&state.config, group);
-        // Deleting the last load balancer behind `lb_group`: a rule from it described
-        // for another Classic load balancer (which made it first) is the last one's.
         let owned = |r: &Rule| {
+            let Source::Group(from) = &r.source else {
+                return false;
+            };
+            if r.protocol != "-1" {
+                return false;
+            }
+            let ours = rules.groups.contains(from);
             r.description == description
-                || (r.source == source
-                    && ((r.description.is_empty() && (tagged || (own_group && deleting)))
-                        || (deleting && r.description.starts_with(CLASSIC_RULE))))
+                || (ours && r.description.is_empty() && tagged)
+                || (ours
+                    && rules.releasing
+                    && (r.description.starts_with(CLASSIC_RULE)
+                        || (r.description.is_empty() && rules.own_group == Some(from.as_str()))))
         };
         let wanted: &[Rule] = if nodes.contains(&group.id) {
             &desired
         } else {
             &[]
         };
-        apply(state, group, &diff(group, wanted, &owned), lb)?;
+        let mut change = diff(group, wanted, &owned);
+        if !change.revoke.is_empty() {
+            if others.is_none() {
+                others = Some(groups_of_other_load_balancers(state, rules.lb)?);
+            }
+            let others = others.as_deref().unwrap_or_default();
+            change.revoke.retain(|r| match &r.source {
+                Source::Group(from) => !others.contains(from),
+                _ => true,
+            });
+        }
+        apply(state, group, &change, rules.lb)?;
     }
     Ok(())
 }
 
-/// Whether a Classic load balancer other than `lb` uses group `id`.
-fn shared_source(state: &Aws, lb: &str, id: &str) -> Result<bool, CloudError> {
+/// The groups of every Classic load balancer but `lb`.
+pub(super) fn groups_of_other_load_balancers(
+    state: &Aws,
+    lb: &str,
+) -> Result<Vec<String>, CloudError> {
     Ok(state
         .elb
         .all_load_balancers()?
-        .iter()
-        .any(|other| other.name != lb && other.security_groups.iter().any(|g| g == id)))
-}
-
-/// The name of a Classic load balancer's own group.
-fn own_group_name(lb: &str) -> String {
-    format!("k8s-elb-{lb}")
-}
-
-/// The load balancer's own group, when it exists and is this cluster's.
-pub fn find_own_group(
-    state: &Aws,
-    lb: &str,
-    vpc: &str,
-) -> Result<Option<SecurityGroup>, CloudError> {
-    let mut params = Params::new().filter("group-name", &[own_group_name(lb)]);
-    if !vpc.is_empty() {
-        params = params.filter("vpc-id", &[vpc]);
-    }
-    Ok(state
-        .ec2
-        .security_groups(params)?
         .into_iter()
-        .find(|g| state.config.cluster_id.is_empty() || state.config.owns(&g.tags)))
-}
-
-/// The load balancer's own group, made when missing (upstream's `ensureSecurityGroup`):
-/// `k8s-elb-<name>`, tagged as the load balancer.
-pub fn ensure_own_group(
-    state: &Aws,
-    service: &Service,
-    lb: &str,
-    vpc: &str,
-) -> Result<SecurityGroup, CloudError> {
-    let name = own_group_name(lb);
-    let mut params = Params::new().filter("group-name", &[&name]);
-    if !vpc.is_empty() {
-        params = params.filter("vpc-id", &[vpc]);
-    }
-    if let Some(group) = state.ec2.security_groups(params)?.into_iter().next() {
-        if !state.config.cluster_id.is_empty() && !state.config.owns(&group.tags) {
-            return Err(CloudError::Other(format!(
-                "security group {} ({name}) exists but is not tagged {}=owned: it is not this \
-                 cluster's, so the load balancer does not use it",
-                group.id,
-                state.config.cluster_tag_key()
-            )));
-        }
-        return Ok(group);
-    }
-    if vpc.is_empty() {
-        return Err(CloudError::Other(format!(
-            "cannot create security group {name}: the VPC is unknown (set VPC in the cloud config)"
-        )));
-    }
-    let description = format!(
-        "Security group for Kubernetes ELB {lb} ({}/{})",
-        service.metadata.namespace, service.metadata.name
-    );
-    let id =
-        state
-            .ec2
-            .create_security_group(&name, &description, vpc, &super::tags(state, service))?;
-    wasm_ccm_guest::log::info(
-        "created security group for load balancer",
-        &[("securityGroup", &id), ("name", &name)],
-    );
-    Ok(SecurityGroup {
-        id,
-        name,
-        vpc_id: vpc.to_owned(),
-        ..Default::default()
-    })
-}
-
-/// The own group admits exactly the source ranges on each Service port, and ICMP
-/// "fragmentation needed" from them (upstream's `createSecurityGroupRules`).
-pub fn set_own_ingress(
-    state: &Aws,
-    group: &SecurityGroup,
-    service: &Service,
-    sources: &[String],
-) -> Result<(), CloudError> {
-    let mut desired = Vec::new();
-    for cidr in sources {
-        for port in &service.ports {
-            desired.push(Rule::new(
-                "tcp",
-                port.port,
-                port.port,
-                Source::Cidr(cidr.clone()),
-                "",
-            ));
-        }
-        desired.push(Rule::new("icmp", 3, 4, Source::Cidr(cidr.clone()), ""));
-    }
-    apply(state, group, &diff(group, &desired, &|_| true), &group.name).map(drop)
-}
-
-/// Deletes the own group, after the load balancer; while AWS still holds it (the load
-/// balancer's network interfaces go a little later), a retry.
-pub fn delete_own_group(state: &Aws, group: &SecurityGroup) -> Result<(), CloudError> {
-    match state.ec2.delete_security_group(&group.id) {
-        Ok(_) => {
-            wasm_ccm_guest::log::info(
-                "deleted security group of load balancer",
-                &[("securityGroup", &group.id), ("name", &group.name)],
-            );
-            Ok(())
-        }
-        Err(e) if e.code() == "DependencyViolation" => {
-            Err(wasm_ccm_guest::cloud_error::retry_after(
-                5_000,
-                format!(
-                    "security group {} is still in use; deleting it again: {e}",
-                    group.id
-                ),
-            ))
-        }
-        Err(e) => Err(e.into()),
-    }
-}
-
-/// A group load balancer `lb` no longer uses: when it is `lb`'s own group (of this
-/// cluster), the nodes' rules admitting it are revoked and it is deleted.
-pub fn remove_if_owned(state: &Aws, lb: &str, id: &str, vpc: &str) -> Result<(), CloudError> {
-    let group = state
-        .ec2
-        .security_groups(Params::new().filter("group-id", &[id]))?
-        .into_iter()
-        .next();
-    let Some(group) = group else {
-        return Ok(());
-    };
-    if group.name != own_group_name(lb) || !state.config.owns(&group.tags) {
-        return Ok(());
-    }
-    sync_classic(state, lb, id, true, vpc, None)?;
-    delete_own_group(state, &group)
+        .filter(|other| other.name != lb)
+        .flat_map(|other| other.security_groups)
+        .collect())
 }
 
 #[cfg(test)]
