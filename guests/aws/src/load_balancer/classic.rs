@@ -85,6 +85,21 @@ pub fn ensure(
     service: &Service,
     nodes: &[Node],
 ) -> Result<LoadBalancerStatus, CloudError> {
+    reconcile(state, service, nodes, true)
+}
+
+pub fn update(state: &Aws, service: &Service, nodes: &[Node]) -> Result<(), CloudError> {
+    reconcile(state, service, nodes, false).map(drop)
+}
+
+/// Brings the load balancer to what the Service asks; creates it when `create` (an
+/// ensure), else (an update) finds it or fails before anything is made.
+fn reconcile(
+    state: &Aws,
+    service: &Service,
+    nodes: &[Node],
+    create: bool,
+) -> Result<LoadBalancerStatus, CloudError> {
     let name = default_name(service);
     // Everything read from the Service is checked before anything is made.
     if annotation(service, "target-group-attributes").is_some() {
@@ -106,6 +121,10 @@ pub fn ensure(
     let attributes = classic_options::attributes(service).map_err(|e| invalid(service, e))?;
     let proxy = classic_options::proxy_protocol(service).map_err(|e| invalid(service, e))?;
     let sources = source_ranges(service)?;
+    let existing = state.elb.load_balancer(&name)?;
+    if existing.is_none() && !create {
+        return Err(invalid(service, "load balancer not found"));
+    }
     let (instances, vpc) = targets(state, service, nodes)?;
     let internal = internal(service);
     let subnets = subnets(state, service, internal, &vpc)?;
@@ -117,7 +136,7 @@ pub fn ensure(
     // Groups the load balancer gave up: removed (when its own) once the nodes admit
     // the new ones, so traffic never stops in between.
     let mut dropped = Vec::new();
-    let lb = match state.elb.load_balancer(&name)? {
+    let lb = match existing {
         None => {
             state
                 .elb
@@ -362,13 +381,6 @@ fn sync_instances(
         );
     }
     Ok(())
-}
-
-pub fn update(state: &Aws, service: &Service, nodes: &[Node]) -> Result<(), CloudError> {
-    if state.elb.load_balancer(&default_name(service))?.is_none() {
-        return Err(invalid(service, "load balancer not found"));
-    }
-    ensure(state, service, nodes).map(drop)
 }
 
 pub fn delete(state: &Aws, service: &Service) -> Result<(), CloudError> {

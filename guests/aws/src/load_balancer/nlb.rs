@@ -187,10 +187,7 @@ fn lb_status(lb: &LoadBalancer) -> LoadBalancerStatus {
 }
 
 pub fn update(state: &Aws, service: &Service, nodes: &[Node]) -> Result<(), CloudError> {
-    if state.elbv2.load_balancer(&default_name(service))?.is_none() {
-        return Err(invalid(service, "load balancer not found"));
-    }
-    ensure(state, service, nodes).map(drop)
+    reconcile(state, service, nodes, false).map(drop)
 }
 
 /// What the nodes' groups must admit: the node ports from the source ranges, the
@@ -253,6 +250,17 @@ pub fn ensure(
     service: &Service,
     nodes: &[Node],
 ) -> Result<LoadBalancerStatus, CloudError> {
+    reconcile(state, service, nodes, true)
+}
+
+/// Brings the NLB to what the Service asks; creates it when `create` (an ensure), else
+/// (an update) finds it or fails before anything is made.
+fn reconcile(
+    state: &Aws,
+    service: &Service,
+    nodes: &[Node],
+    create: bool,
+) -> Result<LoadBalancerStatus, CloudError> {
     for suffix in ["security-groups", "extra-security-groups"] {
         if annotation(service, suffix).is_some_and(|v| !v.trim().is_empty()) {
             return Err(invalid(
@@ -303,6 +311,7 @@ pub fn ensure(
             ));
         }
         Some(lb) => lb,
+        None if !create => return Err(invalid(service, "load balancer not found")),
         None => {
             let subnets = subnets(state, service, internal, &vpc)?;
             let subnet_mappings = nlb_options::subnet_mappings(
