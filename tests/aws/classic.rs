@@ -432,3 +432,53 @@ async fn annotated_security_groups_are_used_as_they_are() {
         assert_eq!(moto.ingress(group).await, Some(Vec::new()), "{group} stays");
     }
 }
+
+/// The cloud config's `ElbSecurityGroup` and `DisableSecurityGroupIngress`, as the
+/// README gives them: every Classic load balancer uses the named group as it is (none of
+/// its own), and the nodes' groups are left alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cloud_configs_group_and_no_ingress_changes() {
+    let stack = AwsStack::start(CLUSTER).await;
+    let (moto, world) = (&stack.moto, &stack.world);
+    let xml = moto
+        .call(
+            moto::Service::Ec2,
+            "CreateSecurityGroup",
+            &[
+                ("GroupName", "all-elbs"),
+                ("GroupDescription", "every load balancer's"),
+                ("VpcId", &world.vpc),
+            ],
+        )
+        .await;
+    let group = moto::text(&xml, "groupId");
+    let config = std::fs::read_to_string(&stack.cloud_config)
+        .unwrap()
+        .replacen(
+            "[Global]\n",
+            &format!("[Global]\nElbSecurityGroup = {group}\nDisableSecurityGroupIngress = true\n"),
+            1,
+        );
+    std::fs::write(&stack.cloud_config, config).unwrap();
+    let (a, _ccm) = one_node_initialized(&stack).await;
+    let services: Api<Service> = Api::namespaced(stack.client(), "default");
+    let (_, _, lb_name) = create_service(&services, &service_with("plain", json!({}), 80)).await;
+    wait_until(TIMEOUT, "the load balancer with its instance", || async {
+        classic_instances(moto, &lb_name).await == Some(vec![a.id.clone()])
+    })
+    .await;
+    let lb = classic_load_balancer(moto, &lb_name).await.unwrap();
+    assert!(lb.contains(&format!("<member>{group}</member>")), "{lb}");
+    assert_eq!(own_group(moto, &lb_name).await, None);
+    assert_eq!(
+        moto.ingress(&world.node_security_group).await,
+        Some(world.node_rules_at_start())
+    );
+    delete_and_wait(&services, "plain").await;
+    assert_eq!(classic_load_balancer(moto, &lb_name).await, None);
+    assert_eq!(
+        moto.ingress(&group).await,
+        Some(Vec::new()),
+        "the group stays"
+    );
+}

@@ -407,3 +407,70 @@ async fn nlb_node_security_group_rules_tls_and_proxy_protocol() {
     );
     assert!(load_balancer_names(moto).await.is_empty());
 }
+
+/// The cloud config's `ClusterServiceLoadBalancerHealthProbeMode = Shared`, as the README
+/// gives it: both kinds check kube-proxy's health port (10256, `/healthz`) over HTTP
+/// instead of the node ports, and the nodes' group admits the NLB's subnets on it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shared_health_probe_from_the_cloud_config() {
+    let stack = AwsStack::start(CLUSTER).await;
+    let (moto, world) = (&stack.moto, &stack.world);
+    let config = std::fs::read_to_string(&stack.cloud_config)
+        .unwrap()
+        .replacen(
+            "[Global]\n",
+            "[Global]\nClusterServiceLoadBalancerHealthProbeMode = Shared\n",
+            1,
+        );
+    std::fs::write(&stack.cloud_config, config).unwrap();
+    let _ccm = one_node_initialized(&stack).await;
+    let services: Api<Service> = Api::namespaced(stack.client(), "default");
+    let (_, _, nlb) = create_service(
+        &services,
+        &service_with("probed-nlb", annotations(&[("type", json!("nlb"))]), 80),
+    )
+    .await;
+    let (_, _, classic) =
+        create_service(&services, &service_with("probed-classic", json!({}), 80)).await;
+    wait_until(
+        TIMEOUT,
+        "the Classic health check on the shared probe",
+        || async {
+            classic_load_balancer(moto, &classic)
+                .await
+                .is_some_and(|lb| lb.contains("<Target>HTTP:10256/healthz</Target>"))
+        },
+    )
+    .await;
+    let health = format!("kubernetes.io/rule/nlb/health={nlb}");
+    wait_until(
+        TIMEOUT,
+        "the NLB's target group and the nodes' health rules",
+        || async {
+            let groups = match moto
+                .call_as(
+                    &moto.keys,
+                    moto::Service::Elbv2,
+                    "DescribeTargetGroups",
+                    &[],
+                )
+                .await
+            {
+                Ok(xml) => xml,
+                Err(_) => return false,
+            };
+            let rules = moto
+                .ingress(&world.node_security_group)
+                .await
+                .unwrap_or_default();
+            moto::texts(&groups, "HealthCheckPort").contains(&"10256".to_owned())
+                && moto::texts(&groups, "HealthCheckProtocol").contains(&"HTTP".to_owned())
+                && world.subnet_cidrs.iter().all(|cidr| {
+                    rules
+                        .iter()
+                        .any(|r| r.from == "10256" && r.source == *cidr && r.description == health)
+                })
+        },
+    )
+    .await;
+}

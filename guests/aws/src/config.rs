@@ -90,6 +90,11 @@ pub struct Config {
     pub elb_security_group: String,
     /// `DisableSecurityGroupIngress`: leave the nodes' security groups alone.
     pub disable_security_group_ingress: bool,
+    /// `ClusterServiceLoadBalancerHealthProbeMode = Shared`: the port and path
+    /// (`ClusterServiceSharedLoadBalancerHealthProbePort`, `…Path`; kube-proxy's 10256
+    /// and `/healthz` by default) every `externalTrafficPolicy: Cluster` load balancer
+    /// checks, instead of its node ports.
+    pub shared_health_probe: Option<(u16, String)>,
     /// The `ServiceOverride` sections.
     pub overrides: Vec<ServiceOverride>,
 }
@@ -105,6 +110,8 @@ impl Config {
         let mut config = Config::default();
         let mut region = String::new();
         let mut cluster_tag = String::new();
+        let (mut probe_mode, mut probe_port, mut probe_path) =
+            (String::new(), 10256u16, "/healthz".to_owned());
         for entry in gcfg::parse(text)? {
             let gcfg::Entry {
                 line,
@@ -124,6 +131,24 @@ impl Config {
                     "kubernetesclustertag" => cluster_tag = value,
                     "nodeipfamilies" => config.node_ip_families.push(value),
                     "elbsecuritygroup" => config.elb_security_group = value,
+                    "clusterserviceloadbalancerhealthprobemode" => probe_mode = value,
+                    "clusterservicesharedloadbalancerhealthprobeport" => {
+                        probe_port = value.parse().map_err(|_| {
+                            format!(
+                                "cloud config line {line}: ClusterServiceSharedLoadBalancerHealthProbePort = \
+                                 {value} is not a port"
+                            )
+                        })?;
+                    }
+                    "clusterservicesharedloadbalancerhealthprobepath" => {
+                        if !value.starts_with('/') {
+                            return Err(format!(
+                                "cloud config line {line}: ClusterServiceSharedLoadBalancerHealthProbePath = \
+                                 {value} does not start with /"
+                            ));
+                        }
+                        probe_path = value;
+                    }
                     "disablesecuritygroupingress" => {
                         config.disable_security_group_ingress = match value.as_str() {
                             "true" | "1" | "yes" | "on" => true,
@@ -194,6 +219,16 @@ impl Config {
             return Err("cloud config: set `Zone` or `Region` in [Global] \
                         (the provider cannot ask the instance metadata service)"
                 .into());
+        };
+        config.shared_health_probe = match probe_mode.as_str() {
+            "" | "ServiceNodePort" => None,
+            "Shared" => Some((probe_port, probe_path)),
+            other => {
+                return Err(format!(
+                    "cloud config: ClusterServiceLoadBalancerHealthProbeMode `{other}` is not \
+                     `ServiceNodePort` or `Shared`"
+                ));
+            }
         };
         if config.node_ip_families.is_empty() {
             config.node_ip_families.push("ipv4".into());
@@ -373,10 +408,41 @@ mod tests {
                 "URL",
             ),
             ("[Global]\nRegion = r-1\nNodeIPFamilies = ipv5\n", "ipv5"),
+            (
+                "[Global]\nRegion = r-1\nClusterServiceLoadBalancerHealthProbeMode = Sometimes\n",
+                "Sometimes",
+            ),
+            (
+                "[Global]\nRegion = r-1\nClusterServiceSharedLoadBalancerHealthProbePort = x\n",
+                "line 3",
+            ),
+            (
+                "[Global]\nRegion = r-1\nDisableSecurityGroupIngress = maybe\n",
+                "DisableSecurityGroupIngress",
+            ),
         ] {
             let err = Config::parse(text).unwrap_err();
             assert!(err.contains(needle), "{text:?}: {err}");
         }
+    }
+
+    #[test]
+    fn load_balancer_options() {
+        let config = Config::parse(
+            "[Global]\nRegion = r-1\nElbSecurityGroup = sg-1\nDisableSecurityGroupIngress = true\n\
+             ClusterServiceLoadBalancerHealthProbeMode = Shared\n\
+             ClusterServiceSharedLoadBalancerHealthProbePath = /livez\n",
+        )
+        .unwrap();
+        assert_eq!(config.elb_security_group, "sg-1");
+        assert!(config.disable_security_group_ingress);
+        assert_eq!(
+            config.shared_health_probe,
+            Some((10256, "/livez".to_owned()))
+        );
+        let default = Config::parse("[Global]\nRegion = r-1\n").unwrap();
+        assert_eq!(default.shared_health_probe, None);
+        assert!(!default.disable_security_group_ingress);
     }
 
     #[test]

@@ -116,8 +116,12 @@ fn reconcile(
              load balancer forwards to node ports",
         ));
     }
-    let health =
-        classic_options::health_check(service, &listeners).map_err(|e| invalid(service, e))?;
+    let health = classic_options::health_check(
+        service,
+        &listeners,
+        state.config.shared_health_probe.as_ref(),
+    )
+    .map_err(|e| invalid(service, e))?;
     let attributes = classic_options::attributes(service).map_err(|e| invalid(service, e))?;
     let proxy = classic_options::proxy_protocol(service).map_err(|e| invalid(service, e))?;
     let sources = source_ranges(service)?;

@@ -92,9 +92,14 @@ pub fn listeners(service: &Service) -> Result<Vec<Listener>, String> {
 
 /// The health check: HTTP `/healthz` on the health check node port for
 /// `externalTrafficPolicy: Local`, else TCP (SSL with an `https`/`ssl` backend) on the
-/// first listener's node port; then the `healthcheck-*` annotations. Defaults 2/6
-/// thresholds, 5 s timeout, 10 s interval.
-pub fn health_check(service: &Service, listeners: &[Listener]) -> Result<HealthCheck, String> {
+/// first listener's node port (the cloud config's `shared` probe instead, when set);
+/// then the `healthcheck-*` annotations. Defaults 2/6 thresholds, 5 s timeout, 10 s
+/// interval.
+pub fn health_check(
+    service: &Service,
+    listeners: &[Listener],
+    shared: Option<&(u16, String)>,
+) -> Result<HealthCheck, String> {
     let first_port = listeners.first().map_or(0, |l| l.instance_port);
     let backend = annotation(service, "backend-protocol")
         .unwrap_or_default()
@@ -109,6 +114,9 @@ pub fn health_check(service: &Service, listeners: &[Listener]) -> Result<HealthC
             _ => service.health_check_node_port,
         };
         ("HTTP".to_owned(), port, "/healthz".to_owned())
+    } else if let Some((port, path)) = shared {
+        // The cloud config's shared probe; the annotations still override it (upstream).
+        ("HTTP".to_owned(), i32::from(*port), path.clone())
     } else {
         let protocol = if matches!(backend.as_str(), "https" | "ssl") {
             "SSL"
@@ -367,7 +375,7 @@ mod tests {
                 annotate(&mut svc, k, v);
             }
             let l = listeners(&svc).unwrap();
-            health_check(&svc, &l)
+            health_check(&svc, &l, None)
         };
         let hc = check(&[]).unwrap();
         assert_eq!(hc.target, "TCP:8080");
@@ -448,13 +456,27 @@ mod tests {
                 .unwrap_err()
                 .contains("failed parsing")
         );
+        // The cloud config's shared probe replaces the node port; annotations still win.
+        let shared = (10256, "/healthz".to_owned());
+        let mut svc = service("default", "web");
+        svc.ports = vec![port("http", 80, 8080)];
+        let l = listeners(&svc).unwrap();
+        assert_eq!(
+            health_check(&svc, &l, Some(&shared)).unwrap().target,
+            "HTTP:10256/healthz"
+        );
+        annotate(&mut svc, "healthcheck-port", "9000");
+        assert_eq!(
+            health_check(&svc, &l, Some(&shared)).unwrap().target,
+            "HTTP:9000/healthz"
+        );
         let mut local = service("default", "web");
         local.ports = vec![port("http", 80, 8080)];
         local.external_traffic_policy = TrafficPolicy::Local;
         local.health_check_node_port = 32000;
         let l = listeners(&local).unwrap();
         assert_eq!(
-            health_check(&local, &l).unwrap().target,
+            health_check(&local, &l, None).unwrap().target,
             "HTTP:32000/healthz"
         );
     }

@@ -97,10 +97,13 @@ fn mappings(service: &Service) -> Result<Vec<Mapping>, CloudError> {
 /// The health check: upstream's defaults (TCP on the traffic port; HTTP `/healthz` on
 /// the health check node port for `externalTrafficPolicy: Local`), then the
 /// `…-healthcheck-*` annotations.
-fn health_check(service: &Service) -> Result<HealthCheck, CloudError> {
-    let mut hc = if service.external_traffic_policy == TrafficPolicy::Local
-        && service.health_check_node_port != 0
-    {
+fn health_check(
+    service: &Service,
+    shared: Option<&(u16, String)>,
+) -> Result<HealthCheck, CloudError> {
+    let local = service.external_traffic_policy == TrafficPolicy::Local
+        && service.health_check_node_port != 0;
+    let mut hc = if local {
         HealthCheck {
             protocol: "HTTP".into(),
             port: service.health_check_node_port.to_string(),
@@ -161,6 +164,13 @@ fn health_check(service: &Service) -> Result<HealthCheck, CloudError> {
                 )
             })?;
         }
+    }
+    // The cloud config's shared probe (kube-proxy's health port) for Cluster traffic,
+    // over the annotations' protocol, port and path, as upstream orders it.
+    if let (false, Some((port, path))) = (local, shared) {
+        hc.protocol = "HTTP".into();
+        hc.port = port.to_string();
+        hc.path = path.clone();
     }
     Ok(hc)
 }
@@ -280,7 +290,7 @@ fn reconcile(
              instance targets are node ports",
         ));
     }
-    let hc = health_check(service)?;
+    let hc = health_check(service, state.config.shared_health_probe.as_ref())?;
     let name = default_name(service);
     let internal = internal(service);
     let tags = tags(state, service);
@@ -466,21 +476,43 @@ mod tests {
     #[test]
     fn health_checks_as_upstream() {
         let mut svc = service("default", "web");
-        assert_eq!(health_check(&svc).unwrap().protocol, "TCP");
+        assert_eq!(health_check(&svc, None).unwrap().protocol, "TCP");
         svc.external_traffic_policy = TrafficPolicy::Local;
         svc.health_check_node_port = 31000;
-        let hc = health_check(&svc).unwrap();
+        let hc = health_check(&svc, None).unwrap();
         assert_eq!(
             (hc.protocol.as_str(), hc.port.as_str(), hc.interval),
             ("HTTP", "31000", 10)
         );
         annotate(&mut svc, "healthcheck-protocol", "tcp");
         annotate(&mut svc, "healthcheck-interval", "20");
-        let hc = health_check(&svc).unwrap();
+        let hc = health_check(&svc, None).unwrap();
         assert_eq!((hc.protocol.as_str(), hc.interval), ("TCP", 20));
         svc.metadata.annotations.clear();
         annotate(&mut svc, "healthcheck-port", "x");
-        assert!(health_check(&svc).is_err());
+        assert!(health_check(&svc, None).is_err());
+        // The shared probe: Cluster traffic only, over the annotations.
+        let shared = (10256, "/healthz".to_owned());
+        svc.metadata.annotations.clear();
+        let hc = health_check(&svc, Some(&shared)).unwrap();
+        assert_eq!(
+            (hc.protocol.as_str(), hc.port.as_str()),
+            ("HTTP", "31000"),
+            "Local keeps its own"
+        );
+        svc.external_traffic_policy = TrafficPolicy::Cluster;
+        annotate(&mut svc, "healthcheck-port", "8080");
+        annotate(&mut svc, "healthcheck-interval", "20");
+        let hc = health_check(&svc, Some(&shared)).unwrap();
+        assert_eq!(
+            (
+                hc.protocol.as_str(),
+                hc.port.as_str(),
+                hc.path.as_str(),
+                hc.interval
+            ),
+            ("HTTP", "10256", "/healthz", 20)
+        );
     }
 
     /// Upstream's NLB port mappings: TLS on the `ssl-ports` with a certificate (a TLS
