@@ -150,16 +150,8 @@ impl Config {
                         probe_path = value;
                     }
                     "disablesecuritygroupingress" => {
-                        config.disable_security_group_ingress = match value.as_str() {
-                            "true" | "1" | "yes" | "on" => true,
-                            "false" | "0" | "no" | "off" | "" => false,
-                            other => {
-                                return Err(format!(
-                                    "cloud config line {line}: DisableSecurityGroupIngress = {other} \
-                                     is not a boolean (true or false)"
-                                ));
-                            }
-                        }
+                        config.disable_security_group_ingress =
+                            gcfg::boolean(&value, line, "DisableSecurityGroupIngress")?;
                     }
                     _ => wasm_ccm_guest::log::warn(
                         "cloud config: [Global] variable not used by this provider; ignored",

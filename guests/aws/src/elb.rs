@@ -148,6 +148,15 @@ fn listener_params(mut params: Params, listeners: &[Listener]) -> Params {
     params
 }
 
+/// The load balancers of a `DescribeLoadBalancers` answer.
+fn descriptions(root: Node<'_, '_>) -> Vec<LoadBalancer> {
+    xml::find(root, "DescribeLoadBalancersResult")
+        .into_iter()
+        .flat_map(|result| xml::items(result, "LoadBalancerDescriptions"))
+        .map(LoadBalancer::read)
+        .collect()
+}
+
 /// The Classic ELB client.
 #[derive(Debug, Clone)]
 pub struct Elb {
@@ -166,16 +175,7 @@ impl Elb {
         let found = self.api.call_read(
             "DescribeLoadBalancers",
             &Params::new().list("LoadBalancerNames.member", &[name]),
-            |root| {
-                Ok(xml::find(root, "LoadBalancerDescriptions")
-                    .into_iter()
-                    .flat_map(|list| {
-                        list.children()
-                            .filter(|n| n.is_element() && n.tag_name().name() == "member")
-                    })
-                    .next()
-                    .map(LoadBalancer::read))
-            },
+            |root| Ok(descriptions(root).into_iter().next()),
         );
         match found {
             Err(e) if e.code() == "LoadBalancerNotFound" => Ok(None),
@@ -192,15 +192,7 @@ impl Elb {
             "Marker",
             "NextMarker",
             |root| {
-                found.extend(
-                    xml::find(root, "LoadBalancerDescriptions")
-                        .into_iter()
-                        .flat_map(|list| {
-                            list.children()
-                                .filter(|n| n.is_element() && n.tag_name().name() == "member")
-                        })
-                        .map(LoadBalancer::read),
-                );
+                found.extend(descriptions(root));
                 Ok(())
             },
         )?;

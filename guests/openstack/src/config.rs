@@ -152,16 +152,6 @@ const POLICY_VARIABLES: [&str; 24] = [
     "cloudsfile",
 ];
 
-fn boolean(value: &str, line: usize, name: &str) -> Result<bool, String> {
-    match value.to_ascii_lowercase().as_str() {
-        "true" | "yes" | "on" | "1" => Ok(true),
-        "false" | "no" | "off" | "0" => Ok(false),
-        _ => Err(format!(
-            "cloud config line {line}: {name} `{value}` is not a boolean"
-        )),
-    }
-}
-
 /// A duration in seconds: `5`, `5s`, `1m`, `1m30s`.
 fn seconds(value: &str, line: usize, name: &str) -> Result<u64, String> {
     let bad = || format!("cloud config line {line}: {name} `{value}` is not a duration (e.g. 5s)");
@@ -254,7 +244,7 @@ impl Config {
                         "floatingsubnetid" => lb.floating_subnet_id = value,
                         "lbmethod" => lb.lb_method = value,
                         "lbprovider" => lb.lb_provider = value,
-                        "createmonitor" => lb.create_monitor = boolean(&value, line, &name)?,
+                        "createmonitor" => lb.create_monitor = gcfg::boolean(&value, line, &name)?,
                         "monitordelay" => lb.monitor_delay = seconds(&value, line, &name)?,
                         "monitortimeout" => lb.monitor_timeout = seconds(&value, line, &name)?,
                         "monitormaxretries" => {
@@ -263,11 +253,11 @@ impl Config {
                         "monitormaxretriesdown" => {
                             lb.monitor_max_retries_down = number(&value, line, &name)?
                         }
-                        "internallb" => lb.internal_lb = boolean(&value, line, &name)?,
+                        "internallb" => lb.internal_lb = gcfg::boolean(&value, line, &name)?,
                         "flavorid" => lb.flavor_id = value,
                         "availabilityzone" => lb.availability_zone = value,
-                        "enabled" => lb.enabled = boolean(&value, line, &name)?,
-                        "managesecuritygroups" if boolean(&value, line, &name)? => {
+                        "enabled" => lb.enabled = gcfg::boolean(&value, line, &name)?,
+                        "managesecuritygroups" if gcfg::boolean(&value, line, &name)? => {
                             return Err(format!(
                                 "cloud config line {line}: manage-security-groups = true is not \
                                  supported by this provider yet (listeners' allowed CIDRs carry \
@@ -284,7 +274,7 @@ impl Config {
                         "publicnetworkname" => net.public_network_names.push(value),
                         "internalnetworkname" => net.internal_network_names.push(value),
                         "ipv6supportdisabled" => {
-                            net.ipv6_support_disabled = boolean(&value, line, &name)?
+                            net.ipv6_support_disabled = gcfg::boolean(&value, line, &name)?
                         }
                         "addresssortorder" => {
                             net.address_sort_order = value

@@ -26,6 +26,18 @@ pub struct Entry {
     pub value: String,
 }
 
+/// A gcfg boolean (`true`/`yes`/`on`/`1`, `false`/`no`/`off`/`0`, any case); an
+/// error names the line and the variable (`name`, as the user wrote it or as read).
+pub fn boolean(value: &str, line: usize, name: &str) -> Result<bool, String> {
+    match value.to_ascii_lowercase().as_str() {
+        "true" | "yes" | "on" | "1" => Ok(true),
+        "false" | "no" | "off" | "0" => Ok(false),
+        _ => Err(format!(
+            "cloud config line {line}: {name} `{value}` is not a boolean"
+        )),
+    }
+}
+
 /// Reads gcfg syntax: `[section]`, `[section "subsection"]`, `name = value` (values
 /// may be quoted, with `\"`, `\\`, `\n`, `\t` escapes), `;` and `#` comments, and a
 /// bare `name` meaning `true`.

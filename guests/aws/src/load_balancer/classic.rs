@@ -149,27 +149,14 @@ fn reconcile(
                 "created classic load balancer",
                 &[("name", &name), ("subnets", &subnets.join(","))],
             );
-            if proxy {
-                state.elb.create_policy(
-                    &name,
-                    PROXY_PROTOCOL_POLICY,
-                    "ProxyProtocolPolicyType",
-                    ("ProxyProtocol", "true"),
-                )?;
-                for l in &listeners {
-                    state.elb.set_backend_policies(
-                        &name,
-                        l.instance_port,
-                        &[PROXY_PROTOCOL_POLICY],
-                    )?;
-                }
-            }
-            state.elb.load_balancer(&name)?.ok_or_else(|| {
+            let lb = state.elb.load_balancer(&name)?.ok_or_else(|| {
                 invalid(
                     service,
                     format!("load balancer {name} vanished after its creation"),
                 )
-            })?
+            })?;
+            sync_proxy_protocol(state, &lb, &listeners, proxy)?;
+            lb
         }
         Some(lb) => {
             dropped = update_existing(state, &lb, &listeners, &subnets, &groups, proxy)?;
@@ -208,8 +195,16 @@ fn reconcile(
     {
         dropped.push(left.id);
     }
-    for group in &dropped {
-        own_group::remove_if_owned(state, &name, group, &lb.vpc_id)?;
+    for group in dropped {
+        let released = [group];
+        let rules = ClassicRules {
+            lb: &name,
+            source: groups.first().map(String::as_str),
+            groups: &released,
+            own_group: Some(released[0].as_str()),
+            releasing: true,
+        };
+        own_group::remove_if_owned(state, &rules, &vpc, &instances)?;
     }
     Ok(status(&lb.dns_name))
 }
@@ -255,19 +250,17 @@ fn update_existing(
     state
         .elb
         .change_subnets(name, &missing(subnets, &lb.subnets), true)?;
-    let mut sorted_have = lb.security_groups.clone();
-    let mut sorted_want = groups.to_vec();
-    sorted_have.sort();
-    sorted_want.sort();
-    let mut dropped = Vec::new();
-    if sorted_have != sorted_want {
+    let dropped = missing(&lb.security_groups, groups);
+    if !dropped.is_empty() || !missing(groups, &lb.security_groups).is_empty() {
         state.elb.apply_security_groups(name, groups)?;
-        dropped = missing(&lb.security_groups, groups);
     }
-    for l in &lb.listeners {
-        if !listeners.iter().any(|want| want.same_as(l)) {
-            state.elb.delete_listener(name, l.port)?;
-        }
+    let stale: Vec<&Listener> = lb
+        .listeners
+        .iter()
+        .filter(|l| !listeners.iter().any(|want| want.same_as(l)))
+        .collect();
+    for l in &stale {
+        state.elb.delete_listener(name, l.port)?;
     }
     let new: Vec<Listener> = listeners
         .iter()
@@ -277,17 +270,25 @@ fn update_existing(
     if !new.is_empty() {
         state.elb.create_listeners(name, &new)?;
     }
-    if !new.is_empty()
-        || lb
-            .listeners
-            .iter()
-            .any(|l| !listeners.iter().any(|w| w.same_as(l)))
-    {
+    if !new.is_empty() || !stale.is_empty() {
         wasm_ccm_guest::log::info(
             "updated classic load balancer listeners",
             &[("name", name), ("listeners", &listeners.len().to_string())],
         );
     }
+    sync_proxy_protocol(state, lb, listeners, proxy)?;
+    Ok(dropped)
+}
+
+/// The proxy protocol policy on every listener's node port when `proxy`, on none
+/// otherwise (and on no port without a listener); the policy made when missing.
+fn sync_proxy_protocol(
+    state: &Aws,
+    lb: &LoadBalancer,
+    listeners: &[Listener],
+    proxy: bool,
+) -> Result<(), CloudError> {
+    let name = &lb.name;
     let has_proxy = |port: i32| {
         lb.backend_policies
             .iter()
@@ -318,7 +319,7 @@ fn update_existing(
             state.elb.set_backend_policies(name, *port, &[])?;
         }
     }
-    Ok(dropped)
+    Ok(())
 }
 
 /// `k8s-SSLNegotiationPolicy-<value>` on every SSL/HTTPS listener (`current`: the

@@ -208,13 +208,8 @@ pub fn health_check(
 
 /// Upstream's boolean spellings (Go's `strconv.ParseBool`).
 fn parse_bool(suffix: &str, value: &str) -> Result<bool, String> {
-    match value {
-        "1" | "t" | "T" | "TRUE" | "true" | "True" => Ok(true),
-        "0" | "f" | "F" | "FALSE" | "false" | "False" => Ok(false),
-        _ => Err(format!(
-            "error parsing service annotation: {ANNOTATION}{suffix}={value}"
-        )),
-    }
+    super::nlb_options::parse_bool(value)
+        .ok_or_else(|| format!("error parsing service annotation: {ANNOTATION}{suffix}={value}"))
 }
 
 fn parse_int(suffix: &str, value: &str) -> Result<i32, String> {

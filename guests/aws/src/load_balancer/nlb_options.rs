@@ -18,8 +18,8 @@ use crate::elbv2::{Attributes, SubnetMapping};
 const TARGET_GROUP_ATTRIBUTES: [&str; 2] =
     ["preserve_client_ip.enabled", "proxy_protocol_v2.enabled"];
 
-/// Go's `strconv.ParseBool`, which upstream parses these annotations with.
-fn parse_bool(value: &str) -> Option<bool> {
+/// Go's `strconv.ParseBool`, which upstream parses its boolean annotations with.
+pub(super) fn parse_bool(value: &str) -> Option<bool> {
     match value {
         "1" | "t" | "T" | "TRUE" | "true" | "True" => Some(true),
         "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),

@@ -3,17 +3,29 @@
 //! source ranges on the Service's ports, deleted after the load balancer, and removed
 //! when named groups replace it.
 
-use super::security_groups::{
-    CLASSIC_RULE, Change, apply, diff, groups_of_other_load_balancers, vpc_groups,
-};
+use super::security_groups::{ClassicRules, apply, diff, sync_classic};
 use crate::Aws;
 use crate::api::Params;
-use crate::ec2::{Rule, SecurityGroup, Source};
+use crate::ec2::{Instance, Rule, SecurityGroup, Source};
 use wasm_ccm_guest::types::{CloudError, Service};
 
 /// The name of a Classic load balancer's own group.
 fn own_group_name(lb: &str) -> String {
     format!("k8s-elb-{lb}")
+}
+
+/// The group named as `lb`'s own group, whoever's it is.
+fn named(state: &Aws, lb: &str, vpc: &str) -> Result<Option<SecurityGroup>, CloudError> {
+    let mut params = Params::new().filter("group-name", &[own_group_name(lb)]);
+    if !vpc.is_empty() {
+        params = params.filter("vpc-id", &[vpc]);
+    }
+    Ok(state.ec2.security_groups(params)?.into_iter().next())
+}
+
+/// Whether the group was made by this cluster (any group without a cluster ID).
+fn ours(state: &Aws, group: &SecurityGroup) -> bool {
+    state.config.cluster_id.is_empty() || state.config.owns(&group.tags)
 }
 
 /// The load balancer's own group, when it exists and is this cluster's.
@@ -22,15 +34,7 @@ pub fn find_own_group(
     lb: &str,
     vpc: &str,
 ) -> Result<Option<SecurityGroup>, CloudError> {
-    let mut params = Params::new().filter("group-name", &[own_group_name(lb)]);
-    if !vpc.is_empty() {
-        params = params.filter("vpc-id", &[vpc]);
-    }
-    Ok(state
-        .ec2
-        .security_groups(params)?
-        .into_iter()
-        .find(|g| state.config.cluster_id.is_empty() || state.config.owns(&g.tags)))
+    Ok(named(state, lb, vpc)?.filter(|g| ours(state, g)))
 }
 
 /// The load balancer's own group, made when missing (upstream's `ensureSecurityGroup`):
@@ -42,12 +46,8 @@ pub fn ensure_own_group(
     vpc: &str,
 ) -> Result<SecurityGroup, CloudError> {
     let name = own_group_name(lb);
-    let mut params = Params::new().filter("group-name", &[&name]);
-    if !vpc.is_empty() {
-        params = params.filter("vpc-id", &[vpc]);
-    }
-    if let Some(group) = state.ec2.security_groups(params)?.into_iter().next() {
-        if !state.config.cluster_id.is_empty() && !state.config.owns(&group.tags) {
+    if let Some(group) = named(state, lb, vpc)? {
+        if !ours(state, &group) {
             return Err(CloudError::Other(format!(
                 "security group {} ({name}) exists but is not tagged {}=owned: it is not this \
                  cluster's, so the load balancer does not use it",
@@ -106,8 +106,10 @@ pub fn set_own_ingress(
     apply(state, group, &diff(group, &desired, &|_| true), &group.name).map(drop)
 }
 
-/// Deletes the own group, after the load balancer; while AWS still holds it (the load
-/// balancer's network interfaces go a little later), a retry.
+/// Deletes the own group, after the load balancer. While AWS still holds it (the load
+/// balancer's network interfaces go a little later, or a rule elsewhere names it), an
+/// error naming the groups whose rules refer to it: the controller retries with its
+/// back-off.
 pub fn delete_own_group(state: &Aws, group: &SecurityGroup) -> Result<(), CloudError> {
     match state.ec2.delete_security_group(&group.id) {
         Ok(_) => {
@@ -118,21 +120,37 @@ pub fn delete_own_group(state: &Aws, group: &SecurityGroup) -> Result<(), CloudE
             Ok(())
         }
         Err(e) if e.code() == "DependencyViolation" => {
-            Err(wasm_ccm_guest::cloud_error::retry_after(
-                5_000,
-                format!(
-                    "security group {} is still in use; deleting it again: {e}",
-                    group.id
-                ),
-            ))
+            let referring: Vec<String> = state
+                .ec2
+                .security_groups(Params::new().filter("ip-permission.group-id", &[&group.id]))
+                .map(|groups| groups.into_iter().map(|g| g.id).collect())
+                .unwrap_or_default();
+            let named = if referring.is_empty() {
+                String::new()
+            } else {
+                format!(" (rules of {} refer to it)", referring.join(", "))
+            };
+            Err(CloudError::Other(format!(
+                "security group {} ({}) is still in use{named}; deleting it again later: {e}",
+                group.id, group.name
+            )))
         }
         Err(e) => Err(e.into()),
     }
 }
 
-/// A group load balancer `lb` no longer uses: when it is `lb`'s own group (of this
-/// cluster), the nodes' rules admitting it are revoked and it is deleted.
-pub fn remove_if_owned(state: &Aws, lb: &str, id: &str, vpc: &str) -> Result<(), CloudError> {
+/// A group load balancer `lb` gave up (`rules.groups`, one): when it is `lb`'s own
+/// group (of this cluster), the nodes' rules admitting it are revoked through
+/// [`sync_classic`] (releasing it, `rules.source` still admitted) and it is deleted.
+pub fn remove_if_owned(
+    state: &Aws,
+    rules: &ClassicRules<'_>,
+    vpc: &str,
+    instances: &[Instance],
+) -> Result<(), CloudError> {
+    let [id] = rules.groups else {
+        return Ok(());
+    };
     let group = state
         .ec2
         .security_groups(Params::new().filter("group-id", &[id]))?
@@ -141,42 +159,11 @@ pub fn remove_if_owned(state: &Aws, lb: &str, id: &str, vpc: &str) -> Result<(),
     let Some(group) = group else {
         return Ok(());
     };
-    if group.name != own_group_name(lb) || !state.config.owns(&group.tags) {
+    if group.name != own_group_name(rules.lb) || !state.config.owns(&group.tags) {
         return Ok(());
     }
     if !state.config.disable_security_group_ingress {
-        revoke_released(state, lb, id, vpc)?;
+        sync_classic(state, rules, vpc, instances)?;
     }
     delete_own_group(state, &group)
-}
-
-/// Revokes the nodes' rules admitting `released`, a group load balancer `lb` gave up
-/// (every protocol, undescribed or described for a Classic load balancer), unless
-/// another Classic load balancer uses it; the rules for its other groups stay.
-fn revoke_released(state: &Aws, lb: &str, released: &str, vpc: &str) -> Result<(), CloudError> {
-    if groups_of_other_load_balancers(state, lb)?
-        .iter()
-        .any(|g| g == released)
-    {
-        return Ok(());
-    }
-    let source = Source::Group(released.to_owned());
-    for group in vpc_groups(state, vpc)?.iter().filter(|g| g.id != released) {
-        let revoke: Vec<Rule> = group
-            .ingress
-            .iter()
-            .filter(|r| {
-                r.source == source
-                    && r.protocol == "-1"
-                    && (r.description.starts_with(CLASSIC_RULE) || r.description.is_empty())
-            })
-            .cloned()
-            .collect();
-        let change = Change {
-            add: Vec::new(),
-            revoke,
-        };
-        apply(state, group, &change, lb)?;
-    }
-    Ok(())
 }

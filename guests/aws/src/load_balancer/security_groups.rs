@@ -141,7 +141,7 @@ fn join(ids: &[&String]) -> String {
 }
 
 /// The VPC's security groups (every group when the VPC is unknown).
-pub(super) fn vpc_groups(state: &Aws, vpc: &str) -> Result<Vec<SecurityGroup>, CloudError> {
+fn vpc_groups(state: &Aws, vpc: &str) -> Result<Vec<SecurityGroup>, CloudError> {
     let params = if vpc.is_empty() {
         Params::new()
     } else {
@@ -152,8 +152,8 @@ pub(super) fn vpc_groups(state: &Aws, vpc: &str) -> Result<Vec<SecurityGroup>, C
 
 /// A group's rule changes.
 pub(super) struct Change {
-    pub add: Vec<Rule>,
-    pub revoke: Vec<Rule>,
+    add: Vec<Rule>,
+    revoke: Vec<Rule>,
 }
 
 /// What makes `group`'s rules that `owned` selects equal to `desired`.
@@ -264,7 +264,7 @@ pub fn sync_nlb(
 }
 
 /// The description of a node group's rule admitting a Classic load balancer.
-pub(super) const CLASSIC_RULE: &str = "kubernetes.io/rule/elb=";
+const CLASSIC_RULE: &str = "kubernetes.io/rule/elb=";
 
 /// The description of a node group's rule admitting Classic load balancer `lb`.
 fn classic_description(lb: &str) -> String {
@@ -349,10 +349,7 @@ pub fn sync_classic(
 }
 
 /// The groups of every Classic load balancer but `lb`.
-pub(super) fn groups_of_other_load_balancers(
-    state: &Aws,
-    lb: &str,
-) -> Result<Vec<String>, CloudError> {
+fn groups_of_other_load_balancers(state: &Aws, lb: &str) -> Result<Vec<String>, CloudError> {
     Ok(state
         .elb
         .all_load_balancers()?
