@@ -48,7 +48,7 @@ enum Compile {
 /// its own target directory.
 fn rebuilt_reference() -> Vec<u8> {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let target = root.join("target/bench-rebuilt");
+    let target = wasm_ccm_tests::target_dir().join("bench-rebuilt");
     let status = std::process::Command::new(env!("CARGO"))
         .current_dir(&root)
         .args([

@@ -41,16 +41,32 @@ pub enum AuthzError {
     Busy,
 }
 
-/// Who and what a cached answer is for.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-struct Key {
-    user: String,
-    uid: String,
-    groups: Vec<String>,
-    extra: Vec<(String, Vec<String>)>,
-    verb: String,
-    /// The path's SHA-256: a key of bounded size whatever the path's length.
-    path: [u8; 32],
+/// Who and what a cached answer is for: the SHA-256 of the user (name, UID, groups,
+/// extra), the verb and the path, each length-prefixed — a key of bounded size whatever
+/// the request carries, built without copying it.
+fn key(user: &UserInfo, verb: &str, path: &str) -> [u8; 32] {
+    let mut sha = Sha256::new();
+    let mut field = |bytes: &[u8]| {
+        sha.update((bytes.len() as u64).to_le_bytes());
+        sha.update(bytes);
+    };
+    field(user.name.as_bytes());
+    field(user.uid.as_bytes());
+    field(&(user.groups.len() as u64).to_le_bytes());
+    for group in &user.groups {
+        field(group.as_bytes());
+    }
+    field(&(user.extra.len() as u64).to_le_bytes());
+    for (name, values) in &user.extra {
+        field(name.as_bytes());
+        field(&(values.len() as u64).to_le_bytes());
+        for value in values {
+            field(value.as_bytes());
+        }
+    }
+    field(verb.as_bytes());
+    field(path.as_bytes());
+    sha.finalize().into()
 }
 
 /// Always-allowed paths and groups, then `SubjectAccessReview`.
@@ -59,7 +75,7 @@ pub struct Authorizer {
     always_allow_paths: Vec<String>,
     allowed_ttl: Duration,
     denied_ttl: Duration,
-    cache: TtlCache<Key, Decision>,
+    cache: TtlCache<[u8; 32], Decision>,
     requests: Family<CodeLabel, Counter>,
 }
 
@@ -96,18 +112,7 @@ impl Authorizer {
         {
             return Ok(Decision::Allow);
         }
-        let key = Key {
-            user: user.name.clone(),
-            uid: user.uid.clone(),
-            groups: user.groups.clone(),
-            extra: user
-                .extra
-                .iter()
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect(),
-            verb: verb.to_owned(),
-            path: Sha256::digest(path.as_bytes()).into(),
-        };
+        let key = key(user, verb, path);
         if let Some(decision) = self.cache.get(&key) {
             return Ok(decision);
         }

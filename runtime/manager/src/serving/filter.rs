@@ -9,7 +9,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use super::authn::{AuthnError, TokenAuthenticator, UserInfo, certificate_user};
+use super::authn::{AuthnError, TokenAuthenticator, UserInfo};
 use super::authz::{Authorizer, AuthzError, Decision};
 use super::listener::Peer;
 use super::tls::TlsState;
@@ -46,12 +46,12 @@ pub async fn guard(
     // connection's handshake may predate a change); one that no longer verifies is
     // refused, one without a Common Name leaves the token to decide, as upstream.
     let mut user = None;
-    if let Some(chain) = &peer.certificates {
-        if !delegated.tls.verify_client(chain) {
+    if let Some(certificate) = &peer.certificate {
+        if !delegated.tls.verify_client(&certificate.chain) {
             tracing::debug!(peer = %peer.addr, %path, "client certificate no longer verifies");
             return unauthorized();
         }
-        user = certificate_user(&chain[0]);
+        user = certificate.user.clone();
     }
     let user = match user {
         Some(user) => user,

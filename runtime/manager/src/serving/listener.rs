@@ -18,6 +18,7 @@ use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::{Instant, Sleep};
 use tokio_rustls::server::TlsStream;
 
+use super::authn::{UserInfo, certificate_user};
 use super::tls::TlsState;
 
 /// A TLS handshake must finish within this.
@@ -187,27 +188,43 @@ impl AsyncWrite for Connection {
 }
 
 /// The client of a request on the secure port: its address and the certificate
-/// chain it presented, if any (verified again for every request by the filter).
+/// chain it presented, if any (verified again for every request by the filter), read
+/// once per connection: requests share the chain and its user.
 #[derive(Debug, Clone)]
 pub struct Peer {
     /// The client's address.
     pub addr: SocketAddr,
-    /// The client certificate chain, end entity first.
-    pub certificates: Option<Vec<CertificateDer<'static>>>,
+    /// The client certificate chain, end entity first, and the user it names.
+    pub certificate: Option<Arc<ClientCertificate>>,
+}
+
+/// A connection's client certificate chain and the user its end entity names.
+#[derive(Debug)]
+pub struct ClientCertificate {
+    pub chain: Vec<CertificateDer<'static>>,
+    /// The last Common Name and the Organizations, as Go reads them; `None` without a
+    /// Common Name.
+    pub user: Option<UserInfo>,
 }
 
 impl Connected<IncomingStream<'_, TlsListener>> for Peer {
     fn connect_info(stream: IncomingStream<'_, TlsListener>) -> Self {
-        let certificates = stream
+        let certificate = stream
             .io()
             .tls
             .get_ref()
             .1
             .peer_certificates()
-            .map(|chain| chain.to_vec());
+            .filter(|chain| !chain.is_empty())
+            .map(|chain| {
+                Arc::new(ClientCertificate {
+                    chain: chain.to_vec(),
+                    user: certificate_user(&chain[0]),
+                })
+            });
         Peer {
             addr: *stream.remote_addr(),
-            certificates,
+            certificate,
         }
     }
 }
