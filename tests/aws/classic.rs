@@ -37,28 +37,6 @@ async fn rules(moto: &Moto, group: &str) -> Vec<(String, String, String, String)
         .collect()
 }
 
-/// The text at `path` (element names, each below the last) in `xml`; "" when absent.
-fn at(xml: &str, path: &[&str]) -> String {
-    let doc = roxmltree::Document::parse(xml).unwrap();
-    let mut nodes: Vec<roxmltree::Node<'_, '_>> = doc
-        .descendants()
-        .filter(|n| n.is_element() && n.tag_name().name() == path[0])
-        .collect();
-    for name in &path[1..] {
-        nodes = nodes
-            .iter()
-            .flat_map(|n| n.children())
-            .filter(|c| c.is_element() && c.tag_name().name() == *name)
-            .collect();
-    }
-    nodes
-        .first()
-        .and_then(|n| n.text())
-        .unwrap_or_default()
-        .trim()
-        .to_owned()
-}
-
 /// The policy names set on `list` (`ListenerDescriptions` or
 /// `BackendServerDescriptions`) of a load balancer description.
 fn policies(xml: &str, list: &str) -> Vec<String> {
@@ -153,11 +131,11 @@ async fn tls_proxy_protocol_attributes_and_source_ranges_as_upstream() {
         policies(&lb, "ListenerDescriptions") == [policy]
             && policies(&lb, "BackendServerDescriptions")
                 == ["k8s-proxyprotocol-enabled", "k8s-proxyprotocol-enabled"]
-            && at(&a, &["ConnectionSettings", "IdleTimeout"]) == "120"
-            && at(&a, &["ConnectionDraining", "Enabled"]) == "true"
-            && at(&a, &["ConnectionDraining", "Timeout"]) == "30"
-            && at(&a, &["CrossZoneLoadBalancing", "Enabled"]) == "true"
-            && at(&a, &["AccessLog", "Enabled"]) == "false"
+            && moto::text_at(&a, &["ConnectionSettings", "IdleTimeout"]) == "120"
+            && moto::text_at(&a, &["ConnectionDraining", "Enabled"]) == "true"
+            && moto::text_at(&a, &["ConnectionDraining", "Timeout"]) == "30"
+            && moto::text_at(&a, &["CrossZoneLoadBalancing", "Enabled"]) == "true"
+            && moto::text_at(&a, &["AccessLog", "Enabled"]) == "false"
     })
     .await;
     let lb_group = own_group(moto, &lb_name)
@@ -289,13 +267,8 @@ async fn bad_settings_are_refused_before_anything_is_made() {
             .unwrap();
         refused(stack.client(), name, message).await;
     }
-    let classic = moto
-        .call(moto::Service::Elb, "DescribeLoadBalancers", &[])
-        .await;
-    assert!(
-        moto::texts(&classic, "LoadBalancerName").is_empty(),
-        "{classic}"
-    );
+    let classic = moto.classic_load_balancer_names().await.unwrap();
+    assert!(classic.is_empty(), "{classic:?}");
     assert!(load_balancer_names(moto).await.is_empty());
     for name in ["udp", "ranged", "proxy", "health", "groups"] {
         let service = services.get(name).await.unwrap();
@@ -319,36 +292,22 @@ async fn annotated_security_groups_are_used_as_they_are() {
     let (moto, world) = (&stack.moto, &stack.world);
     let mut groups = Vec::new();
     for name in ["users-lb", "users-extra"] {
-        let xml = moto
-            .call(
-                moto::Service::Ec2,
-                "CreateSecurityGroup",
-                &[
-                    ("GroupName", name),
-                    ("GroupDescription", "the user's"),
-                    ("VpcId", &world.vpc),
-                ],
-            )
-            .await;
-        groups.push(moto::text(&xml, "groupId"));
+        groups.push(world.security_group(moto, name, "the user's").await);
     }
     let (a, _ccm) = one_node_initialized(&stack).await;
     let services: Api<Service> = Api::namespaced(stack.client(), "default");
-    let created = services
-        .create(
-            &PostParams::default(),
-            &service_with(
-                "annotated",
-                annotations(&[
-                    ("security-groups", json!(format!(" {} ,", groups[0]))),
-                    ("extra-security-groups", json!(groups[1])),
-                ]),
-                80,
-            ),
-        )
-        .await
-        .unwrap();
-    let lb_name = default_load_balancer_name(&created);
+    let (_, _, lb_name) = create_service(
+        &services,
+        &service_with(
+            "annotated",
+            annotations(&[
+                ("security-groups", json!(format!(" {} ,", groups[0]))),
+                ("extra-security-groups", json!(groups[1])),
+            ]),
+            80,
+        ),
+    )
+    .await;
     wait_until(TIMEOUT, "the load balancer with its instance", || async {
         classic_instances(moto, &lb_name).await == Some(vec![a.id.clone()])
     })
@@ -372,18 +331,15 @@ async fn annotated_security_groups_are_used_as_they_are() {
 
     // A second Service behind the same group: the nodes need the one rule for both,
     // and it stays while either load balancer is there.
-    let second = services
-        .create(
-            &PostParams::default(),
-            &service_with(
-                "annotated-2",
-                annotations(&[("security-groups", json!(groups[0]))]),
-                81,
-            ),
-        )
-        .await
-        .unwrap();
-    let second_lb = default_load_balancer_name(&second);
+    let (_, _, second_lb) = create_service(
+        &services,
+        &service_with(
+            "annotated-2",
+            annotations(&[("security-groups", json!(groups[0]))]),
+            81,
+        ),
+    )
+    .await;
     wait_until(TIMEOUT, "the second load balancer", || async {
         classic_instances(moto, &second_lb).await == Some(vec![a.id.clone()])
     })
@@ -440,26 +396,12 @@ async fn annotated_security_groups_are_used_as_they_are() {
 async fn the_cloud_configs_group_and_no_ingress_changes() {
     let stack = AwsStack::start(CLUSTER).await;
     let (moto, world) = (&stack.moto, &stack.world);
-    let xml = moto
-        .call(
-            moto::Service::Ec2,
-            "CreateSecurityGroup",
-            &[
-                ("GroupName", "all-elbs"),
-                ("GroupDescription", "every load balancer's"),
-                ("VpcId", &world.vpc),
-            ],
-        )
+    let group = world
+        .security_group(moto, "all-elbs", "every load balancer's")
         .await;
-    let group = moto::text(&xml, "groupId");
-    let config = std::fs::read_to_string(&stack.cloud_config)
-        .unwrap()
-        .replacen(
-            "[Global]\n",
-            &format!("[Global]\nElbSecurityGroup = {group}\nDisableSecurityGroupIngress = true\n"),
-            1,
-        );
-    std::fs::write(&stack.cloud_config, config).unwrap();
+    stack.add_global(&format!(
+        "ElbSecurityGroup = {group}\nDisableSecurityGroupIngress = true\n"
+    ));
     let (a, _ccm) = one_node_initialized(&stack).await;
     let services: Api<Service> = Api::namespaced(stack.client(), "default");
     let (_, _, lb_name) = create_service(&services, &service_with("plain", json!({}), 80)).await;

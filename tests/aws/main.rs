@@ -23,23 +23,49 @@ const TIMEOUT: Duration = Duration::from_secs(90);
 const SHUTDOWN: &str = "node.cloudprovider.kubernetes.io/shutdown";
 const CLUSTER: &str = "test";
 
-/// The instance IDs registered in the target groups of load balancer `name`, with
-/// their ports; `None` when the load balancer does not exist.
-async fn registered_targets(moto: &Moto, lb_name: &str) -> Option<Vec<(String, String)>> {
+/// Network Load Balancer `name`'s ARN; `None` when it does not exist.
+async fn nlb_arn(moto: &Moto, name: &str) -> Option<String> {
     let lbs = moto
-        .call_as(
-            &moto.keys,
+        .try_call(
             moto::Service::Elbv2,
             "DescribeLoadBalancers",
-            &[("Names.member.1", lb_name)],
+            &[("Names.member.1", name)],
         )
         .await
         .ok()?;
-    let arn = moto::text(&lbs, "LoadBalancerArn");
+    Some(moto::text(&lbs, "LoadBalancerArn"))
+}
+
+/// The `DescribeTargetGroupAttributes` answer of each target group of the NLB `arn`.
+async fn target_group_attribute_answers(moto: &Moto, arn: &str) -> Vec<String> {
+    let groups = moto
+        .call(
+            moto::Service::Elbv2,
+            "DescribeTargetGroups",
+            &[("LoadBalancerArn", arn)],
+        )
+        .await;
+    let mut answers = Vec::new();
+    for group in moto::texts(&groups, "TargetGroupArn") {
+        answers.push(
+            moto.call(
+                moto::Service::Elbv2,
+                "DescribeTargetGroupAttributes",
+                &[("TargetGroupArn", &group)],
+            )
+            .await,
+        );
+    }
+    answers
+}
+
+/// The instance IDs registered in the target groups of load balancer `name`, with
+/// their ports; `None` when the load balancer does not exist.
+async fn registered_targets(moto: &Moto, lb_name: &str) -> Option<Vec<(String, String)>> {
+    let arn = nlb_arn(moto, lb_name).await?;
     // moto answers TargetGroupNotFound for a load balancer without groups.
     let groups = match moto
-        .call_as(
-            &moto.keys,
+        .try_call(
             moto::Service::Elbv2,
             "DescribeTargetGroups",
             &[("LoadBalancerArn", &arn)],
@@ -55,8 +81,7 @@ async fn registered_targets(moto: &Moto, lb_name: &str) -> Option<Vec<(String, S
     let mut targets = Vec::new();
     for group in moto::texts(&groups, "TargetGroupArn") {
         let health = match moto
-            .call_as(
-                &moto.keys,
+            .try_call(
                 moto::Service::Elbv2,
                 "DescribeTargetHealth",
                 &[("TargetGroupArn", &group)],
@@ -101,22 +126,10 @@ fn service_with(name: &str, annotations: serde_json::Value, port: i32) -> Servic
     .unwrap()
 }
 
-/// Creates Service `web` (type LoadBalancer, TCP 80 → 8080) in `default`.
-async fn create_web(services: &Api<Service>, annotations: serde_json::Value) -> Service {
-    services
-        .create(
-            &PostParams::default(),
-            &service_with("web", annotations, 80),
-        )
-        .await
-        .unwrap()
-}
-
 /// Classic load balancer `name`'s description, `None` when it does not exist.
 async fn classic_load_balancer(moto: &Moto, name: &str) -> Option<String> {
     match moto
-        .call_as(
-            &moto.keys,
+        .try_call(
             moto::Service::Elb,
             "DescribeLoadBalancers",
             &[("LoadBalancerNames.member.1", name)],
@@ -189,35 +202,13 @@ async fn refused(client: kube::Client, name: &str, message: &str) {
     .await;
 }
 
-/// The names of every load balancer moto holds.
+/// The names of every Network Load Balancer moto holds.
 async fn load_balancer_names(moto: &Moto) -> Vec<String> {
-    let lbs = moto
-        .call_as(
-            &moto.keys,
-            moto::Service::Elbv2,
-            "DescribeLoadBalancers",
-            &[],
-        )
-        .await
-        .unwrap();
-    moto::texts(&lbs, "LoadBalancerName")
+    moto.load_balancer_names().await.unwrap()
 }
 
 async fn target_group_names(moto: &Moto) -> Vec<String> {
-    // moto answers TargetGroupNotFound when there are none.
-    match moto
-        .call_as(
-            &moto.keys,
-            moto::Service::Elbv2,
-            "DescribeTargetGroups",
-            &[],
-        )
-        .await
-    {
-        Ok(groups) => moto::texts(&groups, "TargetGroupName"),
-        Err(e) if e.contains("TargetGroupNotFound") => Vec::new(),
-        Err(e) => panic!("{e}"),
-    }
+    moto.target_group_names().await.unwrap()
 }
 
 async fn routes(moto: &Moto, table: &str) -> Vec<(String, String)> {
@@ -344,12 +335,9 @@ async fn nodes_load_balancers_routes_and_lifecycle_against_moto() {
     // listener on the node port, its own security group, and the nodes' group
     // admitting it.
     let services: Api<Service> = Api::namespaced(stack.client(), "default");
-    let created = create_web(&services, json!({})).await;
-    let node_port = created.spec.as_ref().unwrap().ports.as_ref().unwrap()[0]
-        .node_port
-        .unwrap()
-        .to_string();
-    let lb_name = default_load_balancer_name(&created);
+    let (_, node_ports, lb_name) =
+        create_service(&services, &service_with("web", json!({}), 80)).await;
+    let node_port = node_ports[0].clone();
     wait_until(TIMEOUT, "a load balancer hostname", || async {
         services.get("web").await.is_ok_and(|s| {
             s.status
@@ -438,11 +426,7 @@ async fn nodes_load_balancers_routes_and_lifecycle_against_moto() {
 
     // A Service that stops being a LoadBalancer (its node ports gone) loses its load
     // balancer and security group.
-    let api_created = services
-        .create(&PostParams::default(), &service_with("api", json!({}), 443))
-        .await
-        .unwrap();
-    let api_lb = default_load_balancer_name(&api_created);
+    let (_, _, api_lb) = create_service(&services, &service_with("api", json!({}), 443)).await;
     wait_until(TIMEOUT, "the second Service's load balancer", || async {
         classic_instances(moto, &api_lb)
             .await
@@ -686,13 +670,8 @@ async fn conformance_passes_for_the_aws_provider() {
     // Nothing is left behind: no load balancer of either kind, the nodes' group as the
     // world made it.
     assert!(load_balancer_names(moto).await.is_empty());
-    let classic = moto
-        .call(moto::Service::Elb, "DescribeLoadBalancers", &[])
-        .await;
-    assert!(
-        moto::texts(&classic, "LoadBalancerName").is_empty(),
-        "{classic}"
-    );
+    let classic = moto.classic_load_balancer_names().await.unwrap();
+    assert!(classic.is_empty(), "{classic:?}");
     assert_eq!(
         moto.ingress(&world.node_security_group).await,
         Some(world.node_rules_at_start())

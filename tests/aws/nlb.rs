@@ -43,8 +43,11 @@ async fn a_restart_mid_delete_leaves_nothing_behind() {
     })
     .await;
     let services: Api<Service> = Api::namespaced(stack.client(), "default");
-    let created = create_web(&services, annotations(&[("type", json!("nlb"))])).await;
-    let lb_name = default_load_balancer_name(&created);
+    let (_, _, lb_name) = create_service(
+        &services,
+        &service_with("web", annotations(&[("type", json!("nlb"))]), 80),
+    )
+    .await;
     wait_until(
         TIMEOUT,
         "the load balancer and its target group",
@@ -122,41 +125,28 @@ async fn nlb_options_reach_the_load_balancer_and_its_target_groups() {
         annotations["service.beta.kubernetes.io/aws-load-balancer-type"] = json!("nlb");
         service_with(name, annotations, 80)
     };
-    let created = services
-        .create(
-            &PostParams::default(),
-            &service(
-                "options",
-                annotations(&[
-                    ("cross-zone-load-balancing-enabled", json!("true")),
-                    ("access-log-enabled", json!("true")),
-                    ("access-log-s3-bucket-name", json!("lb-logs")),
-                    ("access-log-s3-bucket-prefix", json!("options")),
-                    (
-                        "target-group-attributes",
-                        json!("proxy_protocol_v2.enabled=true"),
-                    ),
-                ]),
-            ),
-        )
-        .await
-        .unwrap();
-    let lb_name = default_load_balancer_name(&created);
+    let (_, _, lb_name) = create_service(
+        &services,
+        &service(
+            "options",
+            annotations(&[
+                ("cross-zone-load-balancing-enabled", json!("true")),
+                ("access-log-enabled", json!("true")),
+                ("access-log-s3-bucket-name", json!("lb-logs")),
+                ("access-log-s3-bucket-prefix", json!("options")),
+                (
+                    "target-group-attributes",
+                    json!("proxy_protocol_v2.enabled=true"),
+                ),
+            ]),
+        ),
+    )
+    .await;
     let lb_attributes = || async {
-        let Ok(lbs) = moto
-            .call_as(
-                &moto.keys,
-                moto::Service::Elbv2,
-                "DescribeLoadBalancers",
-                &[("Names.member.1", &lb_name)],
-            )
-            .await
-        else {
+        let Some(arn) = nlb_arn(moto, &lb_name).await else {
             return Vec::new();
         };
-        let arn = moto::text(&lbs, "LoadBalancerArn");
-        moto.call_as(
-            &moto.keys,
+        moto.try_call(
             moto::Service::Elbv2,
             "DescribeLoadBalancerAttributes",
             &[("LoadBalancerArn", &arn)],
@@ -176,34 +166,8 @@ async fn nlb_options_reach_the_load_balancer_and_its_target_groups() {
             && has(&current, "access_logs.s3.prefix", "options")
     })
     .await;
-    let lbs = moto
-        .call_as(
-            &moto.keys,
-            moto::Service::Elbv2,
-            "DescribeLoadBalancers",
-            &[("Names.member.1", &lb_name)],
-        )
-        .await
-        .unwrap();
-    let groups = moto
-        .call_as(
-            &moto.keys,
-            moto::Service::Elbv2,
-            "DescribeTargetGroups",
-            &[("LoadBalancerArn", &moto::text(&lbs, "LoadBalancerArn"))],
-        )
-        .await
-        .unwrap();
-    let group = moto::text(&groups, "TargetGroupArn");
-    let group_attributes = moto
-        .call_as(
-            &moto.keys,
-            moto::Service::Elbv2,
-            "DescribeTargetGroupAttributes",
-            &[("TargetGroupArn", &group)],
-        )
-        .await
-        .unwrap();
+    let arn = nlb_arn(moto, &lb_name).await.unwrap();
+    let group_attributes = target_group_attribute_answers(moto, &arn).await.remove(0);
     assert!(
         has(
             &attributes(&group_attributes),
@@ -324,14 +288,7 @@ async fn nlb_node_security_group_rules_tls_and_proxy_protocol() {
         || async { moto.ingress(&world.node_security_group).await == Some(expected.clone()) },
     )
     .await;
-    let lbs = moto
-        .call(
-            moto::Service::Elbv2,
-            "DescribeLoadBalancers",
-            &[("Names.member.1", &lb_name)],
-        )
-        .await;
-    let arn = moto::text(&lbs, "LoadBalancerArn");
+    let arn = nlb_arn(moto, &lb_name).await.unwrap();
     let params = [("LoadBalancerArn", arn.as_str())];
     let describe_listeners = || moto.call(moto::Service::Elbv2, "DescribeListeners", &params);
     wait_until(TIMEOUT, "both listeners", || async {
@@ -353,21 +310,7 @@ async fn nlb_node_security_group_rules_tls_and_proxy_protocol() {
     );
     assert_eq!(moto::texts(&listeners, "CertificateArn"), [cert]);
     assert!(moto::texts(&listeners, "SslPolicy").contains(&policy.to_owned()));
-    let groups = moto
-        .call(
-            moto::Service::Elbv2,
-            "DescribeTargetGroups",
-            &[("LoadBalancerArn", &arn)],
-        )
-        .await;
-    for group in moto::texts(&groups, "TargetGroupArn") {
-        let group_attributes = moto
-            .call(
-                moto::Service::Elbv2,
-                "DescribeTargetGroupAttributes",
-                &[("TargetGroupArn", &group)],
-            )
-            .await;
+    for group_attributes in target_group_attribute_answers(moto, &arn).await {
         assert!(
             attributes(&group_attributes)
                 .contains(&("proxy_protocol_v2.enabled".into(), "true".into())),
@@ -415,14 +358,7 @@ async fn nlb_node_security_group_rules_tls_and_proxy_protocol() {
 async fn a_shared_health_probe_from_the_cloud_config() {
     let stack = AwsStack::start(CLUSTER).await;
     let (moto, world) = (&stack.moto, &stack.world);
-    let config = std::fs::read_to_string(&stack.cloud_config)
-        .unwrap()
-        .replacen(
-            "[Global]\n",
-            "[Global]\nClusterServiceLoadBalancerHealthProbeMode = Shared\n",
-            1,
-        );
-    std::fs::write(&stack.cloud_config, config).unwrap();
+    stack.add_global("ClusterServiceLoadBalancerHealthProbeMode = Shared\n");
     let _ccm = one_node_initialized(&stack).await;
     let services: Api<Service> = Api::namespaced(stack.client(), "default");
     let (_, _, nlb) = create_service(
@@ -448,12 +384,7 @@ async fn a_shared_health_probe_from_the_cloud_config() {
         "the NLB's target group and the nodes' health rules",
         || async {
             let groups = match moto
-                .call_as(
-                    &moto.keys,
-                    moto::Service::Elbv2,
-                    "DescribeTargetGroups",
-                    &[],
-                )
+                .try_call(moto::Service::Elbv2, "DescribeTargetGroups", &[])
                 .await
             {
                 Ok(xml) => xml,

@@ -13,7 +13,6 @@ use wasm_ccm_tests::{default_load_balancer_name, free_port, load_balancer_servic
 
 pub(crate) async fn aws(size: &Size, rng: &mut Rng) -> Row {
     use wasm_ccm_tests::aws::{Auth, AwsStack, kubelet_node};
-    use wasm_ccm_tests::moto;
     let stack = AwsStack::start("chaos").await;
     let (moto, world) = (&stack.moto, &stack.world);
     let api: Api<Node> = Api::all(stack.client());
@@ -89,29 +88,8 @@ pub(crate) async fn aws(size: &Size, rng: &mut Rng) -> Row {
                 .map(drop)
         };
     }
-    let lb_names = async || {
-        moto.call_as(
-            &moto.keys,
-            moto::Service::Elbv2,
-            "DescribeLoadBalancers",
-            &[],
-        )
-        .await
-        .map(|xml| moto::texts(&xml, "LoadBalancerName"))
-        .unwrap_or_default()
-    };
-    let group_names = async || match moto
-        .call_as(
-            &moto.keys,
-            moto::Service::Elbv2,
-            "DescribeTargetGroups",
-            &[],
-        )
-        .await
-    {
-        Ok(xml) => moto::texts(&xml, "TargetGroupName"),
-        Err(_) => Vec::new(),
-    };
+    let lb_names = async || moto.load_balancer_names().await.unwrap_or_default();
+    let group_names = async || moto.target_group_names().await.unwrap_or_default();
     // Settled: each Service has its load balancer, and there is no other.
     let deadline = Instant::now() + SETTLE;
     let mut problems;

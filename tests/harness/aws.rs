@@ -53,6 +53,15 @@ impl AwsStack {
         }
     }
 
+    /// Adds `lines` to the cloud config's `[Global]` section (before the provider
+    /// starts).
+    pub fn add_global(&self, lines: &str) {
+        let config = std::fs::read_to_string(&self.cloud_config)
+            .unwrap()
+            .replacen("[Global]\n", &format!("[Global]\n{lines}"), 1);
+        std::fs::write(&self.cloud_config, config).unwrap();
+    }
+
     /// Writes the provider policy (and the Secret files) for `auth`.
     pub fn policy(&self, auth: Auth<'_>) {
         let secrets = self.dir.path().join("aws");

@@ -248,8 +248,7 @@ impl Moto {
     /// `DescribeInstances`; `None` when moto cannot be asked.
     pub async fn running_instances(&self) -> Option<std::collections::HashSet<String>> {
         let xml = self
-            .call_as(
-                &self.keys,
+            .try_call(
                 Service::Ec2,
                 "DescribeInstances",
                 &[
@@ -278,8 +277,7 @@ impl Moto {
     /// when the group does not exist.
     pub async fn ingress(&self, group: &str) -> Option<Vec<IngressRule>> {
         let xml = match self
-            .call_as(
-                &self.keys,
+            .try_call(
                 Service::Ec2,
                 "DescribeSecurityGroups",
                 &[("GroupId.1", group)],
@@ -318,9 +316,48 @@ impl Moto {
         Some(rules)
     }
 
+    /// Calls `action` with the test's keys; the answer's text, or the error's.
+    pub async fn try_call(
+        &self,
+        service: Service,
+        action: &str,
+        params: &[(&str, &str)],
+    ) -> Result<String, String> {
+        self.call_as(&self.keys, service, action, params).await
+    }
+
+    /// The names of every Network Load Balancer.
+    pub async fn load_balancer_names(&self) -> Result<Vec<String>, String> {
+        let xml = self
+            .try_call(Service::Elbv2, "DescribeLoadBalancers", &[])
+            .await?;
+        Ok(texts(&xml, "LoadBalancerName"))
+    }
+
+    /// The names of every Classic Load Balancer.
+    pub async fn classic_load_balancer_names(&self) -> Result<Vec<String>, String> {
+        let xml = self
+            .try_call(Service::Elb, "DescribeLoadBalancers", &[])
+            .await?;
+        Ok(texts(&xml, "LoadBalancerName"))
+    }
+
+    /// The names of every target group (moto answers `TargetGroupNotFound` when there
+    /// are none).
+    pub async fn target_group_names(&self) -> Result<Vec<String>, String> {
+        match self
+            .try_call(Service::Elbv2, "DescribeTargetGroups", &[])
+            .await
+        {
+            Ok(xml) => Ok(texts(&xml, "TargetGroupName")),
+            Err(e) if e.contains("TargetGroupNotFound") => Ok(Vec::new()),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Calls `action` with the test's keys; panics on errors.
     pub async fn call(&self, service: Service, action: &str, params: &[(&str, &str)]) -> String {
-        self.call_as(&self.keys, service, action, params)
+        self.try_call(service, action, params)
             .await
             .unwrap_or_else(|e| panic!("{e}"))
     }
@@ -333,6 +370,19 @@ pub fn texts(xml: &str, name: &str) -> Vec<String> {
         .filter(|n| n.is_element() && n.tag_name().name() == name)
         .map(|n| n.text().unwrap_or_default().trim().to_owned())
         .collect()
+}
+
+/// The text at `path` in `xml`: below the first element named `path[0]` that has
+/// them, its children named by the rest; "" when there is none.
+pub fn text_at(xml: &str, path: &[&str]) -> String {
+    let doc = roxmltree::Document::parse(xml).unwrap_or_else(|e| panic!("{e}: {xml}"));
+    doc.descendants()
+        .filter(|n| n.is_element() && n.tag_name().name() == path[0])
+        .find_map(|start| path[1..].iter().try_fold(start, |n, name| child(n, name)))
+        .and_then(|n| n.text())
+        .unwrap_or_default()
+        .trim()
+        .to_owned()
 }
 
 /// The first text of an element named `name`.
@@ -483,20 +533,7 @@ impl World {
             .await;
             subnets.push(subnet);
         }
-        let node_security_group = text(
-            &moto
-                .call(
-                    Service::Ec2,
-                    "CreateSecurityGroup",
-                    &[
-                        ("GroupName", "nodes"),
-                        ("GroupDescription", "the cluster's nodes"),
-                        ("VpcId", &vpc),
-                    ],
-                )
-                .await,
-            "groupId",
-        );
+        let node_security_group = security_group(moto, &vpc, "nodes", "the cluster's nodes").await;
         tag(moto, &node_security_group, &[(&cluster_tag, "owned")]).await;
         // A rule of the user's, which no load balancer may touch.
         moto.call(
@@ -558,6 +595,11 @@ impl World {
             provider,
             role_arn: format!("arn:aws:iam::{ACCOUNT}:role/wasm-ccm-irsa"),
         }
+    }
+
+    /// A security group of the user's in the world's VPC; its ID.
+    pub async fn security_group(&self, moto: &Moto, name: &str, description: &str) -> String {
+        security_group(moto, &self.vpc, name, description).await
     }
 
     /// The rules the world gives the nodes' security group (the user's SSH rule).
@@ -624,6 +666,22 @@ async fn user(moto: &Moto, name: &str, policy: &str) -> Keys {
         secret: text(&answer, "SecretAccessKey"),
         session_token: None,
     }
+}
+
+/// A security group `name` in `vpc`; its ID.
+async fn security_group(moto: &Moto, vpc: &str, name: &str, description: &str) -> String {
+    let answer = moto
+        .call(
+            Service::Ec2,
+            "CreateSecurityGroup",
+            &[
+                ("GroupName", name),
+                ("GroupDescription", description),
+                ("VpcId", vpc),
+            ],
+        )
+        .await;
+    text(&answer, "groupId")
 }
 
 async fn tag(moto: &Moto, resource: &str, tags: &[(&str, &str)]) {
