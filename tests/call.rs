@@ -173,27 +173,24 @@ async fn conformance_passes_for_the_reference_provider() {
         .to_string(),
     )
     .unwrap();
-    let out = tokio::process::Command::new(wasm_ccm_bin())
-        .arg("conformance")
-        .arg(&a.dir.wasm)
-        .arg("--cloud-config")
-        .arg(&a.config)
-        .args(["--node", "node-1", "--node", "node-2", "--service"])
-        .arg(&service)
-        .arg("--elsewhere-service")
-        .arg(&elsewhere)
-        .args(["--route-cidr", "10.244.200.0/24"])
-        .output()
-        .await
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    // The table, for `cargo test -- --nocapture`.
-    eprintln!("{stdout}");
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = wasm_ccm_tests::conformance(
+        &a.dir.wasm,
+        [
+            "--cloud-config".as_ref(),
+            a.config.as_os_str(),
+            "--node".as_ref(),
+            "node-1".as_ref(),
+            "--node".as_ref(),
+            "node-2".as_ref(),
+            "--service".as_ref(),
+            service.as_os_str(),
+            "--elsewhere-service".as_ref(),
+            elsewhere.as_os_str(),
+            "--route-cidr".as_ref(),
+            std::ffi::OsStr::new("10.244.200.0/24"),
+        ],
+    )
+    .await;
     for check in [
         "| initialize refuses a bad cloud config | pass |",
         "| instance-exists(node-2) is true | pass |",

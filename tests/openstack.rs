@@ -584,25 +584,22 @@ async fn conformance_passes_for_the_openstack_provider() {
         .to_string(),
     )
     .unwrap();
-    let out = tokio::process::Command::new(wasm_ccm_tests::wasm_ccm_bin())
-        .arg("conformance")
-        .arg(stack.dir.path().join("openstack.wasm"))
-        .arg("--cloud-config")
-        .arg(&stack.cloud_config)
-        .args(["--node", "node-a", "--node", "node-b"])
-        .arg("--service")
-        .arg(&service)
-        .args(["--route-cidr", "10.244.200.0/24"])
-        .output()
-        .await
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    eprintln!("{stdout}");
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = wasm_ccm_tests::conformance(
+        &stack.dir.path().join("openstack.wasm"),
+        [
+            "--cloud-config".as_ref(),
+            stack.cloud_config.as_os_str(),
+            "--node".as_ref(),
+            "node-a".as_ref(),
+            "--node".as_ref(),
+            "node-b".as_ref(),
+            "--service".as_ref(),
+            service.as_os_str(),
+            "--route-cidr".as_ref(),
+            std::ffi::OsStr::new("10.244.200.0/24"),
+        ],
+    )
+    .await;
     assert!(stdout.trim_end().ends_with(" 0 failed"), "{stdout}");
     stack.cloud.with_state(|s| {
         assert_eq!(s.load_balancer_resources(), 0, "conformance cleans up");

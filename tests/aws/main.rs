@@ -632,28 +632,26 @@ async fn conformance_passes_for_the_aws_provider() {
             .to_string(),
         )
         .unwrap();
-        let out = tokio::process::Command::new(wasm_ccm_tests::wasm_ccm_bin())
-            .arg("conformance")
-            .arg(stack.dir.path().join("aws.wasm"))
-            .arg("--cloud-config")
-            .arg(&stack.cloud_config)
-            .args(["--node", &a.private_dns_name, "--node", &b.private_dns_name])
-            .arg("--service")
-            .arg(&service)
-            .arg("--elsewhere-service")
-            .arg(&elsewhere)
-            .args(["--route-cidr", "10.244.200.0/24"])
-            .output()
-            .await
-            .unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        // The table, for `cargo test -- --nocapture`.
-        eprintln!("{kind}:\n{stdout}");
-        assert!(
-            out.status.success(),
-            "{kind}: {stdout}\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        eprintln!("{kind}:");
+        let cloud_config = stack.cloud_config.as_os_str();
+        let stdout = wasm_ccm_tests::conformance(
+            &stack.dir.path().join("aws.wasm"),
+            [
+                "--cloud-config".as_ref(),
+                cloud_config,
+                "--node".as_ref(),
+                a.private_dns_name.as_ref(),
+                "--node".as_ref(),
+                b.private_dns_name.as_ref(),
+                "--service".as_ref(),
+                service.as_os_str(),
+                "--elsewhere-service".as_ref(),
+                elsewhere.as_os_str(),
+                "--route-cidr".as_ref(),
+                "10.244.200.0/24".as_ref(),
+            ],
+        )
+        .await;
         for check in [
             "| get-load-balancer then says none (ensure made one load balancer) | pass |",
             "| update-load-balancer to 1 of 2 nodes works | pass |",

@@ -53,6 +53,31 @@ pub fn wasm_ccm_bin() -> PathBuf {
     built_bin("wasm-ccm")
 }
 
+/// Runs `wasm-ccm conformance <wasm> <args…>`, prints its table (for
+/// `cargo test -- --nocapture`), checks it succeeded (its stderr in the failure) and
+/// returns the table.
+pub async fn conformance<I, S>(wasm: &Path, args: I) -> String
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
+    let out = tokio::process::Command::new(wasm_ccm_bin())
+        .arg("conformance")
+        .arg(wasm)
+        .args(args)
+        .output()
+        .await
+        .expect("run wasm-ccm conformance");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    eprintln!("{stdout}");
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
 /// A workspace binary next to the running test (built by `cargo build`), e.g.
 /// `wasm-ccm-playground`.
 pub fn built_bin(name: &str) -> PathBuf {
