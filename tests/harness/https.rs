@@ -121,6 +121,27 @@ pub async fn connect(
     port: u16,
     credentials: &Credentials,
 ) -> std::io::Result<tokio_rustls::client::TlsStream<tokio::net::TcpStream>> {
+    connect_from([127, 0, 0, 1].into(), port, credentials).await
+}
+
+/// A TCP connection to 127.0.0.1:`port` from the loopback address `source` (any of
+/// 127.0.0.0/8: a client of its own, as the server counts clients).
+pub async fn tcp_from(
+    source: std::net::IpAddr,
+    port: u16,
+) -> std::io::Result<tokio::net::TcpStream> {
+    assert!(source.is_loopback(), "tests connect from loopback only");
+    let socket = tokio::net::TcpSocket::new_v4()?;
+    socket.bind((source, 0).into())?;
+    socket.connect(([127, 0, 0, 1], port).into()).await
+}
+
+/// [`connect`] from the loopback address `source`.
+pub async fn connect_from(
+    source: std::net::IpAddr,
+    port: u16,
+    credentials: &Credentials,
+) -> std::io::Result<tokio_rustls::client::TlsStream<tokio::net::TcpStream>> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
@@ -145,7 +166,7 @@ pub async fn connect(
         }
         None => builder.with_no_client_auth(),
     };
-    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
+    let tcp = tcp_from(source, port).await?;
     tokio_rustls::TlsConnector::from(Arc::new(config))
         .connect(ServerName::try_from("localhost").unwrap(), tcp)
         .await

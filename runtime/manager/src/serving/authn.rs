@@ -3,6 +3,7 @@
 //! (`TokenReview`, answers cached), else the anonymous user.
 
 use std::collections::BTreeMap;
+use std::net::IpAddr;
 use std::time::Duration;
 
 use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
@@ -73,7 +74,10 @@ pub enum AuthnError {
 pub struct TokenAuthenticator {
     reviewer: Reviewer,
     ttl: Duration,
-    cache: TtlCache<[u8; 32], Result<UserInfo, String>>,
+    /// Tokens the API server vouched for, and apart from them the others: a flood of
+    /// unknown tokens never pushes out a scraper's.
+    valid: TtlCache<[u8; 32], UserInfo>,
+    invalid: TtlCache<[u8; 32], String>,
     requests: Family<CodeLabel, Counter>,
 }
 
@@ -83,17 +87,21 @@ impl TokenAuthenticator {
         Self {
             reviewer,
             ttl,
-            cache: TtlCache::default(),
+            valid: TtlCache::default(),
+            invalid: TtlCache::default(),
             requests,
         }
     }
 
-    /// The user `token` belongs to. Answers (valid or not) are kept for the TTL;
-    /// failed reviews are not.
-    pub async fn authenticate(&self, token: &str) -> Result<UserInfo, AuthnError> {
+    /// The user `token`, presented by `client`, belongs to. Answers (valid or not) are
+    /// kept for the TTL; failed reviews are not.
+    pub async fn authenticate(&self, token: &str, client: IpAddr) -> Result<UserInfo, AuthnError> {
         let key: [u8; 32] = Sha256::digest(token.as_bytes()).into();
-        if let Some(answer) = self.cache.get(&key) {
-            return answer.map_err(AuthnError::InvalidToken);
+        if let Some(user) = self.valid.get(&key) {
+            return Ok(user);
+        }
+        if let Some(error) = self.invalid.get(&key) {
+            return Err(AuthnError::InvalidToken(error));
         }
         let review = TokenReview {
             spec: TokenReviewSpec {
@@ -102,7 +110,7 @@ impl TokenAuthenticator {
             },
             ..Default::default()
         };
-        let status = match self.reviewer.create(&review, &self.requests).await {
+        let status = match self.reviewer.create(&review, &self.requests, client).await {
             Ok(answer) => answer.status.unwrap_or_default(),
             Err(ReviewError::Busy) => return Err(AuthnError::Busy),
             Err(ReviewError::Api(err)) => return Err(AuthnError::Review(err)),
@@ -123,17 +131,21 @@ impl TokenAuthenticator {
                 .filter(|e| !e.is_empty())
                 .unwrap_or_else(|| "not authenticated".into())),
         };
-        self.cache.insert(key, answer.clone(), self.ttl);
+        match &answer {
+            Ok(user) => self.valid.insert(key, user.clone(), self.ttl),
+            Err(error) => self.invalid.insert(key, error.clone(), self.ttl),
+        }
         answer.map_err(AuthnError::InvalidToken)
     }
 }
 
-/// The user a verified client certificate names: its Common Name, in its
-/// Organizations (upstream's `CommonNameUserConversion`). `None` without a Common Name.
+/// The user a verified client certificate names: its Common Name (the last, when the
+/// subject has several, as Go's `pkix.Name` reads it), in its Organizations
+/// (upstream's `CommonNameUserConversion`). `None` without a Common Name.
 pub fn certificate_user(der: &[u8]) -> Option<UserInfo> {
     let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
     let subject = cert.subject();
-    let name = subject.iter_common_name().next()?.as_str().ok()?.to_owned();
+    let name = subject.iter_common_name().last()?.as_str().ok()?.to_owned();
     if name.is_empty() {
         return None;
     }
@@ -162,6 +174,27 @@ mod tests {
         let user = certificate_user(cert.der()).unwrap();
         assert_eq!(user.name, "system:kube-controller-manager");
         assert_eq!(user.groups, ["system:monitoring", AUTHENTICATED_GROUP]);
+    }
+
+    #[test]
+    fn of_two_common_names_the_last_is_the_user_as_go_reads_it() {
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "system:anonymous");
+        // rcgen keeps one value per type: a second CN goes in as a raw attribute.
+        params.distinguished_name.push(
+            rcgen::DnType::CustomDnType(vec![2, 5, 4, 3]),
+            "system:kube-controller-manager",
+        );
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = params.self_signed(&key).unwrap();
+        let (_, parsed) = x509_parser::parse_x509_certificate(cert.der()).unwrap();
+        assert_eq!(parsed.subject().iter_common_name().count(), 2, "two CNs");
+        assert_eq!(
+            certificate_user(cert.der()).unwrap().name,
+            "system:kube-controller-manager"
+        );
     }
 
     #[test]

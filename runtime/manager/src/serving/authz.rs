@@ -3,6 +3,7 @@
 //! allowed, anything else is a `SubjectAccessReview` on the non-resource path with
 //! the request's lower-case method as verb (`get` on `/metrics`), answers cached.
 
+use std::net::IpAddr;
 use std::time::Duration;
 
 use k8s_openapi::api::authorization::v1::{
@@ -75,7 +76,10 @@ pub struct Authorizer {
     always_allow_paths: Vec<String>,
     allowed_ttl: Duration,
     denied_ttl: Duration,
-    cache: TtlCache<[u8; 32], Decision>,
+    /// Allowed answers, and apart from them denied ones: a flood of paths nobody may
+    /// use never pushes out a scraper's answer.
+    allowed: TtlCache<[u8; 32], ()>,
+    denied: TtlCache<[u8; 32], String>,
     requests: Family<CodeLabel, Counter>,
 }
 
@@ -92,17 +96,19 @@ impl Authorizer {
             always_allow_paths,
             allowed_ttl,
             denied_ttl,
-            cache: TtlCache::default(),
+            allowed: TtlCache::default(),
+            denied: TtlCache::default(),
             requests,
         }
     }
 
-    /// Whether `user` may use `verb` on `path`.
+    /// Whether `user`, connected from `client`, may use `verb` on `path`.
     pub async fn authorize(
         &self,
         user: &UserInfo,
         verb: &str,
         path: &str,
+        client: IpAddr,
     ) -> Result<Decision, AuthzError> {
         if self
             .always_allow_paths
@@ -113,8 +119,11 @@ impl Authorizer {
             return Ok(Decision::Allow);
         }
         let key = key(user, verb, path);
-        if let Some(decision) = self.cache.get(&key) {
-            return Ok(decision);
+        if self.allowed.get(&key).is_some() {
+            return Ok(Decision::Allow);
+        }
+        if let Some(reason) = self.denied.get(&key) {
+            return Ok(Decision::Deny(reason));
         }
         let review = SubjectAccessReview {
             spec: SubjectAccessReviewSpec {
@@ -130,7 +139,7 @@ impl Authorizer {
             },
             ..Default::default()
         };
-        let status = match self.reviewer.create(&review, &self.requests).await {
+        let status = match self.reviewer.create(&review, &self.requests, client).await {
             Ok(answer) => answer.status.unwrap_or_default(),
             Err(ReviewError::Busy) => return Err(AuthzError::Busy),
             Err(ReviewError::Api(err)) => return Err(AuthzError::Review(err)),
@@ -140,11 +149,10 @@ impl Authorizer {
         } else {
             Decision::Deny(status.reason.unwrap_or_default())
         };
-        let ttl = match decision {
-            Decision::Allow => self.allowed_ttl,
-            Decision::Deny(_) => self.denied_ttl,
-        };
-        self.cache.insert(key, decision.clone(), ttl);
+        match &decision {
+            Decision::Allow => self.allowed.insert(key, (), self.allowed_ttl),
+            Decision::Deny(reason) => self.denied.insert(key, reason.clone(), self.denied_ttl),
+        }
         Ok(decision)
     }
 }

@@ -7,8 +7,9 @@ use std::hash::Hash;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// At most this many answers are kept; past it expired ones go, and a new answer is
-/// not kept while the cache stays full (the answers kept are not flushed by a flood).
+/// At most this many answers are kept; past it expired ones go, then the one closest
+/// to expiring. Callers keep answers that matter (a valid token, an allowed path) apart
+/// from the others, so a flood of unknown tokens or paths only churns its own cache.
 const MAX_ENTRIES: usize = 4096;
 
 /// Answers by key, each until its own deadline.
@@ -25,7 +26,7 @@ impl<K: Hash + Eq, V: Clone> Default for TtlCache<K, V> {
     }
 }
 
-impl<K: Hash + Eq, V: Clone> TtlCache<K, V> {
+impl<K: Hash + Eq + Clone, V: Clone> TtlCache<K, V> {
     /// The answer kept for `key`, if it has not expired.
     pub fn get(&self, key: &K) -> Option<V> {
         let entries = self.lock();
@@ -42,10 +43,15 @@ impl<K: Hash + Eq, V: Clone> TtlCache<K, V> {
         }
         let now = Instant::now();
         let mut entries = self.lock();
-        if entries.len() >= MAX_ENTRIES {
+        if entries.len() >= MAX_ENTRIES && !entries.contains_key(&key) {
             entries.retain(|_, (deadline, _)| now < *deadline);
-            if entries.len() >= MAX_ENTRIES {
-                return;
+            if entries.len() >= MAX_ENTRIES
+                && let Some(soonest) = entries
+                    .iter()
+                    .min_by_key(|(_, (deadline, _))| *deadline)
+                    .map(|(k, _)| k.clone())
+            {
+                entries.remove(&soonest);
             }
         }
         entries.insert(key, (now + ttl, value));
@@ -75,7 +81,7 @@ mod tests {
     }
 
     #[test]
-    fn a_full_cache_drops_expired_answers_and_keeps_the_others() {
+    fn a_full_cache_drops_expired_answers_then_the_one_closest_to_expiring() {
         let cache = TtlCache::default();
         for i in 0..MAX_ENTRIES {
             cache.insert(i, i, Duration::from_nanos(1));
@@ -85,9 +91,14 @@ mod tests {
         assert_eq!(cache.lock().len(), 1);
         assert_eq!(cache.get(&usize::MAX), Some(0));
         for i in 0..MAX_ENTRIES {
-            cache.insert(i, i, Duration::from_secs(60));
+            cache.insert(i, i, Duration::from_secs(60 + i as u64));
         }
-        assert_eq!(cache.get(&usize::MAX), Some(0), "kept while full");
+        // Still caching while full: the newest answers are kept, the oldest went.
         assert_eq!(cache.lock().len(), MAX_ENTRIES);
+        assert_eq!(cache.get(&usize::MAX), None, "closest to expiring");
+        assert_eq!(cache.get(&(MAX_ENTRIES - 1)), Some(MAX_ENTRIES - 1));
+        cache.insert(usize::MAX, 7, Duration::from_secs(3600));
+        assert_eq!(cache.get(&usize::MAX), Some(7));
+        assert_eq!(cache.get(&0), None);
     }
 }

@@ -56,7 +56,7 @@ pub async fn guard(
     let user = match user {
         Some(user) => user,
         None => match bearer_token(request.headers()) {
-            Some(token) => match delegated.tokens.authenticate(token).await {
+            Some(token) => match delegated.tokens.authenticate(token, peer.addr.ip()).await {
                 Ok(user) => user,
                 Err(AuthnError::Busy) => return busy(),
                 Err(err) => {
@@ -68,7 +68,11 @@ pub async fn guard(
         },
     };
     let verb = request.method().as_str().to_ascii_lowercase();
-    match delegated.authorizer.authorize(&user, &verb, &path).await {
+    match delegated
+        .authorizer
+        .authorize(&user, &verb, &path, peer.addr.ip())
+        .await
+    {
         Ok(Decision::Allow) => next.run(request).await,
         Ok(Decision::Deny(reason)) => {
             tracing::debug!(peer = %peer.addr, user = %user.name, %verb, %path, %reason, "forbidden");

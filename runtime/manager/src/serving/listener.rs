@@ -1,129 +1,144 @@
-//! Accepting connections on the secure port: TLS handshakes in their own tasks (a
-//! slow client delays no other), bounded in number and time; connections bounded in
-//! number and closed when idle (a client that sends nothing, or a request's headers
-//! too slowly, does not hold a connection); each request's client, for the filter.
+//! Accepting connections on the secure port: each client gets its share of slots
+//! ([`admission`](super::admission)), TLS handshakes run in their own tasks bounded in
+//! time, request headers must arrive within [`HEADER_READ_TIMEOUT`] and idle
+//! connections close; each request carries its client, for the filter.
 
+use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use axum::extract::connect_info::Connected;
-use axum::serve::IncomingStream;
+use axum::Router;
+use axum::extract::ConnectInfo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use rustls::pki_types::CertificateDer;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::{Instant, Sleep};
 use tokio_rustls::server::TlsStream;
+use tower_service::Service;
 
+use super::ServingMetrics;
+use super::admission::{Admission, Evicted, Limits, Ticket};
 use super::authn::{UserInfo, certificate_user};
 use super::tls::TlsState;
 
 /// A TLS handshake must finish within this.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-/// Handshakes in progress at once; a connection beyond them is closed at once.
-const MAX_HANDSHAKES: usize = 64;
-/// Connections open at once (handshakes included); more are closed at once.
-const MAX_CONNECTIONS: usize = 256;
+/// A request's headers must arrive within this, counted from when the connection is
+/// ready for the request (upstream's servers use 32 s), so a client sending a byte now
+/// and then cannot hold a connection.
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(32);
 /// A connection with no byte read or written for this long is closed (upstream's
 /// secure serving closes idle connections after 90 s).
 const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 
-/// Hands axum the connections whose handshake finished.
-pub struct TlsListener {
-    handshaken: tokio::sync::mpsc::Receiver<(Connection, SocketAddr)>,
-    local: SocketAddr,
-    acceptor: tokio::task::JoinHandle<()>,
-}
-
-impl TlsListener {
-    /// Starts accepting on `tcp` with `tls`'s current configuration per connection.
-    pub fn new(tcp: TcpListener, tls: Arc<TlsState>) -> std::io::Result<Self> {
-        let local = tcp.local_addr()?;
-        let (tx, handshaken) = tokio::sync::mpsc::channel(MAX_HANDSHAKES);
-        let handshakes = Arc::new(tokio::sync::Semaphore::new(MAX_HANDSHAKES));
-        let connections = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
-        let acceptor = tokio::spawn(async move {
-            loop {
-                let (stream, addr) = match tcp.accept().await {
-                    Ok(accepted) => accepted,
-                    Err(err) => {
-                        tracing::debug!(error = %err, "accept failed");
-                        tokio::time::sleep(Duration::from_millis(100)).await;
-                        continue;
-                    }
-                };
-                let (Ok(open), Ok(handshake)) = (
-                    connections.clone().try_acquire_owned(),
-                    handshakes.clone().try_acquire_owned(),
-                ) else {
-                    tracing::debug!(peer = %addr, "too many connections; closed");
+/// Serves `app` on `tcp` with `tls`'s current configuration per connection until the
+/// task is aborted.
+pub fn serve(
+    tcp: TcpListener,
+    tls: Arc<TlsState>,
+    app: Router,
+    metrics: ServingMetrics,
+) -> tokio::task::JoinHandle<()> {
+    let admission = Admission::new(Limits::SECURE_PORT);
+    tokio::spawn(async move {
+        loop {
+            let (stream, addr) = match tcp.accept().await {
+                Ok(accepted) => accepted,
+                Err(err) => {
+                    tracing::debug!(error = %err, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
                     continue;
-                };
-                let acceptor = tokio_rustls::TlsAcceptor::from(tls.current());
-                let tx = tx.clone();
-                tokio::spawn(async move {
-                    let accepted =
-                        tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await;
-                    drop(handshake);
-                    match accepted {
-                        Ok(Ok(tls)) => {
-                            let _ = tx.send((Connection::new(tls, open), addr)).await;
-                        }
-                        Ok(Err(err)) => {
-                            tracing::debug!(peer = %addr, error = %err, "TLS handshake failed")
-                        }
-                        Err(_) => tracing::debug!(peer = %addr, "TLS handshake timed out"),
+                }
+            };
+            let ticket = match admission.admit(addr.ip()) {
+                Ok((ticket, evicted)) => {
+                    match evicted {
+                        Evicted::None => {}
+                        Evicted::Handshake => metrics.closed("evicted-handshake"),
+                        Evicted::Connection => metrics.closed("evicted-connection"),
                     }
-                });
-            }
-        });
-        Ok(Self {
-            handshaken,
-            local,
-            acceptor,
-        })
-    }
-}
-
-impl Drop for TlsListener {
-    fn drop(&mut self) {
-        self.acceptor.abort();
-    }
-}
-
-impl axum::serve::Listener for TlsListener {
-    type Io = Connection;
-    type Addr = SocketAddr;
-
-    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        match self.handshaken.recv().await {
-            Some(accepted) => accepted,
-            // The acceptor stopped (its task was cancelled): nothing comes any more.
-            None => std::future::pending().await,
+                    ticket
+                }
+                Err(refused) => {
+                    tracing::debug!(peer = %addr, reason = refused.reason(), "connection refused");
+                    metrics.closed(refused.reason());
+                    continue;
+                }
+            };
+            let acceptor = tokio_rustls::TlsAcceptor::from(tls.current());
+            let app = app.clone();
+            let metrics = metrics.clone();
+            tokio::spawn(async move {
+                let evicted = ticket.evicted();
+                tokio::select! {
+                    _ = evicted => tracing::debug!(peer = %addr, "connection evicted for another client"),
+                    () = connection(stream, addr, acceptor, &ticket, app, &metrics) => {}
+                }
+            });
         }
-    }
+    })
+}
 
-    fn local_addr(&self) -> std::io::Result<Self::Addr> {
-        Ok(self.local)
+/// One connection: its handshake, then its requests.
+async fn connection(
+    stream: TcpStream,
+    addr: SocketAddr,
+    acceptor: tokio_rustls::TlsAcceptor,
+    ticket: &Ticket,
+    app: Router,
+    metrics: &ServingMetrics,
+) {
+    let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+        Ok(Ok(tls)) => tls,
+        Ok(Err(err)) => {
+            tracing::debug!(peer = %addr, error = %err, "TLS handshake failed");
+            return;
+        }
+        Err(_) => {
+            tracing::debug!(peer = %addr, "TLS handshake timed out");
+            metrics.closed("handshake-timeout");
+            return;
+        }
+    };
+    ticket.handshaken();
+    let peer = Peer::of(&tls, addr);
+    let service = hyper::service::service_fn(move |mut request| {
+        request.extensions_mut().insert(ConnectInfo(peer.clone()));
+        let mut app = app.clone();
+        async move { Ok::<_, Infallible>(app.call(request).await.unwrap_or_else(|e| match e {})) }
+    });
+    let served = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEADER_READ_TIMEOUT)
+        .serve_connection(TokioIo::new(Connection::new(tls)), service)
+        .await;
+    if let Err(err) = served {
+        let idle = std::error::Error::source(&err)
+            .and_then(|e| e.downcast_ref::<std::io::Error>())
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::TimedOut);
+        if err.is_timeout() {
+            metrics.closed("header-timeout");
+        } else if idle {
+            metrics.closed("idle");
+        }
+        tracing::debug!(peer = %addr, error = %err, "connection closed");
     }
 }
 
-/// A TLS connection that counts against [`MAX_CONNECTIONS`] while open and fails
-/// its reads and writes once idle for [`IDLE_TIMEOUT`].
-pub struct Connection {
+/// A TLS connection that fails its reads and writes once idle for [`IDLE_TIMEOUT`].
+struct Connection {
     tls: TlsStream<TcpStream>,
-    _open: OwnedSemaphorePermit,
     idle: Pin<Box<Sleep>>,
 }
 
 impl Connection {
-    fn new(tls: TlsStream<TcpStream>, open: OwnedSemaphorePermit) -> Self {
+    fn new(tls: TlsStream<TcpStream>) -> Self {
         Self {
             tls,
-            _open: open,
             idle: Box::pin(tokio::time::sleep(IDLE_TIMEOUT)),
         }
     }
@@ -207,11 +222,10 @@ pub struct ClientCertificate {
     pub user: Option<UserInfo>,
 }
 
-impl Connected<IncomingStream<'_, TlsListener>> for Peer {
-    fn connect_info(stream: IncomingStream<'_, TlsListener>) -> Self {
-        let certificate = stream
-            .io()
-            .tls
+impl Peer {
+    /// The client of `tls`, from `addr`.
+    fn of(tls: &TlsStream<TcpStream>, addr: SocketAddr) -> Self {
+        let certificate = tls
             .get_ref()
             .1
             .peer_certificates()
@@ -222,9 +236,6 @@ impl Connected<IncomingStream<'_, TlsListener>> for Peer {
                     user: certificate_user(&chain[0]),
                 })
             });
-        Peer {
-            addr: *stream.remote_addr(),
-            certificate,
-        }
+        Peer { addr, certificate }
     }
 }

@@ -5,13 +5,15 @@
 //! - [`options`]: the flags (`--secure-port`, `--tls-cert-file`,
 //!   `--authorization-always-allow-paths`, ...).
 //! - [`tls`]: the serving certificate (files re-read on change, or self-signed) and the
-//!   client certificate authorities; [`listener`]: handshakes and connections, bounded.
+//!   client certificate authorities; [`listener`]: handshakes, connections and request
+//!   headers, bounded in time; [`admission`]: each client's share of them.
 //! - [`authn`]: who a request comes from (client certificate, `TokenReview`, anonymous).
 //! - [`authz`]: whether they may (always-allowed paths, `SubjectAccessReview`).
 //! - [`review`]: the reviews both send to the API server, bounded and counted.
 //!
 //! [`serve`] puts them together in front of a router.
 
+pub mod admission;
 pub mod authn;
 pub mod authz;
 mod cache;
@@ -31,7 +33,6 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use wasm_ccm_host::metrics::Metrics;
 
-use listener::{Peer, TlsListener};
 pub use options::ServingArgs;
 use review::{CodeLabel, Reviewer};
 use tls::{TlsError, TlsState};
@@ -86,7 +87,31 @@ pub struct ServingMetrics {
     pub authz_requests: Family<CodeLabel, Counter>,
     /// `wasm_ccm_secure_port_tls_reloads_total{material,result}`.
     pub reloads: Family<ReloadLabels, Counter>,
+    /// `wasm_ccm_secure_port_connections_closed_total{reason}`: connections the port
+    /// refused or closed to protect itself.
+    pub closed: Family<ReasonLabel, Counter>,
 }
+
+/// Labels of the closed-connection counter.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabel {
+    /// Why: `client-handshakes`, `client-connections`, `full` (refused at once),
+    /// `evicted-handshake`, `evicted-connection` (given to another client),
+    /// `handshake-timeout`, `header-timeout`, `idle`.
+    pub reason: &'static str,
+}
+
+/// Every reason a connection is counted as closed.
+pub const CLOSED_REASONS: [&str; 8] = [
+    "client-handshakes",
+    "client-connections",
+    "full",
+    "evicted-handshake",
+    "evicted-connection",
+    "handshake-timeout",
+    "header-timeout",
+    "idle",
+];
 
 impl ServingMetrics {
     /// Registers the families in `metrics`, reload outcomes at 0.
@@ -95,6 +120,7 @@ impl ServingMetrics {
             authn_requests: Family::default(),
             authz_requests: Family::default(),
             reloads: Family::default(),
+            closed: Family::default(),
         };
         metrics.register_upstream(
             "apiserver_delegated_authn_request",
@@ -111,6 +137,14 @@ impl ServingMetrics {
             "Changes of the secure port's serving certificate (files) or client CA (file or ConfigMap), by whether they loaded (error: the previous one keeps serving)",
             this.reloads.clone(),
         );
+        metrics.register(
+            "secure_port_connections_closed",
+            "Connections the secure port refused or closed to keep serving every client, by reason (a client over its share, every slot taken, a slot given to a client holding fewer, a handshake, request headers or an idle connection too slow)",
+            this.closed.clone(),
+        );
+        for reason in CLOSED_REASONS {
+            let _ = this.closed.get_or_create(&ReasonLabel { reason });
+        }
         for material in ["serving-certificate", "client-ca"] {
             for result in ["success", "error"] {
                 let _ = this
@@ -119,6 +153,11 @@ impl ServingMetrics {
             }
         }
         this
+    }
+
+    /// Counts a connection closed for `reason` (one of [`CLOSED_REASONS`]).
+    pub fn closed(&self, reason: &'static str) {
+        self.closed.get_or_create(&ReasonLabel { reason }).inc();
     }
 
     /// Counts a reload of `material`.
@@ -205,12 +244,8 @@ pub async fn serve(
         delegated,
         filter::guard,
     ));
-    let listener =
-        TlsListener::new(tcp, state).map_err(|source| ServingError::Listen { addr, source })?;
     tracing::info!(%addr, "serving securely (HTTPS, delegated authentication and authorization)");
-    tokio::spawn(async move {
-        axum::serve(listener, app.into_make_service_with_connect_info::<Peer>()).await
-    });
+    listener::serve(tcp, state, app, metrics);
     Ok(Some(addr))
 }
 
