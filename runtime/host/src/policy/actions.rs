@@ -17,9 +17,13 @@
 //!
 //! - **AWS rules** list IAM action names, `service:Action` (the signing service, as in
 //!   an IAM policy: `ec2`, `elasticloadbalancing`), with `*` at the end of the action as
-//!   a prefix wildcard. A request's action is its Query-protocol `Action` (in the query
-//!   string or the body, read as a form whatever its content type says) or its
-//!   JSON-protocol `X-Amz-Target`; a request naming no action, or several, is refused.
+//!   a prefix wildcard. A request's action is read where its service reads it
+//!   ([`aws_protocol`]): the Query protocol's `Action` (the query string or a form
+//!   body) or the JSON protocol's `X-Amz-Target`; a request naming no action, several,
+//!   or one another reader could see differently is refused ([`aws_action`]). Services
+//!   of REST protocols (S3, EKS, Route 53, Lambda, ...) name their action by method and
+//!   path, which the host does not map: a rule may list them only without
+//!   `allowedActions`.
 //! - **Other rules** list `METHOD /path` patterns: the method (or `*` for any), then
 //!   path segments, each literal, `*` for exactly one (non-empty) segment or `**` for any number
 //!   (none included); the query string is not matched. Paths with an encoded `/`, `\`
@@ -88,6 +92,15 @@ impl AllowedActions {
             .map(Self::Requests)
     }
 
+    /// The services an `aws` rule's list names.
+    pub fn aws_services(&self) -> impl Iterator<Item = &str> {
+        let actions = match self {
+            Self::Aws(actions) => actions.as_slice(),
+            Self::Requests(_) => &[],
+        };
+        actions.iter().map(|a| a.service.as_str())
+    }
+
     /// Checks an AWS request signed for `service`.
     pub fn check_aws(
         &self,
@@ -101,7 +114,7 @@ impl AllowedActions {
                 "the rule's allowedActions are not AWS actions".into(),
             ));
         };
-        let action = aws_action(url, headers, body).map_err(ActionDenied)?;
+        let action = aws_action(service, url, headers, body).map_err(ActionDenied)?;
         if actions.iter().any(|a| a.matches(service, &action)) {
             Ok(())
         } else {
@@ -231,52 +244,139 @@ fn matches(pattern: &[Segment], path: &[&str]) -> bool {
     }
 }
 
-/// The action of an AWS request: Query protocol `Action` (query string or form body)
-/// or JSON protocol `X-Amz-Target` (`Prefix_Version.Action`).
-pub fn aws_action(url: &url::Url, headers: &HeaderMap, body: &[u8]) -> Result<String, String> {
-    let single = |pairs: Vec<String>, where_: &str| match pairs.as_slice() {
-        [] => Ok(None),
-        [one] => Ok(Some(one.clone())),
-        _ => Err(format!("several `Action` parameters in the {where_}")),
-    };
-    let in_query = single(
-        url.query_pairs()
-            .filter(|(k, _)| k == "Action")
-            .map(|(_, v)| v.into_owned())
-            .collect(),
-        "query",
-    )?;
-    // Read whatever the content type says: a server reading the body as a form anyway
-    // must not see another action than the one checked.
-    let in_body = single(
-        url::form_urlencoded::parse(body)
-            .filter(|(k, _)| k == "Action")
-            .map(|(_, v)| v.into_owned())
-            .collect(),
-        "body",
-    )?;
-    if headers.get_all("x-amz-target").iter().count() > 1 {
-        return Err("several `X-Amz-Target` headers".into());
+/// How an AWS service's requests name their API action.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AwsProtocol {
+    /// The Query protocol: an `Action` form parameter (EC2, ELB).
+    Query,
+    /// The JSON protocol: the `X-Amz-Target` header (`Prefix_Version.Action`).
+    Json,
+}
+
+/// The protocol of the services whose action the host can read; `None` for the
+/// others (REST protocols name the action by method and path: S3, EKS, Route 53,
+/// Lambda, ...), for which an `allowedActions` list is refused when the policy is read.
+pub fn aws_protocol(service: &str) -> Option<AwsProtocol> {
+    match service {
+        "ec2"
+        | "elasticloadbalancing"
+        | "autoscaling"
+        | "cloudformation"
+        | "monitoring"
+        | "sns"
+        | "rds"
+        | "elasticache"
+        | "redshift" => Some(AwsProtocol::Query),
+        "kms" | "logs" | "ssm" | "secretsmanager" | "dynamodb" | "ecr" | "ecs" | "kinesis"
+        | "events" | "cloudtrail" => Some(AwsProtocol::Json),
+        _ => None,
     }
-    let target = headers
-        .get("x-amz-target")
-        .map(|v| {
-            v.to_str()
-                .ok()
+}
+
+/// The action of a request signed for `service`, read where the service reads it and
+/// refused when another reading could find another: for the Query protocol exactly one
+/// `Action` parameter, in the query string or a form body, all of it plain `&`-separated
+/// form data (no `;`, no `Content-Encoding`, a body only as
+/// `application/x-www-form-urlencoded`, no other spelling of `Action`, no
+/// `X-Amz-Target`); for the JSON protocol exactly one `X-Amz-Target` and no `Action`.
+pub fn aws_action(
+    service: &str,
+    url: &url::Url,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<String, String> {
+    let Some(protocol) = aws_protocol(service) else {
+        return Err(format!(
+            "the host cannot read the action of a `{service}` request (not a Query or JSON protocol service)"
+        ));
+    };
+    if headers
+        .get_all(http::header::CONTENT_ENCODING)
+        .iter()
+        .any(|v| !v.as_bytes().eq_ignore_ascii_case(b"identity"))
+    {
+        return Err("a request with a `Content-Encoding` is refused under allowedActions".into());
+    }
+    let query = url.query().unwrap_or_default();
+    let actions_in = |form: &[u8], where_: &str| -> Result<usize, String> {
+        let mut count = 0;
+        for (key, _) in url::form_urlencoded::parse(form) {
+            if key == "Action" {
+                count += 1;
+            } else if key.eq_ignore_ascii_case("action") {
+                return Err(format!(
+                    "an `{key}` parameter in the {where_} (only `Action` is read)"
+                ));
+            }
+        }
+        Ok(count)
+    };
+    let targets = headers.get_all("x-amz-target").iter().count();
+    match protocol {
+        AwsProtocol::Json => {
+            if actions_in(query.as_bytes(), "query")? > 0 {
+                return Err(format!(
+                    "an `Action` parameter on a JSON protocol request to `{service}`"
+                ));
+            }
+            if targets != 1 {
+                return Err(format!(
+                    "a JSON protocol request names its action in exactly one `X-Amz-Target` ({targets} here)"
+                ));
+            }
+            headers
+                .get("x-amz-target")
+                .and_then(|v| v.to_str().ok())
                 .and_then(|t| t.rsplit_once('.'))
                 .map(|(_, action)| action.to_string())
+                .filter(|action| !action.is_empty())
                 .ok_or_else(|| "an `X-Amz-Target` that names no action".to_string())
-        })
-        .transpose()?;
-    let mut found: Vec<String> = [in_query, in_body, target].into_iter().flatten().collect();
-    found.dedup();
-    match found.as_slice() {
-        [one] => Ok(one.clone()),
-        [] => Err("the request names no AWS action (no `Action`, no `X-Amz-Target`)".into()),
-        _ => Err(format!(
-            "the request names several AWS actions: {}",
-            found.join(", ")
-        )),
+        }
+        AwsProtocol::Query => {
+            if targets > 0 {
+                return Err(format!(
+                    "an `X-Amz-Target` on a Query protocol request to `{service}` (its action is `Action`)"
+                ));
+            }
+            if query.contains(';') || body.contains(&b';') {
+                return Err(
+                    "a `;` in the query or the form body (only `&` separates parameters)".into(),
+                );
+            }
+            if !body.is_empty() {
+                let form = headers
+                    .get(http::header::CONTENT_TYPE)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.split(';').next())
+                    .is_some_and(|essence| {
+                        essence
+                            .trim()
+                            .eq_ignore_ascii_case("application/x-www-form-urlencoded")
+                    });
+                if !form {
+                    return Err(
+                        "a Query protocol body must be `application/x-www-form-urlencoded`".into(),
+                    );
+                }
+            }
+            let in_query = actions_in(query.as_bytes(), "query")?;
+            let in_body = actions_in(body, "body")?;
+            if in_query + in_body != 1 {
+                return Err(match in_query + in_body {
+                    0 => "the request names no AWS action (no `Action`)".to_string(),
+                    n => format!("the request has {n} `Action` parameters (exactly one is read)"),
+                });
+            }
+            let source: &[u8] = if in_query == 1 {
+                query.as_bytes()
+            } else {
+                body
+            };
+            Ok(url::form_urlencoded::parse(source)
+                .find(|(key, _)| key == "Action")
+                .map(|(_, value)| value.into_owned())
+                .unwrap_or_default())
+        }
     }
 }
 
@@ -325,49 +425,106 @@ mod tests {
             )
             .is_err()
         );
-        // Query and body must agree.
+        // One `Action` in all: not one in the query and another (or the same) in the body.
         let q = url("https://ec2.eu-west-1.amazonaws.com/?Action=DescribeInstances");
+        assert!(a.check_aws("ec2", &q, &form(), b"").is_ok());
         assert!(
             a.check_aws("ec2", &q, &form(), b"Action=DescribeInstances")
-                .is_ok()
+                .is_err()
         );
         assert!(
             a.check_aws("ec2", &q, &form(), b"Action=TerminateInstances")
                 .is_err()
         );
-        // A body is read for `Action` whatever its content type says.
+        // A body only as a form.
         let plain = HeaderMap::new();
         assert!(
             a.check_aws("ec2", &u, &plain, b"Action=DescribeInstances")
-                .is_ok()
+                .is_err()
+        );
+        // A Query protocol service reads no X-Amz-Target.
+        let mut target = form();
+        target.insert(
+            "x-amz-target",
+            "AmazonEC2.DescribeInstances".parse().unwrap(),
         );
         assert!(
-            a.check_aws("ec2", &q, &plain, b"Action=TerminateInstances")
+            a.check_aws("ec2", &u, &target, b"Action=DescribeInstances")
                 .is_err()
         );
         // JSON protocol.
+        let k = AllowedActions::parse_aws(&list(&["kms:Decrypt"])).unwrap();
+        let kms = url("https://kms.eu-west-1.amazonaws.com/");
         let mut json = HeaderMap::new();
+        json.insert("x-amz-target", "TrentService.Decrypt".parse().unwrap());
+        assert!(k.check_aws("kms", &kms, &json, b"{}").is_ok());
         json.insert(
             "x-amz-target",
-            "AmazonEC2.DescribeInstances".parse().unwrap(),
+            "TrentService.ScheduleKeyDeletion".parse().unwrap(),
         );
-        assert!(a.check_aws("ec2", &u, &json, b"{}").is_ok());
-        json.insert(
-            "x-amz-target",
-            "AmazonEC2.TerminateInstances".parse().unwrap(),
-        );
-        assert!(a.check_aws("ec2", &u, &json, b"{}").is_err());
+        assert!(k.check_aws("kms", &kms, &json, b"{}").is_err());
+        assert!(k.check_aws("kms", &kms, &HeaderMap::new(), b"{}").is_err());
         // Two targets: refused, whichever the server would read.
         let mut two = HeaderMap::new();
+        two.append("x-amz-target", "TrentService.Decrypt".parse().unwrap());
         two.append(
             "x-amz-target",
-            "AmazonEC2.DescribeInstances".parse().unwrap(),
+            "TrentService.ScheduleKeyDeletion".parse().unwrap(),
         );
-        two.append(
-            "x-amz-target",
-            "AmazonEC2.TerminateInstances".parse().unwrap(),
+        assert!(k.check_aws("kms", &kms, &two, b"{}").is_err());
+    }
+
+    /// Form data another parser could read differently is refused: another spelling of
+    /// `Action`, `;` separators, an encoded body, multipart.
+    #[test]
+    fn query_actions_are_plain_form_data_with_one_action() {
+        let a = AllowedActions::parse_aws(&list(&["ec2:Describe*"])).unwrap();
+        let u = url("https://ec2.eu-west-1.amazonaws.com/");
+        let check = |url: &url::Url, headers: &HeaderMap, body: &str| {
+            a.check_aws("ec2", url, headers, body.as_bytes())
+        };
+        assert!(check(&u, &form(), "Action=DescribeInstances&Version=2016-11-15").is_ok());
+        for body in [
+            "Action=DescribeInstances&action=TerminateInstances",
+            "ACTION=TerminateInstances",
+            "Action=DescribeInstances;Action=TerminateInstances",
+            "Version=1;Action=DescribeInstances",
+        ] {
+            assert!(check(&u, &form(), body).is_err(), "{body}");
+        }
+        for query in [
+            "https://ec2.eu-west-1.amazonaws.com/?Action=DescribeInstances;Action=TerminateInstances",
+            "https://ec2.eu-west-1.amazonaws.com/?action=TerminateInstances&Action=DescribeInstances",
+        ] {
+            assert!(check(&url(query), &form(), "").is_err(), "{query}");
+        }
+        let mut gzip = form();
+        gzip.insert(http::header::CONTENT_ENCODING, "gzip".parse().unwrap());
+        assert!(check(&u, &gzip, "Action=DescribeInstances").is_err());
+        let mut multipart = HeaderMap::new();
+        multipart.insert(
+            http::header::CONTENT_TYPE,
+            "multipart/form-data; boundary=x".parse().unwrap(),
         );
-        assert!(a.check_aws("ec2", &u, &two, b"{}").is_err());
+        assert!(check(&u, &multipart, "Action=DescribeInstances").is_err());
+    }
+
+    /// REST protocol services read no `Action` nor `X-Amz-Target`: a request to one is
+    /// never taken for an allowed action.
+    #[test]
+    fn rest_protocol_services_have_no_readable_action() {
+        let a = AllowedActions::parse_aws(&list(&["eks:Describe*"])).unwrap();
+        let mut target = HeaderMap::new();
+        target.insert("x-amz-target", "Any.DescribeCluster".parse().unwrap());
+        let denied = a
+            .check_aws(
+                "eks",
+                &url("https://eks.eu-west-1.amazonaws.com/clusters/prod"),
+                &target,
+                b"",
+            )
+            .unwrap_err();
+        assert!(denied.0.contains("eks"), "{denied}");
     }
 
     #[test]

@@ -67,6 +67,12 @@ pub struct AwsCredential {
     pub services: Vec<String>,
     /// Where the keys come from.
     pub source: AwsSource,
+    /// The rule's destination is one host (or loopback): a request to it is signed for
+    /// the service the rule or the provider names. Under a wildcard destination, a
+    /// request is signed only for the service its host name implies, so a host of
+    /// another service under the same domain (an S3 bucket, an `execute-api` stage)
+    /// never receives a signature, nor a session token, meant for this one.
+    pub pinned: bool,
 }
 
 /// Where the host gets AWS credentials.
@@ -118,9 +124,14 @@ impl AwsCredential {
     /// The service and region to sign a request to `host` for: the rule's `service`,
     /// else the one the provider named ([`SERVICE_HEADER`]) or the host name implies,
     /// when it is in `services`; `None` when nothing allows it (a named service the
-    /// rule does not allow is never signed for, whatever the host name says).
+    /// rule does not allow is never signed for, whatever the host name says), and,
+    /// unless the rule is [`pinned`](Self::pinned), when the host name implies no
+    /// service or another one.
     pub fn scope_for(&self, host: &str, named: Option<&str>) -> Option<(String, String)> {
         let derived = signing_scope(host);
+        if !self.pinned && derived.is_none() {
+            return None;
+        }
         let service = match (&self.service, named) {
             (Some(service), None) => service.clone(),
             (Some(service), Some(named)) => (service == named).then(|| service.clone())?,
@@ -131,6 +142,13 @@ impl AwsCredential {
                 .filter(|s| self.services.contains(s))?,
         };
         if CREDENTIAL_SERVICES.contains(&service.as_str()) {
+            return None;
+        }
+        if !self.pinned
+            && derived
+                .as_ref()
+                .is_some_and(|(derived, _)| *derived != service)
+        {
             return None;
         }
         let region = self
@@ -166,10 +184,45 @@ pub fn signing_scope(host: &str) -> Option<(String, String)> {
         [] => return None,
     };
     let service = service.strip_suffix("-fips").unwrap_or(service);
-    if !is_scope_label(service) || !is_scope_label(region) {
+    if !is_scope_label(service) || !is_region(region) {
         return None;
     }
     Some((service.to_owned(), region.to_owned()))
+}
+
+/// Whether `label` has the shape of an AWS region: two letters, words, a number
+/// (`eu-west-1`, `us-gov-west-1`, `cn-north-1`, `us-isob-east-1`), so a bucket's host
+/// (`ec2.s3.amazonaws.com`: the bucket `ec2`) implies no service.
+pub fn is_region(label: &str) -> bool {
+    let parts: Vec<&str> = label.split('-').collect();
+    parts.len() >= 3
+        && parts[0].len() == 2
+        && parts[..parts.len() - 1]
+            .iter()
+            .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_lowercase()))
+        && parts[parts.len() - 1].bytes().all(|b| b.is_ascii_digit())
+        && !parts[parts.len() - 1].is_empty()
+}
+
+/// Whether `host` is one of AWS STS's own endpoints: `sts.amazonaws.com`,
+/// `sts[-fips].<region>.amazonaws.com[.cn]`, `sts.<region>.api.aws`, or an STS VPC
+/// endpoint (`vpce-....sts.<region>.vpce.amazonaws.com`) — not merely a name whose
+/// first label is `sts` (`sts.s3.amazonaws.com` is an S3 bucket).
+pub fn is_sts_host(host: &str) -> bool {
+    let host = host.trim_end_matches('.').to_ascii_lowercase();
+    if host == "sts.amazonaws.com" {
+        return true;
+    }
+    let labels: Vec<&str> = host.split('.').collect();
+    match labels.as_slice() {
+        ["sts" | "sts-fips", region, "amazonaws", "com"]
+        | ["sts" | "sts-fips", region, "amazonaws", "com", "cn"]
+        | ["sts", region, "api", "aws"] => is_region(region),
+        [vpce, "sts", region, "vpce", "amazonaws", "com"] => {
+            vpce.starts_with("vpce-") && is_scope_label(vpce) && is_region(region)
+        }
+        _ => false,
+    }
 }
 
 fn is_scope_label(label: &str) -> bool {
@@ -325,6 +378,7 @@ impl RawAws {
             service: self.service,
             services: self.services,
             source,
+            pinned: destination.exact_host().is_some(),
         };
         // A destination naming one host must say what to sign for: its name, the rule's
         // `service`, or `services` with a `region` (the provider names which service
@@ -405,7 +459,7 @@ impl RawWebIdentity {
             || host
                 .parse::<std::net::IpAddr>()
                 .is_ok_and(super::address::is_loopback);
-        let is_sts = signing_scope(&host).is_some_and(|(service, _)| service == "sts");
+        let is_sts = is_sts_host(&host);
         let acceptable = sts_endpoint.username().is_empty()
             && sts_endpoint.password().is_none()
             && ((scheme == "https" && (is_sts || loopback)) || (scheme == "http" && loopback));
@@ -468,10 +522,18 @@ mod tests {
         // Never a service outside `services`, never one that hands out credentials.
         assert_eq!(keys.scope_for("sts.eu-west-1.amazonaws.com", None), None);
         assert_eq!(keys.scope_for("s3.eu-west-1.amazonaws.com", None), None);
-        // A service the provider names: signed for only when `services` lists it.
+        // A service the provider names: signed for only when `services` lists it and,
+        // under this wildcard destination, only on that service's own host.
+        assert_eq!(
+            keys.scope_for(
+                "elasticloadbalancing.eu-west-1.amazonaws.com",
+                Some("elasticloadbalancing")
+            ),
+            Some(("elasticloadbalancing".into(), "eu-west-1".into()))
+        );
         assert_eq!(
             keys.scope_for("ec2.eu-west-1.amazonaws.com", Some("elasticloadbalancing")),
-            Some(("elasticloadbalancing".into(), "eu-west-1".into()))
+            None
         );
         assert_eq!(keys.scope_for("127.0.0.1", Some("s3")), None);
         assert_eq!(keys.scope_for("127.0.0.1", Some("sts")), None);
@@ -620,11 +682,133 @@ mod tests {
                 Some("ec2/eu-west-1"),
             ),
             ("amazonaws.com", None),
+            // Buckets: `ec2` and `sts` under S3's global name imply no service.
+            ("ec2.s3.amazonaws.com", None),
+            ("sts.s3.amazonaws.com", None),
             ("ec2.eu-west-1.amazonaws.com.evil.example", None),
             ("127.0.0.1", None),
             ("localhost", None),
         ] {
             assert_eq!(scope(host).as_deref(), expected, "{host}");
         }
+    }
+
+    #[test]
+    fn only_sts_s_own_host_names_are_sts_endpoints() {
+        for host in [
+            "sts.amazonaws.com",
+            "sts.eu-west-1.amazonaws.com",
+            "sts-fips.us-gov-west-1.amazonaws.com",
+            "sts.cn-north-1.amazonaws.com.cn",
+            "sts.eu-west-1.api.aws",
+            "vpce-0123-abcd.sts.eu-west-1.vpce.amazonaws.com",
+        ] {
+            assert!(is_sts_host(host), "{host}");
+        }
+        for host in [
+            "sts.s3.amazonaws.com",
+            "sts.s3-website.amazonaws.com",
+            "sts.execute-api.amazonaws.com",
+            "x.sts.eu-west-1.amazonaws.com",
+            "sts.eu-west-1.amazonaws.com.evil.example",
+            "ec2.eu-west-1.amazonaws.com",
+        ] {
+            assert!(!is_sts_host(host), "{host}");
+        }
+        let web = "services: [ec2], webIdentity: {roleArn: 'arn:aws:iam::1:role/r', webIdentityTokenFile: t, stsEndpoint: 'https://sts.s3.amazonaws.com'}";
+        let err = parse(&format!(
+            "credentials: [{{destination: 'https://ec2.us-east-1.amazonaws.com', aws: {{{web}}}}}]\n"
+        ))
+        .unwrap_err();
+        assert!(err.contains("webIdentity.stsEndpoint"), "{err}");
+    }
+
+    /// Under a wildcard destination the host signs only for the service the host name
+    /// implies: never an S3 bucket's or an API Gateway stage's host with EC2's keys,
+    /// whatever the rule or the provider names.
+    #[test]
+    fn under_a_wildcard_only_the_host_s_own_service_is_signed_for() {
+        let policy = parse(
+            "credentials:\n\
+             - destination: https://*.amazonaws.com\n\
+             \x20 aws: {services: [ec2], accessKeyIdFile: i, secretAccessKeyFile: k}\n\
+             - destination: https://*.us-east-1.amazonaws.com\n\
+             \x20 aws: {service: ec2, accessKeyIdFile: i, secretAccessKeyFile: k}\n\
+             - destination: https://ec2.us-east-1.amazonaws.com\n\
+             \x20 aws: {services: [ec2, elasticloadbalancing], region: us-east-1, accessKeyIdFile: i, secretAccessKeyFile: k}\n",
+        )
+        .unwrap();
+        let aws = |i: usize| match &policy.credentials[i].credential {
+            Credential::Aws(aws) => aws.clone(),
+            _ => panic!("an aws rule"),
+        };
+        let scope = |i: usize, host: &str, named: Option<&str>| {
+            aws(i)
+                .scope_for(host, named)
+                .map(|(s, r)| format!("{s}/{r}"))
+        };
+        for rule in [0, 1] {
+            assert_eq!(
+                scope(rule, "ec2.us-east-1.amazonaws.com", None).as_deref(),
+                Some("ec2/us-east-1")
+            );
+            for (host, named) in [
+                ("attacker.execute-api.us-east-1.amazonaws.com", Some("ec2")),
+                ("attacker.execute-api.us-east-1.amazonaws.com", None),
+                ("ec2.s3.amazonaws.com", Some("ec2")),
+                ("bucket.s3.us-east-1.amazonaws.com", Some("ec2")),
+                ("ec2.us-east-1.amazonaws.com", Some("elasticloadbalancing")),
+            ] {
+                assert_eq!(
+                    scope(rule, host, named),
+                    None,
+                    "rule {rule}: {host} {named:?}"
+                );
+            }
+        }
+        // One exact host: the provider names the service (an emulator, a proxy).
+        assert!(aws(2).pinned);
+        assert_eq!(
+            scope(
+                2,
+                "ec2.us-east-1.amazonaws.com",
+                Some("elasticloadbalancing")
+            )
+            .as_deref(),
+            Some("elasticloadbalancing/us-east-1")
+        );
+    }
+
+    /// `allowedActions` guards only services whose action the host reads: a rule signing
+    /// for a REST protocol service (S3, EKS, ...) with it is refused, naming the service.
+    #[test]
+    fn allowed_actions_only_for_query_and_json_services() {
+        let rule = |services: &str, actions: &str| {
+            format!(
+                "credentials:\n- destination: https://*.eu-west-1.amazonaws.com\n  \
+                 aws: {{services: [{services}], accessKeyIdFile: i, secretAccessKeyFile: k}}\n  \
+                 allowedActions: [{actions}]\n"
+            )
+        };
+        assert!(parse(&rule("ec2, elasticloadbalancing", "'ec2:Describe*'")).is_ok());
+        for (services, actions, named) in [
+            ("ec2, s3", "'ec2:Describe*'", "`s3`"),
+            ("eks", "'eks:DescribeCluster'", "`eks`"),
+            ("ec2", "'lambda:InvokeFunction'", "`lambda`"),
+        ] {
+            let err = parse(&rule(services, actions)).unwrap_err();
+            assert!(
+                err.contains("credentials[0].allowedActions") && err.contains(named),
+                "{services}: {err}"
+            );
+        }
+        // Without allowedActions a REST service may be signed for.
+        assert!(
+            parse(
+                "credentials:\n- destination: https://*.eu-west-1.amazonaws.com\n  \
+                 aws: {services: [s3], accessKeyIdFile: i, secretAccessKeyFile: k}\n"
+            )
+            .is_ok()
+        );
     }
 }

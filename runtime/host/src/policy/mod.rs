@@ -188,6 +188,11 @@ impl Credential {
     }
 }
 
+/// The most the HTTP transport buffers of a response head before the broker sees it
+/// (hyper's HTTP/1 read buffer: 8 KiB + 100 x 4 KiB), counted in a policy's
+/// worst-case memory for every request in flight.
+pub const RESPONSE_HEAD_BUFFER_BYTES: usize = 8192 + 4096 * 100;
+
 /// The largest request body a provider may send (buffered by the host).
 pub const MAX_REQUEST_BODY_BYTES: usize = 2 << 20;
 
@@ -329,11 +334,15 @@ struct RawLimits {
 impl Policy {
     /// The most host memory this policy lets a provider use: every pooled instance at
     /// its full linear memory, the shared cache full, plus every request in flight with
-    /// a full request body and a full response buffered.
+    /// a full request body, a full response buffered (headers and body, both counted in
+    /// `maxResponseBytes`) and the transport's buffer for a response head
+    /// ([`RESPONSE_HEAD_BUFFER_BYTES`]).
     pub fn worst_case_bytes(&self) -> u64 {
         let instances =
             self.instance_limits.pool_size as u64 * self.instance_limits.memory_bytes as u64;
-        let per_request = (self.egress_limits.max_response_bytes + MAX_REQUEST_BODY_BYTES) as u64;
+        let per_request = (self.egress_limits.max_response_bytes
+            + MAX_REQUEST_BODY_BYTES
+            + RESPONSE_HEAD_BUFFER_BYTES) as u64;
         instances
             + self.instance_limits.cache_bytes as u64
             + self.egress_limits.max_concurrent_requests as u64 * per_request
@@ -456,6 +465,36 @@ impl Policy {
                     })?,
                 ),
             };
+            if let (Credential::Aws(aws), Some(actions)) = (&credential, &allowed_actions) {
+                let signed = aws.service.iter().chain(&aws.services).map(String::as_str);
+                if let Some(service) = signed
+                    .chain(actions.aws_services())
+                    .find(|service| actions::aws_protocol(service).is_none())
+                {
+                    return Err(invalid(
+                        &format!("{field}.allowedActions"),
+                        &format!(
+                            "`{service}` names its actions by method and path (a REST protocol), \
+                             which the host does not read: allowedActions can guard only Query \
+                             and JSON protocol services (ec2, elasticloadbalancing, ...); sign for \
+                             `{service}` in a rule without allowedActions, or leave it out"
+                        ),
+                    ));
+                }
+            }
+            if let Credential::Keystone(keystone) = &credential
+                && let Some(first) = credentials.iter().position(|r: &CredentialRule| {
+                    r.credential == Credential::Keystone(keystone.clone())
+                })
+            {
+                return Err(invalid(
+                    &format!("{field}.keystone"),
+                    &format!(
+                        "the same Keystone login as credentials[{first}]: one login gets one \
+                         rule (and one allowedActions); merge them"
+                    ),
+                ));
+            }
             credentials.push(CredentialRule {
                 destination,
                 credential,
@@ -812,12 +851,36 @@ mod tests {
     }
 
     #[test]
+    fn one_keystone_login_is_one_rule() {
+        let rule = |actions: &str| {
+            format!(
+                "- destination: https://keystone.example.com:5000\n  keystone: {{authUrl: 'https://keystone.example.com:5000/v3', applicationCredentialId: a1, applicationCredentialSecretFile: s}}\n  allowedActions: ['{actions}']\n"
+            )
+        };
+        let text = format!(
+            "credentials:\n{}{}",
+            rule("GET **/servers/detail"),
+            rule("DELETE **/servers/*")
+        );
+        let err = parse(&text).unwrap_err().to_string();
+        assert!(
+            err.contains("credentials[1].keystone") && err.contains("credentials[0]"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn worst_case_memory() {
-        // The defaults: 4 instances x 64 MiB + a 1 MiB cache + 16 requests x (4 MiB + 2 MiB).
-        assert_eq!(parse("").unwrap().worst_case_bytes(), (256 + 1 + 96) << 20);
+        // The defaults: 4 instances x 64 MiB + a 1 MiB cache + 16 requests x (4 MiB +
+        // 2 MiB + the response head buffer).
+        let head = RESPONSE_HEAD_BUFFER_BYTES as u64;
+        assert_eq!(
+            parse("").unwrap().worst_case_bytes(),
+            ((256 + 1 + 96) << 20) + 16 * head
+        );
         let small = parse("limits: {poolSize: 1, memoryMiB: 16, maxConcurrentRequests: 2, maxResponseBytes: 1048576, cacheKiB: 0}\n")
             .unwrap();
-        assert_eq!(small.worst_case_bytes(), (16 + 2 * 3) << 20);
+        assert_eq!(small.worst_case_bytes(), ((16 + 2 * 3) << 20) + 2 * head);
         let cached = parse("limits: {cacheKiB: 4096}\n").unwrap();
         assert_eq!(cached.instance_limits.cache_bytes, 4 << 20);
         assert!(

@@ -147,19 +147,15 @@ impl Rules {
 }
 
 /// `injection` for a request to `destination`, unless the guest set a header the host
-/// sets for it.
+/// refuses for it ([`Injection::refused_header`]).
 fn grant(
     destination: String,
     injection: Injection,
     rule: Option<usize>,
     headers: &HeaderMap,
 ) -> Result<Grant, Denial> {
-    if let Some(own) = injection
-        .owned_headers()
-        .into_iter()
-        .find(|name| headers.contains_key(*name))
-    {
-        return Err(Denial::GuestCredentialHeader(own.to_owned()));
+    if let Some(refused) = injection.refused_header(headers) {
+        return Err(refused);
     }
     Ok(Grant {
         destination,

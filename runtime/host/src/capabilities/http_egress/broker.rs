@@ -142,7 +142,10 @@ impl Broker {
     fn dedicated_client(&self, policy: &Policy) -> Result<reqwest::Client, BrokerError> {
         let mut builder = client_builder(&self.resolver);
         if let Some(path) = &policy.tls_ca_bundle {
-            builder = builder.tls_certs_merge(ca_certificates(path)?);
+            // A trust anchor decides where credentials may go (the Keystone login
+            // included): it comes from the mounted Secret like they do.
+            let path = credentials::confined_path(self.credentials_dir.as_deref(), path)?;
+            builder = builder.tls_certs_merge(ca_certificates(&path)?);
         }
         if let Some(client) = &policy.tls_client_certificate {
             let error = |reason: String| BrokerError::ClientCertificate {

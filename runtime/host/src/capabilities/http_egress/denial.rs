@@ -57,6 +57,12 @@ pub enum Denial {
          service catalog with GET {0}"
     )]
     KeystoneIdentity(String),
+    /// The request asks the server to take it for another method.
+    #[error(
+        "{0} asks the server to take the request for another method; refused on requests the \
+         host adds credentials to"
+    )]
+    MethodOverride(String),
     /// The request's API action is not in the credential rule's `allowedActions`.
     #[error("{0}")]
     Action(String),
@@ -67,7 +73,7 @@ pub enum Denial {
 
 impl Denial {
     /// Every value [`Self::reason`] takes (the address rules' labels included).
-    pub const REASONS: [&'static str; 13] = [
+    pub const REASONS: [&'static str; 14] = [
         "bad_uri",
         "method",
         "not_allowed",
@@ -79,6 +85,7 @@ impl Denial {
         "loopback",
         "guest_credential_header",
         "keystone_identity",
+        "method_override",
         "action",
         "credential_unavailable",
     ];
@@ -94,6 +101,7 @@ impl Denial {
             Denial::Loopback(_) => "loopback",
             Denial::GuestCredentialHeader(_) => "guest_credential_header",
             Denial::KeystoneIdentity(_) => "keystone_identity",
+            Denial::MethodOverride(_) => "method_override",
             Denial::Action(_) => "action",
             Denial::Credential(_) => "credential_unavailable",
         }
@@ -119,6 +127,7 @@ mod tests {
             Denial::Loopback("127.0.0.1".into()),
             Denial::GuestCredentialHeader("authorization".into()),
             Denial::KeystoneIdentity("/v3".into()),
+            Denial::MethodOverride("_method".into()),
             Denial::Action("ec2:TerminateInstances".into()),
             Denial::Credential("missing".into()),
         ];

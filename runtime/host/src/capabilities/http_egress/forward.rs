@@ -134,6 +134,12 @@ impl Rules {
         headers.remove(http::header::HOST);
         let unavailable =
             |e: &dyn std::fmt::Display| Forward::Denied(Denial::Credential(e.to_string()));
+        if let Some(refused) = inject
+            .as_ref()
+            .and_then(|inject| inject.refused_request(url, &headers, &body))
+        {
+            return Err(Forward::Denied(refused));
+        }
         self.check_action(rule, &parts.method, url, &headers, &body, inject.as_ref())
             .map_err(Forward::Denied)?;
         let mut keystone = None;
@@ -176,6 +182,13 @@ impl Rules {
         }
         let limits = &self.policy.egress_limits;
         let status = response.status();
+        // Headers count against `maxResponseBytes` like the body: the guest holds both.
+        let header_bytes = header_section_bytes(response.headers());
+        if header_bytes > limits.max_response_bytes {
+            return Err(Forward::Failed(HttpError::HttpResponseHeaderSectionSize(
+                Some(u32::try_from(header_bytes).unwrap_or(u32::MAX)),
+            )));
+        }
         let mut builder = http::Response::builder().status(status);
         for (name, value) in response.headers() {
             // A token in an answer (Keystone's header) never reaches the guest.
@@ -185,7 +198,7 @@ impl Rules {
         }
         let body = tokio::time::timeout(
             limits.request_timeout,
-            read_limited(response, limits.max_response_bytes),
+            read_limited(response, limits.max_response_bytes - header_bytes),
         )
         .await
         .map_err(|_| Forward::Failed(HttpError::ConnectionReadTimeout))??;
@@ -322,6 +335,14 @@ pub(super) fn redact_uri(uri: &http::Uri) -> String {
         uri.authority().map(|a| a.as_str()).unwrap_or(""),
         uri.path()
     )
+}
+
+/// The size of a header section as sent: `name: value\r\n` per field.
+fn header_section_bytes(headers: &http::HeaderMap) -> usize {
+    headers
+        .iter()
+        .map(|(name, value)| name.as_str().len() + value.len() + 4)
+        .sum()
 }
 
 async fn collect_limited(body: WasiBody, limit: usize) -> Result<Bytes, ()> {

@@ -276,6 +276,68 @@ mod tests {
         std::fs::remove_dir_all(dir).ok();
     }
 
+    #[test]
+    fn a_ca_bundle_outside_the_credentials_directory_is_refused() {
+        let root = std::env::temp_dir().join(format!("wasm-ccm-ca-dir-{}", std::process::id()));
+        let secrets = root.join("credentials");
+        std::fs::create_dir_all(&secrets).unwrap();
+        // Not a certificate: inside the directory it is read (and refused for what it
+        // holds), outside it is never read.
+        let pem = "no certificates here\n";
+        std::fs::write(root.join("attacker-ca.pem"), pem).unwrap();
+        std::fs::write(secrets.join("ca.pem"), pem).unwrap();
+        let broker = Broker::new(
+            &EgressSettings {
+                credentials_dir: Some(secrets.clone()),
+                ..EgressSettings::default()
+            },
+            crate::metrics::Metrics::new().provider().clone(),
+        )
+        .unwrap();
+        let load = |file: &str| {
+            let policy = Policy::parse(
+                &format!("tls: {{caBundleFile: {file}}}"),
+                &root.join("p.yaml"),
+            )
+            .unwrap();
+            broker.egress(ProviderLabel::new("p"), Arc::new(policy))
+        };
+        let inside = load("credentials/ca.pem").unwrap_err().to_string();
+        assert!(inside.contains("no PEM certificates"), "{inside}");
+        let err = load("attacker-ca.pem").unwrap_err().to_string();
+        assert!(
+            err.contains("attacker-ca.pem") && err.contains("outside the credentials directory"),
+            "{err}"
+        );
+        std::fs::remove_dir_all(root).ok();
+    }
+
+    #[test]
+    fn method_override_headers_and_keystone_s_credential_headers_are_refused() {
+        let dir = std::env::temp_dir().join(format!("wasm-ccm-override-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("token"), "s3cret").unwrap();
+        let e = egress(&format!(
+            "allowedOutboundHosts: ['https://a.example.com']\ncredentials: [{{destination: 'https://a.example.com', bearerTokenFile: '{}/token'}}]",
+            dir.display()
+        ));
+        let destination = Destination::parse(&"https://a.example.com/".parse().unwrap()).unwrap();
+        for header in [
+            "x-http-method-override",
+            "x-http-method",
+            "x-method-override",
+        ] {
+            let mut own = HeaderMap::new();
+            own.insert(
+                http::HeaderName::from_static(header),
+                HeaderValue::from_static("DELETE"),
+            );
+            let denial = e.authorize(&Method::POST, &destination, &own).unwrap_err();
+            assert_eq!(denial.reason(), "method_override", "{header}: {denial}");
+        }
+        std::fs::remove_dir_all(dir).ok();
+    }
+
     fn authorize(e: &Egress, method: Method, uri: &str) -> Result<Grant, Denial> {
         let destination = Destination::parse(&uri.parse().unwrap())?;
         e.authorize(&method, &destination, &HeaderMap::new())

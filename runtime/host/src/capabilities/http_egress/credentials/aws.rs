@@ -493,6 +493,7 @@ mod tests {
                 sts_endpoint: endpoint,
                 session_name: "wasm-ccm".into(),
             }),
+            pinned: true,
         };
         let confinement = Arc::new(Confinement {
             dir: Some(std::fs::canonicalize(dir).unwrap()),
@@ -667,6 +668,7 @@ mod tests {
                 secret_access_key_file: dir.join("secret"),
                 session_token_file: None,
             },
+            pinned: true,
         };
         let confinement = Arc::new(Confinement { dir: None });
         let signer = AwsSigner::new(&credential, &confinement, &mut WebIdentities::new());

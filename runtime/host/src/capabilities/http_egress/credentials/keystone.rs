@@ -4,10 +4,15 @@
 //! credential or password, read from its Secret file at each login; takes the token
 //! from `X-Subject-Token` and the service catalog from the body; and adds the token as
 //! `X-Auth-Token` to requests for the catalog's endpoints the rule allows. It logs in
-//! again shortly before `expires_at`, and when an endpoint answers 401 (once per
-//! request: a second 401 goes to the provider). One login runs at a time; a failed
-//! one is held for a few seconds, so a wrong secret cannot cause a login storm, while
-//! a token that is still valid keeps serving. The token and the secret never enter
+//! again shortly before `expires_at`, and when an endpoint answers 401 to a token
+//! Keystone no longer accepts (once per request: a second 401 goes to the provider).
+//! A 401 is not taken on trust: the host asks Keystone whether its token is still
+//! valid (`GET /auth/tokens`, at most once per [`VERIFY_INTERVAL`]) and logs in again
+//! only when it is not, at most once per [`RELOGIN_FLOOR`], so a provider that makes
+//! an endpoint answer 401 (an invalid `X-Service-Token`, which the guest may not set
+//! anyway) cannot make the host log in over and over. One login runs at a time; a
+//! failed one is held for a few seconds, so a wrong secret cannot cause a login storm,
+//! while a token that is still valid keeps serving. The token and the secret never enter
 //! the guest, the logs or the metrics; `X-Subject-Token` is removed from every
 //! answer the provider gets.
 //!
@@ -34,6 +39,91 @@ use crate::policy::keystone::{
 pub const TOKEN_HEADER: &str = "x-auth-token";
 /// The header Keystone returns a token in; removed from every answer to a provider.
 pub const SUBJECT_TOKEN_HEADER: &str = "x-subject-token";
+
+/// Headers Keystone's middleware (`keystonemiddleware.auth_token`) reads as
+/// credentials, or sets for the service behind it once it has validated a token: a
+/// guest setting one on a request the host adds a token to is refused (an invalid
+/// `X-Service-Token` alone makes the service answer 401).
+const CREDENTIAL_HEADERS: [&str; 16] = [
+    TOKEN_HEADER,
+    SUBJECT_TOKEN_HEADER,
+    "x-service-token",
+    "x-storage-token",
+    "x-identity-status",
+    "x-roles",
+    "x-role",
+    "x-service-catalog",
+    "x-is-admin-project",
+    "x-system-scope",
+    "openstack-system-scope",
+    "x-tenant",
+    "x-tenant-id",
+    "x-tenant-name",
+    "x-user",
+    "x-trust-id",
+];
+/// Prefixes of the identity headers the middleware sets (`X-User-Id`,
+/// `X-Project-Domain-Name`, `X-Service-Roles`, ...), refused likewise.
+const CREDENTIAL_HEADER_PREFIXES: [&str; 6] = [
+    "x-auth-",
+    "x-service-",
+    "x-identity-",
+    "x-user-",
+    "x-project-",
+    "x-domain-",
+];
+
+/// Whether a guest may not set `name` on a request that gets a Keystone token.
+pub fn is_credential_header(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    CREDENTIAL_HEADERS.contains(&name.as_str())
+        || CREDENTIAL_HEADER_PREFIXES
+            .iter()
+            .any(|prefix| name.starts_with(prefix))
+}
+
+/// The method override a request to an OpenStack service carries, if any: `_method`
+/// (any case) in the query, or in a body the service would read as a form (webob parses
+/// a body without content type, a form or multipart for `request.params`, where pecan
+/// looks for `_method`).
+pub fn method_override(
+    url: &url::Url,
+    headers: &http::HeaderMap,
+    body: &[u8],
+) -> Option<super::Denial> {
+    let is_override = |(key, _): &(std::borrow::Cow<'_, str>, std::borrow::Cow<'_, str>)| {
+        key.eq_ignore_ascii_case("_method")
+    };
+    if url.query_pairs().any(|pair| is_override(&pair)) {
+        return Some(super::Denial::MethodOverride(
+            "a `_method` query parameter".into(),
+        ));
+    }
+    let content_type = headers
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .map(|v| v.trim().to_ascii_lowercase())
+        .unwrap_or_default();
+    match content_type.as_str() {
+        "multipart/form-data" => Some(super::Denial::MethodOverride(
+            "a multipart body (read for `_method`)".into(),
+        )),
+        "" | "application/x-www-form-urlencoded"
+            if url::form_urlencoded::parse(body).any(|pair| is_override(&pair)) =>
+        {
+            Some(super::Denial::MethodOverride(
+                "a `_method` form field".into(),
+            ))
+        }
+        _ => None,
+    }
+}
+
+/// A 401 makes the host ask Keystone about its token at most this often.
+pub const VERIFY_INTERVAL: std::time::Duration = std::time::Duration::from_secs(10);
+/// Logins caused by a 401 (the token revoked) are at least this far apart.
+pub const RELOGIN_FLOOR: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The longest a login may take.
 const LOGIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
@@ -74,6 +164,8 @@ pub struct Token {
     identity: Vec<url::Url>,
     /// `GET <authUrl>/auth/catalog`'s answer.
     catalog_body: Bytes,
+    /// When Keystone last said the token is valid, after an endpoint answered 401.
+    verified: Mutex<Option<Instant>>,
 }
 
 impl std::fmt::Debug for Token {
@@ -110,6 +202,8 @@ pub struct KeystoneSession {
     confinement: Arc<Confinement>,
     current: RwLock<Option<Arc<Token>>>,
     login: tokio::sync::Mutex<Option<(Instant, KeystoneError)>>,
+    /// When a 401 last made the host log in.
+    forced: Mutex<Option<Instant>>,
     provider: Arc<ProviderLabel>,
     metrics: Arc<ProviderMetrics>,
 }
@@ -155,6 +249,7 @@ impl Sessions {
                     confinement: confinement.clone(),
                     current: RwLock::new(None),
                     login: tokio::sync::Mutex::new(None),
+                    forced: Mutex::new(None),
                     provider: self.provider.clone(),
                     metrics: self.metrics.clone(),
                 })
@@ -218,14 +313,59 @@ impl KeystoneSession {
         self.login(client, None).await
     }
 
-    /// A token other than `rejected`, which an endpoint answered 401 to: a new login's,
-    /// unless another request logged in meanwhile.
+    /// A token other than `rejected`, which an endpoint answered 401 to: the one
+    /// another request logged in for meanwhile, or a new login's when Keystone says
+    /// `rejected` is no longer valid. `rejected` itself (so the 401 goes to the
+    /// provider) when Keystone still accepts it, when it was checked within
+    /// [`VERIFY_INTERVAL`], or when a 401 caused a login within [`RELOGIN_FLOOR`].
     pub async fn replace(
         &self,
         rejected: &Arc<Token>,
         client: &reqwest::Client,
     ) -> Result<Arc<Token>, KeystoneError> {
-        self.login(client, Some(rejected)).await
+        if let Some(token) = self.current_token()
+            && !Arc::ptr_eq(&token, rejected)
+        {
+            return Ok(token);
+        }
+        let recently = |at: &Mutex<Option<Instant>>, within| {
+            at.lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .is_some_and(|at| at.elapsed() < within)
+        };
+        if recently(&rejected.verified, VERIFY_INTERVAL) || recently(&self.forced, RELOGIN_FLOOR) {
+            return Ok(rejected.clone());
+        }
+        match self.still_valid(rejected, client).await {
+            Some(true) | None => {
+                *rejected.verified.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
+                tracing::debug!(provider = %self.provider, "an endpoint answered 401 to a token Keystone accepts; not logging in again");
+                Ok(rejected.clone())
+            }
+            Some(false) => {
+                *self.forced.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
+                self.login(client, Some(rejected)).await
+            }
+        }
+    }
+
+    /// Whether Keystone still accepts `token` (`GET <authUrl>/auth/tokens`, the token
+    /// validating itself); `None` when Keystone could not say.
+    async fn still_valid(&self, token: &Token, client: &reqwest::Client) -> Option<bool> {
+        let answer = client
+            .get(format!("{}/auth/tokens", self.credential.auth_url))
+            .header(TOKEN_HEADER, token.value.clone())
+            .header(SUBJECT_TOKEN_HEADER, token.value.clone())
+            .header(http::header::ACCEPT, "application/json")
+            .timeout(LOGIN_TIMEOUT)
+            .send()
+            .await
+            .ok()?;
+        match answer.status().as_u16() {
+            200 => Some(true),
+            401 | 404 => Some(false),
+            _ => None,
+        }
     }
 
     /// The catalog answer (`GET <authUrl>/auth/catalog`), logging in if needed.
@@ -361,6 +501,7 @@ impl KeystoneSession {
             endpoints,
             identity,
             catalog_body,
+            verified: Mutex::new(None),
         })
     }
 
@@ -391,9 +532,13 @@ impl KeystoneSession {
                 if !wanted || !matches!(url.scheme(), "http" | "https") {
                     continue;
                 }
-                let loopback = url
-                    .host_str()
-                    .is_some_and(|h| h == "localhost" || h.starts_with("127.") || h == "[::1]");
+                // A name beginning `127.` is a name, not this host's loopback.
+                let loopback = match url.host() {
+                    Some(url::Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),
+                    Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+                    Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+                    None => false,
+                };
                 if url.scheme() == "http" && !loopback && !rule.allow_plaintext {
                     tracing::warn!(
                         provider = %self.provider,
@@ -414,7 +559,8 @@ impl KeystoneSession {
 }
 
 /// Whether `url` lies under `base`: same origin, and `base`'s path is a prefix of its
-/// path at a segment boundary.
+/// path at a segment boundary, both paths read as a server reads them
+/// ([`normalized_path`]: `//identity/v3` and `/%69dentity/v3` are under `/identity`).
 fn under(base: &url::Url, url: &url::Url) -> bool {
     if base.scheme() != url.scheme()
         || base.host_str().map(str::to_ascii_lowercase)
@@ -423,12 +569,31 @@ fn under(base: &url::Url, url: &url::Url) -> bool {
     {
         return false;
     }
-    let prefix = base.path().trim_end_matches('/');
-    let path = url.path();
-    path == prefix
+    let prefix = normalized_path(base.path());
+    let path = normalized_path(url.path());
+    prefix == "/"
+        || path == prefix
         || path
-            .strip_prefix(prefix)
+            .strip_prefix(&prefix)
             .is_some_and(|rest| rest.starts_with('/'))
+}
+
+/// A URL path as a web server routes it: percent-decoded, empty and `.` segments
+/// dropped, `..` segments resolved; always starting with `/`, never ending with one
+/// (but `/` itself).
+fn normalized_path(path: &str) -> String {
+    let decoded = percent_encoding::percent_decode_str(path).decode_utf8_lossy();
+    let mut segments: Vec<&str> = Vec::new();
+    for segment in decoded.split(['/', '\\']) {
+        match segment {
+            "" | "." => {}
+            ".." => {
+                segments.pop();
+            }
+            segment => segments.push(segment),
+        }
+    }
+    format!("/{}", segments.join("/"))
 }
 
 #[derive(Deserialize)]
@@ -516,6 +681,23 @@ mod tests {
             &url("https://neutron.example.com:9696/v2.0/ports")
         ));
         assert!(under(&url("https://h"), &url("https://h:443/x")));
+        // Paths as the server reads them: doubled slashes, encodings, dot segments.
+        let identity = url("https://cloud.example.com/identity/v3");
+        for path in [
+            "//identity/v3/users",
+            "/%69dentity/v3/users",
+            "/compute/../identity/v3/credentials",
+            "/identity//v3/users",
+            "/identity%2Fv3/users",
+            "/./identity/v3",
+        ] {
+            let request = url(&format!("https://cloud.example.com{path}"));
+            assert!(under(&identity, &request), "{path}");
+        }
+        assert!(!under(
+            &identity,
+            &url("https://cloud.example.com/identityx/v3")
+        ));
     }
 
     #[test]
@@ -560,5 +742,68 @@ mod tests {
             "The request you have made requires authentication."
         );
         assert_eq!(error_message(b"<html>\nbad gateway"), "<html>bad gateway");
+    }
+
+    #[test]
+    fn keystone_credential_headers_are_the_middleware_s() {
+        for name in [
+            "X-Service-Token",
+            "x-auth-token",
+            "X-Storage-Token",
+            "X-Subject-Token",
+            "X-Identity-Status",
+            "X-Roles",
+            "X-User-Id",
+            "X-Project-Domain-Name",
+            "X-Service-Roles",
+            "OpenStack-System-Scope",
+        ] {
+            assert!(is_credential_header(name), "{name}");
+        }
+        for name in [
+            "content-type",
+            "openstack-api-version",
+            "x-openstack-request-id",
+        ] {
+            assert!(!is_credential_header(name), "{name}");
+        }
+    }
+
+    #[test]
+    fn pecan_s_method_override_is_found_wherever_pecan_reads_it() {
+        let form = |ct: Option<&str>| {
+            let mut headers = http::HeaderMap::new();
+            if let Some(ct) = ct {
+                headers.insert(http::header::CONTENT_TYPE, ct.parse().unwrap());
+            }
+            headers
+        };
+        let plain = url("https://octavia.example.com/v2/lbaas/loadbalancers/lb1");
+        for query in ["?_method=put", "?_METHOD=post", "?x=1&%5Fmethod=put"] {
+            let u = url(&format!("{plain}{query}"));
+            assert!(method_override(&u, &form(None), b"").is_some(), "{query}");
+        }
+        assert!(method_override(&plain, &form(None), b"_method=put").is_some());
+        assert!(
+            method_override(
+                &plain,
+                &form(Some("application/x-www-form-urlencoded")),
+                b"a=1&_Method=delete"
+            )
+            .is_some()
+        );
+        assert!(
+            method_override(&plain, &form(Some("multipart/form-data; boundary=b")), b"").is_some()
+        );
+        // JSON bodies are not forms; an ordinary request passes.
+        assert!(
+            method_override(
+                &plain,
+                &form(Some("application/json")),
+                br#"{"_method": "put"}"#
+            )
+            .is_none()
+        );
+        assert!(method_override(&url(&format!("{plain}?fields=id")), &form(None), b"").is_none());
     }
 }

@@ -19,6 +19,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use http::{HeaderName, HeaderValue};
 
+use super::Denial;
 use crate::policy::{Credential, CredentialRule};
 pub use aws::{AwsError, AwsSigner, SIGNING_HEADERS};
 pub use keystone::{CatalogMatch, KeystoneError, KeystoneSession, Sessions};
@@ -91,16 +92,50 @@ impl PartialEq for Injection {
 
 impl Eq for Injection {}
 
+/// Headers asking a server to take a request for another method
+/// (`X-HTTP-Method-Override: DELETE` on a `POST`): refused on every request the host
+/// adds a credential to, since `allowedActions` and the cloud's own policy read the
+/// method the request carries.
+pub const METHOD_OVERRIDE_HEADERS: [&str; 3] = [
+    "x-http-method-override",
+    "x-http-method",
+    "x-method-override",
+];
+
 impl Injection {
-    /// The headers the host sets for this injection: a guest setting one of them
-    /// itself is refused.
-    pub fn owned_headers(&self) -> Vec<&str> {
-        match self {
-            Injection::Header(name, _) => vec![name.as_str()],
-            Injection::Aws(_) => SIGNING_HEADERS.to_vec(),
-            Injection::Keystone(_) | Injection::KeystoneCatalog(_) => {
-                vec![keystone::TOKEN_HEADER, keystone::SUBJECT_TOKEN_HEADER]
+    /// The first header of `headers` the guest may not set on this request, and why:
+    /// one the host sets for this credential or the destination reads as one
+    /// ([`Denial::GuestCredentialHeader`]), or a method override
+    /// ([`Denial::MethodOverride`]).
+    pub fn refused_header(&self, headers: &http::HeaderMap) -> Option<Denial> {
+        headers.keys().find_map(|name| {
+            let name = name.as_str();
+            if METHOD_OVERRIDE_HEADERS.contains(&name) {
+                return Some(Denial::MethodOverride(format!("the `{name}` header")));
             }
+            let owned = match self {
+                Injection::Header(own, _) => own.as_str() == name,
+                Injection::Aws(_) => SIGNING_HEADERS.contains(&name),
+                Injection::Keystone(_) | Injection::KeystoneCatalog(_) => {
+                    keystone::is_credential_header(name)
+                }
+            };
+            owned.then(|| Denial::GuestCredentialHeader(name.to_owned()))
+        })
+    }
+
+    /// Refuses what the destination would read as another request than the one the
+    /// host checked, once the body is known: for a Keystone token, pecan's `_method`
+    /// parameter (in the query or a form body), which OpenStack's services honour.
+    pub fn refused_request(
+        &self,
+        url: &url::Url,
+        headers: &http::HeaderMap,
+        body: &[u8],
+    ) -> Option<Denial> {
+        match self {
+            Injection::Keystone(_) => keystone::method_override(url, headers, body),
+            _ => None,
         }
     }
 }
@@ -330,6 +365,21 @@ pub fn read_secret_file(dir: Option<&Path>, file: &Path) -> Result<String, Crede
         })
         .transpose()?;
     Confinement { dir }.read_trimmed(file)
+}
+
+/// The path to read `file` through: its canonical path, checked to lie inside `dir`
+/// (the credentials directory) when there is one: for files outside credential rules
+/// that are secret or decide whom the host trusts, such as the policy's CA bundle.
+pub fn confined_path(dir: Option<&Path>, file: &Path) -> Result<PathBuf, CredentialError> {
+    let dir = dir
+        .map(|dir| {
+            std::fs::canonicalize(dir).map_err(|source| CredentialError::Read {
+                path: dir.to_owned(),
+                source,
+            })
+        })
+        .transpose()?;
+    Confinement { dir }.confined(file)
 }
 
 impl Confinement {
