@@ -126,10 +126,10 @@ async fn invalid_policy_names_the_file_and_field() {
     assert!(text.contains("allowedHosts"), "{text}");
 }
 
-/// `Broker::throttle_next` (what `wasm-ccm conformance` uses): the host answers the
-/// next allowed request 429 with `Retry-After` itself, the SDK makes that the
-/// contract's `retry-after` with the same delay, and nothing reaches the cloud; the
-/// request after it does.
+/// An interceptor registered with the broker (`wasm-ccm conformance`'s `Throttle`):
+/// the host answers the next allowed request 429 with `Retry-After` itself, the SDK
+/// makes that the contract's `retry-after` with the same delay, and nothing reaches the
+/// cloud; the request after it does.
 #[tokio::test]
 async fn throttling_answered_by_the_host_never_reaches_the_cloud() {
     let cloud = SimCloud::start("127.0.0.1:0", TOKEN).await.unwrap();
@@ -140,9 +140,9 @@ async fn throttling_answered_by_the_host_never_reaches_the_cloud() {
     let v2 = provider.instances_v2().unwrap();
     let before = cloud.total_requests();
 
-    loader
-        .broker()
-        .throttle_next(1, std::time::Duration::from_secs(7));
+    loader.broker().set_interceptor(Some(std::sync::Arc::new(
+        wasm_ccm::conformance::Throttle::new(1, std::time::Duration::from_secs(7)),
+    )));
     let err = v2.instance_exists(&node("n", None, &[])).await.unwrap_err();
     match err.cloud() {
         Some(wasm_ccm_host::provider::CloudError::RetryAfter { delay, .. }) => {

@@ -28,9 +28,11 @@
 
 use std::fmt;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use wasm_ccm_host::capabilities::http_egress::EgressInterceptor;
 use wasm_ccm_host::contract::types as wit;
 use wasm_ccm_host::engine::EngineSettings;
 use wasm_ccm_host::provider::{CloudError, LoadError, Provider, ProviderError, ProviderLoader};
@@ -403,6 +405,46 @@ async fn batch_checks(provider: &Provider, hosts: &[wit::Node], report: &mut Rep
 /// The `Retry-After` the throttling check answers with.
 const THROTTLE_RETRY_AFTER: Duration = Duration::from_secs(7);
 
+/// An interceptor answering the next `n` allowed requests `429 Too Many Requests` with
+/// `Retry-After` itself, without forwarding them: the cloud's throttling, made on
+/// demand.
+pub struct Throttle {
+    left: std::sync::Mutex<u32>,
+    retry_after: Duration,
+}
+
+impl Throttle {
+    /// Throttles the next `requests` requests with `retry_after`.
+    pub fn new(requests: u32, retry_after: Duration) -> Self {
+        Self {
+            left: std::sync::Mutex::new(requests),
+            retry_after,
+        }
+    }
+}
+
+impl EgressInterceptor for Throttle {
+    fn intercept(
+        &self,
+        _method: &http::Method,
+        _url: &url::Url,
+    ) -> Option<http::Response<bytes::Bytes>> {
+        let mut left = self.left.lock().unwrap_or_else(|p| p.into_inner());
+        if *left == 0 {
+            return None;
+        }
+        *left -= 1;
+        http::Response::builder()
+            .status(http::StatusCode::TOO_MANY_REQUESTS)
+            .header(http::header::CONTENT_TYPE, "text/plain")
+            .header(http::header::RETRY_AFTER, self.retry_after.as_secs())
+            .body(bytes::Bytes::from_static(
+                b"throttled by the host (wasm-ccm conformance)",
+            ))
+            .ok()
+    }
+}
+
 /// A cloud's throttling is the contract's `retry-after`, no sooner than the cloud
 /// asked: the host answers the provider's next request `429` with `Retry-After: 7`
 /// itself (nothing reaches the cloud), and the provider must say `retry-after` with at
@@ -423,10 +465,12 @@ async fn throttling_check(loader: &ProviderLoader, provider: &Provider, report: 
     let Ok(host) = node(&Value::String(name)) else {
         return;
     };
-    loader.broker().throttle_next(1, THROTTLE_RETRY_AFTER);
+    loader
+        .broker()
+        .set_interceptor(Some(Arc::new(Throttle::new(1, THROTTLE_RETRY_AFTER))));
     let result = v2.instance_exists(&host).await;
-    // A provider that sent nothing leaves the throttle armed: disarm it.
-    loader.broker().throttle_next(0, Duration::ZERO);
+    // Whether or not the provider sent anything, nothing else is throttled.
+    loader.broker().set_interceptor(None);
     let wanted = THROTTLE_RETRY_AFTER.as_millis();
     report.record(
         rule,

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::authorize::Rules;
 use super::credentials::{self, CredentialError};
-use super::{Egress, EgressSettings, connect, rate_limit, resolver};
+use super::{Egress, EgressInterceptor, EgressSettings, connect, rate_limit, resolver};
 use crate::capabilities::logging::LogLimiter;
 use crate::metrics::{ProviderLabel, ProviderMetrics};
 use crate::policy::Policy;
@@ -46,8 +46,8 @@ pub struct Broker {
     resolver: resolver::GuardedResolver,
     metrics: Arc<ProviderMetrics>,
     credentials_dir: Option<PathBuf>,
-    /// Throttling answered by the broker itself: (requests left, `Retry-After`).
-    throttle: Arc<Mutex<Option<(u32, Duration)>>>,
+    /// The embedder's interceptor, if it registered one.
+    interceptor: Arc<RwLock<Option<Arc<dyn EgressInterceptor>>>>,
 }
 
 impl std::fmt::Debug for Broker {
@@ -70,25 +70,31 @@ impl Broker {
             resolver,
             metrics,
             credentials_dir: settings.credentials_dir.clone(),
-            throttle: Arc::new(Mutex::new(None)),
+            interceptor: Arc::default(),
         })
     }
 
-    /// Answers the next `requests` requests the policy allows with `429 Too Many
-    /// Requests` and `Retry-After: <retry_after in seconds>` itself, without forwarding
-    /// them: `wasm-ccm conformance` checks that a provider turns a cloud's throttling
-    /// into `retry-after`. Requests the policy denies are denied as always.
-    pub fn throttle_next(&self, requests: u32, retry_after: Duration) {
-        *self.throttle.lock().expect("throttle lock") =
-            (requests > 0).then_some((requests, retry_after));
+    /// Registers `interceptor` for every provider's requests from now on (`None`
+    /// removes it).
+    pub fn set_interceptor(&self, interceptor: Option<Arc<dyn EgressInterceptor>>) {
+        *self
+            .interceptor
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = interceptor;
     }
 
-    /// One request's share of [`Self::throttle_next`]: the `Retry-After` to answer.
-    pub(super) fn take_throttle(&self) -> Option<Duration> {
-        let mut throttle = self.throttle.lock().expect("throttle lock");
-        let (left, retry_after) = (*throttle)?;
-        *throttle = (left > 1).then_some((left - 1, retry_after));
-        Some(retry_after)
+    /// The interceptor's answer to an allowed request, if one is registered and answers.
+    pub(super) fn intercept(
+        &self,
+        method: &http::Method,
+        url: &url::Url,
+    ) -> Option<http::Response<bytes::Bytes>> {
+        let interceptor = self
+            .interceptor
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()?;
+        interceptor.intercept(method, url)
     }
 
     /// The egress of one provider under `policy`.

@@ -2,7 +2,7 @@
 //! call, the bounded response, and the metrics and logs of each request.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bytes::Bytes;
 use http::Method;
@@ -52,8 +52,8 @@ impl Egress {
         let method = request.method().clone();
         let _permit = rules.limiter.admit().await;
         let started = Instant::now();
-        let result = match self.broker.take_throttle() {
-            Some(retry_after) => throttled(retry_after),
+        let result = match self.broker.intercept(&method, &destination.url) {
+            Some(answer) => intercepted(answer),
             None => {
                 rules
                     .send(request, &destination, grant.inject, grant.rule)
@@ -260,18 +260,13 @@ impl Rules {
     }
 }
 
-/// The answer of [`Broker::throttle_next`].
-fn throttled(retry_after: Duration) -> Result<http::Response<WasiBody>, Forward> {
-    let mut response = local_response(
-        http::StatusCode::TOO_MANY_REQUESTS,
-        "text/plain",
-        Bytes::from_static(b"throttled by the host (wasm-ccm conformance)"),
-    )?;
-    response.headers_mut().insert(
-        http::header::RETRY_AFTER,
-        http::HeaderValue::from(retry_after.as_secs()),
-    );
-    Ok(response)
+/// An interceptor's answer, as the provider gets it.
+fn intercepted(answer: http::Response<Bytes>) -> Result<http::Response<WasiBody>, Forward> {
+    Ok(answer.map(|body| {
+        Full::new(body)
+            .map_err(|never| match never {})
+            .boxed_unsync()
+    }))
 }
 
 /// An answer the host gives itself, without a request.

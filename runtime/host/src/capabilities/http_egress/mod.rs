@@ -22,7 +22,8 @@
 //! Metric labels are bounded: the destination of an allowed request is the allowlist
 //! entry it matched, and denied requests are labelled by reason only.
 //!
-//! Where things are: [`broker`] builds each provider's [`Egress`] (and the clients),
+//! Where things are: [`broker`] builds each provider's [`Egress`] (and the clients)
+//! and holds the embedder's [`intercept`]or, if any,
 //! `authorize` holds step 1 and the credential choice, `credentials` what is
 //! injected (one file per kind), `forward` steps 3 to 6, [`Denial`] the reasons a
 //! request is refused.
@@ -34,6 +35,7 @@ mod credentials;
 mod denial;
 pub mod destination;
 mod forward;
+pub mod intercept;
 pub mod rate_limit;
 pub mod resolver;
 
@@ -57,6 +59,7 @@ pub use credentials::{AwsError, CredentialError, Injection, KeystoneError};
 pub use denial::Denial;
 pub use destination::Destination;
 use forward::redact_uri;
+pub use intercept::EgressInterceptor;
 
 /// Largest request body a guest may send.
 pub use crate::policy::MAX_REQUEST_BODY_BYTES;
