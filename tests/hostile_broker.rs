@@ -341,3 +341,29 @@ async fn a_web_identity_token_for_an_sts_lookalike_host_is_refused_at_load() {
         "{err}"
     );
 }
+
+/// Two rules with the same Keystone login and different `allowedActions`: the first
+/// rule's list would silently apply to both. Refused when the policy is read.
+#[tokio::test]
+async fn two_rules_for_one_keystone_login_are_refused_at_load() {
+    let rule = |actions: &str| {
+        format!(
+            "  - destination: https://keystone.example.com:5000\n    keystone: {{authUrl: 'https://keystone.example.com:5000/v3', applicationCredentialId: a1, applicationCredentialSecretFile: secret}}\n    allowedActions: ['{actions}']\n"
+        )
+    };
+    let policy = format!(
+        "credentials:\n{}{}",
+        rule("GET **/servers"),
+        rule("DELETE **/servers/*")
+    );
+    let dir = ProviderDir::new("fixture_hostile", "hostile", &policy, TOKEN);
+    let err = loader()
+        .load(&dir.wasm, Vec::new())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("credentials[1].keystone") && err.contains("credentials[0]"),
+        "{err}"
+    );
+}

@@ -13,8 +13,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use wasm_ccm_tests::https::{Credentials, connect_from, https_get, tcp_from};
-use wasm_ccm_tests::{Stack, free_port, metric, wait_until};
+use wasm_ccm_tests::https::{Credentials, TestCa, connect_from, https_get, tcp_from};
+use wasm_ccm_tests::{Stack, TempDir, free_port, kubelet_publish, metric, wait_until};
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 /// deploy/'s liveness probe `timeoutSeconds`.
@@ -236,4 +236,50 @@ async fn request_headers_sent_a_byte_at_a_time_cannot_starve_the_liveness_probe(
     );
     assert!(closed(port, "header-timeout").await > 0.0);
     assert!(closed(port, "evicted-connection").await > 0.0);
+}
+
+/// A client certificate with two Common Names: Go (and so every Kubernetes component)
+/// takes the last as the user; taking the first would authenticate the holder as
+/// someone else than the API server's authorizer and audit logs say. The user is the
+/// last, which the API server double's `SubjectAccessReview` grants `/metrics`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_certificate_with_two_common_names_is_its_last() {
+    let stack = Stack::start().await;
+    let tmp = TempDir::new("two-cns");
+    let dir = tmp.path().join("ca");
+    std::fs::create_dir(&dir).unwrap();
+    let ca = TestCa::new();
+    kubelet_publish(&dir, &[("ca.crt", ca.pem().as_bytes())]);
+    stack
+        .api
+        .allow_non_resource("metrics-scraper", "get", "/metrics");
+    let port = free_port();
+    let _ccm = stack
+        .secure_controller_manager_command(
+            port,
+            &[
+                "--leader-elect=false",
+                &format!("--client-ca-file={}", dir.join("ca.crt").display()),
+            ],
+        )
+        .spawn()
+        .unwrap();
+    wait_until(TIMEOUT, "/healthz over HTTPS", || async {
+        probe(port).await == Some(200)
+    })
+    .await;
+    let status = |names: &'static [&'static str]| {
+        let credentials = Credentials {
+            client: Some(ca.client_named(names)),
+            ..Credentials::default()
+        };
+        async move {
+            https_get(port, "/metrics", &credentials)
+                .await
+                .map(|a| a.status)
+                .unwrap_or(0)
+        }
+    };
+    assert_eq!(status(&["nobody", "metrics-scraper"]).await, 200);
+    assert_eq!(status(&["metrics-scraper", "nobody"]).await, 403);
 }

@@ -135,9 +135,14 @@ async fn the_client_certificate_is_presented_and_required() {
 #[tokio::test]
 async fn a_client_key_outside_the_credentials_directory_is_refused() {
     let pki = pki();
-    let dir = provider_dir(&pki, &policy(443, true));
+    // The CA bundle inside the credentials directory (where it must be); the client
+    // certificate and key outside it.
+    let policy =
+        policy(443, true).replace("caBundleFile: ca.pem", "caBundleFile: credentials/ca.pem");
+    let dir = provider_dir(&pki, &policy);
     let secrets = dir.dir.path().join("credentials");
     std::fs::create_dir_all(&secrets).unwrap();
+    std::fs::write(secrets.join("ca.pem"), &pki.ca_pem).unwrap();
     let loader = ProviderLoader::with_options(
         &EngineSettings::default(),
         &EgressSettings {

@@ -74,6 +74,21 @@ impl TestCa {
         self.issue(params)
     }
 
+    /// A client certificate whose subject holds each of `names` as a Common Name, in
+    /// order (Go, and so Kubernetes, takes the last as the user).
+    pub fn client_named(&self, names: &[&str]) -> Issued {
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        for (i, name) in names.iter().enumerate() {
+            // rcgen keeps one value per type: further Common Names by their OID.
+            let kind = match i {
+                0 => DnType::CommonName,
+                _ => DnType::CustomDnType(vec![2, 5, 4, 3]),
+            };
+            params.distinguished_name.push(kind, *name);
+        }
+        self.issue(params)
+    }
+
     fn issue(&self, params: CertificateParams) -> Issued {
         let key = KeyPair::generate().unwrap();
         let cert = params.signed_by(&key, &self.issuer).unwrap();

@@ -41,6 +41,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use super::allowlist::HostPattern;
+use super::{RuleInvalid as Invalid, rule_invalid as invalid};
 
 /// The catalog service types a rule allows by default: what a cloud-controller-manager
 /// calls (Nova, Neutron, Octavia).
@@ -149,21 +150,6 @@ pub(super) struct RawKeystone {
     project_name: Option<String>,
     project_domain_id: Option<String>,
     project_domain_name: Option<String>,
-}
-
-/// A field of the `keystone` rule that is wrong, and why.
-pub(super) struct Invalid {
-    /// The field under the rule's `keystone`, e.g. `authUrl`.
-    pub field: &'static str,
-    /// What is wrong.
-    pub reason: String,
-}
-
-fn invalid(field: &'static str, reason: impl Into<String>) -> Invalid {
-    Invalid {
-        field,
-        reason: reason.into(),
-    }
 }
 
 /// `id`, or `name` within the domain `domain_id` or `domain_name`.

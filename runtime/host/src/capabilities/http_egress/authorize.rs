@@ -81,11 +81,12 @@ impl Rules {
                 rule: None,
             });
         };
-        let injection = self
-            .credentials
-            .injection(rule)
-            .map_err(|e| Denial::Credential(e.to_string()))?;
-        grant(destination, injection, Some(rule), headers)
+        grant(
+            destination,
+            self.credentials.injection(rule),
+            Some(rule),
+            headers,
+        )
     }
 
     /// A request Keystone rules decide: the catalog (answered by the host), the
@@ -96,12 +97,8 @@ impl Rules {
         destination: &Destination,
         headers: &HeaderMap,
     ) -> Result<Option<Grant>, Denial> {
-        for session in self.credentials.keystone() {
-            let rule = session.credential();
-            let index =
-                self.policy.credentials.iter().position(|r| {
-                    r.credential == crate::policy::Credential::Keystone(rule.clone())
-                });
+        for (index, session) in self.credentials.keystone() {
+            let (index, rule) = (Some(*index), session.credential());
             match session.classify(&destination.url) {
                 CatalogMatch::None => continue,
                 CatalogMatch::Identity => {
@@ -121,7 +118,7 @@ impl Rules {
                     return grant(label, catalog, index, headers).map(Some);
                 }
                 CatalogMatch::Endpoint(label) => {
-                    let token = Injection::Keystone(session.clone());
+                    let token = Injection::Credential(session.clone());
                     return grant(label, token, index, headers).map(Some);
                 }
             }
@@ -132,13 +129,13 @@ impl Rules {
     /// Whether a Keystone rule has not logged in yet, so its catalog's endpoints are
     /// not known: a request denied now may be allowed after [`Self::log_in`].
     pub(super) fn keystone_pending(&self) -> bool {
-        self.credentials.keystone().any(|s| !s.has_catalog())
+        self.credentials.keystone().any(|(_, s)| !s.has_catalog())
     }
 
     /// Logs in for every Keystone rule that has not yet (failures are logged and held
     /// by the session; the request they were for is then refused as not allowed).
     pub(super) async fn log_in(&self) {
-        for session in self.credentials.keystone() {
+        for (_, session) in self.credentials.keystone() {
             if !session.has_catalog() {
                 let _ = session.token(&self.client).await;
             }

@@ -10,8 +10,8 @@ use http_body_util::{BodyExt, Full};
 use wasmtime_wasi_http::{Error as HttpError, WasiBody};
 
 use super::authorize::{Grant, Rules};
-use super::credentials::Injection;
-use super::credentials::keystone::{SUBJECT_TOKEN_HEADER, TOKEN_HEADER};
+use super::credentials::keystone::SUBJECT_TOKEN_HEADER;
+use super::credentials::{Injection, Outgoing};
 use super::{Denial, Destination, Egress, MAX_REQUEST_BODY_BYTES, connect, resolver};
 use crate::metrics::{DeniedLabels, EgressLabels, HostLabels};
 
@@ -129,56 +129,52 @@ impl Rules {
                     MAX_REQUEST_BODY_BYTES as u64,
                 )))
             })?;
-        let url = &destination.url;
         let mut headers = parts.headers;
         headers.remove(http::header::HOST);
-        let unavailable =
-            |e: &dyn std::fmt::Display| Forward::Denied(Denial::Credential(e.to_string()));
-        if let Some(refused) = inject
-            .as_ref()
-            .and_then(|inject| inject.refused_request(url, &headers, &body))
-        {
-            return Err(Forward::Denied(refused));
-        }
-        self.check_action(rule, &parts.method, url, &headers, &body, inject.as_ref())
-            .map_err(Forward::Denied)?;
-        let mut keystone = None;
-        match inject {
-            None => {}
-            Some(Injection::Header(name, value)) => {
-                headers.insert(name, value);
-            }
-            Some(Injection::Aws(signer)) => signer
-                .sign(&parts.method, url, &mut headers, &body, &self.client)
-                .await
-                .map_err(|e| unavailable(&e))?,
-            Some(Injection::Keystone(session)) => {
-                let token = session
-                    .token(&self.client)
-                    .await
-                    .map_err(|e| unavailable(&e))?;
-                headers.insert(TOKEN_HEADER, token.value.clone());
-                keystone = Some((session, token));
-            }
+        let mut outgoing = Outgoing {
+            method: parts.method,
+            url: destination.url.clone(),
+            headers,
+            body,
+        };
+        let kind = match inject {
+            None => None,
+            Some(Injection::Credential(kind)) => Some(kind),
             Some(Injection::KeystoneCatalog(session)) => {
                 let catalog = session
                     .catalog(&self.client)
                     .await
-                    .map_err(|e| unavailable(&e))?;
+                    .map_err(|e| Forward::Denied(Denial::Credential(e.to_string())))?;
                 return local_response(http::StatusCode::OK, "application/json", catalog);
             }
+        };
+        // Kept for a second try only when the credential may need replacing.
+        let mut retry = None;
+        if let Some(kind) = kind {
+            if let Some(refused) = kind.refuses_request(&outgoing) {
+                return Err(Forward::Denied(refused));
+            }
+            if let Some(actions) = rule
+                .and_then(|i| self.policy.credentials.get(i))
+                .and_then(|r| r.allowed_actions.as_ref())
+            {
+                kind.check_actions(actions, &outgoing)
+                    .map_err(|denied| Forward::Denied(Denial::Action(denied.0)))?;
+            }
+            let applied = kind
+                .apply(&mut outgoing, &self.client)
+                .await
+                .map_err(|reason| Forward::Denied(Denial::Credential(reason)))?;
+            if kind.renews() {
+                retry = Some((kind, applied, outgoing.clone()));
+            }
         }
-        // Kept for a second try only when a Keystone token may need replacing.
-        let retry = keystone.map(|k| (k, headers.clone(), body.clone()));
-        let mut response = self.request(&parts.method, url, headers, body).await?;
-        // A token Keystone revoked (or that expired early): log in again, send once more.
+        let mut response = self.request(outgoing).await?;
         if response.status() == http::StatusCode::UNAUTHORIZED
-            && let Some(((session, used), mut headers, body)) = retry
-            && let Ok(token) = session.replace(&used, &self.client).await
-            && !Arc::ptr_eq(&token, &used)
+            && let Some((kind, applied, request)) = retry
+            && let Some(again) = kind.renew(applied, request, &self.client).await
         {
-            headers.insert(TOKEN_HEADER, token.value.clone());
-            response = self.request(&parts.method, url, headers, body).await?;
+            response = self.request(again).await?;
         }
         let limits = &self.policy.egress_limits;
         let status = response.status();
@@ -211,48 +207,12 @@ impl Rules {
             .map_err(|e| Forward::Failed(HttpError::InternalError(Some(e.to_string()))))
     }
 
-    /// Refuses a request whose action the credential rule's `allowedActions` does not
-    /// list, before the credential is added (the catalog, answered by the host, is
-    /// not a cloud action).
-    fn check_action(
-        &self,
-        rule: Option<usize>,
-        method: &Method,
-        url: &url::Url,
-        headers: &http::HeaderMap,
-        body: &[u8],
-        inject: Option<&Injection>,
-    ) -> Result<(), Denial> {
-        let Some(actions) = rule
-            .and_then(|i| self.policy.credentials.get(i))
-            .and_then(|r| r.allowed_actions.as_ref())
-        else {
-            return Ok(());
-        };
-        let checked = match inject {
-            Some(Injection::KeystoneCatalog(_)) => return Ok(()),
-            Some(Injection::Aws(signer)) => match signer.service_for(url, headers) {
-                Some(service) => actions.check_aws(&service, url, headers, body),
-                // The signer refuses it with its own reason.
-                None => return Ok(()),
-            },
-            _ => actions.check_request(method, url),
-        };
-        checked.map_err(|denied| Denial::Action(denied.0))
-    }
-
     /// One upstream request, up to its response's headers.
-    async fn request(
-        &self,
-        method: &Method,
-        url: &url::Url,
-        headers: http::HeaderMap,
-        body: Bytes,
-    ) -> Result<reqwest::Response, Forward> {
+    async fn request(&self, request: Outgoing) -> Result<reqwest::Response, Forward> {
         self.client
-            .request(method.clone(), url.clone())
-            .headers(headers)
-            .body(body)
+            .request(request.method, request.url)
+            .headers(request.headers)
+            .body(request.body)
             .timeout(self.policy.egress_limits.request_timeout)
             .send()
             .await

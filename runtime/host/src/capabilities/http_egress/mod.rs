@@ -23,15 +23,15 @@
 //! entry it matched, and denied requests are labelled by reason only.
 //!
 //! Where things are: [`broker`] builds each provider's [`Egress`] (and the clients)
-//! and holds the embedder's [`intercept`]or, if any,
-//! `authorize` holds step 1 and the credential choice, `credentials` what is
-//! injected (one file per kind), `forward` steps 3 to 6, [`Denial`] the reasons a
-//! request is refused.
+//! and holds the embedder's [`intercept`]or, if any; `authorize` holds step 1 and the
+//! credential choice, [`credentials`] what is injected (one
+//! [`credentials::CredentialKind`] per kind, a folder per cloud), `forward` steps 3 to
+//! 6, [`Denial`] the reasons a request is refused.
 
 mod authorize;
 pub mod broker;
 mod connect;
-mod credentials;
+pub mod credentials;
 mod denial;
 pub mod destination;
 mod forward;
@@ -452,7 +452,7 @@ mod tests {
         let grant = e
             .authorize(&Method::POST, &destination, &HeaderMap::new())
             .unwrap();
-        assert!(matches!(grant.inject, Some(Injection::Aws(_))));
+        assert!(matches!(grant.inject, Some(Injection::Credential(_))));
         for header in [
             "authorization",
             "x-amz-date",
@@ -471,6 +471,14 @@ mod tests {
         }
     }
 
+    /// Runs a future that never waits (a header credential's `apply`) to its end.
+    fn futures_lite_block_on<F: Future>(future: F) -> F::Output {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(future)
+    }
+
     #[test]
     fn guest_authorization_on_a_credentialed_destination_is_refused() {
         let dir = std::env::temp_dir().join(format!("wasm-ccm-egress-{}", std::process::id()));
@@ -485,10 +493,18 @@ mod tests {
         let grant = e
             .authorize(&Method::GET, &destination, &HeaderMap::new())
             .unwrap();
-        let Some(Injection::Header(name, value)) = grant.inject else {
+        let Some(Injection::Credential(kind)) = grant.inject else {
             panic!("a header credential")
         };
-        assert_eq!(name, http::header::AUTHORIZATION);
+        let mut request = credentials::Outgoing {
+            method: Method::GET,
+            url: destination.url.clone(),
+            headers: HeaderMap::new(),
+            body: bytes::Bytes::new(),
+        };
+        futures_lite_block_on(kind.apply(&mut request, &reqwest::Client::new())).unwrap();
+        let value = &request.headers[http::header::AUTHORIZATION];
+        assert_eq!(value, "Bearer s3cret");
         assert!(value.is_sensitive());
         let mut own = HeaderMap::new();
         own.insert(

@@ -1,79 +1,139 @@
-//! Credentials the host adds to outbound requests, read from mounted Secret files: a
-//! header (bearer, basic, any named header), an AWS SigV4 signature ([`aws`]), or a
-//! Keystone token the host logs in for ([`keystone`]).
+//! Credentials the host adds to outbound requests: a header read from Secret files
+//! ([`header`]: bearer, basic, any named header), an AWS SigV4 signature ([`aws`]), or
+//! a Keystone token the host logs in for ([`keystone`]). Each kind is a
+//! [`CredentialKind`]: the broker asks every kind the same questions (what the guest
+//! may not set, what the destination would read as another request, which action
+//! `allowedActions` sees, how the credential is added, whether a 401 calls for a fresh
+//! one), so a rule about credentials is written once, in its kind.
 //!
-//! With a credentials directory (`--credentials-dir`, the Secret's mount), every file
-//! is read through its canonical path, which must lie inside that directory: a policy
-//! ships next to a vendor's component, so it must not be able to name the
-//! service-account token or any other file of the host, directly or through a symlink.
+//! Secret files are read only inside the credentials directory ([`files`]).
 
 mod aws;
+mod files;
+mod header;
 pub mod keystone;
 mod login;
 
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
-use std::time::SystemTime;
+use std::any::Any;
+use std::path::Path;
+use std::pin::Pin;
+use std::sync::Arc;
 
-use base64::Engine as _;
-use base64::engine::general_purpose::STANDARD as BASE64;
-use http::{HeaderName, HeaderValue};
+use bytes::Bytes;
+use http::{HeaderMap, Method};
 
 use super::Denial;
+use crate::policy::actions::{ActionDenied, AllowedActions};
 use crate::policy::{Credential, CredentialRule};
 pub use aws::{AwsError, AwsSigner, SIGNING_HEADERS};
+use files::Confinement;
+pub use files::{CredentialError, confined_path, read_secret_file};
+pub use header::HeaderCredential;
 pub use keystone::{CatalogMatch, KeystoneError, KeystoneSession, Sessions};
 
-/// Why a credential could not be produced.
-#[derive(Debug, thiserror::Error)]
-pub enum CredentialError {
-    /// The Secret file cannot be read.
-    #[error("cannot read credential file {path}: {source}")]
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// The I/O error.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The file's content cannot be used as a header value.
-    #[error("credential file {path} does not hold a valid header value")]
-    Invalid {
-        /// The file.
-        path: PathBuf,
-    },
-    /// The file (or what its symlinks lead to) is outside the credentials directory.
-    #[error(
-        "credential file {path} is outside the credentials directory {dir} (--credentials-dir); \
-         mount the Secret there and name files inside it"
-    )]
-    OutsideDir {
-        /// The file named by the policy.
-        path: PathBuf,
-        /// The credentials directory.
-        dir: PathBuf,
-    },
+/// A future a [`CredentialKind`] returns.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// What a kind keeps of one use of its credential, for [`CredentialKind::renew`] (a
+/// Keystone token: which one was sent).
+pub type Applied = Option<Arc<dyn Any + Send + Sync>>;
+
+/// A request about to leave the host: what a kind signs or adds a token to is exactly
+/// what is sent.
+#[derive(Debug, Clone)]
+pub struct Outgoing {
+    /// The method.
+    pub method: Method,
+    /// The URL, as the destination was parsed.
+    pub url: url::Url,
+    /// The headers (no `Host`: the client sends the URL's).
+    pub headers: HeaderMap,
+    /// The whole body.
+    pub body: Bytes,
 }
 
-/// Produces headers for credential rules. Each use checks the files' metadata and
-/// re-reads them when they changed, so a rotated Secret (kubelet swaps a symlink)
-/// takes effect on the next request without re-reading files on every request.
-#[derive(Debug)]
-pub struct CredentialStore {
-    rules: Vec<CredentialRule>,
-    sources: Vec<Source>,
-    confinement: Arc<Confinement>,
+/// One kind of credential the host adds to requests.
+///
+/// ```
+/// use wasm_ccm_host::capabilities::http_egress::credentials::{
+///     Applied, BoxFuture, CredentialKind, Outgoing,
+/// };
+///
+/// /// A fixed API key in `X-Api-Key`.
+/// #[derive(Debug)]
+/// struct ApiKey(http::HeaderValue);
+///
+/// impl CredentialKind for ApiKey {
+///     fn refuses_header(&self, name: &str) -> bool {
+///         name == "x-api-key"
+///     }
+///
+///     fn apply<'a>(
+///         &'a self,
+///         request: &'a mut Outgoing,
+///         _client: &'a reqwest::Client,
+///     ) -> BoxFuture<'a, Result<Applied, String>> {
+///         request.headers.insert("x-api-key", self.0.clone());
+///         Box::pin(async { Ok(None) })
+///     }
+/// }
+///
+/// let key = ApiKey(http::HeaderValue::from_static("k"));
+/// assert!(key.refuses_header("x-api-key") && !key.refuses_header("accept"));
+/// ```
+pub trait CredentialKind: Send + Sync + std::fmt::Debug {
+    /// Whether the guest may not set header `name` (lower case) on a request this kind
+    /// completes: one the kind sets, or one the destination reads as a credential.
+    fn refuses_header(&self, name: &str) -> bool;
+
+    /// What the destination would read as another request than the one the host
+    /// checked (a method override), once the body is known.
+    fn refuses_request(&self, _request: &Outgoing) -> Option<Denial> {
+        None
+    }
+
+    /// Checks the request against its rule's `allowedActions`: by method and path,
+    /// unless the kind reads actions another way (AWS).
+    fn check_actions(
+        &self,
+        actions: &AllowedActions,
+        request: &Outgoing,
+    ) -> Result<(), ActionDenied> {
+        actions.check_request(&request.method, &request.url)
+    }
+
+    /// Adds the credential to `request`; the error says why it is not available (it
+    /// never holds a secret).
+    fn apply<'a>(
+        &'a self,
+        request: &'a mut Outgoing,
+        client: &'a reqwest::Client,
+    ) -> BoxFuture<'a, Result<Applied, String>>;
+
+    /// Whether a 401 answer may call for [`Self::renew`] (the request is then kept
+    /// for a second try).
+    fn renews(&self) -> bool {
+        false
+    }
+
+    /// After the destination answered 401 to `request`, sent with `applied`: the
+    /// request with a fresher credential, to send once more; `None` lets the 401
+    /// through to the provider.
+    fn renew<'a>(
+        &'a self,
+        _applied: Applied,
+        _request: Outgoing,
+        _client: &'a reqwest::Client,
+    ) -> BoxFuture<'a, Option<Outgoing>> {
+        Box::pin(async { None })
+    }
 }
 
 /// What a rule adds to a request.
 #[derive(Debug, Clone)]
 pub enum Injection {
-    /// A header with a value read from Secret files.
-    Header(HeaderName, HeaderValue),
-    /// An AWS SigV4 signature, computed once the body is buffered.
-    Aws(Arc<AwsSigner>),
-    /// A Keystone token, for an endpoint of the session's catalog.
-    Keystone(Arc<KeystoneSession>),
+    /// A credential of one of the kinds.
+    Credential(Arc<dyn CredentialKind>),
     /// No request at all: the host answers `GET <authUrl>/auth/catalog` itself.
     KeystoneCatalog(Arc<KeystoneSession>),
 }
@@ -81,10 +141,10 @@ pub enum Injection {
 impl PartialEq for Injection {
     fn eq(&self, other: &Self) -> bool {
         match (self, other) {
-            (Injection::Header(n1, v1), Injection::Header(n2, v2)) => n1 == n2 && v1 == v2,
-            (Injection::Aws(a), Injection::Aws(b)) => Arc::ptr_eq(a, b),
-            (Injection::Keystone(a), Injection::Keystone(b))
-            | (Injection::KeystoneCatalog(a), Injection::KeystoneCatalog(b)) => Arc::ptr_eq(a, b),
+            (Injection::Credential(a), Injection::Credential(b)) => {
+                std::ptr::addr_eq(Arc::as_ptr(a), Arc::as_ptr(b))
+            }
+            (Injection::KeystoneCatalog(a), Injection::KeystoneCatalog(b)) => Arc::ptr_eq(a, b),
             _ => false,
         }
     }
@@ -104,83 +164,30 @@ pub const METHOD_OVERRIDE_HEADERS: [&str; 3] = [
 
 impl Injection {
     /// The first header of `headers` the guest may not set on this request, and why:
-    /// one the host sets for this credential or the destination reads as one
-    /// ([`Denial::GuestCredentialHeader`]), or a method override
+    /// one the kind refuses ([`Denial::GuestCredentialHeader`]), or a method override
     /// ([`Denial::MethodOverride`]).
-    pub fn refused_header(&self, headers: &http::HeaderMap) -> Option<Denial> {
+    pub fn refused_header(&self, headers: &HeaderMap) -> Option<Denial> {
         headers.keys().find_map(|name| {
             let name = name.as_str();
             if METHOD_OVERRIDE_HEADERS.contains(&name) {
                 return Some(Denial::MethodOverride(format!("the `{name}` header")));
             }
-            let owned = match self {
-                Injection::Header(own, _) => own.as_str() == name,
-                Injection::Aws(_) => SIGNING_HEADERS.contains(&name),
-                Injection::Keystone(_) | Injection::KeystoneCatalog(_) => {
-                    keystone::is_credential_header(name)
-                }
+            let refused = match self {
+                Injection::Credential(kind) => kind.refuses_header(name),
+                Injection::KeystoneCatalog(session) => session.refuses_header(name),
             };
-            owned.then(|| Denial::GuestCredentialHeader(name.to_owned()))
+            refused.then(|| Denial::GuestCredentialHeader(name.to_owned()))
         })
     }
-
-    /// Refuses what the destination would read as another request than the one the
-    /// host checked, once the body is known: for a Keystone token, pecan's `_method`
-    /// parameter (in the query or a form body), which OpenStack's services honour.
-    pub fn refused_request(
-        &self,
-        url: &url::Url,
-        headers: &http::HeaderMap,
-        body: &[u8],
-    ) -> Option<Denial> {
-        match self {
-            Injection::Keystone(_) => keystone::method_override(url, headers, body),
-            _ => None,
-        }
-    }
 }
 
+/// The credentials of a policy's rules, by rule index.
 #[derive(Debug)]
-enum Source {
-    Header(Mutex<Option<Cached>>),
-    Aws(Arc<AwsSigner>),
-    Keystone(Arc<KeystoneSession>),
-}
-
-/// Reads Secret files, only inside the credentials directory when there is one.
-#[derive(Debug)]
-pub struct Confinement {
-    /// The canonical credentials directory files must lie in, if confined.
-    dir: Option<PathBuf>,
-}
-
-#[derive(Debug)]
-struct Cached {
-    stamps: Vec<FileStamp>,
-    header: (HeaderName, HeaderValue),
-}
-
-/// What identifies a version of a file without reading it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct FileStamp {
-    modified: Option<SystemTime>,
-    len: u64,
-    inode: u64,
-}
-
-impl FileStamp {
-    pub(super) fn of(path: &Path) -> Result<Self, CredentialError> {
-        use std::os::unix::fs::MetadataExt;
-        let meta = std::fs::metadata(path).map_err(|source| CredentialError::Read {
-            path: path.to_owned(),
-            source,
-        })?;
-        Ok(Self {
-            modified: meta.modified().ok(),
-            len: meta.len(),
-            inode: meta.ino(),
-        })
-    }
+pub struct CredentialStore {
+    rules: Vec<CredentialRule>,
+    kinds: Vec<Arc<dyn CredentialKind>>,
+    keystone: Vec<(usize, Arc<KeystoneSession>)>,
+    confinement: Arc<Confinement>,
 }
 
 impl CredentialStore {
@@ -203,20 +210,29 @@ impl CredentialStore {
             .transpose()?;
         let confinement = Arc::new(Confinement { dir });
         let mut web_identities = aws::WebIdentities::new();
-        let sources = rules
-            .iter()
-            .map(|rule| match &rule.credential {
-                Credential::Aws(credential) => Source::Aws(Arc::new(AwsSigner::new(
+        let mut keystone = Vec::new();
+        let mut kinds: Vec<Arc<dyn CredentialKind>> = Vec::new();
+        for (index, rule) in rules.iter().enumerate() {
+            kinds.push(match &rule.credential {
+                Credential::Aws(credential) => Arc::new(AwsSigner::new(
                     credential,
                     &confinement,
                     &mut web_identities,
-                ))),
+                )),
                 Credential::Keystone(credential) => {
-                    Source::Keystone(sessions.session(credential, &confinement))
+                    let session = sessions.session(credential, &confinement);
+                    keystone.push((index, session.clone()));
+                    session
                 }
-                _ => Source::Header(Mutex::new(None)),
-            })
-            .collect();
+                header => {
+                    Arc::new(HeaderCredential::new(header, &confinement).ok_or_else(|| {
+                        CredentialError::Invalid {
+                            path: header.files()[0].to_owned(),
+                        }
+                    })?)
+                }
+            });
+        }
         sessions.retain(
             &rules
                 .iter()
@@ -228,7 +244,8 @@ impl CredentialStore {
         );
         let store = Self {
             rules: rules.to_vec(),
-            sources,
+            kinds,
+            keystone,
             confinement,
         };
         store.check()?;
@@ -264,171 +281,29 @@ impl CredentialStore {
         Ok(())
     }
 
-    /// The Keystone sessions, in rule order.
-    pub fn keystone(&self) -> impl Iterator<Item = &Arc<KeystoneSession>> {
-        self.sources.iter().filter_map(|source| match source {
-            Source::Keystone(session) => Some(session),
-            _ => None,
-        })
+    /// The Keystone sessions with their rule's index, in rule order.
+    pub fn keystone(&self) -> impl Iterator<Item = &(usize, Arc<KeystoneSession>)> {
+        self.keystone.iter()
     }
 
     /// Whether rule number `index` is a Keystone rule (whose destination, the identity
     /// endpoint, gets nothing injected by a match: see [`Self::keystone`]).
     pub fn is_keystone(&self, index: usize) -> bool {
-        matches!(self.sources[index], Source::Keystone(_))
+        self.keystone.iter().any(|(i, _)| *i == index)
     }
 
     /// What rule number `index` adds to a request.
-    pub fn injection(&self, index: usize) -> Result<Injection, CredentialError> {
-        let cache = match &self.sources[index] {
-            Source::Aws(signer) => return Ok(Injection::Aws(signer.clone())),
-            Source::Keystone(session) => return Ok(Injection::Keystone(session.clone())),
-            Source::Header(cache) => cache,
-        };
-        let (name, value) = self.header(index, cache)?;
-        Ok(Injection::Header(name, value))
+    pub fn injection(&self, index: usize) -> Injection {
+        Injection::Credential(self.kinds[index].clone())
     }
-
-    /// The header of rule number `index`, read again when its files changed.
-    fn header(
-        &self,
-        index: usize,
-        cache: &Mutex<Option<Cached>>,
-    ) -> Result<(HeaderName, HeaderValue), CredentialError> {
-        let files = self.rules[index].credential.files();
-        let stamps = files
-            .iter()
-            .map(|f| FileStamp::of(f))
-            .collect::<Result<Vec<_>, _>>()?;
-        let mut cache = cache.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(cached) = cache.as_ref()
-            && cached.stamps == stamps
-        {
-            return Ok(cached.header.clone());
-        }
-        let header = self.read(index)?;
-        *cache = Some(Cached {
-            stamps,
-            header: header.clone(),
-        });
-        Ok(header)
-    }
-
-    fn read(&self, index: usize) -> Result<(HeaderName, HeaderValue), CredentialError> {
-        let files = &self.confinement;
-        match &self.rules[index].credential {
-            Credential::Bearer { token_file } => {
-                let token = files.read_trimmed(token_file)?;
-                Ok((
-                    http::header::AUTHORIZATION,
-                    sensitive(format!("Bearer {token}"), token_file)?,
-                ))
-            }
-            Credential::Basic {
-                username_file,
-                password_file,
-            } => {
-                let user = files.read_trimmed(username_file)?;
-                let password = files.read_trimmed(password_file)?;
-                let encoded = BASE64.encode(format!("{user}:{password}"));
-                Ok((
-                    http::header::AUTHORIZATION,
-                    sensitive(format!("Basic {encoded}"), password_file)?,
-                ))
-            }
-            Credential::Header { name, value_file } => {
-                let value = files.read_trimmed(value_file)?;
-                let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
-                    CredentialError::Invalid {
-                        path: value_file.clone(),
-                    }
-                })?;
-                Ok((name, sensitive(value, value_file)?))
-            }
-            Credential::Aws(_) | Credential::Keystone(_) => {
-                unreachable!("AWS and Keystone rules have no header read from files")
-            }
-        }
-    }
-}
-
-/// The content of the Secret file `file`, read only when it lies inside `dir` (the
-/// credentials directory) when there is one: for files outside credential rules, such
-/// as the TLS client key.
-pub fn read_secret_file(dir: Option<&Path>, file: &Path) -> Result<String, CredentialError> {
-    let dir = dir
-        .map(|dir| {
-            std::fs::canonicalize(dir).map_err(|source| CredentialError::Read {
-                path: dir.to_owned(),
-                source,
-            })
-        })
-        .transpose()?;
-    Confinement { dir }.read_trimmed(file)
-}
-
-/// The path to read `file` through: its canonical path, checked to lie inside `dir`
-/// (the credentials directory) when there is one: for files outside credential rules
-/// that are secret or decide whom the host trusts, such as the policy's CA bundle.
-pub fn confined_path(dir: Option<&Path>, file: &Path) -> Result<PathBuf, CredentialError> {
-    let dir = dir
-        .map(|dir| {
-            std::fs::canonicalize(dir).map_err(|source| CredentialError::Read {
-                path: dir.to_owned(),
-                source,
-            })
-        })
-        .transpose()?;
-    Confinement { dir }.confined(file)
-}
-
-impl Confinement {
-    /// The path to read `file` through: its canonical path, checked to lie inside the
-    /// credentials directory when there is one.
-    fn confined(&self, file: &Path) -> Result<PathBuf, CredentialError> {
-        let Some(dir) = &self.dir else {
-            return Ok(file.to_owned());
-        };
-        let real = std::fs::canonicalize(file).map_err(|source| CredentialError::Read {
-            path: file.to_owned(),
-            source,
-        })?;
-        if !real.starts_with(dir) {
-            return Err(CredentialError::OutsideDir {
-                path: file.to_owned(),
-                dir: dir.clone(),
-            });
-        }
-        Ok(real)
-    }
-
-    /// The trimmed content of `file`, read through its confined path.
-    pub fn read_trimmed(&self, file: &Path) -> Result<String, CredentialError> {
-        read_trimmed(&self.confined(file)?)
-    }
-}
-
-fn read_trimmed(path: &Path) -> Result<String, CredentialError> {
-    std::fs::read_to_string(path)
-        .map(|s| s.trim().to_owned())
-        .map_err(|source| CredentialError::Read {
-            path: path.to_owned(),
-            source,
-        })
-}
-
-fn sensitive(value: String, path: &Path) -> Result<HeaderValue, CredentialError> {
-    let mut value = HeaderValue::try_from(value).map_err(|_| CredentialError::Invalid {
-        path: path.to_owned(),
-    })?;
-    value.set_sensitive(true);
-    Ok(value)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::policy::allowlist::HostPattern;
+    use http::HeaderValue;
+    use std::path::PathBuf;
 
     fn sessions() -> Sessions {
         Sessions::new(
@@ -437,15 +312,24 @@ mod tests {
         )
     }
 
-    fn first_header(store: &CredentialStore) -> Result<(HeaderName, HeaderValue), CredentialError> {
-        match store.injection(0)? {
-            Injection::Header(name, value) => Ok((name, value)),
-            _ => panic!("not a header rule"),
-        }
+    /// The header rule number 0 adds to a request.
+    async fn first_header(store: &CredentialStore) -> Result<(String, HeaderValue), String> {
+        let Injection::Credential(kind) = store.injection(0) else {
+            panic!("not a credential rule")
+        };
+        let mut request = Outgoing {
+            method: Method::GET,
+            url: "http://x/".parse().unwrap(),
+            headers: HeaderMap::new(),
+            body: Bytes::new(),
+        };
+        kind.apply(&mut request, &reqwest::Client::new()).await?;
+        let (name, value) = request.headers.iter().next().expect("a header added");
+        Ok((name.to_string(), value.clone()))
     }
 
-    #[test]
-    fn basic_credentials_are_base64_of_user_colon_password() {
+    #[tokio::test]
+    async fn basic_credentials_are_base64_of_user_colon_password() {
         let dir = std::env::temp_dir().join(format!("wasm-ccm-basic-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("user"), "user\n").unwrap();
@@ -463,16 +347,16 @@ mod tests {
             &sessions(),
         )
         .unwrap();
-        let (name, value) = first_header(&store).unwrap();
-        assert_eq!(name, http::header::AUTHORIZATION);
+        let (name, value) = first_header(&store).await.unwrap();
+        assert_eq!(name, "authorization");
         // RFC 4648 test vector: "user:pa55".
         assert_eq!(value, "Basic dXNlcjpwYTU1");
         assert!(value.is_sensitive());
         std::fs::remove_dir_all(dir).ok();
     }
 
-    #[test]
-    fn reads_rotated_files_on_each_use() {
+    #[tokio::test]
+    async fn reads_rotated_files_on_each_use() {
         let dir = std::env::temp_dir().join(format!("wasm-ccm-cred-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let token = dir.join("token");
@@ -489,23 +373,21 @@ mod tests {
             &sessions(),
         )
         .unwrap();
-        assert_eq!(first_header(&store).unwrap().1, "Bearer one");
+        assert_eq!(first_header(&store).await.unwrap().1, "Bearer one");
         // Rotation the way kubelet does it: a new file renamed over the old one.
         let next = dir.join("token.new");
         std::fs::write(&next, "two").unwrap();
         std::fs::rename(&next, &token).unwrap();
-        assert_eq!(first_header(&store).unwrap().1, "Bearer two");
+        assert_eq!(first_header(&store).await.unwrap().1, "Bearer two");
         std::fs::remove_file(&token).unwrap();
-        assert!(matches!(
-            first_header(&store),
-            Err(CredentialError::Read { .. })
-        ));
+        let missing = first_header(&store).await.unwrap_err();
+        assert!(missing.contains("cannot read credential file"), "{missing}");
         std::fs::remove_dir_all(dir).ok();
     }
 
     #[cfg(unix)]
-    #[test]
-    fn files_outside_the_credentials_directory_are_refused() {
+    #[tokio::test]
+    async fn files_outside_the_credentials_directory_are_refused() {
         use std::os::unix::fs::symlink;
         let root = std::env::temp_dir().join(format!("wasm-ccm-confine-{}", std::process::id()));
         let secrets = root.join("credentials");
@@ -545,13 +427,14 @@ mod tests {
         let store =
             CredentialStore::new(&[rule(secrets.join("token"))], Some(&secrets), &sessions())
                 .unwrap();
-        assert_eq!(first_header(&store).unwrap().1, "Bearer cloud");
+        assert_eq!(first_header(&store).await.unwrap().1, "Bearer cloud");
         std::fs::remove_file(secrets.join("token")).unwrap();
         symlink(root.join("sa-token"), secrets.join("token")).unwrap();
-        assert!(matches!(
-            first_header(&store),
-            Err(CredentialError::OutsideDir { .. })
-        ));
+        let outside = first_header(&store).await.unwrap_err();
+        assert!(
+            outside.contains("outside the credentials directory"),
+            "{outside}"
+        );
         std::fs::remove_dir_all(root).ok();
     }
 }

@@ -9,9 +9,10 @@
 //! credentials until shortly before they expire. Neither the keys, the session token
 //! nor the web-identity token ever enter the guest, its logs or the metrics.
 
-use std::collections::HashMap;
+mod web_identity;
+
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::SystemTime;
 
 use aws_credential_types::Credentials;
 use aws_sigv4::http_request::{SignableBody, SignableRequest, SigningSettings, sign};
@@ -19,9 +20,11 @@ use aws_sigv4::sign::v4;
 use aws_smithy_runtime_api::client::identity::Identity;
 use http::{HeaderMap, HeaderName, HeaderValue, Method};
 
-use super::login::{FAILURE_HOLD, read_capped, refresh_time, transport_reason};
-use super::{Confinement, CredentialError, FileStamp};
-use crate::policy::aws::{AwsCredential, AwsSource, WebIdentity};
+use super::files::{Confinement, CredentialError, FileStamp};
+use super::{Applied, BoxFuture, CredentialKind, Outgoing};
+use crate::policy::actions::{ActionDenied, AllowedActions};
+use crate::policy::aws::{AwsCredential, AwsSource};
+pub use web_identity::{WebIdentities, WebIdentityKeys};
 
 /// Headers the host sets when it signs; a guest that sets one itself is refused.
 pub const SIGNING_HEADERS: [&str; 4] = [
@@ -30,11 +33,6 @@ pub const SIGNING_HEADERS: [&str; 4] = [
     "x-amz-security-token",
     "x-amz-content-sha256",
 ];
-
-/// The longest an STS exchange may take.
-const STS_TIMEOUT: Duration = Duration::from_secs(10);
-/// The largest STS response read.
-const MAX_STS_RESPONSE_BYTES: usize = 64 << 10;
 
 /// Why a request could not be signed. Never contains a secret.
 #[derive(Debug, thiserror::Error)]
@@ -87,35 +85,45 @@ enum Keys {
     WebIdentity(Arc<WebIdentityKeys>),
 }
 
-/// The temporary credentials of one web identity, shared by every rule naming it.
-pub struct WebIdentityKeys {
-    web: WebIdentity,
-    confinement: Arc<Confinement>,
-    state: tokio::sync::Mutex<Exchange>,
-}
+impl CredentialKind for AwsSigner {
+    fn refuses_header(&self, name: &str) -> bool {
+        SIGNING_HEADERS.contains(&name)
+    }
 
-#[derive(Default)]
-struct Exchange {
-    current: Option<Temporary>,
-    failed: Option<(Instant, String)>,
-}
+    /// IAM action names of the service the request is signed for, read where that
+    /// service reads them; a request signed for no service is refused when signing.
+    fn check_actions(
+        &self,
+        actions: &AllowedActions,
+        request: &Outgoing,
+    ) -> Result<(), ActionDenied> {
+        match self.service_for(&request.url, &request.headers) {
+            Some(service) => {
+                actions.check_aws(&service, &request.url, &request.headers, &request.body)
+            }
+            None => Ok(()),
+        }
+    }
 
-struct Temporary {
-    credentials: Credentials,
-    refresh_at: SystemTime,
-}
-
-impl Temporary {
-    /// Not expired yet.
-    fn still_valid(&self) -> bool {
-        self.credentials
-            .expiry()
-            .is_some_and(|expiry| SystemTime::now() < expiry)
+    fn apply<'a>(
+        &'a self,
+        request: &'a mut Outgoing,
+        client: &'a reqwest::Client,
+    ) -> BoxFuture<'a, Result<Applied, String>> {
+        Box::pin(async move {
+            let Outgoing {
+                method,
+                url,
+                headers,
+                body,
+            } = request;
+            self.sign(method, url, headers, body, client)
+                .await
+                .map(|()| None)
+                .map_err(|e| e.to_string())
+        })
     }
 }
-
-/// Web identities by their settings, so rules naming the same one share its keys.
-pub type WebIdentities = HashMap<WebIdentity, Arc<WebIdentityKeys>>;
 
 impl AwsSigner {
     /// A signer for `credential`, reading files through `confinement`.
@@ -132,13 +140,7 @@ impl AwsSigner {
             AwsSource::WebIdentity(web) => Keys::WebIdentity(
                 shared
                     .entry(web.clone())
-                    .or_insert_with(|| {
-                        Arc::new(WebIdentityKeys {
-                            web: web.clone(),
-                            confinement: confinement.clone(),
-                            state: tokio::sync::Mutex::new(Exchange::default()),
-                        })
-                    })
+                    .or_insert_with(|| Arc::new(WebIdentityKeys::new(web, confinement)))
                     .clone(),
             ),
         };
@@ -236,12 +238,7 @@ impl AwsSigner {
         else {
             unreachable!("static keys come from a static source")
         };
-        let stamps = self
-            .credential
-            .files()
-            .into_iter()
-            .map(FileStamp::of)
-            .collect::<Result<Vec<_>, _>>()?;
+        let stamps = FileStamp::of_all(self.credential.files())?;
         let mut cache = cache.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((cached, credentials)) = cache.as_ref()
             && *cached == stamps
@@ -263,157 +260,15 @@ impl AwsSigner {
         Ok(credentials)
     }
 }
-
-impl WebIdentityKeys {
-    /// The current temporary credentials, exchanged again when they are close to
-    /// expiring. One exchange at a time; a failure is held for [`FAILURE_HOLD`].
-    async fn credentials(&self, client: &reqwest::Client) -> Result<Credentials, AwsError> {
-        let mut state = self.state.lock().await;
-        if let Some(current) = &state.current
-            && SystemTime::now() < current.refresh_at
-        {
-            return Ok(current.credentials.clone());
-        }
-        if let Some((at, reason)) = &state.failed
-            && at.elapsed() < FAILURE_HOLD
-        {
-            // Renewal failed a moment ago: keep using credentials that are still valid.
-            if let Some(current) = state.current.as_ref().filter(|c| c.still_valid()) {
-                return Ok(current.credentials.clone());
-            }
-            return Err(self.sts_error(reason.clone()));
-        }
-        match self.exchange(client).await {
-            Ok(temporary) => {
-                let credentials = temporary.credentials.clone();
-                tracing::info!(
-                    role = %self.web.role_arn,
-                    endpoint = %self.web.sts_endpoint,
-                    "obtained temporary AWS credentials with the web-identity token"
-                );
-                state.current = Some(temporary);
-                state.failed = None;
-                Ok(credentials)
-            }
-            Err(AwsError::Sts { reason, .. }) => {
-                state.failed = Some((Instant::now(), reason.clone()));
-                // Credentials still valid (refresh is early) keep serving.
-                if let Some(current) = state.current.as_ref().filter(|c| c.still_valid()) {
-                    tracing::warn!(role = %self.web.role_arn, %reason, "renewing temporary AWS credentials failed; using the current ones until they expire");
-                    return Ok(current.credentials.clone());
-                }
-                Err(self.sts_error(reason))
-            }
-            Err(other) => Err(other),
-        }
-    }
-
-    fn sts_error(&self, reason: String) -> AwsError {
-        AwsError::Sts {
-            endpoint: self.web.sts_endpoint.to_string(),
-            role: self.web.role_arn.clone(),
-            reason,
-        }
-    }
-
-    /// One `AssumeRoleWithWebIdentity` call (unsigned: the token is the proof).
-    async fn exchange(&self, client: &reqwest::Client) -> Result<Temporary, AwsError> {
-        let token = self.confinement.read_trimmed(&self.web.token_file)?;
-        let form = url::form_urlencoded::Serializer::new(String::new())
-            .append_pair("Action", "AssumeRoleWithWebIdentity")
-            .append_pair("Version", "2011-06-15")
-            .append_pair("RoleArn", &self.web.role_arn)
-            .append_pair("RoleSessionName", &self.web.session_name)
-            .append_pair("WebIdentityToken", &token)
-            .finish();
-        let requested = SystemTime::now();
-        let response = client
-            .post(self.web.sts_endpoint.clone())
-            .header(
-                http::header::CONTENT_TYPE,
-                "application/x-www-form-urlencoded; charset=utf-8",
-            )
-            .header(http::header::ACCEPT, "text/xml")
-            .body(form)
-            .timeout(STS_TIMEOUT)
-            .send()
-            .await
-            .map_err(|e| self.sts_error(transport_reason(&e)))?;
-        let status = response.status();
-        let body = read_capped(response, MAX_STS_RESPONSE_BYTES)
-            .await
-            .map_err(|e| self.sts_error(e))?;
-        let text = String::from_utf8_lossy(&body);
-        let parsed = parse_sts_response(&text).map_err(|e| {
-            self.sts_error(if status.is_success() {
-                e
-            } else {
-                format!("HTTP {status}: {e}")
-            })
-        })?;
-        let refresh_at = refresh_time(requested, parsed.expiration);
-        Ok(Temporary {
-            credentials: Credentials::new(
-                parsed.access_key_id,
-                parsed.secret_access_key,
-                Some(parsed.session_token),
-                Some(parsed.expiration),
-                "wasm-ccm-web-identity",
-            ),
-            refresh_at,
-        })
-    }
-}
-
-struct StsCredentials {
-    access_key_id: String,
-    secret_access_key: String,
-    session_token: String,
-    expiration: SystemTime,
-}
-
-/// Reads an `AssumeRoleWithWebIdentityResponse`, or the `ErrorResponse` STS sent.
-fn parse_sts_response(text: &str) -> Result<StsCredentials, String> {
-    let doc =
-        roxmltree::Document::parse(text).map_err(|e| format!("the response is not XML ({e})"))?;
-    let element = |name: &str| {
-        doc.descendants()
-            .find(|n| n.is_element() && n.tag_name().name() == name)
-            .and_then(|n| n.text())
-            .map(str::trim)
-    };
-    if let Some(code) = element("Code") {
-        let message = element("Message").unwrap_or_default();
-        return Err(format!("{code}: {message}"));
-    }
-    let field = |name: &str| {
-        element(name)
-            .filter(|v| !v.is_empty())
-            .map(str::to_owned)
-            .ok_or_else(|| format!("the response has no {name}"))
-    };
-    let expiration = field("Expiration")?;
-    let expiration = aws_smithy_types::DateTime::from_str(
-        &expiration,
-        aws_smithy_types::date_time::Format::DateTime,
-    )
-    .ok()
-    .and_then(|t| SystemTime::try_from(t).ok())
-    .ok_or_else(|| format!("Expiration `{expiration}` is not a date-time"))?;
-    Ok(StsCredentials {
-        access_key_id: field("AccessKeyId")?,
-        secret_access_key: field("SecretAccessKey")?,
-        session_token: field("SessionToken")?,
-        expiration,
-    })
-}
-
 #[cfg(test)]
 mod tests {
-    use super::super::login::REFRESH_BEFORE_EXPIRY;
+    use super::super::login::{REFRESH_BEFORE_EXPIRY, refresh_time};
+    use super::web_identity::parse_sts_response;
     use super::*;
+    use crate::policy::aws::WebIdentity;
     use std::path::{Path, PathBuf};
     use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
 
     /// An STS double on 127.0.0.1 answering every request with `status` and `body`
     /// (`{EXPIRATION}` replaced), counting requests and keeping the last body.
@@ -627,16 +482,17 @@ mod tests {
             panic!("web identity")
         };
         // Due for renewal, not expired.
-        keys.state.lock().await.current = Some(Temporary {
-            credentials: Credentials::new(
+        keys.set_current(
+            Credentials::new(
                 "ASIAOLD",
                 "old-secret",
                 Some("old-session".into()),
                 Some(SystemTime::now() + Duration::from_secs(120)),
                 "test",
             ),
-            refresh_at: SystemTime::now() - Duration::from_secs(1),
-        });
+            SystemTime::now() - Duration::from_secs(1),
+        )
+        .await;
         for _ in 0..3 {
             let headers = sign_once(&signer).await.unwrap();
             assert!(

@@ -25,100 +25,27 @@ use std::time::{Instant, SystemTime};
 
 use bytes::Bytes;
 use http::HeaderValue;
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::json;
 
+mod catalog;
+mod guard;
+mod request;
+
+pub use guard::{is_credential_header, method_override};
+
+use super::files::{Confinement, CredentialError};
 use super::login::{FAILURE_HOLD, read_capped, refresh_time, transport_reason};
-use super::{Confinement, CredentialError};
+use super::{Applied, BoxFuture, CredentialKind, Outgoing};
+use crate::capabilities::http_egress::Denial;
 use crate::metrics::{LoginLabels, ProviderLabel, ProviderMetrics};
-use crate::policy::keystone::{
-    IDENTITY_SERVICE, Identity, KeystoneCredential, KeystoneMethod, Within,
-};
+use crate::policy::keystone::KeystoneCredential;
+use catalog::Endpoint;
+use request::{TokenBody, error_message, login_body};
 
 /// The header the token travels in.
 pub const TOKEN_HEADER: &str = "x-auth-token";
 /// The header Keystone returns a token in; removed from every answer to a provider.
 pub const SUBJECT_TOKEN_HEADER: &str = "x-subject-token";
-
-/// Headers Keystone's middleware (`keystonemiddleware.auth_token`) reads as
-/// credentials, or sets for the service behind it once it has validated a token: a
-/// guest setting one on a request the host adds a token to is refused (an invalid
-/// `X-Service-Token` alone makes the service answer 401).
-const CREDENTIAL_HEADERS: [&str; 16] = [
-    TOKEN_HEADER,
-    SUBJECT_TOKEN_HEADER,
-    "x-service-token",
-    "x-storage-token",
-    "x-identity-status",
-    "x-roles",
-    "x-role",
-    "x-service-catalog",
-    "x-is-admin-project",
-    "x-system-scope",
-    "openstack-system-scope",
-    "x-tenant",
-    "x-tenant-id",
-    "x-tenant-name",
-    "x-user",
-    "x-trust-id",
-];
-/// Prefixes of the identity headers the middleware sets (`X-User-Id`,
-/// `X-Project-Domain-Name`, `X-Service-Roles`, ...), refused likewise.
-const CREDENTIAL_HEADER_PREFIXES: [&str; 6] = [
-    "x-auth-",
-    "x-service-",
-    "x-identity-",
-    "x-user-",
-    "x-project-",
-    "x-domain-",
-];
-
-/// Whether a guest may not set `name` on a request that gets a Keystone token.
-pub fn is_credential_header(name: &str) -> bool {
-    let name = name.to_ascii_lowercase();
-    CREDENTIAL_HEADERS.contains(&name.as_str())
-        || CREDENTIAL_HEADER_PREFIXES
-            .iter()
-            .any(|prefix| name.starts_with(prefix))
-}
-
-/// The method override a request to an OpenStack service carries, if any: `_method`
-/// (any case) in the query, or in a body the service would read as a form (webob parses
-/// a body without content type, a form or multipart for `request.params`, where pecan
-/// looks for `_method`).
-pub fn method_override(
-    url: &url::Url,
-    headers: &http::HeaderMap,
-    body: &[u8],
-) -> Option<super::Denial> {
-    let is_override = |(key, _): &(std::borrow::Cow<'_, str>, std::borrow::Cow<'_, str>)| {
-        key.eq_ignore_ascii_case("_method")
-    };
-    if url.query_pairs().any(|pair| is_override(&pair)) {
-        return Some(super::Denial::MethodOverride(
-            "a `_method` query parameter".into(),
-        ));
-    }
-    let content_type = headers
-        .get(http::header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(';').next())
-        .map(|v| v.trim().to_ascii_lowercase())
-        .unwrap_or_default();
-    match content_type.as_str() {
-        "multipart/form-data" => Some(super::Denial::MethodOverride(
-            "a multipart body (read for `_method`)".into(),
-        )),
-        "" | "application/x-www-form-urlencoded"
-            if url::form_urlencoded::parse(body).any(|pair| is_override(&pair)) =>
-        {
-            Some(super::Denial::MethodOverride(
-                "a `_method` form field".into(),
-            ))
-        }
-        _ => None,
-    }
-}
 
 /// A 401 makes the host ask Keystone about its token at most this often.
 pub const VERIFY_INTERVAL: std::time::Duration = std::time::Duration::from_secs(10);
@@ -175,14 +102,6 @@ impl std::fmt::Debug for Token {
             .field("endpoints", &self.endpoints.len())
             .finish_non_exhaustive()
     }
-}
-
-/// An endpoint of the catalog the token goes to.
-#[derive(Debug, Clone)]
-struct Endpoint {
-    /// The service type, e.g. `compute`.
-    service: String,
-    url: url::Url,
 }
 
 /// What the catalog says about a request's URL.
@@ -264,6 +183,51 @@ impl Sessions {
     }
 }
 
+impl CredentialKind for KeystoneSession {
+    fn refuses_header(&self, name: &str) -> bool {
+        is_credential_header(name)
+    }
+
+    fn refuses_request(&self, request: &Outgoing) -> Option<Denial> {
+        method_override(&request.url, &request.headers, &request.body)
+    }
+
+    fn apply<'a>(
+        &'a self,
+        request: &'a mut Outgoing,
+        client: &'a reqwest::Client,
+    ) -> BoxFuture<'a, Result<Applied, String>> {
+        Box::pin(async move {
+            let token = self.token(client).await.map_err(|e| e.to_string())?;
+            request.headers.insert(TOKEN_HEADER, token.value.clone());
+            Ok(Some(token as Arc<dyn std::any::Any + Send + Sync>))
+        })
+    }
+
+    fn renews(&self) -> bool {
+        true
+    }
+
+    /// A token Keystone revoked (or that expired early): a new login's, when
+    /// [`KeystoneSession::replace`] finds one.
+    fn renew<'a>(
+        &'a self,
+        applied: Applied,
+        mut request: Outgoing,
+        client: &'a reqwest::Client,
+    ) -> BoxFuture<'a, Option<Outgoing>> {
+        Box::pin(async move {
+            let used = applied?.downcast::<Token>().ok()?;
+            let token = self.replace(&used, client).await.ok()?;
+            if Arc::ptr_eq(&token, &used) {
+                return None;
+            }
+            request.headers.insert(TOKEN_HEADER, token.value.clone());
+            Some(request)
+        })
+    }
+}
+
 impl KeystoneSession {
     /// The rule.
     pub fn credential(&self) -> &KeystoneCredential {
@@ -284,16 +248,16 @@ impl KeystoneSession {
 
     /// Where `url` falls in the last login's catalog.
     pub fn classify(&self, url: &url::Url) -> CatalogMatch {
-        if under(&self.credential.auth_url, url) {
+        if catalog::under(&self.credential.auth_url, url) {
             return CatalogMatch::Identity;
         }
         let Some(token) = self.current_token() else {
             return CatalogMatch::None;
         };
-        if token.identity.iter().any(|id| under(id, url)) {
+        if token.identity.iter().any(|id| catalog::under(id, url)) {
             return CatalogMatch::Identity;
         }
-        match token.endpoints.iter().find(|e| under(&e.url, url)) {
+        match token.endpoints.iter().find(|e| catalog::under(&e.url, url)) {
             Some(endpoint) => CatalogMatch::Endpoint(format!(
                 "{} ({})",
                 endpoint.url.as_str().trim_end_matches('/'),
@@ -487,7 +451,7 @@ impl KeystoneSession {
             ))
         })?;
         let catalog = parsed.token.catalog.unwrap_or_default();
-        let (endpoints, identity) = self.allowed(&catalog);
+        let (endpoints, identity) = catalog::allowed(&self.credential, &catalog, &self.provider);
         let catalog_body = json!({
             "catalog": catalog,
             "links": {"self": self.credential.catalog_url(), "previous": null, "next": null},
@@ -503,307 +467,5 @@ impl KeystoneSession {
             catalog_body,
             verified: Mutex::new(None),
         })
-    }
-
-    /// The catalog's endpoints the rule allows, and every identity endpoint.
-    fn allowed(&self, catalog: &[Value]) -> (Vec<Endpoint>, Vec<url::Url>) {
-        let rule = &self.credential;
-        let mut endpoints = Vec::new();
-        let mut identity = Vec::new();
-        for service in catalog {
-            let kind = service["type"].as_str().unwrap_or_default();
-            for endpoint in service["endpoints"].as_array().into_iter().flatten() {
-                let Some(url) = endpoint["url"]
-                    .as_str()
-                    .and_then(|u| url::Url::parse(u).ok())
-                else {
-                    continue;
-                };
-                if kind == IDENTITY_SERVICE {
-                    identity.push(url);
-                    continue;
-                }
-                let region = endpoint["region_id"]
-                    .as_str()
-                    .or_else(|| endpoint["region"].as_str());
-                let wanted = rule.services.iter().any(|s| s == kind)
-                    && endpoint["interface"].as_str() == Some(rule.interface.as_str())
-                    && rule.region.as_deref().is_none_or(|r| region == Some(r));
-                if !wanted || !matches!(url.scheme(), "http" | "https") {
-                    continue;
-                }
-                // A name beginning `127.` is a name, not this host's loopback.
-                let loopback = match url.host() {
-                    Some(url::Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),
-                    Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
-                    Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
-                    None => false,
-                };
-                if url.scheme() == "http" && !loopback && !rule.allow_plaintext {
-                    tracing::warn!(
-                        provider = %self.provider,
-                        endpoint = %url,
-                        service = kind,
-                        "a plain http:// catalog endpoint does not get the Keystone token without the rule's allowPlaintext: true"
-                    );
-                    continue;
-                }
-                endpoints.push(Endpoint {
-                    service: kind.to_owned(),
-                    url,
-                });
-            }
-        }
-        (endpoints, identity)
-    }
-}
-
-/// Whether `url` lies under `base`: same origin, and `base`'s path is a prefix of its
-/// path at a segment boundary, both paths read as a server reads them
-/// ([`normalized_path`]: `//identity/v3` and `/%69dentity/v3` are under `/identity`).
-fn under(base: &url::Url, url: &url::Url) -> bool {
-    if base.scheme() != url.scheme()
-        || base.host_str().map(str::to_ascii_lowercase)
-            != url.host_str().map(str::to_ascii_lowercase)
-        || base.port_or_known_default() != url.port_or_known_default()
-    {
-        return false;
-    }
-    let prefix = normalized_path(base.path());
-    let path = normalized_path(url.path());
-    prefix == "/"
-        || path == prefix
-        || path
-            .strip_prefix(&prefix)
-            .is_some_and(|rest| rest.starts_with('/'))
-}
-
-/// A URL path as a web server routes it: percent-decoded, empty and `.` segments
-/// dropped, `..` segments resolved; always starting with `/`, never ending with one
-/// (but `/` itself).
-fn normalized_path(path: &str) -> String {
-    let decoded = percent_encoding::percent_decode_str(path).decode_utf8_lossy();
-    let mut segments: Vec<&str> = Vec::new();
-    for segment in decoded.split(['/', '\\']) {
-        match segment {
-            "" | "." => {}
-            ".." => {
-                segments.pop();
-            }
-            segment => segments.push(segment),
-        }
-    }
-    format!("/{}", segments.join("/"))
-}
-
-#[derive(Deserialize)]
-struct TokenBody {
-    token: TokenFields,
-}
-
-#[derive(Deserialize)]
-struct TokenFields {
-    expires_at: String,
-    catalog: Option<Vec<Value>>,
-}
-
-/// Keystone's `{"error": {"message": ...}}`, or the start of the body.
-fn error_message(body: &[u8]) -> String {
-    let parsed: Option<Value> = serde_json::from_slice(body).ok();
-    let message = parsed
-        .as_ref()
-        .and_then(|v| v["error"]["message"].as_str())
-        .map(str::to_owned)
-        .unwrap_or_else(|| String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned());
-    message.chars().filter(|c| !c.is_control()).collect()
-}
-
-/// `{"id": ...}` or `{"name": ..., "domain"|"user": ...}`.
-fn reference(identity: &Identity) -> Value {
-    match identity {
-        Identity::Id(id) => json!({ "id": id }),
-        Identity::Named { name, within } => match within.as_ref() {
-            Within::DomainId(id) => json!({ "name": name, "domain": { "id": id } }),
-            Within::DomainName(domain) => json!({ "name": name, "domain": { "name": domain } }),
-            Within::User(user) => json!({ "name": name, "user": reference(user) }),
-        },
-    }
-}
-
-/// The `POST /v3/auth/tokens` body.
-fn login_body(method: &KeystoneMethod, secret: &str) -> Value {
-    match method {
-        KeystoneMethod::ApplicationCredential { id, .. } => {
-            let mut credential = reference(id);
-            credential["secret"] = json!(secret);
-            json!({"auth": {"identity": {
-                "methods": ["application_credential"],
-                "application_credential": credential,
-            }}})
-        }
-        KeystoneMethod::Password { user, project, .. } => {
-            let mut user = reference(user);
-            user["password"] = json!(secret);
-            json!({"auth": {
-                "identity": {"methods": ["password"], "password": {"user": user}},
-                "scope": {"project": reference(project)},
-            }})
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn url(s: &str) -> url::Url {
-        url::Url::parse(s).unwrap()
-    }
-
-    #[test]
-    fn under_is_same_origin_and_a_path_prefix_at_a_segment() {
-        let base = url("https://nova.example.com:8774/v2.1");
-        assert!(under(&base, &url("https://nova.example.com:8774/v2.1")));
-        assert!(under(
-            &base,
-            &url("https://NOVA.example.com:8774/v2.1/servers?x=1")
-        ));
-        assert!(!under(
-            &base,
-            &url("https://nova.example.com:8774/v2.10/servers")
-        ));
-        assert!(!under(&base, &url("https://nova.example.com:8774/")));
-        assert!(!under(&base, &url("http://nova.example.com:8774/v2.1")));
-        assert!(!under(&base, &url("https://nova.example.com:8775/v2.1")));
-        let root = url("https://neutron.example.com:9696/");
-        assert!(under(
-            &root,
-            &url("https://neutron.example.com:9696/v2.0/ports")
-        ));
-        assert!(under(&url("https://h"), &url("https://h:443/x")));
-        // Paths as the server reads them: doubled slashes, encodings, dot segments.
-        let identity = url("https://cloud.example.com/identity/v3");
-        for path in [
-            "//identity/v3/users",
-            "/%69dentity/v3/users",
-            "/compute/../identity/v3/credentials",
-            "/identity//v3/users",
-            "/identity%2Fv3/users",
-            "/./identity/v3",
-        ] {
-            let request = url(&format!("https://cloud.example.com{path}"));
-            assert!(under(&identity, &request), "{path}");
-        }
-        assert!(!under(
-            &identity,
-            &url("https://cloud.example.com/identityx/v3")
-        ));
-    }
-
-    #[test]
-    fn login_bodies_name_the_credential_as_keystone_expects() {
-        let app = KeystoneMethod::ApplicationCredential {
-            id: Identity::Named {
-                name: "ccm".into(),
-                within: Box::new(Within::User(Identity::Named {
-                    name: "k8s".into(),
-                    within: Box::new(Within::DomainName("Default".into())),
-                })),
-            },
-            secret_file: "s".into(),
-        };
-        assert_eq!(
-            login_body(&app, "shh"),
-            json!({"auth": {"identity": {"methods": ["application_credential"],
-                "application_credential": {"name": "ccm", "secret": "shh",
-                    "user": {"name": "k8s", "domain": {"name": "Default"}}}}}})
-        );
-        let password = KeystoneMethod::Password {
-            user: Identity::Id("u1".into()),
-            password_file: "p".into(),
-            project: Identity::Named {
-                name: "k8s".into(),
-                within: Box::new(Within::DomainId("default".into())),
-            },
-        };
-        assert_eq!(
-            login_body(&password, "pw"),
-            json!({"auth": {"identity": {"methods": ["password"],
-                "password": {"user": {"id": "u1", "password": "pw"}}},
-                "scope": {"project": {"name": "k8s", "domain": {"id": "default"}}}}})
-        );
-    }
-
-    #[test]
-    fn error_messages_come_from_keystone_s_error_body() {
-        let body = br#"{"error": {"code": 401, "message": "The request you have made requires authentication.", "title": "Unauthorized"}}"#;
-        assert_eq!(
-            error_message(body),
-            "The request you have made requires authentication."
-        );
-        assert_eq!(error_message(b"<html>\nbad gateway"), "<html>bad gateway");
-    }
-
-    #[test]
-    fn keystone_credential_headers_are_the_middleware_s() {
-        for name in [
-            "X-Service-Token",
-            "x-auth-token",
-            "X-Storage-Token",
-            "X-Subject-Token",
-            "X-Identity-Status",
-            "X-Roles",
-            "X-User-Id",
-            "X-Project-Domain-Name",
-            "X-Service-Roles",
-            "OpenStack-System-Scope",
-        ] {
-            assert!(is_credential_header(name), "{name}");
-        }
-        for name in [
-            "content-type",
-            "openstack-api-version",
-            "x-openstack-request-id",
-        ] {
-            assert!(!is_credential_header(name), "{name}");
-        }
-    }
-
-    #[test]
-    fn pecan_s_method_override_is_found_wherever_pecan_reads_it() {
-        let form = |ct: Option<&str>| {
-            let mut headers = http::HeaderMap::new();
-            if let Some(ct) = ct {
-                headers.insert(http::header::CONTENT_TYPE, ct.parse().unwrap());
-            }
-            headers
-        };
-        let plain = url("https://octavia.example.com/v2/lbaas/loadbalancers/lb1");
-        for query in ["?_method=put", "?_METHOD=post", "?x=1&%5Fmethod=put"] {
-            let u = url(&format!("{plain}{query}"));
-            assert!(method_override(&u, &form(None), b"").is_some(), "{query}");
-        }
-        assert!(method_override(&plain, &form(None), b"_method=put").is_some());
-        assert!(
-            method_override(
-                &plain,
-                &form(Some("application/x-www-form-urlencoded")),
-                b"a=1&_Method=delete"
-            )
-            .is_some()
-        );
-        assert!(
-            method_override(&plain, &form(Some("multipart/form-data; boundary=b")), b"").is_some()
-        );
-        // JSON bodies are not forms; an ordinary request passes.
-        assert!(
-            method_override(
-                &plain,
-                &form(Some("application/json")),
-                br#"{"_method": "put"}"#
-            )
-            .is_none()
-        );
-        assert!(method_override(&url(&format!("{plain}?fields=id")), &form(None), b"").is_none());
     }
 }
