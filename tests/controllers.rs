@@ -806,6 +806,57 @@ async fn a_cloud_retry_after_schedules_the_next_attempt() {
     );
 }
 
+/// A Service deleted while its sync sits in back-off is acted on at once, as upstream
+/// enqueues a deletion with `queue.Add` (no rate limiter) and `processServiceDeletion`
+/// runs on the next worker: here an update throttled with a 5-minute Retry-After, then
+/// the Service deleted; its load balancer goes and the finalizer is removed within
+/// seconds, not after the back-off.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deletion_is_acted_on_at_once_even_in_back_off() {
+    let stack = Stack::start().await;
+    ready_nodes(&stack, &["bo-1"]).await;
+    let services: Api<Service> = Api::namespaced(stack.client(), "default");
+    let port = free_port();
+    let _ccm = stack.controller_manager(port, &["--leader-elect=false"]);
+    ensured(&services, "backed-off").await;
+    assert_eq!(stack.cloud.with_state(|s| s.load_balancers.len()), 1);
+
+    // The next ensure is throttled for five minutes.
+    stack.cloud.with_state(|s| {
+        s.faults.push(Fault {
+            path_prefix: "/v1/load-balancers".into(),
+            method: Some("PUT".into()),
+            status: Some(429),
+            retry_after_seconds: Some(300),
+            count: Some(1),
+            ..Fault::default()
+        })
+    });
+    let mut changed = services.get("backed-off").await.unwrap();
+    changed.spec.as_mut().unwrap().ports.as_mut().unwrap()[0].port = 8080;
+    services
+        .replace("backed-off", &PostParams::default(), &changed)
+        .await
+        .unwrap();
+    wait_for_reason(&stack, "backed-off", "SyncLoadBalancerFailed").await;
+
+    let deleted = std::time::Instant::now();
+    services
+        .delete("backed-off", &Default::default())
+        .await
+        .unwrap();
+    wait_until(Duration::from_secs(30), "the Service gone", || async {
+        services.get("backed-off").await.is_err()
+    })
+    .await;
+    assert!(stack.cloud.with_state(|s| s.load_balancers.is_empty()));
+    assert!(
+        deleted.elapsed() < Duration::from_secs(30),
+        "acted on after {:?}",
+        deleted.elapsed()
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn load_balancer_errors_retry_and_the_finalizer_waits_for_deletion() {
     let stack = Stack::start().await;

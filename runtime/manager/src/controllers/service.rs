@@ -877,7 +877,13 @@ async fn reconcile(svc: Arc<Service>, state: Arc<State>) -> Result<Action, Servi
                 if seen.ok && !needs_cleanup(&svc) {
                     return Ok(Action::await_change());
                 }
-                if let Some(at) = seen.retry_at
+                // A deletion (or a cleanup otherwise due) the last sync did not see yet
+                // is acted on at once, whatever the back-off: upstream enqueues it with
+                // `queue.Add`, which bypasses the rate limiter. A failed cleanup then
+                // waits for its time like any other failure.
+                let cleanup_due = needs_cleanup(&svc) && !needs_cleanup(&seen.state);
+                if !cleanup_due
+                    && let Some(at) = seen.retry_at
                     && let Some(wait) = at.checked_duration_since(Instant::now())
                     && !wait.is_zero()
                 {
