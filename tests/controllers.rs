@@ -230,6 +230,17 @@ async fn provider_errors_and_bad_node_ips_keep_the_taint() {
             "{name} got no provider ID"
         );
     }
+    // Deleted while waiting for their retry: they leave the retry queue at once.
+    for name in ["n-ip", "n-ghost"] {
+        nodes.delete(name, &Default::default()).await.unwrap();
+    }
+    wait_until(TIMEOUT, "no node pending a retry", || async {
+        metric(
+            &metrics(port).await,
+            r#"wasm_ccm_controller_retries_pending{controller="cloud-node"}"#,
+        ) == 0.0
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -24,6 +24,7 @@ use serde_json::json;
 
 use super::backoff::Backoff;
 use super::batcher::{Batching, MetadataBatcher};
+use super::node_informer::NodeEvent;
 use super::{Context, TAINT_UNINITIALIZED, has_taint, node_event, tick};
 use crate::cloud::{self, CloudError, InstanceMetadata};
 
@@ -467,6 +468,7 @@ pub async fn run(ctx: Context, options: Options, shutdown: tokio::sync::watch::R
         ctx: ctx.clone(),
     });
     let mut stop = shutdown.clone();
+    let forget = forget_deleted(state.clone(), shutdown.clone());
     let controller = Controller::for_shared_stream(ctx.nodes.changed_nodes(), ctx.nodes.store())
         .with_config(controller::Config::default().concurrency(concurrency))
         .graceful_shutdown_on(async move {
@@ -480,7 +482,24 @@ pub async fn run(ctx: Context, options: Options, shutdown: tokio::sync::watch::R
             update_node_status(&ctx, &api, &recorder, options.batch_size).await;
         }
     };
-    tokio::join!(controller, periodic);
+    tokio::join!(controller, periodic, forget);
+}
+
+/// A Node deleted while its sync waits in back-off leaves the retry queue at once
+/// (its pending retry would find nothing; a Node of the same name starts afresh).
+async fn forget_deleted(state: Arc<State>, mut shutdown: tokio::sync::watch::Receiver<bool>) {
+    let mut changes = state.ctx.nodes.subscribe();
+    loop {
+        let event = tokio::select! {
+            _ = shutdown.wait_for(|s| *s) => return,
+            event = changes.recv() => event,
+        };
+        match event {
+            Ok(NodeEvent::Deleted(node)) => state.backoff.succeeded(&node_name(&node)),
+            Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+            Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+        }
+    }
 }
 
 async fn reconcile(node: Arc<Node>, state: Arc<State>) -> Result<Action, NodeSyncError> {
