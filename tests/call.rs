@@ -197,6 +197,7 @@ async fn conformance_passes_for_the_reference_provider() {
         "| instance-metadata(node-1) has a provider ID simcloud://... | pass |",
         "| a node that does not exist is false or instance-not-found | pass |",
         "| ensure-load-balancer twice gives the same status | pass |",
+        "| update-load-balancer without a load balancer creates none | pass |",
         "| instance-exists(node-1) by its provider ID is true | pass |",
         "| instance-metadata of a node that does not exist is an error | pass |",
         "| update-load-balancer to 1 of 2 nodes works | pass |",

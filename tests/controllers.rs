@@ -868,6 +868,67 @@ async fn a_deletion_is_acted_on_at_once_even_in_back_off() {
     );
 }
 
+/// A Node joining while a Service's load balancer is being deleted: the node sync that
+/// waited for the Service's turn finds it gone and updates no hosts (upstream's
+/// `nodeSyncService` checks the cache); before, the queued update went to a load
+/// balancer deleted a moment earlier (and a provider whose update creates made a new
+/// one that nothing would delete).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_sync_queued_behind_a_deletion_updates_nothing() {
+    let stack = Stack::start().await;
+    ready_nodes(&stack, &["race-1"]).await;
+    let services: Api<Service> = Api::namespaced(stack.client(), "default");
+    let port = free_port();
+    let _ccm = stack.controller_manager(port, &["--leader-elect=false"]);
+    ensured(&services, "racing").await;
+    let syncs = || async {
+        metric(
+            &metrics(port).await,
+            "service_controller_nodesync_latency_seconds_count",
+        )
+    };
+    let before = syncs().await;
+    // The delete takes 3 s at the cloud: the node sync waits for it.
+    stack.cloud.with_state(|s| {
+        s.faults.push(Fault {
+            path_prefix: "/v1/load-balancers".into(),
+            method: Some("DELETE".into()),
+            latency_ms: 3000,
+            count: Some(1),
+            ..Fault::default()
+        })
+    });
+    services
+        .delete("racing", &Default::default())
+        .await
+        .unwrap();
+    wait_until(TIMEOUT, "the delete under way", || async {
+        stack.cloud.with_state(|s| {
+            s.recent
+                .iter()
+                .any(|(_, route)| route == "DELETE /v1/load-balancers/{name}")
+        })
+    })
+    .await;
+    ready_nodes(&stack, &["race-2"]).await;
+    wait_until(TIMEOUT, "the Service gone", || async {
+        services.get("racing").await.is_err()
+    })
+    .await;
+    wait_until(TIMEOUT, "the node sync done", || async {
+        syncs().await > before
+    })
+    .await;
+    let backends = stack.cloud.with_state(|s| {
+        s.recent
+            .iter()
+            .filter(|(_, route)| route == "PUT /v1/load-balancers/{name}/backends")
+            .count()
+    });
+    assert_eq!(backends, 0, "hosts updated for a deleted Service");
+    assert!(stack.cloud.with_state(|s| s.load_balancers.is_empty()));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn load_balancer_errors_retry_and_the_finalizer_waits_for_deletion() {
     let stack = Stack::start().await;

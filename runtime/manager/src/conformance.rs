@@ -638,6 +638,20 @@ async fn load_balancer_checks(
             None
         }),
     );
+    // The service controller's node sync can reach a Service whose load balancer was
+    // just deleted: the update may fail (occm's does) but must make nothing.
+    let _ = lb.update_load_balancer(cluster, &svc, hosts).await;
+    report.record(
+        "update-load-balancer without a load balancer creates none",
+        match lb.get_load_balancer(cluster, &svc).await {
+            Ok(None) => Outcome::Pass,
+            Ok(Some(status)) => {
+                let _ = lb.ensure_load_balancer_deleted(cluster, &svc).await;
+                Outcome::Fail(format!("created one: {status:?}"))
+            }
+            Err(err) => Outcome::Fail(describe(&err)),
+        },
+    );
     Ok(())
 }
 

@@ -146,10 +146,17 @@ impl OpenStack {
         wanted: &Wanted,
         service: &Service,
         cluster: &str,
+        create: bool,
     ) -> Result<Value, CloudError> {
         if let Some(lb) = self.find_load_balancer(&wanted.name)? {
             let id = lb["id"].as_str().unwrap_or_default().to_owned();
             return self.wait_active(&id);
+        }
+        if !create {
+            return Err(CloudError::Other(format!(
+                "load balancer {} of Service {}/{} does not exist",
+                wanted.name, service.metadata.namespace, service.metadata.name
+            )));
         }
         let mut body = json!({
             "name": wanted.name,
@@ -205,14 +212,18 @@ impl OpenStack {
         }
     }
 
+    /// Brings the Service's load balancer to what it asks; creates it when `create`
+    /// (an ensure), else (an update, as occm's `UpdateLoadBalancer`) fails when there
+    /// is none, before anything is made.
     fn ensure(
         &self,
         cluster: &str,
         service: &Service,
         nodes: &[Node],
+        create: bool,
     ) -> Result<LoadBalancerStatus, CloudError> {
         let wanted = self.wanted(cluster, service)?;
-        let lb = self.ensure_created(&wanted, service, cluster)?;
+        let lb = self.ensure_created(&wanted, service, cluster, create)?;
         self.reconcile(&lb, &wanted, service, nodes)?;
         let address = if wanted.internal {
             lb["vip_address"].as_str().unwrap_or_default().to_owned()
@@ -261,7 +272,7 @@ impl LoadBalancer for OpenStack {
         service: Service,
         nodes: Vec<Node>,
     ) -> Result<LoadBalancerStatus, CloudError> {
-        self.ensure(&cluster_name, &service, &nodes)
+        self.ensure(&cluster_name, &service, &nodes, true)
     }
 
     fn update_load_balancer(
@@ -270,7 +281,8 @@ impl LoadBalancer for OpenStack {
         service: Service,
         nodes: Vec<Node>,
     ) -> Result<(), CloudError> {
-        self.ensure(&cluster_name, &service, &nodes).map(|_| ())
+        self.ensure(&cluster_name, &service, &nodes, false)
+            .map(|_| ())
     }
 
     fn ensure_load_balancer_deleted(

@@ -564,6 +564,14 @@ async fn sync_nodes(state: &Arc<State>) {
                 let key = key(&svc);
                 let lock = state.lock_for(&key);
                 let _guard = lock.lock().await;
+                // Waiting for the lock, the Service may have been deleted (its load
+                // balancer with it) or stopped wanting one: its hosts are then not
+                // updated, or the update would find nothing (or, from a provider that
+                // creates, make a load balancer nobody deletes). Upstream's
+                // `nodeSyncService` checks the cache the same way.
+                let Some(svc) = still_synced(&state, &key, &svc) else {
+                    return 0;
+                };
                 // Stored before trying: a failure is retried by a full sync.
                 let previous = state
                     .last_nodes
@@ -597,6 +605,19 @@ async fn sync_nodes(state: &Arc<State>) {
         .nodesync_latency
         .observe(started.elapsed().as_secs_f64());
     tracing::debug!(services = total, failed, elapsed = ?started.elapsed(), "synced load balancer hosts");
+}
+
+/// The Service of `key` as the watch has it now, if it is still the one `seen` was
+/// (same UID), still in the cache of synced Services, not being deleted and still
+/// wanting a load balancer.
+fn still_synced(state: &State, key: &str, seen: &Service) -> Option<Arc<Service>> {
+    let current = state.services.get(&ObjectRef::from_obj(seen))?;
+    let cached = state.cache.lock().expect("cache lock").contains_key(key);
+    (cached
+        && current.metadata.uid == seen.metadata.uid
+        && current.metadata.deletion_timestamp.is_none()
+        && wants_load_balancer(&current))
+    .then_some(current)
 }
 
 /// Upstream's `lockedUpdateLoadBalancerHosts`: implemented elsewhere is success; on an
