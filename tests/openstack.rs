@@ -422,6 +422,55 @@ async fn a_load_balancer_service_gets_an_octavia_load_balancer_and_a_floating_ip
     assert!(!log.contains(&stack.secret));
 }
 
+/// The `kubectl ... create secret ...` commands of guests/openstack/README.md, each
+/// joined into one line, in order.
+fn documented_secret_commands() -> Vec<String> {
+    let readme = include_str!("../guests/openstack/README.md");
+    let mut commands = Vec::new();
+    let mut lines = readme.lines();
+    while let Some(line) = lines.next() {
+        if !line.starts_with("kubectl -n kube-system create secret") {
+            continue;
+        }
+        let mut command = line.trim_end_matches('\\').trim().to_owned();
+        let mut continued = line.ends_with('\\');
+        while continued {
+            let next = lines.next().expect("a continued command goes on");
+            continued = next.ends_with('\\');
+            command.push(' ');
+            command.push_str(next.trim_end_matches('\\').trim());
+        }
+        commands.push(command);
+    }
+    commands
+}
+
+/// Runs a documented `kubectl create secret` command in `dir`, as `kubectl` would make
+/// the Secret (client-side, which refuses invalid key names): the Secret's keys.
+fn secret_keys(command: &str, dir: &std::path::Path) -> Vec<String> {
+    let kubectl = std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".into());
+    let words: Vec<&str> = command.split_whitespace().collect();
+    assert_eq!(words[0], "kubectl", "{command}");
+    let out = std::process::Command::new(kubectl)
+        .args(&words[1..])
+        .args(["--dry-run=client", "-o", "json"])
+        .current_dir(dir)
+        .output()
+        .expect("running kubectl");
+    assert!(
+        out.status.success(),
+        "`{command}` fails: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let secret: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut keys: Vec<String> = secret["data"]
+        .as_object()
+        .map(|data| data.keys().cloned().collect())
+        .unwrap_or_default();
+    keys.sort();
+    keys
+}
+
 /// guests/openstack/README.md, "Migrating from occm": `wasm-ccm import-occm-config`
 /// turns occm's cloud.conf (here a password login) into the provider's cloud.conf, its
 /// policy and the credentials Secret's files; the controller manager runs on them.
@@ -443,7 +492,8 @@ async fn an_occm_cloud_conf_is_imported_and_serves() {
         ),
     )
     .unwrap();
-    let imported = out.path().join("imported");
+    // The README's layout: `--out ./openstack`, the Secret made from its credentials/.
+    let imported = out.path().join("openstack");
     let credentials = imported.join("credentials");
     let status = tokio::process::Command::new(wasm_ccm_tests::wasm_ccm_bin())
         .arg("import-occm-config")
@@ -456,6 +506,19 @@ async fn an_occm_cloud_conf_is_imported_and_serves() {
         .await
         .unwrap();
     assert!(status.success());
+    // The README's command makes a Secret whose keys, mounted at --credentials-dir, are
+    // the files the policy names.
+    let commands = documented_secret_commands();
+    let keys = secret_keys(&commands[1], out.path());
+    assert_eq!(keys, ["password"]);
+    let policy = std::fs::read_to_string(imported.join("providers/openstack.yaml")).unwrap();
+    assert!(
+        policy.contains(&format!(
+            "passwordFile: {}",
+            credentials.join(&keys[0]).display()
+        )),
+        "{policy}"
+    );
     let cloud_conf = imported.join("cloud-config/cloud.conf");
     let text = std::fs::read_to_string(&cloud_conf).unwrap();
     assert!(
@@ -539,7 +602,36 @@ async fn the_deploy_openstack_example_renders_and_loads() {
         serde_json::json!(listed)
     );
 
+    // The README's Secret, mounted where the Deployment mounts it, holds the file the
+    // policy names.
     let dir = TempDir::new("deploy-openstack");
+    std::fs::write(dir.path().join("secret"), "the-secret").unwrap();
+    let keys = secret_keys(&documented_secret_commands()[0], dir.path());
+    let pod = &deployment["spec"]["template"]["spec"];
+    let mount = pod["containers"][0]["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "credentials")
+        .unwrap()["mountPath"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        pod["volumes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|v| v["name"] == "credentials"
+                && v["secret"]["secretName"] == "wasm-ccm-credentials"
+                && v["secret"]["items"].is_null()),
+        "the whole Secret mounted"
+    );
+    let named = parsed["credentials"][0]["keystone"]["applicationCredentialSecretFile"]
+        .as_str()
+        .unwrap();
+    assert_eq!(keys, ["application-credential-secret"]);
+    assert_eq!(named, format!("{mount}/{}", keys[0]));
     std::fs::copy(
         guest("openstack_provider"),
         dir.path().join("openstack.wasm"),
@@ -614,10 +706,7 @@ async fn conformance_passes_for_the_openstack_provider() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wrong_secret_deletes_nothing_until_it_is_fixed() {
     let stack = OpenStackStack::start(|_| String::new()).await;
-    let secret_file = stack
-        .dir
-        .path()
-        .join("openstack/application-credential-secret");
+    let secret_file = stack.dir.path().join("application-credential-secret");
     std::fs::write(&secret_file, "not-the-secret").unwrap();
     let nodes: Api<Node> = Api::all(stack.client());
     // Initialized earlier; its server is gone and the Node is NotReady.

@@ -59,10 +59,6 @@ impl OpenStackWorld {
         assert_ne!(policy, text, "the documented policy's placeholders changed");
         std::fs::write(dir.join("openstack.yaml"), policy).unwrap();
         std::fs::create_dir_all(dir.join("openstack")).unwrap();
-        std::fs::write(
-            dir.join("openstack/application-credential-secret"),
-            &self.secret,
-        )
-        .unwrap();
+        std::fs::write(dir.join("application-credential-secret"), &self.secret).unwrap();
     }
 }

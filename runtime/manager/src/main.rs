@@ -87,7 +87,7 @@ enum Command {
     },
     /// Convert cloud-provider-openstack's cloud.conf (with its Keystone secret) into the
     /// OpenStack provider's files under OUT: cloud-config/cloud.conf without secrets,
-    /// providers/openstack.yaml (the policy's keystone rule), and credentials/openstack/
+    /// providers/openstack.yaml (the policy's keystone rule), and credentials/
     /// (the secret, for the credentials Secret).
     ImportOccmConfig {
         /// occm's cloud.conf.

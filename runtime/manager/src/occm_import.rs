@@ -5,7 +5,7 @@
 //!   settings (the provider reads the rest: `[LoadBalancer]`, `[Networking]`, ...);
 //! - `providers/openstack.yaml`: the provider policy, whose `keystone` rule logs in as
 //!   occm did (application credential, or user and password with the project);
-//! - `credentials/openstack/…`: the secret (and the CA bundle and client certificate
+//! - `credentials/…`: the secret (and the CA bundle and client certificate
 //!   the file named), for the `wasm-ccm-credentials` Secret, mounted at
 //!   `--credentials-dir` (the policy names the files there).
 
@@ -143,8 +143,7 @@ pub fn convert(text: &str, path: &Path, credentials_dir: &str) -> Result<Importe
     let url = url::Url::parse(auth_url)
         .map_err(|e| invalid(format!("[Global] auth-url `{auth_url}`: {e}")))?;
     let origin = url.origin().ascii_serialization();
-    let secret_path =
-        |name: &str| format!("{}/openstack/{name}", credentials_dir.trim_end_matches('/'));
+    let secret_path = |name: &str| format!("{}/{name}", credentials_dir.trim_end_matches('/'));
     let mut rule = vec![format!("      authUrl: {}", quoted(auth_url))];
     if let Some(region) = global.get(&["region"]) {
         rule.push(format!("      region: {}", quoted(region)));
@@ -350,7 +349,9 @@ pub fn provider_actions() -> impl Iterator<Item = &'static str> {
 }
 
 /// Writes `imported` under `out`: `cloud-config/cloud.conf`, `providers/openstack.yaml`
-/// and `credentials/openstack/*` (owner-only). The paths written.
+/// and `credentials/*` (owner-only: each file a key of the credentials Secret, made with
+/// `kubectl create secret generic wasm-ccm-credentials --from-file=DIR/credentials/`).
+/// The paths written.
 pub fn write(imported: &Imported, out: &Path) -> Result<Vec<PathBuf>, ImportError> {
     let io = |path: &Path| {
         let path = path.to_owned();
@@ -382,7 +383,7 @@ pub fn write(imported: &Imported, out: &Path) -> Result<Vec<PathBuf>, ImportErro
         false,
     )?;
     for (name, content) in &imported.secrets {
-        put(&format!("credentials/openstack/{name}"), content, true)?;
+        put(&format!("credentials/{name}"), content, true)?;
     }
     Ok(written)
 }
@@ -427,7 +428,7 @@ mod tests {
         assert!(policy.credentials[0].allowed_actions.is_some());
         assert_eq!(
             keystone.files(),
-            [Path::new("/etc/wasm-ccm/credentials/openstack/password")]
+            [Path::new("/etc/wasm-ccm/credentials/password")]
         );
     }
 

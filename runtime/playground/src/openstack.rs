@@ -66,10 +66,7 @@ pub(crate) async fn seed(
         .create(services, "default", web_service())
         .map_err(PlaygroundError::Seed)?;
     let credentials = options.work_dir.join("credentials");
-    write(
-        &credentials.join("openstack/application-credential-secret"),
-        &secret,
-    )?;
+    write(&credentials.join("application-credential-secret"), &secret)?;
     write(
         &providers.join("openstack.yaml"),
         DOCUMENTED_POLICY

@@ -11,7 +11,7 @@
 //!       services: [compute, network, load-balancer]   # the default
 //!       # An application credential (recommended), by ID ...
 //!       applicationCredentialId: 21dced0fd20347869b93710d2b98aae0
-//!       applicationCredentialSecretFile: openstack/application-credential-secret
+//!       applicationCredentialSecretFile: application-credential-secret
 //!       # ... or by name, with its user (userId, or userName and its domain).
 //!   - destination: https://keystone.example.com:5000
 //!     keystone:
@@ -19,7 +19,7 @@
 //!       # Or a password, scoped to a project.
 //!       userName: kubernetes-ccm
 //!       userDomainName: Default            # or userDomainId
-//!       passwordFile: openstack/password
+//!       passwordFile: password
 //!       projectName: kubernetes            # or projectId
 //!       projectDomainName: Default         # or projectDomainId
 //! ```
