@@ -155,3 +155,36 @@ async fn throttling_answered_by_the_host_never_reaches_the_cloud() {
     assert!(v2.instance_exists(&node("n", None, &[])).await.unwrap());
     assert!(cloud.total_requests() > before);
 }
+
+/// Every request says who sent it (`User-Agent: wasm-ccm/<version> (provider <name>)`,
+/// for the cloud's logs and support), unless the provider sets its own.
+#[tokio::test]
+async fn requests_carry_the_host_s_user_agent_unless_the_provider_sets_one() {
+    let echo = wasm_ccm_tests::RawServer::start(wasm_ccm_tests::RawBehavior::Respond(
+        std::sync::Arc::new(|request: &str| (200, request.to_owned())),
+    ))
+    .await;
+    let policy = format!("allowedOutboundHosts: ['{}']\n", echo.url());
+    let loader = loader();
+    let (_dir, provider) = wasm_ccm_tests::hostile(&loader, &policy).await;
+    let sent = |header: Option<&'static str>| {
+        let (provider, url) = (provider.clone(), echo.url());
+        async move {
+            let mut annotations = vec![("hostile/action", "fetch"), ("hostile/url", url.as_str())];
+            annotations.extend(header.map(|h| ("hostile/header", h)));
+            let answer = wasm_ccm_tests::act(&provider, &annotations).await.unwrap();
+            wasm_ccm_tests::label(&answer, "body").to_ascii_lowercase()
+        }
+    };
+    let ours = sent(None).await;
+    let expected = format!(
+        "user-agent: wasm-ccm/{} (provider hostile)",
+        env!("CARGO_PKG_VERSION")
+    );
+    assert!(ours.contains(&expected), "{ours}");
+    let theirs = sent(Some("User-Agent: hostile-sdk/1.0")).await;
+    assert!(
+        theirs.contains("user-agent: hostile-sdk/1.0") && !theirs.contains("wasm-ccm/"),
+        "{theirs}"
+    );
+}

@@ -104,7 +104,10 @@ impl Broker {
         policy: Arc<Policy>,
     ) -> Result<Arc<Egress>, BrokerError> {
         let keystone = credentials::Sessions::new(provider.clone(), self.metrics.clone());
+        let user_agent = http::HeaderValue::try_from(format!("{USER_AGENT} (provider {provider})"))
+            .unwrap_or_else(|_| http::HeaderValue::from_static(USER_AGENT));
         Ok(Arc::new(Egress {
+            user_agent,
             rules: RwLock::new(Arc::new(self.rules(policy, &keystone)?)),
             keystone,
             broker: self.clone(),
@@ -175,9 +178,14 @@ impl Broker {
     }
 }
 
+/// The `User-Agent` of the host's own requests (logins, STS); a provider's requests
+/// add the provider's name.
+pub const USER_AGENT: &str = concat!("wasm-ccm/", env!("CARGO_PKG_VERSION"));
+
 fn client_builder(resolver: &resolver::GuardedResolver) -> reqwest::ClientBuilder {
     install_crypto_provider();
     reqwest::Client::builder()
+        .user_agent(USER_AGENT)
         // A redirect would leave the allowlist's control: the guest sees the 3xx.
         .redirect(reqwest::redirect::Policy::none())
         // Never a proxy from the environment (HTTP(S)_PROXY, ALL_PROXY): credentials

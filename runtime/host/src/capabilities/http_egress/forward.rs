@@ -56,7 +56,13 @@ impl Egress {
             Some(answer) => intercepted(answer),
             None => {
                 rules
-                    .send(request, &destination, grant.inject, grant.rule)
+                    .send(
+                        request,
+                        &destination,
+                        grant.inject,
+                        grant.rule,
+                        &self.user_agent,
+                    )
                     .await
             }
         };
@@ -120,6 +126,7 @@ impl Rules {
         destination: &Destination,
         inject: Option<Injection>,
         rule: Option<usize>,
+        user_agent: &http::HeaderValue,
     ) -> Result<http::Response<WasiBody>, Forward> {
         let (parts, body) = request.into_parts();
         let body = collect_limited(body, MAX_REQUEST_BODY_BYTES)
@@ -131,6 +138,10 @@ impl Rules {
             })?;
         let mut headers = parts.headers;
         headers.remove(http::header::HOST);
+        // The cloud's logs say who called, unless the provider says it itself.
+        headers
+            .entry(http::header::USER_AGENT)
+            .or_insert_with(|| user_agent.clone());
         let mut outgoing = Outgoing {
             method: parts.method,
             url: destination.url.clone(),

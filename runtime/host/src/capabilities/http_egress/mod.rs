@@ -86,6 +86,8 @@ pub struct Egress {
     broker: Broker,
     metrics: Arc<ProviderMetrics>,
     denial_log: Mutex<LogLimiter>,
+    /// `wasm-ccm/<version> (provider <name>)`, for requests whose provider sets none.
+    user_agent: http::HeaderValue,
 }
 
 impl std::fmt::Debug for Egress {
