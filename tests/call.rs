@@ -235,3 +235,51 @@ async fn conformance_passes_for_the_reference_provider() {
         "{stdout}"
     );
 }
+
+/// `wasm-ccm call` confines credential files as the controller manager does with
+/// `--credentials-dir` (by default the policy's directory): a policy whose token file
+/// lies elsewhere is refused here as it would be in the cluster, and accepted with the
+/// directory that holds it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn credential_files_are_confined_as_the_daemon_confines_them() {
+    let a = author().await;
+    a.cloud
+        .with_state(|s| s.create_instance(NewInstance::named("node-1")));
+    let elsewhere = wasm_ccm_tests::TempDir::new("elsewhere");
+    std::fs::write(elsewhere.path().join("token"), TOKEN).unwrap();
+    let policy = a.dir.dir.path().join("outside.yaml");
+    std::fs::write(
+        &policy,
+        policy_for(&a.cloud).replace(
+            "bearerTokenFile: token",
+            &format!(
+                "bearerTokenFile: {}",
+                elsewhere.path().join("token").display()
+            ),
+        ),
+    )
+    .unwrap();
+    let policy = policy.to_str().unwrap();
+    let (code, _, err) = call(
+        &a,
+        &["--policy", policy, "instances-v2.instance-exists", "node-1"],
+    )
+    .await;
+    assert_ne!(code, 0);
+    assert!(err.contains("outside the credentials directory"), "{err}");
+    let dir = elsewhere.path().to_str().unwrap();
+    let (code, out, err) = call(
+        &a,
+        &[
+            "--policy",
+            policy,
+            "--credentials-dir",
+            dir,
+            "instances-v2.instance-exists",
+            "node-1",
+        ],
+    )
+    .await;
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out["ok"], true);
+}

@@ -12,12 +12,15 @@
 //! {"retry-after": {"delayMs": 5000, "message": "..."}}}`, `{"error": {"other":
 //! "..."}}`, and so on. A trap, timeout or load failure is an error of the command.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1 as k8s;
 use serde_json::{Value, json};
+use wasm_ccm_host::capabilities::http_egress::EgressSettings;
 use wasm_ccm_host::contract::types as wit;
 use wasm_ccm_host::engine::EngineSettings;
+use wasm_ccm_host::metrics::Metrics;
+use wasm_ccm_host::policy::Policy;
 use wasm_ccm_host::provider::{CloudError, LoadError, Provider, ProviderError, ProviderLoader};
 
 use crate::cloud::convert;
@@ -31,6 +34,9 @@ pub struct Call {
     pub cloud_config: Option<PathBuf>,
     /// The policy, when not the one next to the component.
     pub policy: Option<PathBuf>,
+    /// Where credential files must lie, as the daemon's `--credentials-dir`; the
+    /// policy's directory when `None`.
+    pub credentials_dir: Option<PathBuf>,
     /// `INTERFACE.FUNCTION`, e.g. `instances-v2.instance-metadata`.
     pub function: String,
     /// The arguments, as given.
@@ -131,10 +137,11 @@ pub async fn call(request: &Call) -> Result<Value, CallError> {
         })?,
         None => Vec::new(),
     };
-    let loader = ProviderLoader::new(&EngineSettings {
-        max_instances: 2,
-        ..EngineSettings::default()
-    })?;
+    let loader = confined_loader(
+        &request.file,
+        request.policy.as_deref(),
+        request.credentials_dir.as_deref(),
+    )?;
     let provider = loader
         .load_with_policy(&request.file, request.policy.as_deref(), config)
         .await?;
@@ -143,6 +150,38 @@ pub async fn call(request: &Call) -> Result<Value, CallError> {
         .split_once('.')
         .expect("FUNCTIONS entries have a dot");
     dispatch(&provider, interface, function, &args).await
+}
+
+/// A loader reading credential files only inside `credentials_dir`, else the directory
+/// of the policy (`policy`, or `file`'s `.yaml`): the confinement the daemon applies
+/// with `--credentials-dir`, so a policy that works here works there.
+pub(crate) fn confined_loader(
+    file: &Path,
+    policy: Option<&Path>,
+    credentials_dir: Option<&Path>,
+) -> Result<ProviderLoader, CallError> {
+    let policy = policy.map_or_else(|| Policy::path_for(file), Path::to_owned);
+    let dir = credentials_dir.map_or_else(
+        || {
+            policy
+                .parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .unwrap_or(Path::new("."))
+                .to_owned()
+        },
+        Path::to_owned,
+    );
+    Ok(ProviderLoader::with_options(
+        &EngineSettings {
+            max_instances: 2,
+            ..EngineSettings::default()
+        },
+        &EgressSettings {
+            credentials_dir: Some(dir),
+            ..EgressSettings::default()
+        },
+        Metrics::new(),
+    )?)
 }
 
 /// An argument: JSON, `@PATH` (JSON in a file), or plain text as a string.

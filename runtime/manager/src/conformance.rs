@@ -34,7 +34,6 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use wasm_ccm_host::capabilities::http_egress::EgressInterceptor;
 use wasm_ccm_host::contract::types as wit;
-use wasm_ccm_host::engine::EngineSettings;
 use wasm_ccm_host::provider::{CloudError, LoadError, Provider, ProviderError, ProviderLoader};
 
 use crate::call::{CallError, cloud_error, node, service};
@@ -46,6 +45,9 @@ pub struct Conformance {
     pub file: PathBuf,
     /// The policy, when not the one next to the component.
     pub policy: Option<PathBuf>,
+    /// Where credential files must lie, as the daemon's `--credentials-dir`; the
+    /// policy's directory when `None`.
+    pub credentials_dir: Option<PathBuf>,
     /// The cloud config for `initialize`.
     pub cloud_config: PathBuf,
     /// Names of nodes whose instances exist in the cloud.
@@ -140,10 +142,11 @@ pub async fn run(request: &Conformance) -> Result<Report, CallError> {
     })?;
     let service_json = read_json(request.service.as_deref())?;
     let elsewhere_json = read_json(request.elsewhere_service.as_deref())?;
-    let loader = ProviderLoader::new(&EngineSettings {
-        max_instances: 2,
-        ..EngineSettings::default()
-    })?;
+    let loader = crate::call::confined_loader(
+        &request.file,
+        request.policy.as_deref(),
+        request.credentials_dir.as_deref(),
+    )?;
     let mut report = Report::default();
 
     let garbage = b"\x00 this is not a cloud config {[\x00".to_vec();

@@ -63,6 +63,10 @@ enum Command {
         /// The provider policy, instead of FILE.yaml next to the component.
         #[arg(long)]
         policy: Option<PathBuf>,
+        /// The directory credential files must lie in, as the controller manager's
+        /// --credentials-dir (default: the policy's directory).
+        #[arg(long)]
+        credentials_dir: Option<PathBuf>,
         /// INTERFACE.FUNCTION, e.g. `instances-v2.instance-metadata`.
         function: String,
         /// The function's arguments, in order.
@@ -111,6 +115,10 @@ enum Command {
         /// The provider policy, instead of FILE.yaml next to the component.
         #[arg(long)]
         policy: Option<PathBuf>,
+        /// The directory credential files must lie in, as the controller manager's
+        /// --credentials-dir (default: the policy's directory).
+        #[arg(long)]
+        credentials_dir: Option<PathBuf>,
 
         /// A node whose instance exists in the cloud (repeatable).
         #[arg(long = "node")]
@@ -217,6 +225,7 @@ fn main() -> ExitCode {
             file,
             cloud_config,
             policy,
+            credentials_dir,
             function,
             args,
         } => runtime.block_on(async {
@@ -224,6 +233,7 @@ fn main() -> ExitCode {
                 file,
                 cloud_config,
                 policy,
+                credentials_dir,
                 function,
                 args,
             };
@@ -256,6 +266,7 @@ fn main() -> ExitCode {
             file,
             cloud_config,
             policy,
+            credentials_dir,
             nodes,
             service,
             elsewhere_service,
@@ -265,6 +276,7 @@ fn main() -> ExitCode {
             let request = wasm_ccm::conformance::Conformance {
                 file,
                 policy,
+                credentials_dir,
                 cloud_config,
                 nodes,
                 service,
