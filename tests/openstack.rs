@@ -184,12 +184,15 @@ async fn nodes_are_initialized_and_their_lifecycle_follows_nova() {
     );
 
     // node-a shuts off while NotReady: the shutdown taint; node-c's server is deleted:
-    // the Node goes.
+    // the Node goes; node-b's is soft-deleted (restorable) while NotReady: it exists, as
+    // occm says, and its Node stays.
     stack.cloud.with_state(|s| {
         s.servers.get_mut(&a.id).unwrap().status = "SHUTOFF".into();
+        s.servers.get_mut(&b.id).unwrap().status = "SOFT_DELETED".into();
         s.delete_server(&c.id);
     });
     set_ready(&nodes, "node-a", "False").await;
+    set_ready(&nodes, "node-b", "False").await;
     set_ready(&nodes, "node-c", "False").await;
     wait_until(TIMEOUT, "node-a tainted as shut down", || async {
         nodes

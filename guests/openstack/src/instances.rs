@@ -60,9 +60,11 @@ pub struct Found {
     pub ports: Vec<Value>,
 }
 
-/// Whether a server counts as gone (404 aside): deleted, or soft-deleted.
+/// Whether a server counts as gone (404 aside): `DELETED`. A `SOFT_DELETED` server
+/// can still be restored and an `ERROR` one repaired: both exist, as occm's
+/// `InstanceExists` says (it is not found only when Nova does not return it).
 fn deleted(server: &Value) -> bool {
-    matches!(server["status"].as_str(), Some("DELETED" | "SOFT_DELETED"))
+    server["status"].as_str() == Some("DELETED")
 }
 
 impl OpenStack {
