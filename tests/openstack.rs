@@ -222,6 +222,82 @@ async fn nodes_are_initialized_and_their_lifecycle_follows_nova() {
     assert!(stack.keystone.port > 0);
 }
 
+/// occm's names on Nodes: an availability zone and a flavor name that are not label
+/// values are made ones as occm makes them (`util.SanitizeLabel`; the flavor's ID for
+/// a flavor name), and a Node keeps the provider ID form it has, occm's regional
+/// `openstack://<region>/<id>` included, while new Nodes get the regional form with
+/// `regional-provider-ids` (occm's `OS_CCM_REGIONAL=true`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn occm_zone_flavor_and_provider_id_forms_are_served() {
+    let stack = OpenStackStack::start(|_| "regional-provider-ids = true\n".into()).await;
+    let (legacy_flavor, plain, regional, fresh) = stack.cloud.with_state(|s| {
+        let mut plain = NewServer::named("node-plain", "10.0.0.21");
+        plain.zone = "nova zone".into();
+        plain.flavor = "m1 large (legacy)".into();
+        let plain = s.add_server(plain);
+        let regional = s.add_server(NewServer::named("node-regional", "10.0.0.22"));
+        let fresh = s.add_server(NewServer::named("node-fresh", "10.0.0.23"));
+        (s.flavor_id("m1 large (legacy)"), plain, regional, fresh)
+    });
+    let nodes: Api<Node> = Api::all(stack.client());
+    for (name, provider_id) in [
+        ("node-plain", Some(format!("openstack:///{}", plain.id))),
+        (
+            "node-regional",
+            Some(format!("openstack://RegionOne/{}", regional.id)),
+        ),
+        ("node-fresh", None),
+    ] {
+        let mut node = kubelet_node(name);
+        node.spec.as_mut().unwrap().provider_id = provider_id;
+        nodes.create(&PostParams::default(), &node).await.unwrap();
+    }
+    let (_ccm, _log) = stack.controller_manager(free_port());
+    for name in ["node-plain", "node-regional", "node-fresh"] {
+        wait_until(TIMEOUT, &format!("{name} initialized"), || {
+            initialized(&nodes, name)
+        })
+        .await;
+    }
+    let get = |name: &'static str| {
+        let nodes = nodes.clone();
+        async move { nodes.get(name).await.unwrap() }
+    };
+    let provider_id = |node: &Node| node.spec.as_ref().unwrap().provider_id.clone().unwrap();
+    let addresses = |node: &Node| -> Vec<String> {
+        node.status
+            .as_ref()
+            .and_then(|s| s.addresses.clone())
+            .unwrap_or_default()
+            .into_iter()
+            .map(|a| a.address)
+            .collect()
+    };
+    let node = get("node-plain").await;
+    assert_eq!(label(&node, "topology.kubernetes.io/zone"), Some("nova-zone"));
+    assert_eq!(
+        label(&node, "failure-domain.beta.kubernetes.io/zone"),
+        Some("nova-zone")
+    );
+    assert_eq!(
+        label(&node, "node.kubernetes.io/instance-type"),
+        Some(legacy_flavor.as_str())
+    );
+    assert_eq!(provider_id(&node), format!("openstack:///{}", plain.id));
+    let node = get("node-regional").await;
+    assert_eq!(
+        provider_id(&node),
+        format!("openstack://RegionOne/{}", regional.id)
+    );
+    assert_eq!(addresses(&node), ["10.0.0.22"]);
+    let node = get("node-fresh").await;
+    assert_eq!(
+        provider_id(&node),
+        format!("openstack://RegionOne/{}", fresh.id)
+    );
+    assert_eq!(addresses(&node), ["10.0.0.23"]);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn routes_are_the_routers_extra_routes_and_the_ports_allow_the_pod_cidrs() {
     let stack = OpenStackStack::start(|cloud| {

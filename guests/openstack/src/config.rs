@@ -108,8 +108,14 @@ pub struct Config {
     pub auth_url: String,
     /// `[Global] region`: endpoints of this region; nodes' `topology.kubernetes.io/region`.
     pub region: String,
-    /// `[Global] interface` (`endpoint-type`): the catalog interface (default public).
+    /// `[Global] os-endpoint-type` (occm's key; `interface` and `endpoint-type` are
+    /// read too): the catalog interface (default public).
     pub interface: String,
+    /// `[Global] regional-provider-ids` (default false): new Nodes get occm's regional
+    /// provider ID `openstack://<region>/<server-id>`, as occm with `OS_CCM_REGIONAL=true`
+    /// (an environment variable there; a provider reads no environment). Nodes keep the
+    /// form they have either way.
+    pub regional_provider_ids: bool,
     pub load_balancer: LoadBalancerConfig,
     pub networking: NetworkingConfig,
     /// `[Route] router-id`: the router whose extra routes are the cluster's routes.
@@ -220,7 +226,12 @@ impl Config {
                 "global" => match name.as_str() {
                     "authurl" => config.auth_url = value,
                     "region" => config.region = value,
-                    "interface" | "endpointtype" => config.interface = value.to_ascii_lowercase(),
+                    "osendpointtype" | "interface" | "endpointtype" => {
+                        config.interface = value.to_ascii_lowercase()
+                    }
+                    "regionalproviderids" => {
+                        config.regional_provider_ids = gcfg::boolean(&value, line, &name)?
+                    }
                     secret if SECRETS.contains(&secret) => {
                         return Err(format!(
                             "cloud config line {line}: [Global] holds a secret ({name}): the host \
@@ -313,7 +324,7 @@ impl Config {
             .map_err(|e| format!("cloud config: [Global] auth-url: {e}"))?;
         if !["public", "internal", "admin"].contains(&config.interface.as_str()) {
             return Err(format!(
-                "cloud config: [Global] interface `{}` is not public, internal or admin",
+                "cloud config: [Global] os-endpoint-type `{}` is not public, internal or admin",
                 config.interface
             ));
         }
@@ -361,6 +372,21 @@ mod tests {
             ["10.0.0.0/8", "192.168.0.0/16"]
         );
         assert_eq!(config.router_id, "r1");
+        assert!(!config.regional_provider_ids);
+    }
+
+    #[test]
+    fn occm_endpoint_type_key_picks_the_interface() {
+        let config = Config::parse(
+            "[Global]\nauth-url = https://k/v3\nos-endpoint-type = Internal\n\
+             regional-provider-ids = true\n",
+        )
+        .unwrap();
+        assert_eq!(config.interface, "internal");
+        assert!(config.regional_provider_ids);
+        let err = Config::parse("[Global]\nauth-url = https://k/v3\nos-endpoint-type = private\n")
+            .unwrap_err();
+        assert!(err.contains("os-endpoint-type `private`"), "{err}");
     }
 
     #[test]

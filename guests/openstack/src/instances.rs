@@ -11,20 +11,24 @@
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
+use std::time::Duration;
 
 use serde_json::Value;
 use wasm_ccm_guest::http::Request;
 use wasm_ccm_guest::types::{
     BoolAnswer, CloudError, InstanceInfo, MetadataAnswer, Node, NodeAddress, NodeAddressType,
 };
-use wasm_ccm_guest::{InstancesBatch, InstancesV2, cloud_error, url};
+use wasm_ccm_guest::{InstancesBatch, InstancesV2, cache, cloud_error, url};
 
 use crate::OpenStack;
 use crate::api::{self, COMPUTE_MICROVERSION, Endpoints};
 use crate::config::NetworkingConfig;
+use crate::labels;
 
 /// The most server IDs in one ports listing (`device_id=...&device_id=...`).
 const PORTS_PER_REQUEST: usize = 50;
+/// How long Nova's flavor list is kept in the shared cache.
+const FLAVORS_TTL: Duration = Duration::from_secs(600);
 
 /// What a provider ID names.
 #[derive(Debug, PartialEq, Eq)]
@@ -156,28 +160,81 @@ impl OpenStack {
         })
     }
 
-    /// The metadata of a found server.
-    pub fn metadata(&self, found: &Found) -> Result<InstanceInfo, CloudError> {
+    /// The metadata of `node`'s found server. The provider ID keeps the form the Node
+    /// has (occm's regional `openstack://<region>/<id>` or `openstack:///<id>`); a new
+    /// Node gets the regional form with `[Global] regional-provider-ids`. The zone and
+    /// the instance type are made label values as occm makes them ([`labels`]).
+    pub fn metadata(&self, node: &Node, found: &Found) -> Result<InstanceInfo, CloudError> {
         let server = &found.server;
         let id = server["id"]
             .as_str()
             .ok_or_else(|| cloud_error::other("the server has no id"))?;
-        let instance_type = server["flavor"]["original_name"]
-            .as_str()
-            .or_else(|| server["flavor"]["id"].as_str())
-            .unwrap_or_default()
-            .to_owned();
+        let kept = node
+            .provider_id
+            .as_deref()
+            .filter(|p| parse_provider_id(p).is_ok_and(|r| r.id == id));
+        let provider_id = match kept {
+            Some(kept) => kept.to_owned(),
+            None if self.config.regional_provider_ids => {
+                format!("openstack://{}/{id}", self.config.region)
+            }
+            None => format!("openstack:///{id}"),
+        };
         Ok(InstanceInfo {
-            provider_id: format!("openstack:///{id}"),
-            instance_type,
+            provider_id,
+            instance_type: self.instance_type(server)?,
             node_addresses: node_addresses(server, &found.ports, &self.config.networking),
-            zone: server["OS-EXT-AZ:availability_zone"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned(),
+            zone: labels::sanitize_label(
+                server["OS-EXT-AZ:availability_zone"]
+                    .as_str()
+                    .unwrap_or_default(),
+            ),
             region: self.config.region.clone(),
             additional_labels: Vec::new(),
         })
+    }
+
+    /// occm's `srvInstanceType`: the flavor's name when it is a label value, else the
+    /// flavor's ID (found by name in Nova's flavor list; occm asks Nova for the flavor
+    /// by that string, and errors when it is not an ID). Where no flavor of that name
+    /// is listed (deleted since, or private), the name made a label value.
+    fn instance_type(&self, server: &Value) -> Result<String, CloudError> {
+        let flavor = &server["flavor"];
+        let Some(name) = flavor["original_name"].as_str() else {
+            // Before microversion 2.47 a server names its flavor by ID only.
+            let id = flavor["id"].as_str().unwrap_or_default();
+            return Ok(labels::sanitize_label(id));
+        };
+        if labels::is_valid_label_value(name) {
+            return Ok(name.to_owned());
+        }
+        let id = self
+            .flavors()?
+            .into_iter()
+            .find(|(_, n)| n == name)
+            .map(|(id, _)| id)
+            .filter(|id| labels::is_valid_label_value(id));
+        Ok(id.unwrap_or_else(|| labels::sanitize_label(name)))
+    }
+
+    /// Nova's flavors `(id, name)`, kept in the shared cache for [`FLAVORS_TTL`].
+    fn flavors(&self) -> Result<Vec<(String, String)>, CloudError> {
+        let endpoints = Endpoints::get(&self.config)?;
+        let compute = self.compute(&endpoints)?;
+        let key = format!("flavors/{compute}");
+        if let Some(flavors) = cache::get_json(&key) {
+            return Ok(flavors);
+        }
+        let flavors: Vec<(String, String)> = api::list(
+            Self::nova(&format!("{compute}/flavors")),
+            "flavors",
+            "list flavors",
+        )?
+        .iter()
+        .filter_map(|f| Some((f["id"].as_str()?.to_owned(), f["name"].as_str()?.to_owned())))
+        .collect();
+        let _ = cache::set_json(&key, &flavors, FLAVORS_TTL);
+        Ok(flavors)
     }
 
     /// Every server (one paged listing) with its ports, for a batch.
@@ -428,7 +485,7 @@ impl InstancesV2 for OpenStack {
             return Err(e);
         }
         match self.find(&node)? {
-            Some(found) => self.metadata(&found),
+            Some(found) => self.metadata(&node, &found),
             None => Err(CloudError::InstanceNotFound),
         }
     }
@@ -463,8 +520,9 @@ impl InstancesBatch for OpenStack {
         Ok(self
             .match_nodes(&nodes, all)
             .into_iter()
-            .map(|found| match found {
-                Ok(Some(found)) => match self.metadata(&found) {
+            .zip(&nodes)
+            .map(|(found, node)| match found {
+                Ok(Some(found)) => match self.metadata(node, &found) {
                     Ok(info) => MetadataAnswer::Ok(info),
                     Err(e) => MetadataAnswer::Err(e),
                 },

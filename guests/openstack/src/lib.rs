@@ -16,6 +16,7 @@
 mod api;
 mod config;
 mod instances;
+mod labels;
 mod load_balancer;
 mod routes;
 

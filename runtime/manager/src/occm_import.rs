@@ -148,7 +148,7 @@ pub fn convert(text: &str, path: &Path, credentials_dir: &str) -> Result<Importe
     if let Some(region) = global.get(&["region"]) {
         rule.push(format!("      region: {}", quoted(region)));
     }
-    if let Some(interface) = global.get(&["interface", "endpointtype"])
+    if let Some(interface) = global.get(&["osendpointtype", "interface", "endpointtype"])
         && interface != "public"
     {
         rule.push(format!("      interface: {}", quoted(interface)));

@@ -25,6 +25,7 @@ pub(crate) fn router() -> Router<Shared> {
     Router::new()
         .route("/servers/detail", get(list_detail))
         .route("/servers/{id}", get(show))
+        .route("/flavors", get(flavors))
 }
 
 fn error(status: StatusCode, message: &str) -> Response {
@@ -108,7 +109,13 @@ fn server_json(state: &State, server: &Server, version: (u32, u32)) -> Value {
         json!({"original_name": server.flavor, "vcpus": 2, "ram": 2048, "disk": 20,
                "ephemeral": 0, "swap": 0, "extra_specs": {}})
     } else {
-        json!({"id": format!("flavor-{}", server.flavor), "links": []})
+        let id = state
+            .flavors
+            .iter()
+            .find(|(_, name)| **name == server.flavor)
+            .map(|(id, _)| id.clone())
+            .unwrap_or_default();
+        json!({"id": id, "links": []})
     };
     json!({
         "id": server.id,
@@ -196,6 +203,22 @@ async fn list_detail(
             body["servers_links"] = json!([{"rel": "next", "href": next}]);
         }
         versioned(version, StatusCode::OK, body)
+    })
+}
+
+/// `GET /flavors`: every flavor's `id` and `name` (one page: clouds have few).
+async fn flavors(Extract(shared): Extract<Shared>, headers: HeaderMap) -> Response {
+    let version = match microversion(&headers) {
+        Ok(v) => v,
+        Err(e) => return e,
+    };
+    shared.with(|state| {
+        let list: Vec<Value> = state
+            .flavors
+            .iter()
+            .map(|(id, name)| json!({"id": id, "name": name, "links": []}))
+            .collect();
+        versioned(version, StatusCode::OK, json!({"flavors": list}))
     })
 }
 

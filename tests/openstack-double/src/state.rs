@@ -179,6 +179,8 @@ pub struct State {
     pub pools: BTreeMap<String, Pool>,
     pub members: BTreeMap<String, Member>,
     pub monitors: BTreeMap<String, HealthMonitor>,
+    /// Nova flavors: ID to name (a server's flavor is added when the server is).
+    pub flavors: BTreeMap<String, String>,
     /// How long an Octavia operation keeps its load balancer `PENDING_*`.
     pub provisioning_time: Duration,
     /// `METHOD path` of every authenticated request, in order.
@@ -201,6 +203,7 @@ impl Default for State {
             pools: BTreeMap::new(),
             members: BTreeMap::new(),
             monitors: BTreeMap::new(),
+            flavors: BTreeMap::new(),
             provisioning_time: Duration::from_millis(300),
             requests: Vec::new(),
             next: 0,
@@ -301,6 +304,7 @@ impl State {
 
     /// Adds a server with a port per interface: the server.
     pub fn add_server(&mut self, new: NewServer) -> Server {
+        self.flavor_id(&new.flavor);
         let id = self.id();
         for (network_name, ip) in &new.interfaces {
             let network = self.network(network_name, false);
@@ -337,6 +341,16 @@ impl State {
         };
         self.servers.insert(id, server.clone());
         server
+    }
+
+    /// The ID of the flavor named `name`, which is added when missing.
+    pub fn flavor_id(&mut self, name: &str) -> String {
+        if let Some((id, _)) = self.flavors.iter().find(|(_, n)| *n == name) {
+            return id.clone();
+        }
+        let id = self.id();
+        self.flavors.insert(id.clone(), name.to_owned());
+        id
     }
 
     /// Deletes a server and its ports (and unbinds their floating IPs).
