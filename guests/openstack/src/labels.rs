@@ -72,14 +72,28 @@ mod tests {
         for ok in ["", "a", "m1.large", "zone_1-a", &"x".repeat(63)] {
             assert!(is_valid_label_value(ok), "{ok}");
         }
-        for bad in ["nova zone", "-a", "a-", "a/b", "m1 large (legacy)", &"x".repeat(64)] {
+        for bad in [
+            "nova zone",
+            "-a",
+            "a-",
+            "a/b",
+            "m1 large (legacy)",
+            &"x".repeat(64),
+        ] {
             assert!(!is_valid_label_value(bad), "{bad}");
         }
     }
 
     #[test]
     fn a_sanitized_value_is_always_valid() {
-        for input in ["nova zone", "((()))", "a--", "é", "x y z", &"é a".repeat(40)] {
+        for input in [
+            "nova zone",
+            "((()))",
+            "a--",
+            "é",
+            "x y z",
+            &"é a".repeat(40),
+        ] {
             assert!(is_valid_label_value(&sanitize_label(input)), "{input}");
         }
     }

@@ -14,6 +14,7 @@
 //! | [`provider`] | the [`Provider`] trait and one trait per contract interface, exported with [`export_provider!`] from a plain struct that holds the provider's state |
 //! | [`cache`] | the host's cache shared by all instances of the version serving (TTL, byte cap) |
 //! | [`events`] | Kubernetes Events on the object of the current call |
+//! | [`annotations`] | annotations on the Service of the current load-balancer call (under the policy's `serviceAnnotations`) |
 //! | [`deadline`] | the time left for the current call |
 //! | [`gcfg`] | cloud configs in gcfg (git-config) syntax, as Kubernetes cloud providers write them |
 //! | [`http`] | requests with every method, JSON/form/raw bodies, query building; transport errors that keep their [`ErrorKind`](http::ErrorKind) |
@@ -101,6 +102,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod annotations;
 pub mod cache;
 pub mod cloud_error;
 pub mod deadline;
@@ -146,7 +148,7 @@ pub mod contract_types {
 }
 
 /// The imports: the contract's `host-capabilities` (`wasi:http/outgoing-handler`,
-/// `logging`, `cache`, `events`, `deadline`) and `wasm-ccm:http/client`, the host's
+/// `logging`, `cache`, `events`, `deadline`, `annotations`) and `wasm-ccm:http/client`, the host's
 /// buffered HTTP client that [`http`] sends with.
 #[doc(hidden)]
 pub mod bindings {

@@ -268,7 +268,7 @@ pub fn convert(text: &str, path: &Path, credentials_dir: &str) -> Result<Importe
         (None, None) => {}
         _ => return Err(invalid("cert-file and key-file go together".into())),
     }
-    policy.push_str("limits:\n  # Octavia takes a while: a call waits for it up to this long.\n  callTimeout: 60s\n");
+    policy.push_str(POLICY_TAIL);
     if !tls.is_empty() {
         policy.push_str("tls:\n");
         for line in tls {
@@ -338,6 +338,21 @@ fn strip_moved(text: &str) -> String {
     }
     out
 }
+
+/// The policy after the credential rule: deploy/openstack's limits, and the annotations
+/// the provider records on its Services (occm's).
+const POLICY_TAIL: &str = "\
+limits:
+  # Octavia provisions asynchronously: a call waits for it up to this long, then the
+  # controller calls again.
+  callTimeout: 60s
+  requestTimeout: 20s
+  poolSize: 4
+# The provider records its load balancer on the Service, as occm does
+# (loadbalancer.openstack.org/load-balancer-id and load-balancer-address).
+serviceAnnotations:
+  - loadbalancer.openstack.org/
+";
 
 /// The provider's requests (`guests/openstack/allowed-actions.txt`), the
 /// `allowedActions` of its Keystone rule.
@@ -429,6 +444,32 @@ mod tests {
         assert_eq!(
             keystone.files(),
             [Path::new("/etc/wasm-ccm/credentials/password")]
+        );
+    }
+
+    /// The imported policy runs the provider as deploy/openstack's does: the same
+    /// limits, the same requests, the same annotations.
+    #[test]
+    fn the_imported_policy_matches_deploy_openstacks() {
+        let imported = convert(
+            OCCM,
+            Path::new("/in/cloud.conf"),
+            "/etc/wasm-ccm/credentials",
+        )
+        .unwrap();
+        let path = Path::new("/etc/wasm-ccm/providers/openstack.yaml");
+        let ours = wasm_ccm_host::policy::Policy::parse(&imported.policy, path).unwrap();
+        let deploy = wasm_ccm_host::policy::Policy::parse(
+            include_str!("../../../deploy/openstack/providers/openstack.yaml"),
+            path,
+        )
+        .unwrap();
+        assert_eq!(ours.instance_limits, deploy.instance_limits);
+        assert_eq!(ours.egress_limits, deploy.egress_limits);
+        assert_eq!(ours.service_annotations, deploy.service_annotations);
+        assert_eq!(
+            ours.credentials[0].allowed_actions,
+            deploy.credentials[0].allowed_actions
         );
     }
 

@@ -73,7 +73,7 @@ pub struct Router {
 
 /// An Octavia load balancer. Its listeners, pools, members and monitors are their own
 /// maps, keyed by ID, each naming its parent.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct LoadBalancer {
     pub id: String,
     pub name: String,
@@ -341,6 +341,80 @@ impl State {
         };
         self.servers.insert(id, server.clone());
         server
+    }
+
+    /// Adds `lb` (its name, description, tags, provider) with a VIP port on `subnet`
+    /// of `network`, `ACTIVE`: its ID.
+    pub fn insert_load_balancer(
+        &mut self,
+        subnet: &str,
+        network: &str,
+        lb: LoadBalancer,
+    ) -> String {
+        let id = self.id();
+        let port = self.id();
+        let address = self.free_ip(network);
+        self.ports.insert(
+            port.clone(),
+            Port {
+                id: port.clone(),
+                network_id: network.to_owned(),
+                device_id: format!("lb-{id}"),
+                device_owner: "Octavia".into(),
+                mac_address: "fa:16:3e:ff:00:01".into(),
+                fixed_ips: vec![(subnet.to_owned(), address.clone())],
+                allowed_address_pairs: Vec::new(),
+            },
+        );
+        self.load_balancers.insert(
+            id.clone(),
+            LoadBalancer {
+                id: id.clone(),
+                vip_address: address,
+                vip_port_id: port,
+                vip_subnet_id: subnet.to_owned(),
+                vip_network_id: network.to_owned(),
+                provisioning_status: "ACTIVE".into(),
+                busy_until: None,
+                ..lb
+            },
+        );
+        id
+    }
+
+    /// A load balancer as another controller made it: named and tagged `name`, its VIP
+    /// on the `private` network, `ACTIVE`. Its ID.
+    pub fn add_load_balancer(&mut self, name: &str) -> String {
+        let network = self.network_id("private").expect("the private network");
+        let subnet = self.subnet_of(&network).expect("its subnet").id.clone();
+        self.insert_load_balancer(
+            &subnet,
+            &network,
+            LoadBalancer {
+                name: name.into(),
+                tags: vec![name.into()],
+                provider: "amphora".into(),
+                ..LoadBalancer::default()
+            },
+        )
+    }
+
+    /// A floating IP from the `public` network bound to the port `port_id` (its first
+    /// fixed IP), described as `description`.
+    pub fn add_floating_ip(&mut self, port_id: &str, description: &str) -> FloatingIp {
+        let network = self.network_id("public").expect("the public network");
+        let fixed = self.ports[port_id].fixed_ips.first().map(|f| f.1.clone());
+        let id = self.id();
+        let fip = FloatingIp {
+            id: id.clone(),
+            floating_ip_address: self.free_ip(&network),
+            floating_network_id: network,
+            port_id: Some(port_id.to_owned()),
+            fixed_ip_address: fixed,
+            description: description.to_owned(),
+        };
+        self.floating_ips.insert(id, fip.clone());
+        fip
     }
 
     /// The ID of the flavor named `name`, which is added when missing.

@@ -22,11 +22,13 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use wasm_ccm_guest::http::Request;
 use wasm_ccm_guest::types::{CloudError, LoadBalancerIngress, LoadBalancerStatus, Node, Service};
-use wasm_ccm_guest::{LoadBalancer, LoadBalancerName, cloud_error, deadline, events, url};
+use wasm_ccm_guest::{
+    LoadBalancer, LoadBalancerName, annotations, cloud_error, deadline, events, url,
+};
 
 use crate::OpenStack;
 use crate::api::{self, Endpoints};
-use settings::{Wanted, ours, truthy};
+use settings::{PREFIX, Wanted, ours, truthy};
 
 /// How long one wait for `ACTIVE` sleeps between reads.
 const POLL: Duration = Duration::from_millis(500);
@@ -42,6 +44,51 @@ pub fn load_balancer_name(cluster: &str, service: &Service) -> String {
         service.metadata.namespace, service.metadata.name
     );
     name.chars().take(255).collect()
+}
+
+/// The in-tree provider's (and old occm's) name: `a` and the Service's UID without
+/// dashes, cut to 32 characters (`cloudprovider.DefaultLoadBalancerName`).
+pub fn legacy_name(service: &Service) -> String {
+    wasm_ccm_guest::default_load_balancer_name(service)
+}
+
+/// occm's annotation naming the Service's load balancer (written on every Service).
+const LOAD_BALANCER_ID: &str = "load-balancer-id";
+/// occm's annotation holding the load balancer's address (occm ≥ 1.27).
+const LOAD_BALANCER_ADDRESS: &str = "load-balancer-address";
+
+/// A Service naming another Service's load balancer (occm's shared load balancers):
+/// refused, with a Warning, until they are served.
+fn shared_refused(service: &Service, id: &str, name: &str) -> CloudError {
+    let message = format!(
+        "{PREFIX}{LOAD_BALANCER_ID} names load balancer {id} ({name}), which another Service \
+         owns: shared load balancers are not supported by this provider yet"
+    );
+    let _ = events::warning("UnsupportedLoadBalancerSetting", &message, None);
+    cloud_error::other(format!(
+        "service {}/{}: {message}",
+        service.metadata.namespace, service.metadata.name
+    ))
+}
+
+/// Records the load balancer on the Service as occm does, so occm (or this provider)
+/// finds it by ID after a move either way.
+fn record(service: &Service, id: &str, address: Option<&str>) {
+    let set = |name: &str, value: &str| {
+        if let Err(e) = annotations::ensure(service, &format!("{PREFIX}{name}"), value) {
+            wasm_ccm_guest::log::warn(
+                "cannot record the load balancer on the Service (the policy's \
+                 serviceAnnotations must list loadbalancer.openstack.org/)",
+                &[("annotation", name), ("error", &format!("{e:?}"))],
+            );
+        }
+    };
+    if !id.is_empty() {
+        set(LOAD_BALANCER_ID, id);
+    }
+    if let Some(address) = address.filter(|a| !a.is_empty()) {
+        set(LOAD_BALANCER_ADDRESS, address);
+    }
 }
 
 impl OpenStack {
@@ -69,9 +116,45 @@ impl OpenStack {
             "loadbalancers",
             "find the load balancer",
         )?;
-        Ok(found
-            .into_iter()
-            .find(|lb| lb["name"] == name && lb["provisioning_status"] != "DELETED"))
+        Ok(found.into_iter().find(|lb| {
+            lb["name"] == name
+                && !matches!(
+                    lb["provisioning_status"].as_str(),
+                    Some("DELETED" | "PENDING_DELETE")
+                )
+        }))
+    }
+
+    /// The Service's load balancer, as occm's `EnsureLoadBalancer` finds it: the one
+    /// `loadbalancer.openstack.org/load-balancer-id` names (an error when it is gone:
+    /// occm makes no other), else the one of occm's name, else the one of the legacy
+    /// name `a<uid>` (the in-tree provider's and old occm's).
+    fn find_service_load_balancer(
+        &self,
+        cluster: &str,
+        service: &Service,
+    ) -> Result<Option<Value>, CloudError> {
+        if let Some(id) = ours(service, LOAD_BALANCER_ID).filter(|id| !id.is_empty()) {
+            return match self.get_load_balancer_by_id(id)? {
+                Some(lb) if lb["provisioning_status"] != "DELETED" => {
+                    let name = lb["name"].as_str().unwrap_or_default();
+                    if name != load_balancer_name(cluster, service) && name != legacy_name(service)
+                    {
+                        return Err(shared_refused(service, id, name));
+                    }
+                    Ok(Some(lb))
+                }
+                _ => Err(cloud_error::other(format!(
+                    "load balancer {id} named by {PREFIX}{LOAD_BALANCER_ID} on Service {}/{} \
+                     does not exist (remove the annotation to have one made)",
+                    service.metadata.namespace, service.metadata.name
+                ))),
+            };
+        }
+        if let Some(lb) = self.find_load_balancer(&load_balancer_name(cluster, service))? {
+            return Ok(Some(lb));
+        }
+        self.find_load_balancer(&legacy_name(service))
     }
 
     fn get_load_balancer_by_id(&self, id: &str) -> Result<Option<Value>, CloudError> {
@@ -148,9 +231,26 @@ impl OpenStack {
         cluster: &str,
         create: bool,
     ) -> Result<Value, CloudError> {
-        if let Some(lb) = self.find_load_balancer(&wanted.name)? {
+        if let Some(lb) = self.find_service_load_balancer(cluster, service)? {
             let id = lb["id"].as_str().unwrap_or_default().to_owned();
-            return self.wait_active(&id);
+            if lb["provisioning_status"] != "ERROR" {
+                record(service, &id, None);
+                return self.wait_active(&id);
+            }
+            if !create {
+                return Err(cloud_error::other(format!(
+                    "load balancer {id} is in provisioning status ERROR; the next sync \
+                     replaces it"
+                )));
+            }
+            // occm's ensureOctaviaLoadBalancer: a load balancer in ERROR cannot be
+            // repaired; it is deleted and made again (the new one's ID recorded).
+            let _ = events::warning(
+                "RecreatingLoadBalancer",
+                &format!("Octavia load balancer {id} is in ERROR: deleting it to make it again"),
+                None,
+            );
+            self.start_delete(&lb, service)?;
         }
         if !create {
             return Err(CloudError::Other(format!(
@@ -189,6 +289,7 @@ impl OpenStack {
             .as_str()
             .unwrap_or_default()
             .to_owned();
+        record(service, &id, None);
         let _ = events::normal(
             "CreatingLoadBalancer",
             &format!(
@@ -230,6 +331,11 @@ impl OpenStack {
         } else {
             self.ensure_floating_ip(&lb, &wanted, service, cluster)?
         };
+        record(
+            service,
+            lb["id"].as_str().unwrap_or_default(),
+            Some(&address),
+        );
         Ok(Self::status(address))
     }
 }
@@ -246,8 +352,7 @@ impl LoadBalancer for OpenStack {
         cluster_name: String,
         service: Service,
     ) -> Result<Option<LoadBalancerStatus>, CloudError> {
-        let name = load_balancer_name(&cluster_name, &service);
-        let Some(lb) = self.find_load_balancer(&name)? else {
+        let Some(lb) = self.find_service_load_balancer(&cluster_name, &service)? else {
             return Ok(None);
         };
         let neutron = self.neutron()?;
@@ -290,16 +395,57 @@ impl LoadBalancer for OpenStack {
         cluster_name: String,
         service: Service,
     ) -> Result<(), CloudError> {
-        let name = load_balancer_name(&cluster_name, &service);
-        let Some(lb) = self.find_load_balancer(&name)? else {
-            return Ok(());
+        let lb = match self.find_service_load_balancer(&cluster_name, &service) {
+            Ok(Some(lb)) => lb,
+            Ok(None) => return Ok(()),
+            // The annotation names a load balancer that is gone: nothing to delete.
+            Err(_) if self.named_gone(&service)? => return Ok(()),
+            Err(e) => return Err(e),
         };
+        self.delete_load_balancer(&lb, &service)
+    }
+}
+
+impl OpenStack {
+    /// Whether the Service's `load-balancer-id` names a load balancer that is gone.
+    fn named_gone(&self, service: &Service) -> Result<bool, CloudError> {
+        match ours(service, LOAD_BALANCER_ID).filter(|id| !id.is_empty()) {
+            Some(id) => Ok(self
+                .get_load_balancer_by_id(id)?
+                .is_none_or(|lb| lb["provisioning_status"] == "DELETED")),
+            None => Ok(false),
+        }
+    }
+
+    /// Releases the floating IP and cascade-deletes `lb`, waiting for the 404 while
+    /// the call's deadline allows.
+    fn delete_load_balancer(&self, lb: &Value, service: &Service) -> Result<(), CloudError> {
+        let id = lb["id"].as_str().unwrap_or_default().to_owned();
+        self.start_delete(lb, service)?;
+        // Gone when Octavia says 404.
+        loop {
+            if self.get_load_balancer_by_id(&id)?.is_none() {
+                return Ok(());
+            }
+            if deadline::remaining() < POLL + RESERVE {
+                return Err(cloud_error::retry_after(
+                    BUSY_RETRY_MS,
+                    format!("load balancer {id} is being deleted; checking again later"),
+                ));
+            }
+            std::thread::sleep(POLL);
+        }
+    }
+
+    /// Releases (or unbinds) the floating IP and asks Octavia for a cascade delete of
+    /// `lb`, once it is not busy; a load balancer in ERROR is deleted as it is.
+    fn start_delete(&self, lb: &Value, service: &Service) -> Result<(), CloudError> {
         let id = lb["id"].as_str().unwrap_or_default().to_owned();
         if lb["provisioning_status"] != "PENDING_DELETE" {
             // The floating IP first: released, or only unbound when it is to be kept.
             let neutron = self.neutron()?;
             let port = lb["vip_port_id"].as_str().unwrap_or_default();
-            let keep = truthy(ours(&service, "keep-floatingip")).unwrap_or(false);
+            let keep = truthy(ours(service, "keep-floatingip")).unwrap_or(false);
             for fip in api::list(
                 Request::get(&format!("{neutron}/floatingips")).query("port_id", port),
                 "floatingips",
@@ -321,25 +467,15 @@ impl LoadBalancer for OpenStack {
                     )?;
                 }
             }
-            self.wait_active(&id)?;
+            if lb["provisioning_status"] != "ERROR" {
+                self.wait_active(&id)?;
+            }
             api::send(
                 Request::delete(&format!("{}/lbaas/loadbalancers/{id}", self.octavia()?))
                     .query("cascade", "true"),
                 "delete the load balancer",
             )?;
         }
-        // Gone when Octavia says 404.
-        loop {
-            if self.get_load_balancer_by_id(&id)?.is_none() {
-                return Ok(());
-            }
-            if deadline::remaining() < POLL + RESERVE {
-                return Err(cloud_error::retry_after(
-                    BUSY_RETRY_MS,
-                    format!("load balancer {id} is being deleted; checking again later"),
-                ));
-            }
-            std::thread::sleep(POLL);
-        }
+        Ok(())
     }
 }

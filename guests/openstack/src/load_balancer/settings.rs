@@ -8,12 +8,14 @@ use super::load_balancer_name;
 use crate::OpenStack;
 
 /// The annotations' prefix.
-const PREFIX: &str = "loadbalancer.openstack.org/";
+pub(super) const PREFIX: &str = "loadbalancer.openstack.org/";
 /// occm's (and the in-tree provider's) internal load balancer annotation.
 const INTERNAL: &str = "service.beta.kubernetes.io/openstack-internal-load-balancer";
 
 /// The annotations this provider reads (after [`PREFIX`]).
-pub const SUPPORTED: [&str; 20] = [
+pub const SUPPORTED: [&str; 22] = [
+    "load-balancer-id",
+    "load-balancer-address",
     "floating-network-id",
     "floating-subnet-id",
     "keep-floatingip",
@@ -38,9 +40,8 @@ pub const SUPPORTED: [&str; 20] = [
 
 /// occm's annotations this provider does not implement yet: a Service using one is
 /// refused (a Warning event names it) rather than served without it.
-pub const NOT_YET: [&str; 10] = [
+pub const NOT_YET: [&str; 8] = [
     "port-id",
-    "load-balancer-id",
     "class",
     "floating-subnet",
     "floating-subnet-tags",
@@ -48,7 +49,6 @@ pub const NOT_YET: [&str; 10] = [
     "default-tls-container-ref",
     "hostname",
     "enable-ingress-hostname",
-    "load-balancer-address",
 ];
 
 pub(super) fn annotation<'a>(service: &'a Service, key: &str) -> Option<&'a str> {

@@ -8,11 +8,14 @@
 //! - [`events`]: the `events` import, Kubernetes Events through the embedder's
 //!   [`events::EventSink`];
 //! - [`deadline`]: the `deadline` import, the time left for the current call;
+//! - [`annotations`]: the `annotations` import, annotations on a load-balancer call's
+//!   Service through the embedder's [`annotations::AnnotationSink`];
 //! - [`wasi`]: the closed WASI context (no files, no environment, no sockets).
 //!
 //! [`HostState`] is the data of each provider instance's `Store`, tying them together;
 //! [`Shared`] is what all instances of one provider version share.
 
+pub mod annotations;
 pub mod cache;
 pub mod deadline;
 pub mod events;
@@ -46,6 +49,8 @@ pub struct Shared {
     pub cache: cache::Cache,
     /// The `events` import's sink and budget.
     pub events: events::Events,
+    /// The `annotations` import's sink and the policy's prefixes.
+    pub annotations: annotations::Annotations,
 }
 
 /// The call an instance is running: what it is about and until when it may run.
@@ -55,6 +60,8 @@ pub(crate) struct CallScope {
     pub deadline: Option<Instant>,
     /// The objects the call is about (events land on them).
     pub objects: Vec<ObjectRef>,
+    /// The annotations the call set on its Service, written when it returns.
+    pub annotations: Vec<(String, String)>,
 }
 
 impl CallScope {

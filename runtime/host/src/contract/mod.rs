@@ -39,9 +39,9 @@ pub mod v0_1;
 
 /// The records and variants that cross the boundary (`wasm-ccm:provider/types`).
 pub use self::bindings::wasm_ccm::provider::types;
-/// The host-side imports of the current version: `cache`, `deadline`, `events`,
-/// `logging` (implemented in [`crate::capabilities`]).
-pub use self::bindings::wasm_ccm::provider::{cache, deadline, events, logging};
+/// The host-side imports of the current version: `annotations`, `cache`, `deadline`,
+/// `events`, `logging` (implemented in [`crate::capabilities`]).
+pub use self::bindings::wasm_ccm::provider::{annotations, cache, deadline, events, logging};
 pub use self::interfaces::{
     Clusters, Instances, InstancesBatch, InstancesV2, Interface, LoadBalancer, LoadBalancerName,
     Routes, Zones,

@@ -20,6 +20,8 @@
 //!   caBundleFile: /etc/wasm-ccm/credentials/ca.pem
 //!   clientCertificateFile: /etc/wasm-ccm/credentials/client.crt   # mutual TLS
 //!   clientKeyFile: /etc/wasm-ccm/credentials/client.key
+//! serviceAnnotations:        # what the provider may write on its Services
+//!   - loadbalancer.example-cloud.net/
 //! ```
 //!
 //! A credential rule that can match plain `http://` is refused unless its destination
@@ -34,6 +36,7 @@
 pub mod actions;
 pub mod address;
 pub mod allowlist;
+pub mod annotations;
 pub mod aws;
 pub mod duration;
 pub mod keystone;
@@ -107,6 +110,9 @@ pub struct Policy {
     /// The client certificate the host presents to HTTPS destinations that ask for
     /// one (mutual TLS), for private clouds.
     pub tls_client_certificate: Option<ClientCertificate>,
+    /// `serviceAnnotations`: the key prefixes the provider may write on the Service of
+    /// a load-balancer call ([`annotations`]); none by default.
+    pub service_annotations: Vec<String>,
 }
 
 /// A client certificate chain and its private key (PEM files).
@@ -128,6 +134,7 @@ impl Default for Policy {
             egress_limits: EgressLimits::default(),
             tls_ca_bundle: None,
             tls_client_certificate: None,
+            service_annotations: Vec::new(),
         }
     }
 }
@@ -277,6 +284,8 @@ struct RawPolicy {
     #[serde(default)]
     limits: RawLimits,
     tls: Option<RawTls>,
+    #[serde(default)]
+    service_annotations: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -361,6 +370,7 @@ impl Policy {
                 credentials: Vec::new(),
                 limits: RawLimits::default(),
                 tls: None,
+                service_annotations: Vec::new(),
             }
         } else {
             serde_saphyr::from_str(text).map_err(|source| PolicyError::Parse {
@@ -647,6 +657,10 @@ impl Policy {
                 (tls.ca_bundle_file.map(resolve), client)
             }
         };
+        for (i, prefix) in raw.service_annotations.iter().enumerate() {
+            annotations::check_prefix(prefix)
+                .map_err(|reason| invalid(&format!("serviceAnnotations[{i}]"), &reason))?;
+        }
         Ok(Self {
             allowed_outbound_hosts,
             credentials,
@@ -654,6 +668,7 @@ impl Policy {
             egress_limits: limits,
             tls_ca_bundle,
             tls_client_certificate,
+            service_annotations: raw.service_annotations,
         })
     }
 }

@@ -134,7 +134,14 @@ impl Surface {
 }
 
 /// The host's own imports, in every version it links.
-const CONTRACT_IMPORTS: [&str; 5] = ["logging", "types", "cache", "events", "deadline"];
+const CONTRACT_IMPORTS: [&str; 6] = [
+    "logging",
+    "types",
+    "cache",
+    "events",
+    "deadline",
+    "annotations",
+];
 
 fn is_host_import(name: &str) -> bool {
     if name.starts_with(&format!("{PACKAGE}/")) {

@@ -14,6 +14,7 @@ use super::inspect::{self, Surface, WasmKind};
 use super::pool::{self, Pool, Prepared};
 use super::source::{Fingerprint, ProviderSource};
 use super::{Inner, Provider};
+use crate::capabilities::annotations::{AnnotationSink, Annotations};
 use crate::capabilities::events::{EventSink, Events};
 use crate::capabilities::http_egress::{Broker, EgressSettings};
 use crate::capabilities::{HostState, Shared, cache::Cache};
@@ -33,6 +34,7 @@ pub struct ProviderLoader {
     cache: Option<CompileCache>,
     memory_budget: Option<u64>,
     events: Option<Arc<dyn EventSink>>,
+    annotations: Option<Arc<dyn AnnotationSink>>,
 }
 
 /// What `wasm-ccm check` reports about a component.
@@ -111,6 +113,12 @@ impl ProviderLoader {
                 )
             })
             .and_then(|()| {
+                contract::annotations::add_to_linker::<HostState, HasSelf<HostState>>(
+                    &mut linker,
+                    |s| s,
+                )
+            })
+            .and_then(|()| {
                 crate::capabilities::http_client::client::add_to_linker::<
                     HostState,
                     HasSelf<HostState>,
@@ -139,6 +147,7 @@ impl ProviderLoader {
             cache: None,
             memory_budget: None,
             events: None,
+            annotations: None,
         })
     }
 
@@ -146,6 +155,13 @@ impl ProviderLoader {
     /// they are only logged.
     pub fn with_event_sink(mut self, sink: Arc<dyn EventSink>) -> Self {
         self.events = Some(sink);
+        self
+    }
+
+    /// Sends the Service annotations providers set (the `annotations` import) to
+    /// `sink`; without one they are only logged.
+    pub fn with_annotation_sink(mut self, sink: Arc<dyn AnnotationSink>) -> Self {
+        self.annotations = Some(sink);
         self
     }
 
@@ -360,6 +376,7 @@ impl ProviderLoader {
         let sha256 = sha256_hex(&bytes);
         let compiled = self.compile_off_runtime(path, bytes).await?;
         let limits = policy.instance_limits.clone();
+        let annotation_prefixes = policy.service_annotations.clone();
         let name = self.verify(&compiled, &limits).await?;
         if let Some(expected) = expected
             && name != expected
@@ -392,6 +409,7 @@ impl ProviderLoader {
                 label.clone(),
                 self.metrics.provider().clone(),
             ),
+            annotations: Annotations::new(self.annotations.clone(), annotation_prefixes),
         });
         let pool = Arc::new(Pool::new(
             label,
@@ -560,6 +578,7 @@ impl ProviderLoader {
         let shared = Arc::new(Shared {
             cache: Cache::new(0, name.clone(), self.metrics.provider().clone()),
             events: Events::new(None, name.clone(), self.metrics.provider().clone()),
+            annotations: Annotations::new(None, Vec::new()),
         });
         let mut store = pool::new_store(
             &self.engine,

@@ -295,6 +295,10 @@ impl Lease {
     where
         E: Into<super::error::CloudError>,
     {
+        if let Some(instance) = self.instance.as_mut() {
+            // Written whatever the call returned, as upstream providers patch theirs.
+            instance.store.data_mut().flush_annotations();
+        }
         match outcome {
             Ok(Ok(result)) => {
                 let mut instance = self.instance.take().expect("lease holds an instance");

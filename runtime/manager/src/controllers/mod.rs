@@ -20,6 +20,7 @@ pub mod events;
 pub mod node;
 pub mod node_informer;
 pub mod node_lifecycle;
+pub mod provider_annotations;
 pub mod route;
 pub mod service;
 

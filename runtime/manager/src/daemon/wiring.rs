@@ -1,6 +1,7 @@
 //! The pieces [`super::run`] puts together, each built from the flags.
 
 use crate::controllers::events::ProviderEvents;
+use crate::controllers::provider_annotations::ProviderAnnotations;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -67,7 +68,8 @@ pub(super) fn loader(
     };
     let loader = ProviderLoader::with_options(&engine, &egress, metrics.clone())?
         .with_memory_budget(args.provider_memory_budget)
-        .with_event_sink(Arc::new(ProviderEvents::new(client.clone(), identity)));
+        .with_event_sink(Arc::new(ProviderEvents::new(client.clone(), identity)))
+        .with_annotation_sink(Arc::new(ProviderAnnotations::new(client.clone())));
     let Some(dir) = &args.compile_cache_dir else {
         return Ok(loader);
     };

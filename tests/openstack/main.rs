@@ -4,6 +4,8 @@
 //! in with the application credential of the documented policy, the provider never
 //! holds a secret.
 
+mod migration;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -119,6 +121,17 @@ fn kubelet_node_with_cidr(name: &str, pod_cidr: Option<&str>) -> Node {
         "status": {"conditions": [{"type": "Ready", "status": "True"}]}
     }))
     .unwrap()
+}
+
+/// `[LoadBalancer]` with the double's private subnet for VIPs and its public network
+/// for floating IPs.
+fn lb_cloud_config(cloud: &OpenStackDouble) -> String {
+    cloud.with_state(|s| {
+        let private = s.network_id("private").unwrap();
+        let subnet = s.subnet_of(&private).unwrap().id.clone();
+        let public = s.network_id("public").unwrap();
+        format!("[LoadBalancer]\nsubnet-id = {subnet}\nfloating-network-id = {public}\n")
+    })
 }
 
 fn label<'a>(node: &'a Node, key: &str) -> Option<&'a str> {
@@ -274,7 +287,10 @@ async fn occm_zone_flavor_and_provider_id_forms_are_served() {
             .collect()
     };
     let node = get("node-plain").await;
-    assert_eq!(label(&node, "topology.kubernetes.io/zone"), Some("nova-zone"));
+    assert_eq!(
+        label(&node, "topology.kubernetes.io/zone"),
+        Some("nova-zone")
+    );
     assert_eq!(
         label(&node, "failure-domain.beta.kubernetes.io/zone"),
         Some("nova-zone")
@@ -377,18 +393,9 @@ async fn routes_are_the_routers_extra_routes_and_the_ports_allow_the_pod_cidrs()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_load_balancer_service_gets_an_octavia_load_balancer_and_a_floating_ip() {
     use k8s_openapi::api::core::v1::Service;
-    let stack = OpenStackStack::start(|cloud| {
-        cloud.with_state(|s| {
-            let private = s.network_id("private").unwrap();
-            let subnet = s.subnet_of(&private).unwrap().id.clone();
-            let public = s.network_id("public").unwrap();
-            format!(
-                "[LoadBalancer]\nsubnet-id = {subnet}\nfloating-network-id = {public}\n\
-                 create-monitor = true\n"
-            )
-        })
-    })
-    .await;
+    let stack =
+        OpenStackStack::start(|cloud| format!("{}create-monitor = true\n", lb_cloud_config(cloud)))
+            .await;
     stack.cloud.with_state(|s| {
         s.add_server(NewServer::named("node-a", "10.0.0.11"));
         s.add_server(NewServer::named("node-b", "10.0.0.12"));
@@ -504,7 +511,7 @@ async fn a_load_balancer_service_gets_an_octavia_load_balancer_and_a_floating_ip
 /// The `kubectl ... create secret ...` commands of guests/openstack/README.md, each
 /// joined into one line, in order.
 fn documented_secret_commands() -> Vec<String> {
-    let readme = include_str!("../guests/openstack/README.md");
+    let readme = include_str!("../../guests/openstack/README.md");
     let mut commands = Vec::new();
     let mut lines = readme.lines();
     while let Some(line) = lines.next() {
