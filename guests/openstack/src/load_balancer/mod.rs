@@ -30,8 +30,32 @@ use crate::OpenStack;
 use crate::api::{self, Endpoints};
 use settings::{PREFIX, Wanted, ours, truthy};
 
-/// How long one wait for `ACTIVE` sleeps between reads.
-const POLL: Duration = Duration::from_millis(500);
+/// The first pause between two reads of a busy load balancer, and its growth: occm's
+/// `WaitActiveAndGetLoadBalancer` back-off (1 s, ×1.2 each time).
+const POLL_FIRST: Duration = Duration::from_secs(1);
+const POLL_FACTOR: f64 = 1.2;
+
+/// The pauses of one wait: occm's back-off, within the call's deadline.
+struct Poll {
+    next: Duration,
+}
+
+impl Poll {
+    fn new() -> Self {
+        Self { next: POLL_FIRST }
+    }
+
+    /// Sleeps the next pause, or answers `retry-after` (saying `why`) when the call's
+    /// deadline leaves no room for it and the work after it.
+    fn pause(&mut self, why: impl FnOnce() -> String) -> Result<(), CloudError> {
+        if deadline::remaining() < self.next + RESERVE {
+            return Err(cloud_error::retry_after(BUSY_RETRY_MS, why()));
+        }
+        std::thread::sleep(self.next);
+        self.next = self.next.mul_f64(POLL_FACTOR);
+        Ok(())
+    }
+}
 /// What a call keeps of its deadline for the work after a wait.
 const RESERVE: Duration = Duration::from_secs(2);
 /// The delay asked for when a load balancer is still busy at the end of a call.
@@ -178,6 +202,7 @@ impl OpenStack {
     /// Waits (within the call's deadline) until the load balancer is `ACTIVE`; a
     /// `retry-after` when it is not by then, an error when it is in `ERROR`.
     fn wait_active(&self, id: &str) -> Result<Value, CloudError> {
+        let mut poll = Poll::new();
         loop {
             let Some(lb) = self.get_load_balancer_by_id(id)? else {
                 return Err(cloud_error::other(format!(
@@ -192,13 +217,7 @@ impl OpenStack {
                     )));
                 }
                 status => {
-                    if deadline::remaining() < POLL + RESERVE {
-                        return Err(cloud_error::retry_after(
-                            BUSY_RETRY_MS,
-                            format!("load balancer {id} is {status}; resuming later"),
-                        ));
-                    }
-                    std::thread::sleep(POLL);
+                    poll.pause(|| format!("load balancer {id} is {status}; resuming later"))?
                 }
             }
         }
@@ -423,17 +442,12 @@ impl OpenStack {
         let id = lb["id"].as_str().unwrap_or_default().to_owned();
         self.start_delete(lb, service)?;
         // Gone when Octavia says 404.
+        let mut poll = Poll::new();
         loop {
             if self.get_load_balancer_by_id(&id)?.is_none() {
                 return Ok(());
             }
-            if deadline::remaining() < POLL + RESERVE {
-                return Err(cloud_error::retry_after(
-                    BUSY_RETRY_MS,
-                    format!("load balancer {id} is being deleted; checking again later"),
-                ));
-            }
-            std::thread::sleep(POLL);
+            poll.pause(|| format!("load balancer {id} is being deleted; checking again later"))?;
         }
     }
 
