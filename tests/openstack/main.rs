@@ -4,6 +4,7 @@
 //! in with the application credential of the documented policy, the provider never
 //! holds a secret.
 
+mod floating_ips;
 mod migration;
 
 use std::path::PathBuf;

@@ -14,7 +14,7 @@ use super::{OpenStackStack, TIMEOUT, kubelet_node, lb_cloud_config};
 const ID: &str = "loadbalancer.openstack.org/load-balancer-id";
 const ADDRESS: &str = "loadbalancer.openstack.org/load-balancer-address";
 
-fn load_balancer_service(name: &str, annotations: serde_json::Value) -> Service {
+pub(super) fn load_balancer_service(name: &str, annotations: serde_json::Value) -> Service {
     serde_json::from_value(json!({
         "metadata": {"name": name, "namespace": "default", "annotations": annotations},
         "spec": {"type": "LoadBalancer",
@@ -27,7 +27,7 @@ fn annotation(service: &Service, key: &str) -> Option<String> {
     service.metadata.annotations.as_ref()?.get(key).cloned()
 }
 
-fn ingress_ip(service: &Service) -> Option<String> {
+pub(super) fn ingress_ip(service: &Service) -> Option<String> {
     service
         .status
         .as_ref()?

@@ -296,6 +296,10 @@ impl State {
             .map(|s| s.cidr.clone())
             .unwrap_or_else(|| "10.0.0.0/16".into());
         let (base, bits) = cidr.split_once('/').unwrap_or(("10.0.0.0", "16"));
+        if let Ok(base) = base.parse::<std::net::Ipv6Addr>() {
+            return std::net::Ipv6Addr::from(u128::from(base) + 100 + u128::from(self.next_ip))
+                .to_string();
+        }
         let base: std::net::Ipv4Addr = base.parse().unwrap_or(std::net::Ipv4Addr::new(10, 0, 0, 0));
         let size = 1u32 << (32 - bits.parse::<u32>().unwrap_or(16).min(30));
         let offset = 100 + (self.next_ip - 11) % (size - 102);
@@ -344,16 +348,20 @@ impl State {
     }
 
     /// Adds `lb` (its name, description, tags, provider) with a VIP port on `subnet`
-    /// of `network`, `ACTIVE`: its ID.
+    /// of `network` (at `vip_address`, else a free address), `ACTIVE`: its ID.
     pub fn insert_load_balancer(
         &mut self,
         subnet: &str,
         network: &str,
+        vip_address: Option<&str>,
         lb: LoadBalancer,
     ) -> String {
         let id = self.id();
         let port = self.id();
-        let address = self.free_ip(network);
+        let address = match vip_address {
+            Some(address) => address.to_owned(),
+            None => self.free_ip(network),
+        };
         self.ports.insert(
             port.clone(),
             Port {
@@ -390,6 +398,7 @@ impl State {
         self.insert_load_balancer(
             &subnet,
             &network,
+            None,
             LoadBalancer {
                 name: name.into(),
                 tags: vec![name.into()],

@@ -1,16 +1,64 @@
 //! The floating IP of an external load balancer: bound to the VIP port (the Service's
-//! `loadBalancerIP` when it names one), and released or unbound on deletion.
+//! `loadBalancerIP` when it names one), and released or unbound on deletion or when
+//! the Service becomes internal.
+//!
+//! As occm, only floating IPs this controller made (occm's description, [`DESCRIPTION`])
+//! are ever deleted: one made by hand, or the Service's `loadBalancerIP`, or any with
+//! `keep-floatingip`, is only unbound.
 
 use serde_json::{Value, json};
 use wasm_ccm_guest::cloud_error;
 use wasm_ccm_guest::http::Request;
 use wasm_ccm_guest::types::{CloudError, Service};
 
-use super::settings::Wanted;
+use super::settings::{Wanted, ours, truthy};
 use crate::OpenStack;
 use crate::api;
 
+/// The start of the description occm (and this provider) gives the floating IPs it
+/// makes: `Floating IP for Kubernetes external service <ns>/<name> from cluster <c>`.
+pub(super) const DESCRIPTION: &str = "Floating IP for Kubernetes external service";
+
 impl OpenStack {
+    /// Releases the floating IPs bound to `lb`'s VIP port: deleted when this
+    /// controller made them and the Service does not keep them, else unbound.
+    pub(super) fn release_floating_ips(
+        &self,
+        lb: &Value,
+        service: &Service,
+    ) -> Result<(), CloudError> {
+        let neutron = self.neutron()?;
+        let port = lb["vip_port_id"].as_str().unwrap_or_default();
+        if port.is_empty() {
+            return Ok(());
+        }
+        let keep = truthy(ours(service, "keep-floatingip")).unwrap_or(false);
+        for fip in api::list(
+            Request::get(&format!("{neutron}/floatingips")).query("port_id", port),
+            "floatingips",
+            "find the load balancer's floating IP",
+        )? {
+            let id = fip["id"].as_str().unwrap_or_default();
+            let named = service.load_balancer_ip.as_deref() == fip["floating_ip_address"].as_str();
+            let made_here = fip["description"]
+                .as_str()
+                .is_some_and(|d| d.starts_with(DESCRIPTION));
+            if keep || named || !made_here {
+                api::send(
+                    Request::put(&format!("{neutron}/floatingips/{id}"))
+                        .json(&json!({"floatingip": {"port_id": null}})),
+                    "unbind the floating IP",
+                )?;
+            } else {
+                api::send(
+                    Request::delete(&format!("{neutron}/floatingips/{id}")),
+                    "release the floating IP",
+                )?;
+            }
+        }
+        Ok(())
+    }
+
     /// The floating IP bound to the VIP port (bound now if missing): its address.
     pub(super) fn ensure_floating_ip(
         &self,
@@ -63,7 +111,7 @@ impl OpenStack {
             }
         }
         let mut body = json!({"floating_network_id": wanted.floating_network, "port_id": port,
-            "description": format!("Floating IP for Kubernetes external service {}/{} from cluster {cluster}",
+            "description": format!("{DESCRIPTION} {}/{} from cluster {cluster}",
                 service.metadata.namespace, service.metadata.name)});
         if !wanted.floating_subnet.is_empty() {
             body["subnet_id"] = json!(wanted.floating_subnet);

@@ -28,7 +28,7 @@ use wasm_ccm_guest::{
 
 use crate::OpenStack;
 use crate::api::{self, Endpoints};
-use settings::{PREFIX, Wanted, ours, truthy};
+use settings::{PREFIX, Wanted, ours};
 
 /// The first pause between two reads of a busy load balancer, and its growth: occm's
 /// `WaitActiveAndGetLoadBalancer` back-off (1 s, ×1.2 each time).
@@ -290,6 +290,14 @@ impl OpenStack {
         } else {
             body["vip_network_id"] = json!(wanted.vip_network);
         }
+        // occm: an internal load balancer's loadBalancerIP is its VIP address.
+        if let Some(ip) = service
+            .load_balancer_ip
+            .as_deref()
+            .filter(|ip| wanted.internal && !ip.is_empty())
+        {
+            body["vip_address"] = json!(ip);
+        }
         if !self.config.load_balancer.lb_provider.is_empty() {
             body["provider"] = json!(self.config.load_balancer.lb_provider);
         }
@@ -345,8 +353,19 @@ impl OpenStack {
         let wanted = self.wanted(cluster, service)?;
         let lb = self.ensure_created(&wanted, service, cluster, create)?;
         self.reconcile(&lb, &wanted, service, nodes)?;
+        let vip = lb["vip_address"].as_str().unwrap_or_default().to_owned();
         let address = if wanted.internal {
-            lb["vip_address"].as_str().unwrap_or_default().to_owned()
+            // A Service switched from external to internal loses its floating IP.
+            self.release_floating_ips(&lb, service)?;
+            vip
+        } else if vip.contains(':') {
+            // occm: an IPv6 VIP is reachable as it is; Neutron has no IPv6 floating IPs.
+            let _ = events::warning(
+                "FloatingIPNotSupported",
+                &format!("Floating IP not supported for IPv6 Service; using the IPv6 VIP {vip}"),
+                None,
+            );
+            vip
         } else {
             self.ensure_floating_ip(&lb, &wanted, service, cluster)?
         };
@@ -456,31 +475,9 @@ impl OpenStack {
     fn start_delete(&self, lb: &Value, service: &Service) -> Result<(), CloudError> {
         let id = lb["id"].as_str().unwrap_or_default().to_owned();
         if lb["provisioning_status"] != "PENDING_DELETE" {
-            // The floating IP first: released, or only unbound when it is to be kept.
-            let neutron = self.neutron()?;
-            let port = lb["vip_port_id"].as_str().unwrap_or_default();
-            let keep = truthy(ours(service, "keep-floatingip")).unwrap_or(false);
-            for fip in api::list(
-                Request::get(&format!("{neutron}/floatingips")).query("port_id", port),
-                "floatingips",
-                "find the load balancer's floating IP",
-            )? {
-                let fid = fip["id"].as_str().unwrap_or_default();
-                let named =
-                    service.load_balancer_ip.as_deref() == fip["floating_ip_address"].as_str();
-                if keep || named {
-                    api::send(
-                        Request::put(&format!("{neutron}/floatingips/{fid}"))
-                            .json(&json!({"floatingip": {"port_id": null}})),
-                        "unbind the floating IP",
-                    )?;
-                } else {
-                    api::send(
-                        Request::delete(&format!("{neutron}/floatingips/{fid}")),
-                        "release the floating IP",
-                    )?;
-                }
-            }
+            // The floating IP first: released, or only unbound when it is to be kept
+            // or was not made here.
+            self.release_floating_ips(lb, service)?;
             if lb["provisioning_status"] != "ERROR" {
                 self.wait_active(&id)?;
             }

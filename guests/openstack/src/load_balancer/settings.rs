@@ -172,7 +172,19 @@ impl OpenStack {
                 listener_settings.push((field, n));
             }
         }
-        let internal = truthy(annotation(service, INTERNAL)).unwrap_or(config.internal_lb);
+        // occm: `internal-lb = true` in the cloud config cannot be undone per Service.
+        let asked = truthy(annotation(service, INTERNAL));
+        if config.internal_lb && asked == Some(false) {
+            let _ = events::warning(
+                "InternalLoadBalancerEnforced",
+                &format!(
+                    "{INTERNAL} is false, but the cloud config's internal-lb = true makes \
+                     every load balancer internal"
+                ),
+                None,
+            );
+        }
+        let internal = config.internal_lb || asked.unwrap_or(false);
         let wanted = Wanted {
             name: load_balancer_name(cluster, service),
             internal,

@@ -244,6 +244,7 @@ async fn create_lb(Extract(shared): Extract<Shared>, bytes: Bytes) -> Response {
         let id = s.insert_load_balancer(
             &subnet,
             &network,
+            request["vip_address"].as_str(),
             LoadBalancer {
                 name: text(&request, "name"),
                 description: text(&request, "description"),

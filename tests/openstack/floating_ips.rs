@@ -1,0 +1,178 @@
+//! occm's security semantics for floating IPs and internal load balancers: only the
+//! floating IPs this controller made are deleted, a Service made internal loses its
+//! floating IP, an internal Service's `loadBalancerIP` is its VIP, an IPv6 VIP gets no
+//! floating IP, and `internal-lb = true` cannot be undone by an annotation.
+
+use k8s_openapi::api::core::v1::{Event, Service};
+use kube::Api;
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+use wasm_ccm_tests::{free_port, wait_until};
+
+use super::migration::{ingress_ip, load_balancer_service};
+use super::{OpenStackStack, TIMEOUT, lb_cloud_config};
+
+const INTERNAL: &str = "service.beta.kubernetes.io/openstack-internal-load-balancer";
+
+/// The reasons of the events on Service `name`; a panic when they cannot be read.
+async fn reasons(client: kube::Client, name: &str) -> Vec<String> {
+    let events: Api<Event> = Api::namespaced(client, "default");
+    events
+        .list(&ListParams::default().fields(&format!("involvedObject.name={name}")))
+        .await
+        .expect("the events can be read")
+        .items
+        .into_iter()
+        .filter_map(|e| e.reason)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn floating_ips_follow_occms_rules() {
+    let stack = OpenStackStack::start(lb_cloud_config).await;
+    let services: Api<Service> = Api::namespaced(stack.client(), "default");
+    // A load balancer occm made, with a floating IP someone made by hand.
+    let (foreign_lb, foreign_fip) = stack.cloud.with_state(|s| {
+        let lb = s.add_load_balancer("kube_service_kubernetes_default_foreign");
+        let port = s.load_balancers[&lb].vip_port_id.clone();
+        (lb, s.add_floating_ip(&port, "reserved by the network team"))
+    });
+    let v6_subnet = stack.cloud.with_state(|s| {
+        let network = s.network("private6", false);
+        s.subnet(&network, "fd00:10::/64")
+    });
+    for service in [
+        load_balancer_service(
+            "foreign",
+            json!({"loadbalancer.openstack.org/load-balancer-id": foreign_lb}),
+        ),
+        load_balancer_service("ext", json!({})),
+        load_balancer_service(
+            "v6",
+            json!({"loadbalancer.openstack.org/subnet-id": v6_subnet}),
+        ),
+    ] {
+        services
+            .create(&PostParams::default(), &service)
+            .await
+            .unwrap();
+    }
+    let mut internal = load_balancer_service("int-ip", json!({ INTERNAL: "true" }));
+    internal.spec.as_mut().unwrap().load_balancer_ip = Some("10.0.5.5".into());
+    services
+        .create(&PostParams::default(), &internal)
+        .await
+        .unwrap();
+
+    let (_ccm, _log) = stack.controller_manager(free_port());
+    let served = |name: &'static str| {
+        let services = services.clone();
+        async move { services.get(name).await.ok().and_then(|s| ingress_ip(&s)) }
+    };
+    for name in ["foreign", "ext", "v6", "int-ip"] {
+        wait_until(TIMEOUT, &format!("{name} served"), || async {
+            served(name).await.is_some()
+        })
+        .await;
+    }
+    assert_eq!(
+        served("foreign").await.as_deref(),
+        Some(foreign_fip.floating_ip_address.as_str())
+    );
+    // An internal Service's loadBalancerIP is its VIP.
+    assert_eq!(served("int-ip").await.as_deref(), Some("10.0.5.5"));
+    stack.cloud.with_state(|s| {
+        let lb = s
+            .load_balancers
+            .values()
+            .find(|lb| lb.name == "kube_service_kubernetes_default_int-ip")
+            .unwrap();
+        assert_eq!(lb.vip_address, "10.0.5.5");
+        assert!(
+            !s.floating_ips
+                .values()
+                .any(|f| f.port_id.as_deref() == Some(lb.vip_port_id.as_str()))
+        );
+    });
+    // An IPv6 VIP is the address; no floating IP, and a Warning says why.
+    let v6 = served("v6").await.unwrap();
+    assert!(v6.starts_with("fd00:10::"), "{v6}");
+    wait_until(TIMEOUT, "the IPv6 warning", || async {
+        reasons(stack.client(), "v6")
+            .await
+            .contains(&"FloatingIPNotSupported".to_string())
+    })
+    .await;
+
+    // ext becomes internal: its floating IP (made here) is released, the VIP serves.
+    let ext_fip = served("ext").await.unwrap();
+    services
+        .patch(
+            "ext",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": { INTERNAL: "true" }}})),
+        )
+        .await
+        .unwrap();
+    wait_until(TIMEOUT, "ext internal", || async {
+        served("ext").await.is_some_and(|ip| ip != ext_fip)
+            && stack.cloud.with_state(|s| {
+                !s.floating_ips
+                    .values()
+                    .any(|f| f.floating_ip_address == ext_fip)
+            })
+    })
+    .await;
+    assert!(served("ext").await.unwrap().starts_with("10.0."));
+
+    // foreign goes: its load balancer with it, the hand-made floating IP only unbound.
+    services
+        .delete("foreign", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_until(TIMEOUT, "foreign deleted", || async {
+        services.get_opt("foreign").await.is_ok_and(|s| s.is_none())
+    })
+    .await;
+    stack.cloud.with_state(|s| {
+        assert!(!s.load_balancers.contains_key(&foreign_lb));
+        let fip = &s.floating_ips[&foreign_fip.id];
+        assert_eq!(fip.port_id, None);
+    });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn internal_lb_in_the_cloud_config_cannot_be_undone_by_an_annotation() {
+    let stack =
+        OpenStackStack::start(|cloud| format!("{}internal-lb = true\n", lb_cloud_config(cloud)))
+            .await;
+    let services: Api<Service> = Api::namespaced(stack.client(), "default");
+    services
+        .create(
+            &PostParams::default(),
+            &load_balancer_service("web", json!({ INTERNAL: "false" })),
+        )
+        .await
+        .unwrap();
+    let (_ccm, _log) = stack.controller_manager(free_port());
+    wait_until(TIMEOUT, "web served", || async {
+        services
+            .get("web")
+            .await
+            .ok()
+            .and_then(|s| ingress_ip(&s))
+            .is_some()
+    })
+    .await;
+    let ip = ingress_ip(&services.get("web").await.unwrap()).unwrap();
+    assert!(ip.starts_with("10.0."), "{ip}");
+    stack
+        .cloud
+        .with_state(|s| assert!(s.floating_ips.is_empty()));
+    wait_until(TIMEOUT, "the warning", || async {
+        reasons(stack.client(), "web")
+            .await
+            .contains(&"InternalLoadBalancerEnforced".to_string())
+    })
+    .await;
+}
