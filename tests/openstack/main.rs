@@ -6,6 +6,7 @@
 
 mod floating_ips;
 mod migration;
+mod settings;
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -115,6 +115,8 @@ pub struct Pool {
     pub protocol: String,
     pub lb_algorithm: String,
     pub healthmonitor_id: Option<String>,
+    /// `session_persistence.type`: `SOURCE_IP`, `HTTP_COOKIE`, `APP_COOKIE`, or none.
+    pub session_persistence: Option<String>,
 }
 
 /// An Octavia pool member.

@@ -35,6 +35,10 @@ impl OpenStack {
             let mut settings = json!({"name": name,
                 "allowed_cidrs": if wanted.allowed_cidrs.is_empty() { Value::Null } else { json!(wanted.allowed_cidrs) }});
             for (field, value) in &wanted.listener_settings {
+                // Octavia's UDP listeners have no TCP timeouts.
+                if protocol == "UDP" && field.starts_with("timeout_") {
+                    continue;
+                }
                 settings[*field] = json!(value);
             }
             let listener = match existing {
@@ -117,14 +121,22 @@ impl OpenStack {
     ) -> Result<(), CloudError> {
         let octavia = self.octavia()?;
         let pool_protocol = wanted.proxy.unwrap_or(protocol);
+        // occm: `sessionAffinity: ClientIP` is SOURCE_IP persistence, else none.
+        let persistence = if wanted.source_ip_persistence {
+            json!({"type": "SOURCE_IP"})
+        } else {
+            Value::Null
+        };
         let pool = match pools.iter().find(|p| listener_of(p) == Some(listener)) {
             Some(p) if p["protocol"] == pool_protocol => {
-                if p["lb_algorithm"] != wanted.lb_method.as_str() {
+                let same_persistence = p["session_persistence"]["type"] == persistence["type"];
+                if p["lb_algorithm"] != wanted.lb_method.as_str() || !same_persistence {
                     let pid = p["id"].as_str().unwrap_or_default();
                     self.change(
                         lb,
                         Request::put(&format!("{octavia}/lbaas/pools/{pid}"))
-                            .json(&json!({"pool": {"lb_algorithm": wanted.lb_method}})),
+                            .json(&json!({"pool": {"lb_algorithm": wanted.lb_method,
+                                             "session_persistence": persistence}})),
                         "update a pool",
                     )?;
                 }
@@ -142,7 +154,7 @@ impl OpenStack {
                 }
                 let body = json!({"pool": {"name": format!("pool_{index}_{}", wanted.name),
                     "listener_id": listener, "protocol": pool_protocol,
-                    "lb_algorithm": wanted.lb_method}});
+                    "lb_algorithm": wanted.lb_method, "session_persistence": persistence}});
                 self.change(
                     lb,
                     Request::post(&format!("{octavia}/lbaas/pools")).json(&body),

@@ -1,7 +1,7 @@
 //! What a Service and the cloud config ask of its load balancer: occm's annotations
 //! (those supported, and those refused until they are), read into [`Wanted`].
 
-use wasm_ccm_guest::types::{CloudError, Protocol, Service};
+use wasm_ccm_guest::types::{CloudError, Protocol, Service, SessionAffinity};
 use wasm_ccm_guest::{cloud_error, events};
 
 use super::load_balancer_name;
@@ -9,6 +9,8 @@ use crate::OpenStack;
 
 /// The annotations' prefix.
 pub(super) const PREFIX: &str = "loadbalancer.openstack.org/";
+/// The legacy source ranges annotation (before `spec.loadBalancerSourceRanges`).
+const SOURCE_RANGES: &str = "service.beta.kubernetes.io/load-balancer-source-ranges";
 /// occm's (and the in-tree provider's) internal load balancer annotation.
 const INTERNAL: &str = "service.beta.kubernetes.io/openstack-internal-load-balancer";
 
@@ -68,6 +70,47 @@ pub(super) fn truthy(value: Option<&str>) -> Option<bool> {
     value.map(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "true" | "yes" | "1"))
 }
 
+/// The source ranges as upstream's `GetLoadBalancerSourceRanges` reads them:
+/// `spec.loadBalancerSourceRanges`, else the legacy annotation (comma-separated);
+/// every entry a CIDR. Empty: open to all.
+fn source_ranges(service: &Service) -> Result<Vec<String>, String> {
+    let ranges: Vec<String> = if !service.load_balancer_source_ranges.is_empty() {
+        service.load_balancer_source_ranges.clone()
+    } else {
+        annotation(service, SOURCE_RANGES)
+            .unwrap_or_default()
+            .split(',')
+            .map(str::trim)
+            .filter(|r| !r.is_empty())
+            .map(str::to_owned)
+            .collect()
+    };
+    for range in &ranges {
+        let valid = range.split_once('/').is_some_and(|(ip, bits)| {
+            let max = match ip.parse::<std::net::IpAddr>() {
+                Ok(std::net::IpAddr::V4(_)) => 32,
+                Ok(std::net::IpAddr::V6(_)) => 128,
+                Err(_) => return false,
+            };
+            bits.parse::<u8>().is_ok_and(|b| b <= max)
+        });
+        if !valid {
+            return Err(format!("source range `{range}` is not a CIDR"));
+        }
+    }
+    Ok(ranges)
+}
+
+/// The listener settings occm sets from annotations: (annotation, Octavia field,
+/// default when the annotation is absent: Octavia's own).
+pub(super) const LISTENER_SETTINGS: [(&str, &str, i64); 5] = [
+    ("timeout-client-data", "timeout_client_data", 50_000),
+    ("timeout-member-connect", "timeout_member_connect", 5_000),
+    ("timeout-member-data", "timeout_member_data", 50_000),
+    ("timeout-tcp-inspect", "timeout_tcp_inspect", 0),
+    ("connection-limit", "connection_limit", -1),
+];
+
 /// What the Service and the cloud config ask for.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) struct Wanted {
@@ -86,6 +129,8 @@ pub(super) struct Wanted {
     pub(super) flavor: String,
     pub(super) zone: String,
     pub(super) keep_floating_ip: bool,
+    /// `sessionAffinity: ClientIP`: the pools' `SOURCE_IP` persistence.
+    pub(super) source_ip_persistence: bool,
 }
 
 impl OpenStack {
@@ -156,21 +201,18 @@ impl OpenStack {
             })
             .transpose()?;
         let mut listener_settings = Vec::new();
-        for (annotation, field) in [
-            ("timeout-client-data", "timeout_client_data"),
-            ("timeout-member-connect", "timeout_member_connect"),
-            ("timeout-member-data", "timeout_member_data"),
-            ("timeout-tcp-inspect", "timeout_tcp_inspect"),
-            ("connection-limit", "connection_limit"),
-        ] {
-            if let Some(v) = ours(service, annotation) {
-                let n = v.trim().parse::<i64>().map_err(|_| {
+        // occm sends every one, an absent annotation as Octavia's default, so removing
+        // the annotation restores the default.
+        for (annotation, field, default) in LISTENER_SETTINGS {
+            let n = match ours(service, annotation) {
+                None => default,
+                Some(v) => v.trim().parse::<i64>().map_err(|_| {
                     cloud_error::other(format!(
                         "annotation {PREFIX}{annotation} `{v}` is not a number"
                     ))
-                })?;
-                listener_settings.push((field, n));
-            }
+                })?,
+            };
+            listener_settings.push((field, n));
         }
         // occm: `internal-lb = true` in the cloud config cannot be undone per Service.
         let asked = truthy(annotation(service, INTERNAL));
@@ -204,10 +246,17 @@ impl OpenStack {
             proxy,
             monitor,
             listener_settings,
-            allowed_cidrs: service.load_balancer_source_ranges.clone(),
+            allowed_cidrs: source_ranges(service).map_err(|e| {
+                let _ = events::warning("UnsupportedLoadBalancerSetting", &e, None);
+                cloud_error::other(format!(
+                    "service {}/{}: {e}",
+                    service.metadata.namespace, service.metadata.name
+                ))
+            })?,
             flavor: text("flavor-id", &config.flavor_id),
             zone: text("availability-zone", &config.availability_zone),
             keep_floating_ip: truthy(ours(service, "keep-floatingip")).unwrap_or(false),
+            source_ip_persistence: service.session_affinity == SessionAffinity::ClientIp,
         };
         if wanted.vip_subnet.is_empty() && wanted.vip_network.is_empty() {
             return refuse(

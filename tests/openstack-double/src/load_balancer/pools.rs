@@ -19,7 +19,7 @@ fn pool_json(s: &State, p: &Pool) -> Value {
         "listeners": p.listener_id.iter().map(|l| json!({"id": l})).collect::<Vec<_>>(),
         "members": s.members.values().filter(|m| m.pool_id == p.id).map(|m| json!({"id": m.id})).collect::<Vec<_>>(),
         "healthmonitor_id": p.healthmonitor_id, "provisioning_status": "ACTIVE",
-        "operating_status": "ONLINE", "admin_state_up": true, "session_persistence": null,
+        "operating_status": "ONLINE", "admin_state_up": true, "session_persistence": p.session_persistence.as_ref().map(|t| json!({"type": t})),
         "tags": [], "project_id": "project",
     })
 }
@@ -60,6 +60,20 @@ pub(super) async fn show_pool(
     })
 }
 
+/// The request's `session_persistence` type (null: none), or Octavia's 400.
+fn persistence(request: &Value) -> Result<Option<String>, Response> {
+    match &request["session_persistence"] {
+        Value::Null => Ok(None),
+        p => match p["type"].as_str() {
+            Some(t @ ("SOURCE_IP" | "HTTP_COOKIE" | "APP_COOKIE")) => Ok(Some(t.to_owned())),
+            _ => Err(error(
+                StatusCode::BAD_REQUEST,
+                &format!("Invalid input for field/attribute session_persistence. Value: '{p}'."),
+            )),
+        },
+    }
+}
+
 pub(super) async fn create_pool(Extract(shared): Extract<Shared>, bytes: Bytes) -> Response {
     let request = match parse(&bytes, "pool") {
         Ok(r) => r,
@@ -87,6 +101,10 @@ pub(super) async fn create_pool(Extract(shared): Extract<Shared>, bytes: Bytes) 
             &format!("Invalid input for field/attribute lb_algorithm. Value: '{algorithm}'."),
         );
     }
+    let persistence = match persistence(&request) {
+        Ok(p) => p,
+        Err(e) => return e,
+    };
     shared.with(|s| {
         let listener = request["listener_id"].as_str().map(str::to_owned);
         let lb = match (&listener, request["loadbalancer_id"].as_str()) {
@@ -114,6 +132,7 @@ pub(super) async fn create_pool(Extract(shared): Extract<Shared>, bytes: Bytes) 
             protocol: protocol.to_owned(),
             lb_algorithm: algorithm.to_owned(),
             healthmonitor_id: None,
+            session_persistence: persistence,
         };
         if let Some(l) = listener.and_then(|l| s.listeners.get_mut(&l)) {
             l.default_pool_id = Some(id.clone());
@@ -143,6 +162,12 @@ pub(super) async fn update_pool(
             }
             if let Some(algorithm) = request["lb_algorithm"].as_str() {
                 pool.lb_algorithm = algorithm.to_owned();
+            }
+            if request.get("session_persistence").is_some() {
+                match persistence(&request) {
+                    Ok(p) => pool.session_persistence = p,
+                    Err(e) => return e,
+                }
             }
             let pool = pool.clone();
             reply(StatusCode::OK, json!({"pool": pool_json(s, &pool)}))
