@@ -15,7 +15,7 @@ use super::{OpenStackStack, TIMEOUT, lb_cloud_config};
 const INTERNAL: &str = "service.beta.kubernetes.io/openstack-internal-load-balancer";
 
 /// The reasons of the events on Service `name`; a panic when they cannot be read.
-async fn reasons(client: kube::Client, name: &str) -> Vec<String> {
+pub(super) async fn reasons(client: kube::Client, name: &str) -> Vec<String> {
     let events: Api<Event> = Api::namespaced(client, "default");
     events
         .list(&ListParams::default().fields(&format!("involvedObject.name={name}")))

@@ -61,6 +61,11 @@ pub struct LoadBalancerConfig {
     pub availability_zone: String,
     /// `enabled` (default true): false refuses load balancers.
     pub enabled: bool,
+    /// `enable-ingress-hostname` (default false): a PROXY protocol Service's status is
+    /// the hostname `<address>.<ingress-hostname-suffix>`.
+    pub enable_ingress_hostname: bool,
+    /// `ingress-hostname-suffix` (default `nip.io`).
+    pub ingress_hostname_suffix: String,
 }
 
 impl Default for LoadBalancerConfig {
@@ -82,8 +87,29 @@ impl Default for LoadBalancerConfig {
             flavor_id: String::new(),
             availability_zone: String::new(),
             enabled: true,
+            enable_ingress_hostname: false,
+            ingress_hostname_suffix: "nip.io".into(),
         }
     }
+}
+
+/// A `[LoadBalancerClass "name"]` section: networks a Service picks with the
+/// `loadbalancer.openstack.org/class` annotation (occm's `LBClass`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LoadBalancerClass {
+    /// `floating-network-id`.
+    pub floating_network_id: String,
+    /// `floating-subnet-id`.
+    pub floating_subnet_id: String,
+    /// `network-id`.
+    pub network_id: String,
+    /// `subnet-id`.
+    pub subnet_id: String,
+    /// `member-subnet-id`.
+    pub member_subnet_id: String,
+    /// occm's keys this provider does not serve yet (`floating-subnet`,
+    /// `floating-subnet-tags`): a Service of the class is refused naming them.
+    pub not_yet: Vec<String>,
 }
 
 /// `[Networking]`.
@@ -120,6 +146,8 @@ pub struct Config {
     pub networking: NetworkingConfig,
     /// `[Route] router-id`: the router whose extra routes are the cluster's routes.
     pub router_id: String,
+    /// `[LoadBalancerClass "name"]` sections, by name.
+    pub load_balancer_classes: std::collections::BTreeMap<String, LoadBalancerClass>,
 }
 
 /// `[Global]` variables that hold secrets: refused.
@@ -207,10 +235,32 @@ impl Config {
                 name,
                 value,
             } = entry;
-            if subsection.is_some() {
-                return Err(format!(
-                    "cloud config line {line}: [{section} \"...\"] sections are not known"
-                ));
+            if let Some(class) = subsection {
+                if section != "loadbalancerclass" {
+                    return Err(format!(
+                        "cloud config line {line}: [{section} \"...\"] sections are not known \
+                         (only [LoadBalancerClass \"name\"])"
+                    ));
+                }
+                let entry = config.load_balancer_classes.entry(class).or_default();
+                match name.as_str() {
+                    "floatingnetworkid" => entry.floating_network_id = value,
+                    "floatingsubnetid" => entry.floating_subnet_id = value,
+                    "networkid" => entry.network_id = value,
+                    "subnetid" => entry.subnet_id = value,
+                    "membersubnetid" => entry.member_subnet_id = value,
+                    "floatingsubnet" => entry.not_yet.push("floating-subnet".into()),
+                    "floatingsubnettags" => entry.not_yet.push("floating-subnet-tags".into()),
+                    _ => {
+                        return Err(format!(
+                            "cloud config line {line}: [LoadBalancerClass] has no variable \
+                             {name} (occm's are floating-network-id, floating-subnet-id, \
+                             floating-subnet, floating-subnet-tags, network-id, subnet-id, \
+                             member-subnet-id)"
+                        ));
+                    }
+                }
+                continue;
             }
             let ignored = |why: &str| {
                 wasm_ccm_guest::log::warn(
@@ -268,6 +318,10 @@ impl Config {
                         "flavorid" => lb.flavor_id = value,
                         "availabilityzone" => lb.availability_zone = value,
                         "enabled" => lb.enabled = gcfg::boolean(&value, line, &name)?,
+                        "enableingresshostname" => {
+                            lb.enable_ingress_hostname = gcfg::boolean(&value, line, &name)?
+                        }
+                        "ingresshostnamesuffix" => lb.ingress_hostname_suffix = value,
                         "managesecuritygroups" if gcfg::boolean(&value, line, &name)? => {
                             return Err(format!(
                                 "cloud config line {line}: manage-security-groups = true is not \
@@ -373,6 +427,24 @@ mod tests {
         );
         assert_eq!(config.router_id, "r1");
         assert!(!config.regional_provider_ids);
+    }
+
+    #[test]
+    fn load_balancer_classes_are_read() {
+        let config = Config::parse(
+            "[Global]\nauth-url = https://k/v3\n[LoadBalancerClass \"public\"]\n\
+             floating-network-id = f2\nsubnet-id = s2\nfloating-subnet-tags = a\n",
+        )
+        .unwrap();
+        let class = &config.load_balancer_classes["public"];
+        assert_eq!(class.floating_network_id, "f2");
+        assert_eq!(class.subnet_id, "s2");
+        assert_eq!(class.not_yet, ["floating-subnet-tags"]);
+        let err = Config::parse(
+            "[Global]\nauth-url = https://k/v3\n[LoadBalancerClass \"x\"]\nbogus = 1\n",
+        )
+        .unwrap_err();
+        assert!(err.contains("line 4") && err.contains("bogus"), "{err}");
     }
 
     #[test]

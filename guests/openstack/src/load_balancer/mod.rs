@@ -21,7 +21,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use wasm_ccm_guest::http::Request;
-use wasm_ccm_guest::types::{CloudError, LoadBalancerIngress, LoadBalancerStatus, Node, Service};
+use wasm_ccm_guest::types::{
+    CloudError, IpMode, LoadBalancerIngress, LoadBalancerStatus, Node, Service,
+};
 use wasm_ccm_guest::{
     LoadBalancer, LoadBalancerName, annotations, cloud_error, deadline, events, url,
 };
@@ -328,16 +330,32 @@ impl OpenStack {
         self.wait_active(&id)
     }
 
-    /// Listeners, pools, members and monitors as `wanted` and the Service say.
-    fn status(address: String) -> LoadBalancerStatus {
-        LoadBalancerStatus {
+    /// The Service's status, as occm's `createLoadBalancerStatus`: the `hostname`
+    /// annotation alone when set; with PROXY protocol, `<address>.<suffix>` as the
+    /// hostname when `enable-ingress-hostname`, else the address with `ipMode: Proxy`
+    /// (kube-proxy then sends in-cluster traffic through the load balancer, which adds
+    /// the PROXY header); else the address with `ipMode: VIP`.
+    fn status(&self, wanted: &Wanted, address: String) -> LoadBalancerStatus {
+        let ingress = |ip: Option<String>, hostname: Option<String>, ip_mode| LoadBalancerStatus {
             ingress: vec![LoadBalancerIngress {
-                ip: Some(address),
-                hostname: None,
-                ip_mode: None,
+                ip,
+                hostname,
+                ip_mode,
                 ports: Vec::new(),
             }],
+        };
+        if let Some(hostname) = &wanted.hostname {
+            return ingress(None, Some(hostname.clone()), None);
         }
+        if wanted.proxy.is_some() {
+            let config = &self.config.load_balancer;
+            if config.enable_ingress_hostname {
+                let hostname = format!("{address}.{}", config.ingress_hostname_suffix);
+                return ingress(None, Some(hostname), None);
+            }
+            return ingress(Some(address), None, Some(IpMode::Proxy));
+        }
+        ingress(Some(address), None, Some(IpMode::Vip))
     }
 
     /// Brings the Service's load balancer to what it asks; creates it when `create`
@@ -374,7 +392,7 @@ impl OpenStack {
             lb["id"].as_str().unwrap_or_default(),
             Some(&address),
         );
-        Ok(Self::status(address))
+        Ok(self.status(&wanted, address))
     }
 }
 
@@ -406,7 +424,15 @@ impl LoadBalancer for OpenStack {
             .or_else(|| lb["vip_address"].as_str())
             .unwrap_or_default()
             .to_owned();
-        Ok(Some(Self::status(address)))
+        // occm's GetLoadBalancer: the address alone.
+        Ok(Some(LoadBalancerStatus {
+            ingress: vec![LoadBalancerIngress {
+                ip: Some(address),
+                hostname: None,
+                ip_mode: None,
+                ports: Vec::new(),
+            }],
+        }))
     }
 
     fn ensure_load_balancer(

@@ -6,6 +6,7 @@ use wasm_ccm_guest::{cloud_error, events};
 
 use super::load_balancer_name;
 use crate::OpenStack;
+use crate::config::LoadBalancerClass;
 
 /// The annotations' prefix.
 pub(super) const PREFIX: &str = "loadbalancer.openstack.org/";
@@ -15,7 +16,9 @@ const SOURCE_RANGES: &str = "service.beta.kubernetes.io/load-balancer-source-ran
 const INTERNAL: &str = "service.beta.kubernetes.io/openstack-internal-load-balancer";
 
 /// The annotations this provider reads (after [`PREFIX`]).
-pub const SUPPORTED: [&str; 22] = [
+pub const SUPPORTED: [&str; 24] = [
+    "class",
+    "hostname",
     "load-balancer-id",
     "load-balancer-address",
     "floating-network-id",
@@ -42,15 +45,12 @@ pub const SUPPORTED: [&str; 22] = [
 
 /// occm's annotations this provider does not implement yet: a Service using one is
 /// refused (a Warning event names it) rather than served without it.
-pub const NOT_YET: [&str; 8] = [
+pub const NOT_YET: [&str; 5] = [
     "port-id",
-    "class",
     "floating-subnet",
     "floating-subnet-tags",
     "x-forwarded-for",
     "default-tls-container-ref",
-    "hostname",
-    "enable-ingress-hostname",
 ];
 
 pub(super) fn annotation<'a>(service: &'a Service, key: &str) -> Option<&'a str> {
@@ -129,6 +129,9 @@ pub(super) struct Wanted {
     pub(super) flavor: String,
     pub(super) zone: String,
     pub(super) keep_floating_ip: bool,
+    /// `loadbalancer.openstack.org/hostname`: the status's hostname instead of the
+    /// address.
+    pub(super) hostname: Option<String>,
     /// `sessionAffinity: ClientIP`: the pools' `SOURCE_IP` persistence.
     pub(super) source_ip_persistence: bool,
 }
@@ -167,6 +170,39 @@ impl OpenStack {
             return refuse("SCTP ports are not supported".into());
         }
         let config = &self.config.load_balancer;
+        // occm: the class's networks stand in for the cloud config's; an annotation
+        // naming one itself still wins.
+        let class = match ours(service, "class").filter(|c| !c.is_empty()) {
+            None => None,
+            Some(name) => match self.config.load_balancer_classes.get(name) {
+                None => {
+                    return refuse(format!(
+                        "annotation {PREFIX}class names `{name}`, which is no \
+                         [LoadBalancerClass] section of the cloud config"
+                    ));
+                }
+                Some(class) if !class.not_yet.is_empty() => {
+                    return refuse(format!(
+                        "load balancer class `{name}` sets {}, not supported by this provider \
+                         yet",
+                        class.not_yet.join(", ")
+                    ));
+                }
+                Some(class) => Some(class),
+            },
+        };
+        let from_class = |pick: fn(&LoadBalancerClass) -> &String, default: &str| -> String {
+            class
+                .map(pick)
+                .filter(|v| !v.is_empty())
+                .map_or_else(|| default.to_owned(), |v| v.clone())
+        };
+        let subnet_id = from_class(|c| &c.subnet_id, &config.subnet_id);
+        let network_id = from_class(|c| &c.network_id, &config.network_id);
+        let member_subnet_id = from_class(|c| &c.member_subnet_id, &config.member_subnet_id);
+        let floating_network_id =
+            from_class(|c| &c.floating_network_id, &config.floating_network_id);
+        let floating_subnet_id = from_class(|c| &c.floating_subnet_id, &config.floating_subnet_id);
         let text = |name: &str, default: &str| ours(service, name).unwrap_or(default).to_owned();
         let number = |name: &str, default: u64| -> Result<u64, CloudError> {
             match ours(service, name) {
@@ -230,18 +266,18 @@ impl OpenStack {
         let wanted = Wanted {
             name: load_balancer_name(cluster, service),
             internal,
-            vip_subnet: text("subnet-id", &config.subnet_id),
-            vip_network: text("network-id", &config.network_id),
+            vip_subnet: text("subnet-id", &subnet_id),
+            vip_network: text("network-id", &network_id),
             member_subnet: text(
                 "member-subnet-id",
-                if config.member_subnet_id.is_empty() {
-                    &config.subnet_id
+                if member_subnet_id.is_empty() {
+                    &subnet_id
                 } else {
-                    &config.member_subnet_id
+                    &member_subnet_id
                 },
             ),
-            floating_network: text("floating-network-id", &config.floating_network_id),
-            floating_subnet: text("floating-subnet-id", &config.floating_subnet_id),
+            floating_network: text("floating-network-id", &floating_network_id),
+            floating_subnet: text("floating-subnet-id", &floating_subnet_id),
             lb_method: text("lb-method", &config.lb_method),
             proxy,
             monitor,
@@ -257,6 +293,10 @@ impl OpenStack {
             zone: text("availability-zone", &config.availability_zone),
             keep_floating_ip: truthy(ours(service, "keep-floatingip")).unwrap_or(false),
             source_ip_persistence: service.session_affinity == SessionAffinity::ClientIp,
+            hostname: ours(service, "hostname")
+                .map(str::trim)
+                .filter(|h| !h.is_empty())
+                .map(str::to_owned),
         };
         if wanted.vip_subnet.is_empty() && wanted.vip_network.is_empty() {
             return refuse(
