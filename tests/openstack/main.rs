@@ -7,6 +7,7 @@
 mod floating_ips;
 mod migration;
 mod settings;
+mod shared;
 
 use std::path::PathBuf;
 use std::sync::Arc;

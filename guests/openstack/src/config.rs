@@ -66,6 +66,8 @@ pub struct LoadBalancerConfig {
     pub enable_ingress_hostname: bool,
     /// `ingress-hostname-suffix` (default `nip.io`).
     pub ingress_hostname_suffix: String,
+    /// `max-shared-lb` (default 2): the most Services sharing one load balancer.
+    pub max_shared_lb: usize,
 }
 
 impl Default for LoadBalancerConfig {
@@ -89,6 +91,7 @@ impl Default for LoadBalancerConfig {
             enabled: true,
             enable_ingress_hostname: false,
             ingress_hostname_suffix: "nip.io".into(),
+            max_shared_lb: 2,
         }
     }
 }
@@ -322,6 +325,7 @@ impl Config {
                             lb.enable_ingress_hostname = gcfg::boolean(&value, line, &name)?
                         }
                         "ingresshostnamesuffix" => lb.ingress_hostname_suffix = value,
+                        "maxsharedlb" => lb.max_shared_lb = number(&value, line, &name)? as usize,
                         "managesecuritygroups" if gcfg::boolean(&value, line, &name)? => {
                             return Err(format!(
                                 "cloud config line {line}: manage-security-groups = true is not \

@@ -100,6 +100,8 @@ pub struct Listener {
     pub protocol_port: u16,
     pub default_pool_id: Option<String>,
     pub allowed_cidrs: Vec<String>,
+    /// `tags` (occm tags each listener with its Service's load balancer name).
+    pub tags: Vec<String>,
     /// `timeout_client_data`, `timeout_member_connect`, `timeout_member_data`,
     /// `timeout_tcp_inspect` (milliseconds), and `connection_limit`.
     pub settings: BTreeMap<String, i64>,

@@ -20,6 +20,21 @@ use crate::api;
 pub(super) const DESCRIPTION: &str = "Floating IP for Kubernetes external service";
 
 impl OpenStack {
+    /// The address of the floating IP bound to `lb`'s VIP port, if any.
+    pub(super) fn bound_floating_ip(&self, lb: &Value) -> Result<Option<String>, CloudError> {
+        let neutron = self.neutron()?;
+        let port = lb["vip_port_id"].as_str().unwrap_or_default();
+        let bound = api::list(
+            Request::get(&format!("{neutron}/floatingips")).query("port_id", port),
+            "floatingips",
+            "find the load balancer's floating IP",
+        )?;
+        Ok(bound
+            .first()
+            .and_then(|f| f["floating_ip_address"].as_str())
+            .map(str::to_owned))
+    }
+
     /// Releases the floating IPs bound to `lb`'s VIP port: deleted when this
     /// controller made them and the Service does not keep them, else unbound.
     pub(super) fn release_floating_ips(
@@ -67,19 +82,11 @@ impl OpenStack {
         service: &Service,
         cluster: &str,
     ) -> Result<String, CloudError> {
+        if let Some(address) = self.bound_floating_ip(lb)? {
+            return Ok(address);
+        }
         let neutron = self.neutron()?;
         let port = lb["vip_port_id"].as_str().unwrap_or_default();
-        let bound = api::list(
-            Request::get(&format!("{neutron}/floatingips")).query("port_id", port),
-            "floatingips",
-            "find the load balancer's floating IP",
-        )?;
-        if let Some(fip) = bound.first() {
-            return Ok(fip["floating_ip_address"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned());
-        }
         if let Some(address) = service
             .load_balancer_ip
             .as_deref()

@@ -2,20 +2,26 @@
 //! the Service's ports, the Nodes and the settings.
 
 use serde_json::{Value, json};
+use wasm_ccm_guest::cloud_error;
 use wasm_ccm_guest::http::Request;
 use wasm_ccm_guest::types::{CloudError, Node, NodeAddressType, Protocol, Service};
 
 use super::settings::Wanted;
+use super::shared::listener_is_ours;
 use crate::OpenStack;
 use crate::api;
 
 impl OpenStack {
+    /// The Service's listeners on `lb` (all untagged ones too when it is the `owner`),
+    /// one per port, with their pools; the Service's obsolete ones deleted, other
+    /// Services' left alone.
     pub(super) fn reconcile(
         &self,
         lb: &Value,
         wanted: &Wanted,
         service: &Service,
         nodes: &[Node],
+        owner: bool,
     ) -> Result<(), CloudError> {
         let id = lb["id"].as_str().unwrap_or_default();
         let octavia = self.octavia()?;
@@ -32,7 +38,16 @@ impl OpenStack {
             let existing = listeners
                 .iter()
                 .find(|l| l["protocol_port"] == port.port && l["protocol"] == protocol);
-            let mut settings = json!({"name": name,
+            // occm's checkListenerPorts: a port another Service listens on is not ours.
+            if let Some(l) = existing.filter(|l| !listener_is_ours(l, &wanted.name, owner)) {
+                return Err(cloud_error::other(format!(
+                    "the listener port {} already exists on load balancer {id} (listener {}, \
+                     another Service's)",
+                    port.port,
+                    l["name"].as_str().unwrap_or_default()
+                )));
+            }
+            let mut settings = json!({"name": name, "tags": [wanted.name],
                 "allowed_cidrs": if wanted.allowed_cidrs.is_empty() { Value::Null } else { json!(wanted.allowed_cidrs) }});
             for (field, value) in &wanted.listener_settings {
                 // Octavia's UDP listeners have no TCP timeouts.
@@ -87,7 +102,7 @@ impl OpenStack {
         }
         for listener in &listeners {
             let lid = listener["id"].as_str().unwrap_or_default();
-            if kept.iter().any(|k| k == lid) {
+            if kept.iter().any(|k| k == lid) || !listener_is_ours(listener, &wanted.name, owner) {
                 continue;
             }
             if let Some(pool) = pools.iter().find(|p| listener_of(p) == Some(lid)) {
@@ -265,7 +280,7 @@ impl OpenStack {
 }
 
 /// The listener a pool serves.
-fn listener_of(pool: &Value) -> Option<&str> {
+pub(super) fn listener_of(pool: &Value) -> Option<&str> {
     pool["listeners"].as_array()?.first()?["id"].as_str()
 }
 

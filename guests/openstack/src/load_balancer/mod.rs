@@ -16,6 +16,7 @@
 mod floating_ip;
 mod listeners;
 mod settings;
+mod shared;
 
 use std::time::Duration;
 
@@ -83,20 +84,6 @@ const LOAD_BALANCER_ID: &str = "load-balancer-id";
 /// occm's annotation holding the load balancer's address (occm ≥ 1.27).
 const LOAD_BALANCER_ADDRESS: &str = "load-balancer-address";
 
-/// A Service naming another Service's load balancer (occm's shared load balancers):
-/// refused, with a Warning, until they are served.
-fn shared_refused(service: &Service, id: &str, name: &str) -> CloudError {
-    let message = format!(
-        "{PREFIX}{LOAD_BALANCER_ID} names load balancer {id} ({name}), which another Service \
-         owns: shared load balancers are not supported by this provider yet"
-    );
-    let _ = events::warning("UnsupportedLoadBalancerSetting", &message, None);
-    cloud_error::other(format!(
-        "service {}/{}: {message}",
-        service.metadata.namespace, service.metadata.name
-    ))
-}
-
 /// Records the load balancer on the Service as occm does, so occm (or this provider)
 /// finds it by ID after a move either way.
 fn record(service: &Service, id: &str, address: Option<&str>) {
@@ -162,14 +149,7 @@ impl OpenStack {
     ) -> Result<Option<Value>, CloudError> {
         if let Some(id) = ours(service, LOAD_BALANCER_ID).filter(|id| !id.is_empty()) {
             return match self.get_load_balancer_by_id(id)? {
-                Some(lb) if lb["provisioning_status"] != "DELETED" => {
-                    let name = lb["name"].as_str().unwrap_or_default();
-                    if name != load_balancer_name(cluster, service) && name != legacy_name(service)
-                    {
-                        return Err(shared_refused(service, id, name));
-                    }
-                    Ok(Some(lb))
-                }
+                Some(lb) if lb["provisioning_status"] != "DELETED" => Ok(Some(lb)),
                 _ => Err(cloud_error::other(format!(
                     "load balancer {id} named by {PREFIX}{LOAD_BALANCER_ID} on Service {}/{} \
                      does not exist (remove the annotation to have one made)",
@@ -258,6 +238,12 @@ impl OpenStack {
                 record(service, &id, None);
                 return self.wait_active(&id);
             }
+            if !shared::owns(&lb, cluster, service) {
+                return Err(cloud_error::other(format!(
+                    "load balancer {id}, which this Service shares, is in provisioning status \
+                     ERROR; only its owner's Service makes it again"
+                )));
+            }
             if !create {
                 return Err(cloud_error::other(format!(
                     "load balancer {id} is in provisioning status ERROR; the next sync \
@@ -335,7 +321,7 @@ impl OpenStack {
     /// hostname when `enable-ingress-hostname`, else the address with `ipMode: Proxy`
     /// (kube-proxy then sends in-cluster traffic through the load balancer, which adds
     /// the PROXY header); else the address with `ipMode: VIP`.
-    fn status(&self, wanted: &Wanted, address: String) -> LoadBalancerStatus {
+    fn status(&self, service: &Service, address: String) -> LoadBalancerStatus {
         let ingress = |ip: Option<String>, hostname: Option<String>, ip_mode| LoadBalancerStatus {
             ingress: vec![LoadBalancerIngress {
                 ip,
@@ -344,10 +330,16 @@ impl OpenStack {
                 ports: Vec::new(),
             }],
         };
-        if let Some(hostname) = &wanted.hostname {
-            return ingress(None, Some(hostname.clone()), None);
+        let hostname = ours(service, "hostname")
+            .map(str::trim)
+            .filter(|h| !h.is_empty());
+        if let Some(hostname) = hostname {
+            return ingress(None, Some(hostname.to_owned()), None);
         }
-        if wanted.proxy.is_some() {
+        let proxy = ours(service, "proxy-protocol")
+            .map(str::trim)
+            .is_some_and(|p| matches!(p, "true" | "v1" | "v2"));
+        if proxy {
             let config = &self.config.load_balancer;
             if config.enable_ingress_hostname {
                 let hostname = format!("{address}.{}", config.ingress_hostname_suffix);
@@ -370,9 +362,26 @@ impl OpenStack {
     ) -> Result<LoadBalancerStatus, CloudError> {
         let wanted = self.wanted(cluster, service)?;
         let lb = self.ensure_created(&wanted, service, cluster, create)?;
-        self.reconcile(&lb, &wanted, service, nodes)?;
+        let owner = shared::owns(&lb, cluster, service);
+        if !owner {
+            self.check_share(&lb, &wanted)?;
+        }
+        self.reconcile(&lb, &wanted, service, nodes, owner)?;
         let vip = lb["vip_address"].as_str().unwrap_or_default().to_owned();
-        let address = if wanted.internal {
+        let address = if !owner {
+            // occm: only the owner attaches a floating IP; the others use it.
+            match self.bound_floating_ip(&lb)? {
+                Some(address) => address,
+                None if vip.contains(':') => vip,
+                None => {
+                    return Err(cloud_error::other(format!(
+                        "cannot attach a floating IP to a load balancer for a shared Service \
+                         {}/{}, only owner Service can do that",
+                        service.metadata.namespace, service.metadata.name
+                    )));
+                }
+            }
+        } else if wanted.internal {
             // A Service switched from external to internal loses its floating IP.
             self.release_floating_ips(&lb, service)?;
             vip
@@ -387,12 +396,13 @@ impl OpenStack {
         } else {
             self.ensure_floating_ip(&lb, &wanted, service, cluster)?
         };
+        self.tag_load_balancer(&lb, &wanted.name)?;
         record(
             service,
             lb["id"].as_str().unwrap_or_default(),
             Some(&address),
         );
-        Ok(self.status(&wanted, address))
+        Ok(self.status(service, address))
     }
 }
 
@@ -424,15 +434,9 @@ impl LoadBalancer for OpenStack {
             .or_else(|| lb["vip_address"].as_str())
             .unwrap_or_default()
             .to_owned();
-        // occm's GetLoadBalancer: the address alone.
-        Ok(Some(LoadBalancerStatus {
-            ingress: vec![LoadBalancerIngress {
-                ip: Some(address),
-                hostname: None,
-                ip_mode: None,
-                ports: Vec::new(),
-            }],
-        }))
+        // What ensure-load-balancer answers (occm's GetLoadBalancer gives the address
+        // alone; the contract asks both for one status).
+        Ok(Some(self.status(&service, address)))
     }
 
     fn ensure_load_balancer(
@@ -466,7 +470,13 @@ impl LoadBalancer for OpenStack {
             Err(_) if self.named_gone(&service)? => return Ok(()),
             Err(e) => return Err(e),
         };
-        self.delete_load_balancer(&lb, &service)
+        let name = load_balancer_name(&cluster_name, &service);
+        if self.last_user(&lb, &name, &service) {
+            self.delete_load_balancer(&lb, &service)
+        } else {
+            // Other Services use it (or occm did not make it): only ours goes.
+            self.leave_load_balancer(&lb, &name)
+        }
     }
 }
 

@@ -129,9 +129,6 @@ pub(super) struct Wanted {
     pub(super) flavor: String,
     pub(super) zone: String,
     pub(super) keep_floating_ip: bool,
-    /// `loadbalancer.openstack.org/hostname`: the status's hostname instead of the
-    /// address.
-    pub(super) hostname: Option<String>,
     /// `sessionAffinity: ClientIP`: the pools' `SOURCE_IP` persistence.
     pub(super) source_ip_persistence: bool,
 }
@@ -293,10 +290,6 @@ impl OpenStack {
             zone: text("availability-zone", &config.availability_zone),
             keep_floating_ip: truthy(ours(service, "keep-floatingip")).unwrap_or(false),
             source_ip_persistence: service.session_affinity == SessionAffinity::ClientIp,
-            hostname: ours(service, "hostname")
-                .map(str::trim)
-                .filter(|h| !h.is_empty())
-                .map(str::to_owned),
         };
         if wanted.vip_subnet.is_empty() && wanted.vip_network.is_empty() {
             return refuse(

@@ -18,7 +18,7 @@ fn listener_json(l: &Listener) -> Value {
         "loadbalancers": [{"id": l.loadbalancer_id}], "default_pool_id": l.default_pool_id,
         "allowed_cidrs": if l.allowed_cidrs.is_empty() { Value::Null } else { json!(l.allowed_cidrs) },
         "provisioning_status": "ACTIVE", "operating_status": "ONLINE", "admin_state_up": true,
-        "connection_limit": -1, "tags": [], "project_id": "project",
+        "connection_limit": -1, "tags": l.tags, "project_id": "project",
         "timeout_client_data": 50000, "timeout_member_connect": 5000,
         "timeout_member_data": 50000, "timeout_tcp_inspect": 0,
     });
@@ -50,6 +50,12 @@ fn apply_listener(l: &mut Listener, request: &Value) {
             .collect();
     } else if request.get("allowed_cidrs").is_some_and(Value::is_null) {
         l.allowed_cidrs.clear();
+    }
+    if let Some(tags) = request["tags"].as_array() {
+        l.tags = tags
+            .iter()
+            .filter_map(|t| t.as_str().map(str::to_owned))
+            .collect();
     }
     for key in LISTENER_SETTINGS {
         if let Some(n) = request[key].as_i64() {
@@ -147,6 +153,7 @@ pub(super) async fn create_listener(Extract(shared): Extract<Shared>, bytes: Byt
             protocol_port: port as u16,
             default_pool_id: None,
             allowed_cidrs: Vec::new(),
+            tags: Vec::new(),
             settings: Default::default(),
         };
         apply_listener(&mut listener, &request);
