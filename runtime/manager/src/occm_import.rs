@@ -120,14 +120,33 @@ pub fn convert(text: &str, path: &Path, credentials_dir: &str) -> Result<Importe
                 .push((entry.name.clone(), entry.value.clone()));
         }
     }
-    if global.get(&["useclouds"]).is_some_and(|v| v == "true") {
+    // Booleans as gcfg reads them (`yes`, `on`, `1`, any case; a bare name is true).
+    let flag = |name: &str| -> Result<bool, ImportError> {
+        match global.values.iter().rev().find(|(k, _)| k == name) {
+            None => Ok(false),
+            Some((_, v)) => gcfg::boolean(v, 0, name).map_err(|_| {
+                invalid(format!(
+                    "[Global] {name} `{v}` is not a boolean (true or false)"
+                ))
+            }),
+        }
+    };
+    if global.get(&["token"]).is_some() {
+        return Err(invalid(
+            "[Global] token (a fixed Keystone token) is not supported: it expires and cannot \
+             be renewed; use an application credential (application-credential-id and \
+             application-credential-secret)"
+                .into(),
+        ));
+    }
+    if flag("useclouds")? {
         return Err(invalid(
             "use-clouds reads clouds.yaml, which this converter does not: write the cloud's \
              settings in [Global] (auth-url, region, application-credential-id, ...)"
                 .into(),
         ));
     }
-    if global.get(&["tlsinsecure"]).is_some_and(|v| v == "true") {
+    if flag("tlsinsecure")? {
         return Err(invalid(
             "tls-insecure = true is not supported: give the cloud's CA with ca-file".into(),
         ));
@@ -476,6 +495,18 @@ mod tests {
     #[test]
     fn what_cannot_be_converted_is_named() {
         for (text, words) in [
+            (
+                "[Global]\nauth-url = https://k/v3\ntoken = gAAAA\n",
+                "token",
+            ),
+            (
+                "[Global]\nauth-url = https://k/v3\nuse-clouds = Yes\n",
+                "use-clouds",
+            ),
+            (
+                "[Global]\nauth-url = https://k/v3\ntls-insecure\n",
+                "tls-insecure",
+            ),
             ("[Global]\nregion = r\npassword = p\n", "auth-url"),
             ("[Global]\nauth-url = https://k/v3\n", "no secret"),
             (
