@@ -159,3 +159,157 @@ async fn classes_and_status_hostnames_as_occm() {
         )
     });
 }
+
+fn listener_on(s: &openstack_double::State, lb_name: &str) -> openstack_double::state::Listener {
+    let lb = s
+        .load_balancers
+        .values()
+        .find(|lb| lb.name == lb_name)
+        .unwrap();
+    s.listeners
+        .values()
+        .find(|l| l.loadbalancer_id == lb.id)
+        .unwrap()
+        .clone()
+}
+
+/// Members, monitors and listener kinds as occm builds them: `node-selector` (config,
+/// replaced by the annotation), `externalTrafficPolicy: Local`'s HTTP monitor on the
+/// health check node port, `x-forwarded-for`, `default-tls-container-ref`, SCTP.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn members_monitors_and_listener_kinds_as_occm() {
+    use k8s_openapi::api::core::v1::Node;
+    let stack = OpenStackStack::start(|cloud| {
+        format!(
+            "{}create-monitor = true\nnode-selector = pool=web, zone\n",
+            lb_cloud_config(cloud)
+        )
+    })
+    .await;
+    stack.cloud.with_state(|s| {
+        s.add_server(openstack_double::state::NewServer::named(
+            "node-a",
+            "10.0.0.11",
+        ));
+        s.add_server(openstack_double::state::NewServer::named(
+            "node-b",
+            "10.0.0.12",
+        ));
+    });
+    let nodes: Api<Node> = Api::all(stack.client());
+    for (name, labels) in [
+        ("node-a", json!({"pool": "web", "zone": "z1"})),
+        ("node-b", json!({"pool": "batch", "zone": "z1"})),
+    ] {
+        let mut node = super::kubelet_node(name);
+        node.metadata.labels = serde_json::from_value(labels).unwrap();
+        nodes.create(&PostParams::default(), &node).await.unwrap();
+    }
+    let services: Api<Service> = Api::namespaced(stack.client(), "default");
+    let mut local = load_balancer_service("local", json!({}));
+    let spec = local.spec.as_mut().unwrap();
+    spec.external_traffic_policy = Some("Local".into());
+    spec.health_check_node_port = Some(32_000);
+    let mut sctp = load_balancer_service("sctp", json!({}));
+    sctp.spec.as_mut().unwrap().ports.as_mut().unwrap()[0].protocol = Some("SCTP".into());
+    for service in [
+        local,
+        sctp,
+        load_balancer_service(
+            "xff",
+            json!({"loadbalancer.openstack.org/x-forwarded-for": "true"}),
+        ),
+        load_balancer_service(
+            "tls",
+            json!({"loadbalancer.openstack.org/default-tls-container-ref":
+                   "https://barbican.example.com/v1/containers/abc"}),
+        ),
+        load_balancer_service(
+            "everyone",
+            json!({"loadbalancer.openstack.org/node-selector": ""}),
+        ),
+    ] {
+        services
+            .create(&PostParams::default(), &service)
+            .await
+            .unwrap();
+    }
+    let (_ccm, _log) = stack.controller_manager(free_port());
+    for name in ["local", "sctp", "xff", "tls", "everyone"] {
+        wait_until(TIMEOUT, &format!("{name} served"), || async {
+            services
+                .get(name)
+                .await
+                .ok()
+                .and_then(|s| ingress_ip(&s))
+                .is_some()
+        })
+        .await;
+    }
+    let lb = |name: &str| format!("kube_service_kubernetes_default_{name}");
+    stack.cloud.with_state(|s| {
+        let members_of = |name: &str| -> Vec<(String, Option<u16>)> {
+            let listener = listener_on(s, &lb(name));
+            let pool = listener.default_pool_id.clone().unwrap();
+            let mut m: Vec<_> = s
+                .members
+                .values()
+                .filter(|m| m.pool_id == pool)
+                .map(|m| (m.address.clone(), m.monitor_port))
+                .collect();
+            m.sort();
+            m
+        };
+        let monitor_of = |name: &str| {
+            let listener = listener_on(s, &lb(name));
+            let pool = listener.default_pool_id.clone().unwrap();
+            s.monitors
+                .values()
+                .find(|h| h.pool_id == pool)
+                .unwrap()
+                .clone()
+        };
+        // The config's selector: node-a only; the annotation's empty one: both.
+        assert_eq!(
+            members_of("local"),
+            [("10.0.0.11".to_string(), Some(32_000))]
+        );
+        assert_eq!(
+            members_of("everyone"),
+            [
+                ("10.0.0.11".to_string(), None),
+                ("10.0.0.12".to_string(), None)
+            ]
+        );
+        let local = monitor_of("local");
+        assert_eq!(
+            (
+                local.kind.as_str(),
+                local.url_path.as_deref(),
+                local.http_method.as_deref()
+            ),
+            ("HTTP", Some("/healthz"), Some("GET"))
+        );
+        assert_eq!(local.expected_codes.as_deref(), Some("200"));
+        assert_eq!(monitor_of("everyone").kind, "TCP");
+        let sctp = listener_on(s, &lb("sctp"));
+        assert_eq!(sctp.protocol, "SCTP");
+        assert_eq!(monitor_of("sctp").kind, "SCTP");
+        let xff = listener_on(s, &lb("xff"));
+        assert_eq!(xff.protocol, "HTTP");
+        assert_eq!(
+            xff.insert_headers
+                .get("X-Forwarded-For")
+                .map(String::as_str),
+            Some("true")
+        );
+        let pool = &s.pools[xff.default_pool_id.as_ref().unwrap()];
+        assert_eq!(pool.protocol, "HTTP");
+        let tls = listener_on(s, &lb("tls"));
+        assert_eq!(tls.protocol, "TERMINATED_HTTPS");
+        assert_eq!(
+            tls.default_tls_container_ref.as_deref(),
+            Some("https://barbican.example.com/v1/containers/abc")
+        );
+    });
+}

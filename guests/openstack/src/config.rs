@@ -68,6 +68,10 @@ pub struct LoadBalancerConfig {
     pub ingress_hostname_suffix: String,
     /// `max-shared-lb` (default 2): the most Services sharing one load balancer.
     pub max_shared_lb: usize,
+    /// `node-selector`: `key=value` pairs the member Nodes must have (occm's format).
+    pub node_selector: String,
+    /// `default-tls-container-ref`: TERMINATED_HTTPS listeners with this certificate.
+    pub default_tls_container_ref: String,
 }
 
 impl Default for LoadBalancerConfig {
@@ -92,6 +96,8 @@ impl Default for LoadBalancerConfig {
             enable_ingress_hostname: false,
             ingress_hostname_suffix: "nip.io".into(),
             max_shared_lb: 2,
+            node_selector: String::new(),
+            default_tls_container_ref: String::new(),
         }
     }
 }
@@ -326,6 +332,8 @@ impl Config {
                         }
                         "ingresshostnamesuffix" => lb.ingress_hostname_suffix = value,
                         "maxsharedlb" => lb.max_shared_lb = number(&value, line, &name)? as usize,
+                        "nodeselector" => lb.node_selector = value,
+                        "defaulttlscontainerref" => lb.default_tls_container_ref = value,
                         "managesecuritygroups" if gcfg::boolean(&value, line, &name)? => {
                             return Err(format!(
                                 "cloud config line {line}: manage-security-groups = true is not \

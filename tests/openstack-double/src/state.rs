@@ -102,6 +102,10 @@ pub struct Listener {
     pub allowed_cidrs: Vec<String>,
     /// `tags` (occm tags each listener with its Service's load balancer name).
     pub tags: Vec<String>,
+    /// `insert_headers` (e.g. `{"X-Forwarded-For": "true"}`).
+    pub insert_headers: BTreeMap<String, String>,
+    /// `default_tls_container_ref` of a TERMINATED_HTTPS listener.
+    pub default_tls_container_ref: Option<String>,
     /// `timeout_client_data`, `timeout_member_connect`, `timeout_member_data`,
     /// `timeout_tcp_inspect` (milliseconds), and `connection_limit`.
     pub settings: BTreeMap<String, i64>,
@@ -130,6 +134,8 @@ pub struct Member {
     pub address: String,
     pub protocol_port: u16,
     pub subnet_id: Option<String>,
+    /// Where the member's health is probed, when not its `protocol_port`.
+    pub monitor_port: Option<u16>,
 }
 
 /// An Octavia health monitor.
@@ -143,6 +149,10 @@ pub struct HealthMonitor {
     pub timeout: i64,
     pub max_retries: i64,
     pub max_retries_down: i64,
+    /// HTTP monitors: `url_path`, `http_method`, `expected_codes`.
+    pub url_path: Option<String>,
+    pub http_method: Option<String>,
+    pub expected_codes: Option<String>,
 }
 
 /// A server to add: its name, and its interfaces' networks and addresses.

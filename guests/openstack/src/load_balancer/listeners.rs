@@ -29,10 +29,18 @@ impl OpenStack {
         let pools = self.list_children("pools", "pools", id)?;
         let mut kept = Vec::new();
         for (index, port) in service.ports.iter().enumerate() {
-            let protocol = if port.protocol == Protocol::Udp {
-                "UDP"
+            // occm's getListenerProtocol: a TLS certificate makes TERMINATED_HTTPS,
+            // x-forwarded-for HTTP, else the port's protocol.
+            let protocol = if !wanted.tls_container_ref.is_empty() {
+                "TERMINATED_HTTPS"
+            } else if wanted.x_forwarded_for {
+                "HTTP"
             } else {
-                "TCP"
+                match port.protocol {
+                    Protocol::Udp => "UDP",
+                    Protocol::Sctp => "SCTP",
+                    _ => "TCP",
+                }
             };
             let name = format!("listener_{index}_{}", wanted.name);
             let existing = listeners
@@ -49,9 +57,15 @@ impl OpenStack {
             }
             let mut settings = json!({"name": name, "tags": [wanted.name],
                 "allowed_cidrs": if wanted.allowed_cidrs.is_empty() { Value::Null } else { json!(wanted.allowed_cidrs) }});
+            if wanted.x_forwarded_for {
+                settings["insert_headers"] = json!({"X-Forwarded-For": "true"});
+            }
+            if !wanted.tls_container_ref.is_empty() {
+                settings["default_tls_container_ref"] = json!(wanted.tls_container_ref);
+            }
             for (field, value) in &wanted.listener_settings {
                 // Octavia's UDP listeners have no TCP timeouts.
-                if protocol == "UDP" && field.starts_with("timeout_") {
+                if matches!(protocol, "UDP" | "SCTP") && field.starts_with("timeout_") {
                     continue;
                 }
                 settings[*field] = json!(value);
@@ -135,7 +149,12 @@ impl OpenStack {
         nodes: &[Node],
     ) -> Result<(), CloudError> {
         let octavia = self.octavia()?;
-        let pool_protocol = wanted.proxy.unwrap_or(protocol);
+        // occm's buildPoolCreateOpt: HTTP behind an HTTP or TLS-terminating listener.
+        let pool_protocol = if matches!(protocol, "HTTP" | "TERMINATED_HTTPS") {
+            "HTTP"
+        } else {
+            wanted.proxy.unwrap_or(protocol)
+        };
         // occm: `sessionAffinity: ClientIP` is SOURCE_IP persistence, else none.
         let persistence = if wanted.source_ip_persistence {
             json!({"type": "SOURCE_IP"})
@@ -179,18 +198,23 @@ impl OpenStack {
             }
         };
         let pool_id = pool["id"].as_str().unwrap_or_default().to_owned();
-        // Members: every Node's internal IP at the node port.
+        // Members as occm's buildBatchUpdateMemberOpts: the Nodes the node selector
+        // picks, at their InternalIP (else ExternalIP) of the Service's first IP family,
+        // on the node port; none without a node port (allocateLoadBalancerNodePorts
+        // false). With a health check node port, members are probed there.
         let mut desired: Vec<Value> = nodes
             .iter()
+            .filter(|_| node_port > 0)
+            .filter(|node| selected(node, &wanted.node_selector))
             .filter_map(|node| {
-                let address = node
-                    .addresses
-                    .iter()
-                    .find(|a| a.address_type == NodeAddressType::InternalIp)?;
-                let mut member = json!({"name": node.metadata.name, "address": address.address,
+                let address = member_address(node, wanted.ipv6)?;
+                let mut member = json!({"name": node.metadata.name, "address": address,
                                         "protocol_port": node_port});
                 if !wanted.member_subnet.is_empty() {
                     member["subnet_id"] = json!(wanted.member_subnet);
+                }
+                if let Some(port) = wanted.health_check_node_port {
+                    member["monitor_port"] = json!(port);
                 }
                 Some(member)
             })
@@ -201,25 +225,16 @@ impl OpenStack {
             "members",
             "list the pool's members",
         )?;
-        let mut now: Vec<(String, i64)> = current
-            .iter()
-            .map(|m| {
-                (
-                    m["address"].as_str().unwrap_or_default().to_owned(),
-                    m["protocol_port"].as_i64().unwrap_or(0),
-                )
-            })
-            .collect();
+        let key = |m: &Value| {
+            (
+                m["address"].as_str().unwrap_or_default().to_owned(),
+                m["protocol_port"].as_i64().unwrap_or(0),
+                m["monitor_port"].as_i64(),
+            )
+        };
+        let mut now: Vec<_> = current.iter().map(key).collect();
         now.sort();
-        let want: Vec<(String, i64)> = desired
-            .iter()
-            .map(|m| {
-                (
-                    m["address"].as_str().unwrap_or_default().to_owned(),
-                    i64::from(node_port),
-                )
-            })
-            .collect();
+        let want: Vec<_> = desired.iter().map(key).collect();
         if now != want {
             self.change(
                 lb,
@@ -228,43 +243,65 @@ impl OpenStack {
                 "update the pool's members",
             )?;
         }
-        // The health monitor.
-        let monitor = pool["healthmonitor_id"].as_str().filter(|m| !m.is_empty());
-        match (wanted.monitor, monitor) {
-            (Some((delay, timeout, retries, down)), None) => {
-                let kind = if protocol == "UDP" {
-                    "UDP-CONNECT"
-                } else {
-                    "TCP"
-                };
-                let body = json!({"healthmonitor": {"name": format!("monitor_{index}_{}", wanted.name),
-                    "pool_id": pool_id, "type": kind, "delay": delay, "timeout": timeout,
+        // The health monitor: the port's protocol (UDP-CONNECT for UDP), or with a
+        // health check node port occm's HTTP `GET /healthz` expecting 200.
+        let kind = if wanted.health_check_node_port.is_some() {
+            "HTTP"
+        } else {
+            match protocol {
+                "UDP" => "UDP-CONNECT",
+                "SCTP" => "SCTP",
+                _ => "TCP",
+            }
+        };
+        let mut monitor = pool["healthmonitor_id"]
+            .as_str()
+            .filter(|m| !m.is_empty())
+            .map(str::to_owned);
+        if let (Some((delay, timeout, retries, down)), Some(mid)) = (wanted.monitor, &monitor) {
+            let current = api::json(
+                Request::get(&format!("{octavia}/lbaas/healthmonitors/{mid}")),
+                "get the health monitor",
+            )?;
+            let h = &current["healthmonitor"];
+            if h["type"] != kind {
+                // A monitor's type cannot change: a new one replaces it.
+                self.change(
+                    lb,
+                    Request::delete(&format!("{octavia}/lbaas/healthmonitors/{mid}")),
+                    "delete the health monitor",
+                )?;
+                monitor = None;
+            } else if h["delay"] != delay
+                || h["timeout"] != timeout
+                || h["max_retries"] != retries
+                || h["max_retries_down"] != down
+            {
+                let body = json!({"healthmonitor": {"delay": delay, "timeout": timeout,
                     "max_retries": retries, "max_retries_down": down}});
                 self.change(
                     lb,
-                    Request::post(&format!("{octavia}/lbaas/healthmonitors")).json(&body),
-                    "create a health monitor",
+                    Request::put(&format!("{octavia}/lbaas/healthmonitors/{mid}")).json(&body),
+                    "update the health monitor",
                 )?;
             }
-            (Some((delay, timeout, retries, down)), Some(mid)) => {
-                let current = api::json(
-                    Request::get(&format!("{octavia}/lbaas/healthmonitors/{mid}")),
-                    "get the health monitor",
-                )?;
-                let h = &current["healthmonitor"];
-                if h["delay"] != delay
-                    || h["timeout"] != timeout
-                    || h["max_retries"] != retries
-                    || h["max_retries_down"] != down
-                {
-                    let body = json!({"healthmonitor": {"delay": delay, "timeout": timeout,
-                        "max_retries": retries, "max_retries_down": down}});
-                    self.change(
-                        lb,
-                        Request::put(&format!("{octavia}/lbaas/healthmonitors/{mid}")).json(&body),
-                        "update the health monitor",
-                    )?;
+        }
+        match (wanted.monitor, monitor) {
+            (Some((delay, timeout, retries, down)), None) => {
+                let mut body = json!({"name": format!("monitor_{index}_{}", wanted.name),
+                    "pool_id": pool_id, "type": kind, "delay": delay, "timeout": timeout,
+                    "max_retries": retries, "max_retries_down": down});
+                if kind == "HTTP" {
+                    body["url_path"] = json!("/healthz");
+                    body["http_method"] = json!("GET");
+                    body["expected_codes"] = json!("200");
                 }
+                self.change(
+                    lb,
+                    Request::post(&format!("{octavia}/lbaas/healthmonitors"))
+                        .json(&json!({"healthmonitor": body})),
+                    "create a health monitor",
+                )?;
             }
             (None, Some(mid)) => {
                 self.change(
@@ -273,10 +310,33 @@ impl OpenStack {
                     "delete the health monitor",
                 )?;
             }
-            (None, None) => {}
+            _ => {}
         }
         Ok(())
     }
+}
+
+/// Whether `node` has every label of `selector` (an empty value: any value).
+fn selected(node: &Node, selector: &[(String, String)]) -> bool {
+    selector.iter().all(|(key, value)| {
+        node.metadata
+            .labels
+            .iter()
+            .find(|(k, _)| k == key)
+            .is_some_and(|(_, v)| value.is_empty() || v == value)
+    })
+}
+
+/// occm's `nodeAddressForLB`: the Node's first InternalIP of the family, else its
+/// first ExternalIP of the family.
+fn member_address(node: &Node, ipv6: bool) -> Option<&str> {
+    let of = |kind: NodeAddressType| {
+        node.addresses
+            .iter()
+            .find(|a| a.address_type == kind && a.address.contains(':') == ipv6)
+            .map(|a| a.address.as_str())
+    };
+    of(NodeAddressType::InternalIp).or_else(|| of(NodeAddressType::ExternalIp))
 }
 
 /// The listener a pool serves.
@@ -302,6 +362,41 @@ fn same_cidrs(a: &Value, b: &Value) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn members_take_an_address_of_the_family_internal_first() {
+        use wasm_ccm_guest::types::{NodeAddress, ObjectMeta};
+        let addr = |t, a: &str| NodeAddress {
+            address_type: t,
+            address: a.into(),
+        };
+        let node = Node {
+            metadata: ObjectMeta {
+                name: "n".into(),
+                namespace: String::new(),
+                uid: String::new(),
+                labels: vec![("pool".into(), "web".into())],
+                annotations: Vec::new(),
+                deletion_timestamp: None,
+            },
+            provider_id: None,
+            pod_cidrs: Vec::new(),
+            taints: Vec::new(),
+            addresses: vec![
+                addr(NodeAddressType::ExternalIp, "203.0.113.5"),
+                addr(NodeAddressType::ExternalIp, "2001:db8::5"),
+                addr(NodeAddressType::InternalIp, "10.0.0.5"),
+            ],
+            conditions: Vec::new(),
+            unschedulable: false,
+        };
+        assert_eq!(member_address(&node, false), Some("10.0.0.5"));
+        assert_eq!(member_address(&node, true), Some("2001:db8::5"));
+        assert!(selected(&node, &[("pool".into(), "web".into())]));
+        assert!(selected(&node, &[("pool".into(), String::new())]));
+        assert!(!selected(&node, &[("pool".into(), "batch".into())]));
+        assert!(!selected(&node, &[("zone".into(), String::new())]));
+    }
 
     #[test]
     fn cidr_lists_compare_as_sets() {

@@ -1,7 +1,7 @@
 //! What a Service and the cloud config ask of its load balancer: occm's annotations
 //! (those supported, and those refused until they are), read into [`Wanted`].
 
-use wasm_ccm_guest::types::{CloudError, Protocol, Service, SessionAffinity};
+use wasm_ccm_guest::types::{CloudError, IpFamily, Service, SessionAffinity, TrafficPolicy};
 use wasm_ccm_guest::{cloud_error, events};
 
 use super::load_balancer_name;
@@ -16,7 +16,10 @@ const SOURCE_RANGES: &str = "service.beta.kubernetes.io/load-balancer-source-ran
 const INTERNAL: &str = "service.beta.kubernetes.io/openstack-internal-load-balancer";
 
 /// The annotations this provider reads (after [`PREFIX`]).
-pub const SUPPORTED: [&str; 24] = [
+pub const SUPPORTED: [&str; 27] = [
+    "node-selector",
+    "x-forwarded-for",
+    "default-tls-container-ref",
     "class",
     "hostname",
     "load-balancer-id",
@@ -45,13 +48,7 @@ pub const SUPPORTED: [&str; 24] = [
 
 /// occm's annotations this provider does not implement yet: a Service using one is
 /// refused (a Warning event names it) rather than served without it.
-pub const NOT_YET: [&str; 5] = [
-    "port-id",
-    "floating-subnet",
-    "floating-subnet-tags",
-    "x-forwarded-for",
-    "default-tls-container-ref",
-];
+pub const NOT_YET: [&str; 3] = ["port-id", "floating-subnet", "floating-subnet-tags"];
 
 pub(super) fn annotation<'a>(service: &'a Service, key: &str) -> Option<&'a str> {
     service
@@ -131,6 +128,32 @@ pub(super) struct Wanted {
     pub(super) keep_floating_ip: bool,
     /// `sessionAffinity: ClientIP`: the pools' `SOURCE_IP` persistence.
     pub(super) source_ip_persistence: bool,
+    /// `node-selector` (annotation, else the cloud config): labels a Node must have to
+    /// be a member (an empty value: the key only).
+    pub(super) node_selector: Vec<(String, String)>,
+    /// With `externalTrafficPolicy: Local` and a monitor: the health check node port,
+    /// probed with HTTP `GET /healthz` (occm's `buildMonitorCreateOpts`).
+    pub(super) health_check_node_port: Option<i32>,
+    /// `x-forwarded-for`: HTTP listeners adding the header.
+    pub(super) x_forwarded_for: bool,
+    /// `default-tls-container-ref` (annotation, else the cloud config): TERMINATED_HTTPS
+    /// listeners with this certificate.
+    pub(super) tls_container_ref: String,
+    /// The Service's first IP family is IPv6: members take the Nodes' IPv6 addresses.
+    pub(super) ipv6: bool,
+}
+
+/// occm's `StringToMap`: `key=value` pairs split on `,`; `key` and `key=` ask only
+/// for the key.
+pub(super) fn node_selector(text: &str) -> Vec<(String, String)> {
+    text.split(',')
+        .map(str::trim)
+        .filter_map(|kv| {
+            let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+            let k = k.trim();
+            (!k.is_empty()).then(|| (k.to_owned(), v.trim().to_owned()))
+        })
+        .collect()
 }
 
 impl OpenStack {
@@ -162,9 +185,6 @@ impl OpenStack {
                     &[("annotation", key.as_str())],
                 );
             }
-        }
-        if service.ports.iter().any(|p| p.protocol == Protocol::Sctp) {
-            return refuse("SCTP ports are not supported".into());
         }
         let config = &self.config.load_balancer;
         // occm: the class's networks stand in for the cloud config's; an annotation
@@ -219,6 +239,21 @@ impl OpenStack {
                 ));
             }
         };
+        let x_forwarded_for = match ours(service, "x-forwarded-for").map(str::trim) {
+            None | Some("false") => false,
+            Some("true") => true,
+            Some(other) => {
+                return refuse(format!(
+                    "annotation {PREFIX}x-forwarded-for `{other}` is not true or false"
+                ));
+            }
+        };
+        if x_forwarded_for && proxy.is_some() {
+            return refuse(format!(
+                "annotation {PREFIX}x-forwarded-for and {PREFIX}proxy-protocol cannot be used \
+                 together"
+            ));
+        }
         let monitor = truthy(ours(service, "enable-health-monitor"))
             .unwrap_or(config.create_monitor)
             .then(|| -> Result<_, CloudError> {
@@ -290,6 +325,20 @@ impl OpenStack {
             zone: text("availability-zone", &config.availability_zone),
             keep_floating_ip: truthy(ours(service, "keep-floatingip")).unwrap_or(false),
             source_ip_persistence: service.session_affinity == SessionAffinity::ClientIp,
+            // The annotation, when present (even empty), replaces the config's.
+            node_selector: node_selector(
+                ours(service, "node-selector").unwrap_or(&config.node_selector),
+            ),
+            health_check_node_port: (monitor.is_some()
+                && service.external_traffic_policy == TrafficPolicy::Local
+                && service.health_check_node_port > 0)
+                .then_some(service.health_check_node_port),
+            x_forwarded_for,
+            tls_container_ref: ours(service, "default-tls-container-ref")
+                .unwrap_or(&config.default_tls_container_ref)
+                .trim()
+                .to_owned(),
+            ipv6: service.ip_families.first() == Some(&IpFamily::Ipv6),
         };
         if wanted.vip_subnet.is_empty() && wanted.vip_network.is_empty() {
             return refuse(
@@ -313,6 +362,20 @@ impl OpenStack {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn node_selectors_as_occms_string_to_map() {
+        assert_eq!(
+            node_selector(" pool=web, zone ,tier=,a=b=c,,=x"),
+            [
+                ("pool".to_string(), "web".to_string()),
+                ("zone".to_string(), String::new()),
+                ("tier".to_string(), String::new()),
+                ("a".to_string(), "b=c".to_string()),
+            ]
+        );
+        assert!(node_selector("").is_empty());
+    }
 
     #[test]
     fn every_occm_annotation_is_either_supported_or_refused() {

@@ -19,6 +19,8 @@ fn listener_json(l: &Listener) -> Value {
         "allowed_cidrs": if l.allowed_cidrs.is_empty() { Value::Null } else { json!(l.allowed_cidrs) },
         "provisioning_status": "ACTIVE", "operating_status": "ONLINE", "admin_state_up": true,
         "connection_limit": -1, "tags": l.tags, "project_id": "project",
+        "insert_headers": l.insert_headers,
+        "default_tls_container_ref": l.default_tls_container_ref,
         "timeout_client_data": 50000, "timeout_member_connect": 5000,
         "timeout_member_data": 50000, "timeout_tcp_inspect": 0,
     });
@@ -50,6 +52,17 @@ fn apply_listener(l: &mut Listener, request: &Value) {
             .collect();
     } else if request.get("allowed_cidrs").is_some_and(Value::is_null) {
         l.allowed_cidrs.clear();
+    }
+    if let Some(headers) = request["insert_headers"].as_object() {
+        l.insert_headers = headers
+            .iter()
+            .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_owned()))
+            .collect();
+    }
+    if request.get("default_tls_container_ref").is_some() {
+        l.default_tls_container_ref = request["default_tls_container_ref"]
+            .as_str()
+            .map(str::to_owned);
     }
     if let Some(tags) = request["tags"].as_array() {
         l.tags = tags
@@ -154,6 +167,8 @@ pub(super) async fn create_listener(Extract(shared): Extract<Shared>, bytes: Byt
             default_pool_id: None,
             allowed_cidrs: Vec::new(),
             tags: Vec::new(),
+            insert_headers: Default::default(),
+            default_tls_container_ref: None,
             settings: Default::default(),
         };
         apply_listener(&mut listener, &request);

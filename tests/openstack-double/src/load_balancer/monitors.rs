@@ -16,6 +16,8 @@ fn monitor_json(h: &HealthMonitor) -> Value {
     json!({"id": h.id, "name": h.name, "pools": [{"id": h.pool_id}], "type": h.kind,
            "delay": h.delay, "timeout": h.timeout, "max_retries": h.max_retries,
            "max_retries_down": h.max_retries_down, "admin_state_up": true,
+           "url_path": h.url_path, "http_method": h.http_method,
+           "expected_codes": h.expected_codes,
            "provisioning_status": "ACTIVE", "operating_status": "ONLINE", "tags": [],
            "project_id": "project"})
 }
@@ -97,6 +99,9 @@ pub(super) async fn create_monitor(Extract(shared): Extract<Shared>, bytes: Byte
             timeout: 0,
             max_retries: 0,
             max_retries_down: 3,
+            url_path: request["url_path"].as_str().map(str::to_owned),
+            http_method: request["http_method"].as_str().map(str::to_owned),
+            expected_codes: request["expected_codes"].as_str().map(str::to_owned),
         };
         apply_monitor(&mut monitor, &request);
         let answer = json!({"healthmonitor": monitor_json(&monitor)});

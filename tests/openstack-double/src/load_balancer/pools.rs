@@ -197,7 +197,7 @@ pub(super) async fn delete_pool(
 
 fn member_json(m: &Member) -> Value {
     json!({"id": m.id, "name": m.name, "address": m.address, "protocol_port": m.protocol_port,
-           "subnet_id": m.subnet_id, "weight": 1, "admin_state_up": true, "backup": false,
+           "subnet_id": m.subnet_id, "monitor_port": m.monitor_port, "weight": 1, "admin_state_up": true, "backup": false,
            "provisioning_status": "ACTIVE", "operating_status": "ONLINE", "tags": [],
            "project_id": "project"})
 }
@@ -219,6 +219,7 @@ fn new_member(s: &mut State, pool: &str, request: &Value) -> Result<Member, Resp
         address: address.to_owned(),
         protocol_port: port as u16,
         subnet_id: request["subnet_id"].as_str().map(str::to_owned),
+        monitor_port: request["monitor_port"].as_u64().map(|p| p as u16),
     })
 }
 
