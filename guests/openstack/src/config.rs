@@ -72,6 +72,9 @@ pub struct LoadBalancerConfig {
     pub node_selector: String,
     /// `default-tls-container-ref`: TERMINATED_HTTPS listeners with this certificate.
     pub default_tls_container_ref: String,
+    /// occm settings given that this provider does not serve yet (`floating-subnet`,
+    /// ...): load balancers are refused naming them, Nodes and routes are served.
+    pub not_yet: Vec<String>,
 }
 
 impl Default for LoadBalancerConfig {
@@ -98,6 +101,7 @@ impl Default for LoadBalancerConfig {
             max_shared_lb: 2,
             node_selector: String::new(),
             default_tls_container_ref: String::new(),
+            not_yet: Vec::new(),
         }
     }
 }
@@ -155,6 +159,8 @@ pub struct Config {
     pub networking: NetworkingConfig,
     /// `[Route] router-id`: the router whose extra routes are the cluster's routes.
     pub router_id: String,
+    /// The variables read but not used (`section/name`, gcfg spelling), each logged.
+    pub ignored: Vec<String>,
     /// `[LoadBalancerClass "name"]` sections, by name.
     pub load_balancer_classes: std::collections::BTreeMap<String, LoadBalancerClass>,
 }
@@ -194,6 +200,15 @@ const POLICY_VARIABLES: [&str; 24] = [
     "useclouds",
     "cloudsfile",
 ];
+
+/// occm's spelling of a gcfg name this provider refuses by name.
+fn occm_name(name: &str) -> &'static str {
+    match name {
+        "floatingsubnet" => "floating-subnet",
+        "floatingsubnettags" => "floating-subnet-tags",
+        _ => "?",
+    }
+}
 
 /// A duration in seconds: `5`, `5s`, `1m`, `1m30s`.
 fn seconds(value: &str, line: usize, name: &str) -> Result<u64, String> {
@@ -236,6 +251,7 @@ impl Config {
             interface: "public".into(),
             ..Config::default()
         };
+        let mut config_ignored = Vec::new();
         for entry in gcfg::parse(text)? {
             let gcfg::Entry {
                 line,
@@ -271,7 +287,7 @@ impl Config {
                 }
                 continue;
             }
-            let ignored = |why: &str| {
+            let mut ignored = |why: &str| {
                 wasm_ccm_guest::log::warn(
                     why,
                     &[
@@ -279,7 +295,8 @@ impl Config {
                         ("variable", name.as_str()),
                         ("line", &line.to_string()),
                     ],
-                )
+                );
+                config_ignored.push(format!("{section}/{name}"));
             };
             match section.as_str() {
                 "global" => match name.as_str() {
@@ -341,7 +358,33 @@ impl Config {
                                  loadBalancerSourceRanges)"
                             ));
                         }
-                        "lbversion" | "usetags" | "managesecuritygroups" | "usevipport" => {}
+                        "floatingsubnet" | "floatingsubnettags" => {
+                            lb.not_yet.push(occm_name(&name).into())
+                        }
+                        "providerrequiresserialapicalls" if gcfg::boolean(&value, line, &name)? => {
+                            lb.not_yet.push("provider-requires-serial-api-calls".into())
+                        }
+                        // Served whatever the value: the load balancer's children go with
+                        // it either way (a cascade delete, or occm's one by one).
+                        "cascadedelete" | "providerrequiresserialapicalls" => {
+                            gcfg::boolean(&value, line, &name)?;
+                        }
+                        "lbversion" if !matches!(value.as_str(), "" | "v2") => {
+                            return Err(format!(
+                                "cloud config line {line}: lb-version `{value}`: only LBaaS v2 \
+                                 (Octavia) is supported, as in occm"
+                            ));
+                        }
+                        "containerstore" if !matches!(value.as_str(), "barbican" | "external") => {
+                            return Err(format!(
+                                "cloud config line {line}: container-store `{value}` is not \
+                                 barbican or external"
+                            ));
+                        }
+                        // Octavia checks a TLS reference when the listener is made.
+                        "lbversion" | "containerstore" | "managesecuritygroups" => {}
+                        // Options occm no longer has.
+                        "usetags" | "usevipport" => {}
                         _ => ignored("cloud config: variable not used by this provider; ignored"),
                     }
                 }
@@ -367,8 +410,19 @@ impl Config {
                     "routerid" => config.router_id = value,
                     _ => ignored("cloud config: variable not used by this provider; ignored"),
                 },
-                "metadata" | "blockstorage" => {
-                    ignored("cloud config: section not used by this provider; ignored")
+                "metadata" => match name.as_str() {
+                    "requesttimeout" => {
+                        seconds(&value, line, &name)?;
+                        ignored(
+                            "cloud config: the host times requests: set the policy's \
+                             limits.requestTimeout (import-occm-config does)",
+                        )
+                    }
+                    "searchorder" => {}
+                    _ => ignored("cloud config: variable not used by this provider; ignored"),
+                },
+                "blockstorage" => {
+                    ignored("cloud config: section not used by this provider (the CSI driver's)")
                 }
                 _ => {
                     return Err(format!(
@@ -394,6 +448,7 @@ impl Config {
                 config.interface
             ));
         }
+        config.ignored = config_ignored;
         Ok(config)
     }
 

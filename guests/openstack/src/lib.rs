@@ -18,6 +18,7 @@ mod config;
 mod instances;
 mod labels;
 mod load_balancer;
+pub mod occm_settings;
 mod routes;
 
 use wasm_ccm_guest::Provider;

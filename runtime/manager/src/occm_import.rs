@@ -287,7 +287,27 @@ pub fn convert(text: &str, path: &Path, credentials_dir: &str) -> Result<Importe
         (None, None) => {}
         _ => return Err(invalid("cert-file and key-file go together".into())),
     }
-    policy.push_str(POLICY_TAIL);
+    // occm's `[Metadata] request-timeout` times every OpenStack request: the host's
+    // requestTimeout here.
+    match entries
+        .iter()
+        .rev()
+        .find(|e| e.section == "metadata" && e.name == "requesttimeout")
+    {
+        Some(timeout) => {
+            wasm_ccm_host::policy::parse_duration(&timeout.value).map_err(|e| {
+                invalid(format!(
+                    "[Metadata] request-timeout `{}`: {e}",
+                    timeout.value
+                ))
+            })?;
+            policy.push_str(&POLICY_TAIL.replace(
+                "requestTimeout: 20s",
+                &format!("requestTimeout: {}", timeout.value),
+            ));
+        }
+        None => policy.push_str(POLICY_TAIL),
+    }
     if !tls.is_empty() {
         policy.push_str("tls:\n");
         for line in tls {
@@ -490,6 +510,25 @@ mod tests {
             ours.credentials[0].allowed_actions,
             deploy.credentials[0].allowed_actions
         );
+    }
+
+    #[test]
+    fn metadata_request_timeout_becomes_the_policys() {
+        let text = format!("{OCCM}[Metadata]\nrequest-timeout = 45s\n");
+        let imported = convert(&text, Path::new("/in/cloud.conf"), "/c").unwrap();
+        let policy =
+            wasm_ccm_host::policy::Policy::parse(&imported.policy, Path::new("/p/o.yaml")).unwrap();
+        assert_eq!(
+            policy.egress_limits.request_timeout,
+            std::time::Duration::from_secs(45)
+        );
+        let err = convert(
+            &format!("{OCCM}[Metadata]\nrequest-timeout = soon\n"),
+            Path::new("/in/cloud.conf"),
+            "/c",
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("request-timeout"), "{err}");
     }
 
     #[test]

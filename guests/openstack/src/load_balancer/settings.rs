@@ -169,6 +169,12 @@ impl OpenStack {
         if !self.config.load_balancer.enabled {
             return refuse("load balancers are disabled ([LoadBalancer] enabled = false)".into());
         }
+        if !self.config.load_balancer.not_yet.is_empty() {
+            return refuse(format!(
+                "the cloud config's [LoadBalancer] sets {}, not supported by this provider yet",
+                self.config.load_balancer.not_yet.join(", ")
+            ));
+        }
         for (key, _) in &service.metadata.annotations {
             let Some(name) = key.strip_prefix(PREFIX) else {
                 continue;
