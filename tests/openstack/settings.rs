@@ -313,3 +313,57 @@ async fn members_monitors_and_listener_kinds_as_occm() {
         );
     });
 }
+
+/// Octavia's OVN provider answers 501 for what it lacks; occm leaves those out (timeouts
+/// and flavors silently, source ranges and zones with a Warning, HTTP monitors for a
+/// monitor of the port's protocol).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_ovn_provider_gets_what_it_supports() {
+    let stack = OpenStackStack::start(|cloud| {
+        format!(
+            "{}lb-provider = ovn\ncreate-monitor = true\navailability-zone = az1\n\
+             flavor-id = f1\n",
+            lb_cloud_config(cloud)
+        )
+    })
+    .await;
+    let services: Api<Service> = Api::namespaced(stack.client(), "default");
+    let mut web = load_balancer_service(
+        "web",
+        json!({"loadbalancer.openstack.org/timeout-client-data": "9000"}),
+    );
+    let spec = web.spec.as_mut().unwrap();
+    spec.load_balancer_source_ranges = Some(vec!["198.51.100.0/24".into()]);
+    spec.external_traffic_policy = Some("Local".into());
+    spec.health_check_node_port = Some(32_001);
+    services.create(&PostParams::default(), &web).await.unwrap();
+    let (_ccm, _log) = stack.controller_manager(free_port());
+    wait_until(TIMEOUT, "web served", || async {
+        services
+            .get("web")
+            .await
+            .ok()
+            .and_then(|s| ingress_ip(&s))
+            .is_some()
+    })
+    .await;
+    stack.cloud.with_state(|s| {
+        let lb = s.load_balancers.values().next().unwrap();
+        assert_eq!(lb.provider, "ovn");
+        let listener = s.listeners.values().next().unwrap();
+        assert!(listener.allowed_cidrs.is_empty());
+        assert!(listener.settings.keys().all(|k| !k.starts_with("timeout_")));
+        assert_eq!(s.monitors.values().next().unwrap().kind, "TCP");
+    });
+    for reason in [
+        "LoadBalancerSourceRangesIgnored",
+        "LoadBalancerAvailabilityZonesIgnored",
+    ] {
+        wait_until(TIMEOUT, reason, || async {
+            super::floating_ips::reasons(stack.client(), "web")
+                .await
+                .contains(&reason.to_string())
+        })
+        .await;
+    }
+}

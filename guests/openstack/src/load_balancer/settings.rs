@@ -143,6 +143,35 @@ pub(super) struct Wanted {
     pub(super) ipv6: bool,
 }
 
+/// What Octavia's OVN provider does not do, left out as occm leaves it out
+/// (`IsOctaviaFeatureSupported` is false for OVN, `canUseHTTPMonitor` too): listener
+/// timeouts and flavors silently, source ranges and an availability zone with a
+/// Warning; `externalTrafficPolicy: Local` keeps a monitor of the port's protocol.
+fn without_ovn_features(wanted: &mut Wanted) {
+    wanted
+        .listener_settings
+        .retain(|(field, _)| !field.starts_with("timeout_"));
+    wanted.flavor.clear();
+    wanted.health_check_node_port = None;
+    if !wanted.allowed_cidrs.is_empty() {
+        wanted.allowed_cidrs.clear();
+        let _ = events::warning(
+            "LoadBalancerSourceRangesIgnored",
+            "LoadBalancerSourceRanges are ignored because the Octavia provider (ovn) does not \
+             support them",
+            None,
+        );
+    }
+    if !wanted.zone.is_empty() {
+        wanted.zone.clear();
+        let _ = events::warning(
+            "LoadBalancerAvailabilityZonesIgnored",
+            "LoadBalancer Availability Zones aren't supported by the Octavia provider (ovn)",
+            None,
+        );
+    }
+}
+
 /// occm's `StringToMap`: `key=value` pairs split on `,`; `key` and `key=` ask only
 /// for the key.
 pub(super) fn node_selector(text: &str) -> Vec<(String, String)> {
@@ -301,7 +330,7 @@ impl OpenStack {
             );
         }
         let internal = config.internal_lb || asked.unwrap_or(false);
-        let wanted = Wanted {
+        let mut wanted = Wanted {
             name: load_balancer_name(cluster, service),
             internal,
             vip_subnet: text("subnet-id", &subnet_id),
@@ -346,6 +375,9 @@ impl OpenStack {
                 .to_owned(),
             ipv6: service.ip_families.first() == Some(&IpFamily::Ipv6),
         };
+        if config.lb_provider.eq_ignore_ascii_case("ovn") {
+            without_ovn_features(&mut wanted);
+        }
         if wanted.vip_subnet.is_empty() && wanted.vip_network.is_empty() {
             return refuse(
                 "no VIP subnet: set [LoadBalancer] subnet-id (or network-id), or the Service's \

@@ -8,7 +8,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-use super::{change_child, error, filtered, mutable, not_found, parse, text};
+use super::{change_child, error, filtered, mutable, not_found, ovn_refuses, parse, text};
 use crate::state::Listener;
 use crate::{Shared, reply};
 
@@ -147,6 +147,9 @@ pub(super) async fn create_listener(Extract(shared): Extract<Shared>, bytes: Byt
         if let Err(e) = mutable(s, &lb) {
             return e;
         }
+        if let Some(e) = ovn_refuses(s, &lb, &request) {
+            return e;
+        }
         if s.listeners.values().any(|l| {
             l.loadbalancer_id == lb && u64::from(l.protocol_port) == port && l.protocol == protocol
         }) {
@@ -190,6 +193,9 @@ pub(super) async fn update_listener(
     };
     shared.with(|s| {
         let lb = s.listeners.get(&id).map(|l| l.loadbalancer_id.clone());
+        if let Some(e) = lb.as_ref().and_then(|lb| ovn_refuses(s, lb, &request)) {
+            return e;
+        }
         change_child(s, lb, "Listener", &id, |s| {
             let listener = s.listeners.get_mut(&id).expect("checked");
             apply_listener(listener, &request);

@@ -119,6 +119,48 @@ pub(super) fn change_child(
     answer
 }
 
+/// Octavia's 501 for an option the load balancer's provider lacks.
+pub(super) fn not_supported(option: &str) -> Response {
+    error(
+        StatusCode::NOT_IMPLEMENTED,
+        &format!(
+            "Provider 'ovn' does not support a requested option: OVN provider does not support {option}"
+        ),
+    )
+}
+
+/// What the OVN provider refuses in `request` (a listener's, a monitor's or a load
+/// balancer's), as Octavia's OVN driver answers: 501.
+pub(super) fn ovn_refuses(s: &State, lb: &str, request: &Value) -> Option<Response> {
+    if s.load_balancers
+        .get(lb)
+        .is_none_or(|lb| lb.provider != "ovn")
+    {
+        return None;
+    }
+    let set = |k: &str| !request[k].is_null();
+    if request["allowed_cidrs"]
+        .as_array()
+        .is_some_and(|a| !a.is_empty())
+    {
+        return Some(not_supported("allowed_cidrs"));
+    }
+    for key in [
+        "timeout_client_data",
+        "timeout_member_connect",
+        "timeout_member_data",
+        "timeout_tcp_inspect",
+    ] {
+        if set(key) {
+            return Some(not_supported(key));
+        }
+    }
+    if matches!(request["type"].as_str(), Some("HTTP" | "HTTPS")) {
+        return Some(not_supported("HTTP health monitors"));
+    }
+    None
+}
+
 /// The load balancer `id` when it is `ACTIVE` (409 while an operation runs).
 pub(super) fn mutable(s: &State, id: &str) -> Result<(), Response> {
     match s.load_balancers.get(id) {
@@ -226,6 +268,13 @@ async fn create_lb(Extract(shared): Extract<Shared>, bytes: Bytes) -> Response {
             StatusCode::BAD_REQUEST,
             "Fully populated load balancer creation is not supported by this double",
         );
+    }
+    if request["provider"] == "ovn" {
+        for key in ["flavor_id", "availability_zone"] {
+            if !request[key].is_null() {
+                return not_supported(key);
+            }
+        }
     }
     shared.with(|s| {
         let (subnet, network) = if let Some(subnet) = request["vip_subnet_id"].as_str() {
