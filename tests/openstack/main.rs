@@ -339,6 +339,15 @@ async fn routes_are_the_routers_extra_routes_and_the_ports_allow_the_pod_cidrs()
             s.add_server(NewServer::named("node-b", "10.0.0.12")),
         )
     });
+    // A Node named apart from its server (found by provider ID), whose port has no port
+    // security: routed by its address, no allowed address pair (occm skips it).
+    let c = stack.cloud.with_state(|s| {
+        let c = s.add_server(NewServer::named("server-c", "10.0.0.13"));
+        for port in s.ports.values_mut().filter(|p| p.device_id == c.id) {
+            port.port_security_enabled = false;
+        }
+        c
+    });
     let nodes: Api<Node> = Api::all(stack.client());
     for (name, cidr) in [("node-a", "10.244.1.0/24"), ("node-b", "10.244.2.0/24")] {
         nodes
@@ -349,6 +358,12 @@ async fn routes_are_the_routers_extra_routes_and_the_ports_allow_the_pod_cidrs()
             .await
             .unwrap();
     }
+    let mut worker_c = kubelet_node_with_cidr("worker-c", Some("10.244.3.0/24"));
+    worker_c.spec.as_mut().unwrap().provider_id = Some(format!("openstack:///{}", c.id));
+    nodes
+        .create(&PostParams::default(), &worker_c)
+        .await
+        .unwrap();
     let port = free_port();
     let (_ccm, _log) = stack.controller_manager(port);
     let routes = || {
@@ -365,17 +380,37 @@ async fn routes_are_the_routers_extra_routes_and_the_ports_allow_the_pod_cidrs()
                 .collect::<Vec<_>>()
         })
     };
-    wait_until(TIMEOUT, "both routes, and the blackhole gone", || async {
-        let mut now = routes();
-        now.sort();
-        now == [
-            ("10.244.1.0/24".to_string(), "10.0.0.11".to_string()),
-            ("10.244.2.0/24".to_string(), "10.0.0.12".to_string()),
-        ]
+    wait_until(
+        TIMEOUT,
+        "the three routes, and the blackhole gone",
+        || async {
+            let mut now = routes();
+            now.sort();
+            now == [
+                ("10.244.1.0/24".to_string(), "10.0.0.11".to_string()),
+                ("10.244.2.0/24".to_string(), "10.0.0.12".to_string()),
+                ("10.244.3.0/24".to_string(), "10.0.0.13".to_string()),
+            ]
+        },
+    )
+    .await;
+    // The pair follows the route (occm's order).
+    wait_until(TIMEOUT, "the ports' pairs", || async {
+        pairs(&a.id) == ["10.244.1.0/24"] && pairs(&b.id) == ["10.244.2.0/24"]
     })
     .await;
-    assert_eq!(pairs(&a.id), ["10.244.1.0/24"]);
-    assert_eq!(pairs(&b.id), ["10.244.2.0/24"]);
+    assert!(pairs(&c.id).is_empty());
+    // Routed: worker-c's NetworkUnavailable is False, found by its address.
+    wait_until(TIMEOUT, "worker-c's route recognised", || async {
+        nodes.get("worker-c").await.is_ok_and(|n| {
+            n.status
+                .and_then(|s| s.conditions)
+                .unwrap_or_default()
+                .iter()
+                .any(|c| c.type_ == "NetworkUnavailable" && c.status == "False")
+        })
+    })
+    .await;
 
     // node-b leaves the cluster: its route and its port's pair go.
     nodes
@@ -383,7 +418,12 @@ async fn routes_are_the_routers_extra_routes_and_the_ports_allow_the_pod_cidrs()
         .await
         .unwrap();
     wait_until(TIMEOUT, "node-b's route removed", || async {
-        routes() == [("10.244.1.0/24".to_string(), "10.0.0.11".to_string())]
+        let mut now = routes();
+        now.sort();
+        now == [
+            ("10.244.1.0/24".to_string(), "10.0.0.11".to_string()),
+            ("10.244.3.0/24".to_string(), "10.0.0.13".to_string()),
+        ]
     })
     .await;
     wait_until(TIMEOUT, "node-b's pair removed", || async {

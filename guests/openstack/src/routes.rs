@@ -3,24 +3,20 @@
 //! removed atomically (`add_extraroutes` / `remove_extraroutes`, the
 //! `extraroute-atomic` extension), and the Node's port allows the pod CIDR as an
 //! allowed address pair (port security would drop the pods' traffic otherwise).
-//! Listed routes name their target by the server whose address is the next hop; a
-//! next hop no server has is a blackhole route (the route controller deletes it).
-
-use std::collections::BTreeMap;
-use std::time::Duration;
+//! As occm's `ListRoutes`, listed routes name their target by the next hop only: the
+//! host finds the Node holding that address (a next hop no Node holds is a blackhole
+//! route, which the route controller deletes), so listing costs one request whatever
+//! the project's size. The allowed address pair is added after the route (undone with
+//! the route when it fails, as occm's `CreateRoute`), and skipped on a port without
+//! port security.
 
 use serde_json::{Value, json};
 use wasm_ccm_guest::http::Request;
-use wasm_ccm_guest::types::{CloudError, NodeAddressType, Route};
-use wasm_ccm_guest::{Routes, cache, cloud_error};
+use wasm_ccm_guest::types::{CloudError, NodeAddress, NodeAddressType, Route};
+use wasm_ccm_guest::{Routes, cloud_error};
 
 use crate::OpenStack;
-use crate::api::{self, COMPUTE_MICROVERSION, Endpoints};
-use crate::instances::{node_addresses, parse_provider_id};
-
-/// How long the next-hop → server name map is kept (it is read again when a next hop
-/// is missing from it, and dropped when a route is created).
-const NEXT_HOPS_TTL: Duration = Duration::from_secs(60);
+use crate::api::{self, Endpoints};
 
 impl OpenStack {
     fn network_endpoint(&self) -> Result<String, CloudError> {
@@ -42,40 +38,6 @@ impl OpenStack {
             self.network_endpoint()?,
             self.config.router_id
         ))
-    }
-
-    fn next_hops_key(&self) -> String {
-        format!("next-hops/{}", self.config.router_id)
-    }
-
-    /// Every server's addresses → its name (and ID), from one server and one port listing.
-    fn next_hops(&self, fresh: bool) -> Result<BTreeMap<String, (String, String)>, CloudError> {
-        let key = self.next_hops_key();
-        if !fresh && let Some(map) = cache::get_json(&key) {
-            return Ok(map);
-        }
-        let endpoints = Endpoints::get(&self.config)?;
-        let compute = api::endpoint(&endpoints.compute, "compute", &self.config)?;
-        let servers = api::list(
-            Request::get(&format!("{compute}/servers/detail"))
-                .header("openstack-api-version", COMPUTE_MICROVERSION)
-                .query("limit", "1000"),
-            "servers",
-            "list servers",
-        )?;
-        let ids: Vec<&str> = servers.iter().filter_map(|s| s["id"].as_str()).collect();
-        let mut ports = self.ports_of(&ids)?;
-        let mut map = BTreeMap::new();
-        for server in &servers {
-            let id = server["id"].as_str().unwrap_or_default();
-            let own: Vec<Value> = ports.remove(id).unwrap_or_default();
-            let name = server["name"].as_str().unwrap_or_default().to_owned();
-            for address in node_addresses(server, &own, &self.config.networking) {
-                map.insert(address.address, (name.clone(), id.to_owned()));
-            }
-        }
-        let _ = cache::set_json(&key, &map, NEXT_HOPS_TTL);
-        Ok(map)
     }
 
     fn router_routes(&self) -> Result<Vec<(String, String)>, CloudError> {
@@ -103,20 +65,15 @@ impl OpenStack {
         Ok(())
     }
 
-    /// Adds (or removes) `cidr` as an allowed address pair of the port of `server`
-    /// holding `address`.
-    fn allow_on_port(
-        &self,
-        server: &str,
-        address: &str,
-        cidr: &str,
-        allow: bool,
-    ) -> Result<(), CloudError> {
+    /// Adds (or removes) `cidr` as an allowed address pair of the port holding
+    /// `address`; nothing on a port without port security (occm skips it there).
+    fn allow_on_port(&self, address: &str, cidr: &str, allow: bool) -> Result<(), CloudError> {
         let network = self.network_endpoint()?;
         let ports = api::list(
-            Request::get(&format!("{network}/ports")).query("device_id", server),
+            Request::get(&format!("{network}/ports"))
+                .query("fixed_ips", &format!("ip_address={address}")),
             "ports",
-            "list the node's ports",
+            "find the node's port",
         )?;
         let Some(port) = ports.iter().find(|p| {
             p["fixed_ips"]
@@ -124,13 +81,14 @@ impl OpenStack {
                 .is_some_and(|ips| ips.iter().any(|ip| ip["ip_address"] == address))
         }) else {
             return if allow {
-                Err(cloud_error::other(format!(
-                    "no port of server {server} holds {address}"
-                )))
+                Err(cloud_error::other(format!("no port holds {address}")))
             } else {
                 Ok(())
             };
         };
+        if port["port_security_enabled"] == false {
+            return Ok(());
+        }
         let mut pairs: Vec<Value> = port["allowed_address_pairs"]
             .as_array()
             .cloned()
@@ -164,27 +122,21 @@ fn next_hop(route: &Route) -> Option<String> {
 
 impl Routes for OpenStack {
     fn list_routes(&self, _cluster_name: String) -> Result<Vec<Route>, CloudError> {
-        let routes = self.router_routes()?;
-        if routes.is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut hops = self.next_hops(false)?;
-        if routes.iter().any(|(_, hop)| !hops.contains_key(hop)) {
-            hops = self.next_hops(true)?;
-        }
-        Ok(routes
+        Ok(self
+            .router_routes()?
             .into_iter()
-            .map(|(destination, hop)| {
-                let target = hops.get(&hop);
-                Route {
-                    name: destination.clone(),
-                    target_node: target.map_or_else(|| hop.clone(), |(name, _)| name.clone()),
-                    target_node_addresses: Vec::new(),
-                    destination_cidr: destination,
-                    blackhole: target.is_none(),
-                    enable_node_addresses: false,
-                    target_node_provider_id: target.map(|(_, id)| format!("openstack:///{id}")),
-                }
+            .map(|(destination, hop)| Route {
+                name: destination.clone(),
+                // The host names the Node holding the next hop (occm: its Node informer).
+                target_node: String::new(),
+                target_node_addresses: vec![NodeAddress {
+                    address_type: NodeAddressType::InternalIp,
+                    address: hop,
+                }],
+                destination_cidr: destination,
+                blackhole: false,
+                enable_node_addresses: false,
+                target_node_provider_id: None,
             })
             .collect())
     }
@@ -201,17 +153,13 @@ impl Routes for OpenStack {
                 route.target_node, route.destination_cidr
             ))
         })?;
-        let server = match route.target_node_provider_id.as_deref() {
-            Some(p) => parse_provider_id(p)?.id,
-            None => self
-                .next_hops(true)?
-                .get(&hop)
-                .map(|(_, id)| id.clone())
-                .ok_or_else(|| cloud_error::other(format!("no server has address {hop}")))?,
-        };
-        self.allow_on_port(&server, &hop, &route.destination_cidr, true)?;
-        self.change_routes("add_extraroutes", &[(route.destination_cidr.clone(), hop)])?;
-        cache::delete(&self.next_hops_key());
+        let added = (route.destination_cidr.clone(), hop.clone());
+        self.change_routes("add_extraroutes", std::slice::from_ref(&added))?;
+        // occm's CreateRoute: the pair after the route, the route undone when it fails.
+        if let Err(e) = self.allow_on_port(&hop, &route.destination_cidr, true) {
+            let _ = self.change_routes("remove_extraroutes", &[added]);
+            return Err(e);
+        }
         Ok(())
     }
 
@@ -225,11 +173,8 @@ impl Routes for OpenStack {
             return Ok(());
         }
         self.change_routes("remove_extraroutes", &existing)?;
-        let hops = self.next_hops(false)?;
         for (destination, hop) in &existing {
-            if let Some((_, server)) = hops.get(hop) {
-                self.allow_on_port(server, hop, destination, false)?;
-            }
+            self.allow_on_port(hop, destination, false)?;
         }
         Ok(())
     }

@@ -93,7 +93,13 @@ impl Filters {
                         Value::String(s) => s == wanted,
                         Value::Bool(b) => b.to_string() == *wanted,
                         Value::Number(n) => n.to_string() == *wanted,
-                        Value::Array(list) => list.iter().any(|v| v.as_str() == Some(wanted)),
+                        // `fixed_ips=ip_address=10.0.0.5`: a field of one of the objects.
+                        Value::Array(list) => list.iter().any(|v| {
+                            v.as_str() == Some(wanted)
+                                || wanted
+                                    .split_once('=')
+                                    .is_some_and(|(k, val)| v[k].as_str() == Some(val))
+                        }),
                         _ => false,
                     })
                 })
@@ -179,9 +185,10 @@ fn port_json(p: &Port) -> Value {
         "id": p.id, "network_id": p.network_id, "device_id": p.device_id,
         "device_owner": p.device_owner, "mac_address": p.mac_address, "status": "ACTIVE",
         "admin_state_up": true, "tenant_id": "project", "project_id": "project", "name": "",
+        "port_security_enabled": p.port_security_enabled,
         "fixed_ips": p.fixed_ips.iter().map(|(subnet, ip)| json!({"subnet_id": subnet, "ip_address": ip})).collect::<Vec<_>>(),
         "allowed_address_pairs": p.allowed_address_pairs.iter().map(|(ip, mac)| json!({"ip_address": ip, "mac_address": mac})).collect::<Vec<_>>(),
-        "security_groups": [], "port_security_enabled": true,
+        "security_groups": [],
     })
 }
 
@@ -236,6 +243,12 @@ async fn update_port(
         ));
     }
     shared.with(|s| match s.ports.get_mut(&id) {
+        Some(p) if !p.port_security_enabled && !parsed.is_empty() => bad_request(
+            StatusCode::CONFLICT,
+            &format!(
+                "Port Security must be enabled in order to have allowed address pairs on a port {id}"
+            ),
+        ),
         Some(p) => {
             for pair in &mut parsed {
                 if pair.1.is_empty() {

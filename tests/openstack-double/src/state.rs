@@ -50,6 +50,8 @@ pub struct Port {
     pub fixed_ips: Vec<(String, String)>,
     /// `(ip_address, mac_address)`.
     pub allowed_address_pairs: Vec<(String, String)>,
+    /// `port_security_enabled` (Neutron refuses allowed address pairs without it).
+    pub port_security_enabled: bool,
 }
 
 /// A Neutron floating IP.
@@ -346,6 +348,7 @@ impl State {
                     mac_address: mac,
                     fixed_ips: vec![(subnet, ip.clone())],
                     allowed_address_pairs: Vec::new(),
+                    port_security_enabled: true,
                 },
             );
         }
@@ -386,6 +389,7 @@ impl State {
                 mac_address: "fa:16:3e:ff:00:01".into(),
                 fixed_ips: vec![(subnet.to_owned(), address.clone())],
                 allowed_address_pairs: Vec::new(),
+                port_security_enabled: true,
             },
         );
         self.load_balancers.insert(

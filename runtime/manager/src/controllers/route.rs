@@ -26,6 +26,40 @@ use serde_json::json;
 use super::{Context, node_event, tick};
 use crate::cloud::{self, Route};
 
+/// Routes a provider names by next hop only (`target_node` empty, the next hop in
+/// `target_node_addresses`), as occm's `ListRoutes` does with its Node informer: the
+/// Node holding that address is the target (its provider ID too); a next hop no Node
+/// holds is a blackhole route named by the address.
+pub fn resolve_targets(routes: Vec<Route>, nodes: &[Arc<Node>]) -> Vec<Route> {
+    routes
+        .into_iter()
+        .map(|mut route| {
+            if !route.target_node.is_empty() || route.target_node_addresses.is_empty() {
+                return route;
+            }
+            let holder = nodes.iter().find(|node| {
+                let held = cloud::node_addresses(node);
+                route
+                    .target_node_addresses
+                    .iter()
+                    .any(|hop| held.iter().any(|a| a.address == hop.address))
+            });
+            match holder {
+                Some(node) => {
+                    route.target_node = node.name_any();
+                    route.target_node_provider_id =
+                        node.spec.as_ref().and_then(|s| s.provider_id.clone());
+                }
+                None => {
+                    route.target_node = route.target_node_addresses[0].address.clone();
+                    route.blackhole = true;
+                }
+            }
+            route
+        })
+        .collect()
+}
+
 /// The controller's name: in `--controllers`, metrics and logs.
 pub const NAME: &str = "route";
 
@@ -232,6 +266,7 @@ pub async fn reconcile(
         }
     };
     let nodes = ctx.nodes.list();
+    let existing = resolve_targets(existing, &nodes);
     let cluster = &options.cluster_name;
 
     // Upstream's routeMap: for each Node that routes target or that has pod CIDRs,
@@ -410,6 +445,47 @@ pub async fn run(ctx: Context, options: Options, shutdown: tokio::sync::watch::R
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// occm's ListRoutes names a route's target by its next hop: the Node holding it,
+    /// else a blackhole named by the address.
+    #[test]
+    fn routes_named_by_next_hop_find_their_node() {
+        let node: Node = serde_json::from_value(json!({
+            "metadata": {"name": "worker-c"},
+            "spec": {"providerID": "openstack:///c"},
+            "status": {"addresses": [{"type": "InternalIP", "address": "10.0.0.13"}]}
+        }))
+        .unwrap();
+        let by_hop = |hop: &str| Route {
+            name: "r".into(),
+            target_node: String::new(),
+            target_node_addresses: vec![NodeAddress {
+                type_: "InternalIP".into(),
+                address: hop.into(),
+            }],
+            destination_cidr: "10.244.3.0/24".into(),
+            blackhole: false,
+            enable_node_addresses: false,
+            target_node_provider_id: None,
+        };
+        let named = Route {
+            target_node: "node-a".into(),
+            ..by_hop("10.0.0.11")
+        };
+        let resolved = resolve_targets(
+            vec![by_hop("10.0.0.13"), by_hop("10.0.9.9"), named.clone()],
+            &[Arc::new(node)],
+        );
+        assert_eq!(resolved[0].target_node, "worker-c");
+        assert_eq!(
+            resolved[0].target_node_provider_id.as_deref(),
+            Some("openstack:///c")
+        );
+        assert!(!resolved[0].blackhole);
+        assert_eq!(resolved[1].target_node, "10.0.9.9");
+        assert!(resolved[1].blackhole);
+        assert_eq!(resolved[2], named);
+    }
 
     #[test]
     fn cidr_containment() {
