@@ -223,6 +223,22 @@ async fn nodes_are_initialized_and_their_lifecycle_follows_nova() {
     .await;
     assert!(nodes.get_opt("node-b").await.unwrap().is_some());
 
+    // The lifecycle checks of two NotReady Nodes read their two servers by ID: the
+    // project is not listed for them.
+    let before = stack.cloud.with_state(|s| s.requests.len());
+    let by_id = format!("GET /compute/v2.1/servers/{}", a.id);
+    wait_until(TIMEOUT, "node-a's server read by ID", || async {
+        stack
+            .cloud
+            .with_state(|s| s.requests[before..].iter().any(|r| r.starts_with(&by_id)))
+    })
+    .await;
+    let since: Vec<String> = stack.cloud.with_state(|s| s.requests[before..].to_vec());
+    assert!(
+        !since.iter().any(|r| r.contains("/servers/detail")),
+        "{since:?}"
+    );
+
     // Every request carried a token Keystone accepted (the double refuses others), and
     // neither the secret nor a token is in the log.
     let requests = stack.cloud.with_state(|s| s.requests.clone());
