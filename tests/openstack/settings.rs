@@ -367,3 +367,55 @@ async fn the_ovn_provider_gets_what_it_supports() {
         .await;
     }
 }
+
+/// With no network in the cloud config, occm finds them: the VIP subnet of a Node's
+/// address, the first external network with an IPv4 subnet for the floating IP.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn networks_are_found_when_the_config_names_none() {
+    use k8s_openapi::api::core::v1::Node;
+    let stack = OpenStackStack::start(|_| String::new()).await;
+    stack.cloud.with_state(|s| {
+        s.add_server(openstack_double::state::NewServer::named(
+            "node-a",
+            "10.0.0.11",
+        ));
+    });
+    let nodes: Api<Node> = Api::all(stack.client());
+    nodes
+        .create(&PostParams::default(), &super::kubelet_node("node-a"))
+        .await
+        .unwrap();
+    let (_ccm, _log) = stack.controller_manager(free_port());
+    wait_until(TIMEOUT, "node-a initialized", || {
+        wasm_ccm_tests::initialized(&nodes, "node-a")
+    })
+    .await;
+    let services: Api<Service> = Api::namespaced(stack.client(), "default");
+    services
+        .create(
+            &PostParams::default(),
+            &load_balancer_service("web", json!({})),
+        )
+        .await
+        .unwrap();
+    wait_until(TIMEOUT, "web served", || async {
+        services
+            .get("web")
+            .await
+            .ok()
+            .and_then(|s| ingress_ip(&s))
+            .is_some()
+    })
+    .await;
+    let address = ingress_ip(&services.get("web").await.unwrap()).unwrap();
+    stack.cloud.with_state(|s| {
+        let private = s.network_id("private").unwrap();
+        let subnet = s.subnet_of(&private).unwrap().id.clone();
+        let public = s.network_id("public").unwrap();
+        let lb = s.load_balancers.values().next().unwrap();
+        assert_eq!(lb.vip_subnet_id, subnet);
+        let fip = s.floating_ips.values().next().unwrap();
+        assert_eq!(fip.floating_network_id, public);
+        assert_eq!(fip.floating_ip_address, address);
+    });
+}

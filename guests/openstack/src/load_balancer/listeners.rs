@@ -329,7 +329,7 @@ fn selected(node: &Node, selector: &[(String, String)]) -> bool {
 
 /// occm's `nodeAddressForLB`: the Node's first InternalIP of the family, else its
 /// first ExternalIP of the family.
-fn member_address(node: &Node, ipv6: bool) -> Option<&str> {
+pub(super) fn member_address(node: &Node, ipv6: bool) -> Option<&str> {
     let of = |kind: NodeAddressType| {
         node.addresses
             .iter()

@@ -13,6 +13,7 @@
 //! Deletion is Octavia's cascade delete; the floating IP is released first (kept, only
 //! unbound, with `keep-floatingip` or when it is the Service's `loadBalancerIP`).
 
+mod autodetect;
 mod floating_ip;
 mod listeners;
 mod settings;
@@ -360,7 +361,8 @@ impl OpenStack {
         nodes: &[Node],
         create: bool,
     ) -> Result<LoadBalancerStatus, CloudError> {
-        let wanted = self.wanted(cluster, service)?;
+        let mut wanted = self.wanted(cluster, service)?;
+        self.autodetect(&mut wanted, service, nodes)?;
         let lb = self.ensure_created(&wanted, service, cluster, create)?;
         let owner = shared::owns(&lb, cluster, service);
         if !owner {

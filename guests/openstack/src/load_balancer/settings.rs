@@ -378,21 +378,6 @@ impl OpenStack {
         if config.lb_provider.eq_ignore_ascii_case("ovn") {
             without_ovn_features(&mut wanted);
         }
-        if wanted.vip_subnet.is_empty() && wanted.vip_network.is_empty() {
-            return refuse(
-                "no VIP subnet: set [LoadBalancer] subnet-id (or network-id), or the Service's \
-                 loadbalancer.openstack.org/subnet-id annotation"
-                    .into(),
-            );
-        }
-        if !wanted.internal && wanted.floating_network.is_empty() {
-            return refuse(
-                "an external load balancer needs a floating network: set [LoadBalancer] \
-                 floating-network-id or the loadbalancer.openstack.org/floating-network-id \
-                 annotation, or make it internal"
-                    .into(),
-            );
-        }
         Ok(wanted)
     }
 }
