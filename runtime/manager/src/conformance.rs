@@ -676,9 +676,18 @@ async fn route_checks(
         enable_node_addresses: true,
         target_node_provider_id: target.provider_id.clone(),
     };
+    // A route named by its next hop only (as occm lists them) is the target's when the
+    // target holds that address: the controller manager resolves it so.
+    let targets = |r: &wit::Route| {
+        r.target_node == route.target_node
+            || (r.target_node.is_empty()
+                && r.target_node_addresses
+                    .iter()
+                    .any(|hop| target.addresses.iter().any(|a| a.address == hop.address)))
+    };
     let listed = |list: &[wit::Route]| -> Option<wit::Route> {
         list.iter()
-            .find(|r| r.destination_cidr == cidr && r.target_node == route.target_node)
+            .find(|r| r.destination_cidr == cidr && targets(r))
             .cloned()
     };
     report.record(
