@@ -446,6 +446,55 @@ impl Store {
         obj["status"] = json!({"loadBalancer": {}});
     }
 
+    /// What the real server fills in on a Service update: the cluster IPs kept, and a
+    /// node port for each new port of a NodePort or LoadBalancer Service (a port added
+    /// or renumbered by a patch gets one, as the API server's allocator gives it).
+    fn default_service_update(inner: &mut Inner, current: &Value, next: &mut Value) {
+        let Some(spec) = next.get_mut("spec").and_then(Value::as_object_mut) else {
+            return;
+        };
+        for field in ["clusterIP", "clusterIPs"] {
+            if !spec.contains_key(field)
+                && let Some(old) = current["spec"].get(field)
+            {
+                spec.insert(field.into(), old.clone());
+            }
+        }
+        let svc_type = spec
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or("ClusterIP")
+            .to_owned();
+        let allocate = svc_type == "NodePort"
+            || (svc_type == "LoadBalancer"
+                && spec
+                    .get("allocateLoadBalancerNodePorts")
+                    .and_then(Value::as_bool)
+                    != Some(false));
+        if svc_type == "LoadBalancer" {
+            spec.entry("allocateLoadBalancerNodePorts")
+                .or_insert(json!(true));
+        }
+        if let Some(Value::Array(ports)) = spec.get_mut("ports") {
+            for port in ports {
+                let Some(p) = port.as_object_mut() else {
+                    continue;
+                };
+                p.entry("protocol").or_insert(json!("TCP"));
+                if let Some(number) = p.get("port").cloned() {
+                    p.entry("targetPort").or_insert(number);
+                }
+                if allocate && !p.contains_key("nodePort") {
+                    inner.next_node_port += 1;
+                    p.insert(
+                        "nodePort".into(),
+                        json!(30000 + inner.next_node_port % 2768),
+                    );
+                }
+            }
+        }
+    }
+
     /// Creates an object. `namespace` comes from the URL.
     pub fn create(
         &self,
@@ -668,6 +717,9 @@ impl Store {
                 proposed
             }
         };
+        if target == Target::Main && resource.kind == "Service" {
+            Self::default_service_update(&mut inner, &current, &mut next);
+        }
         // Server-owned metadata.
         next["apiVersion"] = json!(resource.api_version());
         next["kind"] = json!(resource.kind);
@@ -1100,6 +1152,28 @@ mod tests {
         store.compact();
         assert!(store.watch_from(store.resource_version() - 1).is_err());
         assert!(store.watch_from(store.resource_version()).is_ok());
+    }
+
+    #[test]
+    fn a_port_patched_in_gets_a_node_port() {
+        let store = Store::new(100);
+        let services = find("", "v1", "services").unwrap();
+        let svc = json!({"metadata": {"name": "web"},
+            "spec": {"type": "LoadBalancer", "ports": [{"name": "http", "port": 80}]}});
+        store.create(services, "default", svc).unwrap();
+        let patched = store
+            .patch(
+                services,
+                "default",
+                "web",
+                Target::Main,
+                PatchType::Merge,
+                &json!({"spec": {"ports": [{"name": "http", "port": 81, "targetPort": 8080}]}}),
+            )
+            .unwrap();
+        assert!(patched["spec"]["ports"][0]["nodePort"].as_u64().is_some());
+        assert_eq!(patched["spec"]["ports"][0]["protocol"], "TCP");
+        assert!(patched["spec"]["clusterIP"].is_string());
     }
 
     #[test]
