@@ -165,3 +165,40 @@ async fn load_balancers_occm_made_are_adopted_and_recorded_as_occm_records_them(
     })
     .await;
 }
+
+/// A Service whose `load-balancer-id` names a load balancer that is gone (deleted by
+/// hand) is refused while it wants one (as occm), and its deletion completes: the
+/// finalizer goes, nothing is made.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_naming_a_gone_load_balancer_can_be_deleted() {
+    let stack = OpenStackStack::start(lb_cloud_config).await;
+    let services: Api<Service> = Api::namespaced(stack.client(), "default");
+    services
+        .create(
+            &PostParams::default(),
+            &load_balancer_service(
+                "orphan",
+                json!({ ID: "0a5e0000-0000-4000-8000-0000000000ff" }),
+            ),
+        )
+        .await
+        .unwrap();
+    let (_ccm, _log) = stack.controller_manager(free_port());
+    wait_until(TIMEOUT, "orphan refused", || async {
+        super::floating_ips::reasons(stack.client(), "orphan")
+            .await
+            .contains(&"SyncLoadBalancerFailed".to_string())
+    })
+    .await;
+    services
+        .delete("orphan", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_until(TIMEOUT, "orphan deleted", || async {
+        services.get_opt("orphan").await.is_ok_and(|s| s.is_none())
+    })
+    .await;
+    stack
+        .cloud
+        .with_state(|s| assert!(s.load_balancers.is_empty()));
+}

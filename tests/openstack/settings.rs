@@ -68,6 +68,27 @@ async fn affinity_source_ranges_and_timeouts_as_occm() {
         },
     )
     .await;
+
+    // x-forwarded-for turned on: the TCP listener on port 80 is replaced by an HTTP one
+    // (Octavia holds one listener per port and transport).
+    services
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({
+                "metadata": {"annotations": {"loadbalancer.openstack.org/x-forwarded-for": "true"}}})),
+        )
+        .await
+        .unwrap();
+    wait_until(TIMEOUT, "one HTTP listener", || async {
+        stack.cloud.with_state(|s| {
+            s.listeners.len() == 1
+                && s.listeners.values().next().unwrap().protocol == "HTTP"
+                && s.pools.len() == 1
+                && s.pools.values().next().unwrap().protocol == "HTTP"
+        })
+    })
+    .await;
 }
 
 /// `[LoadBalancerClass "name"]` sections picked by `loadbalancer.openstack.org/class`,

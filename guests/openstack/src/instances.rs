@@ -259,11 +259,15 @@ impl OpenStack {
             if self.other_region(node).is_some() {
                 continue;
             }
-            if let Some(server) = self.find_server(node)? {
-                found.push(Found {
+            match self.find_server(node) {
+                Ok(Some(server)) => found.push(Found {
                     server,
                     ports: Vec::new(),
-                });
+                }),
+                Ok(None) => {}
+                // The listing answers each Node on its own (one bad provider ID or one
+                // failed read is that Node's error, not the batch's).
+                Err(_) => return self.all_servers(),
             }
         }
         Ok(found)

@@ -17,6 +17,7 @@ use wasm_ccm_guest::{Routes, cloud_error};
 
 use crate::OpenStack;
 use crate::api::{self, Endpoints};
+use crate::instances::parse_provider_id;
 
 impl OpenStack {
     fn network_endpoint(&self) -> Result<String, CloudError> {
@@ -65,16 +66,24 @@ impl OpenStack {
         Ok(())
     }
 
-    /// Adds (or removes) `cidr` as an allowed address pair of the port holding
-    /// `address`; nothing on a port without port security (occm skips it there).
-    fn allow_on_port(&self, address: &str, cidr: &str, allow: bool) -> Result<(), CloudError> {
+    /// Adds (or removes) `cidr` as an allowed address pair of the port (of `server`,
+    /// when known) holding `address`; nothing on a port without port security (occm
+    /// skips it there).
+    fn allow_on_port(
+        &self,
+        server: Option<&str>,
+        address: &str,
+        cidr: &str,
+        allow: bool,
+    ) -> Result<(), CloudError> {
         let network = self.network_endpoint()?;
-        let ports = api::list(
-            Request::get(&format!("{network}/ports"))
+        // The server's own ports when known (another network may reuse the address).
+        let request = match server {
+            Some(server) => Request::get(&format!("{network}/ports")).query("device_id", server),
+            None => Request::get(&format!("{network}/ports"))
                 .query("fixed_ips", &format!("ip_address={address}")),
-            "ports",
-            "find the node's port",
-        )?;
+        };
+        let ports = api::list(request, "ports", "find the node's port")?;
         let Some(port) = ports.iter().find(|p| {
             p["fixed_ips"]
                 .as_array()
@@ -107,6 +116,16 @@ impl OpenStack {
         )?;
         Ok(())
     }
+}
+
+/// The server the route's target Node is, when its provider ID is known.
+fn server_of(route: &Route) -> Result<Option<String>, CloudError> {
+    route
+        .target_node_provider_id
+        .as_deref()
+        .filter(|p| !p.is_empty())
+        .map(|p| parse_provider_id(p).map(|r| r.id))
+        .transpose()
 }
 
 /// The target's internal IP for `destination` (IPv6 for an IPv6 CIDR).
@@ -156,7 +175,8 @@ impl Routes for OpenStack {
         let added = (route.destination_cidr.clone(), hop.clone());
         self.change_routes("add_extraroutes", std::slice::from_ref(&added))?;
         // occm's CreateRoute: the pair after the route, the route undone when it fails.
-        if let Err(e) = self.allow_on_port(&hop, &route.destination_cidr, true) {
+        let server = server_of(&route)?;
+        if let Err(e) = self.allow_on_port(server.as_deref(), &hop, &route.destination_cidr, true) {
             let _ = self.change_routes("remove_extraroutes", &[added]);
             return Err(e);
         }
@@ -164,17 +184,27 @@ impl Routes for OpenStack {
     }
 
     fn delete_route(&self, _cluster_name: String, route: Route) -> Result<(), CloudError> {
+        // occm's DeleteRoute: the route to this next hop (every route to the
+        // destination when the next hop is not given).
+        let hop = route
+            .target_node_addresses
+            .iter()
+            .find(|a| a.address_type == NodeAddressType::InternalIp)
+            .map(|a| a.address.clone());
         let existing: Vec<(String, String)> = self
             .router_routes()?
             .into_iter()
-            .filter(|(destination, _)| *destination == route.destination_cidr)
+            .filter(|(destination, next)| {
+                *destination == route.destination_cidr && hop.as_ref().is_none_or(|h| h == next)
+            })
             .collect();
         if existing.is_empty() {
             return Ok(());
         }
         self.change_routes("remove_extraroutes", &existing)?;
+        let server = server_of(&route)?;
         for (destination, hop) in &existing {
-            self.allow_on_port(hop, destination, false)?;
+            self.allow_on_port(server.as_deref(), hop, destination, false)?;
         }
         Ok(())
     }

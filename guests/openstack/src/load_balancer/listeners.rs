@@ -28,6 +28,7 @@ impl OpenStack {
         let listeners = self.list_children("listeners", "listeners", id)?;
         let pools = self.list_children("pools", "pools", id)?;
         let mut kept = Vec::new();
+        let mut replaced: Vec<String> = Vec::new();
         for (index, port) in service.ports.iter().enumerate() {
             // occm's getListenerProtocol: a TLS certificate makes TERMINATED_HTTPS,
             // x-forwarded-for HTTP, else the port's protocol.
@@ -43,9 +44,12 @@ impl OpenStack {
                 }
             };
             let name = format!("listener_{index}_{}", wanted.name);
-            let existing = listeners
-                .iter()
-                .find(|l| l["protocol_port"] == port.port && l["protocol"] == protocol);
+            // Octavia allows one listener per port and transport (TCP carries HTTP and
+            // TLS too).
+            let mut existing = listeners.iter().find(|l| {
+                l["protocol_port"] == port.port
+                    && transport(l["protocol"].as_str().unwrap_or_default()) == transport(protocol)
+            });
             // occm's checkListenerPorts: a port another Service listens on is not ours.
             if let Some(l) = existing.filter(|l| !listener_is_ours(l, &wanted.name, owner)) {
                 return Err(cloud_error::other(format!(
@@ -54,6 +58,26 @@ impl OpenStack {
                     port.port,
                     l["name"].as_str().unwrap_or_default()
                 )));
+            }
+            // Ours with another protocol (x-forwarded-for or a certificate set or
+            // unset): replaced, as its protocol cannot change.
+            if let Some(l) = existing.filter(|l| l["protocol"] != protocol) {
+                let lid = l["id"].as_str().unwrap_or_default();
+                if let Some(pool) = pools.iter().find(|p| listener_of(p) == Some(lid)) {
+                    let pid = pool["id"].as_str().unwrap_or_default();
+                    self.change(
+                        id,
+                        Request::delete(&format!("{octavia}/lbaas/pools/{pid}")),
+                        "delete a pool",
+                    )?;
+                }
+                self.change(
+                    id,
+                    Request::delete(&format!("{octavia}/lbaas/listeners/{lid}")),
+                    "delete a listener",
+                )?;
+                replaced.push(lid.to_owned());
+                existing = None;
             }
             let mut settings = json!({"name": name, "tags": [wanted.name],
                 "allowed_cidrs": if wanted.allowed_cidrs.is_empty() { Value::Null } else { json!(wanted.allowed_cidrs) }});
@@ -116,7 +140,9 @@ impl OpenStack {
         }
         for listener in &listeners {
             let lid = listener["id"].as_str().unwrap_or_default();
-            if kept.iter().any(|k| k == lid) || !listener_is_ours(listener, &wanted.name, owner) {
+            if kept.iter().chain(&replaced).any(|k| k == lid)
+                || !listener_is_ours(listener, &wanted.name, owner)
+            {
                 continue;
             }
             if let Some(pool) = pools.iter().find(|p| listener_of(p) == Some(lid)) {
@@ -313,6 +339,14 @@ impl OpenStack {
             _ => {}
         }
         Ok(())
+    }
+}
+
+/// The transport a listener protocol runs on: one listener per port and transport.
+fn transport(protocol: &str) -> &str {
+    match protocol {
+        "UDP" | "SCTP" => protocol,
+        _ => "TCP",
     }
 }
 

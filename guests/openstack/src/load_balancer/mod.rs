@@ -130,13 +130,19 @@ impl OpenStack {
             "loadbalancers",
             "find the load balancer",
         )?;
-        Ok(found.into_iter().find(|lb| {
-            lb["name"] == name
-                && !matches!(
-                    lb["provisioning_status"].as_str(),
-                    Some("DELETED" | "PENDING_DELETE")
-                )
-        }))
+        let mut live: Vec<Value> = found
+            .into_iter()
+            .filter(|lb| {
+                lb["name"] == name
+                    && !matches!(
+                        lb["provisioning_status"].as_str(),
+                        Some("DELETED" | "PENDING_DELETE")
+                    )
+            })
+            .collect();
+        // One that works before one in ERROR (a failed delete can leave one behind).
+        live.sort_by_key(|lb| lb["provisioning_status"] == "ERROR");
+        Ok(live.into_iter().next())
     }
 
     /// The Service's load balancer, as occm's `EnsureLoadBalancer` finds it: the one
@@ -239,10 +245,10 @@ impl OpenStack {
                 record(service, &id, None);
                 return self.wait_active(&id);
             }
-            if !shared::owns(&lb, cluster, service) {
+            if !shared::owns(&lb, cluster, service) || shared::has_other_users(&lb, &wanted.name) {
                 return Err(cloud_error::other(format!(
-                    "load balancer {id}, which this Service shares, is in provisioning status \
-                     ERROR; only its owner's Service makes it again"
+                    "load balancer {id} is in provisioning status ERROR and shared with other \
+                     Services: it is not made again under them (repair or delete it in Octavia)"
                 )));
             }
             if !create {
@@ -258,6 +264,11 @@ impl OpenStack {
                 &format!("Octavia load balancer {id} is in ERROR: deleting it to make it again"),
                 None,
             );
+            // The ID is cleared first: should making the new one fail, the next call
+            // looks it up by name instead of naming a load balancer that is gone.
+            if ours(service, LOAD_BALANCER_ID).is_some() {
+                let _ = annotations::set(&format!("{PREFIX}{LOAD_BALANCER_ID}"), "");
+            }
             self.start_delete(&lb, service)?;
         }
         if !create {
@@ -420,8 +431,13 @@ impl LoadBalancer for OpenStack {
         cluster_name: String,
         service: Service,
     ) -> Result<Option<LoadBalancerStatus>, CloudError> {
-        let Some(lb) = self.find_service_load_balancer(&cluster_name, &service)? else {
-            return Ok(None);
+        // occm's GetLoadBalancer: a load balancer the annotation names that is gone is
+        // not there (so the Service's cleanup can finish).
+        let lb = match self.find_service_load_balancer(&cluster_name, &service) {
+            Ok(Some(lb)) => lb,
+            Ok(None) => return Ok(None),
+            Err(_) if self.named_gone(&service)? => return Ok(None),
+            Err(e) => return Err(e),
         };
         let neutron = self.neutron()?;
         let port = lb["vip_port_id"].as_str().unwrap_or_default();
@@ -474,11 +490,18 @@ impl LoadBalancer for OpenStack {
         };
         let name = load_balancer_name(&cluster_name, &service);
         if self.last_user(&lb, &name, &service) {
-            self.delete_load_balancer(&lb, &service)
+            self.delete_load_balancer(&lb, &service)?;
         } else {
             // Other Services use it (or occm did not make it): only ours goes.
-            self.leave_load_balancer(&lb, &name)
+            let owner = shared::owns(&lb, &cluster_name, &service);
+            self.leave_load_balancer(&lb, &name, owner)?;
         }
+        // The Service no longer names it (a Service made a LoadBalancer again gets a new
+        // one rather than an error about this one).
+        if ours(&service, LOAD_BALANCER_ID).is_some_and(|id| !id.is_empty()) {
+            let _ = annotations::set(&format!("{PREFIX}{LOAD_BALANCER_ID}"), "");
+        }
+        Ok(())
     }
 }
 

@@ -33,6 +33,13 @@ fn tags(value: &Value) -> Vec<String> {
         .collect()
 }
 
+/// Whether `lb`'s tags name another Service than `name`.
+pub(super) fn has_other_users(lb: &Value, name: &str) -> bool {
+    tags(lb)
+        .iter()
+        .any(|t| t.starts_with(SERVICE_PREFIX) && t != name)
+}
+
 /// Whether a listener is the Service's (`name`): tagged with it, or untagged on the
 /// Service's own load balancer (occm's `deleteOctaviaListeners` and `checkListenerPorts`).
 pub(super) fn listener_is_ours(listener: &Value, name: &str, owner: bool) -> bool {
@@ -89,23 +96,26 @@ impl OpenStack {
     /// Whether deleting the Service deletes `lb`: no other Service uses it and occm
     /// (or the in-tree provider, for the legacy name) made it.
     pub(super) fn last_user(&self, lb: &Value, name: &str, service: &Service) -> bool {
-        let others = tags(lb)
-            .iter()
-            .any(|t| t.starts_with(SERVICE_PREFIX) && t != name);
+        let others = has_other_users(lb, name);
         let lb_name = lb["name"].as_str().unwrap_or_default();
         !others && (lb_name.starts_with(SERVICE_PREFIX) || lb_name == legacy_name(service))
     }
 
     /// Leaves a load balancer other Services keep: deletes the Service's own listeners
     /// (tagged with `name`) with their pools, and removes `name` from its tags.
-    pub(super) fn leave_load_balancer(&self, lb: &Value, name: &str) -> Result<(), CloudError> {
+    pub(super) fn leave_load_balancer(
+        &self,
+        lb: &Value,
+        name: &str,
+        owner: bool,
+    ) -> Result<(), CloudError> {
         let id = lb["id"].as_str().unwrap_or_default();
         let octavia = self.octavia()?;
         let listeners = self.list_children("listeners", "listeners", id)?;
         let pools = self.list_children("pools", "pools", id)?;
         for listener in listeners
             .iter()
-            .filter(|l| listener_is_ours(l, name, false))
+            .filter(|l| listener_is_ours(l, name, owner))
         {
             let lid = listener["id"].as_str().unwrap_or_default();
             if let Some(pool) = pools

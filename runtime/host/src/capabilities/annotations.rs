@@ -106,6 +106,11 @@ impl HostState {
     pub(crate) fn flush_annotations(&mut self) {
         let set = std::mem::take(&mut self.call.annotations);
         let provider = self.provider.get().to_string();
+        if provider == crate::metrics::ProviderLabel::CANDIDATE {
+            // A canary's calls are comparisons: what it would write is not written
+            // (once promoted, it writes under its name).
+            return;
+        }
         self.shared
             .annotations
             .flush(&provider, &self.call.objects, set);

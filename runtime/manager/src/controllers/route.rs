@@ -37,13 +37,20 @@ pub fn resolve_targets(routes: Vec<Route>, nodes: &[Arc<Node>]) -> Vec<Route> {
             if !route.target_node.is_empty() || route.target_node_addresses.is_empty() {
                 return route;
             }
-            let holder = nodes.iter().find(|node| {
-                let held = cloud::node_addresses(node);
-                route
-                    .target_node_addresses
-                    .iter()
-                    .any(|hop| held.iter().any(|a| a.address == hop.address))
-            });
+            // A Node whose InternalIP is the next hop first, then one holding it otherwise.
+            let holds = |node: &&Arc<Node>, internal_only: bool| {
+                cloud::node_addresses(node).iter().any(|a| {
+                    (!internal_only || a.type_ == "InternalIP")
+                        && route
+                            .target_node_addresses
+                            .iter()
+                            .any(|hop| hop.address == a.address)
+                })
+            };
+            let holder = nodes
+                .iter()
+                .find(|n| holds(n, true))
+                .or_else(|| nodes.iter().find(|n| holds(n, false)));
             match holder {
                 Some(node) => {
                     route.target_node = node.name_any();
@@ -485,6 +492,23 @@ mod tests {
         assert_eq!(resolved[1].target_node, "10.0.9.9");
         assert!(resolved[1].blackhole);
         assert_eq!(resolved[2], named);
+
+        // A Node whose InternalIP is the next hop wins over one holding it otherwise.
+        let other: Node = serde_json::from_value(json!({
+            "metadata": {"name": "edge"},
+            "status": {"addresses": [{"type": "ExternalIP", "address": "10.0.0.13"}]}
+        }))
+        .unwrap();
+        let worker: Node = serde_json::from_value(json!({
+            "metadata": {"name": "worker-c"},
+            "status": {"addresses": [{"type": "InternalIP", "address": "10.0.0.13"}]}
+        }))
+        .unwrap();
+        let resolved = resolve_targets(
+            vec![by_hop("10.0.0.13")],
+            &[Arc::new(other), Arc::new(worker)],
+        );
+        assert_eq!(resolved[0].target_node, "worker-c");
     }
 
     #[test]

@@ -150,6 +150,26 @@ pub(super) async fn create_listener(Extract(shared): Extract<Shared>, bytes: Byt
         if let Some(e) = ovn_refuses(s, &lb, &request) {
             return e;
         }
+        // Octavia's _validate_create_listener: one listener per port and transport.
+        let transport = |p: &str| {
+            if matches!(p, "UDP" | "SCTP") {
+                p.to_owned()
+            } else {
+                "TCP".to_owned()
+            }
+        };
+        if s.listeners.values().any(|l| {
+            l.loadbalancer_id == lb
+                && u64::from(l.protocol_port) == port
+                && transport(&l.protocol) == transport(protocol)
+        }) {
+            return error(
+                StatusCode::CONFLICT,
+                &format!(
+                    "Another Listener on this Load Balancer is already using protocol_port {port}"
+                ),
+            );
+        }
         if s.listeners.values().any(|l| {
             l.loadbalancer_id == lb && u64::from(l.protocol_port) == port && l.protocol == protocol
         }) {
