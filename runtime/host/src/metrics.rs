@@ -87,7 +87,7 @@ pub struct FunctionLabels {
 pub struct TrapLabels {
     /// The provider's name.
     pub provider: String,
-    /// [`TrapKind`](crate::provider::TrapKind) as a label.
+    /// The kind of trap (the provider module's `TrapKind`) as a label.
     pub kind: String,
 }
 
@@ -190,21 +190,23 @@ pub struct ProviderMetrics {
 }
 
 impl ProviderMetrics {
-    /// Creates `provider`'s counters of rare events at 0 (traps by kind, refused
-    /// requests by reason, the shared cache), so they are exported before the first
-    /// event and an alert's `increase()` sees the first one.
-    pub fn initialize(&self, provider: &str) {
-        for kind in crate::provider::TrapKind::ALL {
+    /// Creates `provider`'s counters of rare events at 0 (traps of each of
+    /// `trap_kinds`, refused requests of each of `denial_reasons`, the shared cache), so
+    /// they are exported before the first event and an alert's `increase()` sees the
+    /// first one. The label values come from the modules that own them
+    /// ([`crate::provider::initialize_metrics`] passes them).
+    pub fn initialize(&self, provider: &str, trap_kinds: &[&str], denial_reasons: &[&str]) {
+        for kind in trap_kinds {
             let _ = self.traps.get_or_create(&TrapLabels {
                 provider: provider.into(),
-                kind: kind.as_str().into(),
+                kind: (*kind).into(),
             });
         }
-        for reason in crate::capabilities::http_egress::Denial::REASONS {
+        for reason in denial_reasons {
             let _ = self.egress_denied.get_or_create(&DeniedLabels {
                 provider: provider.into(),
                 host: String::new(),
-                reason: reason.into(),
+                reason: (*reason).into(),
             });
         }
         for result in ["hit", "miss", "set", "evicted"] {

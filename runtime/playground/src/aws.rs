@@ -5,7 +5,7 @@ use std::path::Path;
 use kube_double::{ApiServer, resources};
 
 use crate::kubelets::{Instances, Kubelets};
-use crate::playground::{Options, PlaygroundError, Seeded, kubelet_node, web_service, write};
+use crate::seeding::{Options, PlaygroundError, Seeded, kubelet_node, web_service, write};
 
 /// moto on 127.0.0.1 with a VPC, one EC2 instance per node (nodes named by their
 /// private DNS names, as on AWS), request authentication on, and the AWS provider's

@@ -11,6 +11,7 @@ mod aws;
 mod kubelets;
 mod openstack;
 mod playground;
+mod seeding;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

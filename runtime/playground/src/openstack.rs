@@ -12,7 +12,7 @@ use openstack_double::OpenStackDouble;
 use openstack_double::state::NewServer;
 
 use crate::kubelets::{Instances, Kubelets};
-use crate::playground::{Options, PlaygroundError, Seeded, kubelet_node, web_service, write};
+use crate::seeding::{Options, PlaygroundError, Seeded, kubelet_node, web_service, write};
 
 /// deploy/openstack's policy, filled in for the playground's Keystone.
 const DOCUMENTED_POLICY: &str = include_str!("../../../deploy/openstack/providers/openstack.yaml");

@@ -41,6 +41,18 @@ pub use loader::{Inspection, ProviderLoader};
 pub use shared::SharedProvider;
 pub use source::{Fingerprint, ProviderSource, SourceError};
 
+/// Creates `provider`'s counters of rare events at 0 with every label value they can
+/// take: traps by [`TrapKind`], refused requests by
+/// [`Denial`](crate::capabilities::http_egress::Denial) reason, the shared cache.
+pub fn initialize_metrics(metrics: &crate::metrics::ProviderMetrics, provider: &str) {
+    let kinds = TrapKind::ALL.map(TrapKind::as_str);
+    metrics.initialize(
+        provider,
+        &kinds,
+        &crate::capabilities::http_egress::Denial::REASONS,
+    );
+}
+
 use crate::contract::Exports;
 use crate::policy::InstanceLimits;
 

@@ -97,7 +97,7 @@ pub async fn run(args: DaemonArgs) -> Result<(), DaemonError> {
         });
     }
     health.provider_ready.store(true, Ordering::Relaxed);
-    metrics.provider().initialize(provider.name());
+    wasm_ccm_host::provider::initialize_metrics(metrics.provider(), provider.name());
 
     let reporter = Arc::new(ReloadReporter::new(
         &metrics,
