@@ -7,7 +7,6 @@ use wasm_ccm_guest::http::Request;
 use wasm_ccm_guest::types::{CloudError, Node, NodeAddressType, Protocol, Service};
 
 use super::settings::Wanted;
-use super::shared::listener_is_ours;
 use crate::OpenStack;
 use crate::api;
 
@@ -62,21 +61,8 @@ impl OpenStack {
             // Ours with another protocol (x-forwarded-for or a certificate set or
             // unset): replaced, as its protocol cannot change.
             if let Some(l) = existing.filter(|l| l["protocol"] != protocol) {
-                let lid = l["id"].as_str().unwrap_or_default();
-                if let Some(pool) = pools.iter().find(|p| listener_of(p) == Some(lid)) {
-                    let pid = pool["id"].as_str().unwrap_or_default();
-                    self.change(
-                        id,
-                        Request::delete(&format!("{octavia}/lbaas/pools/{pid}")),
-                        "delete a pool",
-                    )?;
-                }
-                self.change(
-                    id,
-                    Request::delete(&format!("{octavia}/lbaas/listeners/{lid}")),
-                    "delete a listener",
-                )?;
-                replaced.push(lid.to_owned());
+                self.delete_listener(id, l, &pools)?;
+                replaced.push(l["id"].as_str().unwrap_or_default().to_owned());
                 existing = None;
             }
             let mut settings = json!({"name": name, "tags": [wanted.name],
@@ -145,20 +131,33 @@ impl OpenStack {
             {
                 continue;
             }
-            if let Some(pool) = pools.iter().find(|p| listener_of(p) == Some(lid)) {
-                let pid = pool["id"].as_str().unwrap_or_default();
-                self.change(
-                    id,
-                    Request::delete(&format!("{octavia}/lbaas/pools/{pid}")),
-                    "delete a pool",
-                )?;
-            }
+            self.delete_listener(id, listener, &pools)?;
+        }
+        Ok(())
+    }
+
+    /// Deletes `listener` of load balancer `lb` with its pool (among `pools`).
+    pub(super) fn delete_listener(
+        &self,
+        lb: &str,
+        listener: &Value,
+        pools: &[Value],
+    ) -> Result<(), CloudError> {
+        let octavia = self.octavia()?;
+        let lid = listener["id"].as_str().unwrap_or_default();
+        if let Some(pool) = pools.iter().find(|p| listener_of(p) == Some(lid)) {
+            let pid = pool["id"].as_str().unwrap_or_default();
             self.change(
-                id,
-                Request::delete(&format!("{octavia}/lbaas/listeners/{lid}")),
-                "delete a listener",
+                lb,
+                Request::delete(&format!("{octavia}/lbaas/pools/{pid}")),
+                "delete a pool",
             )?;
         }
+        self.change(
+            lb,
+            Request::delete(&format!("{octavia}/lbaas/listeners/{lid}")),
+            "delete a listener",
+        )?;
         Ok(())
     }
 
@@ -371,6 +370,23 @@ pub(super) fn member_address(node: &Node, ipv6: bool) -> Option<&str> {
             .map(|a| a.address.as_str())
     };
     of(NodeAddressType::InternalIp).or_else(|| of(NodeAddressType::ExternalIp))
+}
+
+/// The `tags` of an Octavia object.
+pub(super) fn tags(value: &Value) -> Vec<String> {
+    value["tags"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t.as_str().map(str::to_owned))
+        .collect()
+}
+
+/// Whether a listener is the Service's (`name`): tagged with it, or untagged on the
+/// Service's own load balancer (occm's `deleteOctaviaListeners` and `checkListenerPorts`).
+pub(super) fn listener_is_ours(listener: &Value, name: &str, owner: bool) -> bool {
+    let tags = tags(listener);
+    tags.iter().any(|t| t == name) || (owner && tags.is_empty())
 }
 
 /// The listener a pool serves.

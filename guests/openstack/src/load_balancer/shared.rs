@@ -11,6 +11,7 @@ use wasm_ccm_guest::cloud_error;
 use wasm_ccm_guest::http::Request;
 use wasm_ccm_guest::types::{CloudError, Service};
 
+use super::listeners::{listener_is_ours, tags};
 use super::settings::Wanted;
 use super::{legacy_name, load_balancer_name};
 use crate::OpenStack;
@@ -24,27 +25,11 @@ pub(super) fn owns(lb: &Value, cluster: &str, service: &Service) -> bool {
     name == load_balancer_name(cluster, service) || name == legacy_name(service)
 }
 
-fn tags(value: &Value) -> Vec<String> {
-    value["tags"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|t| t.as_str().map(str::to_owned))
-        .collect()
-}
-
 /// Whether `lb`'s tags name another Service than `name`.
 pub(super) fn has_other_users(lb: &Value, name: &str) -> bool {
     tags(lb)
         .iter()
         .any(|t| t.starts_with(SERVICE_PREFIX) && t != name)
-}
-
-/// Whether a listener is the Service's (`name`): tagged with it, or untagged on the
-/// Service's own load balancer (occm's `deleteOctaviaListeners` and `checkListenerPorts`).
-pub(super) fn listener_is_ours(listener: &Value, name: &str, owner: bool) -> bool {
-    let tags = tags(listener);
-    tags.iter().any(|t| t == name) || (owner && tags.is_empty())
 }
 
 impl OpenStack {
@@ -110,30 +95,13 @@ impl OpenStack {
         owner: bool,
     ) -> Result<(), CloudError> {
         let id = lb["id"].as_str().unwrap_or_default();
-        let octavia = self.octavia()?;
         let listeners = self.list_children("listeners", "listeners", id)?;
         let pools = self.list_children("pools", "pools", id)?;
         for listener in listeners
             .iter()
             .filter(|l| listener_is_ours(l, name, owner))
         {
-            let lid = listener["id"].as_str().unwrap_or_default();
-            if let Some(pool) = pools
-                .iter()
-                .find(|p| super::listeners::listener_of(p) == Some(lid))
-            {
-                let pid = pool["id"].as_str().unwrap_or_default();
-                self.change(
-                    id,
-                    Request::delete(&format!("{octavia}/lbaas/pools/{pid}")),
-                    "delete a pool",
-                )?;
-            }
-            self.change(
-                id,
-                Request::delete(&format!("{octavia}/lbaas/listeners/{lid}")),
-                "delete a listener",
-            )?;
+            self.delete_listener(id, listener, &pools)?;
         }
         let tags: Vec<String> = tags(lb).into_iter().filter(|t| t != name).collect();
         if tags.len() != self::tags(lb).len() {
