@@ -417,22 +417,7 @@ impl Store {
             spec.entry("allocateLoadBalancerNodePorts")
                 .or_insert(json!(true));
         }
-        if let Some(Value::Array(ports)) = spec.get_mut("ports") {
-            for port in ports {
-                let p = port.as_object_mut().expect("port object");
-                p.entry("protocol").or_insert(json!("TCP"));
-                if let Some(number) = p.get("port").cloned() {
-                    p.entry("targetPort").or_insert(number);
-                }
-                if allocate && !p.contains_key("nodePort") {
-                    inner.next_node_port += 1;
-                    p.insert(
-                        "nodePort".into(),
-                        json!(30000 + inner.next_node_port % 2768),
-                    );
-                }
-            }
-        }
+        Self::default_ports(inner, spec, allocate);
         if external
             && spec.get("externalTrafficPolicy").and_then(Value::as_str) == Some("Local")
             && !spec.contains_key("healthCheckNodePort")
@@ -444,6 +429,27 @@ impl Store {
             );
         }
         obj["status"] = json!({"loadBalancer": {}});
+    }
+
+    /// Each port's defaults: TCP, the target port its port, and a node port when
+    /// `allocate` and it has none.
+    fn default_ports(inner: &mut Inner, spec: &mut serde_json::Map<String, Value>, allocate: bool) {
+        let Some(Value::Array(ports)) = spec.get_mut("ports") else {
+            return;
+        };
+        for p in ports.iter_mut().filter_map(Value::as_object_mut) {
+            p.entry("protocol").or_insert(json!("TCP"));
+            if let Some(number) = p.get("port").cloned() {
+                p.entry("targetPort").or_insert(number);
+            }
+            if allocate && !p.contains_key("nodePort") {
+                inner.next_node_port += 1;
+                p.insert(
+                    "nodePort".into(),
+                    json!(30000 + inner.next_node_port % 2768),
+                );
+            }
+        }
     }
 
     /// What the real server fills in on a Service update: the cluster IPs kept, and a
@@ -475,24 +481,7 @@ impl Store {
             spec.entry("allocateLoadBalancerNodePorts")
                 .or_insert(json!(true));
         }
-        if let Some(Value::Array(ports)) = spec.get_mut("ports") {
-            for port in ports {
-                let Some(p) = port.as_object_mut() else {
-                    continue;
-                };
-                p.entry("protocol").or_insert(json!("TCP"));
-                if let Some(number) = p.get("port").cloned() {
-                    p.entry("targetPort").or_insert(number);
-                }
-                if allocate && !p.contains_key("nodePort") {
-                    inner.next_node_port += 1;
-                    p.insert(
-                        "nodePort".into(),
-                        json!(30000 + inner.next_node_port % 2768),
-                    );
-                }
-            }
-        }
+        Self::default_ports(inner, spec, allocate);
     }
 
     /// Creates an object. `namespace` comes from the URL.
