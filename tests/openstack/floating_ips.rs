@@ -9,7 +9,7 @@ use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use wasm_ccm_tests::{free_port, wait_until};
 
-use super::migration::{ingress_ip, load_balancer_service};
+use super::migration::{ingress_ip, load_balancer_service, wait_served};
 use super::{OpenStackStack, TIMEOUT, lb_cloud_config};
 
 const INTERNAL: &str = "service.beta.kubernetes.io/openstack-internal-load-balancer";
@@ -155,15 +155,7 @@ async fn internal_lb_in_the_cloud_config_cannot_be_undone_by_an_annotation() {
         .await
         .unwrap();
     let (_ccm, _log) = stack.controller_manager(free_port());
-    wait_until(TIMEOUT, "web served", || async {
-        services
-            .get("web")
-            .await
-            .ok()
-            .and_then(|s| ingress_ip(&s))
-            .is_some()
-    })
-    .await;
+    wait_served(&services, "web").await;
     let ip = ingress_ip(&services.get("web").await.unwrap()).unwrap();
     assert!(ip.starts_with("10.0."), "{ip}");
     stack

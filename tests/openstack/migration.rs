@@ -27,6 +27,19 @@ fn annotation(service: &Service, key: &str) -> Option<String> {
     service.metadata.annotations.as_ref()?.get(key).cloned()
 }
 
+/// Waits until Service `name` has an ingress address.
+pub(super) async fn wait_served(services: &Api<Service>, name: &str) {
+    wait_until(TIMEOUT, &format!("{name} served"), || async {
+        services
+            .get(name)
+            .await
+            .ok()
+            .and_then(|s| ingress_ip(&s))
+            .is_some()
+    })
+    .await;
+}
+
 pub(super) fn ingress_ip(service: &Service) -> Option<String> {
     service
         .status

@@ -7,7 +7,7 @@ use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::json;
 use wasm_ccm_tests::{free_port, wait_until};
 
-use super::migration::{ingress_ip, load_balancer_service};
+use super::migration::{ingress_ip, load_balancer_service, wait_served};
 use super::{OpenStackStack, TIMEOUT, lb_cloud_config};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -24,15 +24,7 @@ async fn affinity_source_ranges_and_timeouts_as_occm() {
     web.spec.as_mut().unwrap().session_affinity = Some("ClientIP".into());
     services.create(&PostParams::default(), &web).await.unwrap();
     let (_ccm, _log) = stack.controller_manager(free_port());
-    wait_until(TIMEOUT, "web served", || async {
-        services
-            .get("web")
-            .await
-            .ok()
-            .and_then(|s| ingress_ip(&s))
-            .is_some()
-    })
-    .await;
+    wait_served(&services, "web").await;
     stack.cloud.with_state(|s| {
         let listener = s.listeners.values().next().unwrap();
         assert_eq!(
@@ -257,15 +249,7 @@ async fn members_monitors_and_listener_kinds_as_occm() {
     }
     let (_ccm, _log) = stack.controller_manager(free_port());
     for name in ["local", "sctp", "xff", "tls", "everyone"] {
-        wait_until(TIMEOUT, &format!("{name} served"), || async {
-            services
-                .get(name)
-                .await
-                .ok()
-                .and_then(|s| ingress_ip(&s))
-                .is_some()
-        })
-        .await;
+        wait_served(&services, name).await;
     }
     let lb = |name: &str| format!("kube_service_kubernetes_default_{name}");
     stack.cloud.with_state(|s| {
@@ -359,15 +343,7 @@ async fn the_ovn_provider_gets_what_it_supports() {
     spec.health_check_node_port = Some(32_001);
     services.create(&PostParams::default(), &web).await.unwrap();
     let (_ccm, _log) = stack.controller_manager(free_port());
-    wait_until(TIMEOUT, "web served", || async {
-        services
-            .get("web")
-            .await
-            .ok()
-            .and_then(|s| ingress_ip(&s))
-            .is_some()
-    })
-    .await;
+    wait_served(&services, "web").await;
     stack.cloud.with_state(|s| {
         let lb = s.load_balancers.values().next().unwrap();
         assert_eq!(lb.provider, "ovn");
@@ -419,15 +395,7 @@ async fn networks_are_found_when_the_config_names_none() {
         )
         .await
         .unwrap();
-    wait_until(TIMEOUT, "web served", || async {
-        services
-            .get("web")
-            .await
-            .ok()
-            .and_then(|s| ingress_ip(&s))
-            .is_some()
-    })
-    .await;
+    wait_served(&services, "web").await;
     let address = ingress_ip(&services.get("web").await.unwrap()).unwrap();
     stack.cloud.with_state(|s| {
         let private = s.network_id("private").unwrap();
