@@ -1,7 +1,9 @@
 //! occm's security semantics for floating IPs and internal load balancers: only the
 //! floating IPs this controller made are deleted, a Service made internal loses its
 //! floating IP, an internal Service's `loadBalancerIP` is its VIP, an IPv6 VIP gets no
-//! floating IP, and `internal-lb = true` cannot be undone by an annotation.
+//! floating IP, and `internal-lb = true` cannot be undone by an annotation. Where a
+//! floating IP comes from (occm's floating subnet by ID, name pattern or tags) and a
+//! VIP on a port the operator made (`port-id`).
 
 use k8s_openapi::api::core::v1::{Event, Service};
 use kube::Api;
@@ -14,16 +16,31 @@ use super::{OpenStackStack, TIMEOUT, lb_cloud_config};
 
 const INTERNAL: &str = "service.beta.kubernetes.io/openstack-internal-load-balancer";
 
-/// The reasons of the events on Service `name`; a panic when they cannot be read.
-pub(super) async fn reasons(client: kube::Client, name: &str) -> Vec<String> {
+/// The events on Service `name`; a panic when they cannot be read.
+async fn events(client: kube::Client, name: &str) -> Vec<Event> {
     let events: Api<Event> = Api::namespaced(client, "default");
     events
         .list(&ListParams::default().fields(&format!("involvedObject.name={name}")))
         .await
         .expect("the events can be read")
         .items
+}
+
+/// The reasons of the events on Service `name`; a panic when they cannot be read.
+pub(super) async fn reasons(client: kube::Client, name: &str) -> Vec<String> {
+    events(client, name)
+        .await
         .into_iter()
         .filter_map(|e| e.reason)
+        .collect()
+}
+
+/// The messages of the events on Service `name`; a panic when they cannot be read.
+async fn messages(client: kube::Client, name: &str) -> Vec<String> {
+    events(client, name)
+        .await
+        .into_iter()
+        .filter_map(|e| e.message)
         .collect()
 }
 
@@ -167,4 +184,118 @@ async fn internal_lb_in_the_cloud_config_cannot_be_undone_by_an_annotation() {
             .contains(&"InternalLoadBalancerEnforced".to_string())
     })
     .await;
+}
+
+/// occm's `floatingSubnetSpec`: the cloud config's subnet tags (the first matching
+/// subnet out of addresses, the next one used), an annotation's name pattern or
+/// subnet ID in their place, a pattern nothing matches refused naming it; and
+/// `port-id`: the operator's port is the VIP, and stays when the Service goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn floating_subnets_and_vip_ports_as_occm() {
+    let stack = OpenStackStack::start(|cloud| {
+        cloud.with_state(|s| {
+            let public = s.network_id("public").unwrap();
+            for (name, cidr, tag, exhausted) in [
+                ("public-full", "198.18.1.0/24", "lb", true),
+                ("public-b", "198.18.2.0/24", "lb", false),
+                ("other", "198.18.3.0/24", "x", false),
+            ] {
+                let id = s.subnet(&public, cidr);
+                let subnet = s.subnets.get_mut(&id).unwrap();
+                subnet.name = name.into();
+                subnet.tags = vec![tag.into()];
+                subnet.exhausted = exhausted;
+            }
+        });
+        format!("{}floating-subnet-tags = lb\n", lb_cloud_config(cloud))
+    })
+    .await;
+    let (first_public, port) = stack.cloud.with_state(|s| {
+        let public = s.network_id("public").unwrap();
+        (
+            s.subnet_of(&public).unwrap().id.clone(),
+            s.add_port("private"),
+        )
+    });
+    let services: Api<Service> = Api::namespaced(stack.client(), "default");
+    for service in [
+        load_balancer_service("tagged", json!({})),
+        load_balancer_service(
+            "by-name",
+            json!({"loadbalancer.openstack.org/floating-subnet": "~oth.r"}),
+        ),
+        load_balancer_service(
+            "by-id",
+            json!({"loadbalancer.openstack.org/floating-subnet-id": first_public}),
+        ),
+        load_balancer_service(
+            "nowhere",
+            json!({"loadbalancer.openstack.org/floating-subnet": "none-*"}),
+        ),
+        load_balancer_service(
+            "on-port",
+            json!({"loadbalancer.openstack.org/port-id": port.id}),
+        ),
+    ] {
+        services
+            .create(&PostParams::default(), &service)
+            .await
+            .unwrap();
+    }
+    let (_ccm, _log) = stack.controller_manager(free_port());
+    for (name, prefix) in [
+        ("tagged", "198.18.2."),
+        ("by-name", "198.18.3."),
+        ("by-id", "203.0.113."),
+        ("on-port", "198.18.2."),
+    ] {
+        wait_served(&services, name).await;
+        let ip = ingress_ip(&services.get(name).await.unwrap()).unwrap();
+        assert!(ip.starts_with(prefix), "{name}: {ip}");
+    }
+    wait_until(TIMEOUT, "nowhere refused naming its pattern", || async {
+        messages(stack.client(), "nowhere")
+            .await
+            .iter()
+            .any(|m| m.contains("no subnet matching name pattern `none-*`"))
+    })
+    .await;
+    assert_eq!(ingress_ip(&services.get("nowhere").await.unwrap()), None);
+    stack.cloud.with_state(|s| {
+        let lb = s
+            .load_balancers
+            .values()
+            .find(|lb| lb.name.ends_with("_on-port"))
+            .unwrap();
+        assert_eq!(lb.vip_port_id, port.id);
+        assert_eq!(lb.vip_address, port.fixed_ips[0].1);
+        assert!(
+            s.floating_ips
+                .values()
+                .any(|f| f.port_id.as_deref() == Some(port.id.as_str()))
+        );
+    });
+
+    // The Service goes: its load balancer and floating IP with it, the port stays.
+    services
+        .delete("on-port", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_until(TIMEOUT, "on-port deleted", || async {
+        services.get_opt("on-port").await.is_ok_and(|s| s.is_none())
+    })
+    .await;
+    stack.cloud.with_state(|s| {
+        assert!(
+            !s.load_balancers
+                .values()
+                .any(|lb| lb.name.ends_with("_on-port"))
+        );
+        assert!(
+            !s.floating_ips
+                .values()
+                .any(|f| f.port_id.as_deref() == Some(port.id.as_str()))
+        );
+        assert!(s.ports[&port.id].device_id.is_empty());
+    });
 }

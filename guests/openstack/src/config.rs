@@ -39,6 +39,12 @@ pub struct LoadBalancerConfig {
     pub floating_network_id: String,
     /// `floating-subnet-id`.
     pub floating_subnet_id: String,
+    /// `floating-subnet`: a name pattern of the floating network's subnets (a glob,
+    /// `~regexp`, `!` negating), used when no subnet ID is given.
+    pub floating_subnet: String,
+    /// `floating-subnet-tags`: tags of the floating network's subnets (`a,b` any,
+    /// `&a,b` all, `!` negating), used when no subnet ID is given.
+    pub floating_subnet_tags: String,
     /// `lb-method` (default `ROUND_ROBIN`).
     pub lb_method: String,
     /// `lb-provider` (empty: Octavia's default).
@@ -72,9 +78,6 @@ pub struct LoadBalancerConfig {
     pub node_selector: String,
     /// `default-tls-container-ref`: TERMINATED_HTTPS listeners with this certificate.
     pub default_tls_container_ref: String,
-    /// occm settings given that this provider does not serve yet (`floating-subnet`,
-    /// ...): load balancers are refused naming them, Nodes and routes are served.
-    pub not_yet: Vec<String>,
 }
 
 impl Default for LoadBalancerConfig {
@@ -85,6 +88,8 @@ impl Default for LoadBalancerConfig {
             member_subnet_id: String::new(),
             floating_network_id: String::new(),
             floating_subnet_id: String::new(),
+            floating_subnet: String::new(),
+            floating_subnet_tags: String::new(),
             lb_method: "ROUND_ROBIN".into(),
             lb_provider: String::new(),
             create_monitor: false,
@@ -101,7 +106,6 @@ impl Default for LoadBalancerConfig {
             max_shared_lb: 2,
             node_selector: String::new(),
             default_tls_container_ref: String::new(),
-            not_yet: Vec::new(),
         }
     }
 }
@@ -114,15 +118,16 @@ pub struct LoadBalancerClass {
     pub floating_network_id: String,
     /// `floating-subnet-id`.
     pub floating_subnet_id: String,
+    /// `floating-subnet` (as `[LoadBalancer]`'s).
+    pub floating_subnet: String,
+    /// `floating-subnet-tags` (as `[LoadBalancer]`'s).
+    pub floating_subnet_tags: String,
     /// `network-id`.
     pub network_id: String,
     /// `subnet-id`.
     pub subnet_id: String,
     /// `member-subnet-id`.
     pub member_subnet_id: String,
-    /// occm's keys this provider does not serve yet (`floating-subnet`,
-    /// `floating-subnet-tags`): a Service of the class is refused naming them.
-    pub not_yet: Vec<String>,
 }
 
 /// `[Networking]`.
@@ -201,15 +206,6 @@ const POLICY_VARIABLES: [&str; 24] = [
     "cloudsfile",
 ];
 
-/// occm's spelling of a gcfg name this provider refuses by name.
-fn occm_name(name: &str) -> &'static str {
-    match name {
-        "floatingsubnet" => "floating-subnet",
-        "floatingsubnettags" => "floating-subnet-tags",
-        _ => "?",
-    }
-}
-
 /// A duration in seconds: `5`, `5s`, `1m`, `1m30s`.
 fn seconds(value: &str, line: usize, name: &str) -> Result<u64, String> {
     let bad = || format!("cloud config line {line}: {name} `{value}` is not a duration (e.g. 5s)");
@@ -274,8 +270,8 @@ impl Config {
                     "networkid" => entry.network_id = value,
                     "subnetid" => entry.subnet_id = value,
                     "membersubnetid" => entry.member_subnet_id = value,
-                    "floatingsubnet" => entry.not_yet.push("floating-subnet".into()),
-                    "floatingsubnettags" => entry.not_yet.push("floating-subnet-tags".into()),
+                    "floatingsubnet" => entry.floating_subnet = value,
+                    "floatingsubnettags" => entry.floating_subnet_tags = value,
                     _ => {
                         return Err(format!(
                             "cloud config line {line}: [LoadBalancerClass] has no variable \
@@ -358,14 +354,12 @@ impl Config {
                                  loadBalancerSourceRanges)"
                             ));
                         }
-                        "floatingsubnet" | "floatingsubnettags" => {
-                            lb.not_yet.push(occm_name(&name).into())
-                        }
-                        "providerrequiresserialapicalls" if gcfg::boolean(&value, line, &name)? => {
-                            lb.not_yet.push("provider-requires-serial-api-calls".into())
-                        }
-                        // Served whatever the value: the load balancer's children go with
-                        // it either way (a cascade delete, or occm's one by one).
+                        "floatingsubnet" => lb.floating_subnet = value,
+                        "floatingsubnettags" => lb.floating_subnet_tags = value,
+                        // Served whatever the value: a load balancer's children are made
+                        // one call at a time (occm's serial calls; occm's one-call
+                        // creation ends in the same load balancer), and go with it
+                        // either way (a cascade delete, or occm's one by one).
                         "cascadedelete" | "providerrequiresserialapicalls" => {
                             gcfg::boolean(&value, line, &name)?;
                         }
@@ -506,7 +500,7 @@ mod tests {
         let class = &config.load_balancer_classes["public"];
         assert_eq!(class.floating_network_id, "f2");
         assert_eq!(class.subnet_id, "s2");
-        assert_eq!(class.not_yet, ["floating-subnet-tags"]);
+        assert_eq!(class.floating_subnet_tags, "a");
         let err = Config::parse(
             "[Global]\nauth-url = https://k/v3\n[LoadBalancerClass \"x\"]\nbogus = 1\n",
         )

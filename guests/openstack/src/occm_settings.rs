@@ -1,17 +1,15 @@
 //! Every setting of occm's `cloud.conf`, with what this provider does with it. The
 //! table in `guests/openstack/README.md` ("occm's settings") is this list, and the
 //! tests below keep the two equal and check the cloud config parser against it.
-//! occm's annotations are [`crate::load_balancer::SUPPORTED`] and
-//! [`crate::load_balancer::NOT_YET`].
+//! occm's annotations are [`crate::load_balancer::SUPPORTED`].
 
 /// What this provider does with an occm setting.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Status {
     /// Read and served as occm serves it.
     Served,
-    /// Not served yet: load balancers are refused naming it (a Warning event on each
-    /// Service, `UnsupportedLoadBalancerSetting`); Nodes and routes are served.
-    NotYet,
+    /// Refused: an error at start naming it.
+    Refused,
     /// Held by the provider policy or the credentials Secret (the host logs in);
     /// `wasm-ccm import-occm-config` moves it there.
     Policy,
@@ -24,7 +22,7 @@ impl Status {
     pub fn word(self) -> &'static str {
         match self {
             Status::Served => "served",
-            Status::NotYet => "not yet",
+            Status::Refused => "refused",
             Status::Policy => "policy",
             Status::NotUsed => "not used",
         }
@@ -87,9 +85,9 @@ pub const SETTINGS: [(&str, &str, &str, Status); 74] = [
         "LoadBalancer",
         "floating-subnet",
         "public-*",
-        Status::NotYet,
+        Status::Served,
     ),
-    ("LoadBalancer", "floating-subnet-tags", "lb", Status::NotYet),
+    ("LoadBalancer", "floating-subnet-tags", "lb", Status::Served),
     (
         "LoadBalancer",
         "lb-method",
@@ -111,7 +109,7 @@ pub const SETTINGS: [(&str, &str, &str, Status); 74] = [
         "LoadBalancer",
         "manage-security-groups",
         "true",
-        Status::NotYet,
+        Status::Refused,
     ),
     ("LoadBalancer", "internal-lb", "true", Status::Served),
     ("LoadBalancer", "node-selector", "pool=web", Status::Served),
@@ -141,7 +139,7 @@ pub const SETTINGS: [(&str, &str, &str, Status); 74] = [
         "LoadBalancer",
         "provider-requires-serial-api-calls",
         "true",
-        Status::NotYet,
+        Status::Served,
     ),
     (
         "LoadBalancer",
@@ -165,13 +163,13 @@ pub const SETTINGS: [(&str, &str, &str, Status); 74] = [
         "LoadBalancerClass \"name\"",
         "floating-subnet",
         "x",
-        Status::NotYet,
+        Status::Served,
     ),
     (
         "LoadBalancerClass \"name\"",
         "floating-subnet-tags",
         "x",
-        Status::NotYet,
+        Status::Served,
     ),
     (
         "LoadBalancerClass \"name\"",
@@ -268,16 +266,10 @@ mod tests {
                 Status::Served => {
                     let config = parsed.unwrap_or_else(|e| panic!("{section} {key}: {e}"));
                     assert!(config.ignored.is_empty(), "{section} {key}: ignored");
-                    assert!(config.load_balancer.not_yet.is_empty(), "{section} {key}");
                 }
-                Status::NotYet => match parsed {
+                Status::Refused => match parsed {
                     Err(e) => assert!(e.contains(key), "{section} {key}: {e}"),
-                    Ok(config) => {
-                        let class = config.load_balancer_classes.values().next();
-                        let named = config.load_balancer.not_yet.iter().any(|n| n == key)
-                            || class.is_some_and(|c| c.not_yet.iter().any(|n| n == key));
-                        assert!(named, "{section} {key}: not refused by name");
-                    }
+                    Ok(_) => panic!("{section} {key}: not refused"),
                 },
                 // Secrets are refused, the rest of the login is the policy's.
                 Status::Policy => match parsed {

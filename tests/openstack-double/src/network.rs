@@ -156,16 +156,42 @@ async fn show_network(Extract(shared): Extract<Shared>, Path(id): Path<String>) 
 
 fn subnet_json(x: &crate::state::Subnet) -> Value {
     json!({"id": x.id, "network_id": x.network_id, "cidr": x.cidr, "ip_version": x.ip_version,
-           "name": "", "tenant_id": "project", "project_id": "project"})
+           "name": x.name, "tags": x.tags, "tenant_id": "project", "project_id": "project"})
+}
+
+/// Neutron's tag filters (the `tag-ext` API): `tags` (all of them), `tags-any`,
+/// `not-tags` (not all of them), `not-tags-any` (none of them); comma-separated.
+const TAG_FILTERS: [&str; 4] = ["tags", "tags-any", "not-tags", "not-tags-any"];
+
+fn tags_match(filter: &str, wanted: &str, tags: &[String]) -> bool {
+    let wanted: Vec<&str> = wanted.split(',').filter(|t| !t.is_empty()).collect();
+    let has = |t: &&str| tags.iter().any(|x| x == t);
+    match filter {
+        "tags" => wanted.iter().all(has),
+        "tags-any" => wanted.iter().any(has),
+        "not-tags" => !wanted.iter().all(has),
+        _ => !wanted.iter().any(has),
+    }
 }
 
 async fn list_subnets(Extract(shared): Extract<Shared>, RawQuery(query): RawQuery) -> Response {
     shared.with(|s| {
-        let all = s.subnets.values().map(subnet_json).collect();
-        reply(
-            StatusCode::OK,
-            json!({"subnets": Filters::parse(query).apply(all)}),
-        )
+        let mut filters = Filters::parse(query);
+        let tag_filters: Vec<(String, Vec<String>)> = TAG_FILTERS
+            .iter()
+            .filter_map(|f| filters.0.remove_entry(*f))
+            .collect();
+        let all = s
+            .subnets
+            .values()
+            .filter(|x| {
+                tag_filters
+                    .iter()
+                    .all(|(f, values)| values.iter().all(|v| tags_match(f, v, &x.tags)))
+            })
+            .map(subnet_json)
+            .collect();
+        reply(StatusCode::OK, json!({"subnets": filters.apply(all)}))
     })
 }
 
@@ -342,6 +368,32 @@ async fn create_floating_ip(Extract(shared): Extract<Shared>, bytes: Bytes) -> R
                 Err(e) => return e,
             },
         };
+        let subnet = match request["subnet_id"].as_str() {
+            None => s.subnet_of(network).map(|x| x.id.clone()).unwrap_or_default(),
+            Some(id) => match s.subnets.get(id) {
+                Some(x) if x.network_id != network => {
+                    return bad_request(
+                        StatusCode::BAD_REQUEST,
+                        &format!("Bad floatingip request: Subnet {id} does not belong to network {network}."),
+                    );
+                }
+                Some(x) if x.exhausted => {
+                    return error(
+                        StatusCode::CONFLICT,
+                        "IpAddressGenerationFailure",
+                        &format!("No more IP addresses available on network {network}."),
+                    );
+                }
+                Some(x) => x.id.clone(),
+                None => {
+                    return error(
+                        StatusCode::NOT_FOUND,
+                        "SubnetNotFound",
+                        &format!("Subnet {id} could not be found."),
+                    );
+                }
+            },
+        };
         let address = match request["floating_ip_address"].as_str() {
             Some(wanted)
                 if s.floating_ips
@@ -355,7 +407,7 @@ async fn create_floating_ip(Extract(shared): Extract<Shared>, bytes: Bytes) -> R
                 );
             }
             Some(wanted) => wanted.to_owned(),
-            None => s.free_ip(network),
+            None => s.free_ip_in(&subnet),
         };
         let id = s.id();
         let fip = FloatingIp {
@@ -368,6 +420,7 @@ async fn create_floating_ip(Extract(shared): Extract<Shared>, bytes: Bytes) -> R
                 .as_str()
                 .unwrap_or_default()
                 .to_owned(),
+            subnet_id: subnet,
         };
         let answer = json!({"floatingip": floating_ip_json(&fip)});
         s.floating_ips.insert(id, fip);

@@ -32,9 +32,14 @@ pub struct Network {
 #[derive(Debug, Clone)]
 pub struct Subnet {
     pub id: String,
+    pub name: String,
     pub network_id: String,
     pub cidr: String,
     pub ip_version: u8,
+    pub tags: Vec<String>,
+    /// No address is left: a floating IP asked of it is refused
+    /// (`IpAddressGenerationFailure`).
+    pub exhausted: bool,
 }
 
 /// A Neutron port (a server's interface, or a load balancer's VIP).
@@ -63,6 +68,8 @@ pub struct FloatingIp {
     pub port_id: Option<String>,
     pub fixed_ip_address: Option<String>,
     pub description: String,
+    /// The subnet its address was taken from (Neutron does not show it; tests do).
+    pub subnet_id: String,
 }
 
 /// A Neutron router and its extra routes (`(destination, nexthop)`).
@@ -84,6 +91,9 @@ pub struct LoadBalancer {
     pub vip_port_id: String,
     pub vip_subnet_id: String,
     pub vip_network_id: String,
+    /// The VIP port was given (`vip_port_id`): it is the user's and outlives the load
+    /// balancer.
+    pub vip_port_given: bool,
     pub tags: Vec<String>,
     pub provider: String,
     /// `ACTIVE`, `PENDING_CREATE`, `PENDING_UPDATE`, `PENDING_DELETE`, `ERROR`.
@@ -277,9 +287,12 @@ impl State {
             id.clone(),
             Subnet {
                 id: id.clone(),
+                name: String::new(),
                 network_id: network.into(),
                 cidr: cidr.into(),
                 ip_version: if cidr.contains(':') { 6 } else { 4 },
+                tags: Vec::new(),
+                exhausted: false,
             },
         );
         id
@@ -306,9 +319,16 @@ impl State {
     /// An address of the first subnet of `network` no port holds yet: from `.100` of
     /// the subnet on (IPv4).
     pub fn free_ip(&mut self, network: &str) -> String {
+        let subnet = self.subnet_of(network).map(|s| s.id.clone());
+        self.free_ip_in(subnet.as_deref().unwrap_or_default())
+    }
+
+    /// An address of the subnet `subnet` no port holds yet (see [`State::free_ip`]).
+    pub fn free_ip_in(&mut self, subnet: &str) -> String {
         self.next_ip += 1;
         let cidr = self
-            .subnet_of(network)
+            .subnets
+            .get(subnet)
             .map(|s| s.cidr.clone())
             .unwrap_or_else(|| "10.0.0.0/16".into());
         let (base, bits) = cidr.split_once('/').unwrap_or(("10.0.0.0", "16"));
@@ -430,18 +450,80 @@ impl State {
     /// fixed IP), described as `description`.
     pub fn add_floating_ip(&mut self, port_id: &str, description: &str) -> FloatingIp {
         let network = self.network_id("public").expect("the public network");
+        let subnet = self.subnet_of(&network).expect("its subnet").id.clone();
         let fixed = self.ports[port_id].fixed_ips.first().map(|f| f.1.clone());
         let id = self.id();
         let fip = FloatingIp {
             id: id.clone(),
-            floating_ip_address: self.free_ip(&network),
+            floating_ip_address: self.free_ip_in(&subnet),
             floating_network_id: network,
             port_id: Some(port_id.to_owned()),
             fixed_ip_address: fixed,
             description: description.to_owned(),
+            subnet_id: subnet,
         };
         self.floating_ips.insert(id, fip.clone());
         fip
+    }
+
+    /// A port on the first subnet of the network named `network`, at a free address,
+    /// attached to nothing (a port an operator made for a VIP, say).
+    pub fn add_port(&mut self, network: &str) -> Port {
+        let network = self.network_id(network).expect("the network");
+        let subnet = self.subnet_of(&network).expect("its subnet").id.clone();
+        let id = self.id();
+        let port = Port {
+            id: id.clone(),
+            network_id: network,
+            device_id: String::new(),
+            device_owner: String::new(),
+            mac_address: "fa:16:3e:ff:00:02".into(),
+            fixed_ips: vec![(subnet.clone(), self.free_ip_in(&subnet))],
+            allowed_address_pairs: Vec::new(),
+            port_security_enabled: true,
+        };
+        self.ports.insert(id, port.clone());
+        port
+    }
+
+    /// Adds `lb` with the existing port `port` as its VIP (`vip_port_id`), `ACTIVE`:
+    /// its ID, or why Octavia would refuse.
+    pub fn insert_load_balancer_on_port(
+        &mut self,
+        port: &str,
+        lb: LoadBalancer,
+    ) -> Result<String, String> {
+        let Some(found) = self.ports.get(port) else {
+            return Err(format!("Validation failure: Port {port} not found."));
+        };
+        if !found.device_id.is_empty() {
+            return Err(format!(
+                "Validation failure: Port {port} is already in use."
+            ));
+        }
+        let Some((subnet, address)) = found.fixed_ips.first().cloned() else {
+            return Err(format!("Validation failure: Port {port} has no fixed IP."));
+        };
+        let network = found.network_id.clone();
+        let id = self.id();
+        let found = self.ports.get_mut(port).expect("checked");
+        found.device_id = format!("lb-{id}");
+        found.device_owner = "Octavia".into();
+        self.load_balancers.insert(
+            id.clone(),
+            LoadBalancer {
+                id: id.clone(),
+                vip_address: address,
+                vip_port_id: port.to_owned(),
+                vip_subnet_id: subnet,
+                vip_network_id: network,
+                vip_port_given: true,
+                provisioning_status: "ACTIVE".into(),
+                busy_until: None,
+                ..lb
+            },
+        );
+        Ok(id)
     }
 
     /// The ID of the flavor named `name`, which is added when missing.
@@ -537,7 +619,14 @@ impl State {
 
     fn remove_load_balancer(&mut self, id: &str) {
         if let Some(lb) = self.load_balancers.remove(id) {
-            self.ports.remove(&lb.vip_port_id);
+            if lb.vip_port_given {
+                if let Some(port) = self.ports.get_mut(&lb.vip_port_id) {
+                    port.device_id.clear();
+                    port.device_owner.clear();
+                }
+            } else {
+                self.ports.remove(&lb.vip_port_id);
+            }
         }
         self.listeners.retain(|_, l| l.loadbalancer_id != id);
         let pools: Vec<String> = self

@@ -11,6 +11,7 @@ use wasm_ccm_guest::cloud_error;
 use wasm_ccm_guest::http::Request;
 use wasm_ccm_guest::types::{CloudError, Service};
 
+use super::floating_subnet::FloatingSubnet;
 use super::settings::{Wanted, ours, truthy};
 use crate::OpenStack;
 use crate::api;
@@ -117,26 +118,91 @@ impl OpenStack {
                 return Ok(address.to_owned());
             }
         }
-        let mut body = json!({"floating_network_id": wanted.floating_network, "port_id": port,
+        let body = json!({"floating_network_id": wanted.floating_network, "port_id": port,
             "description": format!("{DESCRIPTION} {}/{} from cluster {cluster}",
                 service.metadata.namespace, service.metadata.name)});
-        if !wanted.floating_subnet.is_empty() {
-            body["subnet_id"] = json!(wanted.floating_subnet);
-        }
-        if let Some(address) = service
+        let asked = service
             .load_balancer_ip
             .as_deref()
-            .filter(|a| !a.is_empty())
-        {
-            body["floating_ip_address"] = json!(address);
-        }
-        let created = api::json(
-            Request::post(&format!("{neutron}/floatingips")).json(&json!({"floatingip": body})),
-            "create a floating IP",
-        )?;
+            .filter(|a| !a.is_empty());
+        let create = |subnet: &str| {
+            let mut body = body.clone();
+            if !subnet.is_empty() {
+                body["subnet_id"] = json!(subnet);
+            }
+            if let Some(address) = asked {
+                body["floating_ip_address"] = json!(address);
+            }
+            api::json(
+                Request::post(&format!("{neutron}/floatingips")).json(&json!({"floatingip": body})),
+                "create a floating IP",
+            )
+        };
+        let spec = &wanted.floating_subnet;
+        let created = if asked.is_none() && spec.matches_by_pattern() {
+            // occm's getOrCreateFloatingIP: each matching subnet in turn.
+            let subnets = self.floating_subnets(&wanted.floating_network, spec)?;
+            if subnets.is_empty() {
+                return Err(cloud_error::other(format!(
+                    "no subnet matching {spec} found for network {}",
+                    wanted.floating_network
+                )));
+            }
+            let mut last = None;
+            let mut found = None;
+            for subnet in &subnets {
+                match create(subnet) {
+                    Ok(created) => {
+                        found = Some(created);
+                        break;
+                    }
+                    // Throttled: called again later, not another subnet.
+                    Err(e @ CloudError::RetryAfter(_)) => return Err(e),
+                    Err(CloudError::Other(e)) => last = Some(e),
+                    Err(e) => last = Some(format!("{e:?}")),
+                }
+            }
+            match (found, last) {
+                (Some(created), _) => created,
+                (None, last) => {
+                    return Err(cloud_error::other(format!(
+                        "no free subnet matching {spec} found for network {} (last error: {})",
+                        wanted.floating_network,
+                        last.unwrap_or_default()
+                    )));
+                }
+            }
+        } else {
+            create(&spec.id)?
+        };
         Ok(created["floatingip"]["floating_ip_address"]
             .as_str()
             .unwrap_or_default()
             .to_owned())
+    }
+
+    /// The IDs of the floating network's subnets `spec` matches, in Neutron's order
+    /// (occm's `listSubnetsForNetwork`: tags filtered by Neutron, names here).
+    fn floating_subnets(
+        &self,
+        network: &str,
+        spec: &FloatingSubnet,
+    ) -> Result<Vec<String>, CloudError> {
+        let mut request =
+            Request::get(&format!("{}/subnets", self.neutron()?)).query("network_id", network);
+        if let Some((key, tags)) = spec.tag_query() {
+            request = request.query(key, &tags);
+        }
+        let names = spec.name_matcher().map_err(cloud_error::other)?;
+        let subnets = api::list(request, "subnets", "list the floating network's subnets")?;
+        Ok(subnets
+            .iter()
+            .filter(|s| {
+                names
+                    .as_ref()
+                    .is_none_or(|m| m.matches(s["name"].as_str().unwrap_or_default()))
+            })
+            .filter_map(|s| s["id"].as_str().map(str::to_owned))
+            .collect())
     }
 }

@@ -15,6 +15,7 @@
 
 mod autodetect;
 mod floating_ip;
+mod floating_subnet;
 mod listeners;
 mod settings;
 mod shared;
@@ -285,7 +286,10 @@ impl OpenStack {
             ),
             "tags": [wanted.name],
         });
-        if !wanted.vip_subnet.is_empty() {
+        // occm: `port-id` names the VIP port itself; else the VIP subnet or network.
+        if !wanted.vip_port.is_empty() {
+            body["vip_port_id"] = json!(wanted.vip_port);
+        } else if !wanted.vip_subnet.is_empty() {
             body["vip_subnet_id"] = json!(wanted.vip_subnet);
         } else {
             body["vip_network_id"] = json!(wanted.vip_network);

@@ -1,9 +1,10 @@
-//! What a Service and the cloud config ask of its load balancer: occm's annotations
-//! (those supported, and those refused until they are), read into [`Wanted`].
+//! What a Service and the cloud config ask of its load balancer: occm's annotations,
+//! read into [`Wanted`].
 
 use wasm_ccm_guest::types::{CloudError, IpFamily, Service, SessionAffinity, TrafficPolicy};
 use wasm_ccm_guest::{cloud_error, events};
 
+use super::floating_subnet::FloatingSubnet;
 use super::load_balancer_name;
 use crate::OpenStack;
 use crate::config::LoadBalancerClass;
@@ -16,8 +17,11 @@ const SOURCE_RANGES: &str = "service.beta.kubernetes.io/load-balancer-source-ran
 const INTERNAL: &str = "service.beta.kubernetes.io/openstack-internal-load-balancer";
 
 /// The annotations this provider reads (after [`PREFIX`]).
-pub const SUPPORTED: [&str; 27] = [
+pub const SUPPORTED: [&str; 30] = [
     "node-selector",
+    "port-id",
+    "floating-subnet",
+    "floating-subnet-tags",
     "x-forwarded-for",
     "default-tls-container-ref",
     "class",
@@ -45,10 +49,6 @@ pub const SUPPORTED: [&str; 27] = [
     "lb-method",
     "connection-limit",
 ];
-
-/// occm's annotations this provider does not implement yet: a Service using one is
-/// refused (a Warning event names it) rather than served without it.
-pub const NOT_YET: [&str; 3] = ["port-id", "floating-subnet", "floating-subnet-tags"];
 
 pub(super) fn annotation<'a>(service: &'a Service, key: &str) -> Option<&'a str> {
     service
@@ -117,7 +117,9 @@ pub(super) struct Wanted {
     pub(super) vip_network: String,
     pub(super) member_subnet: String,
     pub(super) floating_network: String,
-    pub(super) floating_subnet: String,
+    pub(super) floating_subnet: FloatingSubnet,
+    /// `port-id`: an existing Neutron port to be the VIP (occm's `VipPortID`).
+    pub(super) vip_port: String,
     pub(super) lb_method: String,
     pub(super) proxy: Option<&'static str>,
     pub(super) monitor: Option<(u64, u64, u64, u64)>,
@@ -198,22 +200,10 @@ impl OpenStack {
         if !self.config.load_balancer.enabled {
             return refuse("load balancers are disabled ([LoadBalancer] enabled = false)".into());
         }
-        if !self.config.load_balancer.not_yet.is_empty() {
-            return refuse(format!(
-                "the cloud config's [LoadBalancer] sets {}, not supported by this provider yet",
-                self.config.load_balancer.not_yet.join(", ")
-            ));
-        }
         for (key, _) in &service.metadata.annotations {
             let Some(name) = key.strip_prefix(PREFIX) else {
                 continue;
             };
-            if NOT_YET.contains(&name) {
-                return refuse(format!(
-                    "annotation {key} is not supported by this provider yet; no load balancer \
-                     is made rather than one that ignores it"
-                ));
-            }
             if !SUPPORTED.contains(&name) {
                 wasm_ccm_guest::log::warn(
                     "annotation not known to occm or this provider (a typo?); ignored",
@@ -233,13 +223,6 @@ impl OpenStack {
                          [LoadBalancerClass] section of the cloud config"
                     ));
                 }
-                Some(class) if !class.not_yet.is_empty() => {
-                    return refuse(format!(
-                        "load balancer class `{name}` sets {}, not supported by this provider \
-                         yet",
-                        class.not_yet.join(", ")
-                    ));
-                }
                 Some(class) => Some(class),
             },
         };
@@ -254,7 +237,36 @@ impl OpenStack {
         let member_subnet_id = from_class(|c| &c.member_subnet_id, &config.member_subnet_id);
         let floating_network_id =
             from_class(|c| &c.floating_network_id, &config.floating_network_id);
-        let floating_subnet_id = from_class(|c| &c.floating_subnet_id, &config.floating_subnet_id);
+        // occm's makeSvcConf: the class's floating subnet, else the annotations', else
+        // the cloud config's (each an ID, else a name pattern and tags).
+        let floating_subnet = class
+            .map(|c| {
+                FloatingSubnet::new(
+                    &c.floating_subnet_id,
+                    &c.floating_subnet,
+                    &c.floating_subnet_tags,
+                )
+            })
+            .filter(FloatingSubnet::configured)
+            .or_else(|| {
+                let annotation = |name| ours(service, name).unwrap_or_default();
+                Some(FloatingSubnet::new(
+                    annotation("floating-subnet-id"),
+                    annotation("floating-subnet"),
+                    annotation("floating-subnet-tags"),
+                ))
+                .filter(FloatingSubnet::configured)
+            })
+            .unwrap_or_else(|| {
+                FloatingSubnet::new(
+                    &config.floating_subnet_id,
+                    &config.floating_subnet,
+                    &config.floating_subnet_tags,
+                )
+            });
+        if let Err(e) = floating_subnet.name_matcher() {
+            return refuse(e);
+        }
         let text = |name: &str, default: &str| ours(service, name).unwrap_or(default).to_owned();
         let number = |name: &str, default: u64| -> Result<u64, CloudError> {
             match ours(service, name) {
@@ -344,7 +356,8 @@ impl OpenStack {
                 },
             ),
             floating_network: text("floating-network-id", &floating_network_id),
-            floating_subnet: text("floating-subnet-id", &floating_subnet_id),
+            floating_subnet,
+            vip_port: text("port-id", "").trim().to_owned(),
             lb_method: text("lb-method", &config.lb_method),
             proxy,
             monitor,
@@ -398,12 +411,5 @@ mod tests {
             ]
         );
         assert!(node_selector("").is_empty());
-    }
-
-    #[test]
-    fn every_occm_annotation_is_either_supported_or_refused() {
-        for name in NOT_YET {
-            assert!(!SUPPORTED.contains(&name), "{name}");
-        }
     }
 }

@@ -256,8 +256,8 @@ async fn show_lb(Extract(shared): Extract<Shared>, Path(id): Path<String>) -> Re
     })
 }
 
-/// `POST /lbaas/loadbalancers`: a VIP port on `vip_subnet_id`'s (or
-/// `vip_network_id`'s) network, `PENDING_CREATE`.
+/// `POST /lbaas/loadbalancers`: the given `vip_port_id`, else a VIP port on
+/// `vip_subnet_id`'s (or `vip_network_id`'s) network, `PENDING_CREATE`.
 async fn create_lb(Extract(shared): Extract<Shared>, bytes: Bytes) -> Response {
     let request = match parse(&bytes, "loadbalancer") {
         Ok(r) => r,
@@ -277,31 +277,34 @@ async fn create_lb(Extract(shared): Extract<Shared>, bytes: Bytes) -> Response {
         }
     }
     shared.with(|s| {
-        let (subnet, network) = if let Some(subnet) = request["vip_subnet_id"].as_str() {
-            match s.subnets.get(subnet) {
-                Some(x) => (x.id.clone(), x.network_id.clone()),
-                None => return error(StatusCode::BAD_REQUEST, &format!("Validation failure: Subnet {subnet} not found.")),
-            }
-        } else if let Some(network) = request["vip_network_id"].as_str() {
-            match s.subnet_of(network) {
-                Some(x) => (x.id.clone(), network.to_owned()),
-                None => return error(StatusCode::BAD_REQUEST, &format!("Validation failure: Network {network} not found.")),
+        let lb = LoadBalancer {
+            name: text(&request, "name"),
+            description: text(&request, "description"),
+            tags: tags(&request),
+            provider: request["provider"].as_str().unwrap_or("amphora").to_owned(),
+            ..LoadBalancer::default()
+        };
+        let id = if let Some(port) = request["vip_port_id"].as_str() {
+            match s.insert_load_balancer_on_port(port, lb) {
+                Ok(id) => id,
+                Err(e) => return error(StatusCode::BAD_REQUEST, &e),
             }
         } else {
-            return error(StatusCode::BAD_REQUEST, "Validation failure: VIP must contain one of: vip_port_id, vip_network_id, vip_subnet_id.");
+            let (subnet, network) = if let Some(subnet) = request["vip_subnet_id"].as_str() {
+                match s.subnets.get(subnet) {
+                    Some(x) => (x.id.clone(), x.network_id.clone()),
+                    None => return error(StatusCode::BAD_REQUEST, &format!("Validation failure: Subnet {subnet} not found.")),
+                }
+            } else if let Some(network) = request["vip_network_id"].as_str() {
+                match s.subnet_of(network) {
+                    Some(x) => (x.id.clone(), network.to_owned()),
+                    None => return error(StatusCode::BAD_REQUEST, &format!("Validation failure: Network {network} not found.")),
+                }
+            } else {
+                return error(StatusCode::BAD_REQUEST, "Validation failure: VIP must contain one of: vip_port_id, vip_network_id, vip_subnet_id.");
+            };
+            s.insert_load_balancer(&subnet, &network, request["vip_address"].as_str(), lb)
         };
-        let id = s.insert_load_balancer(
-            &subnet,
-            &network,
-            request["vip_address"].as_str(),
-            LoadBalancer {
-                name: text(&request, "name"),
-                description: text(&request, "description"),
-                tags: tags(&request),
-                provider: request["provider"].as_str().unwrap_or("amphora").to_owned(),
-                ..LoadBalancer::default()
-            },
-        );
         s.start_operation(&id, "CREATE");
         reply(StatusCode::CREATED, json!({"loadbalancer": lb_json(s, &s.load_balancers[&id])}))
     })
