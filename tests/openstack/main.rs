@@ -6,6 +6,7 @@
 
 mod floating_ips;
 mod migration;
+mod routes;
 mod settings;
 mod shared;
 
@@ -331,122 +332,6 @@ async fn occm_zone_flavor_and_provider_id_forms_are_served() {
         format!("openstack://RegionOne/{}", fresh.id)
     );
     assert_eq!(addresses(&node), ["10.0.0.23"]);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn routes_are_the_routers_extra_routes_and_the_ports_allow_the_pod_cidrs() {
-    let stack = OpenStackStack::start(|cloud| {
-        format!(
-            "[Route]\nrouter-id = {}\n",
-            cloud.with_state(|s| s.router_id())
-        )
-    })
-    .await;
-    let (a, b) = stack.cloud.with_state(|s| {
-        // A route left behind by a node that is gone: a blackhole.
-        let router = s.router_id();
-        s.routers
-            .get_mut(&router)
-            .unwrap()
-            .routes
-            .push(("10.244.9.0/24".into(), "10.0.9.9".into()));
-        (
-            s.add_server(NewServer::named("node-a", "10.0.0.11")),
-            s.add_server(NewServer::named("node-b", "10.0.0.12")),
-        )
-    });
-    // A Node named apart from its server (found by provider ID), whose port has no port
-    // security: routed by its address, no allowed address pair (occm skips it).
-    let c = stack.cloud.with_state(|s| {
-        let c = s.add_server(NewServer::named("server-c", "10.0.0.13"));
-        for port in s.ports.values_mut().filter(|p| p.device_id == c.id) {
-            port.port_security_enabled = false;
-        }
-        c
-    });
-    let nodes: Api<Node> = Api::all(stack.client());
-    for (name, cidr) in [("node-a", "10.244.1.0/24"), ("node-b", "10.244.2.0/24")] {
-        nodes
-            .create(
-                &PostParams::default(),
-                &kubelet_node_with_cidr(name, Some(cidr)),
-            )
-            .await
-            .unwrap();
-    }
-    let mut worker_c = kubelet_node_with_cidr("worker-c", Some("10.244.3.0/24"));
-    worker_c.spec.as_mut().unwrap().provider_id = Some(format!("openstack:///{}", c.id));
-    nodes
-        .create(&PostParams::default(), &worker_c)
-        .await
-        .unwrap();
-    let port = free_port();
-    let (_ccm, _log) = stack.controller_manager(port);
-    let routes = || {
-        stack
-            .cloud
-            .with_state(|s| s.routers.values().next().unwrap().routes.clone())
-    };
-    let pairs = |server: &str| {
-        stack.cloud.with_state(|s| {
-            s.ports
-                .values()
-                .filter(|p| p.device_id == server)
-                .flat_map(|p| p.allowed_address_pairs.iter().map(|(ip, _)| ip.clone()))
-                .collect::<Vec<_>>()
-        })
-    };
-    wait_until(
-        TIMEOUT,
-        "the three routes, and the blackhole gone",
-        || async {
-            let mut now = routes();
-            now.sort();
-            now == [
-                ("10.244.1.0/24".to_string(), "10.0.0.11".to_string()),
-                ("10.244.2.0/24".to_string(), "10.0.0.12".to_string()),
-                ("10.244.3.0/24".to_string(), "10.0.0.13".to_string()),
-            ]
-        },
-    )
-    .await;
-    // The pair follows the route (occm's order).
-    wait_until(TIMEOUT, "the ports' pairs", || async {
-        pairs(&a.id) == ["10.244.1.0/24"] && pairs(&b.id) == ["10.244.2.0/24"]
-    })
-    .await;
-    assert!(pairs(&c.id).is_empty());
-    // Routed: worker-c's NetworkUnavailable is False, found by its address.
-    wait_until(TIMEOUT, "worker-c's route recognised", || async {
-        nodes.get("worker-c").await.is_ok_and(|n| {
-            n.status
-                .and_then(|s| s.conditions)
-                .unwrap_or_default()
-                .iter()
-                .any(|c| c.type_ == "NetworkUnavailable" && c.status == "False")
-        })
-    })
-    .await;
-
-    // node-b leaves the cluster: its route and its port's pair go.
-    nodes
-        .delete("node-b", &kube::api::DeleteParams::default())
-        .await
-        .unwrap();
-    wait_until(TIMEOUT, "node-b's route removed", || async {
-        let mut now = routes();
-        now.sort();
-        now == [
-            ("10.244.1.0/24".to_string(), "10.0.0.11".to_string()),
-            ("10.244.3.0/24".to_string(), "10.0.0.13".to_string()),
-        ]
-    })
-    .await;
-    wait_until(TIMEOUT, "node-b's pair removed", || async {
-        pairs(&b.id).is_empty()
-    })
-    .await;
-    assert_eq!(pairs(&a.id), ["10.244.1.0/24"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

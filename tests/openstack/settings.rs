@@ -400,3 +400,47 @@ async fn networks_are_found_when_the_config_names_none() {
         assert_eq!(fip.floating_ip_address, address);
     });
 }
+
+/// An older Octavia (2.11, Train), as occm's `IsOctaviaFeatureSupported` gates it:
+/// source ranges and an availability zone left out with occm's Warnings, and a UDP
+/// port's monitor stays UDP-CONNECT with `externalTrafficPolicy: Local`. The double
+/// refuses every field newer than its version, so nothing newer was sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_older_octavia_gets_what_its_version_supports() {
+    let stack = OpenStackStack::start(|cloud| {
+        cloud.with_state(|s| s.octavia_version = (2, 11));
+        format!("{}create-monitor = true\n", lb_cloud_config(cloud))
+    })
+    .await;
+    let services: Api<Service> = Api::namespaced(stack.client(), "default");
+    let mut web = load_balancer_service(
+        "web",
+        json!({"loadbalancer.openstack.org/availability-zone": "az1"}),
+    );
+    let spec = web.spec.as_mut().unwrap();
+    spec.load_balancer_source_ranges = Some(vec!["198.51.100.0/24".into()]);
+    spec.external_traffic_policy = Some("Local".into());
+    spec.health_check_node_port = Some(32_001);
+    spec.ports.as_mut().unwrap()[0].protocol = Some("UDP".into());
+    services.create(&PostParams::default(), &web).await.unwrap();
+    let (_ccm, _log) = stack.controller_manager(free_port());
+    wait_served(&services, "web").await;
+    stack.cloud.with_state(|s| {
+        let listener = s.listeners.values().next().unwrap();
+        assert_eq!(listener.protocol, "UDP");
+        assert!(listener.allowed_cidrs.is_empty());
+        assert_eq!(s.monitors.values().next().unwrap().kind, "UDP-CONNECT");
+        assert!(s.members.values().all(|m| m.monitor_port.is_none()));
+    });
+    for reason in [
+        "LoadBalancerSourceRangesIgnored",
+        "LoadBalancerAvailabilityZonesIgnored",
+    ] {
+        wait_until(TIMEOUT, reason, || async {
+            super::floating_ips::reasons(stack.client(), "web")
+                .await
+                .contains(&reason.to_string())
+        })
+        .await;
+    }
+}

@@ -9,17 +9,100 @@
 //! the project's size. The allowed address pair is added after the route (undone with
 //! the route when it fails, as occm's `CreateRoute`), and skipped on a port without
 //! port security.
+//!
+//! Neutron's extensions decide how, as occm's `NewRoutes`: without `extraroute-atomic`
+//! the router's whole route list is read and written back (occm does it under a lock;
+//! here with `If-Match: revision_number`, read again when another change came
+//! between); without `allowed-address-pairs` the ports are left alone; without
+//! `extraroute` either, routes are not supported. The extensions are read once and
+//! kept in the shared cache.
 
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use wasm_ccm_guest::http::Request;
 use wasm_ccm_guest::types::{CloudError, NodeAddress, NodeAddressType, Route};
-use wasm_ccm_guest::{Routes, cloud_error};
+use wasm_ccm_guest::{Routes, cache, cloud_error};
 
 use crate::OpenStack;
 use crate::api::{self, Endpoints};
 use crate::instances::parse_provider_id;
 
+/// How long Neutron's extensions are kept in the shared cache.
+const EXTENSIONS_TTL: Duration = Duration::from_secs(3600);
+
+/// How many times a whole-router update is tried when other changes keep coming
+/// between its read and its write.
+const ROUTER_UPDATE_TRIES: usize = 5;
+
+/// A router's `revision_number` (when shown) and its `(destination, nexthop)` routes.
+type RouterRoutes = (Option<u64>, Vec<(String, String)>);
+
+/// What Neutron's extensions allow for routes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+struct RouteExtensions {
+    /// `extraroute-atomic`: `add_extraroutes` / `remove_extraroutes`.
+    atomic: bool,
+    /// `extraroute` (or the atomic one): routes at all.
+    routes: bool,
+    /// `allowed-address-pairs`.
+    address_pairs: bool,
+}
+
+impl RouteExtensions {
+    fn from_aliases(aliases: &[&str]) -> Self {
+        let has = |a: &str| aliases.contains(&a);
+        RouteExtensions {
+            atomic: has("extraroute-atomic"),
+            routes: has("extraroute") || has("extraroute-atomic"),
+            address_pairs: has("allowed-address-pairs"),
+        }
+    }
+}
+
 impl OpenStack {
+    /// Neutron's extensions (the shared cache, else `GET /extensions`); when they
+    /// cannot be read, all of them are assumed (and the requests answer for it).
+    fn route_extensions(&self) -> Result<RouteExtensions, CloudError> {
+        let network = self.network_endpoint()?;
+        let key = format!("neutron-extensions/{network}");
+        if let Some(found) = cache::get_json::<RouteExtensions>(&key) {
+            return Ok(found);
+        }
+        let found = match api::json(
+            Request::get(&format!("{network}/extensions")),
+            "list Neutron's extensions",
+        ) {
+            Ok(list) => {
+                let aliases: Vec<&str> = list["extensions"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|e| e["alias"].as_str())
+                    .collect();
+                RouteExtensions::from_aliases(&aliases)
+            }
+            Err(e) => {
+                wasm_ccm_guest::log::warn(
+                    "Neutron's extensions could not be read (is `GET **/v2.0/extensions` in \
+                     the policy's allowedActions?); extraroute-atomic and \
+                     allowed-address-pairs are assumed",
+                    &[("error", &format!("{e:?}"))],
+                );
+                RouteExtensions::from_aliases(&["extraroute-atomic", "allowed-address-pairs"])
+            }
+        };
+        let _ = cache::set_json(&key, &found, EXTENSIONS_TTL);
+        if !found.routes {
+            return Err(cloud_error::other(
+                "Neutron has neither the extraroute nor the extraroute-atomic extension: \
+                 routes are not supported on this cloud",
+            ));
+        }
+        Ok(found)
+    }
+
     fn network_endpoint(&self) -> Result<String, CloudError> {
         api::endpoint(
             &Endpoints::get(&self.config)?.network,
@@ -42,8 +125,13 @@ impl OpenStack {
     }
 
     fn router_routes(&self) -> Result<Vec<(String, String)>, CloudError> {
+        Ok(self.router()?.1)
+    }
+
+    /// The router's revision (when Neutron shows it) and routes.
+    fn router(&self) -> Result<RouterRoutes, CloudError> {
         let router = api::json(Request::get(&self.router_url()?), "get the router")?;
-        Ok(router["router"]["routes"]
+        let routes = router["router"]["routes"]
             .as_array()
             .into_iter()
             .flatten()
@@ -53,17 +141,56 @@ impl OpenStack {
                     r["nexthop"].as_str()?.to_owned(),
                 ))
             })
-            .collect())
+            .collect();
+        Ok((router["router"]["revision_number"].as_u64(), routes))
     }
 
+    /// Adds (`add_extraroutes`) or removes (`remove_extraroutes`) `routes`: atomically
+    /// with `extraroute-atomic`, else by writing the router's whole list back.
     fn change_routes(&self, action: &str, routes: &[(String, String)]) -> Result<(), CloudError> {
-        let body = json!({"router": {"routes": routes.iter()
-            .map(|(d, n)| json!({"destination": d, "nexthop": n})).collect::<Vec<_>>()}});
-        api::send(
-            Request::put(&format!("{}/{action}", self.router_url()?)).json(&body),
-            &format!("{action} on the router"),
-        )?;
-        Ok(())
+        let body = |routes: &[(String, String)]| {
+            json!({"router": {"routes": routes.iter()
+                .map(|(d, n)| json!({"destination": d, "nexthop": n})).collect::<Vec<_>>()}})
+        };
+        if self.route_extensions()?.atomic {
+            api::send(
+                Request::put(&format!("{}/{action}", self.router_url()?)).json(&body(routes)),
+                &format!("{action} on the router"),
+            )?;
+            return Ok(());
+        }
+        let adding = action == "add_extraroutes";
+        for _ in 0..ROUTER_UPDATE_TRIES {
+            let (revision, mut list) = self.router()?;
+            let before = list.len();
+            if adding {
+                for route in routes {
+                    if !list.contains(route) {
+                        list.push(route.clone());
+                    }
+                }
+            } else {
+                list.retain(|route| !routes.contains(route));
+            }
+            if list.len() == before {
+                return Ok(());
+            }
+            let mut request = Request::put(&self.router_url()?).json(&body(&list));
+            if let Some(revision) = revision {
+                request = request.header("if-match", &format!("revision_number={revision}"));
+            }
+            let response = request.header("accept", "application/json").send()?;
+            if response.status == 412 {
+                // Another change came between the read and the write: read again.
+                continue;
+            }
+            cloud_error::check(response, "update the router's routes")?;
+            return Ok(());
+        }
+        Err(cloud_error::retry_after(
+            1_000,
+            format!("the router changed under each of {ROUTER_UPDATE_TRIES} updates of its routes"),
+        ))
     }
 
     /// Adds (or removes) `cidr` as an allowed address pair of the port (of `server`,
@@ -76,6 +203,10 @@ impl OpenStack {
         cidr: &str,
         allow: bool,
     ) -> Result<(), CloudError> {
+        if !self.route_extensions()?.address_pairs {
+            // occm: "Route created (skipping the allowed_address_pairs update)".
+            return Ok(());
+        }
         let network = self.network_endpoint()?;
         // The server's own ports when known (another network may reuse the address).
         let request = match server {
@@ -207,5 +338,19 @@ impl Routes for OpenStack {
             self.allow_on_port(server.as_deref(), hop, destination, false)?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn extensions_decide_as_occm() {
+        let all = RouteExtensions::from_aliases(&["extraroute-atomic", "allowed-address-pairs"]);
+        assert!(all.atomic && all.routes && all.address_pairs);
+        let classic = RouteExtensions::from_aliases(&["extraroute"]);
+        assert!(!classic.atomic && classic.routes && !classic.address_pairs);
+        assert!(!RouteExtensions::from_aliases(&["router"]).routes);
     }
 }

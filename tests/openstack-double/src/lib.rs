@@ -169,8 +169,13 @@ const VERSION_PATHS: [&str; 10] = [
     "/load-balancer/v2/",
 ];
 
-/// The version documents of the three services, as each serves them.
-async fn versions(headers: axum::http::HeaderMap, uri: axum::http::Uri) -> Response {
+/// The version documents of the three services, as each serves them (Octavia's lists
+/// `v2.0` to [`State::octavia_version`], the last one current).
+async fn versions(
+    Extract(shared): Extract<Shared>,
+    headers: axum::http::HeaderMap,
+    uri: axum::http::Uri,
+) -> Response {
     let host = headers
         .get("host")
         .and_then(|h| h.to_str().ok())
@@ -185,8 +190,19 @@ async fn versions(headers: axum::http::HeaderMap, uri: axum::http::Uri) -> Respo
         "/network" => json!({"versions": [{"id": "v2.0", "status": "CURRENT",
             "links": link("/network/v2.0")}]}),
         _ => {
-            json!({"versions": [{"id": "v2.0", "status": "CURRENT", "updated": "2026-01-01T00:00:00Z",
-            "links": link("/load-balancer/v2")}]})
+            let (major, last) = shared.with(|s| s.octavia_version);
+            let versions: Vec<Value> = (0..=last)
+                .map(|minor| {
+                    let status = if minor == last {
+                        "CURRENT"
+                    } else {
+                        "SUPPORTED"
+                    };
+                    json!({"id": format!("v{major}.{minor}"), "status": status,
+                        "updated": "2026-01-01T00:00:00Z", "links": link("/load-balancer/v2")})
+                })
+                .collect();
+            json!({"versions": versions})
         }
     };
     reply(StatusCode::OK, body)

@@ -35,7 +35,7 @@ pub(crate) fn router() -> Router<Shared> {
                 .put(update_floating_ip)
                 .delete(delete_floating_ip),
         )
-        .route("/routers/{id}", get(show_router))
+        .route("/routers/{id}", get(show_router).put(update_router))
         .route("/routers/{id}/add_extraroutes", put(add_extraroutes))
         .route("/routers/{id}/remove_extraroutes", put(remove_extraroutes))
 }
@@ -108,12 +108,20 @@ impl Filters {
     }
 }
 
-async fn extensions() -> Response {
-    let list: Vec<Value> = ["router", "extraroute", "extraroute-atomic", "allowed-address-pairs", "external-net"]
-        .iter()
-        .map(|alias| json!({"alias": alias, "name": alias, "description": "", "links": [], "updated": "2026-01-01T00:00:00-00:00"}))
-        .collect();
+/// `GET /extensions`: [`crate::State::network_extensions`].
+async fn extensions(Extract(shared): Extract<Shared>) -> Response {
+    let list: Vec<Value> = shared.with(|s| {
+        s.network_extensions
+            .iter()
+            .map(|alias| json!({"alias": alias, "name": alias, "description": "", "links": [], "updated": "2026-01-01T00:00:00-00:00"}))
+            .collect()
+    });
     reply(StatusCode::OK, json!({"extensions": list}))
+}
+
+/// Whether Neutron has the extension `alias`.
+fn has_extension(s: &crate::State, alias: &str) -> bool {
+    s.network_extensions.iter().any(|e| e == alias)
 }
 
 fn network_json(n: &crate::state::Network, subnets: Vec<String>) -> Value {
@@ -239,7 +247,8 @@ async fn show_port(Extract(shared): Extract<Shared>, Path(id): Path<String>) -> 
     })
 }
 
-/// `PUT /ports/{id}`: only `allowed_address_pairs` (and `name`, ignored) may change.
+/// `PUT /ports/{id}`: only `allowed_address_pairs` (and `name`, ignored) may change,
+/// and only with the `allowed-address-pairs` extension.
 async fn update_port(
     Extract(shared): Extract<Shared>,
     Path(id): Path<String>,
@@ -269,6 +278,10 @@ async fn update_port(
         ));
     }
     shared.with(|s| match s.ports.get_mut(&id) {
+        _ if !s.network_extensions.iter().any(|e| e == "allowed-address-pairs") => bad_request(
+            StatusCode::BAD_REQUEST,
+            "Unrecognized attribute(s) 'allowed_address_pairs'",
+        ),
         Some(p) if !p.port_security_enabled && !parsed.is_empty() => bad_request(
             StatusCode::CONFLICT,
             &format!(
@@ -479,7 +492,7 @@ async fn delete_floating_ip(Extract(shared): Extract<Shared>, Path(id): Path<Str
 
 fn router_json(r: &crate::state::Router) -> Value {
     json!({"id": r.id, "name": r.name, "status": "ACTIVE", "admin_state_up": true,
-           "tenant_id": "project", "project_id": "project",
+           "tenant_id": "project", "project_id": "project", "revision_number": r.revision_number,
            "routes": r.routes.iter().map(|(d, n)| json!({"destination": d, "nexthop": n})).collect::<Vec<_>>()})
 }
 
@@ -491,6 +504,61 @@ async fn show_router(Extract(shared): Extract<Shared>, Path(id): Path<String>) -
             "RouterNotFound",
             &format!("Router {id} could not be found"),
         ),
+    })
+}
+
+/// Neutron without `extraroute-atomic`: the action is not routed.
+fn no_such_action() -> Response {
+    error(
+        StatusCode::NOT_FOUND,
+        "HTTPNotFound",
+        "The resource could not be found.",
+    )
+}
+
+/// `PUT /routers/{id}` with `{"router": {"routes": [...]}}`: the whole list replaced
+/// (the `extraroute` extension), refused with 412 when `If-Match:
+/// revision_number=N` names another revision (`revision-if-match`).
+async fn update_router(
+    Extract(shared): Extract<Shared>,
+    Path(id): Path<String>,
+    headers: axum::http::HeaderMap,
+    bytes: Bytes,
+) -> Response {
+    let new = match routes(&bytes) {
+        Ok(r) => r,
+        Err(e) => return e,
+    };
+    let expected = headers
+        .get("if-match")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().strip_prefix("revision_number="))
+        .map(|n| n.parse::<u64>().unwrap_or(u64::MAX));
+    shared.with(|s| {
+        let revision_if_match = has_extension(s, "revision-if-match");
+        match s.routers.get_mut(&id) {
+            None => error(
+                StatusCode::NOT_FOUND,
+                "RouterNotFound",
+                &format!("Router {id} could not be found"),
+            ),
+            Some(r) if revision_if_match && expected.is_some_and(|n| n != r.revision_number) => {
+                error(
+                    StatusCode::PRECONDITION_FAILED,
+                    "RevisionNumberConstraintFailed",
+                    &format!(
+                        "Constrained to {}, but current revision is {}",
+                        expected.unwrap_or_default(),
+                        r.revision_number
+                    ),
+                )
+            }
+            Some(r) => {
+                r.routes = new;
+                r.revision_number += 1;
+                reply(StatusCode::OK, json!({"router": router_json(r)}))
+            }
+        }
     })
 }
 
@@ -526,12 +594,20 @@ async fn add_extraroutes(
         Err(e) => return e,
     };
     shared.with(|s| match s.routers.get_mut(&id) {
+        _ if !s
+            .network_extensions
+            .iter()
+            .any(|e| e == "extraroute-atomic") =>
+        {
+            no_such_action()
+        }
         Some(r) => {
             for route in add {
                 if !r.routes.contains(&route) {
                     r.routes.push(route);
                 }
             }
+            r.revision_number += 1;
             reply(StatusCode::OK, json!({"router": router_json(r)}))
         }
         None => error(
@@ -552,8 +628,16 @@ async fn remove_extraroutes(
         Err(e) => return e,
     };
     shared.with(|s| match s.routers.get_mut(&id) {
+        _ if !s
+            .network_extensions
+            .iter()
+            .any(|e| e == "extraroute-atomic") =>
+        {
+            no_such_action()
+        }
         Some(r) => {
             r.routes.retain(|route| !remove.contains(route));
+            r.revision_number += 1;
             reply(StatusCode::OK, json!({"router": router_json(r)}))
         }
         None => error(

@@ -78,6 +78,8 @@ pub struct Router {
     pub id: String,
     pub name: String,
     pub routes: Vec<(String, String)>,
+    /// Neutron's `revision_number`: one more on every change (`If-Match` compares it).
+    pub revision_number: u64,
 }
 
 /// An Octavia load balancer. Its listeners, pools, members and monitors are their own
@@ -209,6 +211,13 @@ pub struct State {
     pub flavors: BTreeMap<String, String>,
     /// How long an Octavia operation keeps its load balancer `PENDING_*`.
     pub provisioning_time: Duration,
+    /// Octavia's API version, `(2, minor)`: its version document lists `v2.0` to it,
+    /// and fields newer than it are refused as unknown attributes (timeouts 2.1, tags
+    /// 2.5, `flavor_id` 2.6, `allowed_cidrs` 2.12, `availability_zone` 2.14, HTTP
+    /// monitors on UDP pools 2.16).
+    pub octavia_version: (u32, u32),
+    /// Neutron's extensions (their aliases), as `GET /v2.0/extensions` lists them.
+    pub network_extensions: Vec<String>,
     /// `METHOD path` of every authenticated request, in order.
     pub requests: Vec<String>,
     next: u64,
@@ -231,6 +240,18 @@ impl Default for State {
             monitors: BTreeMap::new(),
             flavors: BTreeMap::new(),
             provisioning_time: Duration::from_millis(300),
+            octavia_version: (2, 27),
+            network_extensions: [
+                "router",
+                "extraroute",
+                "extraroute-atomic",
+                "allowed-address-pairs",
+                "external-net",
+                "standard-attr-tag",
+                "revision-if-match",
+            ]
+            .map(String::from)
+            .to_vec(),
             requests: Vec::new(),
             next: 0,
             next_ip: 10,
@@ -246,6 +267,7 @@ impl Default for State {
                 id: router,
                 name: "router1".into(),
                 routes: Vec::new(),
+                revision_number: 1,
             },
         );
         state

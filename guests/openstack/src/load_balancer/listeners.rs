@@ -227,6 +227,10 @@ impl OpenStack {
         // picks, at their InternalIP (else ExternalIP) of the Service's first IP family,
         // on the node port; none without a node port (allocateLoadBalancerNodePorts
         // false). With a health check node port, members are probed there.
+        // occm's canUseHTTPMonitor: not on a UDP pool before Octavia 2.16.
+        let health_check_node_port = wanted
+            .health_check_node_port
+            .filter(|_| protocol != "UDP" || wanted.http_monitors_on_udp);
         let mut desired: Vec<Value> = nodes
             .iter()
             .filter(|_| node_port > 0)
@@ -238,7 +242,7 @@ impl OpenStack {
                 if !wanted.member_subnet.is_empty() {
                     member["subnet_id"] = json!(wanted.member_subnet);
                 }
-                if let Some(port) = wanted.health_check_node_port {
+                if let Some(port) = health_check_node_port {
                     member["monitor_port"] = json!(port);
                 }
                 Some(member)
@@ -270,7 +274,7 @@ impl OpenStack {
         }
         // The health monitor: the port's protocol (UDP-CONNECT for UDP), or with a
         // health check node port occm's HTTP `GET /healthz` expecting 200.
-        let kind = if wanted.health_check_node_port.is_some() {
+        let kind = if health_check_node_port.is_some() {
             "HTTP"
         } else {
             match protocol {

@@ -14,6 +14,7 @@
 //! unbound, with `keep-floatingip` or when it is the Service's `loadBalancerIP`).
 
 mod autodetect;
+mod features;
 mod floating_ip;
 mod floating_subnet;
 mod listeners;

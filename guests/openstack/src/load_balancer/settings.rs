@@ -4,6 +4,7 @@
 use wasm_ccm_guest::types::{CloudError, IpFamily, Service, SessionAffinity, TrafficPolicy};
 use wasm_ccm_guest::{cloud_error, events};
 
+use super::features;
 use super::floating_subnet::FloatingSubnet;
 use super::load_balancer_name;
 use crate::OpenStack;
@@ -109,7 +110,7 @@ pub(super) const LISTENER_SETTINGS: [(&str, &str, i64); 5] = [
 ];
 
 /// What the Service and the cloud config ask for.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub(super) struct Wanted {
     pub(super) name: String,
     pub(super) internal: bool,
@@ -143,6 +144,9 @@ pub(super) struct Wanted {
     pub(super) tls_container_ref: String,
     /// The Service's first IP family is IPv6: members take the Nodes' IPv6 addresses.
     pub(super) ipv6: bool,
+    /// Octavia takes HTTP monitors on UDP pools (2.16; not the OVN provider): else a
+    /// UDP port's monitor stays UDP-CONNECT with `externalTrafficPolicy: Local`.
+    pub(super) http_monitors_on_udp: bool,
 }
 
 /// What Octavia's OVN provider does not do, left out as occm leaves it out
@@ -387,9 +391,13 @@ impl OpenStack {
                 .trim()
                 .to_owned(),
             ipv6: service.ip_families.first() == Some(&IpFamily::Ipv6),
+            http_monitors_on_udp: true,
         };
         if config.lb_provider.eq_ignore_ascii_case("ovn") {
             without_ovn_features(&mut wanted);
+        }
+        if let Err(e) = features::within_version(&mut wanted, self.octavia_version()) {
+            return refuse(e);
         }
         Ok(wanted)
     }

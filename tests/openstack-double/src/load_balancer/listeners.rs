@@ -8,7 +8,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-use super::{change_child, error, filtered, mutable, not_found, ovn_refuses, parse, text};
+use super::{change_child, error, filtered, mutable, not_found, ovn_refuses, parse, text, too_new};
 use crate::state::Listener;
 use crate::{Shared, reply};
 
@@ -147,7 +147,7 @@ pub(super) async fn create_listener(Extract(shared): Extract<Shared>, bytes: Byt
         if let Err(e) = mutable(s, &lb) {
             return e;
         }
-        if let Some(e) = ovn_refuses(s, &lb, &request) {
+        if let Some(e) = ovn_refuses(s, &lb, &request).or_else(|| too_new(s, &request, false)) {
             return e;
         }
         // Octavia's _validate_create_listener: one listener per port and transport.
@@ -213,7 +213,11 @@ pub(super) async fn update_listener(
     };
     shared.with(|s| {
         let lb = s.listeners.get(&id).map(|l| l.loadbalancer_id.clone());
-        if let Some(e) = lb.as_ref().and_then(|lb| ovn_refuses(s, lb, &request)) {
+        if let Some(e) = lb
+            .as_ref()
+            .and_then(|lb| ovn_refuses(s, lb, &request))
+            .or_else(|| too_new(s, &request, false))
+        {
             return e;
         }
         change_child(s, lb, "Listener", &id, |s| {

@@ -161,6 +161,42 @@ pub(super) fn ovn_refuses(s: &State, lb: &str, request: &Value) -> Option<Respon
     None
 }
 
+/// Fields of `request` newer than the double's Octavia version
+/// ([`State::octavia_version`]), refused as Octavia refuses an unknown attribute: 400.
+/// `udp_pool`: the request is a health monitor of a UDP pool.
+pub(super) fn too_new(s: &State, request: &Value, udp_pool: bool) -> Option<Response> {
+    let fields: [(&str, u32); 8] = [
+        ("timeout_client_data", 1),
+        ("timeout_member_connect", 1),
+        ("timeout_member_data", 1),
+        ("timeout_tcp_inspect", 1),
+        ("tags", 5),
+        ("flavor_id", 6),
+        ("allowed_cidrs", 12),
+        ("availability_zone", 14),
+    ];
+    let (major, minor) = s.octavia_version;
+    let newer = |needs: u32| major == 2 && minor < needs;
+    for (field, needs) in fields {
+        if !request[field].is_null() && newer(needs) {
+            return Some(error(
+                StatusCode::BAD_REQUEST,
+                &format!(
+                    "Invalid input for field/attribute {field}. Value: '{}'. unknown attribute",
+                    request[field]
+                ),
+            ));
+        }
+    }
+    if udp_pool && matches!(request["type"].as_str(), Some("HTTP" | "HTTPS")) && newer(16) {
+        return Some(error(
+            StatusCode::BAD_REQUEST,
+            "Validation failure: The associated pool protocol \"UDP\" is not compatible with this health monitor type.",
+        ));
+    }
+    None
+}
+
 /// The load balancer `id` when it is `ACTIVE` (409 while an operation runs).
 pub(super) fn mutable(s: &State, id: &str) -> Result<(), Response> {
     match s.load_balancers.get(id) {
@@ -277,6 +313,9 @@ async fn create_lb(Extract(shared): Extract<Shared>, bytes: Bytes) -> Response {
         }
     }
     shared.with(|s| {
+        if let Some(e) = too_new(s, &request, false) {
+            return e;
+        }
         let lb = LoadBalancer {
             name: text(&request, "name"),
             description: text(&request, "description"),

@@ -8,7 +8,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-use super::{change_child, error, filtered, not_found, ovn_refuses, parse, pool_lb, text};
+use super::{change_child, error, filtered, not_found, ovn_refuses, parse, pool_lb, text, too_new};
 use crate::state::{HealthMonitor, State};
 use crate::{Shared, reply};
 
@@ -83,7 +83,8 @@ pub(super) async fn create_monitor(Extract(shared): Extract<Shared>, bytes: Byte
             Ok(lb) => lb,
             Err(e) => return e,
         };
-        if let Some(e) = ovn_refuses(s, &lb, &request) {
+        let udp = s.pools[&pool].protocol == "UDP";
+        if let Some(e) = ovn_refuses(s, &lb, &request).or_else(|| too_new(s, &request, udp)) {
             return e;
         }
         if s.pools[&pool].healthmonitor_id.is_some() {
