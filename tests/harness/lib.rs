@@ -15,6 +15,7 @@ pub mod aws;
 pub mod https;
 /// A real Keystone with a service double in its catalog.
 pub mod keystone;
+pub mod kube_apiserver;
 pub use moto_peer as moto;
 pub mod openstack;
 
