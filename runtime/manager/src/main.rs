@@ -320,3 +320,90 @@ fn daemon_exit_code<E: std::error::Error>(result: Result<(), E>, json: bool) -> 
         result => exit_code(result),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::Cli;
+
+    /// The arguments of upstream's example manifests (occm's
+    /// `manifests/controller-manager/openstack-cloud-controller-manager-{ds,pod}.yaml`,
+    /// cloud-provider-aws's `examples/existing-cluster` and its chart's values), with
+    /// kubelet's `$(VAR)` substitutions done: each flag is served, or refused naming it.
+    #[test]
+    fn upstream_manifests_flags_are_served_or_refused_by_name() {
+        let served: [&[&str]; 4] = [
+            // occm's DaemonSet.
+            &[
+                "--v=1",
+                "--cluster-name=kubernetes",
+                "--cloud-config=/etc/config/cloud.conf",
+                "--cloud-provider=openstack",
+                "--use-service-account-credentials=false",
+                "--bind-address=127.0.0.1",
+            ],
+            // cloud-provider-aws's superset-role overlay.
+            &[
+                "--v=2",
+                "--cloud-provider=aws",
+                "--use-service-account-credentials=false",
+                "--configure-cloud-routes=false",
+            ],
+            // cloud-provider-aws's chart.
+            &["--v=2", "--cloud-provider=aws"],
+            // Bare booleans, as pflag takes them.
+            &[
+                "--leader-elect",
+                "--allow-untagged-cloud",
+                "--configure-cloud-routes",
+                "--provider-hot-swap=F",
+            ],
+        ];
+        for args in served {
+            let cli = Cli::try_parse_from(std::iter::once("wasm-ccm").chain(args.iter().copied()))
+                .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+            assert!(!cli.daemon.use_service_account_credentials);
+        }
+        let bare =
+            Cli::try_parse_from(["wasm-ccm", "--leader-elect", "--allow-untagged-cloud"]).unwrap();
+        assert!(bare.daemon.leader_elect && bare.daemon.allow_untagged_cloud);
+        let off =
+            Cli::try_parse_from(["wasm-ccm", "--leader-elect=false", "--provider-hot-swap=0"])
+                .unwrap();
+        assert!(!off.daemon.leader_elect && !off.daemon.provider_hot_swap);
+
+        // occm's Pod manifest and cloud-provider-aws's base DaemonSet: a
+        // ServiceAccount per controller, refused naming the flag.
+        for args in [
+            &[
+                "--v=1",
+                "--cluster-name=kubernetes",
+                "--cloud-config=/etc/config/cloud.conf",
+                "--cloud-provider=openstack",
+                "--use-service-account-credentials=true",
+                "--bind-address=127.0.0.1",
+            ][..],
+            &[
+                "--v=2",
+                "--cloud-provider=aws",
+                "--use-service-account-credentials=true",
+                "--configure-cloud-routes=false",
+            ],
+        ] {
+            let Err(e) =
+                Cli::try_parse_from(std::iter::once("wasm-ccm").chain(args.iter().copied()))
+            else {
+                panic!("{args:?} accepted");
+            };
+            let e = e.to_string();
+            assert!(e.contains("--use-service-account-credentials"), "{e}");
+        }
+        // A value pflag would refuse.
+        let e = Cli::try_parse_from(["wasm-ccm", "--leader-elect=yes"])
+            .err()
+            .expect("refused")
+            .to_string();
+        assert!(e.contains("--leader-elect") && e.contains("yes"), "{e}");
+    }
+}
