@@ -9,11 +9,12 @@ use std::path::Path;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Node, Service};
+use k8s_openapi::api::core::v1::{Event, Node, Service};
 use kube::Api;
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use sim_cloud::model::{InstancePatch, InstanceState, NewInstance};
+use wasm_ccm_tests::https::Credentials;
 use wasm_ccm_tests::kube_apiserver::KubeApiServer;
 use wasm_ccm_tests::{Stack, free_port, wait_until};
 
@@ -136,6 +137,16 @@ async fn deploy_serves_the_four_controllers_on_a_real_api_server() {
         })
         .await;
     }
+    // As upstream's syncNode, the taint goes with the Node's update, the addresses
+    // follow in a status patch.
+    wait_until(TIMEOUT, "real-a's addresses", || async {
+        nodes.get("real-a").await.is_ok_and(|n| {
+            n.status
+                .and_then(|s| s.addresses)
+                .is_some_and(|a| a.iter().any(|a| a.type_ == "InternalIP"))
+        })
+    })
+    .await;
     let a = nodes.get("real-a").await.unwrap();
     assert!(
         a.spec
@@ -144,12 +155,6 @@ async fn deploy_serves_the_four_controllers_on_a_real_api_server() {
             .is_some_and(|p| p.starts_with("simcloud://")),
         "{:?}",
         a.spec
-    );
-    assert!(
-        a.status
-            .as_ref()
-            .and_then(|s| s.addresses.as_ref())
-            .is_some_and(|a| a.iter().any(|a| a.type_ == "InternalIP"))
     );
     let labels = a.metadata.labels.clone().unwrap_or_default();
     assert!(
@@ -203,6 +208,24 @@ async fn deploy_serves_the_four_controllers_on_a_real_api_server() {
     })
     .await;
     assert_eq!(stack.cloud.with_state(|s| s.load_balancers.len()), 0);
+    // Events as the server stores them.
+    let events: Api<Event> = Api::namespaced(client.clone(), "default");
+    let reasons: Vec<String> = events
+        .list(&ListParams::default().fields("involvedObject.name=web"))
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|e| e.reason)
+        .collect();
+    for reason in [
+        "EnsuringLoadBalancer",
+        "EnsuredLoadBalancer",
+        "DeletingLoadBalancer",
+        "DeletedLoadBalancer",
+    ] {
+        assert!(reasons.iter().any(|r| r == reason), "{reason}: {reasons:?}");
+    }
 
     // Lifecycle: real-b's instance stops and the Node is not Ready: tainted; the
     // instance is gone: the Node is deleted.
@@ -260,4 +283,101 @@ async fn deploy_serves_the_four_controllers_on_a_real_api_server() {
         "deploy/'s RBAC refused requests of the controller manager: {refused:#?}\nits log:\n{}",
         log.lock().unwrap()
     );
+}
+
+/// `/readyz` of the replica serving on `port` (empty while it does not answer).
+async fn readyz(port: u16) -> String {
+    wasm_ccm_tests::https::https_get(port, "/readyz", &Credentials::default())
+        .await
+        .map(|a| a.body)
+        .unwrap_or_default()
+}
+
+/// Two replicas as deploy/ runs them (leader election on a real Lease, the secure
+/// port's authentication and authorization delegated to the real server): the standby
+/// takes over when the leader stops (the time printed), deploy/monitoring's
+/// ServiceAccount reads /metrics, another ServiceAccount gets 403, a bad token 401.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leader_election_and_the_secure_port_on_a_real_api_server() {
+    let server = KubeApiServer::start().await;
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    for dir in ["deploy", "deploy/monitoring"] {
+        kubectl_admin(
+            &server,
+            &[
+                "apply",
+                "--server-side",
+                "-k",
+                &root.join(dir).display().to_string(),
+            ],
+        );
+    }
+    kubectl_admin(&server, &["create", "namespace", "monitoring"]);
+    let mut stack = Stack::start().await;
+    let token = server.token("kube-system", "wasm-ccm").await;
+    let kubeconfig = stack.dir.dir.path().join("wasm-ccm.kubeconfig");
+    server.write_kubeconfig(&kubeconfig, Some(&token));
+    stack.kubeconfig = kubeconfig;
+
+    let start = |port: u16, name: &str| {
+        let mut command = stack.secure_controller_manager_command(port, &["--leader-elect"]);
+        command
+            .env("POD_NAME", name)
+            .env("POD_NAMESPACE", "kube-system");
+        wasm_ccm_tests::spawn_logged(command)
+    };
+    let (p1, p2) = (free_port(), free_port());
+    let (mut first, _first_log) = start(p1, "wasm-ccm-0");
+    wait_until(TIMEOUT, "the first replica leads", || async {
+        readyz(p1).await.contains("controllers running")
+    })
+    .await;
+    let (_second, _second_log) = start(p2, "wasm-ccm-1");
+    wait_until(TIMEOUT, "the second replica on standby", || async {
+        readyz(p2).await.contains("standby")
+    })
+    .await;
+    let leases: Api<Lease> = Api::namespaced(server.client().await, "kube-system");
+    let holder = || async {
+        leases
+            .get("cloud-controller-manager")
+            .await
+            .ok()
+            .and_then(|l| l.spec?.holder_identity)
+            .unwrap_or_default()
+    };
+    let leader = holder().await;
+    assert!(!leader.is_empty());
+
+    // The secure port, as deploy/monitoring grants it.
+    let scraper = server.token("monitoring", "prometheus").await;
+    let other = server.token("default", "someone-else").await;
+    let get = |token: String| async move {
+        wasm_ccm_tests::https::https_get(p1, "/metrics", &Credentials::token(&token))
+            .await
+            .map(|a| a.status)
+            .unwrap_or(0)
+    };
+    assert_eq!(get(scraper).await, 200);
+    assert_eq!(get(other).await, 403);
+    assert_eq!(get("not-a-token".into()).await, 401);
+
+    // The leader stops (SIGTERM, as kubelet stops a Pod): the standby takes over.
+    let stopped = std::time::Instant::now();
+    // SAFETY: signalling our own child by its PID.
+    unsafe {
+        libc::kill(first.id().unwrap() as libc::pid_t, libc::SIGTERM);
+    }
+    wait_until(TIMEOUT, "the second replica leads", || async {
+        readyz(p2).await.contains("controllers running")
+    })
+    .await;
+    let failover = stopped.elapsed();
+    let new_leader = holder().await;
+    assert!(
+        !new_leader.is_empty() && new_leader != leader,
+        "{new_leader}"
+    );
+    println!("failover on a real Lease after SIGTERM: {failover:.1?}");
+    let _ = first.wait().await;
 }
