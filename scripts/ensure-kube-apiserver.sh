@@ -29,6 +29,10 @@ _kube_main() {
         return 1
     fi
     mkdir -p "$bin"
+    # One build at a time: a second caller (CI starts one in the background) waits for
+    # the first, then finds the binaries built.
+    exec 9>"$bin/.build.lock"
+    flock 9
     # The default module cache (~/go/pkg/mod); our scratch go.mod gets its go.sum here.
     export GOFLAGS="-mod=mod ${GOFLAGS:-}" CGO_ENABLED=0
 

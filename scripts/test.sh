@@ -15,11 +15,11 @@ source scripts/ensure-keystone.sh
 # tests/monitoring.rs checks the alerting rules with promtool and scrapes the secure
 # port with prometheus (both from Debian's prometheus package).
 source scripts/ensure-promtool.sh
+# The host binaries the integration tests run (wasm-ccm, sim-cloud).
+cargo build --locked
 # tests/real_apiserver.rs runs kube-apiserver and etcd on 127.0.0.1, built from their Go
 # modules (once; reused from target/kube/bin/).
 source scripts/ensure-kube-apiserver.sh
-# The host binaries the integration tests run (wasm-ccm, sim-cloud).
-cargo build --locked
 cargo test --locked -- "$@"
 # The SDK's and the providers' own unit tests and doc examples, natively (mock transport).
 cargo test --locked -p wasm-ccm-guest -p reference-provider -p aws-provider -p openstack-provider -- "$@"
