@@ -378,6 +378,14 @@ impl OpenStack {
         create: bool,
     ) -> Result<LoadBalancerStatus, CloudError> {
         let mut wanted = self.wanted(cluster, service)?;
+        // What this Octavia's API version does not take is left out (or refused).
+        if let Err(e) = features::within_version(&mut wanted, self.octavia_version()) {
+            let _ = events::warning("UnsupportedLoadBalancerSetting", &e, None);
+            return Err(cloud_error::other(format!(
+                "service {}/{}: {e}",
+                service.metadata.namespace, service.metadata.name
+            )));
+        }
         self.autodetect(&mut wanted, service, nodes)?;
         let lb = self.ensure_created(&wanted, service, cluster, create)?;
         let owner = shared::owns(&lb, cluster, service);

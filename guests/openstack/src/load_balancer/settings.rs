@@ -4,7 +4,6 @@
 use wasm_ccm_guest::types::{CloudError, IpFamily, Service, SessionAffinity, TrafficPolicy};
 use wasm_ccm_guest::{cloud_error, events};
 
-use super::features;
 use super::floating_subnet::FloatingSubnet;
 use super::load_balancer_name;
 use crate::OpenStack;
@@ -395,9 +394,6 @@ impl OpenStack {
         };
         if config.lb_provider.eq_ignore_ascii_case("ovn") {
             without_ovn_features(&mut wanted);
-        }
-        if let Err(e) = features::within_version(&mut wanted, self.octavia_version()) {
-            return refuse(e);
         }
         Ok(wanted)
     }
