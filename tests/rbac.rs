@@ -10,10 +10,12 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Service};
 use kube::Api;
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, PostParams};
 use serde_json::json;
-use sim_cloud::model::{Fault, InstancePatch, InstanceState, NewInstance};
-use wasm_ccm_tests::{Stack, free_port, wait_until, with_custom_section};
+use sim_cloud::model::{Fault, NewInstance};
+use wasm_ccm_tests::{
+    Stack, free_port, kubelet_node_with_pod_cidr, wait_until, with_custom_section,
+};
 
 const TIMEOUT: Duration = Duration::from_secs(90);
 const UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized";
@@ -148,18 +150,6 @@ fn grants(docs: &[serde_json::Value]) -> BTreeSet<Grant> {
     grants
 }
 
-fn kubelet_node(name: &str, pod_cidr: &str) -> Node {
-    serde_json::from_value(json!({
-        "metadata": {"name": name},
-        "spec": {
-            "podCIDR": pod_cidr,
-            "taints": [{"key": UNINITIALIZED, "value": "true", "effect": "NoSchedule"}]
-        },
-        "status": {"conditions": [{"type": "Ready", "status": "True"}]}
-    }))
-    .unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deploy_rbac_grants_exactly_the_calls_the_controller_manager_makes() {
     let docs = rendered();
@@ -191,7 +181,10 @@ async fn deploy_rbac_grants_exactly_the_calls_the_controller_manager_makes() {
             .cloud
             .with_state(|s| s.create_instance(NewInstance::named(name)));
         nodes
-            .create(&PostParams::default(), &kubelet_node(name, cidr))
+            .create(
+                &PostParams::default(),
+                &kubelet_node_with_pod_cidr(name, cidr),
+            )
             .await
             .unwrap();
     }
@@ -263,43 +256,7 @@ async fn deploy_rbac_grants_exactly_the_calls_the_controller_manager_makes() {
 
     // rbac-b's instance stops and the Node is not Ready: the lifecycle taints it;
     // then the instance is gone: the lifecycle deletes the Node.
-    let b = stack
-        .cloud
-        .with_state(|s| s.list_instances(Some("rbac-b"))[0].id.clone());
-    stack.cloud.with_state(|s| {
-        s.patch_instance(
-            &b,
-            InstancePatch {
-                state: Some(InstanceState::Stopped),
-                ..Default::default()
-            },
-        )
-    });
-    nodes
-        .patch_status(
-            "rbac-b",
-            &PatchParams::default(),
-            &Patch::Strategic(
-                json!({"status": {"conditions": [{"type": "Ready", "status": "False"}]}}),
-            ),
-        )
-        .await
-        .unwrap();
-    wait_until(TIMEOUT, "rbac-b tainted as shut down", || async {
-        nodes.get("rbac-b").await.is_ok_and(|n| {
-            n.spec
-                .and_then(|s| s.taints)
-                .unwrap_or_default()
-                .iter()
-                .any(|t| t.key == "node.cloudprovider.kubernetes.io/shutdown")
-        })
-    })
-    .await;
-    stack.cloud.with_state(|s| s.delete_instance(&b));
-    wait_until(TIMEOUT, "rbac-b deleted", || async {
-        nodes.get_opt("rbac-b").await.is_ok_and(|n| n.is_none())
-    })
-    .await;
+    stack.shut_down_then_gone(&nodes, "rbac-b", TIMEOUT).await;
 
     // A provider reload: an Event on the Pod.
     let reference = std::fs::read(&stack.dir.wasm).unwrap();

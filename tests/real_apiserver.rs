@@ -12,15 +12,17 @@ use std::time::Duration;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Event, Node, Service};
 use kube::Api;
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, ListParams, PostParams};
 use serde_json::json;
-use sim_cloud::model::{InstancePatch, InstanceState, NewInstance};
+use sim_cloud::model::NewInstance;
 use wasm_ccm_tests::https::Credentials;
 use wasm_ccm_tests::kube_apiserver::KubeApiServer;
-use wasm_ccm_tests::{Stack, free_port, wait_until};
+use wasm_ccm_tests::{
+    Stack, free_port, initialized, kubelet_node_with_pod_cidr, network_available, taint_keys,
+    wait_until,
+};
 
 const TIMEOUT: Duration = Duration::from_secs(90);
-const UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized";
 /// The identity deploy/ gives the controller manager.
 const SERVICE_ACCOUNT: &str = "system:serviceaccount:kube-system:wasm-ccm";
 
@@ -44,27 +46,6 @@ fn kubectl_admin(server: &KubeApiServer, args: &[&str]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn kubelet_node(name: &str, pod_cidr: &str) -> Node {
-    serde_json::from_value(json!({
-        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
-        "spec": {
-            "podCIDR": pod_cidr,
-            "podCIDRs": [pod_cidr],
-            "taints": [{"key": UNINITIALIZED, "value": "true", "effect": "NoSchedule"}]
-        },
-        "status": {"conditions": [{"type": "Ready", "status": "True"}]}
-    }))
-    .unwrap()
-}
-
-fn taints(node: &Node) -> Vec<String> {
-    node.spec
-        .as_ref()
-        .and_then(|s| s.taints.as_ref())
-        .map(|t| t.iter().map(|t| t.key.clone()).collect())
-        .unwrap_or_default()
 }
 
 /// What the scenario observed, compared between the two servers.
@@ -93,7 +74,10 @@ async fn scenario(client: kube::Client, stack: &Stack) -> Outcome {
             .cloud
             .with_state(|s| s.create_instance(NewInstance::named(name)));
         nodes
-            .create(&PostParams::default(), &kubelet_node(name, cidr))
+            .create(
+                &PostParams::default(),
+                &kubelet_node_with_pod_cidr(name, cidr),
+            )
             .await
             .unwrap();
     }
@@ -121,11 +105,8 @@ async fn scenario(client: kube::Client, stack: &Stack) -> Outcome {
 
     // Node initialization: provider ID, addresses, labels; routes for both.
     for name in ["node-a", "node-b"] {
-        wait_until(TIMEOUT, &format!("{name} initialized"), || async {
-            nodes
-                .get(name)
-                .await
-                .is_ok_and(|n| !taints(&n).contains(&UNINITIALIZED.to_string()))
+        wait_until(TIMEOUT, &format!("{name} initialized"), || {
+            initialized(&nodes, name)
         })
         .await;
     }
@@ -142,7 +123,7 @@ async fn scenario(client: kube::Client, stack: &Stack) -> Outcome {
     let a = nodes.get("node-a").await.unwrap();
     // The taints the cloud controllers own (the real server's admission adds
     // `node.kubernetes.io/not-ready`, which the double does not: its README lists it).
-    let initialized_taints: Vec<String> = taints(&a)
+    let initialized_taints: Vec<String> = taint_keys(&a)
         .into_iter()
         .filter(|t| t.starts_with("node.cloudprovider.kubernetes.io/"))
         .collect();
@@ -163,14 +144,8 @@ async fn scenario(client: kube::Client, stack: &Stack) -> Outcome {
         stack.cloud.with_state(|s| s.list_routes(None).len()) == 2
     })
     .await;
-    wait_until(TIMEOUT, "node-a's network available", || async {
-        nodes.get("node-a").await.is_ok_and(|n| {
-            n.status
-                .and_then(|s| s.conditions)
-                .unwrap_or_default()
-                .iter()
-                .any(|c| c.type_ == "NetworkUnavailable" && c.status == "False")
-        })
+    wait_until(TIMEOUT, "node-a's network available", || {
+        network_available(&nodes, "node-a")
     })
     .await;
 
@@ -242,39 +217,7 @@ async fn scenario(client: kube::Client, stack: &Stack) -> Outcome {
 
     // Lifecycle: node-b's instance stops and the Node is not Ready: tainted; the
     // instance is gone: the Node is deleted.
-    let b = stack
-        .cloud
-        .with_state(|s| s.list_instances(Some("node-b"))[0].id.clone());
-    stack.cloud.with_state(|s| {
-        s.patch_instance(
-            &b,
-            InstancePatch {
-                state: Some(InstanceState::Stopped),
-                ..Default::default()
-            },
-        )
-    });
-    nodes
-        .patch_status(
-            "node-b",
-            &PatchParams::default(),
-            &Patch::Strategic(
-                json!({"status": {"conditions": [{"type": "Ready", "status": "False"}]}}),
-            ),
-        )
-        .await
-        .unwrap();
-    wait_until(TIMEOUT, "node-b tainted as shut down", || async {
-        nodes.get("node-b").await.is_ok_and(|n| {
-            taints(&n).contains(&"node.cloudprovider.kubernetes.io/shutdown".to_string())
-        })
-    })
-    .await;
-    stack.cloud.with_state(|s| s.delete_instance(&b));
-    wait_until(TIMEOUT, "node-b deleted", || async {
-        nodes.get_opt("node-b").await.is_ok_and(|n| n.is_none())
-    })
-    .await;
+    stack.shut_down_then_gone(&nodes, "node-b", TIMEOUT).await;
 
     drop(log);
     Outcome {

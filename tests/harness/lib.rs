@@ -590,6 +590,41 @@ impl Stack {
         ((first, p1), (second, p2))
     }
 
+    /// The lifecycle controller's two steps for Node `name`, whose instance is in the
+    /// simulated cloud: the instance stops and the Node is not Ready, so it is tainted
+    /// as shut down; then the instance is gone, so the Node is deleted.
+    pub async fn shut_down_then_gone(
+        &self,
+        nodes: &kube::Api<k8s_openapi::api::core::v1::Node>,
+        name: &str,
+        timeout: Duration,
+    ) {
+        let id = self
+            .cloud
+            .with_state(|s| s.list_instances(Some(name))[0].id.clone());
+        self.cloud.with_state(|s| {
+            s.patch_instance(
+                &id,
+                sim_cloud::model::InstancePatch {
+                    state: Some(sim_cloud::model::InstanceState::Stopped),
+                    ..Default::default()
+                },
+            )
+        });
+        set_ready(nodes, name, "False").await;
+        wait_until(timeout, &format!("{name} tainted as shut down"), || async {
+            nodes.get(name).await.is_ok_and(|n| {
+                taint_keys(&n).contains(&"node.cloudprovider.kubernetes.io/shutdown".to_string())
+            })
+        })
+        .await;
+        self.cloud.with_state(|s| s.delete_instance(&id));
+        wait_until(timeout, &format!("{name} deleted"), || async {
+            nodes.get_opt(name).await.is_ok_and(|n| n.is_none())
+        })
+        .await;
+    }
+
     /// A kube client for the double.
     pub fn client(&self) -> kube::Client {
         kube::Client::try_from(kube::Config::new(self.api.url().parse().unwrap())).unwrap()
@@ -777,6 +812,30 @@ pub async fn set_ready(
         )
         .await
         .unwrap();
+}
+
+/// Whether the route controller marked the Node routed (`NetworkUnavailable` False).
+pub async fn network_available(
+    nodes: &kube::Api<k8s_openapi::api::core::v1::Node>,
+    name: &str,
+) -> bool {
+    nodes.get(name).await.is_ok_and(|n| {
+        n.status
+            .and_then(|s| s.conditions)
+            .unwrap_or_default()
+            .iter()
+            .any(|c| c.type_ == "NetworkUnavailable" && c.status == "False")
+    })
+}
+
+/// [`kubelet_node`], Ready, with the pod CIDR `pod_cidr` (as kube-controller-manager's
+/// node IPAM allocates it).
+pub fn kubelet_node_with_pod_cidr(name: &str, pod_cidr: &str) -> k8s_openapi::api::core::v1::Node {
+    let mut node = kubelet_node(name, "True");
+    let spec = node.spec.get_or_insert_default();
+    spec.pod_cidr = Some(pod_cidr.into());
+    spec.pod_cidrs = Some(vec![pod_cidr.into()]);
+    node
 }
 
 /// Whether the cloud-node controller has initialized the Node (its

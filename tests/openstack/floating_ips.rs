@@ -35,6 +35,18 @@ pub(super) async fn reasons(client: kube::Client, name: &str) -> Vec<String> {
         .collect()
 }
 
+/// Waits until the events on Service `name` include every one of `wanted`.
+pub(super) async fn wait_reasons(client: &kube::Client, name: &str, wanted: &[&str]) {
+    for reason in wanted {
+        wait_until(TIMEOUT, reason, || async {
+            reasons(client.clone(), name)
+                .await
+                .contains(&reason.to_string())
+        })
+        .await;
+    }
+}
+
 /// The messages of the events on Service `name`; a panic when they cannot be read.
 async fn messages(client: kube::Client, name: &str) -> Vec<String> {
     events(client, name)

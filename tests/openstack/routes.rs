@@ -5,7 +5,7 @@ use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::api::{DeleteParams, PostParams};
 use openstack_double::state::NewServer;
-use wasm_ccm_tests::{free_port, wait_until};
+use wasm_ccm_tests::{free_port, network_available, wait_until};
 
 use super::{OpenStackStack, TIMEOUT, kubelet_node_with_cidr};
 
@@ -93,14 +93,8 @@ async fn routes_are_the_routers_extra_routes_and_the_ports_allow_the_pod_cidrs()
     .await;
     assert!(pairs(&c.id).is_empty());
     // Routed: worker-c's NetworkUnavailable is False, found by its address.
-    wait_until(TIMEOUT, "worker-c's route recognised", || async {
-        nodes.get("worker-c").await.is_ok_and(|n| {
-            n.status
-                .and_then(|s| s.conditions)
-                .unwrap_or_default()
-                .iter()
-                .any(|c| c.type_ == "NetworkUnavailable" && c.status == "False")
-        })
+    wait_until(TIMEOUT, "worker-c's route recognised", || {
+        network_available(&nodes, "worker-c")
     })
     .await;
 

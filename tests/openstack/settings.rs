@@ -344,17 +344,15 @@ async fn the_ovn_provider_gets_what_it_supports() {
         assert!(listener.settings.keys().all(|k| !k.starts_with("timeout_")));
         assert_eq!(s.monitors.values().next().unwrap().kind, "TCP");
     });
-    for reason in [
-        "LoadBalancerSourceRangesIgnored",
-        "LoadBalancerAvailabilityZonesIgnored",
-    ] {
-        wait_until(TIMEOUT, reason, || async {
-            super::floating_ips::reasons(stack.client(), "web")
-                .await
-                .contains(&reason.to_string())
-        })
-        .await;
-    }
+    super::floating_ips::wait_reasons(
+        &stack.client(),
+        "web",
+        &[
+            "LoadBalancerSourceRangesIgnored",
+            "LoadBalancerAvailabilityZonesIgnored",
+        ],
+    )
+    .await;
 }
 
 /// With no network in the cloud config, occm finds them: the VIP subnet of a Node's
@@ -432,15 +430,13 @@ async fn an_older_octavia_gets_what_its_version_supports() {
         assert_eq!(s.monitors.values().next().unwrap().kind, "UDP-CONNECT");
         assert!(s.members.values().all(|m| m.monitor_port.is_none()));
     });
-    for reason in [
-        "LoadBalancerSourceRangesIgnored",
-        "LoadBalancerAvailabilityZonesIgnored",
-    ] {
-        wait_until(TIMEOUT, reason, || async {
-            super::floating_ips::reasons(stack.client(), "web")
-                .await
-                .contains(&reason.to_string())
-        })
-        .await;
-    }
+    super::floating_ips::wait_reasons(
+        &stack.client(),
+        "web",
+        &[
+            "LoadBalancerSourceRangesIgnored",
+            "LoadBalancerAvailabilityZonesIgnored",
+        ],
+    )
+    .await;
 }
