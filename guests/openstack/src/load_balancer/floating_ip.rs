@@ -148,30 +148,26 @@ impl OpenStack {
                     wanted.floating_network
                 )));
             }
-            let mut last = None;
-            let mut found = None;
+            let mut created = None;
+            let mut last = String::new();
             for subnet in &subnets {
                 match create(subnet) {
-                    Ok(created) => {
-                        found = Some(created);
+                    Ok(answer) => {
+                        created = Some(answer);
                         break;
                     }
                     // Throttled: called again later, not another subnet.
                     Err(e @ CloudError::RetryAfter(_)) => return Err(e),
-                    Err(CloudError::Other(e)) => last = Some(e),
-                    Err(e) => last = Some(format!("{e:?}")),
+                    Err(CloudError::Other(e)) => last = e,
+                    Err(e) => last = format!("{e:?}"),
                 }
             }
-            match (found, last) {
-                (Some(created), _) => created,
-                (None, last) => {
-                    return Err(cloud_error::other(format!(
-                        "no free subnet matching {spec} found for network {} (last error: {})",
-                        wanted.floating_network,
-                        last.unwrap_or_default()
-                    )));
-                }
-            }
+            created.ok_or_else(|| {
+                cloud_error::other(format!(
+                    "no free subnet matching {spec} found for network {} (last error: {last})",
+                    wanted.floating_network
+                ))
+            })?
         } else {
             create(&spec.id)?
         };
