@@ -257,7 +257,13 @@ impl Keystone {
             child,
             dir,
             port,
-            client: reqwest::Client::builder().no_proxy().build().unwrap(),
+            // No idle connections kept: gunicorn closes an idle one after 2 s, and a
+            // request sent on it just then fails in transit.
+            client: reqwest::Client::builder()
+                .no_proxy()
+                .pool_max_idle_per_host(0)
+                .build()
+                .unwrap(),
             admin: tokio::sync::Mutex::new(None),
             token_lifetime: settings.token_lifetime,
         };
