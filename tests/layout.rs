@@ -56,6 +56,7 @@ fn the_shipped_binary_links_no_test_doubles() {
         "sim-cloud",
         "moto-peer",
         "keystone-peer",
+        "kube-apiserver-peer",
         "openstack-double",
         "wasm-ccm-playground",
     ] {
@@ -73,6 +74,7 @@ fn only_the_playground_links_the_doubles() {
         "sim-cloud",
         "moto-peer",
         "keystone-peer",
+        "kube-apiserver-peer",
         "openstack-double",
     ] {
         assert!(deps.contains(needed), "playground lacks {needed}: {deps:?}");

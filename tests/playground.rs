@@ -477,3 +477,84 @@ async fn playground_runs_the_openstack_provider_against_keystone_and_the_double(
         "{printed}"
     );
 }
+
+/// `--apiserver real`: the playground runs kube-apiserver and etcd (as
+/// scripts/ensure-kube-apiserver.sh builds them) instead of the double; kubectl and
+/// the controllers talk to the real server, the simulated kubelets post status to it,
+/// and SIGTERM stops the servers and removes their data.
+#[tokio::test]
+async fn playground_runs_on_the_real_api_server() {
+    let dir = TempDir::new("playground-real");
+    let kubeconfig = dir.path().join("kubeconfig");
+    let args = [
+        "--apiserver",
+        "real",
+        "--nodes",
+        "2",
+        "--node-monitor-grace-period",
+        "1s",
+    ];
+    let (mut child, output) = playground("simcloud", "reference_provider", &args, &dir).await;
+    assert!(output.contains("(kube-apiserver)"), "{output}");
+    assert!(
+        output.contains("instance-metadata(node-1) -> simcloud://"),
+        "{output}"
+    );
+    // The real server answers (its version is the pinned release's).
+    let version = kubectl_until(
+        &kubeconfig,
+        &["version", "-o", "json"],
+        "the server's version",
+        |out| out.contains("serverVersion"),
+    )
+    .await;
+    assert!(version.contains("\"gitVersion\": \"v1.37."), "{version}");
+    kubectl_until(
+        &kubeconfig,
+        &["get", "nodes", "-o", "jsonpath={.items[*].spec.providerID}"],
+        "both Nodes initialized",
+        |ids| ids.split_whitespace().count() == 2 && ids.contains("simcloud://"),
+    )
+    .await;
+    kubectl_until(
+        &kubeconfig,
+        &[
+            "get",
+            "service",
+            "web",
+            "-o",
+            "jsonpath={.status.loadBalancer.ingress[0].ip}",
+        ],
+        "the load balancer's address",
+        |ip| !ip.is_empty(),
+    )
+    .await;
+    // The printed command stops an instance: its kubelet stops posting, and the
+    // lifecycle controller taints the Node on the real server.
+    run_printed(&output, "\"stopped\"").await;
+    kubectl_until(
+        &kubeconfig,
+        &[
+            "get",
+            "nodes",
+            "-o",
+            "jsonpath={.items[*].spec.taints[*].key}",
+        ],
+        "the stopped instance's Node tainted shut down",
+        |taints| taints.contains("node.cloudprovider.kubernetes.io/shutdown"),
+    )
+    .await;
+    // SIGTERM: the playground stops its servers and removes their data directory.
+    let data = dir.path().join("work/kube-apiserver");
+    assert!(data.join("audit.log").exists(), "{}", data.display());
+    // SAFETY: signalling our own child by its PID.
+    unsafe {
+        libc::kill(child.id().unwrap() as libc::pid_t, libc::SIGTERM);
+    }
+    let status = tokio::time::timeout(Duration::from_secs(60), child.wait())
+        .await
+        .expect("the playground stops on SIGTERM")
+        .unwrap();
+    assert!(status.success(), "{status}");
+    assert!(!data.exists(), "{} left behind", data.display());
+}

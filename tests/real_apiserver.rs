@@ -272,7 +272,9 @@ async fn the_four_controllers_on_the_double_and_the_real_api_server() {
     let mut stack = Stack::start().await;
     let token = server.token("kube-system", "wasm-ccm").await;
     let kubeconfig = stack.dir.dir.path().join("wasm-ccm.kubeconfig");
-    server.write_kubeconfig(&kubeconfig, Some(&token));
+    server
+        .write_kubeconfig(&kubeconfig, Some(&token))
+        .expect("a kubeconfig");
     stack.kubeconfig = kubeconfig;
     let on_real = scenario(server.client().await, &stack).await;
     assert_eq!(on_double, on_real);
@@ -329,7 +331,9 @@ async fn leader_election_and_the_secure_port_on_a_real_api_server() {
     let mut stack = Stack::start().await;
     let token = server.token("kube-system", "wasm-ccm").await;
     let kubeconfig = stack.dir.dir.path().join("wasm-ccm.kubeconfig");
-    server.write_kubeconfig(&kubeconfig, Some(&token));
+    server
+        .write_kubeconfig(&kubeconfig, Some(&token))
+        .expect("a kubeconfig");
     stack.kubeconfig = kubeconfig;
 
     let start = |port: u16, name: &str| {

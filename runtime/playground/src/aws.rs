@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use kube_double::{ApiServer, resources};
+use crate::cluster::Cluster;
 
 use crate::kubelets::{Instances, Kubelets};
 use crate::seeding::{Options, PlaygroundError, Seeded, kubelet_node, web_service, write};
@@ -11,7 +11,7 @@ use crate::seeding::{Options, PlaygroundError, Seeded, kubelet_node, web_service
 /// private DNS names, as on AWS), request authentication on, and the AWS provider's
 /// files: its policy signs with an IAM user's keys from the credentials directory.
 pub(crate) async fn seed(
-    api: &ApiServer,
+    cluster: &Cluster,
     options: &Options,
     providers: &Path,
 ) -> Result<Seeded, PlaygroundError> {
@@ -19,23 +19,18 @@ pub(crate) async fn seed(
         .await
         .map_err(PlaygroundError::Emulator)?;
     let world = moto_peer::World::create(&mut moto, "playground").await;
-    let nodes = resources::find("", "v1", "nodes").expect("nodes");
-    let services = resources::find("", "v1", "services").expect("services");
     let mut instances = Vec::new();
     for i in 1..=options.nodes {
         let instance = world.launch(&moto, (i + 1) % 2).await;
-        api.store()
-            .create(
-                nodes,
-                "",
-                kubelet_node(&instance.private_dns_name, &format!("10.244.{i}.0/24")),
-            )
-            .map_err(PlaygroundError::Seed)?;
+        cluster
+            .create_node(kubelet_node(
+                &instance.private_dns_name,
+                &format!("10.244.{i}.0/24"),
+            ))
+            .await?;
         instances.push(instance);
     }
-    api.store()
-        .create(services, "default", web_service())
-        .map_err(PlaygroundError::Seed)?;
+    cluster.create_service("default", web_service()).await?;
     let credentials = options.work_dir.join("credentials");
     write(&credentials.join("aws/access-key-id"), &world.provider.id)?;
     write(
@@ -74,7 +69,7 @@ pub(crate) async fn seed(
     }
     let moto = std::sync::Arc::new(moto);
     let kubelets = Kubelets::start(
-        api.store().clone(),
+        cluster.nodes(),
         Instances::Moto(moto.clone()),
         options.node_monitor_grace_period,
     );

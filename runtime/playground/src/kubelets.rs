@@ -8,11 +8,11 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kube_double::resources;
-use kube_double::store::{PatchType, Store, Target};
 use serde_json::{Value, json};
 use sim_cloud::SimCloud;
 use sim_cloud::model::InstanceState;
+
+use crate::cluster::Nodes;
 
 /// How often the kubelets look at their instances.
 const TICK: Duration = Duration::from_millis(500);
@@ -57,10 +57,10 @@ pub struct Kubelets {
 }
 
 impl Kubelets {
-    /// Starts the kubelets of every Node in `store`, following `instances`.
-    pub fn start(store: Arc<Store>, instances: Instances, grace: Duration) -> Self {
+    /// Starts the kubelets of every Node in `nodes`, following `instances`.
+    pub fn start(nodes: Nodes, instances: Instances, grace: Duration) -> Self {
         Self {
-            task: tokio::spawn(run(store, instances, grace)),
+            task: tokio::spawn(run(nodes, instances, grace)),
             grace,
         }
     }
@@ -80,9 +80,8 @@ impl Drop for Kubelets {
     }
 }
 
-/// Runs the kubelets of every Node in `store`: one look at the cloud per tick.
-async fn run(store: Arc<Store>, instances: Instances, grace: Duration) {
-    let nodes = resources::find("", "v1", "nodes").expect("nodes");
+/// Runs the kubelets of every Node in `nodes`: one look at the cloud per tick.
+async fn run(nodes: Nodes, instances: Instances, grace: Duration) {
     // When each Node's instance was last seen running.
     let mut last_running: HashMap<String, Instant> = HashMap::new();
     loop {
@@ -90,7 +89,10 @@ async fn run(store: Arc<Store>, instances: Instances, grace: Duration) {
             tokio::time::sleep(TICK).await;
             continue;
         };
-        let (items, _) = store.list(nodes, "", &Default::default(), &Default::default());
+        let Some(items) = nodes.list().await else {
+            tokio::time::sleep(TICK).await;
+            continue;
+        };
         for node in items {
             let name = node["metadata"]["name"]
                 .as_str()
@@ -121,14 +123,7 @@ async fn run(store: Arc<Store>, instances: Instances, grace: Duration) {
                 "type": "Ready", "status": want, "reason": reason, "message": message,
                 "lastHeartbeatTime": stamp, "lastTransitionTime": stamp,
             }]}});
-            if let Err(err) = store.patch(
-                nodes,
-                "",
-                &name,
-                Target::Status,
-                PatchType::Strategic,
-                &patch,
-            ) {
+            if let Err(err) = nodes.patch_status(&name, &patch).await {
                 tracing::warn!(node = %name, error = ?err, "simulated kubelet could not post status");
             }
         }

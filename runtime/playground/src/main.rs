@@ -4,10 +4,12 @@
 //! and the controller manager running against them, with a readable log of what
 //! changes.
 //!
-//! This is the only crate that links the API server double and the simulated cloud;
+//! With `--apiserver real` it runs the real kube-apiserver and etcd instead of the
+//! double. This is the only crate that links the API server double and the simulated cloud;
 //! the shipped `wasm-ccm` binary does not.
 
 mod aws;
+mod cluster;
 mod kubelets;
 mod openstack;
 mod playground;
@@ -36,7 +38,13 @@ struct Cli {
     /// `wasm-ccm` command to run against them.
     #[arg(long)]
     without_ccm: bool,
-    /// Address of the API server double.
+    /// The Kubernetes API server: `double` (embedded, starts in milliseconds) or `real`
+    /// (kube-apiserver and etcd from target/kube/bin, or $KUBE_APISERVER and $ETCD, as
+    /// scripts/ensure-kube-apiserver.sh builds them: RBAC, admission and validation as
+    /// a cluster has them; ready in a few seconds).
+    #[arg(long, value_enum, default_value_t = cluster::ApiServerKind::Double)]
+    apiserver: cluster::ApiServerKind,
+    /// Address of the API server (the real one: 127.0.0.1:PORT).
     #[arg(long, default_value = "127.0.0.1:0")]
     api_listen: String,
     /// Address of the simulated cloud.
@@ -96,6 +104,7 @@ fn main() -> ExitCode {
         nodes: cli.nodes,
         kubeconfig_out: cli.kubeconfig_out,
         without_ccm: cli.without_ccm,
+        apiserver: cli.apiserver,
         api_listen: cli.api_listen,
         cloud_listen: cli.cloud_listen,
         cloud: cli.cloud,

@@ -6,8 +6,8 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::cluster::Cluster;
 use keystone_peer::Keystone;
-use kube_double::{ApiServer, resources};
 use openstack_double::OpenStackDouble;
 use openstack_double::state::NewServer;
 
@@ -18,7 +18,7 @@ use crate::seeding::{Options, PlaygroundError, Seeded, kubelet_node, web_service
 const DOCUMENTED_POLICY: &str = include_str!("../../../deploy/openstack/providers/openstack.yaml");
 
 pub(crate) async fn seed(
-    api: &ApiServer,
+    cluster: &Cluster,
     options: &Options,
     providers: &Path,
 ) -> Result<Seeded, PlaygroundError> {
@@ -44,8 +44,6 @@ pub(crate) async fn seed(
         .await
         .map_err(|e| PlaygroundError::Emulator(format!("the OpenStack double: {e}")))?;
     cloud.register(&keystone).await;
-    let nodes = resources::find("", "v1", "nodes").expect("nodes");
-    let services = resources::find("", "v1", "services").expect("services");
     let (subnet, floating, router) = cloud.with_state(|s| {
         let private = s.network_id("private").expect("seeded");
         let subnet = s.subnet_of(&private).expect("seeded").id.clone();
@@ -58,13 +56,11 @@ pub(crate) async fn seed(
     for i in 1..=options.nodes {
         let name = format!("node-{i}");
         cloud.with_state(|s| s.add_server(NewServer::named(&name, &format!("10.0.0.{}", 10 + i))));
-        api.store()
-            .create(nodes, "", kubelet_node(&name, &format!("10.244.{i}.0/24")))
-            .map_err(PlaygroundError::Seed)?;
+        cluster
+            .create_node(kubelet_node(&name, &format!("10.244.{i}.0/24")))
+            .await?;
     }
-    api.store()
-        .create(services, "default", web_service())
-        .map_err(PlaygroundError::Seed)?;
+    cluster.create_service("default", web_service()).await?;
     let credentials = options.work_dir.join("credentials");
     write(&credentials.join("application-credential-secret"), &secret)?;
     write(
@@ -86,7 +82,7 @@ pub(crate) async fn seed(
     )?;
     let cloud = Arc::new(cloud);
     let kubelets = Kubelets::start(
-        api.store().clone(),
+        cluster.nodes(),
         Instances::OpenStack(cloud.clone()),
         options.node_monitor_grace_period,
     );

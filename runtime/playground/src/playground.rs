@@ -4,8 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use kube_double::store::{Change, EventType};
-use kube_double::{ApiServer, Settings, resources};
+use kube_double::store::EventType;
 use serde_json::Value;
 use sim_cloud::SimCloud;
 use sim_cloud::model::NewInstance;
@@ -15,26 +14,15 @@ use wasm_ccm_host::contract::types::Node;
 use wasm_ccm_host::engine::EngineSettings;
 use wasm_ccm_host::provider::ProviderLoader;
 
+use crate::cluster::{Change, Cluster, Followed};
 use crate::kubelets::{Instances, Kubelets};
 pub use crate::seeding::{Cloud, Options, PlaygroundError};
 use crate::seeding::{Seeded, kubelet_node, web_service, write};
 
 /// Runs until Ctrl-C or SIGTERM.
 pub async fn run(options: Options) -> Result<(), PlaygroundError> {
-    let api = ApiServer::start(Settings {
-        listen: options.api_listen.clone(),
-        ..Settings::default()
-    })
-    .await
-    .map_err(|source| PlaygroundError::Listen {
-        addr: options.api_listen.clone(),
-        source,
-    })?;
-    api.write_kubeconfig(&options.kubeconfig_out)
-        .map_err(|source| PlaygroundError::Write {
-            path: options.kubeconfig_out.clone(),
-            source,
-        })?;
+    let cluster = Cluster::start(options.apiserver, &options.api_listen, &options.work_dir).await?;
+    cluster.write_kubeconfig(&options.kubeconfig_out)?;
     let providers = options.work_dir.join("providers");
     let component = options
         .provider
@@ -51,10 +39,10 @@ pub async fn run(options: Options) -> Result<(), PlaygroundError> {
         None => provider_name(&component).await?,
     };
     let seeded = match options.cloud {
-        Cloud::Simcloud => seed_simcloud(&api, &options, &providers).await?,
-        Cloud::Aws => crate::aws::seed(&api, &options, &providers).await?,
-        Cloud::Openstack => crate::openstack::seed(&api, &options, &providers).await?,
-        Cloud::None => seed_nodes_only(&api, &options)?,
+        Cloud::Simcloud => seed_simcloud(&cluster, &options, &providers).await?,
+        Cloud::Aws => crate::aws::seed(&cluster, &options, &providers).await?,
+        Cloud::Openstack => crate::openstack::seed(&cluster, &options, &providers).await?,
+        Cloud::None => seed_nodes_only(&cluster, &options).await?,
     };
     // Credential files must lie in the credentials directory: the generated ones are
     // in the work directory; an author's are next to their policy.
@@ -79,7 +67,11 @@ pub async fn run(options: Options) -> Result<(), PlaygroundError> {
         .unwrap_or_else(|| seeded.cloud_config.clone());
 
     println!("wasm-ccm playground");
-    println!("  Kubernetes API (double):  {}", api.url());
+    println!(
+        "  Kubernetes API:           {}  ({})",
+        cluster.url(),
+        cluster.label()
+    );
     println!(
         "  kubeconfig:               {}",
         options.kubeconfig_out.display()
@@ -114,6 +106,7 @@ pub async fn run(options: Options) -> Result<(), PlaygroundError> {
             component.display()
         );
     }
+    let mut controllers = None;
     if options.without_ccm {
         println!(
             "controllers: not started (--without-ccm); run a controller manager against the kubeconfig above:"
@@ -129,36 +122,41 @@ pub async fn run(options: Options) -> Result<(), PlaygroundError> {
         println!(
             "controllers: cloud-node, cloud-node-lifecycle, service and route running with the {name} provider"
         );
-        tokio::spawn(run_controllers(
+        controllers = Some(tokio::spawn(run_controllers(
             name.clone(),
             providers.clone(),
             credentials.clone(),
             cloud_config.clone(),
             options.kubeconfig_out.clone(),
-        ));
+        )));
     } else {
         println!("controllers: not started (no provider component to run)");
     }
     println!("provider directory: {}", providers.display());
     println!("watching the cluster; Ctrl-C (or SIGTERM) to stop\n");
 
-    let (_, mut changes) = api
-        .store()
-        .watch_from(api.store().resource_version())
-        .expect("watching from now");
+    let mut changes = cluster.follow();
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(|source| PlaygroundError::Signal { source })?;
     loop {
         tokio::select! {
             _ = tokio::signal::ctrl_c() => break,
             _ = terminate.recv() => break,
-            change = changes.recv() => match change {
-                Ok(change) => println!("{}", describe(&change)),
-                Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => println!("({n} changes not shown)"),
-                Err(_) => break,
+            followed = changes.recv() => match followed {
+                Some(Followed::Change(change)) => println!("{}", describe(&change)),
+                Some(Followed::Lagged(n)) => println!("({n} changes not shown)"),
+                None => break,
             },
         }
     }
+    // The controllers stop before the servers they talk to.
+    if let Some(controllers) = controllers {
+        controllers.abort();
+        let _ = controllers.await;
+    }
+    drop(changes);
+    drop(seeded);
+    drop(cluster);
     println!("stopped");
     Ok(())
 }
@@ -221,27 +219,22 @@ fn absolutize_files(value: &mut Value, base: &Path) {
 
 /// No emulated cloud: the Nodes (named `node-1`...) and the Service only; the author's
 /// cloud config is required.
-fn seed_nodes_only(api: &ApiServer, options: &Options) -> Result<Seeded, PlaygroundError> {
+async fn seed_nodes_only(cluster: &Cluster, options: &Options) -> Result<Seeded, PlaygroundError> {
     let Some(cloud_config) = options.cloud_config.clone() else {
         return Err(PlaygroundError::Usage(
             "--cloud none needs --cloud-config (and --policy for the provider to reach its cloud)"
                 .into(),
         ));
     };
-    let nodes = resources::find("", "v1", "nodes").expect("nodes");
-    let services = resources::find("", "v1", "services").expect("services");
     for i in 1..=options.nodes {
-        api.store()
-            .create(
-                nodes,
-                "",
-                kubelet_node(&format!("node-{i}"), &format!("10.244.{i}.0/24")),
-            )
-            .map_err(PlaygroundError::Seed)?;
+        cluster
+            .create_node(kubelet_node(
+                &format!("node-{i}"),
+                &format!("10.244.{i}.0/24"),
+            ))
+            .await?;
     }
-    api.store()
-        .create(services, "default", web_service())
-        .map_err(PlaygroundError::Seed)?;
+    cluster.create_service("default", web_service()).await?;
     Ok(Seeded {
         cloud_config,
         demo_node: "node-1".into(),
@@ -256,7 +249,7 @@ fn seed_nodes_only(api: &ApiServer, options: &Options) -> Result<Seeded, Playgro
 
 /// The simulated cloud with one instance per node, and the reference provider's files.
 async fn seed_simcloud(
-    api: &ApiServer,
+    cluster: &Cluster,
     options: &Options,
     providers: &Path,
 ) -> Result<Seeded, PlaygroundError> {
@@ -267,8 +260,6 @@ async fn seed_simcloud(
             addr: options.cloud_listen.clone(),
             source,
         })?;
-    let nodes = resources::find("", "v1", "nodes").expect("nodes");
-    let services = resources::find("", "v1", "services").expect("services");
     for i in 1..=options.nodes {
         let name = format!("node-{i}");
         cloud.with_state(|s| {
@@ -283,13 +274,11 @@ async fn seed_simcloud(
                 ..NewInstance::named(&name)
             })
         });
-        api.store()
-            .create(nodes, "", kubelet_node(&name, &format!("10.244.{i}.0/24")))
-            .map_err(PlaygroundError::Seed)?;
+        cluster
+            .create_node(kubelet_node(&name, &format!("10.244.{i}.0/24")))
+            .await?;
     }
-    api.store()
-        .create(services, "default", web_service())
-        .map_err(PlaygroundError::Seed)?;
+    cluster.create_service("default", web_service()).await?;
     let policy = format!(
         "allowedOutboundHosts:\n  - {url}\ncredentials:\n  - destination: {url}\n    bearerTokenFile: ../credentials/token\n",
         url = cloud.url()
@@ -304,7 +293,7 @@ async fn seed_simcloud(
     let url = cloud.url();
     let cloud = std::sync::Arc::new(cloud);
     let kubelets = Kubelets::start(
-        api.store().clone(),
+        cluster.nodes(),
         Instances::Sim(cloud.clone()),
         options.node_monitor_grace_period,
     );

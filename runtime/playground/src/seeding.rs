@@ -16,7 +16,9 @@ pub struct Options {
     pub kubeconfig_out: PathBuf,
     /// Start only the API server double and the cloud.
     pub without_ccm: bool,
-    /// Address of the API server double.
+    /// Which API server: the double or the real one.
+    pub apiserver: crate::cluster::ApiServerKind,
+    /// Address of the API server.
     pub api_listen: String,
     /// Address of the simulated cloud.
     pub cloud_listen: String,
@@ -105,7 +107,10 @@ pub enum PlaygroundError {
     },
     /// Seeding the API server failed.
     #[error("seeding the cluster: {0}")]
-    Seed(#[source] kube_double::ApiError),
+    Seed(String),
+    /// The real API server could not be started or reached.
+    #[error("the real API server: {0}")]
+    RealApiServer(#[source] kube_apiserver_peer::Error),
     /// The AWS emulator could not be started.
     #[error("starting the AWS emulator (moto): {0}")]
     Emulator(String),
