@@ -1,7 +1,8 @@
 //! The OpenStack API double checked with a real client, as kubectl checks the API
 //! server double: openstacksdk (PyPI, in the tools venv) logs in to the real Keystone,
 //! finds the double's services in the catalog, pages through servers, and creates a
-//! load balancer and a listener, waiting for `ACTIVE` as its users do.
+//! load balancer and a listener, waiting for `ACTIVE` as its users do; a fully populated
+//! creation (occm's) is all or nothing; a flavor is read by ID.
 
 use std::sync::Arc;
 
@@ -26,8 +27,34 @@ listener = conn.load_balancer.create_listener(
     name="sdk-listener", protocol="TCP", protocol_port=80, load_balancer_id=lb.id)
 lb = conn.load_balancer.wait_for_load_balancer(lb.id, interval=0.1, wait=30)
 found = [x.name for x in conn.load_balancer.load_balancers(tags="sdk")]
+# Before microversion 2.47 a server names its flavor by ID: the flavor is read by it.
+flavor_id = conn.compute.get(f"/servers/{conn.compute.find_server('node-0').id}").json()["server"]["flavor"]["id"]
+flavor = conn.compute.get_flavor(flavor_id).name
+# Fully populated creation, as occm sends it: listener, pool, member and monitor at once.
+def populated(algorithm):
+    return [{"name": "l", "protocol": "TCP", "protocol_port": 443, "default_pool": {
+        "name": "p", "protocol": "TCP", "lb_algorithm": algorithm,
+        "members": [{"address": "10.0.0.11", "protocol_port": 30443}],
+        "healthmonitor": {"type": "TCP", "delay": 5, "timeout": 3, "max_retries": 1}}}]
+full = conn.load_balancer.create_load_balancer(name="sdk-full", vip_subnet_id=subnet,
+                                               listeners=populated("ROUND_ROBIN"))
+full = conn.load_balancer.wait_for_load_balancer(full.id, interval=0.1, wait=30)
+pool = next(conn.load_balancer.pools(loadbalancer_id=full.id))
+children = {"listeners": len(full.listeners), "pools": len(full.pools),
+            "members": [m.address for m in conn.load_balancer.members(pool.id)],
+            "monitor": conn.load_balancer.get_health_monitor(pool.health_monitor_id).type}
+# A bad child refuses the whole creation: nothing of it is left.
+try:
+    conn.load_balancer.create_load_balancer(name="sdk-bad", vip_subnet_id=subnet,
+                                            listeners=populated("FASTEST"))
+    refused = False
+except openstack.exceptions.BadRequestException:
+    refused = True
+left = [x.name for x in conn.load_balancer.load_balancers(name="sdk-bad")]
 print(json.dumps({"servers": servers, "shutoff": shutoff, "lb": lb.provisioning_status,
-                  "vip": lb.vip_address, "listener": listener.protocol_port, "found": found}))
+                  "vip": lb.vip_address, "listener": listener.protocol_port, "found": found,
+                  "flavor": flavor, "full": full.provisioning_status, "children": children,
+                  "refused": refused, "left": left}))
 "#;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -71,6 +98,14 @@ async fn openstacksdk_lists_servers_and_creates_a_load_balancer() {
     assert_eq!(seen["lb"], "ACTIVE");
     assert_eq!(seen["listener"], 80);
     assert_eq!(seen["found"], serde_json::json!(["sdk-lb"]));
+    assert_eq!(seen["flavor"], "m1.small");
+    assert_eq!(seen["full"], "ACTIVE");
+    assert_eq!(
+        seen["children"],
+        serde_json::json!({"listeners": 1, "pools": 1, "members": ["10.0.0.11"], "monitor": "TCP"})
+    );
+    assert_eq!(seen["refused"], true);
+    assert_eq!(seen["left"], serde_json::json!([]));
     // The client paged (two servers a page) and waited through PENDING_* with GETs.
     let requests = cloud.with_state(|s| s.requests.clone());
     let pages = requests
@@ -79,8 +114,13 @@ async fn openstacksdk_lists_servers_and_creates_a_load_balancer() {
         .count();
     assert!(pages >= 3, "{requests:?}");
     cloud.with_state(|s| {
-        let lb = s.load_balancers.values().next().unwrap();
-        assert_eq!(lb.name, "sdk-lb");
-        assert_eq!(s.listeners.values().next().unwrap().loadbalancer_id, lb.id);
+        let lb = s
+            .load_balancers
+            .values()
+            .find(|lb| lb.name == "sdk-lb")
+            .unwrap();
+        assert!(s.listeners.values().any(|l| l.loadbalancer_id == lb.id));
+        // The refused creation left no load balancer.
+        assert_eq!(s.load_balancers.len(), 2);
     });
 }

@@ -26,6 +26,7 @@ pub(crate) fn router() -> Router<Shared> {
         .route("/servers/detail", get(list_detail))
         .route("/servers/{id}", get(show))
         .route("/flavors", get(flavors))
+        .route("/flavors/{id}", get(show_flavor))
 }
 
 fn error(status: StatusCode, message: &str) -> Response {
@@ -219,6 +220,31 @@ async fn flavors(Extract(shared): Extract<Shared>, headers: HeaderMap) -> Respon
             .map(|(id, name)| json!({"id": id, "name": name, "links": []}))
             .collect();
         versioned(version, StatusCode::OK, json!({"flavors": list}))
+    })
+}
+
+/// `GET /flavors/{id}`: the flavor's `id` and `name` (how a client before microversion
+/// 2.47 names a server's flavor).
+async fn show_flavor(
+    Extract(shared): Extract<Shared>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Response {
+    let version = match microversion(&headers) {
+        Ok(v) => v,
+        Err(e) => return e,
+    };
+    shared.with(|state| match state.flavors.get(&id) {
+        Some(name) => versioned(
+            version,
+            StatusCode::OK,
+            json!({"flavor": {"id": id, "name": name, "vcpus": 2, "ram": 2048, "disk": 20,
+                              "links": []}}),
+        ),
+        None => error(
+            StatusCode::NOT_FOUND,
+            &format!("Flavor {id} could not be found."),
+        ),
     })
 }
 

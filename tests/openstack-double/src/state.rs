@@ -194,7 +194,7 @@ impl NewServer {
 }
 
 /// Every resource of the double, and what it was asked.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct State {
     pub servers: BTreeMap<String, Server>,
     pub networks: BTreeMap<String, Network>,

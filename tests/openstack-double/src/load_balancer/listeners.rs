@@ -9,7 +9,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use super::{change_child, error, filtered, mutable, not_found, ovn_refuses, parse, text, too_new};
-use crate::state::Listener;
+use crate::state::{Listener, State};
 use crate::{Shared, reply};
 
 fn listener_json(l: &Listener) -> Value {
@@ -117,15 +117,27 @@ pub(super) async fn create_listener(Extract(shared): Extract<Shared>, bytes: Byt
         Ok(r) => r,
         Err(e) => return e,
     };
-    let lb = text(&request, "loadbalancer_id");
+    shared.with(|s| match insert_listener(s, &request) {
+        Ok((lb, answer)) => {
+            s.start_operation(&lb, "UPDATE");
+            reply(StatusCode::CREATED, json!({"listener": answer}))
+        }
+        Err(e) => e,
+    })
+}
+
+/// Validates and adds the listener `request` asks for: its load balancer and the
+/// listener as answered; the load balancer's operation is the caller's.
+pub(super) fn insert_listener(s: &mut State, request: &Value) -> Result<(String, Value), Response> {
+    let lb = text(request, "loadbalancer_id");
     let (Some(protocol), Some(port)) = (
         request["protocol"].as_str(),
         request["protocol_port"].as_u64(),
     ) else {
-        return error(
+        return Err(error(
             StatusCode::BAD_REQUEST,
             "Invalid input for field/attribute listener: protocol and protocol_port are required",
-        );
+        ));
     };
     if ![
         "TCP",
@@ -138,68 +150,53 @@ pub(super) async fn create_listener(Extract(shared): Extract<Shared>, bytes: Byt
     ]
     .contains(&protocol)
     {
-        return error(
+        return Err(error(
             StatusCode::BAD_REQUEST,
             &format!("Invalid input for field/attribute protocol. Value: '{protocol}'."),
-        );
+        ));
     }
-    shared.with(|s| {
-        if let Err(e) = mutable(s, &lb) {
-            return e;
+    mutable(s, &lb)?;
+    if let Some(e) = ovn_refuses(s, &lb, request).or_else(|| too_new(s, request, false)) {
+        return Err(e);
+    }
+    // Octavia's _validate_create_listener: one listener per port and transport.
+    let transport = |p: &str| {
+        if matches!(p, "UDP" | "SCTP") {
+            p.to_owned()
+        } else {
+            "TCP".to_owned()
         }
-        if let Some(e) = ovn_refuses(s, &lb, &request).or_else(|| too_new(s, &request, false)) {
-            return e;
-        }
-        // Octavia's _validate_create_listener: one listener per port and transport.
-        let transport = |p: &str| {
-            if matches!(p, "UDP" | "SCTP") {
-                p.to_owned()
-            } else {
-                "TCP".to_owned()
-            }
-        };
-        if s.listeners.values().any(|l| {
-            l.loadbalancer_id == lb
-                && u64::from(l.protocol_port) == port
-                && transport(&l.protocol) == transport(protocol)
-        }) {
-            return error(
-                StatusCode::CONFLICT,
-                &format!(
-                    "Another Listener on this Load Balancer is already using protocol_port {port}"
-                ),
-            );
-        }
-        if s.listeners.values().any(|l| {
-            l.loadbalancer_id == lb && u64::from(l.protocol_port) == port && l.protocol == protocol
-        }) {
-            return error(
-                StatusCode::CONFLICT,
-                &format!(
-                    "Another Listener on this Load Balancer is already using protocol_port {port}"
-                ),
-            );
-        }
-        let id = s.id();
-        let mut listener = Listener {
-            id: id.clone(),
-            name: String::new(),
-            loadbalancer_id: lb.clone(),
-            protocol: protocol.to_owned(),
-            protocol_port: port as u16,
-            default_pool_id: None,
-            allowed_cidrs: Vec::new(),
-            tags: Vec::new(),
-            insert_headers: Default::default(),
-            default_tls_container_ref: None,
-            settings: Default::default(),
-        };
-        apply_listener(&mut listener, &request);
-        let answer = json!({"listener": listener_json(&listener)});
-        s.listeners.insert(id, listener);
-        s.start_operation(&lb, "UPDATE");
-        reply(StatusCode::CREATED, answer)
-    })
+    };
+    if s.listeners.values().any(|l| {
+        l.loadbalancer_id == lb
+            && u64::from(l.protocol_port) == port
+            && transport(&l.protocol) == transport(protocol)
+    }) {
+        return Err(error(
+            StatusCode::CONFLICT,
+            &format!(
+                "Another Listener on this Load Balancer is already using protocol_port {port}"
+            ),
+        ));
+    }
+    let id = s.id();
+    let mut listener = Listener {
+        id: id.clone(),
+        name: String::new(),
+        loadbalancer_id: lb.clone(),
+        protocol: protocol.to_owned(),
+        protocol_port: port as u16,
+        default_pool_id: None,
+        allowed_cidrs: Vec::new(),
+        tags: Vec::new(),
+        insert_headers: Default::default(),
+        default_tls_container_ref: None,
+        settings: Default::default(),
+    };
+    apply_listener(&mut listener, request);
+    let answer = listener_json(&listener);
+    s.listeners.insert(id, listener);
+    Ok((lb, answer))
 }
 
 pub(super) async fn update_listener(

@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 mod listeners;
 mod monitors;
 mod pools;
+mod populated;
 
 use crate::state::{LoadBalancer, State};
 use crate::{Shared, reply};
@@ -299,12 +300,6 @@ async fn create_lb(Extract(shared): Extract<Shared>, bytes: Bytes) -> Response {
         Ok(r) => r,
         Err(e) => return e,
     };
-    if request.get("listeners").is_some() || request.get("pools").is_some() {
-        return error(
-            StatusCode::BAD_REQUEST,
-            "Fully populated load balancer creation is not supported by this double",
-        );
-    }
     if request["provider"] == "ovn" {
         for key in ["flavor_id", "availability_zone"] {
             if !request[key].is_null() {
@@ -316,6 +311,8 @@ async fn create_lb(Extract(shared): Extract<Shared>, bytes: Bytes) -> Response {
         if let Some(e) = too_new(s, &request, false) {
             return e;
         }
+        // A fully populated creation is all or nothing.
+        let before = populated::is_populated(&request).then(|| s.clone());
         let lb = LoadBalancer {
             name: text(&request, "name"),
             description: text(&request, "description"),
@@ -344,6 +341,15 @@ async fn create_lb(Extract(shared): Extract<Shared>, bytes: Bytes) -> Response {
             };
             s.insert_load_balancer(&subnet, &network, request["vip_address"].as_str(), lb)
         };
+        if let Some(before) = before
+            && let Err(e) = populated::populate(s, &id, &request)
+        {
+            // The request log is not part of the undo.
+            let requests = std::mem::take(&mut s.requests);
+            *s = before;
+            s.requests = requests;
+            return e;
+        }
         s.start_operation(&id, "CREATE");
         reply(StatusCode::CREATED, json!({"loadbalancer": lb_json(s, &s.load_balancers[&id])}))
     })

@@ -66,56 +66,62 @@ pub(super) async fn create_monitor(Extract(shared): Extract<Shared>, bytes: Byte
         Ok(r) => r,
         Err(e) => return e,
     };
-    let pool = text(&request, "pool_id");
+    shared.with(|s| match insert_monitor(s, &request) {
+        Ok((lb, answer)) => {
+            s.start_operation(&lb, "UPDATE");
+            reply(StatusCode::CREATED, json!({"healthmonitor": answer}))
+        }
+        Err(e) => e,
+    })
+}
+
+/// Validates and adds the health monitor `request` asks for: its load balancer and the
+/// monitor as answered; the load balancer's operation is the caller's.
+pub(super) fn insert_monitor(s: &mut State, request: &Value) -> Result<(String, Value), Response> {
+    let pool = text(request, "pool_id");
     let (Some(kind), Some(_), Some(_), Some(_)) = (
         request["type"].as_str(),
         request["delay"].as_i64(),
         request["timeout"].as_i64(),
         request["max_retries"].as_i64(),
     ) else {
-        return error(
+        return Err(error(
             StatusCode::BAD_REQUEST,
             "Invalid input for field/attribute healthmonitor: type, delay, timeout and max_retries are required",
-        );
+        ));
     };
-    shared.with(|s| {
-        let lb = match pool_lb(s, &pool) {
-            Ok(lb) => lb,
-            Err(e) => return e,
-        };
-        let udp = s.pools[&pool].protocol == "UDP";
-        if let Some(e) = ovn_refuses(s, &lb, &request).or_else(|| too_new(s, &request, udp)) {
-            return e;
-        }
-        if s.pools[&pool].healthmonitor_id.is_some() {
-            return error(
-                StatusCode::CONFLICT,
-                &format!("This pool {pool} already has a health monitor"),
-            );
-        }
-        let id = s.id();
-        let mut monitor = HealthMonitor {
-            id: id.clone(),
-            name: String::new(),
-            pool_id: pool.clone(),
-            kind: kind.to_owned(),
-            delay: 0,
-            timeout: 0,
-            max_retries: 0,
-            max_retries_down: 3,
-            url_path: request["url_path"].as_str().map(str::to_owned),
-            http_method: request["http_method"].as_str().map(str::to_owned),
-            expected_codes: request["expected_codes"].as_str().map(str::to_owned),
-        };
-        apply_monitor(&mut monitor, &request);
-        let answer = json!({"healthmonitor": monitor_json(&monitor)});
-        s.monitors.insert(id.clone(), monitor);
-        if let Some(p) = s.pools.get_mut(&pool) {
-            p.healthmonitor_id = Some(id);
-        }
-        s.start_operation(&lb, "UPDATE");
-        reply(StatusCode::CREATED, answer)
-    })
+    let lb = pool_lb(s, &pool)?;
+    let udp = s.pools[&pool].protocol == "UDP";
+    if let Some(e) = ovn_refuses(s, &lb, request).or_else(|| too_new(s, request, udp)) {
+        return Err(e);
+    }
+    if s.pools[&pool].healthmonitor_id.is_some() {
+        return Err(error(
+            StatusCode::CONFLICT,
+            &format!("This pool {pool} already has a health monitor"),
+        ));
+    }
+    let id = s.id();
+    let mut monitor = HealthMonitor {
+        id: id.clone(),
+        name: String::new(),
+        pool_id: pool.clone(),
+        kind: kind.to_owned(),
+        delay: 0,
+        timeout: 0,
+        max_retries: 0,
+        max_retries_down: 3,
+        url_path: request["url_path"].as_str().map(str::to_owned),
+        http_method: request["http_method"].as_str().map(str::to_owned),
+        expected_codes: request["expected_codes"].as_str().map(str::to_owned),
+    };
+    apply_monitor(&mut monitor, request);
+    let answer = monitor_json(&monitor);
+    s.monitors.insert(id.clone(), monitor);
+    if let Some(p) = s.pools.get_mut(&pool) {
+        p.healthmonitor_id = Some(id);
+    }
+    Ok((lb, answer))
 }
 
 pub(super) async fn update_monitor(

@@ -79,14 +79,29 @@ pub(super) async fn create_pool(Extract(shared): Extract<Shared>, bytes: Bytes) 
         Ok(r) => r,
         Err(e) => return e,
     };
+    shared.with(|s| match insert_pool(s, &request) {
+        Ok((lb, id)) => {
+            s.start_operation(&lb, "UPDATE");
+            reply(
+                StatusCode::CREATED,
+                json!({"pool": pool_json(s, &s.pools[&id])}),
+            )
+        }
+        Err(e) => e,
+    })
+}
+
+/// Validates and adds the pool `request` asks for: its load balancer and the pool's ID;
+/// the load balancer's operation is the caller's.
+pub(super) fn insert_pool(s: &mut State, request: &Value) -> Result<(String, String), Response> {
     let (Some(protocol), Some(algorithm)) = (
         request["protocol"].as_str(),
         request["lb_algorithm"].as_str(),
     ) else {
-        return error(
+        return Err(error(
             StatusCode::BAD_REQUEST,
             "Invalid input for field/attribute pool: protocol and lb_algorithm are required",
-        );
+        ));
     };
     if ![
         "ROUND_ROBIN",
@@ -96,52 +111,43 @@ pub(super) async fn create_pool(Extract(shared): Extract<Shared>, bytes: Bytes) 
     ]
     .contains(&algorithm)
     {
-        return error(
+        return Err(error(
             StatusCode::BAD_REQUEST,
             &format!("Invalid input for field/attribute lb_algorithm. Value: '{algorithm}'."),
-        );
+        ));
     }
-    let persistence = match persistence(&request) {
-        Ok(p) => p,
-        Err(e) => return e,
+    let persistence = persistence(request)?;
+    let listener = request["listener_id"].as_str().map(str::to_owned);
+    let lb = match (&listener, request["loadbalancer_id"].as_str()) {
+        (Some(l), _) => match s.listeners.get(l) {
+            Some(l) => l.loadbalancer_id.clone(),
+            None => return Err(not_found("Listener", l)),
+        },
+        (None, Some(lb)) => lb.to_owned(),
+        (None, None) => {
+            return Err(error(
+                StatusCode::BAD_REQUEST,
+                "Validation failure: loadbalancer_id or listener_id must be specified.",
+            ));
+        }
     };
-    shared.with(|s| {
-        let listener = request["listener_id"].as_str().map(str::to_owned);
-        let lb = match (&listener, request["loadbalancer_id"].as_str()) {
-            (Some(l), _) => match s.listeners.get(l) {
-                Some(l) => l.loadbalancer_id.clone(),
-                None => return not_found("Listener", l),
-            },
-            (None, Some(lb)) => lb.to_owned(),
-            (None, None) => {
-                return error(
-                    StatusCode::BAD_REQUEST,
-                    "Validation failure: loadbalancer_id or listener_id must be specified.",
-                );
-            }
-        };
-        if let Err(e) = mutable(s, &lb) {
-            return e;
-        }
-        let id = s.id();
-        let pool = Pool {
-            id: id.clone(),
-            name: text(&request, "name"),
-            loadbalancer_id: lb.clone(),
-            listener_id: listener.clone(),
-            protocol: protocol.to_owned(),
-            lb_algorithm: algorithm.to_owned(),
-            healthmonitor_id: None,
-            session_persistence: persistence,
-        };
-        if let Some(l) = listener.and_then(|l| s.listeners.get_mut(&l)) {
-            l.default_pool_id = Some(id.clone());
-        }
-        let answer = json!({"pool": pool_json(s, &pool)});
-        s.pools.insert(id, pool);
-        s.start_operation(&lb, "UPDATE");
-        reply(StatusCode::CREATED, answer)
-    })
+    mutable(s, &lb)?;
+    let id = s.id();
+    let pool = Pool {
+        id: id.clone(),
+        name: text(request, "name"),
+        loadbalancer_id: lb.clone(),
+        listener_id: listener.clone(),
+        protocol: protocol.to_owned(),
+        lb_algorithm: algorithm.to_owned(),
+        healthmonitor_id: None,
+        session_persistence: persistence,
+    };
+    if let Some(l) = listener.and_then(|l| s.listeners.get_mut(&l)) {
+        l.default_pool_id = Some(id.clone());
+    }
+    s.pools.insert(id.clone(), pool);
+    Ok((lb, id))
 }
 
 pub(super) async fn update_pool(
@@ -277,28 +283,33 @@ pub(super) async fn create_member(
             Ok(lb) => lb,
             Err(e) => return e,
         };
-        let member = match new_member(s, &pool, &request) {
-            Ok(m) => m,
-            Err(e) => return e,
-        };
-        if s.members.values().any(|m| {
-            m.pool_id == pool
-                && m.address == member.address
-                && m.protocol_port == member.protocol_port
-        }) {
-            return error(
-                StatusCode::CONFLICT,
-                &format!(
-                    "Duplicate member with IP address {} and protocol_port {}",
-                    member.address, member.protocol_port
-                ),
-            );
+        match insert_member(s, &pool, &request) {
+            Ok(answer) => {
+                s.start_operation(&lb, "UPDATE");
+                reply(StatusCode::CREATED, json!({"member": answer}))
+            }
+            Err(e) => e,
         }
-        let answer = json!({"member": member_json(&member)});
-        s.members.insert(member.id.clone(), member);
-        s.start_operation(&lb, "UPDATE");
-        reply(StatusCode::CREATED, answer)
     })
+}
+
+/// Validates and adds the member `request` asks for to `pool`: the member as answered.
+pub(super) fn insert_member(s: &mut State, pool: &str, request: &Value) -> Result<Value, Response> {
+    let member = new_member(s, pool, request)?;
+    if s.members.values().any(|m| {
+        m.pool_id == pool && m.address == member.address && m.protocol_port == member.protocol_port
+    }) {
+        return Err(error(
+            StatusCode::CONFLICT,
+            &format!(
+                "Duplicate member with IP address {} and protocol_port {}",
+                member.address, member.protocol_port
+            ),
+        ));
+    }
+    let answer = member_json(&member);
+    s.members.insert(member.id.clone(), member);
+    Ok(answer)
 }
 
 /// `PUT /lbaas/pools/{id}/members`: the pool's members become the list (batch update;
