@@ -257,19 +257,48 @@ impl Default for State {
             next_ip: 10,
         };
         let private = state.network("private", false);
-        state.subnet(&private, "10.0.0.0/16");
+        let private_subnet = state.subnet(&private, "10.0.0.0/16");
         let public = state.network("public", true);
-        state.subnet(&public, "203.0.113.0/24");
+        let public_subnet = state.subnet(&public, "203.0.113.0/24");
         let router = state.id();
         state.routers.insert(
             router.clone(),
             Router {
-                id: router,
+                id: router.clone(),
                 name: "router1".into(),
                 routes: Vec::new(),
                 revision_number: 1,
             },
         );
+        // The router's ports, as Neutron lists them with `device_id=<router>`: its
+        // interface on the private subnet (the gateway address) and its external gateway.
+        for (network, subnet, ip, owner) in [
+            (
+                &private,
+                &private_subnet,
+                "10.0.0.1",
+                "network:router_interface",
+            ),
+            (
+                &public,
+                &public_subnet,
+                "203.0.113.2",
+                "network:router_gateway",
+            ),
+        ] {
+            let id = state.id();
+            let port = Port {
+                id: id.clone(),
+                network_id: network.clone(),
+                device_id: router.clone(),
+                device_owner: owner.into(),
+                mac_address: format!("fa:16:3e:00:00:{:02x}", state.next & 0xff),
+                fixed_ips: vec![(subnet.clone(), ip.into())],
+                allowed_address_pairs: Vec::new(),
+                port_security_enabled: false,
+            };
+            state.ports.insert(id, port);
+        }
         state
     }
 }

@@ -120,6 +120,17 @@ pub(super) fn insert_pool(s: &mut State, request: &Value) -> Result<(String, Str
     let listener = request["listener_id"].as_str().map(str::to_owned);
     let lb = match (&listener, request["loadbalancer_id"].as_str()) {
         (Some(l), _) => match s.listeners.get(l) {
+            // Octavia: a listener has one default pool.
+            Some(l) if l.default_pool_id.is_some() => {
+                return Err(error(
+                    StatusCode::CONFLICT,
+                    &format!(
+                        "Listener {} is already using default pool {}.",
+                        l.id,
+                        l.default_pool_id.as_deref().unwrap_or_default()
+                    ),
+                ));
+            }
             Some(l) => l.loadbalancer_id.clone(),
             None => return Err(not_found("Listener", l)),
         },
