@@ -23,17 +23,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use crate::seeding::PlaygroundError;
-
-/// Which Kubernetes API server the playground runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum ApiServerKind {
-    /// The embedded API server double (tests/kube-double).
-    Double,
-    /// The real kube-apiserver with etcd, from target/kube/bin (or `$KUBE_APISERVER`
-    /// and `$ETCD`): RBAC, admission and validation as a cluster has them.
-    Real,
-}
+use crate::seeding::{ApiServerKind, PlaygroundError};
 
 /// The running API server.
 pub enum Cluster {

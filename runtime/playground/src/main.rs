@@ -42,8 +42,8 @@ struct Cli {
     /// (kube-apiserver and etcd from target/kube/bin, or $KUBE_APISERVER and $ETCD, as
     /// scripts/ensure-kube-apiserver.sh builds them: RBAC, admission and validation as
     /// a cluster has them; ready in a few seconds).
-    #[arg(long, value_enum, default_value_t = cluster::ApiServerKind::Double)]
-    apiserver: cluster::ApiServerKind,
+    #[arg(long, value_enum, default_value_t = seeding::ApiServerKind::Double)]
+    apiserver: seeding::ApiServerKind,
     /// Address of the API server (the real one: 127.0.0.1:PORT).
     #[arg(long, default_value = "127.0.0.1:0")]
     api_listen: String,

@@ -17,7 +17,7 @@ pub struct Options {
     /// Start only the API server double and the cloud.
     pub without_ccm: bool,
     /// Which API server: the double or the real one.
-    pub apiserver: crate::cluster::ApiServerKind,
+    pub apiserver: ApiServerKind,
     /// Address of the API server.
     pub api_listen: String,
     /// Address of the simulated cloud.
@@ -34,6 +34,16 @@ pub struct Options {
     pub policy: Option<PathBuf>,
     /// The provider's cloud config, instead of the one generated for the emulated cloud.
     pub cloud_config: Option<PathBuf>,
+}
+
+/// Which Kubernetes API server the playground runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ApiServerKind {
+    /// The embedded API server double (tests/kube-double).
+    Double,
+    /// The real kube-apiserver with etcd, from target/kube/bin (or `$KUBE_APISERVER`
+    /// and `$ETCD`): RBAC, admission and validation as a cluster has them.
+    Real,
 }
 
 /// The cloud the playground runs against.
