@@ -1969,9 +1969,19 @@ async fn process_service_deletion_without_the_finalizer() {
     })
     .await;
 
-    // Switched to ClusterIP without the finalizer.
-    remove_finalizers(&services, "again").await;
-    to_cluster_ip(&services, "again").await;
+    // Switched to ClusterIP without the finalizer, in one update (two would race the
+    // controller putting the finalizer back between them).
+    services
+        .patch(
+            "again",
+            &PatchParams::default(),
+            &Patch::Merge(json!({
+                "metadata": {"finalizers": null},
+                "spec": {"type": "ClusterIP"},
+            })),
+        )
+        .await
+        .unwrap();
     wait_until(
         TIMEOUT,
         "the load balancer deleted, the status cleared",
@@ -1984,12 +1994,15 @@ async fn process_service_deletion_without_the_finalizer() {
         },
     )
     .await;
+    // The injected failure is the only failed cloud call. Reconciles may also fail on
+    // an API conflict: the controller puts back a finalizer the test removes.
     let m = metrics(port).await;
     assert_eq!(
-        reconciles(&m, "service", "error"),
+        provider_calls(&m, &["cloud_error"]),
         1.0,
         "the one failed delete"
     );
+    assert!(reconciles(&m, "service", "error") >= 1.0);
 }
 
 /// Ported from upstream `TestSyncLoadBalancerIfNeeded`: a Service that does not want a
