@@ -20,6 +20,9 @@ cargo build --locked
 # tests/real_apiserver.rs runs kube-apiserver and etcd on 127.0.0.1, built from their Go
 # modules (once; reused from target/kube/bin/).
 source scripts/ensure-kube-apiserver.sh
+# tests/occm_migration.rs and tests/aws_oracle/ run the upstream occm and
+# cloud-provider-aws, built from their Go modules (once; reused from target/kube/bin/).
+source scripts/ensure-upstream-ccm.sh
 cargo test --locked -- "$@"
 # The SDK's and the providers' own unit tests and doc examples, natively (mock transport).
 cargo test --locked -p wasm-ccm-guest -p reference-provider -p aws-provider -p openstack-provider -- "$@"

@@ -17,8 +17,10 @@
 //!
 //! The region comes from `Zone` (`eu-west-1a` → `eu-west-1`) or `Region`: the sandbox
 //! has no instance metadata service to ask. `ServiceOverride.Service` accepts both the
-//! SDK service IDs upstream matches today (`EC2`, `Elastic Load Balancing v2`) and the
-//! endpoint prefixes older configs use (`ec2`, `elasticloadbalancing`). Signing is
+//! SDK service IDs upstream matches today (`EC2`, `Elastic Load Balancing`, `Elastic
+//! Load Balancing v2`) and the endpoint prefixes older configs use (`ec2`,
+//! `elasticloadbalancing` for both load balancing APIs); two overrides for one service
+//! and region are refused. Signing is
 //! the host's: `SigningRegion`/`SigningName` must agree with the policy's `aws` rule.
 //! Variables the provider does not use are logged and ignored, as gcfg does.
 
@@ -29,28 +31,43 @@ use wasm_ccm_guest::gcfg;
 pub enum Service {
     /// EC2 (instances, subnets, route tables).
     Ec2,
+    /// Elastic Load Balancing (Classic Load Balancers).
+    Elb,
     /// Elastic Load Balancing v2 (Network Load Balancers).
     Elbv2,
 }
 
 impl Service {
-    /// The endpoint prefix (`<prefix>.<region>.amazonaws.com`).
+    /// Every service the provider calls.
+    const ALL: [Service; 3] = [Service::Ec2, Service::Elb, Service::Elbv2];
+
+    /// The endpoint prefix (`<prefix>.<region>.amazonaws.com`): both load balancing
+    /// APIs share one.
     fn prefix(self) -> &'static str {
         match self {
             Service::Ec2 => "ec2",
-            Service::Elbv2 => "elasticloadbalancing",
+            Service::Elb | Service::Elbv2 => "elasticloadbalancing",
         }
     }
 
-    /// Whether a `ServiceOverride`'s `Service` names this service.
+    /// The SDK service ID upstream's `ServiceOverride` matches.
+    fn sdk_id(self) -> &'static str {
+        match self {
+            Service::Ec2 => "EC2",
+            Service::Elb => "Elastic Load Balancing",
+            Service::Elbv2 => "Elastic Load Balancing v2",
+        }
+    }
+
+    /// Whether a `ServiceOverride`'s `Service` names this service: its SDK service ID
+    /// (upstream today), or the endpoint prefix older configs use (`elasticloadbalancing`
+    /// names both load balancing APIs, as it did for the SDK v1).
     fn is_named(self, name: &str) -> bool {
         let name = name.trim();
-        match self {
-            Service::Ec2 => name.eq_ignore_ascii_case("ec2"),
-            Service::Elbv2 => ["elasticloadbalancing", "Elastic Load Balancing v2", "elbv2"]
-                .iter()
-                .any(|n| name.eq_ignore_ascii_case(n)),
-        }
+        name.eq_ignore_ascii_case(self.sdk_id())
+            || name.eq_ignore_ascii_case(self.prefix())
+            || (self == Service::Elbv2 && name.eq_ignore_ascii_case("elbv2"))
+            || (self == Service::Elb && name.eq_ignore_ascii_case("elb"))
     }
 }
 
@@ -232,7 +249,6 @@ impl Config {
                 ));
             }
         }
-        let mut seen = Vec::new();
         for o in &config.overrides {
             for (field, value) in [
                 ("Service", &o.service),
@@ -249,14 +265,33 @@ impl Config {
             }
             wasm_ccm_guest::url::Url::parse(&o.url)
                 .map_err(|e| format!("cloud config: [ServiceOverride \"{}\"] URL: {e}", o.key))?;
-            let pair = (o.service.to_ascii_lowercase(), o.region.clone());
-            if seen.contains(&pair) {
-                return Err(format!(
-                    "cloud config: duplicate [ServiceOverride] for service {} in {}",
-                    o.service, o.region
-                ));
+            if !Service::ALL.iter().any(|s| s.is_named(&o.service)) {
+                // Upstream also reads KMS and ec2imds overrides; this provider calls
+                // neither.
+                wasm_ccm_guest::log::warn(
+                    "cloud config: [ServiceOverride] for a service this provider does not call; ignored",
+                    &[("section", &o.key), ("service", &o.service)],
+                );
             }
-            seen.push(pair);
+        }
+        for service in Service::ALL {
+            for (i, a) in config.overrides.iter().enumerate() {
+                let twice = config.overrides[i + 1..].iter().find(|b| {
+                    a.region == b.region
+                        && service.is_named(&a.service)
+                        && service.is_named(&b.service)
+                });
+                if let Some(b) = twice {
+                    return Err(format!(
+                        "cloud config: [ServiceOverride \"{}\"] and [ServiceOverride \"{}\"] both \
+                         set the {} endpoint in {}",
+                        a.key,
+                        b.key,
+                        service.sdk_id(),
+                        a.region
+                    ));
+                }
+            }
         }
         Ok(config)
     }
@@ -373,6 +408,31 @@ mod tests {
         assert_eq!(config.cluster_id, "c1");
         assert_eq!(config.endpoint(Service::Ec2), "http://127.0.0.1:5000");
         assert_eq!(config.endpoint(Service::Elbv2), "http://localhost:5000");
+        // No override for Classic: its public endpoint.
+        assert_eq!(
+            config.endpoint(Service::Elb),
+            "https://elasticloadbalancing.us-east-1.amazonaws.com"
+        );
+        // Upstream's three SDK service IDs, each for its own API.
+        let sdk = Config::parse(
+            "[Global]\nZone = us-east-1a\n\
+             [ServiceOverride \"1\"]\nService = EC2\nRegion = us-east-1\nURL = http://ec2\nSigningRegion = us-east-1\n\
+             [ServiceOverride \"2\"]\nService = Elastic Load Balancing\nRegion = us-east-1\nURL = http://elb\nSigningRegion = us-east-1\n\
+             [ServiceOverride \"3\"]\nService = Elastic Load Balancing v2\nRegion = us-east-1\nURL = http://elbv2\nSigningRegion = us-east-1\n\
+             [ServiceOverride \"4\"]\nService = KMS\nRegion = us-east-1\nURL = http://kms\nSigningRegion = us-east-1\n",
+        )
+        .unwrap();
+        assert_eq!(sdk.endpoint(Service::Ec2), "http://ec2");
+        assert_eq!(sdk.endpoint(Service::Elb), "http://elb");
+        assert_eq!(sdk.endpoint(Service::Elbv2), "http://elbv2");
+        // The SDK v1 prefix names both load balancing APIs.
+        let prefix = Config::parse(
+            "[Global]\nZone = us-east-1a\n\
+             [ServiceOverride \"1\"]\nService = elasticloadbalancing\nRegion = us-east-1\nURL = http://lb\nSigningRegion = us-east-1\n",
+        )
+        .unwrap();
+        assert_eq!(prefix.endpoint(Service::Elb), "http://lb");
+        assert_eq!(prefix.endpoint(Service::Elbv2), "http://lb");
         let plain = Config::parse("[Global]\nRegion = cn-north-1\n").unwrap();
         assert_eq!(
             plain.endpoint(Service::Ec2),
@@ -400,6 +460,12 @@ mod tests {
                 "URL",
             ),
             ("[Global]\nRegion = r-1\nNodeIPFamilies = ipv5\n", "ipv5"),
+            (
+                "[Global]\nRegion = r-1\n\
+                 [ServiceOverride \"a\"]\nService = elasticloadbalancing\nRegion = r-1\nURL = http://x\nSigningRegion = r-1\n\
+                 [ServiceOverride \"b\"]\nService = Elastic Load Balancing\nRegion = r-1\nURL = http://y\nSigningRegion = r-1\n",
+                "[ServiceOverride \"a\"] and [ServiceOverride \"b\"] both set the Elastic Load Balancing endpoint in r-1",
+            ),
             (
                 "[Global]\nRegion = r-1\nClusterServiceLoadBalancerHealthProbeMode = Sometimes\n",
                 "Sometimes",

@@ -72,7 +72,7 @@ impl Provider for Aws {
         let ec2 = ec2::Ec2::new(config.endpoint(config::Service::Ec2));
         // Both APIs are served at the `elasticloadbalancing` endpoint.
         let elbv2 = elbv2::Elbv2::new(config.endpoint(config::Service::Elbv2));
-        let elb = elb::Elb::new(config.endpoint(config::Service::Elbv2));
+        let elb = elb::Elb::new(config.endpoint(config::Service::Elb));
         wasm_ccm_guest::log::info(
             "initialized",
             &[

@@ -4,7 +4,9 @@
 //! users and a role) for the AWS provider.
 //!
 //! `scripts/ensure-moto.sh` installs the pinned moto into the tools venv and sets
-//! `MOTO_SERVER`; every request goes to 127.0.0.1.
+//! `MOTO_SERVER`; every request goes to 127.0.0.1. The server runs with what AWS does
+//! and moto does not where a controller depends on it (`src/aws_defaults.py`: a
+//! Classic Load Balancer's default health check).
 
 use std::time::{Duration, Instant, SystemTime};
 
@@ -36,6 +38,9 @@ impl Keys {
         }
     }
 }
+
+/// The moto server program run with AWS's defaults that moto lacks.
+const AWS_DEFAULTS: &str = include_str!("aws_defaults.py");
 
 /// A running moto server, stopped on drop.
 pub struct Moto {
@@ -114,7 +119,14 @@ impl Moto {
             .and_then(|l| l.local_addr())
             .map_err(|e| format!("no free port on 127.0.0.1: {e}"))?
             .port();
-        let mut command = tokio::process::Command::new(&server);
+        // moto's server through the Python next to it, with AWS's defaults moto lacks
+        // (aws_defaults.py).
+        let python = server.with_file_name("python");
+        let mut command = tokio::process::Command::new(if python.exists() {
+            python.as_os_str()
+        } else {
+            std::ffi::OsStr::new("python3")
+        });
         // SIGKILL when the thread that started it ends, so a test killed on a timeout
         // (whose drops never run) leaves no moto_server behind. SAFETY: prctl(2) only,
         // between fork and exec: async-signal-safe.
@@ -125,7 +137,15 @@ impl Moto {
             });
         }
         let child = command
-            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .env("PYTHONDONTWRITEBYTECODE", "1")
+            .args([
+                "-c",
+                AWS_DEFAULTS,
+                "-H",
+                "127.0.0.1",
+                "-p",
+                &port.to_string(),
+            ])
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .kill_on_drop(true)
@@ -698,18 +718,29 @@ async fn tag(moto: &Moto, resource: &str, tags: &[(&str, &str)]) {
 }
 
 impl World {
-    /// The AWS provider's cloud config for this world: EC2 and ELB both at 127.0.0.1
-    /// (one moto serves every service; the provider names the service of each request
-    /// and the host signs for it because the rule's `services` lists it).
+    /// The AWS provider's cloud config for this world: EC2 and both load balancing APIs
+    /// at 127.0.0.1 (one moto serves every service; the provider names the service of
+    /// each request and the host signs for it because the rule's `services` lists it),
+    /// each named by the SDK service ID cloud-provider-aws matches, so the same file
+    /// serves upstream.
     pub fn cloud_config(&self, moto: &Moto) -> String {
         let port = moto.port;
-        format!(
-            "[Global]\nZone = us-east-1a\nVPC = {vpc}\nKubernetesClusterID = {cluster}\n\n\
-             [ServiceOverride \"1\"]\nService = ec2\nRegion = {REGION}\nURL = http://127.0.0.1:{port}\nSigningRegion = {REGION}\n\n\
-             [ServiceOverride \"2\"]\nService = elasticloadbalancing\nRegion = {REGION}\nURL = http://127.0.0.1:{port}\nSigningRegion = {REGION}\n",
+        let mut config = format!(
+            "[Global]\nZone = us-east-1a\nVPC = {vpc}\nKubernetesClusterID = {cluster}\n",
             vpc = self.vpc,
             cluster = self.cluster_id,
-        )
+        );
+        for (i, service) in ["EC2", "Elastic Load Balancing", "Elastic Load Balancing v2"]
+            .iter()
+            .enumerate()
+        {
+            config.push_str(&format!(
+                "\n[ServiceOverride \"{n}\"]\nService = {service}\nRegion = {REGION}\n\
+                 URL = http://127.0.0.1:{port}\nSigningRegion = {REGION}\n",
+                n = i + 1
+            ));
+        }
+        config
     }
 
     /// The AWS provider's policy for this world; `keys` is the YAML of the `aws`

@@ -66,10 +66,13 @@ pub fn ensure_own_group(
         "Security group for Kubernetes ELB {lb} ({}/{})",
         service.metadata.namespace, service.metadata.name
     );
-    let id =
-        state
-            .ec2
-            .create_security_group(&name, &description, vpc, &super::tags(state, service))?;
+    // Tagged as upstream's `ensureSecurityGroup` tags it: the cluster tag and the
+    // Service's additional tags, not the Service's name.
+    let mut tags = super::tags(state, service);
+    tags.retain(|(k, _)| k != "kubernetes.io/service-name");
+    let id = state
+        .ec2
+        .create_security_group(&name, &description, vpc, &tags)?;
     wasm_ccm_guest::log::info(
         "created security group for load balancer",
         &[("securityGroup", &id), ("name", &name)],

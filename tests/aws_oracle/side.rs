@@ -1,0 +1,558 @@
+//! One side of the comparison: a fresh moto world, a fresh kube-apiserver, the Nodes as
+//! kubelet registers them, one controller manager (cloud-provider-aws or wasm-ccm with
+//! the AWS provider) with the same cloud config file, and the scenarios' phases.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Node, Service};
+use kube::Api;
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+use wasm_ccm_tests::aws::kubelet_node;
+use wasm_ccm_tests::kube_apiserver::KubeApiServer;
+use wasm_ccm_tests::moto::{self, Moto, World};
+use wasm_ccm_tests::{
+    TempDir, free_port, guest, initialized, set_ready, spawn_logged, wait_until, wasm_ccm_bin,
+};
+
+use crate::snapshot::{self, Flat, Names};
+
+const CLUSTER: &str = "oracle";
+/// Both controller managers converge within this (moto answers one request at a time).
+const TIMEOUT: Duration = Duration::from_secs(300);
+/// How long the cloud and the cluster must stay unchanged to count as converged.
+const STEADY: Duration = Duration::from_secs(6);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    Upstream,
+    WasmCcm,
+}
+
+/// A Service of a scenario: its name (the scenario's), `service.beta.kubernetes.io/
+/// aws-load-balancer-<suffix>` annotations, and spec fields beyond one TCP port.
+struct Scenario {
+    name: &'static str,
+    annotations: Value,
+    spec: Value,
+}
+
+/// What the per-run IDs a scenario names are replaced with before the Service is
+/// made: `{extra-sg}`, `{own-sg}`, `{eip-1}`, `{eip-2}`.
+struct Placeholders {
+    extra_sg: String,
+    own_sg: String,
+    eips: Vec<String>,
+}
+
+fn scenarios() -> Vec<Scenario> {
+    let plain = json!({});
+    let nlb = json!({"type": "nlb"});
+    let s = |name, annotations: Value, spec: Value| Scenario {
+        name,
+        annotations,
+        spec,
+    };
+    vec![
+        s("clb-default", json!({}), plain.clone()),
+        s("nlb", nlb.clone(), plain.clone()),
+        s(
+            "clb-ssl",
+            json!({"ssl-cert": "arn:aws:iam::123456789012:server-certificate/web",
+                   "ssl-ports": "443", "backend-protocol": "http"}),
+            json!({"ports": [{"name": "http", "port": 80}, {"name": "https", "port": 443}]}),
+        ),
+        s("clb-proxy", json!({"proxy-protocol": "*"}), plain.clone()),
+        s(
+            "clb-ranges",
+            json!({}),
+            json!({"loadBalancerSourceRanges": ["192.0.2.0/24", "198.51.100.0/24"]}),
+        ),
+        s(
+            "clb-extra-sg",
+            json!({"extra-security-groups": "{extra-sg}"}),
+            plain.clone(),
+        ),
+        s(
+            "clb-own-sg",
+            json!({"security-groups": "{own-sg}"}),
+            plain.clone(),
+        ),
+        s("clb-internal", json!({"internal": "true"}), plain.clone()),
+        s(
+            "nlb-eip",
+            json!({"type": "nlb", "eip-allocations": "{eip-1},{eip-2}"}),
+            plain.clone(),
+        ),
+        s(
+            "nlb-tg-attrs",
+            json!({"type": "nlb", "target-group-attributes": "preserve_client_ip.enabled=false,proxy_protocol_v2.enabled=true"}),
+            plain.clone(),
+        ),
+        s(
+            "nlb-local",
+            nlb.clone(),
+            json!({"externalTrafficPolicy": "Local", "healthCheckNodePort": 32100}),
+        ),
+        s(
+            "clb-health",
+            json!({"healthcheck-healthy-threshold": "3", "healthcheck-unhealthy-threshold": "4",
+                   "healthcheck-timeout": "6", "healthcheck-interval": "11"}),
+            plain.clone(),
+        ),
+        s(
+            "nlb-health",
+            json!({"type": "nlb", "healthcheck-protocol": "http", "healthcheck-path": "/ready",
+                   "healthcheck-port": "8081", "healthcheck-interval": "30"}),
+            plain.clone(),
+        ),
+        s(
+            "clb-logs",
+            json!({"access-log-enabled": "true", "access-log-emit-interval": "5",
+                   "access-log-s3-bucket-name": "logs", "access-log-s3-bucket-prefix": "elb"}),
+            plain.clone(),
+        ),
+        s(
+            "clb-attrs",
+            json!({"cross-zone-load-balancing-enabled": "true",
+                   "connection-draining-enabled": "true", "connection-draining-timeout": "120",
+                   "connection-idle-timeout": "90", "additional-resource-tags": "team=web,tier=front"}),
+            plain,
+        ),
+    ]
+}
+
+/// The scenarios' names (each a Service in `default`).
+pub fn scenario_names() -> Vec<String> {
+    scenarios().into_iter().map(|s| s.name.to_owned()).collect()
+}
+
+/// Scenario `index`'s Service: TCP ports with fixed node ports (`30000 + 10 * index`
+/// on), so both sides' Services are alike.
+fn service(index: usize, scenario: &Scenario, ids: &Placeholders) -> Service {
+    let mut annotations = serde_json::Map::new();
+    for (suffix, value) in scenario.annotations.as_object().unwrap() {
+        let value = value
+            .as_str()
+            .unwrap()
+            .replace("{extra-sg}", &ids.extra_sg)
+            .replace("{own-sg}", &ids.own_sg)
+            .replace("{eip-1}", &ids.eips[0])
+            .replace("{eip-2}", &ids.eips[1]);
+        annotations.insert(
+            format!("service.beta.kubernetes.io/aws-load-balancer-{suffix}"),
+            value.into(),
+        );
+    }
+    let mut spec = json!({
+        "type": "LoadBalancer",
+        "selector": {"app": scenario.name},
+        "ports": [{"name": "http", "port": 80}],
+    });
+    for (k, v) in scenario.spec.as_object().unwrap() {
+        spec[k] = v.clone();
+    }
+    for (i, port) in spec["ports"].as_array_mut().unwrap().iter_mut().enumerate() {
+        port["protocol"] = "TCP".into();
+        port["targetPort"] = 8080.into();
+        port["nodePort"] = (30000 + 10 * index + i).into();
+    }
+    serde_json::from_value(json!({
+        "metadata": {"name": scenario.name, "namespace": "default", "annotations": annotations},
+        "spec": spec,
+    }))
+    .unwrap()
+}
+
+/// The upstream binary (`$AWS_CCM`, else where the script builds it).
+fn aws_ccm() -> PathBuf {
+    let path = std::env::var_os("AWS_CCM")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join("../target/kube/bin/aws-cloud-controller-manager")
+        });
+    assert!(
+        path.is_file(),
+        "{} is missing: run `scripts/ensure-upstream-ccm.sh aws-ccm` (scripts/test.sh does), \
+         which builds cloud-provider-aws from its Go module",
+        path.display()
+    );
+    path
+}
+
+/// Runs one side through every phase; a snapshot after each ([`crate::PHASES`]).
+pub async fn run(side: Side) -> Vec<Flat> {
+    let mut moto = Moto::start().await;
+    let world = World::create(&mut moto, CLUSTER).await;
+    let server = KubeApiServer::start().await;
+    let client = server.client().await;
+    let dir = TempDir::new("aws-oracle");
+    let mut names = Names::new();
+    names.add(world.vpc.clone(), "<vpc>");
+    names.add(world.route_table.clone(), "<route table>");
+    for (i, subnet) in world.subnets.iter().enumerate() {
+        names.add(subnet.clone(), format!("<subnet-{i}>"));
+    }
+    names.add(world.node_security_group.clone(), "<sg:nodes>".to_owned());
+    let ids = Placeholders {
+        extra_sg: world
+            .security_group(&moto, "user-extra", "the user's extra group")
+            .await,
+        own_sg: world
+            .security_group(&moto, "user-own", "the user's own group")
+            .await,
+        eips: {
+            let mut eips = Vec::new();
+            for i in 0..2 {
+                let answer = moto
+                    .call(moto::Service::Ec2, "AllocateAddress", &[("Domain", "vpc")])
+                    .await;
+                let id = moto::text(&answer, "allocationId");
+                names.add(id.clone(), format!("<eip-{}>", i + 1));
+                names.add(
+                    moto::text(&answer, "publicIp"),
+                    format!("<eip-{} address>", i + 1),
+                );
+                eips.push(id);
+            }
+            eips
+        },
+    };
+
+    // Two nodes, one per subnet; a third joins in the second phase.
+    let nodes: Api<Node> = Api::all(client.clone());
+    let mut instances = Vec::new();
+    for i in 0..2 {
+        let instance = world.launch(&moto, i).await;
+        add_instance_names(&mut names, &instance, i);
+        nodes
+            .create(
+                &PostParams::default(),
+                &kubelet_node(&instance, &format!("10.244.{}.0/24", i + 1)),
+            )
+            .await
+            .unwrap();
+        instances.push(instance);
+    }
+
+    // The same cloud config file for both: upstream needs SubnetID (with VPC and the
+    // cluster ID) to start without the instance metadata service.
+    let cloud_config = dir.path().join("cloud.conf");
+    let config = world.cloud_config(&moto).replacen(
+        "[Global]\n",
+        &format!(
+            "[Global]\nSubnetID = {}\nRouteTableID = {}\n",
+            world.subnets[0], world.route_table
+        ),
+        1,
+    );
+    std::fs::write(&cloud_config, config).unwrap();
+    let (child, log) = start(side, &moto, &world, &server, &dir, &cloud_config);
+    let ccm = Ccm {
+        side,
+        child: std::sync::Mutex::new(child),
+        log,
+    };
+
+    let mut snapshots = Vec::new();
+
+    // 1. Created: the nodes initialized first (upstream's service controller leaves a
+    // node without a provider ID out: load balancers made before would be updated
+    // when the nodes are, in an order that differs from run to run), then every
+    // Service has its address.
+    for instance in &instances {
+        wait_until(TIMEOUT, "the node initialized", || async {
+            ccm.alive();
+            initialized(&nodes, &instance.private_dns_name).await
+        })
+        .await;
+    }
+    let services: Api<Service> = Api::namespaced(client.clone(), "default");
+    let all = scenarios();
+    for (index, scenario) in all.iter().enumerate() {
+        services
+            .create(&PostParams::default(), &service(index, scenario, &ids))
+            .await
+            .unwrap();
+        let uid = services
+            .get(scenario.name)
+            .await
+            .unwrap()
+            .metadata
+            .uid
+            .unwrap();
+        let lb: String = format!("a{}", uid.replace('-', ""))
+            .chars()
+            .take(32)
+            .collect();
+        names.add(lb, format!("<lb:{}>", scenario.name));
+        names.add(uid, format!("<uid:{}>", scenario.name));
+    }
+    for scenario in &all {
+        wait_until(
+            TIMEOUT,
+            &format!("{side:?}: {} has an address", scenario.name),
+            || async {
+                services.get(scenario.name).await.is_ok_and(|s| {
+                    s.status
+                        .and_then(|s| s.load_balancer)
+                        .and_then(|l| l.ingress)
+                        .is_some_and(|i| !i.is_empty())
+                })
+            },
+        )
+        .await;
+    }
+    snapshots.push(steady(&ccm, &moto, &world, &client, &mut names).await);
+
+    // 2. Changed: a port changed, a type changed, a node joined.
+    services
+        .patch(
+            "clb-default",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"ports": [{"name": "http", "port": 8080,
+                "targetPort": 8080, "nodePort": 30000, "protocol": "TCP"}]}})),
+        )
+        .await
+        .unwrap();
+    services
+        .patch(
+            "nlb",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"spec": {"type": "ClusterIP", "ports": [{"name": "http",
+                "port": 80, "targetPort": 8080, "protocol": "TCP", "nodePort": null}]}}),
+            ),
+        )
+        .await
+        .unwrap();
+    let third = world.launch(&moto, 0).await;
+    add_instance_names(&mut names, &third, 2);
+    nodes
+        .create(
+            &PostParams::default(),
+            &kubelet_node(&third, "10.244.3.0/24"),
+        )
+        .await
+        .unwrap();
+    wait_until(TIMEOUT, "the third node initialized", || async {
+        ccm.alive();
+        initialized(&nodes, &third.private_dns_name).await
+    })
+    .await;
+    wait_until(TIMEOUT, &format!("{side:?}: nlb released"), || async {
+        services.get("nlb").await.is_ok_and(|s| {
+            s.status
+                .and_then(|s| s.load_balancer)
+                .and_then(|l| l.ingress)
+                .is_none_or(|i| i.is_empty())
+        })
+    })
+    .await;
+    snapshots.push(steady(&ccm, &moto, &world, &client, &mut names).await);
+
+    // 3. Removed: a node's instance terminated (its Node deleted by the lifecycle
+    // controller), a Service deleted.
+    moto.call(
+        moto::Service::Ec2,
+        "TerminateInstances",
+        &[("InstanceId.1", &instances[0].id)],
+    )
+    .await;
+    set_ready(&nodes, &instances[0].private_dns_name, "Unknown").await;
+    services
+        .delete("clb-proxy", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_until(
+        TIMEOUT,
+        &format!("{side:?}: the terminated instance's node deleted"),
+        || async {
+            nodes
+                .get_opt(&instances[0].private_dns_name)
+                .await
+                .unwrap()
+                .is_none()
+        },
+    )
+    .await;
+    wait_until(TIMEOUT, &format!("{side:?}: clb-proxy gone"), || async {
+        ccm.alive();
+        services.get_opt("clb-proxy").await.unwrap().is_none()
+    })
+    .await;
+    snapshots.push(steady(&ccm, &moto, &world, &client, &mut names).await);
+    snapshots
+}
+
+/// Instance `i`'s IDs, addresses and names stand for `node-<i>`.
+fn add_instance_names(names: &mut Names, instance: &moto::LaunchedInstance, i: usize) {
+    names.add(instance.id.clone(), format!("<i:node-{i}>"));
+    names.add(instance.private_dns_name.clone(), format!("node-{i}"));
+    // The short host name (`ip-10-0-1-2`) kubelet may report.
+    if let Some(short) = instance.private_dns_name.split('.').next() {
+        names.add(short.to_owned(), format!("node-{i}-host"));
+    }
+    names.add(instance.private_ip.clone(), format!("<ip:node-{i}>"));
+}
+
+/// A running controller manager and its log.
+struct Ccm {
+    side: Side,
+    child: std::sync::Mutex<tokio::process::Child>,
+    log: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+impl Ccm {
+    /// Panics with its log when it has exited: nothing converges without it.
+    fn alive(&self) {
+        if let Ok(Some(status)) = self.child.lock().unwrap().try_wait() {
+            panic!(
+                "{:?}'s controller manager exited ({status}):\n{}",
+                self.side,
+                self.log.lock().unwrap()
+            );
+        }
+    }
+}
+
+/// Starts the side's controller manager; its log.
+fn start(
+    side: Side,
+    moto: &Moto,
+    world: &World,
+    server: &KubeApiServer,
+    dir: &TempDir,
+    cloud_config: &std::path::Path,
+) -> (
+    tokio::process::Child,
+    std::sync::Arc<std::sync::Mutex<String>>,
+) {
+    match side {
+        Side::Upstream => {
+            let mut command = tokio::process::Command::new(aws_ccm());
+            command
+                .args([
+                    "--cloud-provider=aws",
+                    "--leader-elect=false",
+                    "--use-service-account-credentials=false",
+                    "--controllers=cloud-node,cloud-node-lifecycle,service,route",
+                    "--configure-cloud-routes=true",
+                    "--allocate-node-cidrs=true",
+                    "--cluster-cidr=10.244.0.0/16",
+                    "--secure-port=0",
+                    "--node-monitor-period=1s",
+                    "--route-reconciliation-period=2s",
+                    "--concurrent-service-syncs=5",
+                    "--v=2",
+                ])
+                .arg(format!("--cluster-name={CLUSTER}"))
+                .arg(format!("--cloud-config={}", cloud_config.display()))
+                .arg(format!("--kubeconfig={}", server.kubeconfig().display()))
+                // The SDK's default chain: these keys, no profile, no metadata service;
+                // any service without an override goes to moto as well.
+                .env("AWS_ACCESS_KEY_ID", &world.provider.id)
+                .env("AWS_SECRET_ACCESS_KEY", &world.provider.secret)
+                .env("AWS_EC2_METADATA_DISABLED", "true")
+                .env("AWS_ENDPOINT_URL", moto.url())
+                .env("AWS_CONFIG_FILE", "/dev/null")
+                .env("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
+                .env("NO_PROXY", "127.0.0.1,localhost")
+                .env_remove("AWS_PROFILE")
+                .env_remove("AWS_ROLE_ARN")
+                .env_remove("AWS_WEB_IDENTITY_TOKEN_FILE")
+                .env_remove("AWS_SESSION_TOKEN")
+                .env_remove("HTTPS_PROXY")
+                .env_remove("HTTP_PROXY")
+                .kill_on_drop(true);
+            wasm_ccm_tests::die_with_parent(&mut command);
+            spawn_logged(command)
+        }
+        Side::WasmCcm => {
+            let providers = dir.path().join("providers");
+            std::fs::create_dir_all(providers.join("aws")).unwrap();
+            std::fs::copy(guest("aws_provider"), providers.join("aws.wasm")).unwrap();
+            std::fs::write(providers.join("aws/access-key-id"), &world.provider.id).unwrap();
+            std::fs::write(
+                providers.join("aws/secret-access-key"),
+                &world.provider.secret,
+            )
+            .unwrap();
+            std::fs::write(
+                providers.join("aws.yaml"),
+                World::policy(
+                    moto,
+                    "accessKeyIdFile: aws/access-key-id, secretAccessKeyFile: aws/secret-access-key",
+                ),
+            )
+            .unwrap();
+            // The flags upstream gets, as far as both have them (the same periods).
+            let mut command = tokio::process::Command::new(wasm_ccm_bin());
+            command
+                .args([
+                    "--cloud-provider=aws",
+                    "--leader-elect=false",
+                    "--controllers=cloud-node,cloud-node-lifecycle,service,route",
+                    "--configure-cloud-routes=true",
+                    "--cluster-cidr=10.244.0.0/16",
+                    "--node-monitor-period=1s",
+                    "--route-reconciliation-period=2s",
+                    "--concurrent-service-syncs=5",
+                    "--serve-plain-http=true",
+                    "--bind-address=127.0.0.1",
+                ])
+                .arg(format!("--secure-port={}", free_port()))
+                .arg(format!("--cluster-name={CLUSTER}"))
+                .arg(format!("--cloud-config={}", cloud_config.display()))
+                .arg(format!("--kubeconfig={}", server.kubeconfig().display()))
+                .arg(format!("--providers-dir={}", providers.display()))
+                .arg(format!("--credentials-dir={}", providers.display()))
+                .env("RUST_LOG", "warn,wasm_ccm::serving=error")
+                .kill_on_drop(true);
+            wasm_ccm_tests::die_with_parent(&mut command);
+            spawn_logged(command)
+        }
+    }
+}
+
+/// Snapshots until two in a row, [`STEADY`] apart, are equal; that one.
+async fn steady(
+    ccm: &Ccm,
+    moto: &Moto,
+    world: &World,
+    client: &kube::Client,
+    names: &mut Names,
+) -> Flat {
+    let deadline = Instant::now() + TIMEOUT;
+    let mut last = take(moto, world, client, names).await;
+    loop {
+        tokio::time::sleep(STEADY).await;
+        ccm.alive();
+        let now = take(moto, world, client, names).await;
+        if now == last {
+            return now;
+        }
+        if Instant::now() > deadline {
+            let changed: Vec<&String> = now
+                .iter()
+                .filter(|(k, v)| last.get(*k) != Some(v))
+                .map(|(k, _)| k)
+                .collect();
+            panic!(
+                "{:?}: the cloud kept changing for {TIMEOUT:?}: {changed:?}\n{}",
+                ccm.side,
+                ccm.log.lock().unwrap()
+            );
+        }
+        last = now;
+    }
+}
+
+async fn take(moto: &Moto, world: &World, client: &kube::Client, names: &mut Names) -> Flat {
+    let answers = snapshot::cloud(moto, world, names).await;
+    let mut flat = answers.flatten(names);
+    flat.extend(snapshot::cluster(client, names).await);
+    flat
+}

@@ -1,0 +1,460 @@
+//! What one side left: the cloud as moto describes it and the cluster as the API server
+//! holds it, flattened to `path = value` lines with every ID that differs between two
+//! fresh worlds (instances, subnets, security groups, load balancer names from Service
+//! UIDs, DNS names, ARNs, node names and addresses) replaced by what it stands for.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Node, Service};
+use k8s_openapi::api::events::v1::Event;
+use kube::Api;
+use kube::api::ListParams;
+use wasm_ccm_tests::moto::{self, Moto, World};
+
+/// `path = value`, ordered.
+pub type Flat = BTreeMap<String, String>;
+
+/// Elements left out of every description: times and what moto makes up per run.
+const IGNORED: &[&str] = &[
+    "CreatedTime",
+    "CreateTime",
+    "requestId",
+    "RequestId",
+    "ResponseMetadata",
+    "CanonicalHostedZoneNameID",
+    "CanonicalHostedZoneId",
+    "CanonicalHostedZoneName",
+    "ownerId",
+    "OwnerAlias",
+    "SourceSecurityGroup",
+    "State",
+    "TargetHealth",
+    "HealthCheckPort_",
+];
+
+/// Answers read, flattened once every ID in them is known.
+#[derive(Default)]
+pub struct Answers(Vec<(String, String, String)>);
+
+impl Answers {
+    /// Keeps the part of an XML answer under `root` (an element name; the first one
+    /// found), to be flattened as `prefix.path`.
+    fn add(&mut self, xml: String, root: &str, prefix: String) {
+        self.0.push((xml, root.to_owned(), prefix));
+    }
+
+    /// `prefix.path = text` for every answer, IDs replaced. A list (`member`/`item`
+    /// children) is ordered by its elements' own flattening, so two sides listing
+    /// alike in another order are equal.
+    pub fn flatten(&self, names: &Names) -> Flat {
+        let mut out = Flat::new();
+        for (xml, root, prefix) in &self.0 {
+            let doc = roxmltree::Document::parse(xml).unwrap_or_else(|e| panic!("{e}: {xml}"));
+            let Some(node) = doc
+                .descendants()
+                .find(|n| n.is_element() && n.tag_name().name() == root.as_str())
+            else {
+                continue;
+            };
+            out.extend(flatten_node(node, &names.apply(prefix), names));
+        }
+        out
+    }
+}
+
+fn flatten_node(node: roxmltree::Node<'_, '_>, prefix: &str, names: &Names) -> Flat {
+    let mut out = Flat::new();
+    let children: Vec<_> = node
+        .children()
+        .filter(|c| c.is_element() && !IGNORED.contains(&c.tag_name().name()))
+        .collect();
+    if children.is_empty() {
+        let text = node.text().unwrap_or_default().trim();
+        if !text.is_empty() {
+            out.insert(prefix.to_owned(), names.apply(text));
+        }
+        return out;
+    }
+    let listed = children
+        .iter()
+        .all(|c| matches!(c.tag_name().name(), "member" | "item"));
+    if listed {
+        let mut members: Vec<Flat> = children
+            .iter()
+            .map(|c| flatten_node(*c, "", names))
+            .collect();
+        // Ordered by what identifies them, not by what a side may describe
+        // differently (a listed difference stays one row).
+        members.sort_by_key(|m| {
+            let identity: Vec<_> = m
+                .iter()
+                .filter(|(k, _)| !k.to_ascii_lowercase().ends_with("description"))
+                .collect();
+            format!("{identity:?}")
+        });
+        for (i, member) in members.into_iter().enumerate() {
+            for (path, value) in member {
+                out.insert(format!("{prefix}[{i}]{path}"), value);
+            }
+        }
+    } else {
+        for child in children {
+            let path = format!("{prefix}.{}", child.tag_name().name());
+            out.extend(flatten_node(child, &path, names));
+        }
+    }
+    out
+}
+
+/// The IDs of one world and what each stands for, longest first so that an ID inside
+/// another is replaced after it.
+pub struct Names(Vec<(String, String)>);
+
+impl Names {
+    pub fn new() -> Self {
+        Names(Vec::new())
+    }
+
+    pub fn add(&mut self, id: impl Into<String>, meaning: impl Into<String>) {
+        let id = id.into();
+        if !id.is_empty() {
+            self.0.push((id, meaning.into()));
+        }
+    }
+
+    /// `text` with every ID that stands alone (no letter or digit next to it: an
+    /// address is not replaced inside a longer one) replaced.
+    pub fn apply(&self, text: &str) -> String {
+        let mut sorted: Vec<&(String, String)> = self.0.iter().collect();
+        sorted.sort_by_key(|(id, _)| std::cmp::Reverse(id.len()));
+        let mut text = text.to_owned();
+        for (id, meaning) in sorted {
+            let mut out = String::with_capacity(text.len());
+            let mut rest = text.as_str();
+            while let Some(at) = rest.find(id.as_str()) {
+                let end = at + id.len();
+                let alone = !rest[..at]
+                    .chars()
+                    .next_back()
+                    .is_some_and(|c| c.is_ascii_alphanumeric())
+                    && !rest[end..]
+                        .chars()
+                        .next()
+                        .is_some_and(|c| c.is_ascii_alphanumeric());
+                out.push_str(&rest[..at]);
+                out.push_str(if alone { meaning } else { id });
+                rest = &rest[end..];
+            }
+            out.push_str(rest);
+            text = out;
+        }
+        text
+    }
+}
+
+/// The cloud: Classic and Network Load Balancers with everything under them, the
+/// VPC's security groups with their rules, the cluster's route table, elastic IPs.
+pub async fn cloud(moto: &Moto, world: &World, names: &mut Names) -> Answers {
+    let mut answers = Answers::default();
+    // Classic Load Balancers.
+    let classic = moto
+        .call(moto::Service::Elb, "DescribeLoadBalancers", &[])
+        .await;
+    for name in moto::texts(&classic, "LoadBalancerName") {
+        let key = format!("clb/{name}");
+        let one = moto
+            .call(
+                moto::Service::Elb,
+                "DescribeLoadBalancers",
+                &[("LoadBalancerNames.member.1", &name)],
+            )
+            .await;
+        names.add(moto::text(&one, "DNSName"), format!("<dns of {name}>"));
+        answers.add(one.clone(), "LoadBalancerDescriptions", key.clone());
+        for (action, param, root, suffix) in [
+            (
+                "DescribeTags",
+                "LoadBalancerNames.member.1",
+                "TagDescriptions",
+                "tags",
+            ),
+            (
+                "DescribeLoadBalancerAttributes",
+                "LoadBalancerName",
+                "LoadBalancerAttributes",
+                "attributes",
+            ),
+            (
+                "DescribeLoadBalancerPolicies",
+                "LoadBalancerName",
+                "PolicyDescriptions",
+                "policies",
+            ),
+        ] {
+            let answer = moto
+                .call(moto::Service::Elb, action, &[(param, &name)])
+                .await;
+            answers.add(answer, root, format!("{key}.{suffix}"));
+        }
+    }
+    // Network Load Balancers.
+    let nlbs = moto
+        .call(moto::Service::Elbv2, "DescribeLoadBalancers", &[])
+        .await;
+    for arn in moto::texts(&nlbs, "LoadBalancerArn") {
+        let one = moto
+            .call(
+                moto::Service::Elbv2,
+                "DescribeLoadBalancers",
+                &[("LoadBalancerArns.member.1", &arn)],
+            )
+            .await;
+        let name = moto::text(&one, "LoadBalancerName");
+        names.add(arn.clone(), format!("<arn:nlb/{name}>"));
+        names.add(moto::text(&one, "DNSName"), format!("<dns of {name}>"));
+        let key = format!("nlb/{name}");
+        answers.add(one.clone(), "LoadBalancers", key.clone());
+        for (action, param, root, suffix) in [
+            (
+                "DescribeTags",
+                "ResourceArns.member.1",
+                "TagDescriptions",
+                "tags",
+            ),
+            (
+                "DescribeLoadBalancerAttributes",
+                "LoadBalancerArn",
+                "Attributes",
+                "attributes",
+            ),
+            (
+                "DescribeListeners",
+                "LoadBalancerArn",
+                "Listeners",
+                "listeners",
+            ),
+        ] {
+            let answer = moto
+                .call(moto::Service::Elbv2, action, &[(param, &arn)])
+                .await;
+            if action == "DescribeListeners" {
+                let ports = moto::texts(&answer, "Port");
+                for (listener, port) in moto::texts(&answer, "ListenerArn").into_iter().zip(ports) {
+                    names.add(listener, format!("<arn:listener/{name}:{port}>"));
+                }
+            }
+            answers.add(answer.clone(), root, format!("{key}.{suffix}"));
+        }
+        // moto answers TargetGroupNotFound for a load balancer without groups.
+        let groups = moto
+            .try_call(
+                moto::Service::Elbv2,
+                "DescribeTargetGroups",
+                &[("LoadBalancerArn", &arn)],
+            )
+            .await
+            .unwrap_or_default();
+        for group in moto::texts(&groups, "TargetGroupArn") {
+            let one = moto
+                .call(
+                    moto::Service::Elbv2,
+                    "DescribeTargetGroups",
+                    &[("TargetGroupArns.member.1", &group)],
+                )
+                .await;
+            let group_name = moto::text(&one, "TargetGroupName");
+            names.add(group.clone(), format!("<arn:tg/{group_name}>"));
+            let key = format!("tg/{group_name}");
+            answers.add(one.clone(), "TargetGroups", key.clone());
+            for (action, root, suffix) in [
+                ("DescribeTargetGroupAttributes", "Attributes", "attributes"),
+                (
+                    "DescribeTargetHealth",
+                    "TargetHealthDescriptions",
+                    "targets",
+                ),
+                ("DescribeTags", "TagDescriptions", "tags"),
+            ] {
+                let param = if action == "DescribeTags" {
+                    "ResourceArns.member.1"
+                } else {
+                    "TargetGroupArn"
+                };
+                let answer = moto
+                    .call(moto::Service::Elbv2, action, &[(param, &group)])
+                    .await;
+                answers.add(answer.clone(), root, format!("{key}.{suffix}"));
+            }
+        }
+    }
+    // Security groups: each by its name (a load balancer's carries the load balancer's
+    // name, replaced like every such name).
+    let groups = moto
+        .call(
+            moto::Service::Ec2,
+            "DescribeSecurityGroups",
+            &[
+                ("Filter.1.Name", "vpc-id"),
+                ("Filter.1.Value.1", &world.vpc),
+            ],
+        )
+        .await;
+    let ids: Vec<(String, String)> = {
+        let doc = roxmltree::Document::parse(&groups).unwrap();
+        doc.descendants()
+            .filter(|n| {
+                n.has_tag_name("item")
+                    && n.parent()
+                        .is_some_and(|p| p.has_tag_name("securityGroupInfo"))
+            })
+            .map(|group| {
+                let field = |name: &str| {
+                    group
+                        .children()
+                        .find(|c| c.has_tag_name(name))
+                        .and_then(|c| c.text())
+                        .unwrap_or_default()
+                        .to_owned()
+                };
+                (field("groupId"), field("groupName"))
+            })
+            .collect()
+    };
+    for (id, name) in ids {
+        // A load balancer's group is named for it: `<sg:k8s-elb-<lb:web>>`.
+        let meaning = format!("<sg:{}>", names.apply(&name));
+        names.add(id.clone(), meaning);
+        let one = moto
+            .call(
+                moto::Service::Ec2,
+                "DescribeSecurityGroups",
+                &[("GroupId.1", &id)],
+            )
+            .await;
+        answers.add(one, "securityGroupInfo", format!("sg/{name}"));
+    }
+    let gateways = moto
+        .call(moto::Service::Ec2, "DescribeInternetGateways", &[])
+        .await;
+    for gateway in moto::texts(&gateways, "internetGatewayId") {
+        names.add(gateway, "<internet gateway>");
+    }
+    // The route table's routes.
+    let tables = moto
+        .call(
+            moto::Service::Ec2,
+            "DescribeRouteTables",
+            &[("RouteTableId.1", &world.route_table)],
+        )
+        .await;
+    answers.add(tables, "routeSet", "routes".into());
+    // Elastic IPs (their associations).
+    let addresses = moto
+        .call(moto::Service::Ec2, "DescribeAddresses", &[])
+        .await;
+    answers.add(addresses, "addressesSet", "eips".into());
+    answers
+}
+
+/// The cluster: each Service's spec ports, status, annotations the controllers write,
+/// finalizers and the reasons of its events; each Node's provider ID, addresses,
+/// labels and taints.
+pub async fn cluster(client: &kube::Client, names: &Names) -> Flat {
+    let mut out = Flat::new();
+    let services: Api<Service> = Api::namespaced(client.clone(), "default");
+    for s in services.list(&ListParams::default()).await.unwrap().items {
+        let name = s.metadata.name.clone().unwrap_or_default();
+        let key = format!("svc/{name}");
+        let value = serde_json::json!({
+            "status": s.status.as_ref().and_then(|s| s.load_balancer.clone()),
+            "finalizers": s.metadata.finalizers,
+        });
+        flatten_json(&value, &names.apply(&key), names, &mut out);
+    }
+    let events: Api<Event> = Api::namespaced(client.clone(), "default");
+    let mut reasons: BTreeMap<String, std::collections::BTreeSet<String>> = BTreeMap::new();
+    for e in events.list(&ListParams::default()).await.unwrap().items {
+        let Some(name) = e.regarding.as_ref().and_then(|r| r.name.clone()) else {
+            continue;
+        };
+        // The API server's own (its IP and port allocators' repair loops), not a
+        // controller manager's.
+        let reporter = e
+            .reporting_controller
+            .clone()
+            .or_else(|| {
+                e.deprecated_source
+                    .as_ref()
+                    .and_then(|s| s.component.clone())
+            })
+            .unwrap_or_default();
+        if reporter.ends_with("repair-controller") {
+            continue;
+        }
+        let kind = e
+            .regarding
+            .as_ref()
+            .and_then(|r| r.kind.clone())
+            .unwrap_or_default();
+        reasons
+            .entry(format!("{}/{name}", kind.to_lowercase()))
+            .or_default()
+            .insert(format!(
+                "{} {}",
+                e.type_.unwrap_or_default(),
+                e.reason.unwrap_or_default()
+            ));
+    }
+    for (object, set) in reasons {
+        out.insert(
+            names.apply(&format!("events/{object}")),
+            set.into_iter().collect::<Vec<_>>().join(", "),
+        );
+    }
+    let nodes: Api<Node> = Api::all(client.clone());
+    for n in nodes.list(&ListParams::default()).await.unwrap().items {
+        let name = n.metadata.name.clone().unwrap_or_default();
+        let value = serde_json::json!({
+            "providerID": n.spec.as_ref().and_then(|s| s.provider_id.clone()),
+            "taints": n.spec.as_ref().and_then(|s| s.taints.clone()).map(|t| {
+                t.into_iter().map(|t| format!("{}:{}", t.key, t.effect)).collect::<Vec<_>>()
+            }),
+            "addresses": n.status.as_ref().and_then(|s| s.addresses.clone()),
+            "labels": n.metadata.labels,
+        });
+        flatten_json(
+            &value,
+            &names.apply(&format!("node/{name}")),
+            names,
+            &mut out,
+        );
+    }
+    out
+}
+
+fn flatten_json(value: &serde_json::Value, prefix: &str, names: &Names, out: &mut Flat) {
+    match value {
+        serde_json::Value::Object(map) => {
+            for (k, v) in map {
+                flatten_json(v, &format!("{prefix}.{k}"), names, out);
+            }
+        }
+        serde_json::Value::Array(items) => {
+            let mut items: Vec<(String, &serde_json::Value)> = items
+                .iter()
+                .map(|v| (names.apply(&v.to_string()), v))
+                .collect();
+            items.sort_by(|a, b| a.0.cmp(&b.0));
+            for (i, (_, v)) in items.into_iter().enumerate() {
+                flatten_json(v, &format!("{prefix}[{i}]"), names, out);
+            }
+        }
+        serde_json::Value::Null => {}
+        serde_json::Value::String(s) => {
+            out.insert(prefix.to_owned(), names.apply(s));
+        }
+        other => {
+            out.insert(prefix.to_owned(), names.apply(&other.to_string()));
+        }
+    }
+}
