@@ -80,10 +80,10 @@ fn kubelet_node(name: &str, pod_cidr: &str, ip: &str) -> Node {
 struct Cloud {
     /// Load balancers: ID to name.
     load_balancers: BTreeMap<String, String>,
-    listeners: BTreeSet<String>,
-    /// Pools: ID to `(name, listener)`.
-    pools: BTreeMap<String, (String, Option<String>)>,
-    monitors: BTreeSet<String>,
+    /// Listeners, pools and health monitors: ID to every setting the double keeps.
+    listeners: BTreeMap<String, String>,
+    pools: BTreeMap<String, String>,
+    monitors: BTreeMap<String, String>,
     /// `(pool, address, port)`.
     members: BTreeSet<(String, String, u16)>,
     /// Floating IPs: ID to `(address, port, description)`.
@@ -101,13 +101,21 @@ fn cloud(s: &State) -> Cloud {
             .values()
             .map(|lb| (lb.id.clone(), lb.name.clone()))
             .collect(),
-        listeners: s.listeners.keys().cloned().collect(),
+        listeners: s
+            .listeners
+            .iter()
+            .map(|(id, l)| (id.clone(), format!("{l:?}")))
+            .collect(),
         pools: s
             .pools
-            .values()
-            .map(|p| (p.id.clone(), (p.name.clone(), p.listener_id.clone())))
+            .iter()
+            .map(|(id, p)| (id.clone(), format!("{p:?}")))
             .collect(),
-        monitors: s.monitors.keys().cloned().collect(),
+        monitors: s
+            .monitors
+            .iter()
+            .map(|(id, m)| (id.clone(), format!("{m:?}")))
+            .collect(),
         members: s
             .members
             .values()
@@ -276,8 +284,16 @@ async fn wait_cloud(world: &OpenStackWorld, log: &Path, what: &str, done: impl F
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_occm_ran_moves_to_wasm_ccm_with_nothing_made_or_lost() {
     let occm_bin = occm();
+    // Where the time goes, printed with the test's output.
+    let started = std::time::Instant::now();
+    let stage = |what: &str| eprintln!("{:>6.1}s {what}", started.elapsed().as_secs_f64());
     let server = KubeApiServer::start().await;
-    let world = OpenStackWorld::start(openstack_double::Settings::default()).await;
+    // keystonemiddleware's token cache as clouds run it (300 s): occm and wasm-ccm
+    // each log in once, and Keystone is not asked about every request.
+    let world = OpenStackWorld::start(openstack_double::Settings {
+        token_cache: Duration::from_secs(300),
+    })
+    .await;
     let dir = TempDir::new("occm-migration");
     let client = server.client().await;
     let nodes: Api<Node> = Api::all(client.clone());
@@ -364,6 +380,7 @@ async fn a_cluster_occm_ran_moves_to_wasm_ccm_with_nothing_made_or_lost() {
         lb
     });
 
+    stage("the cluster and the cloud set up");
     // occm runs until everything is made; Octavia answers at once (occm waits 1 s
     // before it looks again).
     world
@@ -378,6 +395,7 @@ async fn a_cluster_occm_ran_moves_to_wasm_ccm_with_nothing_made_or_lost() {
         "occm",
     )
     .await;
+    stage("occm: four Services have addresses");
     // The second Service of the shared load balancer names the first's, as occm's users do.
     let shared_id = services_api
         .get("shared-a")
@@ -402,6 +420,7 @@ async fn a_cluster_occm_ran_moves_to_wasm_ccm_with_nothing_made_or_lost() {
         c.routes.len() == 2 && c.pairs.len() == 2 && c.members.len() == 5 * 2
     })
     .await;
+    stage("occm: routes and members");
     // The cluster switched to regional provider IDs (occm's `OS_CCM_REGIONAL=true`)
     // before node-c joined: the older Nodes keep the plain form.
     stop(&mut occm).await;
@@ -419,6 +438,7 @@ async fn a_cluster_occm_ran_moves_to_wasm_ccm_with_nothing_made_or_lost() {
         |c| c.routes.len() == 3 && c.pairs.len() == 3 && c.members.len() == 5 * 3,
     )
     .await;
+    stage("occm (regional): node-c in");
     // occm's last Service writes land before it stops.
     wait_until(
         OCCM_TIMEOUT,
@@ -434,6 +454,7 @@ async fn a_cluster_occm_ran_moves_to_wasm_ccm_with_nothing_made_or_lost() {
     .await;
     stop(&mut occm).await;
 
+    stage("occm stopped");
     // What occm left.
     let before = world.cloud.with_state(|s| cloud(s));
     let before_services = services(&services_api).await;
@@ -525,6 +546,7 @@ async fn a_cluster_occm_ran_moves_to_wasm_ccm_with_nothing_made_or_lost() {
     let (_ccm, ccm_log) = spawn_logged(command);
     let said = || ccm_log.lock().unwrap().clone();
 
+    stage("wasm-ccm started");
     // wasm-ccm ensures each Service once, and looks at the routes.
     let names = ["web", "internal", "shared-a", "shared-b", "legacy"];
     wait_until(TIMEOUT, "wasm-ccm ensured every Service", || async {
@@ -551,6 +573,19 @@ async fn a_cluster_occm_ran_moves_to_wasm_ccm_with_nothing_made_or_lost() {
     assert_eq!(after, before, "wasm-ccm changed what occm made\n{}", said());
     assert_eq!(services(&services_api).await, before_services);
 
+    stage("wasm-ccm: every Service ensured, the router read");
+    // Taking over wrote nothing: every request so far only read.
+    let writes: Vec<String> = world.cloud.with_state(|s| {
+        s.requests[boundary..]
+            .iter()
+            .filter(|r| !r.starts_with("GET "))
+            .cloned()
+            .collect()
+    });
+    assert!(
+        writes.is_empty(),
+        "wasm-ccm wrote on taking over: {writes:?}"
+    );
     // A server deleted: its Node goes (not Ready, server gone), and the members of every
     // pool and the routes follow.
     world.cloud.with_state(|s| s.delete_server(&servers[1]));
@@ -569,6 +604,7 @@ async fn a_cluster_occm_ran_moves_to_wasm_ccm_with_nothing_made_or_lost() {
         })
     })
     .await;
+    stage("wasm-ccm: node-b gone, members and routes follow");
     let end = world.cloud.with_state(|s| cloud(s));
     assert_eq!(end.load_balancers, before.load_balancers);
     assert_eq!(end.floating_ips, before.floating_ips);

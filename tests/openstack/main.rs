@@ -46,7 +46,12 @@ impl OpenStackStack {
     /// Everything up, with `extra` appended to the cloud config (given the double, for
     /// its IDs).
     async fn start(extra: impl FnOnce(&OpenStackDouble) -> String) -> Self {
-        let world = OpenStackWorld::start(openstack_double::Settings::default()).await;
+        // keystonemiddleware's token cache as clouds run it (300 s); tests/keystone.rs
+        // covers a revoked token.
+        let world = OpenStackWorld::start(openstack_double::Settings {
+            token_cache: Duration::from_secs(300),
+        })
+        .await;
         let api = kube_double::ApiServer::start(kube_double::Settings::default())
             .await
             .expect("API server double");
@@ -113,6 +118,28 @@ impl OpenStackStack {
 /// server's name.
 fn kubelet_node(name: &str) -> Node {
     kubelet_node_with_cidr(name, None)
+}
+
+/// [`kubelet_node`] as kubelet registers it with `--node-ip=<ip>` (1.29+): that address
+/// as its InternalIP, and the `provided-node-ip` annotation, until the cloud-node
+/// controller writes the cloud's. (Upstream's service controller updates the load
+/// balancers when a Node gets its provider ID, not when its addresses change: a Node
+/// without one then would stay out of them until the next full resync.)
+fn kubelet_node_with_ip(name: &str, ip: &str) -> Node {
+    let mut node = kubelet_node(name);
+    node.metadata.annotations = Some(
+        [(
+            "alpha.kubernetes.io/provided-node-ip".to_owned(),
+            ip.to_owned(),
+        )]
+        .into(),
+    );
+    node.status.get_or_insert_default().addresses =
+        Some(vec![k8s_openapi::api::core::v1::NodeAddress {
+            type_: "InternalIP".into(),
+            address: ip.into(),
+        }]);
+    node
 }
 
 /// [`kubelet_node`] with a pod CIDR.
@@ -427,7 +454,10 @@ async fn a_load_balancer_service_gets_an_octavia_load_balancer_and_a_floating_ip
 
     // A third node joins: the pool's members follow.
     nodes
-        .create(&PostParams::default(), &kubelet_node("node-c"))
+        .create(
+            &PostParams::default(),
+            &kubelet_node_with_ip("node-c", "10.0.0.13"),
+        )
         .await
         .unwrap();
     wait_until(TIMEOUT, "node-c a member", || async {

@@ -119,6 +119,8 @@ pub(super) fn within_version(wanted: &mut Wanted, version: OctaviaVersion) -> Re
     }
     if !version.at_least(2, 12) && !wanted.allowed_cidrs.is_empty() {
         wanted.allowed_cidrs.clear();
+    }
+    if !version.at_least(2, 12) && wanted.source_ranges_given {
         ignored(
             "LoadBalancerSourceRangesIgnored",
             "LoadBalancerSourceRanges are",
@@ -164,6 +166,7 @@ mod tests {
             listener_settings: vec![("timeout_client_data", 9000), ("connection_limit", -1)],
             flavor: "f1".into(),
             allowed_cidrs: vec!["198.51.100.0/24".into()],
+            source_ranges_given: true,
             zone: "az1".into(),
             ..Wanted::default()
         };
@@ -192,6 +195,15 @@ mod tests {
                 "LoadBalancerAvailabilityZonesIgnored"
             ]
         );
+
+        // The default (everyone) is left out before 2.12 without a Warning.
+        let mut everyone = Wanted {
+            allowed_cidrs: vec!["0.0.0.0/0".into()],
+            ..Wanted::default()
+        };
+        within_version(&mut everyone, OctaviaVersion(Some((2, 11)))).unwrap();
+        assert!(everyone.allowed_cidrs.is_empty());
+        assert!(reasons().is_empty());
     }
 
     #[test]

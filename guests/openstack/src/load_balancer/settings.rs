@@ -124,7 +124,12 @@ pub(super) struct Wanted {
     pub(super) proxy: Option<&'static str>,
     pub(super) monitor: Option<(u64, u64, u64, u64)>,
     pub(super) listener_settings: Vec<(&'static str, i64)>,
+    /// The listeners' `allowed_cidrs`: the source ranges, else everyone of the
+    /// Service's first IP family (occm's `GetLoadBalancerSourceRanges` default).
     pub(super) allowed_cidrs: Vec<String>,
+    /// Whether the Service names source ranges (a Warning when they cannot be
+    /// enforced; the default needs none).
+    pub(super) source_ranges_given: bool,
     pub(super) flavor: String,
     pub(super) zone: String,
     pub(super) keep_floating_ip: bool,
@@ -158,8 +163,8 @@ fn without_ovn_features(wanted: &mut Wanted) {
         .retain(|(field, _)| !field.starts_with("timeout_"));
     wanted.flavor.clear();
     wanted.health_check_node_port = None;
-    if !wanted.allowed_cidrs.is_empty() {
-        wanted.allowed_cidrs.clear();
+    wanted.allowed_cidrs.clear();
+    if wanted.source_ranges_given {
         let _ = events::warning(
             "LoadBalancerSourceRangesIgnored",
             "LoadBalancerSourceRanges are ignored because the Octavia provider (ovn) does not \
@@ -372,6 +377,7 @@ impl OpenStack {
                     service.metadata.namespace, service.metadata.name
                 ))
             })?,
+            source_ranges_given: false,
             flavor: text("flavor-id", &config.flavor_id),
             zone: text("availability-zone", &config.availability_zone),
             keep_floating_ip: truthy(ours(service, "keep-floatingip")).unwrap_or(false),
@@ -392,6 +398,11 @@ impl OpenStack {
             ipv6: service.ip_families.first() == Some(&IpFamily::Ipv6),
             http_monitors_on_udp: true,
         };
+        wanted.source_ranges_given = !wanted.allowed_cidrs.is_empty();
+        if !wanted.source_ranges_given {
+            let everyone = if wanted.ipv6 { "::/0" } else { "0.0.0.0/0" };
+            wanted.allowed_cidrs.push(everyone.into());
+        }
         if config.lb_provider.eq_ignore_ascii_case("ovn") {
             without_ovn_features(&mut wanted);
         }
