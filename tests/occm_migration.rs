@@ -13,10 +13,10 @@
 //! when a server is deleted its Node goes and the members and routes follow.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Node, NodeAddress, Service};
+use k8s_openapi::api::core::v1::{Node, Service};
 use k8s_openapi::api::events::v1::Event;
 use kube::Api;
 use kube::api::{DeleteParams, ListParams, PostParams};
@@ -25,8 +25,8 @@ use serde_json::json;
 use wasm_ccm_tests::kube_apiserver::KubeApiServer;
 use wasm_ccm_tests::openstack::OpenStackWorld;
 use wasm_ccm_tests::{
-    TempDir, controller_manager_command, free_port, guest, initialized, kubelet_node_with_pod_cidr,
-    set_ready, spawn_logged, wait_until, wasm_ccm_bin,
+    TempDir, controller_manager_command, free_port, initialized, kubelet_node_with_node_ip,
+    set_ready, spawn_logged, wait_until,
 };
 
 const TIMEOUT: Duration = Duration::from_secs(120);
@@ -34,46 +34,6 @@ const TIMEOUT: Duration = Duration::from_secs(120);
 /// after the other: a few minutes on a loaded 2-core machine.
 const OCCM_TIMEOUT: Duration = Duration::from_secs(400);
 const LB_ID: &str = "loadbalancer.openstack.org/load-balancer-id";
-
-/// occm, as scripts/ensure-upstream-ccm.sh builds it (`$OCCM`, else target/kube/bin/).
-fn occm() -> PathBuf {
-    let path = std::env::var_os("OCCM")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("../target/kube/bin/openstack-cloud-controller-manager")
-        });
-    assert!(
-        path.is_file(),
-        "{} is missing: run `scripts/ensure-upstream-ccm.sh occm` (scripts/test.sh does), which builds \
-         occm from its Go module",
-        path.display()
-    );
-    path
-}
-
-/// A Node as kubelet registers it with `--cloud-provider=external --node-ip=<ip>`: the
-/// uninitialized taint, the `provided-node-ip` annotation, and that address as its
-/// InternalIP until the cloud-node controller sets the cloud's (kubelet 1.29+).
-fn kubelet_node(name: &str, pod_cidr: &str, ip: &str) -> Node {
-    let mut node = kubelet_node_with_pod_cidr(name, pod_cidr);
-    node.metadata.annotations = Some(BTreeMap::from([(
-        "alpha.kubernetes.io/provided-node-ip".to_owned(),
-        ip.to_owned(),
-    )]));
-    let status = node.status.get_or_insert_default();
-    status.addresses = Some(vec![
-        NodeAddress {
-            type_: "InternalIP".into(),
-            address: ip.into(),
-        },
-        NodeAddress {
-            type_: "Hostname".into(),
-            address: name.into(),
-        },
-    ]);
-    node
-}
 
 /// What the cloud holds, as compared before and after the move.
 #[derive(Debug, PartialEq, Eq)]
@@ -224,30 +184,11 @@ fn start_occm(
         .append(true)
         .open(log)
         .unwrap();
-    let mut command = tokio::process::Command::new(occm);
-    command
-        .args([
-            "--cloud-provider=openstack",
-            "--leader-elect=false",
-            "--use-service-account-credentials=false",
-            "--controllers=cloud-node,cloud-node-lifecycle,service,route",
-            "--configure-cloud-routes=true",
-            "--allocate-node-cidrs=true",
-            "--cluster-cidr=10.244.0.0/16",
-            "--secure-port=0",
-            "--node-monitor-period=1s",
-            "--route-reconciliation-period=2s",
-            "--concurrent-service-syncs=5",
-        ])
-        .arg(format!("--cloud-config={}", conf.display()))
-        .arg(format!("--kubeconfig={}", kubeconfig.display()))
-        .stdout(std::process::Stdio::null())
-        .stderr(log)
-        .kill_on_drop(true);
+    let mut command = wasm_ccm_tests::upstream::command(occm, "openstack", conf, kubeconfig);
+    command.stderr(log);
     if regional {
         command.env("OS_CCM_REGIONAL", "true");
     }
-    wasm_ccm_tests::die_with_parent(&mut command);
     command.spawn().expect("start occm")
 }
 
@@ -283,7 +224,7 @@ async fn wait_cloud(world: &OpenStackWorld, log: &Path, what: &str, done: impl F
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_occm_ran_moves_to_wasm_ccm_with_nothing_made_or_lost() {
-    let occm_bin = occm();
+    let occm_bin = wasm_ccm_tests::upstream::occm();
     // Where the time goes, printed with the test's output.
     let started = std::time::Instant::now();
     let stage = |what: &str| eprintln!("{:>6.1}s {what}", started.elapsed().as_secs_f64());
@@ -333,7 +274,7 @@ async fn a_cluster_occm_ran_moves_to_wasm_ccm_with_nothing_made_or_lost() {
 
     // The Nodes as kubelet registers them (node-c joins later).
     for (i, name) in ["node-a", "node-b"].iter().enumerate() {
-        let node = kubelet_node(
+        let node = kubelet_node_with_node_ip(
             name,
             &format!("10.244.{}.0/24", i + 1),
             &format!("10.0.0.1{}", i + 1),
@@ -424,7 +365,7 @@ async fn a_cluster_occm_ran_moves_to_wasm_ccm_with_nothing_made_or_lost() {
     // The cluster switched to regional provider IDs (occm's `OS_CCM_REGIONAL=true`)
     // before node-c joined: the older Nodes keep the plain form.
     stop(&mut occm).await;
-    let node = kubelet_node("node-c", "10.244.3.0/24", "10.0.0.13");
+    let node = kubelet_node_with_node_ip("node-c", "10.244.3.0/24", "10.0.0.13");
     nodes.create(&PostParams::default(), &node).await.unwrap();
     let mut occm = start_occm(&occm_bin, &conf, &server.kubeconfig(), &occm_log, true);
     wait_until(OCCM_TIMEOUT, "occm initializes node-c", || {
@@ -501,32 +442,8 @@ async fn a_cluster_occm_ran_moves_to_wasm_ccm_with_nothing_made_or_lost() {
 
     // The move: import-occm-config as the README gives it, the credentials as the
     // Secret would hold them, wasm-ccm started with those files.
-    let out = dir.path().join("openstack");
-    let providers = out.join("providers");
-    let imported = tokio::process::Command::new(wasm_ccm_bin())
-        .arg("import-occm-config")
-        .arg(&conf)
-        .arg("--out")
-        .arg(&out)
-        .arg("--credentials-dir")
-        .arg(&providers)
-        .output()
-        .await
-        .unwrap();
-    assert!(
-        imported.status.success(),
-        "{}",
-        String::from_utf8_lossy(&imported.stderr)
-    );
-    for file in std::fs::read_dir(out.join("credentials")).unwrap() {
-        let file = file.unwrap().path();
-        std::fs::copy(&file, providers.join(file.file_name().unwrap())).unwrap();
-    }
-    std::fs::copy(
-        guest("openstack_provider"),
-        providers.join("openstack.wasm"),
-    )
-    .unwrap();
+    let (providers, cloud_config) =
+        wasm_ccm_tests::openstack::import_occm_config(&conf, &dir.path().join("openstack")).await;
     // Events from here on are wasm-ccm's.
     let events: Api<Event> = Api::namespaced(client.clone(), "default");
     events
@@ -537,7 +454,7 @@ async fn a_cluster_occm_ran_moves_to_wasm_ccm_with_nothing_made_or_lost() {
     let mut command = controller_manager_command(
         "openstack",
         &providers,
-        &out.join("cloud-config/cloud.conf"),
+        &cloud_config,
         &server.kubeconfig(),
         free_port(),
         &["--leader-elect=false"],

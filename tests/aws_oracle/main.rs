@@ -7,13 +7,10 @@
 //! prints a table (scenario: equal, or the differing fields) and fails on a difference
 //! that guests/aws/README.md does not list with its reason.
 
-mod differences;
 mod side;
 mod snapshot;
 
-use std::collections::BTreeMap;
-
-use snapshot::Flat;
+use wasm_ccm_tests::oracle::{Comparison, listed};
 
 /// The phases each side goes through; a snapshot after each.
 pub const PHASES: [&str; 3] = ["created", "changed", "removed"];
@@ -22,65 +19,60 @@ pub const PHASES: [&str; 3] = ["created", "changed", "removed"];
 async fn cloud_provider_aws_and_wasm_ccm_leave_the_same_cloud() {
     let upstream = side::run(side::Side::Upstream).await;
     let ours = side::run(side::Side::WasmCcm).await;
-    let listed = differences::listed();
-    let mut unlisted = Vec::new();
-    let mut table = String::from("phase    | scenario | result\n");
-    for (phase, (theirs, mine)) in PHASES.iter().zip(upstream.iter().zip(ours.iter())) {
-        let mut rows: BTreeMap<String, Vec<String>> = BTreeMap::new();
-        let groups = ["nodes", "routes", "security groups", "elastic IPs"];
-        for scenario in side::scenario_names()
-            .into_iter()
-            .chain(groups.map(String::from))
-        {
-            rows.entry(scenario).or_default();
-        }
-        let compared: std::collections::BTreeSet<&String> =
-            theirs.keys().chain(mine.keys()).collect();
-        table.push_str(&format!(
-            "{phase:8} | {} fields compared |\n",
-            compared.len()
-        ));
-        for (key, (a, b)) in differing(theirs, mine) {
-            let scenario = differences::scenario_of(&key);
-            let listed_as = listed.iter().find(|d| d.matches(&scenario, &key));
-            let mark = if listed_as.is_some() {
-                "listed"
-            } else {
-                "UNLISTED"
-            };
-            rows.entry(scenario.clone())
-                .or_default()
-                .push(format!("{mark}: {key}: upstream {a:?}, wasm-ccm {b:?}"));
-            if listed_as.is_none() {
-                unlisted.push(format!("{phase} {scenario} {key}"));
-            }
-        }
-        for (scenario, diffs) in rows {
-            if diffs.is_empty() {
-                table.push_str(&format!("{phase:8} | {scenario} | equal\n"));
-            } else {
-                for d in diffs {
-                    table.push_str(&format!("{phase:8} | {scenario} | {d}\n"));
-                }
-            }
-        }
-    }
-    println!("{table}");
-    assert!(
-        unlisted.is_empty(),
-        "differences from cloud-provider-aws not listed in guests/aws/README.md:\n{}\n\n{table}",
-        unlisted.join("\n")
-    );
+    let groups: Vec<String> = side::scenario_names()
+        .into_iter()
+        .chain(["nodes", "routes", "security groups", "elastic IPs"].map(String::from))
+        .collect();
+    let readme = include_str!("../../guests/aws/README.md");
+    Comparison::new(
+        &PHASES,
+        &upstream,
+        &ours,
+        &groups,
+        scenario_of,
+        &listed(readme),
+    )
+    .check("guests/aws/README.md");
 }
 
-/// A key's value on each side (`None`: absent there).
-type Values = (Option<String>, Option<String>);
-
-/// Every key whose value differs.
-fn differing(a: &Flat, b: &Flat) -> Vec<(String, Values)> {
-    let keys: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
-    keys.into_iter()
-        .filter(|k| a.get(*k) != b.get(*k))
-        .map(|k| ((*k).clone(), (a.get(k).cloned(), b.get(k).cloned())))
-        .collect()
+/// The scenario a key belongs to: the Service its load balancer or object names, a
+/// target group by its name (`k8s-default-<first 8 of the Service's name>-`), else
+/// `nodes`, `routes`, `security groups` or `elastic IPs`.
+fn scenario_of(key: &str) -> String {
+    if let Some(at) = key.find("<lb:") {
+        let rest = &key[at + 4..];
+        return rest[..rest.find('>').unwrap_or(rest.len())].to_owned();
+    }
+    for prefix in ["svc/", "events/service/"] {
+        if let Some(rest) = key.strip_prefix(prefix) {
+            return rest
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
+                .collect();
+        }
+    }
+    if let Some(rest) = key.strip_prefix("tg/k8s-default-") {
+        // The longest name first: `nlb-eip-` is not `nlb`'s.
+        let mut names = side::scenario_names();
+        names.sort_by_key(|s| std::cmp::Reverse(s.len()));
+        let owner = names.into_iter().find(|s| {
+            let short: String = s.chars().take(8).collect();
+            rest.starts_with(&format!("{short}-"))
+        });
+        if let Some(owner) = owner {
+            return owner;
+        }
+    }
+    let groups = [
+        ("node/", "nodes"),
+        ("events/node/", "nodes"),
+        ("routes", "routes"),
+        ("sg/", "security groups"),
+        ("eips", "elastic IPs"),
+    ];
+    groups
+        .iter()
+        .find(|(prefix, _)| key.starts_with(prefix))
+        .map_or("other", |(_, group)| group)
+        .to_owned()
 }

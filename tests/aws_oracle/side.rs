@@ -2,7 +2,6 @@
 //! kubelet registers them, one controller manager (cloud-provider-aws or wasm-ccm with
 //! the AWS provider) with the same cloud config file, and the scenarios' phases.
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Node, Service};
@@ -12,11 +11,11 @@ use serde_json::{Value, json};
 use wasm_ccm_tests::aws::kubelet_node;
 use wasm_ccm_tests::kube_apiserver::KubeApiServer;
 use wasm_ccm_tests::moto::{self, Moto, World};
-use wasm_ccm_tests::{
-    TempDir, free_port, guest, initialized, set_ready, spawn_logged, wait_until, wasm_ccm_bin,
-};
+use wasm_ccm_tests::{TempDir, guest, initialized, set_ready, spawn_logged, wait_until};
 
-use crate::snapshot::{self, Flat, Names};
+use crate::snapshot;
+use wasm_ccm_tests::oracle::{self, Flat, Names};
+use wasm_ccm_tests::upstream;
 
 const CLUSTER: &str = "oracle";
 /// Both controller managers converge within this (moto answers one request at a time).
@@ -163,23 +162,6 @@ fn service(index: usize, scenario: &Scenario, ids: &Placeholders) -> Service {
         "spec": spec,
     }))
     .unwrap()
-}
-
-/// The upstream binary (`$AWS_CCM`, else where the script builds it).
-fn aws_ccm() -> PathBuf {
-    let path = std::env::var_os("AWS_CCM")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-                .join("../target/kube/bin/aws-cloud-controller-manager")
-        });
-    assert!(
-        path.is_file(),
-        "{} is missing: run `scripts/ensure-upstream-ccm.sh aws-ccm` (scripts/test.sh does), \
-         which builds cloud-provider-aws from its Go module",
-        path.display()
-    );
-    path
 }
 
 /// Runs one side through every phase; a snapshot after each ([`crate::PHASES`]).
@@ -432,25 +414,14 @@ fn start(
 ) {
     match side {
         Side::Upstream => {
-            let mut command = tokio::process::Command::new(aws_ccm());
+            let mut command = upstream::command(
+                &upstream::aws_ccm(),
+                "aws",
+                cloud_config,
+                &server.kubeconfig(),
+            );
             command
-                .args([
-                    "--cloud-provider=aws",
-                    "--leader-elect=false",
-                    "--use-service-account-credentials=false",
-                    "--controllers=cloud-node,cloud-node-lifecycle,service,route",
-                    "--configure-cloud-routes=true",
-                    "--allocate-node-cidrs=true",
-                    "--cluster-cidr=10.244.0.0/16",
-                    "--secure-port=0",
-                    "--node-monitor-period=1s",
-                    "--route-reconciliation-period=2s",
-                    "--concurrent-service-syncs=5",
-                    "--v=2",
-                ])
-                .arg(format!("--cluster-name={CLUSTER}"))
-                .arg(format!("--cloud-config={}", cloud_config.display()))
-                .arg(format!("--kubeconfig={}", server.kubeconfig().display()))
+                .args(["--v=2", &format!("--cluster-name={CLUSTER}")])
                 // The SDK's default chain: these keys, no profile, no metadata service;
                 // any service without an override goes to moto as well.
                 .env("AWS_ACCESS_KEY_ID", &world.provider.id)
@@ -465,9 +436,7 @@ fn start(
                 .env_remove("AWS_WEB_IDENTITY_TOKEN_FILE")
                 .env_remove("AWS_SESSION_TOKEN")
                 .env_remove("HTTPS_PROXY")
-                .env_remove("HTTP_PROXY")
-                .kill_on_drop(true);
-            wasm_ccm_tests::die_with_parent(&mut command);
+                .env_remove("HTTP_PROXY");
             spawn_logged(command)
         }
         Side::WasmCcm => {
@@ -488,30 +457,9 @@ fn start(
                 ),
             )
             .unwrap();
-            // The flags upstream gets, as far as both have them (the same periods).
-            let mut command = tokio::process::Command::new(wasm_ccm_bin());
-            command
-                .args([
-                    "--cloud-provider=aws",
-                    "--leader-elect=false",
-                    "--controllers=cloud-node,cloud-node-lifecycle,service,route",
-                    "--configure-cloud-routes=true",
-                    "--cluster-cidr=10.244.0.0/16",
-                    "--node-monitor-period=1s",
-                    "--route-reconciliation-period=2s",
-                    "--concurrent-service-syncs=5",
-                    "--serve-plain-http=true",
-                    "--bind-address=127.0.0.1",
-                ])
-                .arg(format!("--secure-port={}", free_port()))
-                .arg(format!("--cluster-name={CLUSTER}"))
-                .arg(format!("--cloud-config={}", cloud_config.display()))
-                .arg(format!("--kubeconfig={}", server.kubeconfig().display()))
-                .arg(format!("--providers-dir={}", providers.display()))
-                .arg(format!("--credentials-dir={}", providers.display()))
-                .env("RUST_LOG", "warn,wasm_ccm::serving=error")
-                .kill_on_drop(true);
-            wasm_ccm_tests::die_with_parent(&mut command);
+            let mut command =
+                upstream::wasm_ccm_command("aws", &providers, cloud_config, &server.kubeconfig());
+            command.arg(format!("--cluster-name={CLUSTER}"));
             spawn_logged(command)
         }
     }
@@ -553,6 +501,6 @@ async fn steady(
 async fn take(moto: &Moto, world: &World, client: &kube::Client, names: &mut Names) -> Flat {
     let answers = snapshot::cloud(moto, world, names).await;
     let mut flat = answers.flatten(names);
-    flat.extend(snapshot::cluster(client, names).await);
+    flat.extend(oracle::cluster(client, names).await);
     flat
 }

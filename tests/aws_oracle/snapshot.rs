@@ -3,16 +3,8 @@
 //! fresh worlds (instances, subnets, security groups, load balancer names from Service
 //! UIDs, DNS names, ARNs, node names and addresses) replaced by what it stands for.
 
-use std::collections::BTreeMap;
-
-use k8s_openapi::api::core::v1::{Node, Service};
-use k8s_openapi::api::events::v1::Event;
-use kube::Api;
-use kube::api::ListParams;
 use wasm_ccm_tests::moto::{self, Moto, World};
-
-/// `path = value`, ordered.
-pub type Flat = BTreeMap<String, String>;
+use wasm_ccm_tests::oracle::{Flat, Names};
 
 /// Elements left out of every description: times and what moto makes up per run.
 const IGNORED: &[&str] = &[
@@ -104,52 +96,6 @@ fn flatten_node(node: roxmltree::Node<'_, '_>, prefix: &str, names: &Names) -> F
         }
     }
     out
-}
-
-/// The IDs of one world and what each stands for, longest first so that an ID inside
-/// another is replaced after it.
-pub struct Names(Vec<(String, String)>);
-
-impl Names {
-    pub fn new() -> Self {
-        Names(Vec::new())
-    }
-
-    pub fn add(&mut self, id: impl Into<String>, meaning: impl Into<String>) {
-        let id = id.into();
-        if !id.is_empty() {
-            self.0.push((id, meaning.into()));
-        }
-    }
-
-    /// `text` with every ID that stands alone (no letter or digit next to it: an
-    /// address is not replaced inside a longer one) replaced.
-    pub fn apply(&self, text: &str) -> String {
-        let mut sorted: Vec<&(String, String)> = self.0.iter().collect();
-        sorted.sort_by_key(|(id, _)| std::cmp::Reverse(id.len()));
-        let mut text = text.to_owned();
-        for (id, meaning) in sorted {
-            let mut out = String::with_capacity(text.len());
-            let mut rest = text.as_str();
-            while let Some(at) = rest.find(id.as_str()) {
-                let end = at + id.len();
-                let alone = !rest[..at]
-                    .chars()
-                    .next_back()
-                    .is_some_and(|c| c.is_ascii_alphanumeric())
-                    && !rest[end..]
-                        .chars()
-                        .next()
-                        .is_some_and(|c| c.is_ascii_alphanumeric());
-                out.push_str(&rest[..at]);
-                out.push_str(if alone { meaning } else { id });
-                rest = &rest[end..];
-            }
-            out.push_str(rest);
-            text = out;
-        }
-        text
-    }
 }
 
 /// The cloud: Classic and Network Load Balancers with everything under them, the
@@ -354,107 +300,4 @@ pub async fn cloud(moto: &Moto, world: &World, names: &mut Names) -> Answers {
         .await;
     answers.add(addresses, "addressesSet", "eips".into());
     answers
-}
-
-/// The cluster: each Service's spec ports, status, annotations the controllers write,
-/// finalizers and the reasons of its events; each Node's provider ID, addresses,
-/// labels and taints.
-pub async fn cluster(client: &kube::Client, names: &Names) -> Flat {
-    let mut out = Flat::new();
-    let services: Api<Service> = Api::namespaced(client.clone(), "default");
-    for s in services.list(&ListParams::default()).await.unwrap().items {
-        let name = s.metadata.name.clone().unwrap_or_default();
-        let key = format!("svc/{name}");
-        let value = serde_json::json!({
-            "status": s.status.as_ref().and_then(|s| s.load_balancer.clone()),
-            "finalizers": s.metadata.finalizers,
-        });
-        flatten_json(&value, &names.apply(&key), names, &mut out);
-    }
-    let events: Api<Event> = Api::namespaced(client.clone(), "default");
-    let mut reasons: BTreeMap<String, std::collections::BTreeSet<String>> = BTreeMap::new();
-    for e in events.list(&ListParams::default()).await.unwrap().items {
-        let Some(name) = e.regarding.as_ref().and_then(|r| r.name.clone()) else {
-            continue;
-        };
-        // The API server's own (its IP and port allocators' repair loops), not a
-        // controller manager's.
-        let reporter = e
-            .reporting_controller
-            .clone()
-            .or_else(|| {
-                e.deprecated_source
-                    .as_ref()
-                    .and_then(|s| s.component.clone())
-            })
-            .unwrap_or_default();
-        if reporter.ends_with("repair-controller") {
-            continue;
-        }
-        let kind = e
-            .regarding
-            .as_ref()
-            .and_then(|r| r.kind.clone())
-            .unwrap_or_default();
-        reasons
-            .entry(format!("{}/{name}", kind.to_lowercase()))
-            .or_default()
-            .insert(format!(
-                "{} {}",
-                e.type_.unwrap_or_default(),
-                e.reason.unwrap_or_default()
-            ));
-    }
-    for (object, set) in reasons {
-        out.insert(
-            names.apply(&format!("events/{object}")),
-            set.into_iter().collect::<Vec<_>>().join(", "),
-        );
-    }
-    let nodes: Api<Node> = Api::all(client.clone());
-    for n in nodes.list(&ListParams::default()).await.unwrap().items {
-        let name = n.metadata.name.clone().unwrap_or_default();
-        let value = serde_json::json!({
-            "providerID": n.spec.as_ref().and_then(|s| s.provider_id.clone()),
-            "taints": n.spec.as_ref().and_then(|s| s.taints.clone()).map(|t| {
-                t.into_iter().map(|t| format!("{}:{}", t.key, t.effect)).collect::<Vec<_>>()
-            }),
-            "addresses": n.status.as_ref().and_then(|s| s.addresses.clone()),
-            "labels": n.metadata.labels,
-        });
-        flatten_json(
-            &value,
-            &names.apply(&format!("node/{name}")),
-            names,
-            &mut out,
-        );
-    }
-    out
-}
-
-fn flatten_json(value: &serde_json::Value, prefix: &str, names: &Names, out: &mut Flat) {
-    match value {
-        serde_json::Value::Object(map) => {
-            for (k, v) in map {
-                flatten_json(v, &format!("{prefix}.{k}"), names, out);
-            }
-        }
-        serde_json::Value::Array(items) => {
-            let mut items: Vec<(String, &serde_json::Value)> = items
-                .iter()
-                .map(|v| (names.apply(&v.to_string()), v))
-                .collect();
-            items.sort_by(|a, b| a.0.cmp(&b.0));
-            for (i, (_, v)) in items.into_iter().enumerate() {
-                flatten_json(v, &format!("{prefix}[{i}]"), names, out);
-            }
-        }
-        serde_json::Value::Null => {}
-        serde_json::Value::String(s) => {
-            out.insert(prefix.to_owned(), names.apply(s));
-        }
-        other => {
-            out.insert(prefix.to_owned(), names.apply(&other.to_string()));
-        }
-    }
 }

@@ -18,6 +18,8 @@ pub mod keystone;
 pub mod kube_apiserver;
 pub use moto_peer as moto;
 pub mod openstack;
+pub mod oracle;
+pub mod upstream;
 
 use sim_cloud::SimCloud;
 use wasm_ccm_host::engine::EngineSettings;
@@ -835,6 +837,37 @@ pub fn kubelet_node_with_pod_cidr(name: &str, pod_cidr: &str) -> k8s_openapi::ap
     let spec = node.spec.get_or_insert_default();
     spec.pod_cidr = Some(pod_cidr.into());
     spec.pod_cidrs = Some(vec![pod_cidr.into()]);
+    node
+}
+
+/// A Node as kubelet registers it with `--cloud-provider=external --node-ip=<ip>`
+/// (1.29+): the uninitialized taint, a pod CIDR, the `provided-node-ip` annotation, and
+/// that address as its InternalIP (with its Hostname) until the cloud-node controller
+/// writes the cloud's.
+pub fn kubelet_node_with_node_ip(
+    name: &str,
+    pod_cidr: &str,
+    ip: &str,
+) -> k8s_openapi::api::core::v1::Node {
+    use k8s_openapi::api::core::v1::NodeAddress;
+    let mut node = kubelet_node_with_pod_cidr(name, pod_cidr);
+    node.metadata.annotations = Some(
+        [(
+            "alpha.kubernetes.io/provided-node-ip".to_owned(),
+            ip.to_owned(),
+        )]
+        .into(),
+    );
+    node.status.get_or_insert_default().addresses = Some(vec![
+        NodeAddress {
+            type_: "InternalIP".into(),
+            address: ip.into(),
+        },
+        NodeAddress {
+            type_: "Hostname".into(),
+            address: name.into(),
+        },
+    ]);
     node
 }
 

@@ -62,3 +62,39 @@ impl OpenStackWorld {
         std::fs::write(dir.join("application-credential-secret"), &self.secret).unwrap();
     }
 }
+
+/// `wasm-ccm import-occm-config <conf> --out <out>` as the README gives it, then the
+/// credentials put where the Secret would hold them and the OpenStack provider beside
+/// its policy: the providers directory (also the credentials directory) and the
+/// converted cloud config.
+pub async fn import_occm_config(
+    conf: &Path,
+    out: &Path,
+) -> (std::path::PathBuf, std::path::PathBuf) {
+    let providers = out.join("providers");
+    let imported = tokio::process::Command::new(crate::wasm_ccm_bin())
+        .arg("import-occm-config")
+        .arg(conf)
+        .arg("--out")
+        .arg(out)
+        .arg("--credentials-dir")
+        .arg(&providers)
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        imported.status.success(),
+        "import-occm-config: {}",
+        String::from_utf8_lossy(&imported.stderr)
+    );
+    for file in std::fs::read_dir(out.join("credentials")).unwrap() {
+        let file = file.unwrap().path();
+        std::fs::copy(&file, providers.join(file.file_name().unwrap())).unwrap();
+    }
+    std::fs::copy(
+        crate::guest("openstack_provider"),
+        providers.join("openstack.wasm"),
+    )
+    .unwrap();
+    (providers, out.join("cloud-config/cloud.conf"))
+}

@@ -597,13 +597,7 @@ impl State {
             .map(|p| p.id.clone())
             .collect();
         for port in ports {
-            self.ports.remove(&port);
-            for fip in self.floating_ips.values_mut() {
-                if fip.port_id.as_deref() == Some(port.as_str()) {
-                    fip.port_id = None;
-                    fip.fixed_ip_address = None;
-                }
-            }
+            self.remove_port(&port);
         }
     }
 
@@ -668,6 +662,17 @@ impl State {
         }
     }
 
+    /// Deletes a port; Neutron unbinds the floating IPs on it.
+    fn remove_port(&mut self, port: &str) {
+        self.ports.remove(port);
+        for fip in self.floating_ips.values_mut() {
+            if fip.port_id.as_deref() == Some(port) {
+                fip.port_id = None;
+                fip.fixed_ip_address = None;
+            }
+        }
+    }
+
     fn remove_load_balancer(&mut self, id: &str) {
         if let Some(lb) = self.load_balancers.remove(id) {
             if lb.vip_port_given {
@@ -676,7 +681,8 @@ impl State {
                     port.device_owner.clear();
                 }
             } else {
-                self.ports.remove(&lb.vip_port_id);
+                // Octavia deletes the VIP port it made.
+                self.remove_port(&lb.vip_port_id);
             }
         }
         self.listeners.retain(|_, l| l.loadbalancer_id != id);

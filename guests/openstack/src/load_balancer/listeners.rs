@@ -73,11 +73,9 @@ impl OpenStack {
             if !wanted.tls_container_ref.is_empty() {
                 settings["default_tls_container_ref"] = json!(wanted.tls_container_ref);
             }
+            // Every protocol's, as occm sends them (Octavia keeps them on UDP and SCTP
+            // listeners too).
             for (field, value) in &wanted.listener_settings {
-                // Octavia's UDP listeners have no TCP timeouts.
-                if matches!(protocol, "UDP" | "SCTP") && field.starts_with("timeout_") {
-                    continue;
-                }
                 settings[*field] = json!(value);
             }
             let listener = match existing {

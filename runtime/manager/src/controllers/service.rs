@@ -281,17 +281,24 @@ async fn event(state: &State, svc: &Service, type_: EventType, reason: &str, not
     }
 }
 
-/// Sets the finalizers, conditional on the resourceVersion read.
-async fn set_finalizers(
+/// Adds (`add`) or removes the cleanup finalizer with a strategic merge patch, as
+/// upstream's `addFinalizer`/`removeFinalizer` (through `PatchService`): `finalizers`
+/// merges, so neither a concurrent change to the Service nor another controller's
+/// finalizer makes it conflict.
+async fn patch_finalizer(
     api: &Api<Service>,
     svc: &Service,
-    finalizers: Vec<String>,
+    add: bool,
 ) -> Result<Service, kube::Error> {
-    let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": svc.metadata.resource_version}});
+    let patch = if add {
+        json!({"metadata": {"finalizers": [FINALIZER]}})
+    } else {
+        json!({"metadata": {"$deleteFromPrimitiveList/finalizers": [FINALIZER]}})
+    };
     api.patch(
         &svc.name_any(),
         &PatchParams::default(),
-        &Patch::Merge(patch),
+        &Patch::Strategic(patch),
     )
     .await
 }
@@ -367,13 +374,7 @@ async fn sync_service(state: &State, svc: &Service) -> Result<Operation, Service
         }
         // Only now that the provider confirmed the load balancer is gone.
         if has_finalizer(svc) {
-            let remaining: Vec<String> = svc
-                .finalizers()
-                .iter()
-                .filter(|f| *f != FINALIZER)
-                .cloned()
-                .collect();
-            set_finalizers(&api, svc, remaining)
+            patch_finalizer(&api, svc, false)
                 .await
                 .map_err(kube_step("remove load balancer cleanup finalizer"))?;
         }
@@ -402,9 +403,7 @@ async fn sync_service(state: &State, svc: &Service) -> Result<Operation, Service
     let svc = if has_finalizer(svc) {
         svc.clone()
     } else {
-        let mut finalizers = svc.finalizers().to_vec();
-        finalizers.push(FINALIZER.into());
-        set_finalizers(&api, svc, finalizers)
+        patch_finalizer(&api, svc, true)
             .await
             .map_err(kube_step("add load balancer cleanup finalizer"))?
     };

@@ -1,0 +1,329 @@
+//! Comparing wasm-ccm with a cloud's own controller manager run on the same scenarios
+//! (tests/aws_oracle/, tests/openstack_oracle/): what each side left flattened to
+//! `path = value` lines with the IDs that differ between two runs replaced by what they
+//! stand for ([`Names`]), the cluster's side of it ([`cluster`]), and the comparison
+//! table that fails on a difference the provider's README does not list
+//! ([`Comparison`]).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::core::v1::{Node, Service};
+use k8s_openapi::api::events::v1::Event;
+use kube::Api;
+use kube::api::ListParams;
+
+/// `path = value`, ordered.
+pub type Flat = BTreeMap<String, String>;
+
+/// The IDs of one run and what each stands for.
+#[derive(Debug, Default)]
+pub struct Names(Vec<(String, String)>);
+
+impl Names {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// `id` stands for `meaning` (an empty ID is ignored).
+    pub fn add(&mut self, id: impl Into<String>, meaning: impl Into<String>) {
+        let id = id.into();
+        if !id.is_empty() {
+            self.0.push((id, meaning.into()));
+        }
+    }
+
+    /// `text` with every ID that stands alone (no letter or digit next to it: an
+    /// address is not replaced inside a longer one) replaced, the longest IDs first.
+    pub fn apply(&self, text: &str) -> String {
+        let mut sorted: Vec<&(String, String)> = self.0.iter().collect();
+        sorted.sort_by_key(|(id, _)| std::cmp::Reverse(id.len()));
+        let mut text = text.to_owned();
+        for (id, meaning) in sorted {
+            let mut out = String::with_capacity(text.len());
+            let mut rest = text.as_str();
+            while let Some(at) = rest.find(id.as_str()) {
+                let end = at + id.len();
+                let alone = !rest[..at]
+                    .chars()
+                    .next_back()
+                    .is_some_and(|c| c.is_ascii_alphanumeric())
+                    && !rest[end..]
+                        .chars()
+                        .next()
+                        .is_some_and(|c| c.is_ascii_alphanumeric());
+                out.push_str(&rest[..at]);
+                out.push_str(if alone { meaning } else { id });
+                rest = &rest[end..];
+            }
+            out.push_str(rest);
+            text = out;
+        }
+        text
+    }
+}
+
+/// Flattens `value` under `prefix` into `out`, IDs replaced; a list is ordered by its
+/// elements' text (IDs replaced), so two sides listing alike in another order are equal.
+pub fn flatten_json(value: &serde_json::Value, prefix: &str, names: &Names, out: &mut Flat) {
+    match value {
+        serde_json::Value::Object(map) => {
+            for (k, v) in map {
+                flatten_json(v, &format!("{prefix}.{k}"), names, out);
+            }
+        }
+        serde_json::Value::Array(items) => {
+            let mut items: Vec<(String, &serde_json::Value)> = items
+                .iter()
+                .map(|v| (names.apply(&v.to_string()), v))
+                .collect();
+            items.sort_by(|a, b| a.0.cmp(&b.0));
+            for (i, (_, v)) in items.into_iter().enumerate() {
+                flatten_json(v, &format!("{prefix}[{i}]"), names, out);
+            }
+        }
+        serde_json::Value::Null => {}
+        serde_json::Value::String(s) => {
+            out.insert(prefix.to_owned(), names.apply(s));
+        }
+        other => {
+            out.insert(prefix.to_owned(), names.apply(&other.to_string()));
+        }
+    }
+}
+
+/// The cluster: each Service's load balancer status, annotations and finalizers, the types and
+/// reasons of each object's events (a controller manager's, not the API server's own
+/// repair loops'), each Node's provider ID, addresses, labels and taints.
+pub async fn cluster(client: &kube::Client, names: &Names) -> Flat {
+    let mut out = Flat::new();
+    let services: Api<Service> = Api::namespaced(client.clone(), "default");
+    for s in services.list(&ListParams::default()).await.unwrap().items {
+        let name = s.metadata.name.clone().unwrap_or_default();
+        let value = serde_json::json!({
+            "status": s.status.as_ref().and_then(|s| s.load_balancer.clone()),
+            "annotations": s.metadata.annotations,
+            "finalizers": s.metadata.finalizers,
+        });
+        flatten_json(
+            &value,
+            &names.apply(&format!("svc/{name}")),
+            names,
+            &mut out,
+        );
+    }
+    let events: Api<Event> = Api::namespaced(client.clone(), "default");
+    // One key per object and event type and reason: `events/service/web/Normal
+    // EnsuredLoadBalancer`.
+    let mut reasons: BTreeSet<String> = BTreeSet::new();
+    for e in events.list(&ListParams::default()).await.unwrap().items {
+        let Some(regarding) = e.regarding.as_ref() else {
+            continue;
+        };
+        let reporter = e
+            .reporting_controller
+            .clone()
+            .or_else(|| {
+                e.deprecated_source
+                    .as_ref()
+                    .and_then(|s| s.component.clone())
+            })
+            .unwrap_or_default();
+        if reporter.ends_with("repair-controller") {
+            continue;
+        }
+        let object = format!(
+            "{}/{}",
+            regarding.kind.clone().unwrap_or_default().to_lowercase(),
+            regarding.name.clone().unwrap_or_default()
+        );
+        reasons.insert(format!(
+            "events/{object}/{} {}",
+            e.type_.unwrap_or_default(),
+            e.reason.unwrap_or_default()
+        ));
+    }
+    for key in reasons {
+        out.insert(names.apply(&key), "recorded".into());
+    }
+    let nodes: Api<Node> = Api::all(client.clone());
+    for n in nodes.list(&ListParams::default()).await.unwrap().items {
+        let name = n.metadata.name.clone().unwrap_or_default();
+        let value = serde_json::json!({
+            "providerID": n.spec.as_ref().and_then(|s| s.provider_id.clone()),
+            "taints": n.spec.as_ref().and_then(|s| s.taints.clone()).map(|t| {
+                t.into_iter().map(|t| format!("{}:{}", t.key, t.effect)).collect::<Vec<_>>()
+            }),
+            "addresses": n.status.as_ref().and_then(|s| s.addresses.clone()),
+            "labels": n.metadata.labels,
+        });
+        flatten_json(
+            &value,
+            &names.apply(&format!("node/{name}")),
+            names,
+            &mut out,
+        );
+    }
+    out
+}
+
+/// One listed difference: a scenario (`*`: any) and a key pattern (`*` matches any run
+/// of characters).
+#[derive(Debug)]
+pub struct Listed {
+    scenario: String,
+    pattern: String,
+}
+
+impl Listed {
+    pub fn matches(&self, scenario: &str, key: &str) -> bool {
+        (self.scenario == "*" || self.scenario == scenario) && glob(&self.pattern, key)
+    }
+}
+
+/// The marker before a README's table of listed differences.
+const MARKER: &str = "<!-- oracle differences";
+
+/// The rows of the table after `<!-- oracle differences` in `readme`: `| scenario |
+/// key pattern | why |`, code-quoted.
+pub fn listed(readme: &str) -> Vec<Listed> {
+    let start = readme
+        .find(MARKER)
+        .expect("the README has the oracle differences table");
+    readme[start..]
+        .lines()
+        .skip(1)
+        .skip_while(|l| !l.starts_with('|'))
+        .take_while(|l| l.starts_with('|'))
+        .skip(2)
+        .map(|row| {
+            let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+            assert!(cells.len() >= 4, "a row of the oracle table: {row}");
+            let unquote = |c: &str| c.trim_matches('`').to_owned();
+            Listed {
+                scenario: unquote(cells[1]),
+                pattern: unquote(cells[2]),
+            }
+        })
+        .collect()
+}
+
+/// `*` matches any run of characters; everything else itself.
+pub fn glob(pattern: &str, text: &str) -> bool {
+    let parts: Vec<&str> = pattern.split('*').collect();
+    if parts.len() == 1 {
+        return pattern == text;
+    }
+    let (first, last) = (parts[0], parts[parts.len() - 1]);
+    if text.len() < first.len() + last.len() || !text.starts_with(first) || !text.ends_with(last) {
+        return false;
+    }
+    let mut rest = &text[first.len()..text.len() - last.len()];
+    for middle in &parts[1..parts.len() - 1] {
+        match rest.find(middle) {
+            Some(at) => rest = &rest[at + middle.len()..],
+            None => return false,
+        }
+    }
+    true
+}
+
+/// The comparison of two runs, phase by phase.
+pub struct Comparison {
+    /// Every row: phase, scenario, `equal` or `listed:`/`UNLISTED:` and the key.
+    pub table: String,
+    /// The differences no row of the README lists.
+    pub unlisted: Vec<String>,
+}
+
+impl Comparison {
+    /// Compares `upstream` and `ours` (one snapshot per phase); each differing key is
+    /// given to a scenario by `scenario_of`; `groups` (scenarios and other groups such
+    /// as `nodes`) each get a row even when equal.
+    pub fn new(
+        phases: &[&str],
+        upstream: &[Flat],
+        ours: &[Flat],
+        groups: &[String],
+        scenario_of: impl Fn(&str) -> String,
+        listed: &[Listed],
+    ) -> Self {
+        let mut unlisted = Vec::new();
+        let mut table = String::from("phase    | scenario | result\n");
+        for (phase, (theirs, mine)) in phases.iter().zip(upstream.iter().zip(ours.iter())) {
+            let compared: BTreeSet<&String> = theirs.keys().chain(mine.keys()).collect();
+            table.push_str(&format!(
+                "{phase:8} | {} fields compared |\n",
+                compared.len()
+            ));
+            let mut rows: BTreeMap<String, Vec<String>> = BTreeMap::new();
+            for group in groups {
+                rows.entry(group.clone()).or_default();
+            }
+            for key in compared {
+                let (a, b) = (theirs.get(key), mine.get(key));
+                if a == b {
+                    continue;
+                }
+                let scenario = scenario_of(key);
+                let known = listed.iter().any(|d| d.matches(&scenario, key));
+                let mark = if known { "listed" } else { "UNLISTED" };
+                rows.entry(scenario.clone())
+                    .or_default()
+                    .push(format!("{mark}: {key}: upstream {a:?}, wasm-ccm {b:?}"));
+                if !known {
+                    unlisted.push(format!("{phase} {scenario} {key}"));
+                }
+            }
+            for (scenario, diffs) in rows {
+                if diffs.is_empty() {
+                    table.push_str(&format!("{phase:8} | {scenario} | equal\n"));
+                }
+                for d in diffs {
+                    table.push_str(&format!("{phase:8} | {scenario} | {d}\n"));
+                }
+            }
+        }
+        Self { table, unlisted }
+    }
+
+    /// Prints the table; panics listing the unlisted differences.
+    pub fn check(&self, readme: &str) {
+        println!("{}", self.table);
+        assert!(
+            self.unlisted.is_empty(),
+            "differences from upstream not listed in {readme}:\n{}\n\n{}",
+            self.unlisted.join("\n"),
+            self.table
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn globs_match_as_documented() {
+        assert!(glob("a*c", "abbbc"));
+        assert!(glob(
+            "*.description",
+            "sg/nodes.ipPermissions[0].description"
+        ));
+        assert!(glob("x", "x"));
+        assert!(!glob("a*c", "abd"));
+        assert!(glob("a*b*c", "a1b2c"));
+        assert!(!glob("a*b*c", "a1c"));
+        assert!(!glob("ab*ba", "aba"));
+    }
+
+    #[test]
+    fn ids_are_replaced_where_they_stand_alone() {
+        let mut names = Names::new();
+        names.add("10.0.0.5", "<ip:a>");
+        names.add("i-1", "<i:a>");
+        assert_eq!(
+            names.apply("10.0.0.5 10.0.0.50 i-1/i-12"),
+            "<ip:a> 10.0.0.50 <i:a>/i-12"
+        );
+    }
+}
