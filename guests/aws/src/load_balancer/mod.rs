@@ -213,27 +213,43 @@ fn key_values(value: &str) -> Vec<(String, String)> {
         .collect()
 }
 
-/// Tags for everything the provider creates for the Service.
+/// Tags for everything the provider creates for the Service: [`owned_tags`] and the
+/// Service's name, as upstream tags load balancers and target groups.
 fn tags(state: &Aws, service: &Service) -> Vec<(String, String)> {
-    let mut tags = annotation(service, "additional-resource-tags")
-        .map(key_values)
-        .unwrap_or_default();
-    let mut set = |key: String, value: String| {
-        tags.retain(|(k, _)| *k != key);
-        tags.push((key, value));
-    };
-    set(
+    let mut tags = owned_tags(state, service);
+    set_tag(
+        &mut tags,
         "kubernetes.io/service-name".into(),
         format!("{}/{}", service.metadata.namespace, service.metadata.name),
     );
+    tags
+}
+
+/// The Service's `additional-resource-tags` and the cluster's ownership tags, as
+/// upstream's `buildTags(ResourceLifecycleOwned, ...)` (a Classic load balancer's own
+/// security group has only these).
+fn owned_tags(state: &Aws, service: &Service) -> Vec<(String, String)> {
+    let mut tags = annotation(service, "additional-resource-tags")
+        .map(key_values)
+        .unwrap_or_default();
     let config = &state.config;
     if !config.cluster_id.is_empty() {
-        set(config.cluster_tag_key(), "owned".into());
+        set_tag(&mut tags, config.cluster_tag_key(), "owned".into());
         if config.legacy_cluster_tag {
-            set(LEGACY_CLUSTER_TAG.into(), config.cluster_id.clone());
+            set_tag(
+                &mut tags,
+                LEGACY_CLUSTER_TAG.into(),
+                config.cluster_id.clone(),
+            );
         }
     }
     tags
+}
+
+/// Sets `key` to `value`, replacing an earlier value.
+fn set_tag(tags: &mut Vec<(String, String)>, key: String, value: String) {
+    tags.retain(|(k, _)| *k != key);
+    tags.push((key, value));
 }
 
 /// The nodes' instances that can serve (running or pending; `target-node-labels`

@@ -66,10 +66,8 @@ pub fn ensure_own_group(
         "Security group for Kubernetes ELB {lb} ({}/{})",
         service.metadata.namespace, service.metadata.name
     );
-    // Tagged as upstream's `ensureSecurityGroup` tags it: the cluster tag and the
-    // Service's additional tags, not the Service's name.
-    let mut tags = super::tags(state, service);
-    tags.retain(|(k, _)| k != "kubernetes.io/service-name");
+    // Tagged as upstream's `ensureSecurityGroup` tags it: not with the Service's name.
+    let tags = super::owned_tags(state, service);
     let id = state
         .ec2
         .create_security_group(&name, &description, vpc, &tags)?;

@@ -117,15 +117,15 @@ pub(super) fn within_version(wanted: &mut Wanted, version: OctaviaVersion) -> Re
         wanted.flavor.clear();
         ignored("LoadBalancerFlavorIgnored", "The flavor is", "2.6");
     }
-    if !version.at_least(2, 12) && !wanted.allowed_cidrs.is_empty() {
+    if !version.at_least(2, 12) {
         wanted.allowed_cidrs.clear();
-    }
-    if !version.at_least(2, 12) && wanted.source_ranges_given {
-        ignored(
-            "LoadBalancerSourceRangesIgnored",
-            "LoadBalancerSourceRanges are",
-            "2.12",
-        );
+        if wanted.source_ranges_given {
+            ignored(
+                "LoadBalancerSourceRangesIgnored",
+                "LoadBalancerSourceRanges are",
+                "2.12",
+            );
+        }
     }
     if !version.at_least(2, 14) && !wanted.zone.is_empty() {
         wanted.zone.clear();

@@ -350,6 +350,15 @@ impl OpenStack {
             );
         }
         let internal = config.internal_lb || asked.unwrap_or(false);
+        let ipv6 = service.ip_families.first() == Some(&IpFamily::Ipv6);
+        let source_ranges = source_ranges(service).map_err(|e| {
+            let _ = events::warning("UnsupportedLoadBalancerSetting", &e, None);
+            cloud_error::other(format!(
+                "service {}/{}: {e}",
+                service.metadata.namespace, service.metadata.name
+            ))
+        })?;
+        let source_ranges_given = !source_ranges.is_empty();
         let mut wanted = Wanted {
             name: load_balancer_name(cluster, service),
             internal,
@@ -370,14 +379,12 @@ impl OpenStack {
             proxy,
             monitor,
             listener_settings,
-            allowed_cidrs: source_ranges(service).map_err(|e| {
-                let _ = events::warning("UnsupportedLoadBalancerSetting", &e, None);
-                cloud_error::other(format!(
-                    "service {}/{}: {e}",
-                    service.metadata.namespace, service.metadata.name
-                ))
-            })?,
-            source_ranges_given: false,
+            allowed_cidrs: if source_ranges_given {
+                source_ranges
+            } else {
+                vec![if ipv6 { "::/0" } else { "0.0.0.0/0" }.into()]
+            },
+            source_ranges_given,
             flavor: text("flavor-id", &config.flavor_id),
             zone: text("availability-zone", &config.availability_zone),
             keep_floating_ip: truthy(ours(service, "keep-floatingip")).unwrap_or(false),
@@ -395,14 +402,9 @@ impl OpenStack {
                 .unwrap_or(&config.default_tls_container_ref)
                 .trim()
                 .to_owned(),
-            ipv6: service.ip_families.first() == Some(&IpFamily::Ipv6),
+            ipv6,
             http_monitors_on_udp: true,
         };
-        wanted.source_ranges_given = !wanted.allowed_cidrs.is_empty();
-        if !wanted.source_ranges_given {
-            let everyone = if wanted.ipv6 { "::/0" } else { "0.0.0.0/0" };
-            wanted.allowed_cidrs.push(everyone.into());
-        }
         if config.lb_provider.eq_ignore_ascii_case("ovn") {
             without_ovn_features(&mut wanted);
         }
