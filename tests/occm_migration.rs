@@ -240,43 +240,27 @@ async fn a_cluster_occm_ran_moves_to_wasm_ccm_with_nothing_made_or_lost() {
     let nodes: Api<Node> = Api::all(client.clone());
     let services_api: Api<Service> = Api::namespaced(client.clone(), "default");
 
-    let (servers, subnet, floating, router, foreign) = world.cloud.with_state(|s| {
+    let (servers, router, foreign) = world.cloud.with_state(|s| {
         let servers: Vec<String> = [("node-a", "10.0.0.11"), ("node-b", "10.0.0.12")]
             .into_iter()
             .chain([("node-c", "10.0.0.13")])
             .map(|(name, ip)| s.add_server(NewServer::named(name, ip)).id)
             .collect();
-        let private = s.network_id("private").unwrap();
-        let subnet = s.subnet_of(&private).unwrap().id.clone();
         // A floating IP made by hand, on a port of its own: not occm's, never touched.
         let port = s.add_port("private");
         let foreign = s.add_floating_ip(&port.id, "the operator's own").id;
-        let floating = s.network_id("public").unwrap();
-        (servers, subnet, floating, s.router_id(), foreign)
+        (servers, s.router_id(), foreign)
     });
 
     // occm's cloud.conf, its login in [Global] as occm reads it.
     let conf = dir.path().join("cloud.conf");
-    std::fs::write(
-        &conf,
-        format!(
-            "[Global]\nauth-url = {}/v3\nregion = RegionOne\n\
-             application-credential-id = {}\napplication-credential-secret = {}\n\
-             [LoadBalancer]\nsubnet-id = {subnet}\nfloating-network-id = {floating}\n\
-             create-monitor = true\nmax-shared-lb = 3\n\
-             [Route]\nrouter-id = {router}\n",
-            world.keystone.url(),
-            world.credential,
-            world.secret
-        ),
-    )
-    .unwrap();
+    std::fs::write(&conf, world.occm_cloud_conf("max-shared-lb = 3\n")).unwrap();
 
     // The Nodes as kubelet registers them (node-c joins later).
     for (i, name) in ["node-a", "node-b"].iter().enumerate() {
         let node = kubelet_node_with_node_ip(
             name,
-            &format!("10.244.{}.0/24", i + 1),
+            Some(&format!("10.244.{}.0/24", i + 1)),
             &format!("10.0.0.1{}", i + 1),
         );
         nodes.create(&PostParams::default(), &node).await.unwrap();
@@ -365,7 +349,7 @@ async fn a_cluster_occm_ran_moves_to_wasm_ccm_with_nothing_made_or_lost() {
     // The cluster switched to regional provider IDs (occm's `OS_CCM_REGIONAL=true`)
     // before node-c joined: the older Nodes keep the plain form.
     stop(&mut occm).await;
-    let node = kubelet_node_with_node_ip("node-c", "10.244.3.0/24", "10.0.0.13");
+    let node = kubelet_node_with_node_ip("node-c", Some("10.244.3.0/24"), "10.0.0.13");
     nodes.create(&PostParams::default(), &node).await.unwrap();
     let mut occm = start_occm(&occm_bin, &conf, &server.kubeconfig(), &occm_log, true);
     wait_until(OCCM_TIMEOUT, "occm initializes node-c", || {

@@ -10,7 +10,7 @@
 //! by what they stand for. The test prints a table and fails on a difference that
 //! guests/openstack/README.md does not list.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Service};
 use kube::Api;
@@ -19,7 +19,7 @@ use openstack_double::state::{NewServer, State};
 use serde_json::{Value, json};
 use wasm_ccm_tests::kube_apiserver::KubeApiServer;
 use wasm_ccm_tests::openstack::{OpenStackWorld, import_occm_config};
-use wasm_ccm_tests::oracle::{self, Comparison, Flat, Names, listed};
+use wasm_ccm_tests::oracle::{self, Comparison, Flat, Names, Running, group_of, listed, steady};
 use wasm_ccm_tests::{
     TempDir, initialized, kubelet_node_with_node_ip, set_ready, spawn_logged, upstream, wait_until,
 };
@@ -195,11 +195,7 @@ fn scenario_of(key: &str) -> String {
         ("pairs/", "routes"),
         ("fip/", "floating IPs"),
     ];
-    groups
-        .iter()
-        .find(|(prefix, _)| key.starts_with(prefix))
-        .map_or("other", |(_, group)| group)
-        .to_owned()
+    group_of(key, &groups)
 }
 
 /// Runs one side through every phase; a snapshot after each.
@@ -212,7 +208,7 @@ async fn run(side: Side) -> Vec<Flat> {
     })
     .await;
     let dir = TempDir::new("openstack-oracle");
-    let (subnet, floating, router) = world.cloud.with_state(|s| {
+    world.cloud.with_state(|s| {
         s.provisioning_time = Duration::ZERO;
         for (name, ip) in [
             ("node-a", "10.0.0.11"),
@@ -221,26 +217,10 @@ async fn run(side: Side) -> Vec<Flat> {
         ] {
             s.add_server(NewServer::named(name, ip));
         }
-        let private = s.network_id("private").unwrap();
-        let subnet = s.subnet_of(&private).unwrap().id.clone();
-        (subnet, s.network_id("public").unwrap(), s.router_id())
     });
     // occm's cloud.conf; wasm-ccm gets what import-occm-config makes of it.
     let conf = dir.path().join("cloud.conf");
-    std::fs::write(
-        &conf,
-        format!(
-            "[Global]\nauth-url = {}/v3\nregion = RegionOne\n\
-             application-credential-id = {}\napplication-credential-secret = {}\n\
-             [LoadBalancer]\nsubnet-id = {subnet}\nfloating-network-id = {floating}\n\
-             create-monitor = true\n\
-             [Route]\nrouter-id = {router}\n",
-            world.keystone.url(),
-            world.credential,
-            world.secret
-        ),
-    )
-    .unwrap();
+    std::fs::write(&conf, world.occm_cloud_conf("")).unwrap();
     let nodes: Api<Node> = Api::all(client.clone());
     for (name, cidr, ip) in [
         ("node-a", "10.244.1.0/24", "10.0.0.11"),
@@ -249,12 +229,12 @@ async fn run(side: Side) -> Vec<Flat> {
         nodes
             .create(
                 &PostParams::default(),
-                &kubelet_node_with_node_ip(name, cidr, ip),
+                &kubelet_node_with_node_ip(name, Some(cidr), ip),
             )
             .await
             .unwrap();
     }
-    let (child, log) = match side {
+    let spawned = match side {
         Side::Occm => {
             let command =
                 upstream::command(&upstream::occm(), "openstack", &conf, &server.kubeconfig());
@@ -272,11 +252,7 @@ async fn run(side: Side) -> Vec<Flat> {
             spawn_logged(command)
         }
     };
-    let ccm = Ccm {
-        side,
-        child: std::sync::Mutex::new(child),
-        log,
-    };
+    let ccm = Running::new(side, spawned);
     let services: Api<Service> = Api::namespaced(client.clone(), "default");
     let mut snapshots = Vec::new();
 
@@ -315,7 +291,7 @@ async fn run(side: Side) -> Vec<Flat> {
         )
         .await;
     }
-    snapshots.push(steady(&ccm, &world, &client).await);
+    snapshots.push(steady(&ccm, TIMEOUT, STEADY, async || take(&world, &client).await).await);
 
     // 2. Changed: a port changed, a port removed, a node joined.
     services
@@ -340,7 +316,7 @@ async fn run(side: Side) -> Vec<Flat> {
     nodes
         .create(
             &PostParams::default(),
-            &kubelet_node_with_node_ip("node-c", "10.244.3.0/24", "10.0.0.13"),
+            &kubelet_node_with_node_ip("node-c", Some("10.244.3.0/24"), "10.0.0.13"),
         )
         .await
         .unwrap();
@@ -353,7 +329,7 @@ async fn run(side: Side) -> Vec<Flat> {
         },
     )
     .await;
-    snapshots.push(steady(&ccm, &world, &client).await);
+    snapshots.push(steady(&ccm, TIMEOUT, STEADY, async || take(&world, &client).await).await);
 
     // 3. Removed: a server deleted (its Node goes), two Services deleted.
     let gone = world.cloud.with_state(|s| {
@@ -384,59 +360,12 @@ async fn run(side: Side) -> Vec<Flat> {
         })
         .await;
     }
-    snapshots.push(steady(&ccm, &world, &client).await);
+    snapshots.push(steady(&ccm, TIMEOUT, STEADY, async || take(&world, &client).await).await);
     // `ORACLE_LOG=1` prints each side's log (with `--nocapture`).
     if std::env::var_os("ORACLE_LOG").is_some() {
-        eprintln!("{side:?}'s log:\n{}", ccm.log.lock().unwrap());
+        eprintln!("{side:?}'s log:\n{}", ccm.log());
     }
     snapshots
-}
-
-/// A running controller manager and its log.
-struct Ccm {
-    side: Side,
-    child: std::sync::Mutex<tokio::process::Child>,
-    log: std::sync::Arc<std::sync::Mutex<String>>,
-}
-
-impl Ccm {
-    /// Panics with its log when it has exited: nothing converges without it.
-    fn alive(&self) {
-        if let Ok(Some(status)) = self.child.lock().unwrap().try_wait() {
-            panic!(
-                "{:?} exited ({status}):\n{}",
-                self.side,
-                self.log.lock().unwrap()
-            );
-        }
-    }
-}
-
-/// Snapshots until two in a row, [`STEADY`] apart, are equal; that one.
-async fn steady(ccm: &Ccm, world: &OpenStackWorld, client: &kube::Client) -> Flat {
-    let deadline = Instant::now() + TIMEOUT;
-    let mut last = take(world, client).await;
-    loop {
-        tokio::time::sleep(STEADY).await;
-        ccm.alive();
-        let now = take(world, client).await;
-        if now == last {
-            return now;
-        }
-        if Instant::now() > deadline {
-            let changed: Vec<&String> = now
-                .iter()
-                .filter(|(k, v)| last.get(*k) != Some(v))
-                .map(|(k, _)| k)
-                .collect();
-            panic!(
-                "{:?}: the cloud kept changing for {TIMEOUT:?}: {changed:?}\n{}",
-                ccm.side,
-                ccm.log.lock().unwrap()
-            );
-        }
-        last = now;
-    }
 }
 
 async fn take(world: &OpenStackWorld, client: &kube::Client) -> Flat {

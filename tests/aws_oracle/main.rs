@@ -10,7 +10,7 @@
 mod side;
 mod snapshot;
 
-use wasm_ccm_tests::oracle::{Comparison, listed};
+use wasm_ccm_tests::oracle::{Comparison, group_of, listed};
 
 /// The phases each side goes through; a snapshot after each.
 pub const PHASES: [&str; 3] = ["created", "changed", "removed"];
@@ -70,9 +70,5 @@ fn scenario_of(key: &str) -> String {
         ("sg/", "security groups"),
         ("eips", "elastic IPs"),
     ];
-    groups
-        .iter()
-        .find(|(prefix, _)| key.starts_with(prefix))
-        .map_or("other", |(_, group)| group)
-        .to_owned()
+    group_of(key, &groups)
 }

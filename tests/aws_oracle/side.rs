@@ -2,19 +2,19 @@
 //! kubelet registers them, one controller manager (cloud-provider-aws or wasm-ccm with
 //! the AWS provider) with the same cloud config file, and the scenarios' phases.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Service};
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
-use wasm_ccm_tests::aws::kubelet_node;
+use wasm_ccm_tests::aws::{install_static_policy, kubelet_node};
 use wasm_ccm_tests::kube_apiserver::KubeApiServer;
 use wasm_ccm_tests::moto::{self, Moto, World};
 use wasm_ccm_tests::{TempDir, guest, initialized, set_ready, spawn_logged, wait_until};
 
 use crate::snapshot;
-use wasm_ccm_tests::oracle::{self, Flat, Names};
+use wasm_ccm_tests::oracle::{self, Flat, Names, Running, steady};
 use wasm_ccm_tests::upstream;
 
 const CLUSTER: &str = "oracle";
@@ -231,12 +231,10 @@ pub async fn run(side: Side) -> Vec<Flat> {
         1,
     );
     std::fs::write(&cloud_config, config).unwrap();
-    let (child, log) = start(side, &moto, &world, &server, &dir, &cloud_config);
-    let ccm = Ccm {
+    let ccm = Running::new(
         side,
-        child: std::sync::Mutex::new(child),
-        log,
-    };
+        start(side, &moto, &world, &server, &dir, &cloud_config),
+    );
 
     let mut snapshots = Vec::new();
 
@@ -287,7 +285,12 @@ pub async fn run(side: Side) -> Vec<Flat> {
         )
         .await;
     }
-    snapshots.push(steady(&ccm, &moto, &world, &client, &mut names).await);
+    snapshots.push(
+        steady(&ccm, TIMEOUT, STEADY, async || {
+            take(&moto, &world, &client, &mut names).await
+        })
+        .await,
+    );
 
     // 2. Changed: a port changed, a type changed, a node joined.
     services
@@ -333,7 +336,12 @@ pub async fn run(side: Side) -> Vec<Flat> {
         })
     })
     .await;
-    snapshots.push(steady(&ccm, &moto, &world, &client, &mut names).await);
+    snapshots.push(
+        steady(&ccm, TIMEOUT, STEADY, async || {
+            take(&moto, &world, &client, &mut names).await
+        })
+        .await,
+    );
 
     // 3. Removed: a node's instance terminated (its Node deleted by the lifecycle
     // controller), a Service deleted.
@@ -365,7 +373,12 @@ pub async fn run(side: Side) -> Vec<Flat> {
         services.get_opt("clb-proxy").await.unwrap().is_none()
     })
     .await;
-    snapshots.push(steady(&ccm, &moto, &world, &client, &mut names).await);
+    snapshots.push(
+        steady(&ccm, TIMEOUT, STEADY, async || {
+            take(&moto, &world, &client, &mut names).await
+        })
+        .await,
+    );
     snapshots
 }
 
@@ -378,26 +391,6 @@ fn add_instance_names(names: &mut Names, instance: &moto::LaunchedInstance, i: u
         names.add(short.to_owned(), format!("node-{i}-host"));
     }
     names.add(instance.private_ip.clone(), format!("<ip:node-{i}>"));
-}
-
-/// A running controller manager and its log.
-struct Ccm {
-    side: Side,
-    child: std::sync::Mutex<tokio::process::Child>,
-    log: std::sync::Arc<std::sync::Mutex<String>>,
-}
-
-impl Ccm {
-    /// Panics with its log when it has exited: nothing converges without it.
-    fn alive(&self) {
-        if let Ok(Some(status)) = self.child.lock().unwrap().try_wait() {
-            panic!(
-                "{:?}'s controller manager exited ({status}):\n{}",
-                self.side,
-                self.log.lock().unwrap()
-            );
-        }
-    }
 }
 
 /// Starts the side's controller manager; its log.
@@ -441,60 +434,14 @@ fn start(
         }
         Side::WasmCcm => {
             let providers = dir.path().join("providers");
-            std::fs::create_dir_all(providers.join("aws")).unwrap();
+            std::fs::create_dir_all(&providers).unwrap();
             std::fs::copy(guest("aws_provider"), providers.join("aws.wasm")).unwrap();
-            std::fs::write(providers.join("aws/access-key-id"), &world.provider.id).unwrap();
-            std::fs::write(
-                providers.join("aws/secret-access-key"),
-                &world.provider.secret,
-            )
-            .unwrap();
-            std::fs::write(
-                providers.join("aws.yaml"),
-                World::policy(
-                    moto,
-                    "accessKeyIdFile: aws/access-key-id, secretAccessKeyFile: aws/secret-access-key",
-                ),
-            )
-            .unwrap();
+            install_static_policy(&providers, moto, &world.provider);
             let mut command =
                 upstream::wasm_ccm_command("aws", &providers, cloud_config, &server.kubeconfig());
             command.arg(format!("--cluster-name={CLUSTER}"));
             spawn_logged(command)
         }
-    }
-}
-
-/// Snapshots until two in a row, [`STEADY`] apart, are equal; that one.
-async fn steady(
-    ccm: &Ccm,
-    moto: &Moto,
-    world: &World,
-    client: &kube::Client,
-    names: &mut Names,
-) -> Flat {
-    let deadline = Instant::now() + TIMEOUT;
-    let mut last = take(moto, world, client, names).await;
-    loop {
-        tokio::time::sleep(STEADY).await;
-        ccm.alive();
-        let now = take(moto, world, client, names).await;
-        if now == last {
-            return now;
-        }
-        if Instant::now() > deadline {
-            let changed: Vec<&String> = now
-                .iter()
-                .filter(|(k, v)| last.get(*k) != Some(v))
-                .map(|(k, _)| k)
-                .collect();
-            panic!(
-                "{:?}: the cloud kept changing for {TIMEOUT:?}: {changed:?}\n{}",
-                ccm.side,
-                ccm.log.lock().unwrap()
-            );
-        }
-        last = now;
     }
 }
 

@@ -21,7 +21,6 @@ const IGNORED: &[&str] = &[
     "SourceSecurityGroup",
     "State",
     "TargetHealth",
-    "HealthCheckPort_",
 ];
 
 /// Answers read, flattened once every ID in them is known.

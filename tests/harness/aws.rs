@@ -64,24 +64,18 @@ impl AwsStack {
 
     /// Writes the provider policy (and the Secret files) for `auth`.
     pub fn policy(&self, auth: Auth<'_>) {
+        let (role_arn, token) = match auth {
+            Auth::Static(keys) => return install_static_policy(self.dir.path(), &self.moto, keys),
+            Auth::WebIdentity { role_arn, token } => (role_arn, token),
+        };
         let secrets = self.dir.path().join("aws");
         std::fs::create_dir_all(&secrets).unwrap();
-        let port = self.moto.port;
-        let keys = match auth {
-            Auth::Static(keys) => {
-                std::fs::write(secrets.join("access-key-id"), &keys.id).unwrap();
-                std::fs::write(secrets.join("secret-access-key"), &keys.secret).unwrap();
-                "accessKeyIdFile: aws/access-key-id, secretAccessKeyFile: aws/secret-access-key"
-                    .to_owned()
-            }
-            Auth::WebIdentity { role_arn, token } => {
-                std::fs::write(secrets.join("token"), token).unwrap();
-                format!(
-                    "webIdentity: {{roleArn: '{role_arn}', webIdentityTokenFile: aws/token, \
-                     stsEndpoint: 'http://127.0.0.1:{port}'}}"
-                )
-            }
-        };
+        std::fs::write(secrets.join("token"), token).unwrap();
+        let keys = format!(
+            "webIdentity: {{roleArn: '{role_arn}', webIdentityTokenFile: aws/token, \
+             stsEndpoint: 'http://127.0.0.1:{}'}}",
+            self.moto.port
+        );
         let policy = World::policy(&self.moto, &keys);
         std::fs::write(self.dir.path().join("aws.yaml"), policy).unwrap();
     }
@@ -113,6 +107,21 @@ impl AwsStack {
     pub fn client(&self) -> kube::Client {
         kube::Client::try_from(kube::Config::new(self.api.url().parse().unwrap())).unwrap()
     }
+}
+
+/// In a providers directory (also the credentials directory): the policy for `moto`
+/// signing with `keys`, read from `aws/access-key-id` and `aws/secret-access-key` as the
+/// credentials Secret holds them.
+pub fn install_static_policy(dir: &std::path::Path, moto: &Moto, keys: &Keys) {
+    let secrets = dir.join("aws");
+    std::fs::create_dir_all(&secrets).unwrap();
+    std::fs::write(secrets.join("access-key-id"), &keys.id).unwrap();
+    std::fs::write(secrets.join("secret-access-key"), &keys.secret).unwrap();
+    let policy = World::policy(
+        moto,
+        "accessKeyIdFile: aws/access-key-id, secretAccessKeyFile: aws/secret-access-key",
+    );
+    std::fs::write(dir.join("aws.yaml"), policy).unwrap();
 }
 
 /// A Node as kubelet registers it on AWS: named by its private DNS name.

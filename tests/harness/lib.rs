@@ -841,16 +841,19 @@ pub fn kubelet_node_with_pod_cidr(name: &str, pod_cidr: &str) -> k8s_openapi::ap
 }
 
 /// A Node as kubelet registers it with `--cloud-provider=external --node-ip=<ip>`
-/// (1.29+): the uninitialized taint, a pod CIDR, the `provided-node-ip` annotation, and
+/// (1.29+): the uninitialized taint, a pod CIDR if given, the `provided-node-ip` annotation, and
 /// that address as its InternalIP (with its Hostname) until the cloud-node controller
 /// writes the cloud's.
 pub fn kubelet_node_with_node_ip(
     name: &str,
-    pod_cidr: &str,
+    pod_cidr: Option<&str>,
     ip: &str,
 ) -> k8s_openapi::api::core::v1::Node {
     use k8s_openapi::api::core::v1::NodeAddress;
-    let mut node = kubelet_node_with_pod_cidr(name, pod_cidr);
+    let mut node = match pod_cidr {
+        Some(cidr) => kubelet_node_with_pod_cidr(name, cidr),
+        None => kubelet_node(name, "True"),
+    };
     node.metadata.annotations = Some(
         [(
             "alpha.kubernetes.io/provided-node-ip".to_owned(),

@@ -63,6 +63,31 @@ impl OpenStackWorld {
     }
 }
 
+impl OpenStackWorld {
+    /// occm's `cloud.conf` for this world: the application credential in `[Global]` as
+    /// occm reads it, the double's private subnet for VIPs, its public network for
+    /// floating IPs, health monitors, its router for routes, and `load_balancer` lines
+    /// added to `[LoadBalancer]`.
+    pub fn occm_cloud_conf(&self, load_balancer: &str) -> String {
+        let (subnet, floating, router) = self.cloud.with_state(|s| {
+            let private = s.network_id("private").expect("the private network");
+            let subnet = s.subnet_of(&private).expect("its subnet").id.clone();
+            let public = s.network_id("public").expect("the public network");
+            (subnet, public, s.router_id())
+        });
+        format!(
+            "[Global]\nauth-url = {}/v3\nregion = RegionOne\n\
+             application-credential-id = {}\napplication-credential-secret = {}\n\
+             [LoadBalancer]\nsubnet-id = {subnet}\nfloating-network-id = {floating}\n\
+             create-monitor = true\n{load_balancer}\
+             [Route]\nrouter-id = {router}\n",
+            self.keystone.url(),
+            self.credential,
+            self.secret
+        )
+    }
+}
+
 /// `wasm-ccm import-occm-config <conf> --out <out>` as the README gives it, then the
 /// credentials put where the Secret would hold them and the OpenStack provider beside
 /// its policy: the providers directory (also the credentials directory) and the

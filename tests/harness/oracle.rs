@@ -15,7 +15,8 @@ use kube::api::ListParams;
 /// `path = value`, ordered.
 pub type Flat = BTreeMap<String, String>;
 
-/// The IDs of one run and what each stands for.
+/// The IDs of one run and what each stands for, the longest first (an ID inside a
+/// longer one is replaced after it).
 #[derive(Debug, Default)]
 pub struct Names(Vec<(String, String)>);
 
@@ -28,17 +29,16 @@ impl Names {
     pub fn add(&mut self, id: impl Into<String>, meaning: impl Into<String>) {
         let id = id.into();
         if !id.is_empty() {
-            self.0.push((id, meaning.into()));
+            let at = self.0.partition_point(|(known, _)| known.len() >= id.len());
+            self.0.insert(at, (id, meaning.into()));
         }
     }
 
     /// `text` with every ID that stands alone (no letter or digit next to it: an
     /// address is not replaced inside a longer one) replaced, the longest IDs first.
     pub fn apply(&self, text: &str) -> String {
-        let mut sorted: Vec<&(String, String)> = self.0.iter().collect();
-        sorted.sort_by_key(|(id, _)| std::cmp::Reverse(id.len()));
         let mut text = text.to_owned();
-        for (id, meaning) in sorted {
+        for (id, meaning) in &self.0 {
             let mut out = String::with_capacity(text.len());
             let mut rest = text.as_str();
             while let Some(at) = rest.find(id.as_str()) {
@@ -164,6 +164,85 @@ pub async fn cluster(client: &kube::Client, names: &Names) -> Flat {
         );
     }
     out
+}
+
+/// A controller manager under comparison, and its log.
+pub struct Running {
+    side: String,
+    child: std::sync::Mutex<tokio::process::Child>,
+    log: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+impl Running {
+    /// `side` names it in failures; `spawned` is what [`crate::spawn_logged`] answers.
+    pub fn new(
+        side: impl std::fmt::Debug,
+        spawned: (
+            tokio::process::Child,
+            std::sync::Arc<std::sync::Mutex<String>>,
+        ),
+    ) -> Self {
+        Self {
+            side: format!("{side:?}"),
+            child: std::sync::Mutex::new(spawned.0),
+            log: spawned.1,
+        }
+    }
+
+    /// Panics with its log when it has exited: nothing converges without it.
+    pub fn alive(&self) {
+        if let Ok(Some(status)) = self.child.lock().unwrap().try_wait() {
+            panic!("{} exited ({status}):\n{}", self.side, self.log());
+        }
+    }
+
+    /// What it logged so far.
+    pub fn log(&self) -> String {
+        self.log.lock().unwrap().clone()
+    }
+}
+
+/// Snapshots with `take` until two in a row, `interval` apart, are equal (the side has
+/// converged); that one. Panics with what kept changing after `timeout`.
+pub async fn steady(
+    running: &Running,
+    timeout: std::time::Duration,
+    interval: std::time::Duration,
+    mut take: impl AsyncFnMut() -> Flat,
+) -> Flat {
+    let deadline = std::time::Instant::now() + timeout;
+    let mut last = take().await;
+    loop {
+        tokio::time::sleep(interval).await;
+        running.alive();
+        let now = take().await;
+        if now == last {
+            return now;
+        }
+        if std::time::Instant::now() > deadline {
+            let changed: Vec<&String> = now
+                .iter()
+                .filter(|(k, v)| last.get(*k) != Some(v))
+                .map(|(k, _)| k)
+                .collect();
+            panic!(
+                "{}: the cloud kept changing for {timeout:?}: {changed:?}\n{}",
+                running.side,
+                running.log()
+            );
+        }
+        last = now;
+    }
+}
+
+/// The group of the first `(key prefix, group)` whose prefix `key` starts with, else
+/// `other`: where a key no scenario owns goes in the table.
+pub fn group_of(key: &str, groups: &[(&str, &str)]) -> String {
+    groups
+        .iter()
+        .find(|(prefix, _)| key.starts_with(prefix))
+        .map_or("other", |(_, group)| group)
+        .to_owned()
 }
 
 /// One listed difference: a scenario (`*`: any) and a key pattern (`*` matches any run

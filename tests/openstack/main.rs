@@ -120,28 +120,6 @@ fn kubelet_node(name: &str) -> Node {
     kubelet_node_with_cidr(name, None)
 }
 
-/// [`kubelet_node`] as kubelet registers it with `--node-ip=<ip>` (1.29+): that address
-/// as its InternalIP, and the `provided-node-ip` annotation, until the cloud-node
-/// controller writes the cloud's. (Upstream's service controller updates the load
-/// balancers when a Node gets its provider ID, not when its addresses change: a Node
-/// without one then would stay out of them until the next full resync.)
-fn kubelet_node_with_ip(name: &str, ip: &str) -> Node {
-    let mut node = kubelet_node(name);
-    node.metadata.annotations = Some(
-        [(
-            "alpha.kubernetes.io/provided-node-ip".to_owned(),
-            ip.to_owned(),
-        )]
-        .into(),
-    );
-    node.status.get_or_insert_default().addresses =
-        Some(vec![k8s_openapi::api::core::v1::NodeAddress {
-            type_: "InternalIP".into(),
-            address: ip.into(),
-        }]);
-    node
-}
-
 /// [`kubelet_node`] with a pod CIDR.
 fn kubelet_node_with_cidr(name: &str, pod_cidr: Option<&str>) -> Node {
     let cidrs: Vec<&str> = pod_cidr.into_iter().collect();
@@ -452,11 +430,14 @@ async fn a_load_balancer_service_gets_an_octavia_load_balancer_and_a_floating_ip
         );
     });
 
-    // A third node joins: the pool's members follow.
+    // A third node joins, registered as kubelet --node-ip does (without an address a
+    // joining Node stays out of the load balancers until the next full resync, as
+    // upstream's service controller syncs when the provider ID is set): the pool's
+    // members follow.
     nodes
         .create(
             &PostParams::default(),
-            &kubelet_node_with_ip("node-c", "10.0.0.13"),
+            &wasm_ccm_tests::kubelet_node_with_node_ip("node-c", None, "10.0.0.13"),
         )
         .await
         .unwrap();
