@@ -12,7 +12,7 @@ use std::time::Duration;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Event, Node, Service};
 use kube::Api;
-use kube::api::{DeleteParams, ListParams, PostParams};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use sim_cloud::model::NewInstance;
 use wasm_ccm_tests::https::Credentials;
@@ -64,8 +64,8 @@ struct Outcome {
 
 /// The four controllers' main scenario, given an admin client of the API server and
 /// the stack (the simulated cloud, the reference provider, the controller manager's
-/// kubeconfig): node initialization, routes, a load balancer Service created and
-/// deleted, a Node shut down then gone.
+/// kubeconfig): node initialization, routes, a load balancer Service created, updated
+/// and deleted, a Node shut down then gone.
 async fn scenario(client: kube::Client, stack: &Stack) -> Outcome {
     let nodes: Api<Node> = Api::all(client.clone());
     let services: Api<Service> = Api::namespaced(client.clone(), "default");
@@ -172,6 +172,23 @@ async fn scenario(client: kube::Client, stack: &Stack) -> Outcome {
     })
     .await;
     assert_eq!(stack.cloud.with_state(|s| s.load_balancers.len()), 1);
+    // An update: the port changes, and the load balancer follows.
+    services
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"ports": [{"port": 8080, "targetPort": 8080}]}})),
+        )
+        .await
+        .unwrap();
+    wait_until(TIMEOUT, "web's load balancer on port 8080", || async {
+        stack.cloud.with_state(|s| {
+            s.load_balancers
+                .values()
+                .all(|lb| lb.ports.iter().map(|p| p.port).collect::<Vec<_>>() == [8080])
+        })
+    })
+    .await;
     let finalizers = services
         .get("web")
         .await
