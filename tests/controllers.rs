@@ -1793,7 +1793,7 @@ async fn occurrences(stack: &Stack, service: &str, reason: &str) -> i32 {
 /// Upstream `needsUpdate`: only changes the service controller cares about sync a
 /// Service — not its own finalizer and status writes, nor a label — so each sync emits
 /// `EnsuringLoadBalancer`/`EnsuredLoadBalancer` once; an annotation change syncs again.
-/// End to end beside the port of upstream `TestNeedsUpdate` (`service::tests`).
+/// End to end beside the port of upstream `TestNeedsUpdate` (`service::predicates::tests`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_changes_upstream_cares_about_sync_a_service() {
     let stack = Stack::start().await;

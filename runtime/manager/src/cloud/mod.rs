@@ -14,6 +14,8 @@
 
 pub(crate) mod convert;
 mod error;
+#[cfg(test)]
+pub(crate) mod fake;
 mod provider;
 pub mod shadow;
 pub mod validate;

@@ -15,15 +15,18 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Node;
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
-use crate::cloud::{self, InstanceMetadata, SharedCloud};
+use crate::cloud::{self, Cloud, InstanceMetadata, SharedCloud};
 
 type Reply = oneshot::Sender<Result<InstanceMetadata, cloud::Error>>;
+
+/// A Node's request: the provider version its reconcile took, the Node, where to answer.
+type Request = (Arc<dyn Cloud>, Arc<Node>, Reply);
 
 /// Hands Nodes' metadata requests to the cloud, batched when the provider can.
 #[derive(Clone)]
 pub struct MetadataBatcher {
     cloud: SharedCloud,
-    requests: mpsc::UnboundedSender<(Arc<Node>, Reply)>,
+    requests: mpsc::UnboundedSender<Request>,
     calls: Arc<Semaphore>,
     /// False with `--instances-batch-size 1`: every Node is asked about on its own.
     coalesce: bool,
@@ -43,22 +46,39 @@ pub struct Batching {
 impl MetadataBatcher {
     /// Starts the coalescing task (it ends when the last handle is dropped).
     pub fn start(cloud: SharedCloud, batching: Batching) -> Self {
-        let (requests, mut incoming) = mpsc::unbounded_channel::<(Arc<Node>, Reply)>();
+        let (requests, mut incoming) = mpsc::unbounded_channel::<Request>();
         let calls = Arc::new(Semaphore::new(batching.concurrent_calls.max(1)));
         let this = Self {
-            cloud: cloud.clone(),
+            cloud,
             requests,
             calls: calls.clone(),
             coalesce: batching.max_nodes > 1,
         };
         let max_nodes = batching.max_nodes.max(1);
         tokio::spawn(async move {
-            while let Some(first) = incoming.recv().await {
-                let mut batch = vec![first];
+            // A request of another provider version than its batch's starts the next.
+            let mut carried: Option<Request> = None;
+            loop {
+                let first = match carried.take() {
+                    Some(request) => request,
+                    None => match incoming.recv().await {
+                        Some(request) => request,
+                        None => break,
+                    },
+                };
+                let (cloud, node, reply) = first;
+                let version = cloud.version();
+                let mut batch = vec![(node, reply)];
                 let deadline = tokio::time::Instant::now() + batching.window;
                 while batch.len() < max_nodes {
                     match tokio::time::timeout_at(deadline, incoming.recv()).await {
-                        Ok(Some(request)) => batch.push(request),
+                        Ok(Some((other, node, reply))) if other.version() == version => {
+                            batch.push((node, reply));
+                        }
+                        Ok(Some(request)) => {
+                            carried = Some(request);
+                            break;
+                        }
                         Ok(None) | Err(_) => break,
                     }
                 }
@@ -67,7 +87,6 @@ impl MetadataBatcher {
                     .acquire_owned()
                     .await
                     .expect("the semaphore is never closed");
-                let cloud = cloud.current();
                 tokio::spawn(async move {
                     let (nodes, replies): (Vec<Arc<Node>>, Vec<Reply>) = batch.into_iter().unzip();
                     tracing::debug!(
@@ -88,7 +107,8 @@ impl MetadataBatcher {
     }
 
     /// The metadata of `node`, asked together with the Nodes arriving with it when
-    /// the provider batches, else on its own.
+    /// the provider batches, else on its own; always of the provider version serving
+    /// when it was asked (a batch holds one version).
     pub async fn metadata(&self, node: Arc<Node>) -> Result<InstanceMetadata, cloud::Error> {
         let cloud = self.cloud.current();
         if !self.coalesce || !cloud.batches() {
@@ -96,7 +116,11 @@ impl MetadataBatcher {
             return cloud.instance_metadata(&node).await;
         }
         let (reply, answer) = oneshot::channel();
-        if self.requests.send((node.clone(), reply)).is_err() {
+        if self
+            .requests
+            .send((cloud.clone(), node.clone(), reply))
+            .is_err()
+        {
             return cloud.instance_metadata(&node).await;
         }
         match answer.await {
@@ -104,5 +128,48 @@ impl MetadataBatcher {
             // The batch task dropped the request (shutting down): ask directly.
             Err(_) => cloud.instance_metadata(&node).await,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cloud::fake::{Calls, Recording, Switch};
+
+    fn node(name: &str) -> Arc<Node> {
+        let mut node = Node::default();
+        node.metadata.name = Some(name.into());
+        Arc::new(node)
+    }
+
+    /// Two Nodes asked about across a hot swap: each is answered by the version its
+    /// reconcile took, never both by the newer one.
+    #[tokio::test]
+    async fn a_batch_holds_one_provider_version() {
+        let calls = Calls::default();
+        let switch = Switch::new(Arc::new(Recording::new(1, &calls).batching()));
+        let batcher = MetadataBatcher::start(
+            switch.shared(),
+            Batching {
+                window: Duration::from_millis(200),
+                max_nodes: 2,
+                concurrent_calls: 1,
+            },
+        );
+        let first = tokio::spawn({
+            let batcher = batcher.clone();
+            async move { batcher.metadata(node("a")).await }
+        });
+        // On this single-threaded runtime, the first reconcile takes its version and
+        // queues its request when this task yields: before the swap.
+        tokio::task::yield_now().await;
+        switch.set(Arc::new(Recording::new(2, &calls).batching()));
+        let second = batcher.metadata(node("b")).await.unwrap();
+        let first = first.await.unwrap().unwrap();
+        assert_eq!(first.provider_id, "fake://a");
+        assert_eq!(second.provider_id, "fake://b");
+        let mut taken = calls.taken();
+        taken.sort();
+        assert_eq!(taken, [(1, "metadata"), (2, "metadata")]);
     }
 }

@@ -412,8 +412,9 @@ pub async fn update_node_status(
         .into_iter()
         .filter(|node| !has_taint(node, TAINT_UNINITIALIZED))
         .collect();
+    // One provider version for the whole pass.
+    let cloud = ctx.cloud.current();
     for chunk in initialized.chunks(batch_size.max(1)) {
-        let cloud = ctx.cloud.current();
         let answers = cloud::per_node(cloud.nodes_addresses(chunk).await, chunk.len());
         for (node, answer) in chunk.iter().zip(answers) {
             let name = node_name(node);

@@ -1,0 +1,219 @@
+//! A recording cloud for the controllers' in-process tests, as upstream's `fake.Cloud`:
+//! every call is logged with the version that answered it, chosen calls fail, and a
+//! hook runs right after a named call (a hot swap between two calls of one reconcile,
+//! with no timing involved).
+//!
+//! ```ignore
+//! let calls = Calls::default();
+//! let switch = Switch::new(Arc::new(Recording::new(1, &calls)));
+//! let v2: Arc<dyn Cloud> = Arc::new(Recording::new(2, &calls));
+//! let swap = switch.clone();
+//! switch.set(Arc::new(
+//!     Recording::new(1, &calls).after("get", move || swap.set(v2.clone())),
+//! ));
+//! // ... run a controller on `switch.shared()`, then:
+//! assert_eq!(calls.taken(), [(1, "get"), (1, "delete")]);
+//! ```
+
+use std::sync::{Arc, Mutex};
+
+use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, NodeAddress, Service};
+use wasm_ccm_host::provider::{CloudError, ProviderError};
+
+use super::{Cloud, CloudFuture, Error, InstanceMetadata, Requirement, SharedCloud};
+
+/// The calls made, in order: the answering version and the call's short name (`get`,
+/// `ensure`, `update`, `delete` for load balancers; `metadata`, `addresses`, `exists`,
+/// `shutdown` for instances).
+#[derive(Clone, Default)]
+pub struct Calls(Arc<Mutex<Vec<(u64, &'static str)>>>);
+
+impl Calls {
+    /// The calls so far.
+    pub fn taken(&self) -> Vec<(u64, &'static str)> {
+        self.0.lock().unwrap().clone()
+    }
+}
+
+/// The cloud a [`SharedCloud`] hands out, changed at will.
+#[derive(Clone)]
+pub struct Switch(Arc<Mutex<Arc<dyn Cloud>>>);
+
+impl Switch {
+    pub fn new(first: Arc<dyn Cloud>) -> Self {
+        Self(Arc::new(Mutex::new(first)))
+    }
+
+    /// What the controllers take their cloud from.
+    pub fn shared(&self) -> SharedCloud {
+        let slot = self.0.clone();
+        SharedCloud {
+            current: Arc::new(move || slot.lock().unwrap().clone()),
+        }
+    }
+
+    /// From now on, `current()` answers `cloud`.
+    pub fn set(&self, cloud: Arc<dyn Cloud>) {
+        *self.0.lock().unwrap() = cloud;
+    }
+}
+
+type Hook = Box<dyn FnOnce() + Send>;
+
+/// One version of the cloud: it records every call in [`Calls`]; the load balancer
+/// exists (get answers a status) unless told otherwise.
+pub struct Recording {
+    version: u64,
+    calls: Calls,
+    exists: bool,
+    batches: bool,
+    failing: Vec<&'static str>,
+    hook: Mutex<Option<(&'static str, Hook)>>,
+}
+
+impl Recording {
+    pub fn new(version: u64, calls: &Calls) -> Self {
+        Self {
+            version,
+            calls: calls.clone(),
+            exists: true,
+            batches: false,
+            failing: Vec::new(),
+            hook: Mutex::new(None),
+        }
+    }
+
+    /// `call` answers a cloud error.
+    pub fn failing(mut self, call: &'static str) -> Self {
+        self.failing.push(call);
+        self
+    }
+
+    /// Get answers that the load balancer does not exist.
+    pub fn without_load_balancer(mut self) -> Self {
+        self.exists = false;
+        self
+    }
+
+    /// It answers calls about several Nodes at once (`instances-batch`); each Node is
+    /// still recorded as a `metadata` call.
+    pub fn batching(mut self) -> Self {
+        self.batches = true;
+        self
+    }
+
+    /// Runs `hook` once, right after the first `call`.
+    pub fn after(self, call: &'static str, hook: impl FnOnce() + Send + 'static) -> Self {
+        *self.hook.lock().unwrap() = Some((call, Box::new(hook)));
+        self
+    }
+
+    fn record(&self, call: &'static str) -> Result<(), Error> {
+        self.calls.0.lock().unwrap().push((self.version, call));
+        let hook = {
+            let mut slot = self.hook.lock().unwrap();
+            match slot.take() {
+                Some((name, hook)) if name == call => Some(hook),
+                other => {
+                    *slot = other;
+                    None
+                }
+            }
+        };
+        if let Some(hook) = hook {
+            hook();
+        }
+        if self.failing.contains(&call) {
+            return Err(Error::Provider(ProviderError::Cloud {
+                provider: "fake".into(),
+                function: call,
+                error: CloudError::Other(format!("{call} failed (injected)")),
+            }));
+        }
+        Ok(())
+    }
+
+    fn answer<'a, T: Send + 'a>(
+        &'a self,
+        call: &'static str,
+        value: impl FnOnce() -> T + Send + 'a,
+    ) -> CloudFuture<'a, T> {
+        let result = self.record(call).map(|()| value());
+        Box::pin(std::future::ready(result))
+    }
+}
+
+impl Cloud for Recording {
+    fn name(&self) -> &str {
+        "fake"
+    }
+
+    fn version(&self) -> u64 {
+        self.version
+    }
+
+    fn meets(&self, _requirement: Requirement) -> bool {
+        true
+    }
+
+    fn batches(&self) -> bool {
+        self.batches
+    }
+
+    fn instance_metadata<'a>(&'a self, node: &'a Node) -> CloudFuture<'a, InstanceMetadata> {
+        self.answer("metadata", move || InstanceMetadata {
+            provider_id: format!(
+                "fake://{}",
+                node.metadata.name.as_deref().unwrap_or_default()
+            ),
+            ..Default::default()
+        })
+    }
+
+    fn node_addresses<'a>(&'a self, _node: &'a Node) -> CloudFuture<'a, Option<Vec<NodeAddress>>> {
+        self.answer("addresses", || Some(Vec::new()))
+    }
+
+    fn instance_exists<'a>(&'a self, _node: &'a Node) -> CloudFuture<'a, Option<bool>> {
+        self.answer("exists", || Some(true))
+    }
+
+    fn instance_shutdown<'a>(&'a self, _node: &'a Node) -> CloudFuture<'a, Option<bool>> {
+        self.answer("shutdown", || Some(false))
+    }
+
+    fn get_load_balancer<'a>(
+        &'a self,
+        _cluster: &'a str,
+        _service: &'a Service,
+    ) -> CloudFuture<'a, Option<LoadBalancerStatus>> {
+        let exists = self.exists;
+        self.answer("get", move || exists.then(LoadBalancerStatus::default))
+    }
+
+    fn ensure_load_balancer<'a>(
+        &'a self,
+        _cluster: &'a str,
+        _service: &'a Service,
+        _nodes: &'a [Arc<Node>],
+    ) -> CloudFuture<'a, LoadBalancerStatus> {
+        self.answer("ensure", LoadBalancerStatus::default)
+    }
+
+    fn update_load_balancer<'a>(
+        &'a self,
+        _cluster: &'a str,
+        _service: &'a Service,
+        _nodes: &'a [Arc<Node>],
+    ) -> CloudFuture<'a, ()> {
+        self.answer("update", || ())
+    }
+
+    fn ensure_load_balancer_deleted<'a>(
+        &'a self,
+        _cluster: &'a str,
+        _service: &'a Service,
+    ) -> CloudFuture<'a, ()> {
+        self.answer("delete", || ())
+    }
+}

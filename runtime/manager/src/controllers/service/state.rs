@@ -1,0 +1,205 @@
+//! What the service controller keeps between reconciles: one entry per Service key
+//! (`namespace/name`) holding its lock, its last sync (upstream's service cache) and the
+//! node set its load balancer was last given (upstream's `lastSyncedNodes`).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use k8s_openapi::api::core::v1::Service;
+use kube::runtime::reflector;
+use tokio::sync::mpsc;
+
+use super::Options;
+use super::hosts::NodeSet;
+use crate::controllers::Context;
+use crate::controllers::backoff::Backoff;
+use crate::controllers::events::Recorder;
+
+/// The controller's state, shared by the Service reconciles, the node sync and the
+/// cleanup of deleted Services.
+pub(super) struct State {
+    pub ctx: Context,
+    pub options: Options,
+    pub recorder: Recorder,
+    pub backoff: Backoff,
+    /// Per Service key; see [`Entry`].
+    entries: Mutex<HashMap<String, Entry>>,
+    /// The Services, as the watch keeps them.
+    pub services: reflector::Store<Service>,
+    /// Services to sync again (the node sync's failures), into the controller's queue.
+    pub resync: mpsc::UnboundedSender<Arc<Service>>,
+}
+
+/// A Service's last sync: its state (what upstream's `needsUpdate` compares the next
+/// one with), and the outcome.
+#[derive(Debug, Clone)]
+pub(super) struct Cached {
+    pub state: Arc<Service>,
+    /// The sync succeeded: nothing to do until those fields change.
+    pub ok: bool,
+    /// After a failure: when the next attempt is due.
+    pub retry_at: Option<Instant>,
+}
+
+/// What is kept of one Service key.
+#[derive(Default)]
+struct Entry {
+    /// One sync at a time per key (upstream's work queue guarantees it), across the
+    /// Service reconciles, the node sync and the cleanup of deleted Services.
+    lock: Arc<tokio::sync::Mutex<()>>,
+    /// The last sync; none before the first, and after the load balancer is deleted.
+    synced: Option<Cached>,
+    /// The node set the load balancer was last given (set before the first sync ends).
+    last_nodes: Option<NodeSet>,
+}
+
+impl State {
+    pub fn new(
+        ctx: Context,
+        options: Options,
+        recorder: Recorder,
+        backoff: Backoff,
+        services: reflector::Store<Service>,
+        resync: mpsc::UnboundedSender<Arc<Service>>,
+    ) -> Self {
+        Self {
+            ctx,
+            options,
+            recorder,
+            backoff,
+            entries: Mutex::new(HashMap::new()),
+            services,
+            resync,
+        }
+    }
+
+    fn with<T>(&self, key: &str, f: impl FnOnce(&mut Entry) -> T) -> T {
+        f(self
+            .entries
+            .lock()
+            .expect("service entries lock")
+            .entry(key.to_owned())
+            .or_default())
+    }
+
+    /// The key's lock: held for a whole sync.
+    pub fn lock_for(&self, key: &str) -> Arc<tokio::sync::Mutex<()>> {
+        self.with(key, |e| e.lock.clone())
+    }
+
+    /// The key's last sync.
+    pub fn synced(&self, key: &str) -> Option<Cached> {
+        let entries = self.entries.lock().expect("service entries lock");
+        entries.get(key).and_then(|e| e.synced.clone())
+    }
+
+    /// Whether the key was synced (and its load balancer not deleted since).
+    pub fn is_synced(&self, key: &str) -> bool {
+        let entries = self.entries.lock().expect("service entries lock");
+        entries.get(key).is_some_and(|e| e.synced.is_some())
+    }
+
+    /// Every Service synced, as last synced.
+    pub fn synced_states(&self) -> Vec<Arc<Service>> {
+        let entries = self.entries.lock().expect("service entries lock");
+        entries
+            .values()
+            .filter_map(|e| e.synced.as_ref().map(|c| c.state.clone()))
+            .collect()
+    }
+
+    /// Records a sync of the key.
+    pub fn record(&self, key: &str, cached: Cached) {
+        self.with(key, |e| e.synced = Some(cached));
+    }
+
+    /// The key's Service was replaced by another of the same name, whose first sync
+    /// comes next.
+    pub fn replaced(&self, key: &str) {
+        self.with(key, |e| e.synced = None);
+    }
+
+    /// The key's load balancer is deleted: no last sync, no node set.
+    pub fn deleted(&self, key: &str) {
+        self.with(key, |e| {
+            e.synced = None;
+            e.last_nodes = None;
+        });
+    }
+
+    /// Records the node set given to the key's load balancer; the one before.
+    pub fn set_nodes(&self, key: &str, set: NodeSet) -> Option<NodeSet> {
+        self.with(key, |e| e.last_nodes.replace(set))
+    }
+
+    /// The key's last sync is no longer a success (its node update failed).
+    pub fn mark_failed(&self, key: &str) {
+        self.update_synced(key, |synced| synced.ok = false);
+    }
+
+    /// After a failure: the key's next attempt is due at `at`.
+    pub fn set_retry_at(&self, key: &str, at: Instant) {
+        self.update_synced(key, |synced| synced.retry_at = Some(at));
+    }
+
+    /// Changes the key's last sync in place, if there is one (no entry is made for an
+    /// unknown key).
+    fn update_synced(&self, key: &str, f: impl FnOnce(&mut Cached)) {
+        let mut entries = self.entries.lock().expect("service entries lock");
+        if let Some(synced) = entries.get_mut(key).and_then(|e| e.synced.as_mut()) {
+            f(synced);
+        }
+    }
+
+    /// Forgets the key altogether (its Service is gone and cleaned up).
+    pub fn forget(&self, key: &str) {
+        self.entries
+            .lock()
+            .expect("service entries lock")
+            .remove(key);
+    }
+}
+
+#[cfg(test)]
+impl State {
+    /// A state for in-process tests: the cloud from `cloud`, an API server nobody
+    /// answers at (events are logged as not recorded), no Nodes; with the Service
+    /// store's writer and the resync queue.
+    pub fn for_test(
+        cloud: crate::cloud::SharedCloud,
+    ) -> (
+        Self,
+        reflector::store::Writer<Service>,
+        mpsc::UnboundedReceiver<Arc<Service>>,
+    ) {
+        let config = kube::Config::new("http://127.0.0.1:1".parse().expect("a URI"));
+        let client = kube::Client::try_from(config).expect("a client");
+        let (_stop, stop) = tokio::sync::watch::channel(false);
+        let (nodes, _not_run) =
+            crate::controllers::node_informer::NodeInformer::new(client.clone(), stop);
+        let metrics = Arc::new(crate::metrics::ControllerMetrics::register(
+            &wasm_ccm_host::metrics::Metrics::new(),
+        ));
+        let ctx = Context {
+            client,
+            cloud,
+            metrics,
+            instance: "test".into(),
+            nodes,
+        };
+        let (reader, writer) = reflector::store();
+        let (resync, queued) = mpsc::unbounded_channel();
+        let options = Options {
+            cluster_name: "kubernetes".into(),
+            workers: 1,
+        };
+        let recorder = ctx.recorder("service-controller");
+        let backoff = Backoff::new(
+            std::time::Duration::from_secs(5),
+            std::time::Duration::from_secs(300),
+        );
+        let state = Self::new(ctx, options, recorder, backoff, reader, resync);
+        (state, writer, queued)
+    }
+}
