@@ -1,5 +1,5 @@
 //! The AWS provider against scripted EC2 endpoints on 127.0.0.1, for what moto cannot
-//! produce: pages, throttling, `DescribeInstanceTopology`.
+//! produce: pages, throttling, `DescribeInstanceTopology` answers of every shape.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -114,11 +114,12 @@ async fn pagination_and_throttling_against_a_scripted_ec2() {
     );
 }
 
-/// Network node labels as upstream sets them from `DescribeInstanceTopology` (moto does
-/// not serve it): three layers for a `trn1` instance, top first, with the zone ID; an
-/// `m5` without topology gets none and is not asked about again (the answer is kept
-/// in the shared cache); a node labelled already is not asked about at all. A node
-/// named by its instance's resource name is found by it.
+/// Network node labels as upstream sets them from `DescribeInstanceTopology` (moto
+/// serves it only through the test shim, where the oracle compares it): three layers
+/// for a `trn1` instance, top first, with the zone ID; an `m5` without topology gets
+/// none and is not asked about again (the answer is kept in the shared cache); a node
+/// labelled already is not asked about at all. A node named by its instance's resource
+/// name is found by it.
 #[tokio::test]
 async fn network_node_labels_from_describe_instance_topology() {
     let topology_calls = Arc::new(AtomicUsize::new(0));

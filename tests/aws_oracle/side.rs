@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Service};
-use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::{Api, ResourceExt};
 use serde_json::{Value, json};
 use wasm_ccm_tests::aws::{install_static_policy, kubelet_node};
 use wasm_ccm_tests::kube_apiserver::KubeApiServer;
@@ -207,8 +207,11 @@ pub async fn run(side: Side) -> Vec<Flat> {
     let nodes: Api<Node> = Api::all(client.clone());
     let mut instances = Vec::new();
     for i in 0..2 {
-        let instance = world.launch(&moto, i).await;
+        // node-1 is of a type EC2 gives an instance topology: its network node labels.
+        let instance_type = if i == 1 { "p4d.24xlarge" } else { "m5.large" };
+        let instance = world.launch_typed(&moto, i, instance_type).await;
         add_instance_names(&mut names, &instance, i);
+        add_network_node_names(&moto, &mut names, &instance, i).await;
         nodes
             .create(
                 &PostParams::default(),
@@ -249,6 +252,23 @@ pub async fn run(side: Side) -> Vec<Flat> {
         })
         .await;
     }
+    // Both sides label the p4d node with its network nodes (its type needs them).
+    wait_until(
+        TIMEOUT,
+        &format!("{side:?}: node-1's network node labels"),
+        || async {
+            nodes
+                .get(&instances[1].private_dns_name)
+                .await
+                .is_ok_and(|n| {
+                    (1..=3).all(|layer| {
+                        n.labels()
+                            .contains_key(&format!("topology.k8s.aws/network-node-layer-{layer}"))
+                    })
+                })
+        },
+    )
+    .await;
     let services: Api<Service> = Api::namespaced(client.clone(), "default");
     let all = scenarios();
     for (index, scenario) in all.iter().enumerate() {
@@ -380,6 +400,28 @@ pub async fn run(side: Side) -> Vec<Flat> {
         .await,
     );
     snapshots
+}
+
+/// The network nodes EC2 lists above `instance` stand for `node-<i>`'s layers.
+async fn add_network_node_names(
+    moto: &Moto,
+    names: &mut Names,
+    instance: &moto::LaunchedInstance,
+    i: usize,
+) {
+    let answer = moto
+        .call(
+            moto::Service::Ec2,
+            "DescribeInstanceTopology",
+            &[("InstanceId.1", &instance.id)],
+        )
+        .await;
+    let nodes = moto::texts(&answer, "item")
+        .into_iter()
+        .filter(|t| t.starts_with("nn-"));
+    for (layer, node) in nodes.enumerate() {
+        names.add(node, format!("<nn-{}:node-{i}>", layer + 1));
+    }
 }
 
 /// Instance `i`'s IDs, addresses and names stand for `node-<i>`.

@@ -197,16 +197,22 @@ pub async fn cloud(moto: &Moto, world: &World, names: &mut Names) -> Answers {
                 "DescribeTargetGroups",
                 &[("LoadBalancerArn", &arn)],
             )
-            .await
-            .unwrap_or_default();
-        for group in moto::texts(&groups, "TargetGroupArn") {
-            let one = moto
-                .call(
+            .await;
+        // Or, while a controller replaces them, none for a moment.
+        let groups = groups.map_or_else(|_| Vec::new(), |g| moto::texts(&g, "TargetGroupArn"));
+        // A group deleted meanwhile is left out (the next snapshot differs, so the
+        // comparison waits for the controller to settle).
+        for group in groups {
+            let Ok(one) = moto
+                .try_call(
                     moto::Service::Elbv2,
                     "DescribeTargetGroups",
                     &[("TargetGroupArns.member.1", &group)],
                 )
-                .await;
+                .await
+            else {
+                continue;
+            };
             let group_name = moto::text(&one, "TargetGroupName");
             names.add(group.clone(), format!("<arn:tg/{group_name}>"));
             let key = format!("tg/{group_name}");
@@ -225,9 +231,12 @@ pub async fn cloud(moto: &Moto, world: &World, names: &mut Names) -> Answers {
                 } else {
                     "TargetGroupArn"
                 };
-                let answer = moto
-                    .call(moto::Service::Elbv2, action, &[(param, &group)])
-                    .await;
+                let Ok(answer) = moto
+                    .try_call(moto::Service::Elbv2, action, &[(param, &group)])
+                    .await
+                else {
+                    continue;
+                };
                 answers.add(answer.clone(), root, format!("{key}.{suffix}"));
             }
         }

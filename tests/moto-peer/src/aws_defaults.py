@@ -10,12 +10,20 @@
 # - a load balancer created without a Scheme is internet-facing (moto stores none);
 # - a route to a terminated instance is a blackhole (moto keeps it active);
 # - a TCP, UDP, TCP_UDP or TLS target group has `preserve_client_ip.enabled` (true, as
-#   for instance targets) and `proxy_protocol_v2.enabled` (false) among its attributes.
+#   for instance targets) and `proxy_protocol_v2.enabled` (false) among its attributes;
+# - DescribeInstanceTopology (moto answers 500): every instance asked for, with three
+#   network nodes (`nn-` and 17 hex digits, the top layer first) when it is running
+#   and of a type EC2 gives a topology for, none otherwise. The two upper layers are
+#   the zone's, the lowest the instance's own.
+import fnmatch
+import hashlib
 import sys
 
 import moto.ec2.models.route_tables as route_tables
 import moto.elb.models as elb
 import moto.elbv2.models as elbv2
+from moto.core.responses import ActionResult
+from moto.ec2.responses.instances import InstanceResponse
 from moto.server import main
 
 _created = elb.LoadBalancer.__init__
@@ -81,7 +89,63 @@ def _route_state(self):
     return "active"
 
 
+# The families EC2 documents instance topology for.
+_TOPOLOGY_FAMILIES = (
+    "hpc6a", "hpc6id", "hpc7a", "hpc7g", "p3dn", "p4d", "p4de", "p5", "p5e", "p5en",
+    "p6-b200", "trn1", "trn1n", "trn2", "trn2u",
+)
+
+
+def _network_node(*parts):
+    return "nn-" + hashlib.sha256("/".join(parts).encode()).hexdigest()[:17]
+
+
+def _describe_instance_topology(self):
+    ids = self._get_param("InstanceIds", [])
+    groups = self._get_param("GroupNames", [])
+    filters = self._filters_from_querystring()
+    zone_ids = {z.name: z.zone_id for z in self.ec2_backend.describe_availability_zones()}
+    listed = []
+    for instance in self.ec2_backend.all_instances():
+        zone = instance.availability_zone or ""
+        group = getattr(instance.placement, "group_name", None) or ""
+        if ids and instance.id not in ids:
+            continue
+        if groups and group not in groups:
+            continue
+        wanted = {
+            "availability-zone": zone,
+            "zone-id": zone_ids.get(zone, ""),
+            "instance-type": instance.instance_type,
+        }
+        if any(
+            not any(fnmatch.fnmatchcase(wanted.get(name, ""), v) for v in values)
+            for name, values in filters.items()
+        ):
+            continue
+        family = instance.instance_type.split(".")[0]
+        nodes = []
+        if family in _TOPOLOGY_FAMILIES and instance.state == "running":
+            nodes = [
+                _network_node(zone, "1"),
+                _network_node(zone, "2"),
+                _network_node(instance.id),
+            ]
+        listed.append(
+            {
+                "InstanceId": instance.id,
+                "InstanceType": instance.instance_type,
+                "GroupName": group,
+                "NetworkNodes": nodes,
+                "AvailabilityZone": zone,
+                "ZoneId": zone_ids.get(zone, ""),
+            }
+        )
+    return ActionResult({"Instances": listed})
+
+
 route_tables.Route.state = property(_route_state)
+InstanceResponse.describe_instance_topology = _describe_instance_topology
 elb.LoadBalancer.__init__ = _classic_created
 elb.LoadBalancer.get_default_attributes = classmethod(_classic_defaults)
 elb.ELBBackend.modify_load_balancer_attributes = _classic_modified

@@ -636,6 +636,17 @@ impl World {
     /// Launches an `m5.large` tagged for the cluster in subnet `index`, in the nodes'
     /// security group.
     pub async fn launch(&self, moto: &Moto, index: usize) -> LaunchedInstance {
+        self.launch_typed(moto, index, "m5.large").await
+    }
+
+    /// [`World::launch`] with an instance type of the caller's choosing (e.g.
+    /// `p4d.24xlarge`, which the emulator gives an instance topology).
+    pub async fn launch_typed(
+        &self,
+        moto: &Moto,
+        index: usize,
+        instance_type: &str,
+    ) -> LaunchedInstance {
         let answer = moto
             .call(
                 Service::Ec2,
@@ -644,7 +655,7 @@ impl World {
                     ("ImageId", "ami-12c6146b"),
                     ("MinCount", "1"),
                     ("MaxCount", "1"),
-                    ("InstanceType", "m5.large"),
+                    ("InstanceType", instance_type),
                     ("SubnetId", &self.subnets[index]),
                     ("SecurityGroupId.1", &self.node_security_group),
                     ("TagSpecification.1.ResourceType", "instance"),
