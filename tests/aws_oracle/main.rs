@@ -13,7 +13,7 @@ mod snapshot;
 use wasm_ccm_tests::oracle::{Comparison, group_of, listed};
 
 /// The phases each side goes through; a snapshot after each.
-pub const PHASES: [&str; 3] = ["created", "changed", "removed"];
+pub const PHASES: [&str; 4] = ["created", "changed", "removed", "shared probe"];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cloud_provider_aws_and_wasm_ccm_leave_the_same_cloud() {

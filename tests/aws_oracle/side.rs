@@ -1,6 +1,7 @@
 //! One side of the comparison: a fresh moto world, a fresh kube-apiserver, the Nodes as
 //! kubelet registers them, one controller manager (cloud-provider-aws or wasm-ccm with
-//! the AWS provider) with the same cloud config file, and the scenarios' phases.
+//! the AWS provider) with the same cloud config file, and the scenarios' phases; in
+//! the last, the controller manager is restarted with the shared health probe.
 
 use std::time::Duration;
 
@@ -233,8 +234,8 @@ pub async fn run(side: Side) -> Vec<Flat> {
         ),
         1,
     );
-    std::fs::write(&cloud_config, config).unwrap();
-    let ccm = Running::new(
+    std::fs::write(&cloud_config, &config).unwrap();
+    let mut ccm = Running::new(
         side,
         start(side, &moto, &world, &server, &dir, &cloud_config),
     );
@@ -271,6 +272,7 @@ pub async fn run(side: Side) -> Vec<Flat> {
     .await;
     let services: Api<Service> = Api::namespaced(client.clone(), "default");
     let all = scenarios();
+    let mut classic_default = String::new();
     for (index, scenario) in all.iter().enumerate() {
         services
             .create(&PostParams::default(), &service(index, scenario, &ids))
@@ -287,6 +289,9 @@ pub async fn run(side: Side) -> Vec<Flat> {
             .chars()
             .take(32)
             .collect();
+        if scenario.name == "clb-default" {
+            classic_default = lb.clone();
+        }
         names.add(lb, format!("<lb:{}>", scenario.name));
         names.add(uid, format!("<uid:{}>", scenario.name));
     }
@@ -392,6 +397,45 @@ pub async fn run(side: Side) -> Vec<Flat> {
         ccm.alive();
         services.get_opt("clb-proxy").await.unwrap().is_none()
     })
+    .await;
+    snapshots.push(
+        steady(&ccm, TIMEOUT, STEADY, async || {
+            take(&moto, &world, &client, &mut names).await
+        })
+        .await,
+    );
+
+    // 4. The shared health probe: the controller manager restarted with
+    // `ClusterServiceLoadBalancerHealthProbeMode = Shared`; every Service is ensured
+    // again on start, and the load balancers of Cluster traffic are probed on
+    // kube-proxy's port (Network Load Balancers get new target groups: the health
+    // check's protocol is part of a group's name).
+    std::fs::write(
+        &cloud_config,
+        config.replacen(
+            "[Global]\n",
+            "[Global]\nClusterServiceLoadBalancerHealthProbeMode = Shared\n",
+            1,
+        ),
+    )
+    .unwrap();
+    ccm.restart(start(side, &moto, &world, &server, &dir, &cloud_config))
+        .await;
+    wait_until(
+        TIMEOUT,
+        &format!("{side:?}: clb-default probed on the shared port"),
+        || async {
+            ccm.alive();
+            let answer = moto
+                .call(
+                    moto::Service::Elb,
+                    "DescribeLoadBalancers",
+                    &[("LoadBalancerNames.member.1", &classic_default)],
+                )
+                .await;
+            moto::text(&answer, "Target") == "HTTP:10256/healthz"
+        },
+    )
     .await;
     snapshots.push(
         steady(&ccm, TIMEOUT, STEADY, async || {

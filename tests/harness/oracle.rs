@@ -196,6 +196,21 @@ impl Running {
         }
     }
 
+    /// Stops it (no leader election: the new one starts at once) and runs `spawned`
+    /// in its place.
+    pub async fn restart(
+        &mut self,
+        spawned: (
+            tokio::process::Child,
+            std::sync::Arc<std::sync::Mutex<String>>,
+        ),
+    ) {
+        let child = self.child.get_mut().unwrap();
+        let _ = child.kill().await;
+        *child = spawned.0;
+        self.log = spawned.1;
+    }
+
     /// What it logged so far.
     pub fn log(&self) -> String {
         self.log.lock().unwrap().clone()

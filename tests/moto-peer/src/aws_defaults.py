@@ -8,6 +8,11 @@
 #   300 s timeout, desync mitigation `defensive`; ModifyLoadBalancerAttributes sets the
 #   additional attributes it names (moto appends a `defensive` entry on each call);
 # - a load balancer created without a Scheme is internet-facing (moto stores none);
+# - a Network Load Balancer's DNS name is `<name>-<id>.elb.<region>.amazonaws.com`
+#   (moto gives it a Classic one, `<name>-1.<region>.elb.amazonaws.com`, which
+#   cloud-provider-aws takes for a Classic load balancer's and refuses to sync);
+# - a target group lists the load balancers whose listeners forward to it after a
+#   listener is changed or deleted too (moto updates the list only on create);
 # - a route to a terminated instance is a blackhole (moto keeps it active);
 # - a TCP, UDP, TCP_UDP or TLS target group has `preserve_client_ip.enabled` (true, as
 #   for instance targets) and `proxy_protocol_v2.enabled` (false) among its attributes;
@@ -66,10 +71,45 @@ def _classic_modified(self, load_balancer_name, *args, additional_attributes=Non
 _create_v2 = elbv2.ELBv2Backend.create_load_balancer
 
 
-def _v2_created(self, *args, **kwargs):
+def _v2_created(self, name, *args, **kwargs):
     if kwargs.get("scheme") is None:
         kwargs["scheme"] = "internet-facing"
-    return _create_v2(self, *args, **kwargs)
+    balancer = _create_v2(self, name, *args, **kwargs)
+    if balancer.type == "network":
+        balancer_id = balancer.arn.rsplit("/", 1)[-1]
+        balancer.dns_name = f"{name}-{balancer_id}.elb.{self.region_name}.amazonaws.com"
+    return balancer
+
+
+def _sync_target_group_balancers(backend, balancer_arn):
+    balancer = backend.load_balancers.get(balancer_arn)
+    forwarded = set()
+    for listener in balancer.listeners.values() if balancer else []:
+        for action in listener.default_actions:
+            if action.type == "forward":
+                forwarded.update(backend._get_target_group_arns_from(action_data=action.data))
+    for group in backend.target_groups.values():
+        listed = balancer_arn in group.load_balancer_arns
+        if group.arn in forwarded and not listed:
+            group.load_balancer_arns.append(balancer_arn)
+        elif group.arn not in forwarded and listed:
+            group.load_balancer_arns.remove(balancer_arn)
+
+
+_modify_listener = elbv2.ELBv2Backend.modify_listener
+_delete_listener = elbv2.ELBv2Backend.delete_listener
+
+
+def _listener_modified(self, arn, *args, **kwargs):
+    listener = _modify_listener(self, arn, *args, **kwargs)
+    _sync_target_group_balancers(self, listener.load_balancer_arn)
+    return listener
+
+
+def _listener_deleted(self, listener_arn):
+    listener = _delete_listener(self, listener_arn)
+    _sync_target_group_balancers(self, listener.load_balancer_arn)
+    return listener
 
 
 _group_created = elbv2.FakeTargetGroup.__init__
@@ -150,6 +190,8 @@ elb.LoadBalancer.__init__ = _classic_created
 elb.LoadBalancer.get_default_attributes = classmethod(_classic_defaults)
 elb.ELBBackend.modify_load_balancer_attributes = _classic_modified
 elbv2.ELBv2Backend.create_load_balancer = _v2_created
+elbv2.ELBv2Backend.modify_listener = _listener_modified
+elbv2.ELBv2Backend.delete_listener = _listener_deleted
 elbv2.FakeTargetGroup.__init__ = _group_created_with_attributes
 
 if __name__ == "__main__":

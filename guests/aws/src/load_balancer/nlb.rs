@@ -101,8 +101,8 @@ fn health_check(
     service: &Service,
     shared: Option<&(u16, String)>,
 ) -> Result<HealthCheck, CloudError> {
-    let local = service.external_traffic_policy == TrafficPolicy::Local
-        && service.health_check_node_port != 0;
+    let local_policy = service.external_traffic_policy == TrafficPolicy::Local;
+    let local = local_policy && service.health_check_node_port != 0;
     let mut hc = if local {
         HealthCheck {
             protocol: "HTTP".into(),
@@ -166,8 +166,9 @@ fn health_check(
         }
     }
     // The cloud config's shared probe (kube-proxy's health port) for Cluster traffic,
-    // over the annotations' protocol, port and path, as upstream orders it.
-    if let (false, Some((port, path))) = (local, shared) {
+    // over the annotations' protocol, port and path, as upstream orders it (never for
+    // Local traffic, even without a health check node port).
+    if let (false, Some((port, path))) = (local_policy, shared) {
         hc.protocol = "HTTP".into();
         hc.port = port.to_string();
         hc.path = path.clone();
@@ -500,6 +501,9 @@ mod tests {
             ("HTTP", "31000"),
             "Local keeps its own"
         );
+        svc.health_check_node_port = 0;
+        let hc = health_check(&svc, Some(&shared)).unwrap();
+        assert_eq!(hc.port, "traffic-port", "Local, even without its port");
         svc.external_traffic_policy = TrafficPolicy::Cluster;
         annotate(&mut svc, "healthcheck-port", "8080");
         annotate(&mut svc, "healthcheck-interval", "20");
