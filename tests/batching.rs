@@ -14,8 +14,8 @@ use kube::api::{ListParams, PostParams};
 use serde_json::json;
 use sim_cloud::model::{InstanceState, NewInstance};
 use wasm_ccm_tests::{
-    Stack, free_port, http_get, initialized, metrics, provider_calls, reconciles, taint_keys,
-    wait_until,
+    Stack, free_port, function_calls, http_get, initialized, metrics, reconciles, taint_keys,
+    wait_for, wait_until,
 };
 
 const TIMEOUT: Duration = Duration::from_secs(90);
@@ -138,15 +138,25 @@ async fn the_status_pass_is_one_listing_per_batch() {
         })
     })
     .await;
-    // Passes go on: count the listings over the next ones.
-    let before = served(&stack, "GET /v1/instances");
-    let calls_before = provider_calls(&metrics(port).await, &["ok"]);
-    tokio::time::sleep(Duration::from_millis(3_500)).await;
-    let listings = served(&stack, "GET /v1/instances") - before;
-    let calls = provider_calls(&metrics(port).await, &["ok"]) - calls_before;
-    eprintln!("30 nodes, batches of 10, ~3 passes: {listings} listings, {calls} provider calls");
-    // Three batches per pass, two to four passes in the window: never one per Node.
-    assert!((3..=15).contains(&listings), "{listings} listings");
+    // Passes go on, each asking about the 30 Nodes in three batched calls: over at least
+    // two more passes, each call is one listing (a call in flight at either read makes
+    // them differ by one), never one request per Node.
+    let batched = |m: &str| function_calls(m, "instances-metadata");
+    let listings_before = served(&stack, "GET /v1/instances");
+    let calls_before = batched(&metrics(port).await);
+    let calls = wait_for(
+        TIMEOUT,
+        "two more status passes",
+        || async { batched(&metrics(port).await) - calls_before },
+        |calls| *calls >= 6.0,
+    )
+    .await;
+    let listings = served(&stack, "GET /v1/instances") - listings_before;
+    eprintln!("30 nodes, batches of 10: {listings} listings for {calls} batched calls");
+    assert!(
+        (listings as f64 - calls).abs() <= 2.0,
+        "{listings} listings, {calls} calls"
+    );
     assert_eq!(served(&stack, "GET /v1/instances/{id}"), 0);
 }
 
@@ -199,13 +209,27 @@ async fn the_lifecycle_pass_asks_about_not_ready_nodes_together() {
     .await;
     let life3 = nodes.get("life-3").await.unwrap();
     assert!(!taint_keys(&life3).contains(&SHUTDOWN.to_string()));
-    // Passes every 500 ms over two NotReady Nodes: one listing to ask whether they
-    // exist, one whether they are shut down.
-    let before = served(&stack, "GET /v1/instances");
-    tokio::time::sleep(Duration::from_millis(2_600)).await;
-    let listings = served(&stack, "GET /v1/instances") - before;
-    eprintln!("2 NotReady nodes, ~5 lifecycle passes: {listings} listings");
-    assert!((4..=14).contains(&listings), "{listings}");
+    // Each pass over the two NotReady Nodes asks whether they exist in one batched call
+    // and whether they are shut down in another, each one listing: over at least three
+    // more passes, one listing per call (a call in flight at either read makes them
+    // differ by one each), never a request per Node.
+    let batched =
+        |m: &str| function_calls(m, "instances-exist") + function_calls(m, "instances-shutdown");
+    let listings_before = served(&stack, "GET /v1/instances");
+    let calls_before = batched(&metrics(port).await);
+    let calls = wait_for(
+        TIMEOUT,
+        "three more lifecycle passes",
+        || async { batched(&metrics(port).await) - calls_before },
+        |calls| *calls >= 6.0,
+    )
+    .await;
+    let listings = served(&stack, "GET /v1/instances") - listings_before;
+    eprintln!("2 NotReady nodes: {listings} listings for {calls} batched calls");
+    assert!(
+        (listings as f64 - calls).abs() <= 2.0,
+        "{listings} listings, {calls} calls"
+    );
     assert_eq!(served(&stack, "GET /v1/instances/{id}"), 0);
     let m = metrics(port).await;
     assert_eq!(reconciles(&m, "cloud-node-lifecycle", "error"), 0.0, "{m}");

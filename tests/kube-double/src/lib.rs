@@ -100,8 +100,10 @@ pub struct InjectedFault {
     pub verb: String,
     /// The answer.
     pub error: InjectedError,
-    /// How many requests fail.
+    /// How many requests still fail.
     pub count: u64,
+    /// How many requests it failed so far.
+    pub served: u64,
 }
 
 /// What an [`InjectedFault`] answers.
@@ -192,7 +194,21 @@ impl ApiServer {
                 verb: verb.into(),
                 error,
                 count,
+                served: 0,
             });
+    }
+
+    /// How many requests the failures injected for `verb` on `resource` answered so far:
+    /// a test that injects one checks it fired.
+    pub fn faults_served(&self, resource: &str, verb: &str) -> u64 {
+        self.state
+            .faults
+            .lock()
+            .expect("fault lock")
+            .iter()
+            .filter(|f| f.resource == resource && f.verb == verb)
+            .map(|f| f.served)
+            .sum()
     }
 
     /// `token` authenticates as `name` in `groups` (`TokenReview`), for delegated

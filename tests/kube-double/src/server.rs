@@ -245,6 +245,7 @@ async fn route(
             .find(|f| f.count > 0 && f.resource == access.resource && f.verb == access.verb);
         hit.map(|f| {
             f.count -= 1;
+            f.served += 1;
             f.error
         })
     };

@@ -1,0 +1,208 @@
+//! The controller manager, the real `wasm-ccm` binary, against the API server double,
+//! the simulated cloud and the reference provider: each upstream rule of the four
+//! controllers, failure paths included, one module per controller and one for what
+//! only the process shows. The controllers' decisions are also tested in process
+//! against a recording fake cloud (`runtime/manager/src/controllers/`).
+
+mod lifecycle;
+mod node;
+mod process;
+mod route;
+mod service;
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Event as CoreEvent, Node, Taint};
+use kube::Api;
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+use sim_cloud::model::{Address, Fault, InstancePatch, InstanceState, NewInstance};
+use wasm_ccm_tests::{
+    Stack, default_load_balancer_name, free_port, http_get, initialized, kubelet_node,
+    load_balancer_service, metric, metrics, provider_calls, reconciles, set_ready, taint_keys,
+    wait_until,
+};
+
+const TIMEOUT: Duration = Duration::from_secs(60);
+const UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized";
+const SHUTDOWN: &str = "node.cloudprovider.kubernetes.io/shutdown";
+
+/// Creates cloud instances and matching initialized, Ready Nodes.
+async fn ready_nodes(stack: &Stack, names: &[&str]) -> Vec<String> {
+    let nodes: Api<Node> = Api::all(stack.client());
+    let mut ids = Vec::new();
+    for name in names {
+        let instance = stack
+            .cloud
+            .with_state(|s| s.create_instance(NewInstance::named(name)));
+        let mut node = kubelet_node(name, "True");
+        let spec = node.spec.as_mut().unwrap();
+        spec.taints = None;
+        spec.provider_id = Some(format!("simcloud://{}", instance.id));
+        nodes.create(&PostParams::default(), &node).await.unwrap();
+        ids.push(instance.id);
+    }
+    ids
+}
+
+/// The reasons of a Service's events; a panic when they cannot be read.
+async fn reasons(stack: &Stack, service: &str) -> Vec<String> {
+    let events: Api<CoreEvent> = Api::namespaced(stack.client(), "default");
+    events
+        .list(&ListParams::default().fields(&format!("involvedObject.name={service}")))
+        .await
+        .map(|l| l.items.into_iter().filter_map(|e| e.reason).collect())
+        .expect("the events can be read")
+}
+
+/// The notes of a Service's events with `reason`; a panic when they cannot be read.
+async fn notes(stack: &Stack, service: &str, reason: &str) -> Vec<String> {
+    let events: Api<CoreEvent> = Api::namespaced(stack.client(), "default");
+    events
+        .list(&ListParams::default().fields(&format!("involvedObject.name={service}")))
+        .await
+        .map(|l| {
+            l.items
+                .into_iter()
+                .filter(|e| e.reason.as_deref() == Some(reason))
+                .filter_map(|e| e.message)
+                .collect()
+        })
+        .expect("the events can be read")
+}
+
+fn ingress_ip(svc: &k8s_openapi::api::core::v1::Service) -> Option<String> {
+    svc.status
+        .as_ref()?
+        .load_balancer
+        .as_ref()?
+        .ingress
+        .as_ref()?
+        .first()?
+        .ip
+        .clone()
+}
+
+/// Waits until `reason` was recorded for Service `service`.
+async fn wait_for_reason(stack: &Stack, service: &str, reason: &str) {
+    wait_until(TIMEOUT, &format!("{reason} for {service}"), || async {
+        reasons(stack, service).await.iter().any(|r| r == reason)
+    })
+    .await;
+}
+
+/// How many times `reason` was recorded for the Service (repeats of one event are
+/// aggregated into its series count).
+async fn occurrences(stack: &Stack, service: &str, reason: &str) -> i32 {
+    let events: Api<CoreEvent> = Api::namespaced(stack.client(), "default");
+    events
+        .list(
+            &ListParams::default()
+                .fields(&format!("involvedObject.name={service},reason={reason}")),
+        )
+        .await
+        .map(|l| {
+            l.items
+                .iter()
+                .map(|e| {
+                    e.series
+                        .as_ref()
+                        .and_then(|s| s.count)
+                        .or(e.count)
+                        .unwrap_or(1)
+                })
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+type Service = k8s_openapi::api::core::v1::Service;
+
+/// The simulated cloud's load balancer names.
+fn load_balancer_names(stack: &Stack) -> Vec<String> {
+    stack
+        .cloud
+        .with_state(|s| s.load_balancers.keys().cloned().collect())
+}
+
+/// Creates a LoadBalancer Service and waits for its ingress; returns the Service.
+async fn ensured(services: &Api<Service>, name: &str) -> Service {
+    services
+        .create(&PostParams::default(), &load_balancer_service(name, None))
+        .await
+        .unwrap();
+    wait_until(TIMEOUT, "the load balancer ensured", || async {
+        services.get(name).await.is_ok_and(|s| {
+            ingress_ip(&s).is_some()
+                && s.metadata
+                    .finalizers
+                    .as_ref()
+                    .is_some_and(|f| !f.is_empty())
+        })
+    })
+    .await;
+    services.get(name).await.unwrap()
+}
+
+/// Switches a Service to ClusterIP.
+async fn to_cluster_ip(services: &Api<Service>, name: &str) {
+    services
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"type": "ClusterIP"}})),
+        )
+        .await
+        .unwrap();
+}
+
+/// Waits until a Service has neither the finalizer nor an ingress.
+async fn wait_released(services: &Api<Service>, name: &str) {
+    wait_until(TIMEOUT, "finalizer and status gone", || async {
+        services.get(name).await.is_ok_and(|s| {
+            ingress_ip(&s).is_none() && s.metadata.finalizers.unwrap_or_default().is_empty()
+        })
+    })
+    .await;
+}
+
+async fn remove_finalizers(services: &Api<Service>, name: &str) {
+    services
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await
+        .unwrap();
+}
+
+/// The NetworkUnavailable condition of a Node.
+async fn network_unavailable(nodes: &Api<Node>, name: &str) -> Option<(String, String)> {
+    let node = nodes.get(name).await.ok()?;
+    node.status?
+        .conditions?
+        .into_iter()
+        .find(|c| c.type_ == "NetworkUnavailable")
+        .map(|c| (c.status, c.reason.unwrap_or_default()))
+}
+
+/// The reasons recorded for Service `name`, in the order they were recorded.
+async fn reasons_in_order(stack: &Stack, name: &str) -> Vec<String> {
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(stack.client(), "default");
+    let mut list: Vec<_> = events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.regarding
+                .as_ref()
+                .is_some_and(|r| r.name.as_deref() == Some(name))
+        })
+        .collect();
+    list.sort_by_key(|e| e.event_time.as_ref().map(|t| t.0));
+    list.into_iter().filter_map(|e| e.reason).collect()
+}

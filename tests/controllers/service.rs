@@ -1,0 +1,995 @@
+//! The service controller: load balancers following Services and Nodes, the
+//! finalizer, back-off and retry-after, events, and upstream's table tests ported.
+
+use super::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn service_load_balancers_follow_services_and_nodes() {
+    let stack = Stack::start().await;
+    let mut ids = ready_nodes(&stack, &["lb-1", "lb-2"]).await;
+    let services: Api<k8s_openapi::api::core::v1::Service> =
+        Api::namespaced(stack.client(), "default");
+    let nodes: Api<Node> = Api::all(stack.client());
+    let port = free_port();
+    let _ccm = stack.controller_manager(port, &["--leader-elect=false"]);
+
+    let created = services
+        .create(&PostParams::default(), &load_balancer_service("web", None))
+        .await
+        .unwrap();
+    services
+        .create(
+            &PostParams::default(),
+            &load_balancer_service("other", Some("example.com/lb")),
+        )
+        .await
+        .unwrap();
+    let lb_name = default_load_balancer_name(&created);
+    wait_until(TIMEOUT, "an ingress IP", || async {
+        services
+            .get("web")
+            .await
+            .is_ok_and(|s| ingress_ip(&s).is_some_and(|ip| ip.starts_with("203.0.113.")))
+    })
+    .await;
+    let web = services.get("web").await.unwrap();
+    assert!(
+        web.metadata
+            .finalizers
+            .unwrap()
+            .contains(&"service.kubernetes.io/load-balancer-cleanup".to_string())
+    );
+    let backends = |stack: &Stack| {
+        stack
+            .cloud
+            .with_state(|s| s.load_balancers.get(&lb_name).map(|lb| lb.backends.clone()))
+    };
+    ids.sort();
+    assert_eq!(backends(&stack), Some(ids.clone()));
+    wait_until(TIMEOUT, "Ensuring/Ensured events", || async {
+        let r = reasons(&stack, "web").await;
+        r.contains(&"EnsuringLoadBalancer".to_string())
+            && r.contains(&"EnsuredLoadBalancer".to_string())
+    })
+    .await;
+    // A Service with another load balancer class is not ours.
+    assert!(
+        services
+            .get("other")
+            .await
+            .unwrap()
+            .metadata
+            .finalizers
+            .is_none()
+    );
+    assert_eq!(stack.cloud.with_state(|s| s.load_balancers.len()), 1);
+
+    // Node set changes: an excluded node does not join; a normal one does.
+    let mut excluded = kubelet_node("lb-x", "False");
+    excluded.spec.as_mut().unwrap().taints = None;
+    excluded.metadata.labels.as_mut().unwrap().insert(
+        "node.kubernetes.io/exclude-from-external-load-balancers".into(),
+        "true".into(),
+    );
+    stack
+        .cloud
+        .with_state(|s| s.create_instance(NewInstance::named("lb-x")));
+    nodes
+        .create(&PostParams::default(), &excluded)
+        .await
+        .unwrap();
+    let more = ready_nodes(&stack, &["lb-3"]).await;
+    ids.extend(more);
+    ids.sort();
+    wait_until(TIMEOUT, "the new node behind the load balancer", || async {
+        backends(&stack) == Some(ids.clone())
+    })
+    .await;
+    wait_for_reason(&stack, "web", "UpdatedLoadBalancer").await;
+
+    // The type changes away: the load balancer goes, then the finalizer, and the status clears.
+    to_cluster_ip(&services, "web").await;
+    wait_released(&services, "web").await;
+    assert_eq!(backends(&stack), None);
+    let r = reasons(&stack, "web").await;
+    assert!(
+        r.contains(&"DeletingLoadBalancer".to_string())
+            && r.contains(&"DeletedLoadBalancer".to_string()),
+        "{r:?}"
+    );
+}
+
+/// Ported from upstream `TestServiceQueueDelay` ("retry error"): the cloud's
+/// Retry-After (`api.RetryError`) schedules the next attempt — not sooner, even though
+/// the controller's own finalizer write changes the Service meanwhile — instead of the
+/// exponential backoff (whose count it does not grow: `backoff::service_queue_delay`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cloud_retry_after_schedules_the_next_attempt() {
+    // Longer than the first backoff step (5 s), so a controller that ignored it fails.
+    const RETRY_AFTER: u64 = 7;
+    let stack = Stack::start().await;
+    ready_nodes(&stack, &["ra-1"]).await;
+    stack.cloud.with_state(|s| {
+        s.faults.push(Fault {
+            path_prefix: "/v1/load-balancers".into(),
+            method: Some("PUT".into()),
+            status: Some(429),
+            retry_after_seconds: Some(RETRY_AFTER),
+            count: Some(1),
+            ..Fault::default()
+        })
+    });
+    let services: Api<Service> = Api::namespaced(stack.client(), "default");
+    let port = free_port();
+    let _ccm = stack.controller_manager(port, &["--leader-elect=false"]);
+    ensured(&services, "throttled").await;
+    let puts: Vec<std::time::Instant> = stack.cloud.with_state(|s| {
+        s.recent
+            .iter()
+            .filter(|(_, route)| route == "PUT /v1/load-balancers/{name}")
+            .map(|(at, _)| *at)
+            .collect()
+    });
+    assert_eq!(puts.len(), 2, "one throttled ensure, one retry");
+    let waited = puts[1] - puts[0];
+    assert!(
+        waited >= Duration::from_secs(RETRY_AFTER),
+        "retried after {waited:?}, sooner than the cloud's Retry-After"
+    );
+    assert_eq!(
+        occurrences(&stack, "throttled", "SyncLoadBalancerFailed").await,
+        1
+    );
+}
+
+/// A Service deleted while its sync sits in back-off is acted on at once, as upstream
+/// enqueues a deletion with `queue.Add` (no rate limiter) and `processServiceDeletion`
+/// runs on the next worker: here an update throttled with a 5-minute Retry-After, then
+/// the Service deleted; its load balancer goes and the finalizer is removed within
+/// seconds, not after the back-off.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deletion_is_acted_on_at_once_even_in_back_off() {
+    let stack = Stack::start().await;
+    ready_nodes(&stack, &["bo-1"]).await;
+    let services: Api<Service> = Api::namespaced(stack.client(), "default");
+    let port = free_port();
+    let _ccm = stack.controller_manager(port, &["--leader-elect=false"]);
+    ensured(&services, "backed-off").await;
+    assert_eq!(stack.cloud.with_state(|s| s.load_balancers.len()), 1);
+
+    // The next ensure is throttled for five minutes.
+    stack.cloud.with_state(|s| {
+        s.faults.push(Fault {
+            path_prefix: "/v1/load-balancers".into(),
+            method: Some("PUT".into()),
+            status: Some(429),
+            retry_after_seconds: Some(300),
+            count: Some(1),
+            ..Fault::default()
+        })
+    });
+    let mut changed = services.get("backed-off").await.unwrap();
+    changed.spec.as_mut().unwrap().ports.as_mut().unwrap()[0].port = 8080;
+    services
+        .replace("backed-off", &PostParams::default(), &changed)
+        .await
+        .unwrap();
+    wait_for_reason(&stack, "backed-off", "SyncLoadBalancerFailed").await;
+
+    let deleted = std::time::Instant::now();
+    services
+        .delete("backed-off", &Default::default())
+        .await
+        .unwrap();
+    wait_until(Duration::from_secs(30), "the Service gone", || async {
+        services.get("backed-off").await.is_err()
+    })
+    .await;
+    assert!(stack.cloud.with_state(|s| s.load_balancers.is_empty()));
+    assert!(
+        deleted.elapsed() < Duration::from_secs(30),
+        "acted on after {:?}",
+        deleted.elapsed()
+    );
+}
+
+/// A Node joining while a Service's load balancer is being deleted: the node sync that
+/// waited for the Service's turn finds it gone and updates no hosts (upstream's
+/// `nodeSyncService` checks the cache); before, the queued update went to a load
+/// balancer deleted a moment earlier (and a provider whose update creates made a new
+/// one that nothing would delete).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_sync_queued_behind_a_deletion_updates_nothing() {
+    let stack = Stack::start().await;
+    ready_nodes(&stack, &["race-1"]).await;
+    let services: Api<Service> = Api::namespaced(stack.client(), "default");
+    let port = free_port();
+    let _ccm = stack.controller_manager(port, &["--leader-elect=false"]);
+    ensured(&services, "racing").await;
+    let syncs = || async {
+        metric(
+            &metrics(port).await,
+            "service_controller_nodesync_latency_seconds_count",
+        )
+    };
+    let before = syncs().await;
+    // The delete takes 3 s at the cloud: the node sync waits for it.
+    stack.cloud.with_state(|s| {
+        s.faults.push(Fault {
+            path_prefix: "/v1/load-balancers".into(),
+            method: Some("DELETE".into()),
+            latency_ms: 3000,
+            count: Some(1),
+            ..Fault::default()
+        })
+    });
+    services
+        .delete("racing", &Default::default())
+        .await
+        .unwrap();
+    wait_until(TIMEOUT, "the delete under way", || async {
+        stack.cloud.with_state(|s| {
+            s.recent
+                .iter()
+                .any(|(_, route)| route == "DELETE /v1/load-balancers/{name}")
+        })
+    })
+    .await;
+    ready_nodes(&stack, &["race-2"]).await;
+    wait_until(TIMEOUT, "the Service gone", || async {
+        services.get("racing").await.is_err()
+    })
+    .await;
+    wait_until(TIMEOUT, "the node sync done", || async {
+        syncs().await > before
+    })
+    .await;
+    let backends = stack.cloud.with_state(|s| {
+        s.recent
+            .iter()
+            .filter(|(_, route)| route == "PUT /v1/load-balancers/{name}/backends")
+            .count()
+    });
+    assert_eq!(backends, 0, "hosts updated for a deleted Service");
+    assert!(stack.cloud.with_state(|s| s.load_balancers.is_empty()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn load_balancer_errors_retry_and_the_finalizer_waits_for_deletion() {
+    let stack = Stack::start().await;
+    ready_nodes(&stack, &["e-1"]).await;
+    // The first ensure is throttled (429, retry after 1 s).
+    stack.cloud.with_state(|s| {
+        s.faults.push(Fault {
+            path_prefix: "/v1/load-balancers".into(),
+            method: Some("PUT".into()),
+            status: Some(429),
+            retry_after_seconds: Some(1),
+            count: Some(1),
+            ..Fault::default()
+        })
+    });
+    let services: Api<k8s_openapi::api::core::v1::Service> =
+        Api::namespaced(stack.client(), "default");
+    let port = free_port();
+    let _ccm = stack.controller_manager(port, &["--leader-elect=false"]);
+    services
+        .create(&PostParams::default(), &load_balancer_service("api", None))
+        .await
+        .unwrap();
+    wait_until(TIMEOUT, "ensured after the retry", || async {
+        services
+            .get("api")
+            .await
+            .is_ok_and(|s| ingress_ip(&s).is_some())
+    })
+    .await;
+    assert!(
+        reasons(&stack, "api")
+            .await
+            .contains(&"SyncLoadBalancerFailed".to_string())
+    );
+
+    // Deleting fails once: the Service stays (finalizer) until the provider confirms.
+    stack.cloud.with_state(|s| {
+        s.faults.push(Fault {
+            path_prefix: "/v1/load-balancers".into(),
+            method: Some("DELETE".into()),
+            status: Some(500),
+            count: Some(1),
+            ..Fault::default()
+        })
+    });
+    services.delete("api", &Default::default()).await.unwrap();
+    // Upstream: a failure on the finalizer path is SyncLoadBalancerFailed
+    // (DeleteLoadBalancerFailed is for Services already gone).
+    wait_until(TIMEOUT, "the failed delete reported", || async {
+        notes(&stack, "api", "SyncLoadBalancerFailed")
+            .await
+            .iter()
+            .any(|n| n.starts_with("Error syncing load balancer: failed to delete load balancer:"))
+    })
+    .await;
+    assert!(
+        services.get("api").await.is_ok(),
+        "the finalizer holds the Service while the load balancer exists"
+    );
+    assert_eq!(stack.cloud.with_state(|s| s.load_balancers.len()), 1);
+    wait_until(TIMEOUT, "the Service gone after the retry", || async {
+        services.get("api").await.is_err()
+    })
+    .await;
+    assert!(stack.cloud.with_state(|s| s.load_balancers.is_empty()));
+}
+
+/// Upstream `syncLoadBalancerIfNeeded` and `lockedUpdateLoadBalancerHosts` with a
+/// provider answering `ImplementedElsewhere` (as cloud-provider-aws does for
+/// `aws-load-balancer-type: external`): ensure, host updates and delete are left to the
+/// other controller, none of them an error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_load_balancer_implemented_elsewhere_is_left_alone() {
+    let stack = Stack::start().await;
+    ready_nodes(&stack, &["ie-1"]).await;
+    let services: Api<k8s_openapi::api::core::v1::Service> =
+        Api::namespaced(stack.client(), "default");
+    let mut svc = load_balancer_service("external", None);
+    svc.metadata.annotations = Some(
+        [(
+            "simcloud.example/load-balancer-implementation".to_string(),
+            "external".to_string(),
+        )]
+        .into(),
+    );
+    let created = services.create(&PostParams::default(), &svc).await.unwrap();
+    // The other controller's load balancer, under the name ours would have.
+    let theirs = default_load_balancer_name(&created);
+    stack.cloud.with_state(|s| {
+        s.put_load_balancer(
+            &theirs,
+            sim_cloud::model::LoadBalancerSpec {
+                ports: Vec::new(),
+                backends: Vec::new(),
+                source_ranges: Vec::new(),
+                description: "another controller's".into(),
+            },
+        )
+    });
+    let port = free_port();
+    let _ccm = stack.controller_manager(port, &["--leader-elect=false"]);
+    wait_for_reason(&stack, "external", "EnsuringLoadBalancer").await;
+    wait_until(
+        TIMEOUT,
+        "the service reconcile counted as a success",
+        || async { reconciles(&metrics(port).await, "service", "success") >= 1.0 },
+    )
+    .await;
+    // Upstream: the provider says another controller owns it; no status, no error,
+    // no retry, no cloud load balancer.
+    let m = metrics(port).await;
+    assert_eq!(reconciles(&m, "service", "error"), 0.0);
+    let got = services.get("external").await.unwrap();
+    assert!(ingress_ip(&got).is_none());
+    let reasons = reasons(&stack, "external").await;
+    assert!(
+        !reasons
+            .iter()
+            .any(|r| r == "SyncLoadBalancerFailed" || r == "EnsuredLoadBalancer"),
+        "{reasons:?}"
+    );
+    assert_eq!(load_balancer_names(&stack), std::slice::from_ref(&theirs));
+    // A node joins: the host update is implemented elsewhere too, which upstream's
+    // lockedUpdateLoadBalancerHosts counts as success (no UpdateLoadBalancerFailed, no
+    // retry through a full sync).
+    ready_nodes(&stack, &["ie-2"]).await;
+    wait_until(TIMEOUT, "the node sync", || async {
+        metric(
+            &metrics(port).await,
+            "service_controller_update_loadbalancer_host_latency_seconds_count",
+        ) >= 1.0
+    })
+    .await;
+    // Deleting it completes: get finds the other controller's load balancer
+    // (DeletingLoadBalancer), the delete is implemented elsewhere (not an error), the
+    // finalizer goes, and their load balancer stays.
+    services
+        .delete("external", &Default::default())
+        .await
+        .unwrap();
+    wait_until(TIMEOUT, "the Service gone", || async {
+        services
+            .get_opt("external")
+            .await
+            .is_ok_and(|s| s.is_none())
+    })
+    .await;
+    let reasons = self::reasons(&stack, "external").await;
+    for reason in ["DeletingLoadBalancer", "DeletedLoadBalancer"] {
+        assert!(reasons.iter().any(|r| r == reason), "{reason}: {reasons:?}");
+    }
+    for reason in [
+        "SyncLoadBalancerFailed",
+        "UpdateLoadBalancerFailed",
+        "EnsuredLoadBalancer",
+    ] {
+        assert!(
+            !reasons.iter().any(|r| r == reason),
+            "{reason}: {reasons:?}"
+        );
+    }
+    assert_eq!(
+        occurrences(&stack, "external", "EnsuringLoadBalancer").await,
+        1
+    );
+    assert_eq!(reconciles(&metrics(port).await, "service", "error"), 0.0);
+    assert_eq!(load_balancer_names(&stack), [theirs]);
+}
+
+/// Upstream `needsUpdate`: only changes the service controller cares about sync a
+/// Service — not its own finalizer and status writes, nor a label — so each sync emits
+/// `EnsuringLoadBalancer`/`EnsuredLoadBalancer` once; an annotation change syncs again.
+/// End to end beside the port of upstream `TestNeedsUpdate` (`service::predicates::tests`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_changes_upstream_cares_about_sync_a_service() {
+    let stack = Stack::start().await;
+    ready_nodes(&stack, &["quiet-1"]).await;
+    let services: Api<k8s_openapi::api::core::v1::Service> =
+        Api::namespaced(stack.client(), "default");
+    let port = free_port();
+    let _ccm = stack.controller_manager(port, &["--leader-elect=false"]);
+    services
+        .create(
+            &PostParams::default(),
+            &load_balancer_service("quiet", None),
+        )
+        .await
+        .unwrap();
+    wait_until(TIMEOUT, "the load balancer ensured", || async {
+        occurrences(&stack, "quiet", "EnsuredLoadBalancer").await >= 1
+    })
+    .await;
+    // A label: not something upstream syncs on. Then an annotation: it is.
+    for patch in [
+        json!({"metadata": {"labels": {"team": "a"}}}),
+        json!({"metadata": {"annotations": {"example.com/note": "1"}}}),
+    ] {
+        services
+            .patch("quiet", &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .unwrap();
+    }
+    wait_until(TIMEOUT, "the second sync", || async {
+        occurrences(&stack, "quiet", "EnsuredLoadBalancer").await >= 2
+    })
+    .await;
+    assert_eq!(
+        occurrences(&stack, "quiet", "EnsuringLoadBalancer").await,
+        2,
+        "one sync for the creation, one for the annotation"
+    );
+}
+
+/// Ported from upstream `TestProcessServiceDeletion` and the UID case of
+/// `TestProcessServiceCreateOrUpdate`: cleanup does not depend on the finalizer. A
+/// Service whose finalizer was removed by hand, then deleted, has its load balancer
+/// deleted from the last state synced; one deleted and re-created under its name gets
+/// the old load balancer deleted and a new one; one switched to ClusterIP without the
+/// finalizer loses its load balancer. Nothing leaks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn process_service_deletion_without_the_finalizer() {
+    let stack = Stack::start().await;
+    ready_nodes(&stack, &["fin-1"]).await;
+    let services: Api<Service> = Api::namespaced(stack.client(), "default");
+    let port = free_port();
+    let _ccm = stack.controller_manager(port, &["--leader-elect=false"]);
+
+    // Deleted without the finalizer; the first delete fails (upstream's
+    // DeleteLoadBalancerFailed, then a retry with backoff).
+    ensured(&services, "gone").await;
+    remove_finalizers(&services, "gone").await;
+    stack.cloud.with_state(|s| {
+        s.faults.push(Fault {
+            path_prefix: "/v1/load-balancers".into(),
+            method: Some("DELETE".into()),
+            status: Some(500),
+            count: Some(1),
+            ..Fault::default()
+        })
+    });
+    services.delete("gone", &Default::default()).await.unwrap();
+    assert!(services.get_opt("gone").await.unwrap().is_none());
+    wait_until(
+        TIMEOUT,
+        "the deleted Service's load balancer gone",
+        || async { load_balancer_names(&stack).is_empty() },
+    )
+    .await;
+    wait_until(TIMEOUT, "Deleting/DeleteFailed/Deleted events", || async {
+        let r = reasons(&stack, "gone").await;
+        [
+            "DeletingLoadBalancer",
+            "DeleteLoadBalancerFailed",
+            "DeletedLoadBalancer",
+        ]
+        .iter()
+        .all(|want| r.iter().any(|got| got == want))
+    })
+    .await;
+
+    // Deleted and re-created under the same name (a new UID).
+    let old = ensured(&services, "again").await;
+    let old_lb = load_balancer_names(&stack);
+    assert_eq!(old_lb.len(), 1);
+    remove_finalizers(&services, "again").await;
+    services.delete("again", &Default::default()).await.unwrap();
+    let new = services
+        .create(
+            &PostParams::default(),
+            &load_balancer_service("again", None),
+        )
+        .await
+        .unwrap();
+    assert_ne!(old.metadata.uid, new.metadata.uid);
+    wait_until(TIMEOUT, "one load balancer, the new Service's", || async {
+        let names = load_balancer_names(&stack);
+        names.len() == 1 && names != old_lb
+    })
+    .await;
+    wait_until(TIMEOUT, "the new Service's ingress", || async {
+        services
+            .get("again")
+            .await
+            .is_ok_and(|s| ingress_ip(&s).is_some())
+    })
+    .await;
+
+    // Switched to ClusterIP without the finalizer, in one update (two would race the
+    // controller putting the finalizer back between them).
+    services
+        .patch(
+            "again",
+            &PatchParams::default(),
+            &Patch::Merge(json!({
+                "metadata": {"finalizers": null},
+                "spec": {"type": "ClusterIP"},
+            })),
+        )
+        .await
+        .unwrap();
+    wait_until(
+        TIMEOUT,
+        "the load balancer deleted, the status cleared",
+        || async {
+            load_balancer_names(&stack).is_empty()
+                && services
+                    .get("again")
+                    .await
+                    .is_ok_and(|s| ingress_ip(&s).is_none())
+        },
+    )
+    .await;
+    // The injected failure is the only failed cloud call. Reconciles may also fail on
+    // an API conflict: the controller puts back a finalizer the test removes.
+    let m = metrics(port).await;
+    assert_eq!(
+        provider_calls(&m, &["cloud_error"]),
+        1.0,
+        "the one failed delete"
+    );
+    assert!(reconciles(&m, "service", "error") >= 1.0);
+}
+
+/// Ported from upstream `TestSyncLoadBalancerIfNeeded`: a Service that does not want a
+/// load balancer and has no finalizer causes no cloud call and no event; a Service
+/// with the finalizer that no longer wants one, whose load balancer is already gone
+/// from the cloud, is not deleted again (`GetLoadBalancer` first: no
+/// `DeletingLoadBalancer`) but still loses the finalizer and its status, with
+/// `DeletedLoadBalancer`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sync_load_balancer_if_needed_as_upstream() {
+    let stack = Stack::start().await;
+    ready_nodes(&stack, &["sync-1"]).await;
+    let services: Api<Service> = Api::namespaced(stack.client(), "default");
+    let cluster_ip: Service = serde_json::from_value(json!({
+        "metadata": {"name": "plain", "namespace": "default"},
+        "spec": {"type": "ClusterIP", "ports": [{"port": 80}]}
+    }))
+    .unwrap();
+    services
+        .create(&PostParams::default(), &cluster_ip)
+        .await
+        .unwrap();
+    let port = free_port();
+    let _ccm = stack.controller_manager(port, &["--leader-elect=false"]);
+    ensured(&services, "vanished").await;
+    assert!(reasons(&stack, "plain").await.is_empty());
+    assert!(
+        services
+            .get("plain")
+            .await
+            .unwrap()
+            .metadata
+            .finalizers
+            .is_none()
+    );
+
+    // The load balancer disappears from the cloud behind the controller's back.
+    stack.cloud.with_state(|s| s.load_balancers.clear());
+    to_cluster_ip(&services, "vanished").await;
+    wait_released(&services, "vanished").await;
+    let r = reasons(&stack, "vanished").await;
+    assert!(r.contains(&"DeletedLoadBalancer".to_string()), "{r:?}");
+    assert!(!r.contains(&"DeletingLoadBalancer".to_string()), "{r:?}");
+}
+
+/// Ported from upstream `TestProcessServiceCreateOrUpdateK8sError` and
+/// `TestPatchStatus`: a Kubernetes API error on the finalizer patch or on the status
+/// patch is a failed sync (`SyncLoadBalancerFailed` naming the step), retried until
+/// the Service has its finalizer and status.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn process_service_create_or_update_k8s_error() {
+    let stack = Stack::start().await;
+    ready_nodes(&stack, &["k8s-1"]).await;
+    let services: Api<Service> = Api::namespaced(stack.client(), "default");
+    stack.api.inject_conflicts("services", "patch", 1);
+    stack.api.inject_conflicts("services/status", "patch", 1);
+    let port = free_port();
+    let _ccm = stack.controller_manager(port, &["--leader-elect=false"]);
+    ensured(&services, "conflicted").await;
+    assert_eq!(stack.api.faults_served("services", "patch"), 1);
+    assert_eq!(stack.api.faults_served("services/status", "patch"), 1);
+    let failures = notes(&stack, "conflicted", "SyncLoadBalancerFailed").await;
+    for step in [
+        "failed to add load balancer cleanup finalizer",
+        "failed to update load balancer status",
+    ] {
+        assert!(
+            failures
+                .iter()
+                .any(|n| n.starts_with(&format!("Error syncing load balancer: {step}"))),
+            "{step}: {failures:?}"
+        );
+    }
+}
+
+/// Upstream `processServiceCreateOrUpdate`: a NotFound on the status patch (the
+/// Service disappeared right after the ensure) is not an error: no
+/// `SyncLoadBalancerFailed`, no retry, the sync counts as a success.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_status_patch_not_found_is_not_an_error() {
+    let stack = Stack::start().await;
+    ready_nodes(&stack, &["nf-1"]).await;
+    let services: Api<Service> = Api::namespaced(stack.client(), "default");
+    stack.api.inject_not_found("services/status", "patch", 1);
+    let port = free_port();
+    let _ccm = stack.controller_manager(port, &["--leader-elect=false"]);
+    services
+        .create(
+            &PostParams::default(),
+            &load_balancer_service("vanishing", None),
+        )
+        .await
+        .unwrap();
+    wait_until(TIMEOUT, "the sync counted as a success", || async {
+        occurrences(&stack, "vanishing", "EnsuredLoadBalancer").await >= 1
+            && reconciles(&metrics(port).await, "service", "success") >= 1.0
+    })
+    .await;
+    assert_eq!(stack.api.faults_served("services/status", "patch"), 1);
+    assert_eq!(reconciles(&metrics(port).await, "service", "error"), 0.0);
+    assert_eq!(
+        occurrences(&stack, "vanishing", "SyncLoadBalancerFailed").await,
+        0
+    );
+    assert_eq!(load_balancer_names(&stack).len(), 1);
+}
+
+/// Ported from upstream `TestNodeChangesInExternalLoadBalancer`,
+/// `Test_shouldSyncUpdatedNode_*` and `TestNodesNotEqual`: a node tainted for deletion
+/// leaves the load balancer at the next node sync; an exclusion label is parsed as Go's
+/// `strconv.ParseBool` (`FaLsE` is not false: excluded); a failed host update is retried
+/// as a full sync of that Service, with `UpdateLoadBalancerFailed` first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_changes_in_external_load_balancer() {
+    let stack = Stack::start().await;
+    let mut ids = ready_nodes(&stack, &["nc-1", "nc-2", "nc-3"]).await;
+    ids.sort();
+    let services: Api<Service> = Api::namespaced(stack.client(), "default");
+    let nodes: Api<Node> = Api::all(stack.client());
+    let port = free_port();
+    let _ccm = stack.controller_manager(port, &["--leader-elect=false"]);
+    ensured(&services, "hosts").await;
+    let lb = load_balancer_names(&stack).pop().unwrap();
+    let backends = || {
+        stack
+            .cloud
+            .with_state(|s| s.load_balancers.get(&lb).map(|lb| lb.backends.clone()))
+            .unwrap_or_default()
+    };
+    assert_eq!(backends(), ids);
+
+    // Tainted for deletion, then an exclusion label that Go does not parse as false:
+    // the label syncs, and the tainted node leaves too.
+    nodes
+        .patch(
+            "nc-2",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"taints": [{"key": "ToBeDeletedByClusterAutoscaler", "effect": "NoSchedule"}]}})),
+        )
+        .await
+        .unwrap();
+    nodes
+        .patch(
+            "nc-3",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"node.kubernetes.io/exclude-from-external-load-balancers": "FaLsE"}}})),
+        )
+        .await
+        .unwrap();
+    wait_until(TIMEOUT, "only nc-1 behind the load balancer", || async {
+        backends() == vec![ids[0].clone()]
+    })
+    .await;
+
+    // The next host update fails: UpdateLoadBalancerFailed, then the Service's own
+    // sync (Ensuring again) puts the label-cleared node back.
+    stack.cloud.with_state(|s| {
+        s.faults.push(Fault {
+            path_prefix: format!("/v1/load-balancers/{lb}/backends"),
+            method: Some("PUT".into()),
+            status: Some(500),
+            count: Some(1),
+            ..Fault::default()
+        })
+    });
+    let ensuring = occurrences(&stack, "hosts", "EnsuringLoadBalancer").await;
+    nodes
+        .patch(
+            "nc-3",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"node.kubernetes.io/exclude-from-external-load-balancers": "false"}}})),
+        )
+        .await
+        .unwrap();
+    wait_until(TIMEOUT, "the failed update reported", || async {
+        occurrences(&stack, "hosts", "UpdateLoadBalancerFailed").await >= 1
+    })
+    .await;
+    wait_until(TIMEOUT, "nc-3 back after the full sync", || async {
+        let mut want = vec![ids[0].clone(), ids[2].clone()];
+        want.sort();
+        backends() == want
+    })
+    .await;
+    assert!(occurrences(&stack, "hosts", "EnsuringLoadBalancer").await > ensuring);
+    let failed = notes(&stack, "hosts", "UpdateLoadBalancerFailed").await;
+    assert!(
+        failed[0].contains("[node names limited, total number of nodes: 2]"),
+        "{failed:?}"
+    );
+    // Upstream's service controller metrics (controllers/service/metrics.go): two host
+    // updates (one failed), each node sync timed.
+    let m = metrics(port).await;
+    assert!(
+        metric(&m, "service_controller_loadbalancer_sync_total") >= 2.0,
+        "{m}"
+    );
+    assert!(
+        metric(&m, "service_controller_nodesync_error_total") >= 1.0,
+        "{m}"
+    );
+    assert!(
+        metric(&m, "service_controller_nodesync_latency_seconds_count") >= 2.0,
+        "{m}"
+    );
+    assert!(
+        metric(
+            &m,
+            "service_controller_update_loadbalancer_host_latency_seconds_count"
+        ) >= 2.0,
+        "{m}"
+    );
+}
+
+/// Upstream `TestNodesNotEqual` (a provider ID set after the Node joined changes the
+/// node set) and `lockedUpdateLoadBalancerHosts` / `nodeSyncInternal` with two
+/// Services: only the Service whose host update failed is retried (through its own
+/// full sync), the other is not synced again; a load balancer that vanished from the
+/// cloud makes its failed update a success (not re-created by the node sync); zero
+/// hosts is `UnAvailableLoadBalancer`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn update_load_balancer_hosts_as_upstream() {
+    let stack = Stack::start().await;
+    let first = ready_nodes(&stack, &["uh-1"]).await.remove(0);
+    let services: Api<Service> = Api::namespaced(stack.client(), "default");
+    let nodes: Api<Node> = Api::all(stack.client());
+    let port = free_port();
+    let _ccm = stack.controller_manager(port, &["--leader-elect=false", "--controllers=service"]);
+    let one = default_load_balancer_name(&ensured(&services, "one").await);
+    let two = default_load_balancer_name(&ensured(&services, "two").await);
+    let backends = |lb: &str| {
+        stack.cloud.with_state(|s| {
+            s.load_balancers
+                .get(lb)
+                .map(|lb| lb.backends.clone())
+                .unwrap_or_default()
+        })
+    };
+
+    // A Node joins without a provider ID, under a name that is not its instance's:
+    // the provider cannot place it yet.
+    let second = stack
+        .cloud
+        .with_state(|s| s.create_instance(NewInstance::named("uh-2-instance")))
+        .id;
+    let mut joining = kubelet_node("uh-2", "True");
+    joining.spec.as_mut().unwrap().taints = None;
+    nodes
+        .create(&PostParams::default(), &joining)
+        .await
+        .unwrap();
+    wait_until(TIMEOUT, "both load balancers updated for uh-2", || async {
+        occurrences(&stack, "one", "UpdatedLoadBalancer").await >= 1
+            && occurrences(&stack, "two", "UpdatedLoadBalancer").await >= 1
+    })
+    .await;
+    assert_eq!(backends(&one), std::slice::from_ref(&first));
+
+    // Its provider ID is set (as cloud-node does): the node set changed. The update of
+    // "two" fails once: only "two" is synced again, and both end with both instances.
+    stack.cloud.with_state(|s| {
+        s.faults.push(Fault {
+            path_prefix: format!("/v1/load-balancers/{two}/backends"),
+            method: Some("PUT".into()),
+            status: Some(500),
+            count: Some(1),
+            ..Fault::default()
+        })
+    });
+    nodes
+        .patch(
+            "uh-2",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"providerID": format!("simcloud://{second}")}})),
+        )
+        .await
+        .unwrap();
+    let mut both = vec![first.clone(), second.clone()];
+    both.sort();
+    wait_until(
+        TIMEOUT,
+        "both instances behind both load balancers",
+        || async { backends(&one) == both && backends(&two) == both },
+    )
+    .await;
+    assert!(occurrences(&stack, "two", "UpdateLoadBalancerFailed").await >= 1);
+    assert_eq!(occurrences(&stack, "two", "EnsuringLoadBalancer").await, 2);
+    assert_eq!(
+        occurrences(&stack, "one", "UpdateLoadBalancerFailed").await,
+        0
+    );
+    assert_eq!(
+        occurrences(&stack, "one", "EnsuringLoadBalancer").await,
+        1,
+        "a Service whose update succeeded is not synced again"
+    );
+
+    // "one" vanishes from the cloud; then every node is excluded. Its failed update is
+    // a success (the load balancer no longer exists) and it is not re-created; "two"
+    // has no hosts: UnAvailableLoadBalancer.
+    stack.cloud.with_state(|s| s.load_balancers.remove(&one));
+    for name in ["uh-1", "uh-2"] {
+        nodes
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"labels": {"node.kubernetes.io/exclude-from-external-load-balancers": "true"}}})),
+            )
+            .await
+            .unwrap();
+    }
+    wait_until(TIMEOUT, "two without hosts", || async {
+        backends(&two).is_empty()
+            && occurrences(&stack, "two", "UnAvailableLoadBalancer").await >= 1
+    })
+    .await;
+    assert_eq!(
+        occurrences(&stack, "one", "UpdateLoadBalancerFailed").await,
+        0
+    );
+    assert_eq!(occurrences(&stack, "one", "EnsuringLoadBalancer").await, 1);
+    assert_eq!(load_balancer_names(&stack), [two]);
+}
+
+/// Upstream's event order on the ensure path (`syncLoadBalancerIfNeeded` then
+/// `ensureLoadBalancer`): `EnsuringLoadBalancer` before the finalizer and the node
+/// list, `UnAvailableLoadBalancer` when no node is eligible, then
+/// `EnsuredLoadBalancer`; and on the delete path: `DeletingLoadBalancer` before the
+/// provider's delete, `DeletedLoadBalancer` once the finalizer is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ensure_events_in_upstream_order() {
+    let stack = Stack::start().await;
+    let services: Api<Service> = Api::namespaced(stack.client(), "default");
+    let port = free_port();
+    let _ccm = stack.controller_manager(port, &["--leader-elect=false"]);
+    ensured(&services, "lonely").await;
+    wait_for_reason(&stack, "lonely", "EnsuredLoadBalancer").await;
+    assert_eq!(
+        reasons_in_order(&stack, "lonely").await,
+        [
+            "EnsuringLoadBalancer",
+            "UnAvailableLoadBalancer",
+            "EnsuredLoadBalancer"
+        ]
+    );
+    to_cluster_ip(&services, "lonely").await;
+    wait_released(&services, "lonely").await;
+    wait_for_reason(&stack, "lonely", "DeletedLoadBalancer").await;
+    assert_eq!(
+        reasons_in_order(&stack, "lonely").await,
+        [
+            "EnsuringLoadBalancer",
+            "UnAvailableLoadBalancer",
+            "EnsuredLoadBalancer",
+            "DeletingLoadBalancer",
+            "DeletedLoadBalancer"
+        ]
+    );
+}
+
+/// A repeated event is one Event whose series counts the repeats, however many: each
+/// repeat patches only the series (a patch carrying the stored object's
+/// resourceVersion would conflict from the third occurrence on, and be lost).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn repeated_events_are_one_series() {
+    let stack = Stack::start().await;
+    ready_nodes(&stack, &["rep-1"]).await;
+    // Three throttled ensures in a row (retry after 1 s each), then success.
+    stack.cloud.with_state(|s| {
+        s.faults.push(Fault {
+            path_prefix: "/v1/load-balancers".into(),
+            method: Some("PUT".into()),
+            status: Some(429),
+            retry_after_seconds: Some(1),
+            count: Some(3),
+            ..Fault::default()
+        })
+    });
+    let services: Api<k8s_openapi::api::core::v1::Service> =
+        Api::namespaced(stack.client(), "default");
+    let port = free_port();
+    let _ccm = stack.controller_manager(port, &["--leader-elect=false"]);
+    services
+        .create(
+            &PostParams::default(),
+            &load_balancer_service("repeats", None),
+        )
+        .await
+        .unwrap();
+    wait_until(
+        TIMEOUT,
+        "ensured after three throttled attempts",
+        || async {
+            services
+                .get("repeats")
+                .await
+                .is_ok_and(|s| ingress_ip(&s).is_some())
+        },
+    )
+    .await;
+    wait_until(TIMEOUT, "four EnsuringLoadBalancer recorded", || async {
+        occurrences(&stack, "repeats", "EnsuringLoadBalancer").await >= 4
+    })
+    .await;
+    assert_eq!(
+        occurrences(&stack, "repeats", "SyncLoadBalancerFailed").await,
+        3
+    );
+    let reasons = reasons(&stack, "repeats").await;
+    for reason in ["EnsuringLoadBalancer", "SyncLoadBalancerFailed"] {
+        assert_eq!(
+            reasons.iter().filter(|r| *r == reason).count(),
+            1,
+            "{reason} is not one Event: {reasons:?}"
+        );
+    }
+}
