@@ -141,7 +141,7 @@ async fn throttling_answered_by_the_host_never_reaches_the_cloud() {
     let before = cloud.total_requests();
 
     loader.broker().set_interceptor(Some(std::sync::Arc::new(
-        wasm_ccm::conformance::Throttle::new(1, std::time::Duration::from_secs(7)),
+        wasm_ccm::cli::conformance::Throttle::new(1, std::time::Duration::from_secs(7)),
     )));
     let err = v2.instance_exists(&node("n", None, &[])).await.unwrap_err();
     match err.cloud() {

@@ -637,7 +637,7 @@ async fn the_deploy_openstack_example_renders_and_loads() {
 
     // The token goes only with the requests the provider makes (the guest's list).
     let parsed: serde_json::Value = serde_saphyr::from_str(&policy).unwrap();
-    let listed: Vec<&str> = wasm_ccm::occm_import::provider_actions().collect();
+    let listed: Vec<&str> = wasm_ccm::cli::import_occm_config::provider_actions().collect();
     assert_eq!(
         parsed["credentials"][0]["allowedActions"],
         serde_json::json!(listed)

@@ -14,6 +14,8 @@
 //! - [`hot_swap`]: switching to a changed provider without a restart.
 //! - [`serving`]: the secure port (HTTPS, delegated authentication and authorization)
 //!   in front of health and metrics.
+//! - [`cli`]: the subcommands (`check`, `call`, `conformance`, `new`,
+//!   `import-occm-config`); `main.rs` parses the command line and dispatches.
 //!
 //! Crates: this one depends on `wasm-ccm-host` (which knows nothing of Kubernetes);
 //! the playground (`wasm-ccm-playground`) depends on both, and is the only one that
@@ -22,15 +24,13 @@
 #![deny(unsafe_code)]
 
 pub mod allocator;
-pub mod call;
+pub mod cli;
 pub mod cloud;
-pub mod conformance;
 pub mod controllers;
 pub mod daemon;
+pub mod events;
 pub mod hot_swap;
 pub mod metrics;
-pub mod occm_import;
-pub mod scaffold;
 pub mod serving;
 
 /// This host's name (the Pod's, in a cluster), if the kernel says one.

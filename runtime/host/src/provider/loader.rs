@@ -6,54 +6,34 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use wasmtime::component::{Component, HasSelf, InstancePre, Linker};
+use wasmtime::component::{HasSelf, Linker};
 
 use super::cache::{CompileCache, sha256_hex};
 use super::error::{FindError, LoadError, ProviderError};
-use super::inspect::{self, Surface, WasmKind};
-use super::pool::{self, Pool, Prepared};
+use super::pool::{Pool, Prepared};
 use super::source::{Fingerprint, ProviderSource};
 use super::{Inner, Provider};
 use crate::capabilities::annotations::{AnnotationSink, Annotations};
 use crate::capabilities::events::{EventSink, Events};
 use crate::capabilities::http_egress::{Broker, EgressSettings};
 use crate::capabilities::{HostState, Shared, cache::Cache};
-use crate::contract::{self, Exports, Indices, Version};
+use crate::contract::{self, Version};
 use crate::engine::{EngineError, EngineSettings, WasmEngine};
 use crate::metrics::{Metrics, ProviderLabel};
-use crate::policy::{InstanceLimits, Policy};
+use crate::policy::Policy;
 
 /// Compiles and instantiates providers. One per process: it owns the engine, the
 /// linker with the host capabilities, and the pooled HTTP client for egress.
 #[derive(Clone)]
 pub struct ProviderLoader {
-    engine: WasmEngine,
-    linker: Arc<Linker<HostState>>,
-    broker: Broker,
-    metrics: Metrics,
-    cache: Option<CompileCache>,
-    memory_budget: Option<u64>,
-    events: Option<Arc<dyn EventSink>>,
-    annotations: Option<Arc<dyn AnnotationSink>>,
-}
-
-/// What `wasm-ccm check` reports about a component.
-#[derive(Debug, Clone)]
-pub struct Inspection {
-    /// The file inspected.
-    pub path: PathBuf,
-    /// Its size in bytes.
-    pub size: usize,
-    /// What `identity.provider-name` returned.
-    pub provider_name: String,
-    /// The contract package and version it was checked against.
-    pub package: String,
-    /// That version.
-    pub version: Version,
-    /// The optional interfaces it exports.
-    pub exports: Exports,
-    /// Everything it imports.
-    pub imports: Vec<String>,
+    pub(super) engine: WasmEngine,
+    pub(super) linker: Arc<Linker<HostState>>,
+    pub(super) broker: Broker,
+    pub(super) metrics: Metrics,
+    pub(super) cache: Option<CompileCache>,
+    pub(super) memory_budget: Option<u64>,
+    pub(super) events: Option<Arc<dyn EventSink>>,
+    pub(super) annotations: Option<Arc<dyn AnnotationSink>>,
 }
 
 /// Whether a version is loaded to serve, or as a hot-swap candidate.
@@ -61,17 +41,6 @@ pub struct Inspection {
 enum Load {
     Serving,
     Candidate,
-}
-
-/// A compiled, contract-checked component, ready to instantiate.
-struct Compiled {
-    path: PathBuf,
-    pre: InstancePre<HostState>,
-    indices: Indices,
-    version: Version,
-    exports: Exports,
-    surface: Surface,
-    size: usize,
 }
 
 impl ProviderLoader {
@@ -468,183 +437,11 @@ impl ProviderLoader {
         );
         Ok(provider)
     }
-
-    /// Checks a component without initializing it: everything `wasm-ccm check` reports.
-    pub async fn inspect(&self, path: &Path) -> Result<Inspection, LoadError> {
-        let bytes = tokio::fs::read(path)
-            .await
-            .map_err(|source| LoadError::Read {
-                path: path.to_owned(),
-                source,
-            })?;
-        let compiled = self.compile_off_runtime(path, bytes).await?;
-        let provider_name = self.verify(&compiled, &InstanceLimits::default()).await?;
-        Ok(Inspection {
-            path: compiled.path.clone(),
-            size: compiled.size,
-            provider_name,
-            package: compiled.version.to_string(),
-            version: compiled.version,
-            exports: compiled.exports,
-            imports: compiled.surface.imports.clone(),
-        })
-    }
-
-    /// [`Self::compile`] on the blocking pool, so compilation never stalls the runtime.
-    async fn compile_off_runtime(
-        &self,
-        path: &Path,
-        bytes: Vec<u8>,
-    ) -> Result<Compiled, LoadError> {
-        let this = self.clone();
-        let owned_path = path.to_owned();
-        tokio::task::spawn_blocking(move || this.compile(&owned_path, &bytes))
-            .await
-            .expect("compile task panicked")
-    }
-
-    /// Compiles and checks the contract statically. CPU-bound: call off the runtime.
-    fn compile(&self, path: &Path, bytes: &[u8]) -> Result<Compiled, LoadError> {
-        if inspect::sniff(path, bytes)? == WasmKind::CoreModule {
-            return Err(LoadError::CoreModule {
-                path: path.to_owned(),
-            });
-        }
-        let engine = self.engine.engine();
-        let functions = self.engine.function_cache();
-        let compilation = functions.map(|f| f.begin());
-        let component = match &self.cache {
-            Some(cache) => cache.component(engine, bytes),
-            None => Component::new(engine, bytes),
-        };
-        if let (Some(compilation), Some(functions)) = (compilation, functions) {
-            let stats = compilation.end();
-            if stats.compiled + stats.reused > 0 {
-                tracing::info!(
-                    path = %path.display(),
-                    reused = stats.reused,
-                    compiled = stats.compiled,
-                    cache_bytes = functions.size(),
-                    "compiled the component's functions (reused: unchanged since a version loaded before)"
-                );
-            }
-        }
-        let component = component.map_err(|source| LoadError::Compile {
-            path: path.to_owned(),
-            source,
-        })?;
-        let surface = Surface::of(self.engine.engine(), &component);
-        let (version, exports) = surface.check_exports(path)?;
-        let pre = self.linker.instantiate_pre(&component).map_err(|source| {
-            LoadError::UnsupportedImport {
-                path: path.to_owned(),
-                imports: surface.unsupported_imports(),
-                source,
-            }
-        })?;
-        let indices =
-            Indices::new(&pre, version, exports).map_err(|m| LoadError::InterfaceMismatch {
-                path: path.to_owned(),
-                interface: version.interface_name(m.interface),
-                source: m.source,
-            })?;
-        Ok(Compiled {
-            path: path.to_owned(),
-            pre,
-            indices,
-            version,
-            exports,
-            surface,
-            size: bytes.len(),
-        })
-    }
-
-    /// Instantiates once in a throwaway store (no egress, nothing initialized) to
-    /// type-check every export and read the provider name.
-    async fn verify(
-        &self,
-        compiled: &Compiled,
-        limits: &InstanceLimits,
-    ) -> Result<String, LoadError> {
-        let path = &compiled.path;
-        let name = ProviderLabel::new("verify");
-        let egress = self
-            .broker
-            .egress(name.clone(), Arc::new(Policy::default()))
-            .map_err(|source| LoadError::Egress {
-                path: path.clone(),
-                source,
-            })?;
-        let shared = Arc::new(Shared {
-            cache: Cache::new(0, name.clone(), self.metrics.provider().clone()),
-            events: Events::new(None, name.clone(), self.metrics.provider().clone()),
-            annotations: Annotations::new(None, Vec::new()),
-        });
-        let mut store = pool::new_store(
-            &self.engine,
-            &name,
-            &egress,
-            self.metrics.provider(),
-            limits,
-            &shared,
-        );
-        let instance = tokio::time::timeout(
-            limits.call_timeout,
-            compiled.pre.instantiate_async(&mut store),
-        )
-        .await
-        .map_err(|_| LoadError::Instantiate {
-            path: path.clone(),
-            source: wasmtime::Error::msg(format!(
-                "instantiation did not finish within {:?}",
-                limits.call_timeout
-            )),
-        })?
-        .map_err(|source| LoadError::Instantiate {
-            path: path.clone(),
-            source,
-        })?;
-        let guests = compiled.indices.load(&mut store, &instance).map_err(|m| {
-            LoadError::InterfaceMismatch {
-                path: path.clone(),
-                interface: compiled.version.interface_name(m.interface),
-                source: m.source,
-            }
-        })?;
-        let name =
-            tokio::time::timeout(limits.call_timeout, guests.call_provider_name(&mut store)).await;
-        let name = match name {
-            Ok(Ok(name)) => name,
-            Ok(Err(trap)) => {
-                return Err(LoadError::Instantiate {
-                    path: path.clone(),
-                    source: trap,
-                });
-            }
-            Err(_) => {
-                return Err(LoadError::Instantiate {
-                    path: path.clone(),
-                    source: wasmtime::Error::msg("provider-name did not return in time"),
-                });
-            }
-        };
-        if !is_provider_name(&name) {
-            return Err(LoadError::Instantiate {
-                path: path.clone(),
-                source: wasmtime::Error::msg(format!(
-                    "provider-name returned {:?}; it must be 1 to 63 lowercase letters, digits, \
-                     `-` or `.`, starting and ending with a letter or digit",
-                    crate::capabilities::logging::sanitize(&name)
-                )),
-            });
-        }
-        Ok(name)
-    }
 }
 
 /// A provider name: what `--cloud-provider` names, the scheme of provider IDs, a label
 /// of every metric. 1 to 63 of `[a-z0-9.-]`, starting and ending alphanumeric.
-fn is_provider_name(name: &str) -> bool {
+pub(super) fn is_provider_name(name: &str) -> bool {
     let alnum = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
     (1..=63).contains(&name.len())
         && name.chars().all(|c| alnum(c) || c == '-' || c == '.')

@@ -26,6 +26,7 @@
 
 pub mod cache;
 pub(crate) mod call;
+mod compile;
 mod error;
 mod inspect;
 mod loader;
@@ -36,8 +37,9 @@ mod source;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+pub use compile::Inspection;
 pub use error::{CloudError, FindError, LoadError, ProviderError, TrapKind};
-pub use loader::{Inspection, ProviderLoader};
+pub use loader::ProviderLoader;
 pub use shared::SharedProvider;
 pub use source::{Fingerprint, ProviderSource, SourceError};
 

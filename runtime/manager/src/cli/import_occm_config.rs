@@ -396,7 +396,7 @@ serviceAnnotations:
 /// The provider's requests (`guests/openstack/allowed-actions.txt`), the
 /// `allowedActions` of its Keystone rule.
 pub fn provider_actions() -> impl Iterator<Item = &'static str> {
-    include_str!("../../../guests/openstack/allowed-actions.txt")
+    include_str!("../../../../guests/openstack/allowed-actions.txt")
         .lines()
         .map(str::trim)
         .filter(|l| !l.is_empty() && !l.starts_with('#'))
@@ -499,7 +499,7 @@ mod tests {
         let path = Path::new("/etc/wasm-ccm/providers/openstack.yaml");
         let ours = wasm_ccm_host::policy::Policy::parse(&imported.policy, path).unwrap();
         let deploy = wasm_ccm_host::policy::Policy::parse(
-            include_str!("../../../deploy/openstack/providers/openstack.yaml"),
+            include_str!("../../../../deploy/openstack/providers/openstack.yaml"),
             path,
         )
         .unwrap();

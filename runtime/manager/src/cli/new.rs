@@ -15,49 +15,49 @@ use std::path::{Path, PathBuf};
 const WIT: &[(&str, &str)] = &[
     (
         "deps/wasm-ccm-provider/provider.wit",
-        include_str!("../../../guests/sdk/wit/provider.wit"),
+        include_str!("../../../../guests/sdk/wit/provider.wit"),
     ),
     (
         "deps/wasm-ccm-provider/types.wit",
-        include_str!("../../../guests/sdk/wit/types.wit"),
+        include_str!("../../../../guests/sdk/wit/types.wit"),
     ),
     (
         "deps/cli.wit",
-        include_str!("../../../guests/sdk/wit/deps/cli.wit"),
+        include_str!("../../../../guests/sdk/wit/deps/cli.wit"),
     ),
     (
         "deps/clocks.wit",
-        include_str!("../../../guests/sdk/wit/deps/clocks.wit"),
+        include_str!("../../../../guests/sdk/wit/deps/clocks.wit"),
     ),
     (
         "deps/filesystem.wit",
-        include_str!("../../../guests/sdk/wit/deps/filesystem.wit"),
+        include_str!("../../../../guests/sdk/wit/deps/filesystem.wit"),
     ),
     (
         "deps/http.wit",
-        include_str!("../../../guests/sdk/wit/deps/http.wit"),
+        include_str!("../../../../guests/sdk/wit/deps/http.wit"),
     ),
     (
         "deps/io.wit",
-        include_str!("../../../guests/sdk/wit/deps/io.wit"),
+        include_str!("../../../../guests/sdk/wit/deps/io.wit"),
     ),
     (
         "deps/random.wit",
-        include_str!("../../../guests/sdk/wit/deps/random.wit"),
+        include_str!("../../../../guests/sdk/wit/deps/random.wit"),
     ),
     (
         "deps/sockets.wit",
-        include_str!("../../../guests/sdk/wit/deps/sockets.wit"),
+        include_str!("../../../../guests/sdk/wit/deps/sockets.wit"),
     ),
 ];
 
-const CARGO_TOML: &str = include_str!("../templates/provider/Cargo.toml.tmpl");
-const LIB_RS: &str = include_str!("../templates/provider/lib.rs.tmpl");
-const WORLD: &str = include_str!("../templates/provider/world.wit.tmpl");
-const POLICY: &str = include_str!("../templates/provider/policy.yaml.tmpl");
-const CLOUD_CONFIG: &str = include_str!("../templates/provider/cloud-config.json.tmpl");
-const README: &str = include_str!("../templates/provider/README.md.tmpl");
-const GITIGNORE: &str = include_str!("../templates/provider/gitignore.tmpl");
+const CARGO_TOML: &str = include_str!("../../templates/provider/Cargo.toml.tmpl");
+const LIB_RS: &str = include_str!("../../templates/provider/lib.rs.tmpl");
+const WORLD: &str = include_str!("../../templates/provider/world.wit.tmpl");
+const POLICY: &str = include_str!("../../templates/provider/policy.yaml.tmpl");
+const CLOUD_CONFIG: &str = include_str!("../../templates/provider/cloud-config.json.tmpl");
+const README: &str = include_str!("../../templates/provider/README.md.tmpl");
+const GITIGNORE: &str = include_str!("../../templates/provider/gitignore.tmpl");
 
 /// An interface `wasm-ccm new` can generate, with its code.
 struct Export {
@@ -85,19 +85,19 @@ const EXPORTS: &[Export] = &[
             "wasm_ccm_guest::url::encode_component",
             "wasm_ccm_guest::{cloud_error, provider_id}",
         ],
-        code: include_str!("../templates/provider/instances_v2.rs.tmpl"),
+        code: include_str!("../../templates/provider/instances_v2.rs.tmpl"),
         test_imports: &[
             "wasm_ccm_guest::http::Response",
             "wasm_ccm_guest::testing::MockTransport",
             "wasm_ccm_guest::types::{ObjectMeta, Retry}",
         ],
-        tests: include_str!("../templates/provider/instances_v2_tests.rs.tmpl"),
+        tests: include_str!("../../templates/provider/instances_v2_tests.rs.tmpl"),
     },
     Export {
         wit: "instances-batch",
         macro_name: "instances_batch",
         imports: &["wasm_ccm_guest::InstancesBatch"],
-        code: include_str!("../templates/provider/instances_batch.rs.tmpl"),
+        code: include_str!("../../templates/provider/instances_batch.rs.tmpl"),
         test_imports: &[],
         tests: "",
     },
@@ -108,7 +108,7 @@ const EXPORTS: &[Export] = &[
             "wasm_ccm_guest::LoadBalancer",
             "wasm_ccm_guest::types::{CloudError, LoadBalancerStatus, Node, Service}",
         ],
-        code: include_str!("../templates/provider/load_balancer.rs.tmpl"),
+        code: include_str!("../../templates/provider/load_balancer.rs.tmpl"),
         test_imports: &[],
         tests: "",
     },
@@ -119,7 +119,7 @@ const EXPORTS: &[Export] = &[
             "wasm_ccm_guest::Routes",
             "wasm_ccm_guest::types::{CloudError, Route}",
         ],
-        code: include_str!("../templates/provider/routes.rs.tmpl"),
+        code: include_str!("../../templates/provider/routes.rs.tmpl"),
         test_imports: &[],
         tests: "",
     },
@@ -130,7 +130,7 @@ const EXPORTS: &[Export] = &[
             "wasm_ccm_guest::Clusters",
             "wasm_ccm_guest::types::CloudError",
         ],
-        code: include_str!("../templates/provider/clusters.rs.tmpl"),
+        code: include_str!("../../templates/provider/clusters.rs.tmpl"),
         test_imports: &[],
         tests: "",
     },

@@ -17,6 +17,8 @@ mod error;
 #[cfg(test)]
 pub(crate) mod fake;
 mod provider;
+pub mod provider_annotations;
+pub mod provider_events;
 pub mod shadow;
 pub mod validate;
 

@@ -16,18 +16,16 @@
 
 pub mod backoff;
 pub mod batcher;
-pub mod events;
 pub mod node;
 pub mod node_informer;
 pub mod node_lifecycle;
-pub mod provider_annotations;
 pub mod route;
 pub mod service;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use events::{Event, EventType, Recorder};
+use crate::events::{Event, EventType, Recorder};
 use futures_util::future::BoxFuture;
 use k8s_openapi::api::core::v1::Node;
 use kube::Resource;

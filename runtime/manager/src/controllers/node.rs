@@ -15,7 +15,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::events::{EventType, Recorder};
+use crate::events::{EventType, Recorder};
 use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::{Node, NodeAddress};
 use kube::api::{Api, Patch, PatchParams, PostParams};

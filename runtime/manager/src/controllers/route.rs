@@ -17,7 +17,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::events::EventType;
+use crate::events::EventType;
 use k8s_openapi::api::core::v1::{Node, NodeAddress};
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
@@ -257,7 +257,7 @@ fn is_responsible(cluster_cidrs: &[Cidr], destination: &str) -> bool {
 pub async fn reconcile(
     ctx: &Context,
     options: &Options,
-    recorder: &super::events::Recorder,
+    recorder: &crate::events::Recorder,
 ) -> bool {
     let routes = ctx.cloud.current();
     if !routes.meets(cloud::Requirement::Routes) {

@@ -1,7 +1,7 @@
 //! The pieces [`super::run`] puts together, each built from the flags.
 
-use crate::controllers::events::ProviderEvents;
-use crate::controllers::provider_annotations::ProviderAnnotations;
+use crate::cloud::provider_annotations::ProviderAnnotations;
+use crate::cloud::provider_events::ProviderEvents;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 

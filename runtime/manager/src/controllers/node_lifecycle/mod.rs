@@ -12,7 +12,7 @@ pub mod guard;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::events::EventType;
+use crate::events::EventType;
 use guard::{Answer, DeletionGuard, GuardOptions};
 use k8s_openapi::api::core::v1::{Node, Taint};
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
@@ -85,7 +85,7 @@ async fn set_taints(api: &Api<Node>, node: &Node, taints: Vec<Taint>) -> Result<
 pub async fn monitor(
     ctx: &Context,
     api: &Api<Node>,
-    recorder: &super::events::Recorder,
+    recorder: &crate::events::Recorder,
     batch_size: usize,
     guard: &mut DeletionGuard,
 ) {
@@ -214,7 +214,7 @@ fn gone(
 async fn hold(
     ctx: &Context,
     guard: &mut DeletionGuard,
-    recorder: &super::events::Recorder,
+    recorder: &crate::events::Recorder,
     node: &Node,
     newly: bool,
 ) {
@@ -252,7 +252,7 @@ fn go_duration(d: Duration) -> String {
 /// Deletes a Node whose instance the provider says does not exist.
 async fn delete_node(
     api: &Api<Node>,
-    recorder: &super::events::Recorder,
+    recorder: &crate::events::Recorder,
     node: &Node,
     name: &str,
 ) -> bool {

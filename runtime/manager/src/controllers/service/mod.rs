@@ -42,8 +42,8 @@ use tokio::sync::mpsc;
 
 use super::Context;
 use super::backoff::Backoff;
-use super::events::{Event, EventType};
 use crate::cloud;
+use crate::events::{Event, EventType};
 pub use predicates::{eligible, parse_bool, wants_load_balancer};
 use state::State;
 

@@ -14,7 +14,7 @@ use super::Options;
 use super::hosts::NodeSet;
 use crate::controllers::Context;
 use crate::controllers::backoff::Backoff;
-use crate::controllers::events::Recorder;
+use crate::events::Recorder;
 
 /// The controller's state, shared by the Service reconciles, the node sync and the
 /// cleanup of deleted Services.
