@@ -317,7 +317,28 @@ pub async fn run(side: Side) -> Vec<Flat> {
         .await,
     );
 
-    // 2. Changed: a port changed, a type changed, a node joined.
+    // 2. Changed: a node joined, then a port changed and a type changed. The node's
+    // load balancer updates settle first: a Service's own sync racing the node sync of
+    // the same load balancer once left upstream's Classic load balancer without the new
+    // node for longer than a comparison waits, so the outcome depended on timing.
+    let third = world.launch(&moto, 0).await;
+    add_instance_names(&mut names, &third, 2);
+    nodes
+        .create(
+            &PostParams::default(),
+            &kubelet_node(&third, "10.244.3.0/24"),
+        )
+        .await
+        .unwrap();
+    wait_until(TIMEOUT, "the third node initialized", || async {
+        ccm.alive();
+        initialized(&nodes, &third.private_dns_name).await
+    })
+    .await;
+    steady(&ccm, TIMEOUT, STEADY, async || {
+        take(&moto, &world, &client, &mut names).await
+    })
+    .await;
     services
         .patch(
             "clb-default",
@@ -338,20 +359,6 @@ pub async fn run(side: Side) -> Vec<Flat> {
         )
         .await
         .unwrap();
-    let third = world.launch(&moto, 0).await;
-    add_instance_names(&mut names, &third, 2);
-    nodes
-        .create(
-            &PostParams::default(),
-            &kubelet_node(&third, "10.244.3.0/24"),
-        )
-        .await
-        .unwrap();
-    wait_until(TIMEOUT, "the third node initialized", || async {
-        ccm.alive();
-        initialized(&nodes, &third.private_dns_name).await
-    })
-    .await;
     wait_until(TIMEOUT, &format!("{side:?}: nlb released"), || async {
         services.get("nlb").await.is_ok_and(|s| {
             s.status

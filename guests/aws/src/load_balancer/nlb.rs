@@ -16,7 +16,9 @@
 
 use super::classic_options::{is_ssl_port, proxy_protocol};
 use super::security_groups::{self, NlbTraffic};
-use super::target_groups::{owned_target_groups, sync_targets, target_group, target_group_name};
+use super::target_groups::{
+    Mapping, owned_target_groups, sync_targets, target_group, target_group_name,
+};
 use super::{
     ANNOTATION, annotation, default_name, internal, invalid, key_values, nlb_options,
     source_ranges, status, subnets, tags, targets,
@@ -28,20 +30,6 @@ use crate::elbv2::{HealthCheck, Listener, LoadBalancer};
 use wasm_ccm_guest::types::{
     CloudError, LoadBalancerStatus, Node, Protocol, Service, TrafficPolicy,
 };
-
-/// One Service port: a listener and its target group.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Mapping {
-    pub port: i32,
-    /// The listener's protocol: `TCP`, `UDP` or `TLS`.
-    pub protocol: &'static str,
-    /// The target group's protocol: `TCP`, `UDP` or `TLS`.
-    pub traffic_protocol: &'static str,
-    pub node_port: i32,
-    /// A TLS listener's certificate ARN and policy.
-    pub certificate: String,
-    pub ssl_policy: String,
-}
 
 /// The listeners the Service asks for.
 fn mappings(service: &Service) -> Result<Vec<Mapping>, CloudError> {

@@ -3,10 +3,23 @@
 //! check kept up to date, their targets kept to the nodes' instances, and found by name
 //! and tags when what attached them is gone.
 
-use super::nlb::Mapping;
 use crate::Aws;
 use crate::elbv2::{HealthCheck, Target, TargetGroup};
 use wasm_ccm_guest::types::{CloudError, Service};
+
+/// One Service port: a listener and its target group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Mapping {
+    pub port: i32,
+    /// The listener's protocol: `TCP`, `UDP` or `TLS`.
+    pub protocol: &'static str,
+    /// The target group's protocol: `TCP`, `UDP` or `TLS`.
+    pub traffic_protocol: &'static str,
+    pub node_port: i32,
+    /// A TLS listener's certificate ARN and policy.
+    pub certificate: String,
+    pub ssl_policy: String,
+}
 
 /// Upstream's `buildTargetGroupName`: `k8s-<ns>-<name>-<hash>`, the hash over what a
 /// target group cannot change in place.

@@ -274,8 +274,6 @@ impl Default for EgressLimits {
 
 mod parse;
 
-pub(crate) use parse::{RuleInvalid, rule_invalid};
-
 impl Policy {
     /// The most host memory this policy lets a provider use: every pooled instance at
     /// its full linear memory, the shared cache full, plus every request in flight with
@@ -296,6 +294,22 @@ impl Policy {
     /// The policy path for a provider file: `dir/NAME.wasm` -> `dir/NAME.yaml`.
     pub fn path_for(wasm: &Path) -> PathBuf {
         wasm.with_extension("yaml")
+    }
+}
+
+/// A field of a credential kind's rule (`aws`, `keystone`) that is wrong, and why.
+pub(crate) struct RuleInvalid {
+    /// The field under the kind's key, e.g. `webIdentity.roleArn` or `authUrl`.
+    pub field: &'static str,
+    /// What is wrong.
+    pub reason: String,
+}
+
+/// A [`RuleInvalid`] of `field`.
+pub(crate) fn rule_invalid(field: &'static str, reason: impl Into<String>) -> RuleInvalid {
+    RuleInvalid {
+        field,
+        reason: reason.into(),
     }
 }
 

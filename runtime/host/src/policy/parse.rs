@@ -385,19 +385,3 @@ impl Policy {
         })
     }
 }
-
-/// A field of a credential kind's rule (`aws`, `keystone`) that is wrong, and why.
-pub(crate) struct RuleInvalid {
-    /// The field under the kind's key, e.g. `webIdentity.roleArn` or `authUrl`.
-    pub field: &'static str,
-    /// What is wrong.
-    pub reason: String,
-}
-
-/// A [`RuleInvalid`] of `field`.
-pub(crate) fn rule_invalid(field: &'static str, reason: impl Into<String>) -> RuleInvalid {
-    RuleInvalid {
-        field,
-        reason: reason.into(),
-    }
-}

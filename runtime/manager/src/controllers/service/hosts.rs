@@ -1,7 +1,6 @@
 //! The node sync: when the eligible Nodes change, every load balancer whose last node
 //! set differs is updated (upstream's `syncNodes` and `lockedUpdateLoadBalancerHosts`).
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -12,7 +11,7 @@ use kube::runtime::reflector::ObjectRef;
 use tokio::sync::broadcast;
 
 use super::predicates::{eligible, should_sync_updated_node, wants_load_balancer};
-use super::state::State;
+use super::state::{NodeSet, State};
 use super::{EventType, NAME, event, key};
 use crate::cloud::{Cloud, Requirement};
 use crate::controllers::Context;
@@ -29,10 +28,6 @@ pub(super) fn eligible_nodes(ctx: &Context) -> Vec<Arc<Node>> {
         .filter(|n| eligible(n))
         .collect()
 }
-
-/// The node set as upstream's `nodesSufficientlyEqual` compares it: name → provider
-/// ID, so a provider ID set after a Node joined (by cloud-node) updates load balancers.
-pub(super) type NodeSet = BTreeMap<String, String>;
 
 pub(super) fn node_set(nodes: &[Arc<Node>]) -> NodeSet {
     nodes

@@ -2,7 +2,7 @@
 //! (`namespace/name`) holding its lock, its last sync (upstream's service cache) and the
 //! node set its load balancer was last given (upstream's `lastSyncedNodes`).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -11,7 +11,6 @@ use kube::runtime::reflector;
 use tokio::sync::mpsc;
 
 use super::Options;
-use super::hosts::NodeSet;
 use crate::controllers::Context;
 use crate::controllers::backoff::Backoff;
 use crate::events::Recorder;
@@ -41,6 +40,10 @@ pub(super) struct Cached {
     /// After a failure: when the next attempt is due.
     pub retry_at: Option<Instant>,
 }
+
+/// The node set as upstream's `nodesSufficientlyEqual` compares it: name → provider
+/// ID, so a provider ID set after a Node joined (by cloud-node) updates load balancers.
+pub(super) type NodeSet = BTreeMap<String, String>;
 
 /// What is kept of one Service key.
 #[derive(Default)]

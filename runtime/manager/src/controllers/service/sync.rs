@@ -410,6 +410,20 @@ mod tests {
         svc
     }
 
+    /// A state in which `default/web` was synced with a load balancer.
+    fn synced_web(switch: &Switch) -> Arc<State> {
+        let (state, _writer, _queued) = State::for_test(switch.shared());
+        state.record(
+            "default/web",
+            Cached {
+                state: Arc::new(service("LoadBalancer", true)),
+                ok: true,
+                retry_at: None,
+            },
+        );
+        Arc::new(state)
+    }
+
     /// A provider swapped between the get and the delete of one cleanup: both calls
     /// are made on the version the reconcile started with.
     #[tokio::test]
@@ -421,16 +435,7 @@ mod tests {
         switch.set(Arc::new(
             Recording::new(1, &calls).after("get", move || swap.set(v2)),
         ));
-        let (state, _writer, _queued) = State::for_test(switch.shared());
-        let state = Arc::new(state);
-        state.record(
-            "default/web",
-            Cached {
-                state: Arc::new(service("LoadBalancer", true)),
-                ok: true,
-                retry_at: None,
-            },
-        );
+        let state = synced_web(&switch);
         // The Service no longer wants a load balancer (no finalizer, no status: no
         // write to the API server is needed).
         reconcile(Arc::new(service("ClusterIP", false)), state.clone())
@@ -446,16 +451,7 @@ mod tests {
     async fn a_cleanup_of_a_load_balancer_already_gone_deletes_nothing() {
         let calls = Calls::default();
         let switch = Switch::new(Arc::new(Recording::new(1, &calls).without_load_balancer()));
-        let (state, _writer, _queued) = State::for_test(switch.shared());
-        let state = Arc::new(state);
-        state.record(
-            "default/web",
-            Cached {
-                state: Arc::new(service("LoadBalancer", true)),
-                ok: true,
-                retry_at: None,
-            },
-        );
+        let state = synced_web(&switch);
         reconcile(Arc::new(service("ClusterIP", false)), state.clone())
             .await
             .unwrap();
