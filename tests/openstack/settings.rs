@@ -5,7 +5,7 @@ use k8s_openapi::api::core::v1::Service;
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::json;
-use wasm_ccm_tests::{free_port, wait_until};
+use wasm_ccm_tests::{free_port, wait_for, wait_until};
 
 use super::migration::{ingress_ip, load_balancer_service, wait_served};
 use super::{OpenStackStack, TIMEOUT, lb_cloud_config};
@@ -244,19 +244,33 @@ async fn members_monitors_and_listener_kinds_as_occm() {
         wait_served(&services, name).await;
     }
     let lb = |name: &str| format!("kube_service_kubernetes_default_{name}");
+    let members_in = |s: &openstack_double::State, name: &str| -> Vec<(String, Option<u16>)> {
+        let listener = listener_on(s, &lb(name));
+        let pool = listener.default_pool_id.clone().unwrap();
+        let mut m: Vec<_> = s
+            .members
+            .values()
+            .filter(|m| m.pool_id == pool)
+            .map(|m| (m.address.clone(), m.monitor_port))
+            .collect();
+        m.sort();
+        m
+    };
+    // A Service ensured before its Nodes were initialized gets its members with the
+    // node sync that follows their initialization.
+    wait_for(
+        TIMEOUT,
+        "the members of local and everyone",
+        || async {
+            stack
+                .cloud
+                .with_state(|s| (members_in(s, "local"), members_in(s, "everyone")))
+        },
+        |(local, everyone)| local.len() == 1 && everyone.len() == 2,
+    )
+    .await;
     stack.cloud.with_state(|s| {
-        let members_of = |name: &str| -> Vec<(String, Option<u16>)> {
-            let listener = listener_on(s, &lb(name));
-            let pool = listener.default_pool_id.clone().unwrap();
-            let mut m: Vec<_> = s
-                .members
-                .values()
-                .filter(|m| m.pool_id == pool)
-                .map(|m| (m.address.clone(), m.monitor_port))
-                .collect();
-            m.sort();
-            m
-        };
+        let members_of = |name: &str| members_in(s, name);
         let monitor_of = |name: &str| {
             let listener = listener_on(s, &lb(name));
             let pool = listener.default_pool_id.clone().unwrap();

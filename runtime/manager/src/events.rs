@@ -1,6 +1,7 @@
-//! The event recorder of the controllers and of the providers' events: `events.k8s.io/v1` Events, a repeat of the same
-//! event (same object, type, reason and message) counted in its `series` instead of a
-//! new object, as client-go's correlator deduplicates identical events.
+//! The event recorder of the controllers and of the providers' events:
+//! `events.k8s.io/v1` Events, a repeat of the same event (same object, type, reason and
+//! message) counted in its `series` instead of a new object, as client-go's correlator
+//! deduplicates identical events.
 //!
 //! Unlike `kube`'s `Recorder`, the message is part of what makes two events the same:
 //! a `SyncLoadBalancerFailed` with a new error is a new event that shows the new error,

@@ -155,6 +155,12 @@ pub trait Cloud: Send + Sync {
         0
     }
 
+    /// The version under canary asked beside the serving one
+    /// ([`shadow::ShadowCloud`]), if any.
+    fn candidate_version(&self) -> Option<u64> {
+        None
+    }
+
     /// Whether the provider serves `requirement`.
     fn meets(&self, requirement: Requirement) -> bool;
 

@@ -157,6 +157,10 @@ impl Cloud for ShadowCloud {
         self.serving.version()
     }
 
+    fn candidate_version(&self) -> Option<u64> {
+        Some(self.candidate.version())
+    }
+
     fn meets(&self, requirement: Requirement) -> bool {
         self.serving.meets(requirement)
     }

@@ -56,7 +56,8 @@ impl MetadataBatcher {
         };
         let max_nodes = batching.max_nodes.max(1);
         tokio::spawn(async move {
-            // A request of another provider version than its batch's starts the next.
+            // A request of another provider version (or canary) than its batch's starts
+            // the next.
             let mut carried: Option<Request> = None;
             loop {
                 let first = match carried.take() {
@@ -67,12 +68,14 @@ impl MetadataBatcher {
                     },
                 };
                 let (cloud, node, reply) = first;
-                let version = cloud.version();
+                let version = (cloud.version(), cloud.candidate_version());
                 let mut batch = vec![(node, reply)];
                 let deadline = tokio::time::Instant::now() + batching.window;
                 while batch.len() < max_nodes {
                     match tokio::time::timeout_at(deadline, incoming.recv()).await {
-                        Ok(Some((other, node, reply))) if other.version() == version => {
+                        Ok(Some((other, node, reply)))
+                            if (other.version(), other.candidate_version()) == version =>
+                        {
                             batch.push((node, reply));
                         }
                         Ok(Some(request)) => {

@@ -59,10 +59,7 @@ fn loggable_names(nodes: &[Arc<Node>]) -> Vec<String> {
 /// eligible nodes now is updated, `workers` at a time; a failed one goes through a
 /// full Service sync (with its backoff).
 async fn sync_nodes(state: &Arc<State>) {
-    // One provider version for the whole pass: each update and the check after a failed
-    // one are asked of the same.
-    let lb = state.ctx.cloud.current();
-    if !lb.meets(Requirement::LoadBalancer) {
+    if !state.ctx.cloud.current().meets(Requirement::LoadBalancer) {
         return;
     }
     let nodes = eligible_nodes(&state.ctx);
@@ -76,7 +73,7 @@ async fn sync_nodes(state: &Arc<State>) {
     let total = services.len();
     let failed = futures_util::stream::iter(services)
         .map(|svc| {
-            let (state, lb, nodes, set) = (state.clone(), lb.clone(), nodes.clone(), set.clone());
+            let (state, nodes, set) = (state.clone(), nodes.clone(), set.clone());
             async move {
                 let key = key(&svc);
                 let lock = state.lock_for(&key);
@@ -89,6 +86,13 @@ async fn sync_nodes(state: &Arc<State>) {
                 let Some(svc) = still_synced(&state, &key, &svc) else {
                     return 0;
                 };
+                // The version serving now, taken under the Service's lock as its own
+                // sync takes it: an update never lands after a newer version's sync,
+                // and the check after a failed update asks the same version.
+                let lb = state.ctx.cloud.current();
+                if !lb.meets(Requirement::LoadBalancer) {
+                    return 0;
+                }
                 // Stored before trying: a failure is retried by a full sync.
                 let previous = state.set_nodes(&key, set.clone());
                 if previous.as_ref() == Some(&set) {
@@ -236,11 +240,12 @@ mod tests {
     use crate::controllers::service::state::Cached;
     use kube::runtime::watcher;
 
-    /// A provider swapped right after a failed host update: the check whether the load
-    /// balancer still exists is asked of the same version, and the Service goes back
-    /// through a full sync.
+    /// A provider swapped right after a failed host update: the check whether that load
+    /// balancer still exists is asked of the same version, the Service goes back through
+    /// a full sync, and the next Service's update is asked of the version serving when
+    /// its turn (its lock) comes, as its own sync would.
     #[tokio::test]
-    async fn a_host_update_stays_on_one_provider_version() {
+    async fn each_host_update_stays_on_one_provider_version() {
         let calls = Calls::default();
         let v2: Arc<dyn Cloud> = Arc::new(Recording::new(2, &calls));
         let switch = Switch::new(v2.clone());
@@ -251,29 +256,31 @@ mod tests {
                 .after("update", move || swap.set(v2)),
         ));
         let (state, mut writer, mut queued) = State::for_test(switch.shared());
-        let svc: Service = serde_json::from_value(serde_json::json!({
-            "metadata": {"name": "web", "namespace": "default", "uid": "u-1"},
-            "spec": {"type": "LoadBalancer", "ports": [{"port": 80, "nodePort": 30080}]},
-        }))
-        .unwrap();
-        writer.apply_watcher_event(&watcher::Event::Apply(svc.clone()));
-        state.record(
-            "default/web",
-            Cached {
-                state: Arc::new(svc),
-                ok: true,
-                retry_at: None,
-            },
-        );
+        for name in ["web", "api"] {
+            let svc: Service = serde_json::from_value(serde_json::json!({
+                "metadata": {"name": name, "namespace": "default", "uid": format!("u-{name}")},
+                "spec": {"type": "LoadBalancer", "ports": [{"port": 80, "nodePort": 30080}]},
+            }))
+            .unwrap();
+            writer.apply_watcher_event(&watcher::Event::Apply(svc.clone()));
+            state.record(
+                &format!("default/{name}"),
+                Cached {
+                    state: Arc::new(svc),
+                    ok: true,
+                    retry_at: None,
+                },
+            );
+        }
         let state = Arc::new(state);
         sync_nodes(&state).await;
-        assert_eq!(calls.taken(), [(1, "update"), (1, "get")]);
-        assert_eq!(
-            queued.try_recv().map(|s| s.name_any()).ok().as_deref(),
-            Some("web"),
-            "the failed Service is synced again"
+        assert_eq!(calls.taken(), [(1, "update"), (1, "get"), (2, "update")]);
+        let failed = queued.try_recv().map(|s| s.name_any()).expect("a resync");
+        assert!(
+            queued.try_recv().is_err(),
+            "only the failed Service is synced again"
         );
-        assert!(!state.synced("default/web").unwrap().ok);
+        assert!(!state.synced(&format!("default/{failed}")).unwrap().ok);
     }
 
     #[test]

@@ -276,15 +276,17 @@ pub(super) async fn clean_up_gone(
         let lb = state.ctx.cloud.current();
         let result = delete_for_gone_service(&state, lb.as_ref(), &cached.state).await;
         state.ctx.metrics.record(NAME, started, result.is_ok());
-        drop(guard);
         let err = match result {
             Ok(()) => {
+                // Forgotten while still holding the lock: a Service made again under
+                // the name waits for it, and its first sync is not wiped.
                 state.forget(&key);
                 state.backoff.succeeded(&key);
                 return;
             }
             Err(err) => err,
         };
+        drop(guard);
         let delay = state.backoff.failed(&key, err.retry_after());
         tracing::warn!(service = %key, error = %err, retry_in = ?delay, "error deleting the load balancer of a deleted service");
         if !tick(delay, &shutdown).await {
@@ -459,8 +461,8 @@ mod tests {
     }
 
     /// Upstream's TestProcessServiceDeletion, the case of a cloud that fails: the error
-    /// is the cloud's, the cached state stays (the cleanup is retried), and the next
-    /// attempt is asked of the provider serving then.
+    /// is the cloud's, named by its step, and the next attempt is asked of the provider
+    /// serving then.
     #[tokio::test]
     async fn a_failed_cleanup_of_a_gone_service_is_retried_on_the_serving_version() {
         let calls = Calls::default();
