@@ -11,7 +11,7 @@ use kube::Api;
 use kube::api::{ListParams, PostParams};
 use serde_json::json;
 use sim_cloud::model::NewInstance;
-use wasm_ccm_host::provider::cache::sha256_hex;
+use wasm_ccm_host::provider::compile_cache::sha256_hex;
 use wasm_ccm_tests::{
     Stack, TempDir, free_port, guest, kubelet_publish, metric, metrics, provider_calls, reconciles,
     wait_until, with_custom_section,

@@ -16,7 +16,7 @@ use sim_cloud::model::NewInstance;
 use wasm_ccm::hot_swap::{self, ReloadReporter, Reloader};
 use wasm_ccm_host::engine::EngineSettings;
 use wasm_ccm_host::metrics::Metrics;
-use wasm_ccm_host::provider::cache::CompileCache;
+use wasm_ccm_host::provider::compile_cache::CompileCache;
 use wasm_ccm_host::provider::{ProviderLoader, ProviderSource, SharedProvider};
 use wasm_ccm_tests::{
     Stack, TempDir, free_port, http_get, kubelet_publish, node, wasm_ccm_bin, with_custom_section,
@@ -168,7 +168,7 @@ async fn swap_latencies(
     let mut latencies = Vec::new();
     let probe = node("bench-node", None, &[]);
     for version in versions {
-        let expected = wasm_ccm_host::provider::cache::sha256_hex(version);
+        let expected = wasm_ccm_host::provider::compile_cache::sha256_hex(version);
         let started = Instant::now();
         publish(version);
         loop {

@@ -186,7 +186,7 @@ async fn the_client_keeps_to_kube_api_qps_and_burst() {
     );
 }
 
-/// `--log-format json` (README, "Logs"): one JSON object per line with `timestamp`,
+/// `--log-format json` (docs/controllers.md, the log fields): one JSON object per line with `timestamp`,
 /// `level`, `target` and `fields.message`, the record's own fields under `fields`, and
 /// a fatal error as an `ERROR` record.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -25,7 +25,7 @@
 //! Layers, bottom up: `policy` ← `metrics`, `engine` ← `capabilities` ← `contract`,
 //! `provider` ← `check`.
 
-// Only the compile cache (`provider::cache`) may use `unsafe`: loading a serialized
+// Only the compile cache (`provider::compile_cache`) may use `unsafe`: loading a serialized
 // component. Everything else is safe code.
 #![deny(unsafe_code)]
 #![deny(missing_docs)]

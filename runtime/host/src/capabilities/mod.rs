@@ -4,7 +4,7 @@
 //! - [`http_client`]: the `wasm-ccm:http/client` import, a whole request through the
 //!   same broker in one call (what the SDK sends with);
 //! - [`logging`]: the `wasm-ccm:provider/logging` import, recorded with `tracing`;
-//! - [`cache`]: the `cache` import, a key/value store shared by a version's instances;
+//! - [`shared_cache`]: the `cache` import, a key/value store shared by a version's instances;
 //! - [`events`]: the `events` import, Kubernetes Events through the embedder's
 //!   [`events::EventSink`];
 //! - [`deadline`]: the `deadline` import, the time left for the current call;
@@ -16,12 +16,12 @@
 //! [`Shared`] is what all instances of one provider version share.
 
 pub mod annotations;
-pub mod cache;
 pub mod deadline;
 pub mod events;
 pub mod http_client;
 pub mod http_egress;
 pub mod logging;
+pub mod shared_cache;
 pub mod wasi;
 
 use std::sync::{Arc, Mutex};
@@ -46,7 +46,7 @@ pub const MAX_FIELDS_BYTES: usize = 64 << 10;
 /// What every instance of one provider version shares.
 pub struct Shared {
     /// The `cache` import's store.
-    pub cache: cache::Cache,
+    pub cache: shared_cache::Cache,
     /// The `events` import's sink and budget.
     pub events: events::Events,
     /// The `annotations` import's sink and the policy's prefixes.

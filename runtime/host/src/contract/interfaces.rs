@@ -43,7 +43,7 @@ interface_table! {
 }
 
 /// The current contract's export lookups and handles.
-pub(crate) mod current {
+pub(crate) mod exports_v0_2 {
     use crate::contract::bindings;
 
     guest_exports! {
@@ -59,7 +59,7 @@ pub(crate) mod current {
 }
 
 /// Contract 0.1's export lookups and handles.
-pub(crate) mod old {
+pub(crate) mod exports_v0_1 {
     use crate::contract::v0_1::bindings;
 
     guest_exports! {
@@ -76,17 +76,17 @@ pub(crate) mod old {
 #[derive(Clone)]
 pub(crate) enum Indices {
     /// Built against 0.1 (adapted).
-    V0_1(old::Indices),
+    V0_1(exports_v0_1::Indices),
     /// Built against the current contract.
-    V0_2(current::Indices),
+    V0_2(exports_v0_2::Indices),
 }
 
 /// Typed export handles of one instance.
 pub(crate) enum Guests {
     /// Built against 0.1 (adapted).
-    V0_1(old::Guests),
+    V0_1(exports_v0_1::Guests),
     /// Built against the current contract.
-    V0_2(current::Guests),
+    V0_2(exports_v0_2::Guests),
 }
 
 impl Indices {
@@ -97,8 +97,8 @@ impl Indices {
         exports: super::Exports,
     ) -> Result<Self, super::ContractMismatch> {
         Ok(match version {
-            super::Version::V0_1 => Self::V0_1(old::Indices::new(pre, exports)?),
-            super::Version::V0_2 => Self::V0_2(current::Indices::new(pre, exports)?),
+            super::Version::V0_1 => Self::V0_1(exports_v0_1::Indices::new(pre, exports)?),
+            super::Version::V0_2 => Self::V0_2(exports_v0_2::Indices::new(pre, exports)?),
         })
     }
 

@@ -33,7 +33,7 @@ mod bindings {
 }
 
 #[macro_use]
-mod table;
+mod interface_table;
 pub mod interfaces;
 pub mod v0_1;
 
@@ -42,13 +42,13 @@ pub use self::bindings::wasm_ccm::provider::types;
 /// The host-side imports of the current version: `annotations`, `cache`, `deadline`,
 /// `events`, `logging` (implemented in [`crate::capabilities`]).
 pub use self::bindings::wasm_ccm::provider::{annotations, cache, deadline, events, logging};
+pub(crate) use self::interface_table::ContractMismatch;
+pub use self::interface_table::Exports;
 pub use self::interfaces::{
     Clusters, Instances, InstancesBatch, InstancesV2, Interface, LoadBalancer, LoadBalancerName,
     Routes, Zones,
 };
 pub(crate) use self::interfaces::{Guests, Indices};
-pub(crate) use self::table::ContractMismatch;
-pub use self::table::Exports;
 
 /// The WIT package every provider is checked against.
 pub const PACKAGE: &str = "wasm-ccm:provider";

@@ -1,10 +1,9 @@
 use super::*;
 
-/// The README's policy example is a valid policy, with every credential kind.
+/// The policy example of docs/policy.md is a valid policy, with every credential kind.
 #[test]
-fn the_readme_policy_example_parses() {
-    let readme = include_str!("../../../../README.md");
-    let section = &readme[readme.find("## Provider policy").expect("the section")..];
+fn the_documented_policy_example_parses() {
+    let section = include_str!("../../../../docs/policy.md");
     let start = section.find("```yaml\n").expect("a YAML block") + "```yaml\n".len();
     let block = &section[start..start + section[start..].find("```").unwrap()];
     let policy = Policy::parse(block, Path::new("/etc/wasm-ccm/providers/example.yaml"))

@@ -12,7 +12,7 @@ use super::loader::{ProviderLoader, is_provider_name};
 use super::pool;
 use crate::capabilities::annotations::Annotations;
 use crate::capabilities::events::Events;
-use crate::capabilities::{HostState, Shared, cache::Cache};
+use crate::capabilities::{HostState, Shared, shared_cache::Cache};
 use crate::contract::{Exports, Indices, Version};
 use crate::metrics::ProviderLabel;
 use crate::policy::{InstanceLimits, Policy};

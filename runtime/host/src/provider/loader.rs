@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use wasmtime::component::{HasSelf, Linker};
 
-use super::cache::{CompileCache, sha256_hex};
+use super::compile_cache::{CompileCache, sha256_hex};
 use super::error::{FindError, LoadError, ProviderError};
 use super::pool::{Pool, Prepared};
 use super::source::{Fingerprint, ProviderSource};
@@ -16,7 +16,7 @@ use super::{Inner, Provider};
 use crate::capabilities::annotations::{AnnotationSink, Annotations};
 use crate::capabilities::events::{EventSink, Events};
 use crate::capabilities::http_egress::{Broker, EgressSettings};
-use crate::capabilities::{HostState, Shared, cache::Cache};
+use crate::capabilities::{HostState, Shared, shared_cache::Cache};
 use crate::contract::{self, Version};
 use crate::engine::{EngineError, EngineSettings, WasmEngine};
 use crate::metrics::{Metrics, ProviderLabel};

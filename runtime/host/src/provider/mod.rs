@@ -24,9 +24,9 @@
 //! # Ok(()) }
 //! ```
 
-pub mod cache;
 pub(crate) mod call;
 mod compile;
+pub mod compile_cache;
 mod error;
 mod inspect;
 mod loader;

@@ -11,7 +11,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::cache::sha256_hex;
+use super::compile_cache::sha256_hex;
 use crate::policy::{Policy, PolicyError};
 
 /// What identifies a provider version: a change in any part is a new version.

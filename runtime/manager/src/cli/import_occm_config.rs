@@ -241,7 +241,7 @@ pub fn convert(text: &str, path: &Path, credentials_dir: &str) -> Result<Importe
     let plaintext = url.scheme() == "http"
         && !matches!(url.host_str(), Some("127.0.0.1" | "localhost" | "[::1]"));
     let mut policy = format!(
-        "# The OpenStack provider's policy (schema: README.md, \"Provider policy\"), converted\n\
+        "# The OpenStack provider's policy (schema: docs/policy.md), converted\n\
          # from occm's cloud.conf by `wasm-ccm import-occm-config`. The host logs in to\n\
          # Keystone; the token goes only to the catalog's compute, network and\n\
          # load-balancer endpoints.\n\

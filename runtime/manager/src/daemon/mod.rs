@@ -1,13 +1,13 @@
 //! The controller manager process. [`run`] is the start-up sequence, read top to
-//! bottom; [`wiring`] builds each piece it puts together (health server, provider
+//! bottom; [`from_flags`] builds each piece it puts together (health server, provider
 //! loader, Kubernetes client, hot swap, leader election, the controllers of the
 //! table in [`crate::controllers::ALL`]).
 
 pub mod client_limits;
+mod from_flags;
 pub mod health;
 pub mod leader;
 pub mod options;
-mod wiring;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -80,11 +80,11 @@ pub async fn run(args: DaemonArgs) -> Result<(), DaemonError> {
     // Health and metrics, then the provider: `/readyz` says when it is loaded.
     let metrics = Metrics::new();
     let controller_metrics = Arc::new(ControllerMetrics::register(&metrics));
-    let config = wiring::kube_config(&args).await?;
-    let client = wiring::kube_client(&args, config.clone())?;
-    let health = wiring::serve_health(&args, config, &metrics).await?;
-    let identity = wiring::identity();
-    let loader = wiring::loader(&args, &metrics, &client, &identity)?;
+    let config = from_flags::kube_config(&args).await?;
+    let client = from_flags::kube_client(&args, config.clone())?;
+    let health = from_flags::serve_health(&args, config, &metrics).await?;
+    let identity = from_flags::identity();
+    let loader = from_flags::loader(&args, &metrics, &client, &identity)?;
     let (provider, serving) = loader
         .find(&args.providers_dir, &name, args.cloud_config.as_deref())
         .await?;
@@ -104,8 +104,8 @@ pub async fn run(args: DaemonArgs) -> Result<(), DaemonError> {
         crate::hot_swap::report::own_pod().map(|pod| (client.clone(), pod)),
     ));
     reporter.serving(provider.name(), provider.sha256(), None);
-    let planned = wiring::plan(&enabled, &provider, args.configure_cloud_routes);
-    wiring::route_flags(&args, &planned, &mut settings)?;
+    let planned = from_flags::plan(&enabled, &provider, args.configure_cloud_routes);
+    from_flags::route_flags(&args, &planned, &mut settings)?;
     let shared = SharedProvider::from(provider.clone());
     let canary_slot = crate::hot_swap::canary::CanarySlot::default();
 
@@ -114,20 +114,20 @@ pub async fn run(args: DaemonArgs) -> Result<(), DaemonError> {
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let mut tasks = tokio::task::JoinSet::new();
     if args.provider_hot_swap {
-        let canary = wiring::canary(&args, &canary_slot, &metrics);
-        let reloader = wiring::reloader(
+        let canary = from_flags::canary(&args, &canary_slot, &metrics);
+        let reloader = from_flags::reloader(
             &args, &name, &planned, &provider, loader, &shared, serving, reporter, canary,
         );
         tasks.spawn(reloader.run(stop_rx.clone()));
     } else {
         tracing::info!("--provider-hot-swap=false: provider changes need a restart");
     }
-    let elector = wiring::elector(&args, &client, &identity);
+    let elector = from_flags::elector(&args, &client, &identity);
     let leading = crate::metrics::leader_status(&metrics, &args.leader_elect_resource_name);
     if let Some(elector) = &elector {
         tokio::select! {
             _ = elector.acquire() => {}
-            _ = wiring::shutdown_signal() => return Ok(()),
+            _ = from_flags::shutdown_signal() => return Ok(()),
         }
     }
     let (nodes, informer) = NodeInformer::new(client.clone(), stop_rx.clone());
@@ -139,7 +139,7 @@ pub async fn run(args: DaemonArgs) -> Result<(), DaemonError> {
         metrics: controller_metrics,
         instance: identity,
     };
-    wiring::start_controllers(&planned, &ctx, &settings, &health, &stop_rx, &mut tasks);
+    from_flags::start_controllers(&planned, &ctx, &settings, &health, &stop_rx, &mut tasks);
     health.controllers_running.store(true, Ordering::Relaxed);
     leading.set(1);
 
@@ -149,10 +149,10 @@ pub async fn run(args: DaemonArgs) -> Result<(), DaemonError> {
                 health.leader_ok.store(false, Ordering::Relaxed);
                 Err(DaemonError::LeaderLost)
             }
-            _ = wiring::shutdown_signal() => Ok(()),
+            _ = from_flags::shutdown_signal() => Ok(()),
         },
         None => {
-            wiring::shutdown_signal().await;
+            from_flags::shutdown_signal().await;
             Ok(())
         }
     };

@@ -11,8 +11,8 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use sha2::{Digest, Sha256};
 
-use super::cache::TtlCache;
 use super::review::{CodeLabel, ReviewError, Reviewer};
+use super::review_cache::TtlCache;
 
 /// The group every authenticated user is in.
 pub const AUTHENTICATED_GROUP: &str = "system:authenticated";

@@ -15,8 +15,8 @@ use prometheus_client::metrics::family::Family;
 use super::authn::UserInfo;
 use sha2::{Digest, Sha256};
 
-use super::cache::TtlCache;
 use super::review::{CodeLabel, ReviewError, Reviewer};
+use super::review_cache::TtlCache;
 
 /// The group upstream's delegated authorizer allows without asking (the API server
 /// itself allows it everything).

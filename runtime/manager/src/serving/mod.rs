@@ -16,12 +16,12 @@
 pub mod admission;
 pub mod authn;
 pub mod authz;
-mod cache;
 mod filter;
 pub mod listener;
 pub mod options;
 mod reload;
 pub mod review;
+mod review_cache;
 pub mod tls;
 
 use std::net::SocketAddr;

@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use wasm_ccm_host::capabilities::http_egress::EgressSettings;
 use wasm_ccm_host::engine::EngineSettings;
 use wasm_ccm_host::metrics::Metrics;
-use wasm_ccm_host::provider::cache::CompileCache;
+use wasm_ccm_host::provider::compile_cache::CompileCache;
 use wasm_ccm_host::provider::{Fingerprint, Provider, ProviderLoader, SharedProvider};
 
 use super::{DaemonArgs, DaemonError, USER_AGENT, client_limits, health, leader};
