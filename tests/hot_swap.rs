@@ -201,8 +201,11 @@ async fn kubelet_update_under_load_swaps_with_no_failed_calls() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_version_reuses_the_functions_it_shares_with_the_serving_one() {
     let swap = SwapStack::start().await;
+    // A compile cache of its own: a hit in the tests' shared one would compile nothing.
+    let cache = TempDir::new("compile-cache");
+    let cache_flag = format!("--compile-cache-dir={}", cache.path().display());
     let port = free_port();
-    let _ccm = swap.controller_manager(port, &["--leader-elect=false"]);
+    let _ccm = swap.controller_manager(port, &["--leader-elect=false", &cache_flag]);
     wait_serving(port, &sha256_hex(&swap.reference)).await;
     let functions = |m: &str| {
         let count = |result: &str| {

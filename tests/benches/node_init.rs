@@ -205,11 +205,7 @@ async fn daemon_peak_rss(
         return None;
     }
     let w = world(nodes).await;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = wasm_ccm_tests::free_port();
     let mut child = tokio::process::Command::new(bin)
         .args([
             "--cloud-provider",

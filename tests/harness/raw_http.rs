@@ -168,12 +168,11 @@ impl Drop for RawServer {
     }
 }
 
-/// A free TCP port on 127.0.0.1 (bound and released).
+/// A port of 127.0.0.1 for a server started as a separate process: free now, never
+/// handed out by the kernel on its own, and not given to another test of this binary
+/// ([`loopback_port::reserve`]).
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
+    loopback_port::reserve().expect("a free port")
 }
 
 /// A plain HTTP/1.1 GET on 127.0.0.1: (status, body).

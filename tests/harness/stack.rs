@@ -254,11 +254,30 @@ pub fn secure_controller_manager_command(
         .arg(cloud_config)
         .arg("--kubeconfig")
         .arg(kubeconfig)
-        .args(extra)
-        .env("RUST_LOG", "warn")
-        .kill_on_drop(true);
+        .args(extra);
+    if !extra.iter().any(|a| a.starts_with("--compile-cache-dir")) {
+        command
+            .arg("--compile-cache-dir")
+            .arg(shared_compile_cache());
+    }
+    command.env("RUST_LOG", "warn").kill_on_drop(true);
     die_with_parent(&mut command);
     command
+}
+
+/// The compile cache every controller manager the tests start shares (unless a test
+/// passes its own `--compile-cache-dir`), so a component is compiled once per run
+/// instead of once per process: `target/<profile>/test-compile-cache`. Entries are
+/// keyed on the component's SHA-256 and the engine, and written under a name of the
+/// writing process before being renamed into place, so processes sharing it are safe.
+/// A test that counts compiled functions or cache misses passes a directory of its own.
+pub fn shared_compile_cache() -> PathBuf {
+    let dir = crate::fixtures::built_bin("wasm-ccm")
+        .parent()
+        .expect("target profile dir")
+        .join("test-compile-cache");
+    std::fs::create_dir_all(&dir).expect("the shared compile cache directory");
+    dir
 }
 
 /// Makes the child get SIGKILL when the thread that started it ends (the test's

@@ -71,7 +71,7 @@ pub fn command(
 }
 
 /// wasm-ccm with [`SHARED_FLAGS`], the cloud config, the kubeconfig and a providers
-/// directory (also its credentials directory), serving health on a free port.
+/// directory (also its credentials directory), serving no health port.
 pub fn wasm_ccm_command(
     provider: &str,
     providers: &Path,
@@ -83,7 +83,8 @@ pub fn wasm_ccm_command(
         .arg(format!("--cloud-provider={provider}"))
         .args(SHARED_FLAGS)
         .args(["--serve-plain-http=true", "--bind-address=127.0.0.1"])
-        .arg(format!("--secure-port={}", crate::free_port()))
+        // Nothing reads its health or metrics: upstream's 0, no port.
+        .arg("--secure-port=0")
         .arg(format!("--cloud-config={}", cloud_config.display()))
         .arg(format!("--kubeconfig={}", kubeconfig.display()))
         .arg(format!("--providers-dir={}", providers.display()))

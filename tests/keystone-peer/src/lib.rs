@@ -197,10 +197,7 @@ fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
 }
 
 fn free_port() -> Result<u16, String> {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .map_err(|e| format!("no free port on 127.0.0.1: {e}"))
+    loopback_port::reserve().map_err(|e| format!("no free port on 127.0.0.1: {e}"))
 }
 
 impl Keystone {

@@ -131,13 +131,10 @@ pub fn binary(given: Option<&Path>, variable: &str, name: &str) -> Result<PathBu
 
 /// A port of 127.0.0.1 free now (the servers bind it themselves).
 fn free_port() -> Result<u16, Error> {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .map_err(|source| Error::Write {
-            path: "127.0.0.1:0".into(),
-            source,
-        })
+    loopback_port::reserve().map_err(|source| Error::Write {
+        path: "127.0.0.1:0".into(),
+        source,
+    })
 }
 
 /// `command` gets SIGKILL when the thread that started it ends, so a test killed on a

@@ -115,10 +115,8 @@ impl Moto {
                 server.display()
             ));
         }
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map_err(|e| format!("no free port on 127.0.0.1: {e}"))?
-            .port();
+        let port =
+            loopback_port::reserve().map_err(|e| format!("no free port on 127.0.0.1: {e}"))?;
         // moto's server through the Python next to it, with AWS's defaults moto lacks
         // (aws_defaults.py).
         let python = server.with_file_name("python");

@@ -1,0 +1,96 @@
+//! Ports of 127.0.0.1 for servers that must be told their port before they bind it (a
+//! controller manager's `--secure-port`, kube-apiserver, etcd, gunicorn, moto).
+//!
+//! A port taken by binding port 0 and releasing it can be handed out again by the
+//! kernel before the server binds it: to another test's `bind(0)`, or as the source
+//! port of any outgoing connection. [`reserve`] takes ports below the kernel's
+//! ephemeral range (`net.ipv4.ip_local_port_range`), which the kernel never picks on
+//! its own, and never gives one twice in a process. Each process starts at its own
+//! offset in that range, and a port something already listens on is skipped.
+//!
+//! ```
+//! let a = loopback_port::reserve().unwrap();
+//! let b = loopback_port::reserve().unwrap();
+//! assert_ne!(a, b);
+//! std::net::TcpListener::bind(("127.0.0.1", a)).unwrap();
+//! ```
+
+use std::net::{Ipv4Addr, TcpListener};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// The lowest port handed out (below it are well-known and registered services).
+const FLOOR: u16 = 10_000;
+/// How many ports below the ephemeral range are used at most.
+const SPAN: u16 = 16_000;
+
+/// A port of 127.0.0.1 nothing listens on now, which the kernel does not give to a
+/// `bind(0)` or an outgoing connection, and which this process was not given before.
+pub fn reserve() -> std::io::Result<u16> {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let (low, high) = range();
+    let start = std::process::id().wrapping_mul(7919);
+    reserve_from(&NEXT, low, high, start)
+}
+
+/// The next port of [low, high) from `start` on, counting with `next`, that nothing
+/// listens on.
+fn reserve_from(next: &AtomicU32, low: u16, high: u16, start: u32) -> std::io::Result<u16> {
+    let span = u32::from(high - low);
+    loop {
+        let taken = next.fetch_add(1, Ordering::Relaxed);
+        if taken >= span {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::AddrInUse,
+                format!("all {span} ports of 127.0.0.1 from {low} to {high} were handed out"),
+            ));
+        }
+        let port = low + ((start % span + taken) % span) as u16;
+        if TcpListener::bind((Ipv4Addr::LOCALHOST, port)).is_ok() {
+            return Ok(port);
+        }
+    }
+}
+
+/// The ports [`reserve`] hands out: [low, high), just below the ephemeral range.
+fn range() -> (u16, u16) {
+    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|text| text.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32_768);
+    let high = ephemeral_low.max(FLOOR + 1_000);
+    let low = high.saturating_sub(SPAN).max(FLOOR);
+    (low, high)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ports_are_below_the_ephemeral_range_and_never_repeat() {
+        let (low, high) = range();
+        let ports: Vec<u16> = (0..200).map(|_| reserve().unwrap()).collect();
+        let mut unique = ports.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        assert_eq!(unique.len(), ports.len());
+        assert!(ports.iter().all(|p| (low..high).contains(p)), "{ports:?}");
+    }
+
+    #[test]
+    fn a_port_something_listens_on_is_skipped() {
+        let (low, high) = range();
+        // A listener on the first port a fresh count from this start would give.
+        let first = reserve_from(&AtomicU32::new(0), low, high, 4242).unwrap();
+        let _held = TcpListener::bind((Ipv4Addr::LOCALHOST, first)).unwrap();
+        let next = reserve_from(&AtomicU32::new(0), low, high, 4242).unwrap();
+        assert_ne!(next, first);
+        TcpListener::bind((Ipv4Addr::LOCALHOST, next)).expect("the port is free");
+    }
+
+    #[test]
+    fn a_range_handed_out_is_an_error_naming_it() {
+        let error = reserve_from(&AtomicU32::new(10), 20_000, 20_010, 0).unwrap_err();
+        assert!(error.to_string().contains("20000 to 20010"), "{error}");
+    }
+}
