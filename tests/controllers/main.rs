@@ -9,6 +9,7 @@ mod node;
 mod process;
 mod route;
 mod service;
+mod service_hosts;
 
 use std::time::Duration;
 
@@ -29,20 +30,78 @@ const SHUTDOWN: &str = "node.cloudprovider.kubernetes.io/shutdown";
 
 /// Creates cloud instances and matching initialized, Ready Nodes.
 async fn ready_nodes(stack: &Stack, names: &[&str]) -> Vec<String> {
-    let nodes: Api<Node> = Api::all(stack.client());
     let mut ids = Vec::new();
     for name in names {
-        let instance = stack
-            .cloud
-            .with_state(|s| s.create_instance(NewInstance::named(name)));
-        let mut node = kubelet_node(name, "True");
-        let spec = node.spec.as_mut().unwrap();
-        spec.taints = None;
-        spec.provider_id = Some(format!("simcloud://{}", instance.id));
-        nodes.create(&PostParams::default(), &node).await.unwrap();
-        ids.push(instance.id);
+        ids.push(ready_node(stack, name, &[]).await);
     }
     ids
+}
+
+/// Creates a cloud instance and its initialized, Ready Node with `pod_cidrs` (none:
+/// no pod CIDR); returns the instance's ID.
+async fn ready_node(stack: &Stack, name: &str, pod_cidrs: &[&str]) -> String {
+    let instance = stack
+        .cloud
+        .with_state(|s| s.create_instance(NewInstance::named(name)));
+    let mut node = kubelet_node(name, "True");
+    let spec = node.spec.as_mut().unwrap();
+    spec.taints = None;
+    spec.provider_id = Some(format!("simcloud://{}", instance.id));
+    if !pod_cidrs.is_empty() {
+        spec.pod_cidrs = Some(pod_cidrs.iter().map(|c| c.to_string()).collect());
+    }
+    let nodes: Api<Node> = Api::all(stack.client());
+    nodes.create(&PostParams::default(), &node).await.unwrap();
+    instance.id
+}
+
+/// The destination CIDRs of the simulated cloud's routes, sorted.
+fn route_cidrs(stack: &Stack) -> Vec<String> {
+    let mut cidrs: Vec<String> = stack.cloud.with_state(|s| {
+        s.routes
+            .values()
+            .map(|r| r.destination_cidr.clone())
+            .collect()
+    });
+    cidrs.sort();
+    cidrs
+}
+
+/// A Node's addresses as (type, address), in order.
+async fn addresses(nodes: &Api<Node>, name: &str) -> Vec<(String, String)> {
+    nodes
+        .get(name)
+        .await
+        .unwrap()
+        .status
+        .unwrap()
+        .addresses
+        .unwrap()
+        .into_iter()
+        .map(|a| (a.type_, a.address))
+        .collect()
+}
+
+/// The simulated cloud answers the next `count` load balancer requests of `method`
+/// (`PUT` ensures, `DELETE` deletes) with `status`, saying Retry-After
+/// `retry_after_seconds` when given.
+fn fail_load_balancer_requests(
+    stack: &Stack,
+    method: &str,
+    status: u16,
+    retry_after_seconds: Option<u64>,
+    count: u64,
+) {
+    stack.cloud.with_state(|s| {
+        s.faults.push(Fault {
+            path_prefix: "/v1/load-balancers".into(),
+            method: Some(method.into()),
+            status: Some(status),
+            retry_after_seconds,
+            count: Some(count),
+            ..Fault::default()
+        })
+    });
 }
 
 /// The reasons of a Service's events; a panic when they cannot be read.

@@ -98,17 +98,7 @@ async fn cloud_node_initializes_tainted_nodes() {
             == 3
     })
     .await;
-    let addresses: Vec<(String, String)> = nodes
-        .get("n-a")
-        .await
-        .unwrap()
-        .status
-        .unwrap()
-        .addresses
-        .unwrap()
-        .into_iter()
-        .map(|a| (a.type_, a.address))
-        .collect();
+    let addresses = addresses(&nodes, "n-a").await;
     assert_eq!(
         addresses,
         [
@@ -565,17 +555,7 @@ async fn provided_node_ip_as_upstream() {
         initialized(&nodes, "pip-sloppy")
     })
     .await;
-    let addresses: Vec<(String, String)> = nodes
-        .get("pip-sloppy")
-        .await
-        .unwrap()
-        .status
-        .unwrap()
-        .addresses
-        .unwrap()
-        .into_iter()
-        .map(|a| (a.type_, a.address))
-        .collect();
+    let addresses = addresses(&nodes, "pip-sloppy").await;
     let want = |t: &str, a: &str| (t.to_string(), a.to_string());
     assert!(
         addresses.contains(&want("InternalIP", "10.1.0.9")),

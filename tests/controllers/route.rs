@@ -7,19 +7,10 @@ use super::*;
 async fn routes_follow_node_pod_cidrs_within_the_cluster_cidr() {
     let stack = Stack::start().await;
     let nodes: Api<Node> = Api::all(stack.client());
-    let mut ids = Vec::new();
-    for (i, name) in ["r-1", "r-2"].iter().enumerate() {
-        let instance = stack
-            .cloud
-            .with_state(|s| s.create_instance(NewInstance::named(name)));
-        let mut node = kubelet_node(name, "True");
-        let spec = node.spec.as_mut().unwrap();
-        spec.taints = None;
-        spec.provider_id = Some(format!("simcloud://{}", instance.id));
-        spec.pod_cidrs = Some(vec![format!("10.244.{}.0/24", i + 1)]);
-        nodes.create(&PostParams::default(), &node).await.unwrap();
-        ids.push(instance.id);
-    }
+    let ids = [
+        ready_node(&stack, "r-1", &["10.244.1.0/24"]).await,
+        ready_node(&stack, "r-2", &["10.244.2.0/24"]).await,
+    ];
     // Routes the controller does not own (outside 10.244.0.0/16), and a stale one inside.
     stack.cloud.with_state(|s| {
         for (name, cidr) in [("foreign", "192.168.7.0/24"), ("stale", "10.244.99.0/24")] {
@@ -33,20 +24,10 @@ async fn routes_follow_node_pod_cidrs_within_the_cluster_cidr() {
     });
     let port = free_port();
     let _ccm = stack.controller_manager(port, &["--leader-elect=false"]);
-    let cidrs = |stack: &Stack| {
-        let mut v: Vec<String> = stack.cloud.with_state(|s| {
-            s.routes
-                .values()
-                .map(|r| r.destination_cidr.clone())
-                .collect()
-        });
-        v.sort();
-        v
-    };
     wait_until(
         TIMEOUT,
         "routes for both nodes, the stale one gone",
-        || async { cidrs(&stack) == ["10.244.1.0/24", "10.244.2.0/24", "192.168.7.0/24"] },
+        || async { route_cidrs(&stack) == ["10.244.1.0/24", "10.244.2.0/24", "192.168.7.0/24"] },
     )
     .await;
     wait_until(
@@ -83,7 +64,7 @@ async fn routes_follow_node_pod_cidrs_within_the_cluster_cidr() {
         .with_state(|s| s.forced_blackholes.insert(r1_route.clone()));
     nodes.delete("r-2", &Default::default()).await.unwrap();
     wait_until(TIMEOUT, "r-2's route removed, r-1's re-created", || async {
-        cidrs(&stack) == ["10.244.1.0/24", "192.168.7.0/24"]
+        route_cidrs(&stack) == ["10.244.1.0/24", "192.168.7.0/24"]
             && stack
                 .cloud
                 .with_state(|s| s.list_routes(None).iter().all(|r| !r.blackhole))
@@ -174,16 +155,7 @@ async fn cluster_cidr_is_needed_only_when_the_route_controller_runs() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dual_stack_routes_cover_both_cluster_cidrs() {
     let stack = Stack::start().await;
-    let instance = stack
-        .cloud
-        .with_state(|s| s.create_instance(NewInstance::named("ds-1")));
-    let mut node = kubelet_node("ds-1", "True");
-    let spec = node.spec.as_mut().unwrap();
-    spec.taints = None;
-    spec.provider_id = Some(format!("simcloud://{}", instance.id));
-    spec.pod_cidrs = Some(vec!["10.244.5.0/24".into(), "fd00:10:244:5::/64".into()]);
-    let nodes: Api<Node> = Api::all(stack.client());
-    nodes.create(&PostParams::default(), &node).await.unwrap();
+    let instance = ready_node(&stack, "ds-1", &["10.244.5.0/24", "fd00:10:244:5::/64"]).await;
     // Inside the IPv6 cluster CIDR but no Node's: stale. Outside: not ours.
     stack.cloud.with_state(|s| {
         for (name, cidr) in [
@@ -194,7 +166,7 @@ async fn dual_stack_routes_cover_both_cluster_cidrs() {
                 name: name.into(),
                 cluster: "kubernetes".into(),
                 destination_cidr: cidr.into(),
-                target_instance: instance.id.clone(),
+                target_instance: instance.clone(),
             });
         }
     });
@@ -207,16 +179,7 @@ async fn dual_stack_routes_cover_both_cluster_cidrs() {
     wait_until(
         TIMEOUT,
         "an IPv4 and an IPv6 route, the stale one gone",
-        || async {
-            let mut cidrs: Vec<String> = stack.cloud.with_state(|s| {
-                s.routes
-                    .values()
-                    .map(|r| r.destination_cidr.clone())
-                    .collect()
-            });
-            cidrs.sort();
-            cidrs == ["10.244.5.0/24", "fd00:10:244:5::/64", "fd00:99::/64"]
-        },
+        || async { route_cidrs(&stack) == ["10.244.5.0/24", "fd00:10:244:5::/64", "fd00:99::/64"] },
     )
     .await;
 
@@ -252,17 +215,8 @@ async fn reconcile_routes_as_upstream() {
     let stack = Stack::start().await;
     let nodes: Api<Node> = Api::all(stack.client());
     let mut ids = Vec::new();
-    for (name, cidr) in [("nr-1", Some("10.244.1.0/24")), ("nr-2", None)] {
-        let instance = stack
-            .cloud
-            .with_state(|s| s.create_instance(NewInstance::named(name)));
-        let mut node = kubelet_node(name, "True");
-        let spec = node.spec.as_mut().unwrap();
-        spec.taints = None;
-        spec.provider_id = Some(format!("simcloud://{}", instance.id));
-        spec.pod_cidrs = cidr.map(|c| vec![c.to_string()]);
-        nodes.create(&PostParams::default(), &node).await.unwrap();
-        ids.push(instance.id);
+    for (name, cidrs) in [("nr-1", &["10.244.1.0/24"][..]), ("nr-2", &[])] {
+        ids.push(ready_node(&stack, name, cidrs).await);
     }
     let elsewhere = stack
         .cloud
@@ -316,16 +270,7 @@ async fn reconcile_routes_as_upstream() {
     wait_until(
         TIMEOUT,
         "nr-1 routed; the routes we own and no Node wants gone",
-        || async {
-            let mut v: Vec<String> = stack.cloud.with_state(|s| {
-                s.routes
-                    .values()
-                    .map(|r| r.destination_cidr.clone())
-                    .collect()
-            });
-            v.sort();
-            v == ["10.0.0.0/8", "10.244.1.0/24"]
-        },
+        || async { route_cidrs(&stack) == ["10.0.0.0/8", "10.244.1.0/24"] },
     )
     .await;
     wait_until(TIMEOUT, "the conditions as upstream", || async {
