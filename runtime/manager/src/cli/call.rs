@@ -25,22 +25,30 @@ use wasm_ccm_host::provider::{CloudError, LoadError, Provider, ProviderError, Pr
 
 use crate::cloud::convert;
 
-/// What to call.
-#[derive(Debug, Clone)]
+/// What to call: `wasm-ccm call`'s arguments.
+#[derive(Debug, Clone, clap::Args)]
 pub struct Call {
-    /// The provider component; its policy is the `.yaml` next to it.
+    /// The provider component (`.wasm`).
     pub file: PathBuf,
-    /// The cloud config for `initialize` (empty when none).
+    /// The cloud config for `initialize`.
+    #[arg(long)]
     pub cloud_config: Option<PathBuf>,
-    /// The policy, when not the one next to the component.
+    /// The provider policy, instead of FILE.yaml next to the component.
+    #[arg(long)]
     pub policy: Option<PathBuf>,
-    /// Where credential files must lie, as the daemon's `--credentials-dir`; the
-    /// policy's directory when `None`.
+    /// The directory credential files must lie in, as the controller manager's
+    /// --credentials-dir (default: the policy's directory).
+    #[arg(long)]
     pub credentials_dir: Option<PathBuf>,
-    /// `INTERFACE.FUNCTION`, e.g. `instances-v2.instance-metadata`.
+    /// INTERFACE.FUNCTION, e.g. `instances-v2.instance-metadata`.
     pub function: String,
-    /// The arguments, as given.
+    /// The function's arguments, in order.
     pub args: Vec<String>,
+}
+
+/// Runs `wasm-ccm call`: the result as JSON on stdout, or the error on stderr.
+pub async fn main(request: Call) -> std::process::ExitCode {
+    super::exit::exit_code(call(&request).await.map(|result| println!("{result:#}")))
 }
 
 /// Why a call could not be made (the provider's own errors are results).

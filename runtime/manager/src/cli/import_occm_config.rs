@@ -13,6 +13,36 @@ use std::path::{Path, PathBuf};
 
 use wasm_ccm_guest::gcfg;
 
+/// `wasm-ccm import-occm-config`'s arguments.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Args {
+    /// occm's cloud.conf.
+    pub cloud_conf: PathBuf,
+    /// The directory to write into.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Where the credentials Secret is mounted (the policy names the files there).
+    #[arg(long, default_value = "/etc/wasm-ccm/credentials")]
+    pub credentials_dir: String,
+}
+
+/// Runs `wasm-ccm import-occm-config`: the files written on stdout, or the error on
+/// stderr.
+pub fn main(args: Args) -> std::process::ExitCode {
+    let imported = std::fs::read_to_string(&args.cloud_conf)
+        .map_err(|source| ImportError::Io {
+            path: args.cloud_conf.clone(),
+            source,
+        })
+        .and_then(|text| convert(&text, &args.cloud_conf, &args.credentials_dir))
+        .and_then(|imported| write(&imported, &args.out));
+    super::exit::exit_code(imported.map(|written| {
+        for path in written {
+            println!("wrote {}", path.display());
+        }
+    }))
+}
+
 /// Why a `cloud.conf` cannot be converted.
 #[derive(Debug, thiserror::Error)]
 pub enum ImportError {

@@ -188,6 +188,37 @@ pub struct NewProvider {
     pub sdk: Sdk,
 }
 
+/// `wasm-ccm new`'s arguments.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Args {
+    /// The provider name (`--cloud-provider NAME`, provider IDs `NAME://...`).
+    pub name: String,
+    /// The directory to create (default: ./NAME-provider).
+    pub dir: Option<PathBuf>,
+    /// Interfaces to export besides identity, comma-separated: instances-v2,
+    /// load-balancer, routes, clusters.
+    #[arg(long, default_value = DEFAULT_EXPORTS)]
+    pub exports: String,
+    /// Depend on the SDK at this path (a checkout's guests/sdk) instead of the
+    /// default: this build's checkout when present, else crates.io.
+    #[arg(long)]
+    pub sdk_path: Option<PathBuf>,
+}
+
+/// Runs `wasm-ccm new`: what was written on stdout, or the error on stderr.
+pub fn main(args: Args) -> std::process::ExitCode {
+    let request = NewProvider {
+        name: args.name,
+        dir: args.dir,
+        exports: args.exports,
+        sdk: match args.sdk_path {
+            Some(path) => Sdk::Path(path),
+            None => Sdk::default_for_this_build(),
+        },
+    };
+    super::exit::exit_code(generate(&request).map(|generated| println!("{generated}")))
+}
+
 /// Why nothing was generated.
 #[derive(Debug, thiserror::Error)]
 pub enum NewError {

@@ -43,29 +43,54 @@ use services::{elsewhere_checks, load_balancer_checks, route_checks};
 pub use throttle::Throttle;
 use throttle::throttling_check;
 
-/// What to check.
-#[derive(Debug, Clone)]
+/// What to check: `wasm-ccm conformance`'s arguments.
+#[derive(Debug, Clone, clap::Args)]
 pub struct Conformance {
-    /// The provider component; its policy is the `.yaml` next to it unless `policy`.
+    /// The provider component (`.wasm`); its policy is FILE.yaml next to it.
     pub file: PathBuf,
-    /// The policy, when not the one next to the component.
+    /// The provider policy, instead of FILE.yaml next to the component.
+    #[arg(long)]
     pub policy: Option<PathBuf>,
-    /// Where credential files must lie, as the daemon's `--credentials-dir`; the
-    /// policy's directory when `None`.
+    /// The directory credential files must lie in, as the controller manager's
+    /// --credentials-dir (default: the policy's directory).
+    #[arg(long)]
     pub credentials_dir: Option<PathBuf>,
     /// The cloud config for `initialize`.
+    #[arg(long)]
     pub cloud_config: PathBuf,
-    /// Names of nodes whose instances exist in the cloud.
+    /// A node whose instance exists in the cloud (repeatable).
+    #[arg(long = "node")]
     pub nodes: Vec<String>,
-    /// A Kubernetes Service (JSON) to create, update and delete a load balancer for.
+    /// A Kubernetes Service of type LoadBalancer (JSON) to create, update and delete a
+    /// load balancer for.
+    #[arg(long)]
     pub service: Option<PathBuf>,
-    /// A Kubernetes Service (JSON) another controller serves: the provider must answer
-    /// `implemented-elsewhere` and create nothing.
+    /// A Kubernetes Service (JSON) that another controller serves: the provider must
+    /// answer implemented-elsewhere and create nothing.
+    #[arg(long)]
     pub elsewhere_service: Option<PathBuf>,
-    /// A destination CIDR to create and delete a route for (to the first node).
+    /// A destination CIDR to create and delete a route to the first node for.
+    #[arg(long)]
     pub route_cidr: Option<String>,
-    /// The cluster name passed to load balancer and route calls.
+    /// The cluster name given to load balancer and route calls.
+    #[arg(long, default_value = "kubernetes")]
     pub cluster_name: String,
+}
+
+/// Runs `wasm-ccm conformance`: the table on stdout, a failure when a check failed
+/// or the checks could not run.
+pub async fn main(request: Conformance) -> std::process::ExitCode {
+    match run(&request).await {
+        Ok(report) => {
+            println!("{report}");
+            if report.passed() {
+                std::process::ExitCode::SUCCESS
+            } else {
+                std::process::ExitCode::FAILURE
+            }
+        }
+        Err(err) => super::exit::exit_code::<CallError>(Err(err)),
+    }
 }
 
 /// One check's result.
