@@ -1,0 +1,138 @@
+//! The double's world: servers and their ports, networks and subnets, a router, floating
+//! IPs, and Octavia load balancers with their listeners, pools, members and health
+//! monitors. Everything a test may set up or inspect goes through [`State`].
+//! This module holds [`State`] itself (its defaults and IDs); the resources of each
+//! service and what a test does with them are in the modules below.
+
+mod load_balancers;
+mod networks;
+mod servers;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+pub use load_balancers::{HealthMonitor, Listener, LoadBalancer, Member, Pool};
+pub use networks::{FloatingIp, Network, Port, Router, Subnet};
+pub use servers::{NewServer, Server};
+
+/// Every resource of the double, and what it was asked.
+#[derive(Debug, Clone)]
+pub struct State {
+    pub servers: BTreeMap<String, Server>,
+    pub networks: BTreeMap<String, Network>,
+    pub subnets: BTreeMap<String, Subnet>,
+    pub ports: BTreeMap<String, Port>,
+    pub floating_ips: BTreeMap<String, FloatingIp>,
+    pub routers: BTreeMap<String, Router>,
+    pub load_balancers: BTreeMap<String, LoadBalancer>,
+    pub listeners: BTreeMap<String, Listener>,
+    pub pools: BTreeMap<String, Pool>,
+    pub members: BTreeMap<String, Member>,
+    pub monitors: BTreeMap<String, HealthMonitor>,
+    /// Nova flavors: ID to name (a server's flavor is added when the server is).
+    pub flavors: BTreeMap<String, String>,
+    /// How long an Octavia operation keeps its load balancer `PENDING_*`.
+    pub provisioning_time: Duration,
+    /// Octavia's API version, `(2, minor)`: its version document lists `v2.0` to it,
+    /// and fields newer than it are refused as unknown attributes (timeouts 2.1, tags
+    /// 2.5, `flavor_id` 2.6, `allowed_cidrs` 2.12, `availability_zone` 2.14, HTTP
+    /// monitors on UDP pools 2.16).
+    pub octavia_version: (u32, u32),
+    /// Neutron's extensions (their aliases), as `GET /v2.0/extensions` lists them.
+    pub network_extensions: Vec<String>,
+    /// `METHOD path` of every authenticated request, in order.
+    pub requests: Vec<String>,
+    next: u64,
+    next_ip: u32,
+}
+
+impl Default for State {
+    fn default() -> Self {
+        let mut state = Self {
+            servers: BTreeMap::new(),
+            networks: BTreeMap::new(),
+            subnets: BTreeMap::new(),
+            ports: BTreeMap::new(),
+            floating_ips: BTreeMap::new(),
+            routers: BTreeMap::new(),
+            load_balancers: BTreeMap::new(),
+            listeners: BTreeMap::new(),
+            pools: BTreeMap::new(),
+            members: BTreeMap::new(),
+            monitors: BTreeMap::new(),
+            flavors: BTreeMap::new(),
+            provisioning_time: Duration::from_millis(300),
+            octavia_version: (2, 27),
+            network_extensions: [
+                "router",
+                "extraroute",
+                "extraroute-atomic",
+                "allowed-address-pairs",
+                "external-net",
+                "standard-attr-tag",
+                "revision-if-match",
+            ]
+            .map(String::from)
+            .to_vec(),
+            requests: Vec::new(),
+            next: 0,
+            next_ip: 10,
+        };
+        let private = state.network("private", false);
+        let private_subnet = state.subnet(&private, "10.0.0.0/16");
+        let public = state.network("public", true);
+        let public_subnet = state.subnet(&public, "203.0.113.0/24");
+        let router = state.id();
+        state.routers.insert(
+            router.clone(),
+            Router {
+                id: router.clone(),
+                name: "router1".into(),
+                routes: Vec::new(),
+                revision_number: 1,
+            },
+        );
+        // The router's ports, as Neutron lists them with `device_id=<router>`: its
+        // interface on the private subnet (the gateway address) and its external gateway.
+        for (network, subnet, ip, owner) in [
+            (
+                &private,
+                &private_subnet,
+                "10.0.0.1",
+                "network:router_interface",
+            ),
+            (
+                &public,
+                &public_subnet,
+                "203.0.113.2",
+                "network:router_gateway",
+            ),
+        ] {
+            let id = state.id();
+            let port = Port {
+                id: id.clone(),
+                network_id: network.clone(),
+                device_id: router.clone(),
+                device_owner: owner.into(),
+                mac_address: format!("fa:16:3e:00:00:{:02x}", state.next & 0xff),
+                fixed_ips: vec![(subnet.clone(), ip.into())],
+                allowed_address_pairs: Vec::new(),
+                port_security_enabled: false,
+            };
+            state.ports.insert(id, port);
+        }
+        state
+    }
+}
+
+impl State {
+    /// A new UUID-shaped ID.
+    pub fn id(&mut self) -> String {
+        self.next += 1;
+        format!(
+            "0a5e{:04x}-0000-4000-8000-{:012x}",
+            self.next >> 48,
+            self.next
+        )
+    }
+}
