@@ -45,13 +45,13 @@ pub struct Change {
 pub type Subscription = (Vec<Arc<Change>>, broadcast::Receiver<Arc<Change>>);
 
 impl Store {
-    /// Drops the watch history: watches from any earlier resource version get 410.
     /// The oldest resource version still served: continue tokens and watches from
     /// before it get 410 Gone.
     pub fn oldest_watchable(&self) -> u64 {
         self.lock().oldest_watchable
     }
 
+    /// Drops the watch history: watches from any earlier resource version get 410.
     pub fn compact(&self) {
         let mut inner = self.lock();
         inner.history.clear();
