@@ -87,31 +87,20 @@ fn internal(service: &Service) -> bool {
 }
 
 /// Checks both kinds make first (upstream's order): the kind did not change since the
-/// load balancer was made (`validateServiceAnnotations`: the status's hostname is of the
-/// other kind, and `other_exists` confirms a load balancer of the other kind is there —
-/// emulators name both kinds alike), ports, affinity and `loadBalancerIP`.
-fn check_service(
-    service: &Service,
-    kind: Kind,
-    other_exists: impl Fn() -> Result<bool, CloudError>,
-) -> Result<(), CloudError> {
-    for hostname in service
-        .status
-        .ingress
-        .iter()
-        .filter_map(|i| i.hostname.as_deref())
-    {
+/// load balancer was made (`validateServiceAnnotations`: the first ingress's hostname is
+/// a Classic one, ending `.elb.amazonaws.com`, or not), ports, affinity and
+/// `loadBalancerIP`.
+fn check_service(service: &Service, kind: Kind) -> Result<(), CloudError> {
+    if let Some(ingress) = service.status.ingress.first() {
         // Classic: `<name>-<n>.<region>.elb.amazonaws.com`; NLB: `…elb.<region>.amazonaws.com`.
+        let hostname = ingress.hostname.as_deref().unwrap_or_default();
         let classic = hostname.ends_with(".elb.amazonaws.com");
-        let nlb = hostname.contains(".elb.") && hostname.ends_with(".amazonaws.com") && !classic;
         let refused = match kind {
             Kind::Network if classic => Some("NLB"),
-            Kind::Classic if nlb => Some("Classic Load Balancer"),
+            Kind::Classic if !classic => Some("Classic Load Balancer"),
             _ => None,
         };
-        if let Some(what) = refused
-            && other_exists()?
-        {
+        if let Some(what) = refused {
             return Err(invalid(
                 service,
                 format!(
@@ -335,17 +324,6 @@ fn status(dns_name: &str) -> LoadBalancerStatus {
 /// `classic::get` or `nlb::get`.
 type GetFn = fn(&Aws, &Service) -> Result<Option<LoadBalancerStatus>, CloudError>;
 
-impl Aws {
-    /// Whether the Service's load balancer exists as the kind it does not ask for.
-    fn other_kind_exists(&self, service: &Service, kind: Kind) -> Result<bool, CloudError> {
-        let name = default_name(service);
-        Ok(match kind {
-            Kind::Network => self.elb.load_balancer(&name)?.is_some(),
-            _ => self.elbv2.load_balancer(&name)?.is_some(),
-        })
-    }
-}
-
 impl LoadBalancerExport for Aws {
     fn get_load_balancer(
         &self,
@@ -375,7 +353,7 @@ impl LoadBalancerExport for Aws {
         if kind == Kind::Elsewhere {
             return Err(CloudError::ImplementedElsewhere);
         }
-        check_service(&service, kind, || self.other_kind_exists(&service, kind))?;
+        check_service(&service, kind)?;
         match kind {
             Kind::Classic => classic::ensure(self, &service, &nodes),
             _ => nlb::ensure(self, &service, &nodes),
@@ -392,7 +370,7 @@ impl LoadBalancerExport for Aws {
         if kind == Kind::Elsewhere {
             return Err(CloudError::ImplementedElsewhere);
         }
-        check_service(&service, kind, || self.other_kind_exists(&service, kind))?;
+        check_service(&service, kind)?;
         match kind {
             Kind::Classic => classic::update(self, &service, &nodes),
             _ => nlb::update(self, &service, &nodes),
@@ -532,8 +510,11 @@ pub(crate) mod tests {
         };
         let classic_host = "a1234-1.us-east-1.elb.amazonaws.com";
         let internal_classic = "internal-my-lb-123.eu-west-1.elb.amazonaws.com";
-        let nlb_host = "a1234-1.elb.us-east-1.amazonaws.com";
+        let nlb_host = "a1234-0123456789abcdef.elb.us-east-1.amazonaws.com";
+        let other_region_nlb = "my-nlb-abc123.elb.ap-southeast-1.amazonaws.com";
         for (host, kind_, ok) in [
+            (other_region_nlb, Kind::Network, true),
+            (other_region_nlb, Kind::Classic, false),
             (classic_host, Kind::Classic, true),
             (internal_classic, Kind::Classic, true),
             (nlb_host, Kind::Network, true),
@@ -542,15 +523,11 @@ pub(crate) mod tests {
             (nlb_host, Kind::Classic, false),
         ] {
             svc.status = ingress(host);
-            let result = check_service(&svc, kind_, || Ok(true));
+            let result = check_service(&svc, kind_);
             assert_eq!(result.is_ok(), ok, "{host} {kind_:?}: {result:?}");
             if let Err(e) = result {
                 assert!(format!("{e:?}").contains("cannot update Load Balancer Type"));
             }
-            assert!(
-                check_service(&svc, kind_, || Ok(false)).is_ok(),
-                "not refused when the other kind is not there"
-            );
         }
     }
 }
