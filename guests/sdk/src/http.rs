@@ -297,14 +297,13 @@ impl Request {
         &self.body
     }
 
-    /// Sends the request and reads the whole response. Any status is a response;
-    /// judge it with [`crate::cloud_error`].
-    pub fn send(self) -> Result<Response, Error> {
+    /// Whether the request can be sent: its query and body encoded, its URL valid.
+    /// [`Request::send`] (in the transport module) asks before sending.
+    pub(crate) fn sendable(&self) -> Result<(), Error> {
         if let Some(e) = &self.encode_error {
             return Err(Error::new(ErrorKind::Encode, e.clone()));
         }
-        self.url()?;
-        crate::transport::send(&self)
+        self.url().map(drop)
     }
 }
 

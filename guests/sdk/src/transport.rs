@@ -42,11 +42,16 @@ impl Drop for Installed {
     }
 }
 
-pub(crate) fn send(request: &Request) -> Result<Response, Error> {
-    let installed = INSTALLED.with(|t| t.borrow().clone());
-    match installed {
-        Some(transport) => transport.send(request),
-        None => host::send(request),
+impl Request {
+    /// Sends the request and reads the whole response. Any status is a response;
+    /// judge it with [`crate::cloud_error`].
+    pub fn send(self) -> Result<Response, Error> {
+        self.sendable()?;
+        let installed = INSTALLED.with(|t| t.borrow().clone());
+        match installed {
+            Some(transport) => transport.send(&self),
+            None => host::send(&self),
+        }
     }
 }
 
