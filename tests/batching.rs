@@ -100,6 +100,32 @@ async fn nodes_joining_together_cost_a_few_cloud_requests() {
     );
 }
 
+/// A join larger than a batch is asked about in full batches: every joining Node
+/// reaches the batcher at once, while the Node writes go one at a time
+/// (`--concurrent-node-syncs` 1). Were the controller's reconciles capped at a batch's
+/// worth, the rest would reach the batcher a few at a time as writes freed their slots,
+/// each few a listing of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_join_larger_than_a_batch_is_asked_in_full_batches() {
+    let stack = Stack::start().await;
+    let names = join(&stack, "wide", 60).await;
+    let port = free_port();
+    let _ccm = stack.controller_manager(
+        port,
+        &[
+            "--leader-elect=false",
+            "--controllers=cloud-node",
+            "--instances-batch-size=10",
+        ],
+    );
+    all_initialized(&stack, &names).await;
+    let lists = served(&stack, "GET /v1/instances");
+    eprintln!("60 joining nodes, batches of 10: {lists} instance listings");
+    assert!(lists <= 8, "{lists} listings for 60 nodes in batches of 10");
+    let m = metrics(port).await;
+    assert_eq!(reconciles(&m, "cloud-node", "error"), 0.0, "{m}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_status_pass_is_one_listing_per_batch() {
     let stack = Stack::start().await;

@@ -306,6 +306,7 @@ async fn update_addresses(
 async fn sync_node(state: &State, node: &Arc<Node>) -> Result<(), NodeSyncError> {
     let name = node_name(node);
     if !has_taint(node, TAINT_UNINITIALIZED) {
+        let _writing = state.updates.acquire().await.expect("never closed");
         return reconcile_labels(&state.api, node).await;
     }
     tracing::info!(node = %name, "initializing node with cloud provider");
@@ -453,12 +454,17 @@ pub async fn run(ctx: Context, options: Options, shutdown: tokio::sync::watch::R
             concurrent_calls: usize::from(options.workers.max(1)),
         },
     );
-    // Reconciles mostly wait for their (batched) provider answer; the batcher keeps
-    // provider calls at --concurrent-node-syncs, and `updates` the Node writes, so the
-    // controller may run a batch's worth of reconciles at once.
-    let concurrency = usize::from(options.workers.max(1))
-        .saturating_mul(options.batch_size.max(1))
-        .min(usize::from(u16::MAX)) as u16;
+    // With batching, a reconcile mostly waits: for its batch's answer (the batcher keeps
+    // provider calls at --concurrent-node-syncs) and for its turn to write (`updates`,
+    // --concurrent-node-syncs Node writes at once). So every Node that arrives reaches
+    // the batcher at once (0: no bound), and Nodes joining together are asked about in
+    // full batches rather than a few at a time as writes free a reconcile's slot.
+    // Without batching, --concurrent-node-syncs reconciles run, as upstream's workers.
+    let concurrency = if options.batch_size > 1 {
+        0
+    } else {
+        options.workers.max(1)
+    };
     let state = Arc::new(State {
         batcher,
         updates: tokio::sync::Semaphore::new(usize::from(options.workers.max(1))),
