@@ -473,49 +473,6 @@ async fn process_service_deletion_without_the_finalizer() {
     assert!(reconciles(&m, "service", "error") >= 1.0);
 }
 
-/// Ported from upstream `TestSyncLoadBalancerIfNeeded`: a Service that does not want a
-/// load balancer and has no finalizer causes no cloud call and no event; a Service
-/// with the finalizer that no longer wants one, whose load balancer is already gone
-/// from the cloud, is not deleted again (`GetLoadBalancer` first: no
-/// `DeletingLoadBalancer`) but still loses the finalizer and its status, with
-/// `DeletedLoadBalancer`.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sync_load_balancer_if_needed_as_upstream() {
-    let stack = Stack::start().await;
-    ready_nodes(&stack, &["sync-1"]).await;
-    let services: Api<Service> = Api::namespaced(stack.client(), "default");
-    let cluster_ip: Service = serde_json::from_value(json!({
-        "metadata": {"name": "plain", "namespace": "default"},
-        "spec": {"type": "ClusterIP", "ports": [{"port": 80}]}
-    }))
-    .unwrap();
-    services
-        .create(&PostParams::default(), &cluster_ip)
-        .await
-        .unwrap();
-    let port = free_port();
-    let _ccm = stack.controller_manager(port, &["--leader-elect=false"]);
-    ensured(&services, "vanished").await;
-    assert!(reasons(&stack, "plain").await.is_empty());
-    assert!(
-        services
-            .get("plain")
-            .await
-            .unwrap()
-            .metadata
-            .finalizers
-            .is_none()
-    );
-
-    // The load balancer disappears from the cloud behind the controller's back.
-    stack.cloud.with_state(|s| s.load_balancers.clear());
-    to_cluster_ip(&services, "vanished").await;
-    wait_released(&services, "vanished").await;
-    let r = reasons(&stack, "vanished").await;
-    assert!(r.contains(&"DeletedLoadBalancer".to_string()), "{r:?}");
-    assert!(!r.contains(&"DeletingLoadBalancer".to_string()), "{r:?}");
-}
-
 /// Ported from upstream `TestProcessServiceCreateOrUpdateK8sError` and
 /// `TestPatchStatus`: a Kubernetes API error on the finalizer patch or on the status
 /// patch is a failed sync (`SyncLoadBalancerFailed` naming the step), retried until

@@ -143,6 +143,15 @@ impl Recording {
     }
 }
 
+/// The status of every load balancer: ingress [`INGRESS_IP`].
+fn status() -> LoadBalancerStatus {
+    serde_json::from_value(serde_json::json!({"ingress": [{"ip": INGRESS_IP}]}))
+        .expect("a load balancer status")
+}
+
+/// The address a [`Recording`] cloud's load balancers answer at.
+pub const INGRESS_IP: &str = "192.0.2.10";
+
 impl Cloud for Recording {
     fn name(&self) -> &str {
         "fake"
@@ -188,7 +197,7 @@ impl Cloud for Recording {
         _service: &'a Service,
     ) -> CloudFuture<'a, Option<LoadBalancerStatus>> {
         let exists = self.exists;
-        self.answer("get", move || exists.then(LoadBalancerStatus::default))
+        self.answer("get", move || exists.then(status))
     }
 
     fn ensure_load_balancer<'a>(
@@ -197,7 +206,7 @@ impl Cloud for Recording {
         _service: &'a Service,
         _nodes: &'a [Arc<Node>],
     ) -> CloudFuture<'a, LoadBalancerStatus> {
-        self.answer("ensure", LoadBalancerStatus::default)
+        self.answer("ensure", status)
     }
 
     fn update_load_balancer<'a>(

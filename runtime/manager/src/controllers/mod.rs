@@ -21,6 +21,8 @@ pub mod node_informer;
 pub mod node_lifecycle;
 pub mod route;
 pub mod service;
+#[cfg(test)]
+pub mod test_cluster;
 
 use std::sync::Arc;
 use std::time::Duration;

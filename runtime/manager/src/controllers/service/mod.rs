@@ -23,6 +23,8 @@
 //! as false with Go's `strconv.ParseBool`), not tainted `ToBeDeletedByClusterAutoscaler`.
 //! Readiness does not matter.
 
+#[cfg(test)]
+mod controller_tests;
 mod hosts;
 mod predicates;
 mod state;

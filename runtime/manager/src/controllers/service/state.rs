@@ -176,21 +176,21 @@ impl State {
         reflector::store::Writer<Service>,
         mpsc::UnboundedReceiver<Arc<Service>>,
     ) {
-        let config = kube::Config::new("http://127.0.0.1:1".parse().expect("a URI"));
-        let client = kube::Client::try_from(config).expect("a client");
-        let (_stop, stop) = tokio::sync::watch::channel(false);
-        let (nodes, _not_run) =
-            crate::controllers::node_informer::NodeInformer::new(client.clone(), stop);
-        let metrics = Arc::new(crate::metrics::ControllerMetrics::register(
-            &wasm_ccm_host::metrics::Metrics::new(),
-        ));
-        let ctx = Context {
-            client,
-            cloud,
-            metrics,
-            instance: "test".into(),
-            nodes,
-        };
+        Self::in_context(crate::controllers::test_cluster::context_without_api(cloud))
+    }
+
+    /// A state for in-process tests in `ctx` (a [`TestCluster`]'s, with the API server
+    /// double), `--cluster-name kubernetes`; with the Service store's writer and the
+    /// resync queue.
+    ///
+    /// [`TestCluster`]: crate::controllers::test_cluster::TestCluster
+    pub fn in_context(
+        ctx: Context,
+    ) -> (
+        Self,
+        reflector::store::Writer<Service>,
+        mpsc::UnboundedReceiver<Arc<Service>>,
+    ) {
         let (reader, writer) = reflector::store();
         let (resync, queued) = mpsc::unbounded_channel();
         let options = Options {

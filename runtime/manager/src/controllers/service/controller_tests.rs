@@ -1,0 +1,257 @@
+//! Upstream's service controller tests (`controller_test.go`) ported in process: one
+//! reconcile of a Service as the API server double holds it, against the recording
+//! cloud, asserting on the calls recorded and on what the Service and its events are
+//! left with, as `TestSyncLoadBalancerIfNeeded` and `TestProcessServiceDeletion` do.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Service;
+use kube::Api;
+use kube::api::{DeleteParams, PostParams};
+use serde_json::json;
+
+use super::FINALIZER;
+use super::state::State;
+use super::sync::reconcile;
+use crate::cloud::Cloud;
+use crate::cloud::fake::{INGRESS_IP, Recording};
+use crate::controllers::test_cluster::TestCluster;
+
+/// One row of `TestSyncLoadBalancerIfNeeded`.
+struct Case {
+    name: &'static str,
+    /// The Service's `spec.type`, and its protocol.
+    type_: &'static str,
+    protocol: &'static str,
+    /// `spec.loadBalancerClass`.
+    class: Option<&'static str>,
+    /// It carries the cleanup finalizer.
+    finalizer: bool,
+    /// It is being deleted (kept by the finalizer).
+    deleting: bool,
+    /// The cloud has its load balancer.
+    exists: bool,
+    /// The calls the reconcile makes.
+    calls: &'static [&'static str],
+    /// The Service keeps (or gets) the finalizer; `None`: it is gone.
+    finalizer_after: Option<bool>,
+    /// It has the cloud's ingress afterwards.
+    ingress_after: bool,
+    /// The events recorded about it, in any order.
+    events: &'static [&'static str],
+}
+
+const CASES: &[Case] = &[
+    Case {
+        name: "service doesn't want LB",
+        type_: "ClusterIP",
+        protocol: "TCP",
+        class: None,
+        finalizer: false,
+        deleting: false,
+        exists: false,
+        calls: &[],
+        finalizer_after: Some(false),
+        ingress_after: false,
+        events: &[],
+    },
+    Case {
+        name: "service no longer wants LB",
+        type_: "ClusterIP",
+        protocol: "TCP",
+        class: None,
+        finalizer: true,
+        deleting: false,
+        exists: true,
+        calls: &["get", "delete"],
+        finalizer_after: Some(false),
+        ingress_after: false,
+        events: &["DeletingLoadBalancer", "DeletedLoadBalancer"],
+    },
+    Case {
+        name: "udp service that wants LB",
+        type_: "LoadBalancer",
+        protocol: "UDP",
+        class: None,
+        finalizer: false,
+        deleting: false,
+        exists: false,
+        calls: &["ensure"],
+        finalizer_after: Some(true),
+        ingress_after: true,
+        events: &["EnsuringLoadBalancer", "EnsuredLoadBalancer"],
+    },
+    Case {
+        name: "tcp service that wants LB",
+        type_: "LoadBalancer",
+        protocol: "TCP",
+        class: None,
+        finalizer: false,
+        deleting: false,
+        exists: false,
+        calls: &["ensure"],
+        finalizer_after: Some(true),
+        ingress_after: true,
+        events: &["EnsuringLoadBalancer", "EnsuredLoadBalancer"],
+    },
+    Case {
+        name: "sctp service that wants LB",
+        type_: "LoadBalancer",
+        protocol: "SCTP",
+        class: None,
+        finalizer: false,
+        deleting: false,
+        exists: false,
+        calls: &["ensure"],
+        finalizer_after: Some(true),
+        ingress_after: true,
+        events: &["EnsuringLoadBalancer", "EnsuredLoadBalancer"],
+    },
+    Case {
+        name: "service specifies loadBalancerClass",
+        type_: "LoadBalancer",
+        protocol: "TCP",
+        class: Some("custom-loadbalancer"),
+        finalizer: false,
+        deleting: false,
+        exists: false,
+        calls: &[],
+        finalizer_after: Some(false),
+        ingress_after: false,
+        events: &[],
+    },
+    Case {
+        name: "service that needs cleanup because being deleted",
+        type_: "LoadBalancer",
+        protocol: "TCP",
+        class: None,
+        finalizer: true,
+        deleting: true,
+        exists: true,
+        calls: &["get", "delete"],
+        finalizer_after: None,
+        ingress_after: false,
+        events: &["DeletingLoadBalancer", "DeletedLoadBalancer"],
+    },
+    Case {
+        name: "service with finalizer that wants LB",
+        type_: "LoadBalancer",
+        protocol: "TCP",
+        class: None,
+        finalizer: true,
+        deleting: false,
+        exists: false,
+        calls: &["ensure"],
+        finalizer_after: Some(true),
+        ingress_after: true,
+        events: &["EnsuringLoadBalancer", "EnsuredLoadBalancer"],
+    },
+    Case {
+        name: "service that needs cleanup but LB does not exist",
+        type_: "ClusterIP",
+        protocol: "TCP",
+        class: None,
+        finalizer: true,
+        deleting: false,
+        exists: false,
+        calls: &["get"],
+        finalizer_after: Some(false),
+        ingress_after: false,
+        events: &["DeletedLoadBalancer"],
+    },
+];
+
+fn service(case: &Case) -> Service {
+    let mut svc: Service = serde_json::from_value(json!({
+        "metadata": {"name": "svc", "namespace": "default"},
+        "spec": {
+            "type": case.type_,
+            "ports": [{"port": 80, "protocol": case.protocol, "nodePort": 30080}],
+        },
+    }))
+    .expect("a Service");
+    let spec = svc.spec.as_mut().expect("a spec");
+    spec.load_balancer_class = case.class.map(String::from);
+    if case.type_ != "LoadBalancer" {
+        spec.ports.as_mut().expect("ports")[0].node_port = None;
+    }
+    if case.finalizer {
+        svc.metadata.finalizers = Some(vec![FINALIZER.into()]);
+    }
+    svc
+}
+
+fn ingress(svc: &Service) -> Option<String> {
+    svc.status
+        .as_ref()?
+        .load_balancer
+        .as_ref()?
+        .ingress
+        .as_ref()?
+        .first()?
+        .ip
+        .clone()
+}
+
+#[tokio::test]
+async fn sync_load_balancer_if_needed() {
+    for case in CASES {
+        let exists = case.exists;
+        let cluster = TestCluster::start(|calls| {
+            let cloud = Recording::new(1, calls);
+            Arc::new(if exists {
+                cloud
+            } else {
+                cloud.without_load_balancer()
+            }) as Arc<dyn Cloud>
+        })
+        .await;
+        cluster.ready_node("node0").await;
+        let services: Api<Service> = Api::namespaced(cluster.client.clone(), "default");
+        services
+            .create(&PostParams::default(), &service(case))
+            .await
+            .expect("the Service is created");
+        if case.deleting {
+            services
+                .delete("svc", &DeleteParams::default())
+                .await
+                .expect("the Service is marked deleted");
+        }
+        let stored = services.get("svc").await.expect("the Service is there");
+        let (state, _writer, _queued) = State::in_context(cluster.context());
+        reconcile(Arc::new(stored), Arc::new(state))
+            .await
+            .unwrap_or_else(|e| panic!("{}: {e}", case.name));
+
+        let calls: Vec<&str> = cluster.taken().into_iter().map(|(_, c)| c).collect();
+        assert_eq!(calls, case.calls, "{}: calls", case.name);
+        let after = services
+            .get_opt("svc")
+            .await
+            .expect("the Service can be read");
+        match (case.finalizer_after, &after) {
+            (None, None) => {}
+            (Some(want), Some(svc)) => {
+                let has = svc
+                    .metadata
+                    .finalizers
+                    .as_ref()
+                    .is_some_and(|f| f.iter().any(|f| f == FINALIZER));
+                assert_eq!(has, want, "{}: finalizer", case.name);
+                assert_eq!(
+                    ingress(svc).as_deref(),
+                    case.ingress_after.then_some(INGRESS_IP),
+                    "{}: status",
+                    case.name
+                );
+            }
+            (want, got) => panic!("{}: wanted {want:?}, the Service is {got:?}", case.name),
+        }
+        let mut reasons = cluster.reasons("svc").await;
+        reasons.sort();
+        let mut want: Vec<&str> = case.events.to_vec();
+        want.sort();
+        assert_eq!(reasons, want, "{}: events", case.name);
+    }
+}
