@@ -61,11 +61,14 @@ impl Switch {
 type Hook = Box<dyn FnOnce() + Send>;
 
 /// One version of the cloud: it records every call in [`Calls`]; the load balancer
-/// exists (get answers a status) unless told otherwise.
+/// exists (get answers a status) and every instance exists and runs, unless told
+/// otherwise.
 pub struct Recording {
     version: u64,
     calls: Calls,
     exists: bool,
+    instance_exists: bool,
+    shut_down: bool,
     batches: bool,
     failing: Vec<&'static str>,
     hook: Mutex<Option<(&'static str, Hook)>>,
@@ -77,6 +80,8 @@ impl Recording {
             version,
             calls: calls.clone(),
             exists: true,
+            instance_exists: true,
+            shut_down: false,
             batches: false,
             failing: Vec::new(),
             hook: Mutex::new(None),
@@ -92,6 +97,18 @@ impl Recording {
     /// Get answers that the load balancer does not exist.
     pub fn without_load_balancer(mut self) -> Self {
         self.exists = false;
+        self
+    }
+
+    /// Every instance is gone: exists answers false.
+    pub fn without_instances(mut self) -> Self {
+        self.instance_exists = false;
+        self
+    }
+
+    /// Every instance is shut down: shutdown answers true.
+    pub fn shut_down(mut self) -> Self {
+        self.shut_down = true;
         self
     }
 
@@ -175,6 +192,9 @@ impl Cloud for Recording {
                 "fake://{}",
                 node.metadata.name.as_deref().unwrap_or_default()
             ),
+            instance_type: "fake.small".into(),
+            zone: "zone-a".into(),
+            region: "region-1".into(),
             ..Default::default()
         })
     }
@@ -184,11 +204,13 @@ impl Cloud for Recording {
     }
 
     fn instance_exists<'a>(&'a self, _node: &'a Node) -> CloudFuture<'a, Option<bool>> {
-        self.answer("exists", || Some(true))
+        let exists = self.instance_exists;
+        self.answer("exists", move || Some(exists))
     }
 
     fn instance_shutdown<'a>(&'a self, _node: &'a Node) -> CloudFuture<'a, Option<bool>> {
-        self.answer("shutdown", || Some(false))
+        let shut_down = self.shut_down;
+        self.answer("shutdown", move || Some(shut_down))
     }
 
     fn get_load_balancer<'a>(

@@ -85,12 +85,19 @@ impl TestCluster {
     /// Creates a Ready, initialized Node `name` (provider ID `fake://name`) and waits
     /// until the controllers' Node informer has it.
     pub async fn ready_node(&self, name: &str) {
-        let node: Node = serde_json::from_value(serde_json::json!({
+        self.node(serde_json::json!({
             "metadata": {"name": name},
             "spec": {"providerID": format!("fake://{name}")},
             "status": {"conditions": [{"type": "Ready", "status": "True"}]},
         }))
-        .expect("a Node");
+        .await;
+    }
+
+    /// Creates the Node `node` (JSON) and waits until the controllers' Node informer
+    /// has it.
+    pub async fn node(&self, node: serde_json::Value) {
+        let node: Node = serde_json::from_value(node).expect("a Node");
+        let name = node.metadata.name.clone().expect("a named Node");
         Api::<Node>::all(self.client.clone())
             .create(&PostParams::default(), &node)
             .await
@@ -102,8 +109,9 @@ impl TestCluster {
                 .iter()
                 .filter_map(|n| n.metadata.name.clone())
                 .collect();
+            let found = listed.contains(&name);
             async move {
-                if listed.iter().any(|n| n == name) {
+                if found {
                     Ok(())
                 } else {
                     Err(format!("{listed:?}"))

@@ -7,6 +7,8 @@
 //! shutdown taint when the instance is shut down. Any provider error, trap or timeout
 //! leaves the Node alone.
 
+#[cfg(test)]
+mod controller_tests;
 pub mod guard;
 
 use std::sync::Arc;

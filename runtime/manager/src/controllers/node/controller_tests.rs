@@ -1,0 +1,137 @@
+//! Upstream's cloud-node controller tests (`node_controller_test.go`, `Test_syncNode`)
+//! ported in process: the controller runs against the API server double and the
+//! recording cloud, and each case waits for what upstream's asserts: the Node's provider
+//! ID, labels and taints, and the cloud calls made.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Node;
+use kube::Api;
+use serde_json::json;
+
+use super::{LABEL_INSTANCE_TYPE, LABEL_REGION, LABEL_ZONE, LABEL_ZONE_BETA, Options, run};
+use crate::cloud::Cloud;
+use crate::cloud::fake::Recording;
+use crate::controllers::TAINT_UNINITIALIZED;
+use crate::controllers::test_cluster::{TestCluster, wait_for};
+
+fn options() -> Options {
+    Options {
+        status_update_frequency: Duration::from_secs(300),
+        workers: 1,
+        batch_size: 1,
+        batch_window: Duration::from_millis(10),
+    }
+}
+
+/// A Node as kubelet registers it with `--cloud-provider=external`.
+fn tainted(name: &str, provider_id: Option<&str>) -> serde_json::Value {
+    json!({
+        "metadata": {"name": name},
+        "spec": {
+            "providerID": provider_id,
+            "taints": [{"key": TAINT_UNINITIALIZED, "value": "true", "effect": "NoSchedule"}],
+        },
+        "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+    })
+}
+
+fn uninitialized(node: &Node) -> bool {
+    node.spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .is_some_and(|t| t.iter().any(|t| t.key == TAINT_UNINITIALIZED))
+}
+
+fn label<'a>(node: &'a Node, key: &str) -> Option<&'a str> {
+    node.metadata.labels.as_ref()?.get(key).map(String::as_str)
+}
+
+/// "node initialized with provider ID": the provider's ID, instance type, zone and
+/// region (GA and beta labels) are set, and the taint goes, after one metadata call.
+#[tokio::test]
+async fn an_uninitialized_node_is_initialized() {
+    let mut cluster =
+        TestCluster::start(|calls| Arc::new(Recording::new(1, calls)) as Arc<dyn Cloud>).await;
+    cluster.node(tainted("node0", None)).await;
+    cluster.run(|ctx, stop| run(ctx, options(), stop));
+    let nodes: Api<Node> = Api::all(cluster.client.clone());
+    let node = wait_for("node0 initialized", || async {
+        let node = nodes.get("node0").await.map_err(|e| e.to_string())?;
+        if uninitialized(&node) {
+            Err(format!("still tainted: {:?}", node.spec))
+        } else {
+            Ok(node)
+        }
+    })
+    .await;
+    assert_eq!(
+        node.spec.as_ref().and_then(|s| s.provider_id.as_deref()),
+        Some("fake://node0")
+    );
+    assert_eq!(label(&node, LABEL_INSTANCE_TYPE), Some("fake.small"));
+    assert_eq!(label(&node, LABEL_ZONE), Some("zone-a"));
+    assert_eq!(label(&node, LABEL_ZONE_BETA), Some("zone-a"));
+    assert_eq!(label(&node, LABEL_REGION), Some("region-1"));
+    let metadata_calls = cluster
+        .taken()
+        .iter()
+        .filter(|(_, c)| *c == "metadata")
+        .count();
+    assert_eq!(metadata_calls, 1, "{:?}", cluster.taken());
+}
+
+/// "node has provider ID already": the Node's own ID stays when the cloud's agrees.
+#[tokio::test]
+async fn a_node_with_its_provider_id_keeps_it() {
+    let mut cluster =
+        TestCluster::start(|calls| Arc::new(Recording::new(1, calls)) as Arc<dyn Cloud>).await;
+    cluster.node(tainted("node0", Some("fake://node0"))).await;
+    cluster.run(|ctx, stop| run(ctx, options(), stop));
+    let nodes: Api<Node> = Api::all(cluster.client.clone());
+    let node = wait_for("node0 initialized", || async {
+        let node = nodes.get("node0").await.map_err(|e| e.to_string())?;
+        if uninitialized(&node) {
+            Err("still tainted".to_string())
+        } else {
+            Ok(node)
+        }
+    })
+    .await;
+    assert_eq!(
+        node.spec.as_ref().and_then(|s| s.provider_id.as_deref()),
+        Some("fake://node0")
+    );
+}
+
+/// "provider error": the taint stays and the Node is asked about again (after the
+/// controller's back-off), never initialized on an error.
+#[tokio::test]
+async fn a_provider_error_keeps_the_taint_and_is_retried() {
+    let mut cluster = TestCluster::start(|calls| {
+        Arc::new(Recording::new(1, calls).failing("metadata")) as Arc<dyn Cloud>
+    })
+    .await;
+    cluster.node(tainted("node0", None)).await;
+    cluster.run(|ctx, stop| run(ctx, options(), stop));
+    let calls = cluster.calls.clone();
+    wait_for("a second metadata call", || {
+        let taken = calls.taken();
+        async move {
+            let asked = taken.iter().filter(|(_, c)| *c == "metadata").count();
+            if asked >= 2 {
+                Ok(())
+            } else {
+                Err(format!("{taken:?}"))
+            }
+        }
+    })
+    .await;
+    let node = Api::<Node>::all(cluster.client.clone())
+        .get("node0")
+        .await
+        .expect("node0");
+    assert!(uninitialized(&node), "{:?}", node.spec);
+    assert!(node.spec.and_then(|s| s.provider_id).is_none());
+}
