@@ -71,6 +71,7 @@ pub struct Recording {
     shut_down: bool,
     batches: bool,
     failing: Vec<&'static str>,
+    throttled: Option<(&'static str, std::time::Duration)>,
     hook: Mutex<Option<(&'static str, Hook)>>,
 }
 
@@ -84,6 +85,7 @@ impl Recording {
             shut_down: false,
             batches: false,
             failing: Vec::new(),
+            throttled: None,
             hook: Mutex::new(None),
         }
     }
@@ -91,6 +93,12 @@ impl Recording {
     /// `call` answers a cloud error.
     pub fn failing(mut self, call: &'static str) -> Self {
         self.failing.push(call);
+        self
+    }
+
+    /// `call` answers `retry-after` with `delay` (upstream's `api.RetryError`).
+    pub fn throttled(mut self, call: &'static str, delay: std::time::Duration) -> Self {
+        self.throttled = Some((call, delay));
         self
     }
 
@@ -139,6 +147,18 @@ impl Recording {
         };
         if let Some(hook) = hook {
             hook();
+        }
+        if let Some((throttled, delay)) = self.throttled
+            && throttled == call
+        {
+            return Err(Error::Provider(ProviderError::Cloud {
+                provider: "fake".into(),
+                function: call,
+                error: CloudError::RetryAfter {
+                    delay,
+                    message: format!("{call} throttled (injected)"),
+                },
+            }));
         }
         if self.failing.contains(&call) {
             return Err(Error::Provider(ProviderError::Cloud {

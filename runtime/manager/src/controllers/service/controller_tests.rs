@@ -4,6 +4,9 @@
 //! left with, as `TestSyncLoadBalancerIfNeeded` and `TestProcessServiceDeletion` do.
 
 use std::sync::Arc;
+use std::time::Duration;
+
+use kube::runtime::controller::Action;
 
 use k8s_openapi::api::core::v1::Service;
 use kube::Api;
@@ -12,7 +15,7 @@ use serde_json::json;
 
 use super::FINALIZER;
 use super::state::State;
-use super::sync::reconcile;
+use super::sync::{error_policy, reconcile};
 use crate::cloud::Cloud;
 use crate::cloud::fake::{INGRESS_IP, Recording};
 use crate::controllers::test_cluster::TestCluster;
@@ -254,4 +257,98 @@ async fn sync_load_balancer_if_needed() {
         want.sort();
         assert_eq!(reasons, want, "{}: events", case.name);
     }
+}
+
+/// The error policy as upstream's rate-limited queue with `api.RetryError`: a failed
+/// sync is retried after 5 s, doubling to 300 s; a provider's Retry-After is the
+/// delay, and does not grow the back-off; a success starts it again. No waiting: the
+/// policy's answer is the delay the controller requeues with, and each next attempt is
+/// made as if that delay had passed.
+#[tokio::test]
+async fn error_policy_backs_off_and_keeps_to_retry_after() {
+    let cluster = TestCluster::start(|calls| {
+        Arc::new(Recording::new(1, calls).failing("ensure")) as Arc<dyn Cloud>
+    })
+    .await;
+    cluster.ready_node("node0").await;
+    let services: Api<Service> = Api::namespaced(cluster.client.clone(), "default");
+    let case = &CASES[3];
+    services
+        .create(&PostParams::default(), &service(case))
+        .await
+        .expect("the Service is created");
+    let svc = Arc::new(services.get("svc").await.expect("the Service"));
+    let (state, _writer, _queued) = State::in_context(cluster.context());
+    let state = Arc::new(state);
+    let mut delays = Vec::new();
+    for _ in 0..8 {
+        state.set_retry_at("default/svc", std::time::Instant::now());
+        let err = reconcile(svc.clone(), state.clone())
+            .await
+            .expect_err("the ensure fails");
+        delays.push(error_policy(svc.clone(), &err, state.clone()));
+    }
+    let secs = |s: &[u64]| -> Vec<Action> {
+        s.iter()
+            .map(|s| Action::requeue(Duration::from_secs(*s)))
+            .collect()
+    };
+    assert_eq!(delays, secs(&[5, 10, 20, 40, 80, 160, 300, 300]));
+    // A success forgets the failures: the next one waits 5 s again.
+    cluster
+        .cloud
+        .set(Arc::new(Recording::new(2, &cluster.calls)));
+    state.set_retry_at("default/svc", std::time::Instant::now());
+    reconcile(svc.clone(), state.clone())
+        .await
+        .expect("the ensure succeeds");
+    cluster.cloud.set(Arc::new(
+        Recording::new(3, &cluster.calls).failing("ensure"),
+    ));
+    let changed = {
+        let mut changed = (*svc).clone();
+        changed
+            .spec
+            .as_mut()
+            .expect("a spec")
+            .ports
+            .as_mut()
+            .expect("ports")[0]
+            .port = 81;
+        Arc::new(changed)
+    };
+    let err = reconcile(changed.clone(), state.clone())
+        .await
+        .expect_err("the ensure fails again");
+    assert_eq!(error_policy(changed, &err, state.clone()), secs(&[5])[0]);
+
+    // Throttled: the provider's delay each time, and the back-off does not grow.
+    let throttling = TestCluster::start(|calls| {
+        Arc::new(Recording::new(1, calls).throttled("ensure", Duration::from_secs(7)))
+            as Arc<dyn Cloud>
+    })
+    .await;
+    throttling.ready_node("node0").await;
+    let services: Api<Service> = Api::namespaced(throttling.client.clone(), "default");
+    services
+        .create(&PostParams::default(), &service(case))
+        .await
+        .expect("the Service is created");
+    let svc = Arc::new(services.get("svc").await.expect("the Service"));
+    let (state, _writer, _queued) = State::in_context(throttling.context());
+    let state = Arc::new(state);
+    let mut delays = Vec::new();
+    for _ in 0..3 {
+        state.set_retry_at("default/svc", std::time::Instant::now());
+        let err = reconcile(svc.clone(), state.clone())
+            .await
+            .expect_err("the ensure is throttled");
+        delays.push(error_policy(svc.clone(), &err, state.clone()));
+    }
+    assert_eq!(delays, secs(&[7, 7, 7]));
+    let reasons = throttling.reasons("svc").await;
+    assert!(
+        reasons.iter().any(|r| r == "SyncLoadBalancerFailed"),
+        "{reasons:?}"
+    );
 }
