@@ -20,11 +20,11 @@ use std::sync::{Arc, Mutex};
 use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, NodeAddress, Service};
 use wasm_ccm_host::provider::{CloudError, ProviderError};
 
-use super::{Cloud, CloudFuture, Error, InstanceMetadata, Requirement, SharedCloud};
+use super::{Cloud, CloudFuture, Error, InstanceMetadata, Requirement, Route, SharedCloud};
 
 /// The calls made, in order: the answering version and the call's short name (`get`,
 /// `ensure`, `update`, `delete` for load balancers; `metadata`, `addresses`, `exists`,
-/// `shutdown` for instances).
+/// `shutdown` for instances; `list-routes`, `create-route`, `delete-route`).
 #[derive(Clone, Default)]
 pub struct Calls(Arc<Mutex<Vec<(u64, &'static str)>>>);
 
@@ -72,6 +72,7 @@ pub struct Recording {
     batches: bool,
     failing: Vec<&'static str>,
     throttled: Option<(&'static str, std::time::Duration)>,
+    routes: Mutex<Vec<Route>>,
     hook: Mutex<Option<(&'static str, Hook)>>,
 }
 
@@ -86,6 +87,7 @@ impl Recording {
             batches: false,
             failing: Vec::new(),
             throttled: None,
+            routes: Mutex::new(Vec::new()),
             hook: Mutex::new(None),
         }
     }
@@ -100,6 +102,19 @@ impl Recording {
     pub fn throttled(mut self, call: &'static str, delay: std::time::Duration) -> Self {
         self.throttled = Some((call, delay));
         self
+    }
+
+    /// The cloud's routes to start with; create and delete change them.
+    pub fn with_routes(self, routes: Vec<Route>) -> Self {
+        *self.routes.lock().unwrap() = routes;
+        self
+    }
+
+    /// The routes now, sorted by destination.
+    pub fn routes(&self) -> Vec<Route> {
+        let mut routes = self.routes.lock().unwrap().clone();
+        routes.sort_by(|a, b| a.destination_cidr.cmp(&b.destination_cidr));
+        routes
     }
 
     /// Get answers that the load balancer does not exist.
@@ -266,5 +281,31 @@ impl Cloud for Recording {
         _service: &'a Service,
     ) -> CloudFuture<'a, ()> {
         self.answer("delete", || ())
+    }
+
+    fn list_routes<'a>(&'a self, _cluster: &'a str) -> CloudFuture<'a, Vec<Route>> {
+        self.answer("list-routes", move || self.routes.lock().unwrap().clone())
+    }
+
+    fn create_route<'a>(
+        &'a self,
+        _cluster: &'a str,
+        name_hint: &'a str,
+        route: &'a Route,
+    ) -> CloudFuture<'a, ()> {
+        self.answer("create-route", move || {
+            let mut made = route.clone();
+            made.name = name_hint.to_string();
+            self.routes.lock().unwrap().push(made);
+        })
+    }
+
+    fn delete_route<'a>(&'a self, _cluster: &'a str, route: &'a Route) -> CloudFuture<'a, ()> {
+        self.answer("delete-route", move || {
+            self.routes
+                .lock()
+                .unwrap()
+                .retain(|r| r.destination_cidr != route.destination_cidr || r.name != route.name);
+        })
     }
 }

@@ -450,6 +450,9 @@ pub async fn run(ctx: Context, options: Options, shutdown: tokio::sync::watch::R
 }
 
 #[cfg(test)]
+mod controller_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
