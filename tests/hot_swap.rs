@@ -27,6 +27,9 @@ struct SwapStack {
     stack: Stack,
     reference: Vec<u8>,
     policy: Vec<u8>,
+    /// A compile cache of its own: the versions these tests swap in are the same in
+    /// every run, and a hit in the tests' shared cache would swap without compiling.
+    compile_cache: TempDir,
 }
 
 impl SwapStack {
@@ -41,6 +44,7 @@ impl SwapStack {
             stack,
             reference,
             policy,
+            compile_cache: TempDir::new("compile-cache"),
         };
         this.publish(&this.reference);
         this
@@ -59,8 +63,16 @@ impl SwapStack {
     }
 
     fn controller_manager(&self, port: u16, extra: &[&str]) -> tokio::process::Child {
+        let own_cache = format!(
+            "--compile-cache-dir={}",
+            self.compile_cache.path().display()
+        );
+        let mut flags = extra.to_vec();
+        if !extra.iter().any(|a| a.starts_with("--compile-cache-dir")) {
+            flags.push(&own_cache);
+        }
         self.stack
-            .controller_manager_command(port, extra)
+            .controller_manager_command(port, &flags)
             .env("POD_NAME", POD)
             .env("POD_NAMESPACE", NAMESPACE)
             .spawn()
@@ -201,11 +213,8 @@ async fn kubelet_update_under_load_swaps_with_no_failed_calls() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_version_reuses_the_functions_it_shares_with_the_serving_one() {
     let swap = SwapStack::start().await;
-    // A compile cache of its own: a hit in the tests' shared one would compile nothing.
-    let cache = TempDir::new("compile-cache");
-    let cache_flag = format!("--compile-cache-dir={}", cache.path().display());
     let port = free_port();
-    let _ccm = swap.controller_manager(port, &["--leader-elect=false", &cache_flag]);
+    let _ccm = swap.controller_manager(port, &["--leader-elect=false"]);
     wait_serving(port, &sha256_hex(&swap.reference)).await;
     let functions = |m: &str| {
         let count = |result: &str| {

@@ -1,6 +1,7 @@
 //! The controller manager under test: a [`Stack`] (API server double, simulated cloud,
 //! provider directory) and the `wasm-ccm` commands the tests run against it.
 
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -276,7 +277,16 @@ pub fn shared_compile_cache() -> PathBuf {
         .parent()
         .expect("target profile dir")
         .join("test-compile-cache");
-    std::fs::create_dir_all(&dir).expect("the shared compile cache directory");
+    // Private to this user, as the controller manager wants it (it would narrow it).
+    let _ = std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir);
+    assert!(
+        dir.is_dir(),
+        "the shared compile cache {} cannot be made",
+        dir.display()
+    );
     dir
 }
 

@@ -4,8 +4,9 @@
 //! A port taken by binding port 0 and releasing it can be handed out again by the
 //! kernel before the server binds it: to another test's `bind(0)`, or as the source
 //! port of any outgoing connection. [`reserve`] takes ports below the kernel's
-//! ephemeral range (`net.ipv4.ip_local_port_range`), which the kernel never picks on
-//! its own, and never gives one twice in a process. Each process starts at its own
+//! ephemeral range (`net.ipv4.ip_local_port_range`; above it when the range starts
+//! too low), which the kernel never picks on its own, and never gives one twice in a
+//! process. Each process starts at its own
 //! offset in that range, and a port something already listens on is skipped.
 //!
 //! ```
@@ -27,7 +28,7 @@ const SPAN: u16 = 16_000;
 /// `bind(0)` or an outgoing connection, and which this process was not given before.
 pub fn reserve() -> std::io::Result<u16> {
     static NEXT: AtomicU32 = AtomicU32::new(0);
-    let (low, high) = range();
+    let (low, high) = range(ephemeral())?;
     let start = std::process::id().wrapping_mul(7919);
     reserve_from(&NEXT, low, high, start)
 }
@@ -51,15 +52,35 @@ fn reserve_from(next: &AtomicU32, low: u16, high: u16, start: u32) -> std::io::R
     }
 }
 
-/// The ports [`reserve`] hands out: [low, high), just below the ephemeral range.
-fn range() -> (u16, u16) {
-    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+/// The kernel's ephemeral range, [low, high] (Linux's default when it cannot be read).
+fn ephemeral() -> (u16, u16) {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
         .ok()
-        .and_then(|text| text.split_whitespace().next()?.parse::<u16>().ok())
-        .unwrap_or(32_768);
-    let high = ephemeral_low.max(FLOOR + 1_000);
-    let low = high.saturating_sub(SPAN).max(FLOOR);
-    (low, high)
+        .and_then(|text| {
+            let mut bounds = text.split_whitespace().map(|b| b.parse::<u16>().ok());
+            Some((bounds.next()??, bounds.next()??))
+        })
+        .unwrap_or((32_768, 60_999))
+}
+
+/// The ports [`reserve`] hands out, [low, high): up to [`SPAN`] ports just below the
+/// ephemeral range, else just above it, never below [`FLOOR`].
+fn range((ephemeral_low, ephemeral_high): (u16, u16)) -> std::io::Result<(u16, u16)> {
+    const ENOUGH: u16 = 1_000;
+    if ephemeral_low >= FLOOR + ENOUGH {
+        return Ok((ephemeral_low.saturating_sub(SPAN).max(FLOOR), ephemeral_low));
+    }
+    let above = ephemeral_high.saturating_add(1);
+    if u16::MAX - above >= ENOUGH {
+        return Ok((above, above.saturating_add(SPAN)));
+    }
+    Err(std::io::Error::new(
+        std::io::ErrorKind::AddrNotAvailable,
+        format!(
+            "the kernel's ephemeral port range ({ephemeral_low}-{ephemeral_high}, \
+             net.ipv4.ip_local_port_range) leaves no {ENOUGH} ports above {FLOOR} outside it"
+        ),
+    ))
 }
 
 #[cfg(test)]
@@ -68,7 +89,7 @@ mod tests {
 
     #[test]
     fn ports_are_below_the_ephemeral_range_and_never_repeat() {
-        let (low, high) = range();
+        let (low, high) = range(ephemeral()).unwrap();
         let ports: Vec<u16> = (0..200).map(|_| reserve().unwrap()).collect();
         let mut unique = ports.clone();
         unique.sort_unstable();
@@ -79,7 +100,7 @@ mod tests {
 
     #[test]
     fn a_port_something_listens_on_is_skipped() {
-        let (low, high) = range();
+        let (low, high) = range(ephemeral()).unwrap();
         // A listener on the first port a fresh count from this start would give.
         let first = reserve_from(&AtomicU32::new(0), low, high, 4242).unwrap();
         let _held = TcpListener::bind((Ipv4Addr::LOCALHOST, first)).unwrap();
@@ -92,5 +113,14 @@ mod tests {
     fn a_range_handed_out_is_an_error_naming_it() {
         let error = reserve_from(&AtomicU32::new(10), 20_000, 20_010, 0).unwrap_err();
         assert!(error.to_string().contains("20000 to 20010"), "{error}");
+    }
+
+    #[test]
+    fn the_range_is_outside_the_ephemeral_one() {
+        assert_eq!(range((32_768, 60_999)).unwrap(), (16_768, 32_768));
+        assert_eq!(range((15_000, 60_999)).unwrap(), (10_000, 15_000));
+        // A range reaching low: the ports above it.
+        assert_eq!(range((1_024, 49_151)).unwrap(), (49_152, 65_152));
+        assert!(range((1_024, 65_000)).is_err());
     }
 }

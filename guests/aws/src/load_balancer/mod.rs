@@ -92,9 +92,12 @@ fn internal(service: &Service) -> bool {
 /// `loadBalancerIP`.
 fn check_service(service: &Service, kind: Kind) -> Result<(), CloudError> {
     if let Some(ingress) = service.status.ingress.first() {
-        // Classic: `<name>-<n>.<region>.elb.amazonaws.com`; NLB: `…elb.<region>.amazonaws.com`.
+        // Classic: `<name>-<n>.<region>.elb.amazonaws.com` (`….elb.amazonaws.com.cn` in
+        // the China regions, which upstream's check misses); NLB:
+        // `…elb.<region>.amazonaws.com`.
         let hostname = ingress.hostname.as_deref().unwrap_or_default();
-        let classic = hostname.ends_with(".elb.amazonaws.com");
+        let classic =
+            hostname.ends_with(".elb.amazonaws.com") || hostname.ends_with(".elb.amazonaws.com.cn");
         let refused = match kind {
             Kind::Network if classic => Some("NLB"),
             Kind::Classic if !classic => Some("Classic Load Balancer"),
@@ -370,7 +373,11 @@ impl LoadBalancerExport for Aws {
         if kind == Kind::Elsewhere {
             return Err(CloudError::ImplementedElsewhere);
         }
-        check_service(&service, kind)?;
+        // Upstream's UpdateLoadBalancer validates only what it ensures again: an NLB
+        // (through EnsureLoadBalancer); a Classic one's instances are updated as they are.
+        if kind == Kind::Network {
+            check_service(&service, kind)?;
+        }
         match kind {
             Kind::Classic => classic::update(self, &service, &nodes),
             _ => nlb::update(self, &service, &nodes),
@@ -512,7 +519,10 @@ pub(crate) mod tests {
         let internal_classic = "internal-my-lb-123.eu-west-1.elb.amazonaws.com";
         let nlb_host = "a1234-0123456789abcdef.elb.us-east-1.amazonaws.com";
         let other_region_nlb = "my-nlb-abc123.elb.ap-southeast-1.amazonaws.com";
+        let china_classic = "a1234-1.cn-north-1.elb.amazonaws.com.cn";
         for (host, kind_, ok) in [
+            (china_classic, Kind::Classic, true),
+            (china_classic, Kind::Network, false),
             (other_region_nlb, Kind::Network, true),
             (other_region_nlb, Kind::Classic, false),
             (classic_host, Kind::Classic, true),

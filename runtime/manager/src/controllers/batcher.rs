@@ -124,12 +124,16 @@ impl MetadataBatcher {
             .send((cloud.clone(), node.clone(), reply))
             .is_err()
         {
+            let _permit = self.calls.acquire().await.expect("never closed");
             return cloud.instance_metadata(&node).await;
         }
         match answer.await {
             Ok(answer) => answer,
             // The batch task dropped the request (shutting down): ask directly.
-            Err(_) => cloud.instance_metadata(&node).await,
+            Err(_) => {
+                let _permit = self.calls.acquire().await.expect("never closed");
+                cloud.instance_metadata(&node).await
+            }
         }
     }
 }

@@ -48,6 +48,9 @@ use throttle::throttling_check;
 pub struct Conformance {
     /// The provider component (`.wasm`); its policy is FILE.yaml next to it.
     pub file: PathBuf,
+    /// The cloud config for `initialize`.
+    #[arg(long)]
+    pub cloud_config: PathBuf,
     /// The provider policy, instead of FILE.yaml next to the component.
     #[arg(long)]
     pub policy: Option<PathBuf>,
@@ -55,9 +58,6 @@ pub struct Conformance {
     /// --credentials-dir (default: the policy's directory).
     #[arg(long)]
     pub credentials_dir: Option<PathBuf>,
-    /// The cloud config for `initialize`.
-    #[arg(long)]
-    pub cloud_config: PathBuf,
     /// A node whose instance exists in the cloud (repeatable).
     #[arg(long = "node")]
     pub nodes: Vec<String>,

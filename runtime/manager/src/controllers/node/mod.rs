@@ -94,6 +94,21 @@ struct State {
     /// workers. Reconciles wait for a batched answer together, but write to the API
     /// server no faster than upstream would (and hold no more connections and buffers).
     updates: tokio::sync::Semaphore,
+    /// `--instances-batch-size` above 1: joining Nodes wait for their batch together.
+    batching: bool,
+    /// Turns true when the controller stops (shutdown, or the lease lost): reconciles
+    /// still queued then write nothing.
+    stopping: tokio::sync::watch::Receiver<bool>,
+}
+
+impl State {
+    /// Waits for a turn to write a Node (at most `--concurrent-node-syncs` at once);
+    /// `None` once the controller is stopping, so a replica that lost its lease writes
+    /// no more and its queued reconciles end at once.
+    async fn write_turn(&self) -> Option<tokio::sync::SemaphorePermit<'_>> {
+        let permit = self.updates.acquire().await.expect("never closed");
+        (!*self.stopping.borrow()).then_some(permit)
+    }
 }
 
 fn node_name(node: &Node) -> String {
@@ -306,10 +321,29 @@ async fn update_addresses(
 async fn sync_node(state: &State, node: &Arc<Node>) -> Result<(), NodeSyncError> {
     let name = node_name(node);
     if !has_taint(node, TAINT_UNINITIALIZED) {
-        let _writing = state.updates.acquire().await.expect("never closed");
-        return reconcile_labels(&state.api, node).await;
+        let update = labels_to_reconcile(node);
+        if update.is_empty() {
+            return Ok(());
+        }
+        let Some(_writing) = state.write_turn().await else {
+            return Ok(());
+        };
+        return patch_labels(&state.api, node, update).await;
     }
     tracing::info!(node = %name, "initializing node with cloud provider");
+    // Without batching a reconcile is one of upstream's workers: it takes its turn to
+    // write before asking the cloud, so at most --concurrent-node-syncs Nodes are
+    // between the question and the write. With batching it waits for its batch's answer
+    // first, with every other joining Node, then for its turn.
+    let batched = state.batching && state.ctx.cloud.current().batches();
+    let early = if batched {
+        None
+    } else {
+        match state.write_turn().await {
+            Some(turn) => Some(turn),
+            None => return Ok(()),
+        }
+    };
     let meta = match state.batcher.metadata(node.clone()).await {
         Ok(meta) => meta,
         Err(err) => {
@@ -317,7 +351,13 @@ async fn sync_node(state: &State, node: &Arc<Node>) -> Result<(), NodeSyncError>
             return Err(err.into());
         }
     };
-    let _writing = state.updates.acquire().await.expect("never closed");
+    let _writing = match early {
+        Some(turn) => turn,
+        None => match state.write_turn().await {
+            Some(turn) => turn,
+            None => return Ok(()),
+        },
+    };
     apply_provided_node_ip(node, &meta.addresses).map_err(|reason| {
         NodeSyncError::ProvidedNodeIp {
             node: name.clone(),
@@ -373,11 +413,11 @@ async fn sync_node(state: &State, node: &Arc<Node>) -> Result<(), NodeSyncError>
 }
 
 /// Beta/GA label reconciliation of an initialized Node.
-async fn reconcile_labels(api: &Api<Node>, node: &Node) -> Result<(), NodeSyncError> {
-    let Some(labels) = node.metadata.labels.as_ref() else {
-        return Ok(());
-    };
+fn labels_to_reconcile(node: &Node) -> BTreeMap<&'static str, String> {
     let mut update = BTreeMap::new();
+    let Some(labels) = node.metadata.labels.as_ref() else {
+        return update;
+    };
     for (primary, secondary) in LABELS_TO_RECONCILE {
         if let Some(value) = labels.get(primary)
             && labels.get(secondary) != Some(value)
@@ -385,9 +425,15 @@ async fn reconcile_labels(api: &Api<Node>, node: &Node) -> Result<(), NodeSyncEr
             update.insert(secondary, value.clone());
         }
     }
-    if update.is_empty() {
-        return Ok(());
-    }
+    update
+}
+
+/// Writes the labels [`labels_to_reconcile`] found missing or different.
+async fn patch_labels(
+    api: &Api<Node>,
+    node: &Node,
+    update: BTreeMap<&'static str, String>,
+) -> Result<(), NodeSyncError> {
     api.patch(
         &node_name(node),
         &PatchParams::default(),
@@ -435,7 +481,10 @@ pub async fn update_node_status(
                     super::refused_answer(ctx, recorder, NAME, node, &err).await;
                 }
             }
-            if let Err(err) = reconcile_labels(api, node).await {
+            let update = labels_to_reconcile(node);
+            if !update.is_empty()
+                && let Err(err) = patch_labels(api, node, update).await
+            {
                 tracing::error!(node = %name, error = %err, "cannot reconcile node labels");
             }
         }
@@ -459,7 +508,10 @@ pub async fn run(ctx: Context, options: Options, shutdown: tokio::sync::watch::R
     // --concurrent-node-syncs Node writes at once). So every Node that arrives reaches
     // the batcher at once (0: no bound), and Nodes joining together are asked about in
     // full batches rather than a few at a time as writes free a reconcile's slot.
-    // Without batching, --concurrent-node-syncs reconciles run, as upstream's workers.
+    // Without batching, --concurrent-node-syncs reconciles run, as upstream's workers;
+    // a provider that does not batch is asked per Node only once the reconcile has its
+    // turn to write (`sync_node`), so it too has at most that many Nodes in progress.
+    // Reconciles still queued when the controller stops write nothing (`write_turn`).
     let concurrency = if options.batch_size > 1 {
         0
     } else {
@@ -473,6 +525,8 @@ pub async fn run(ctx: Context, options: Options, shutdown: tokio::sync::watch::R
             .reporting(ctx.metrics.retries_pending(NAME)),
         api: api.clone(),
         ctx: ctx.clone(),
+        batching: options.batch_size > 1,
+        stopping: shutdown.clone(),
     });
     let mut stop = shutdown.clone();
     let forget = forget_deleted(state.clone(), shutdown.clone());
