@@ -293,7 +293,27 @@ async fn run(side: Side) -> Vec<Flat> {
     }
     snapshots.push(steady(&ccm, TIMEOUT, STEADY, async || take(&world, &client).await).await);
 
-    // 2. Changed: a port changed, a port removed, a node joined.
+    // 2. Changed: a node joined, then a port changed and a port removed. The node's
+    // load balancer updates settle first: a Service's own sync racing the node sync of
+    // the same load balancer can find it busy (Octavia's PENDING_UPDATE), which occm
+    // records as UpdateLoadBalancerFailed and retries, so the events depended on timing.
+    nodes
+        .create(
+            &PostParams::default(),
+            &kubelet_node_with_node_ip("node-c", Some("10.244.3.0/24"), "10.0.0.13"),
+        )
+        .await
+        .unwrap();
+    wait_until(
+        TIMEOUT,
+        &format!("{side:?}: node-c initialized"),
+        || async {
+            ccm.alive();
+            initialized(&nodes, "node-c").await
+        },
+    )
+    .await;
+    steady(&ccm, TIMEOUT, STEADY, async || take(&world, &client).await).await;
     services
         .patch(
             "os-default",
@@ -313,22 +333,6 @@ async fn run(side: Side) -> Vec<Flat> {
         )
         .await
         .unwrap();
-    nodes
-        .create(
-            &PostParams::default(),
-            &kubelet_node_with_node_ip("node-c", Some("10.244.3.0/24"), "10.0.0.13"),
-        )
-        .await
-        .unwrap();
-    wait_until(
-        TIMEOUT,
-        &format!("{side:?}: node-c initialized"),
-        || async {
-            ccm.alive();
-            initialized(&nodes, "node-c").await
-        },
-    )
-    .await;
     snapshots.push(steady(&ccm, TIMEOUT, STEADY, async || take(&world, &client).await).await);
 
     // 3. Removed: a server deleted (its Node goes), two Services deleted.

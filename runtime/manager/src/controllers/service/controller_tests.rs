@@ -366,3 +366,174 @@ async fn error_policy_backs_off_and_keeps_to_retry_after() {
         "{reasons:?}"
     );
 }
+
+/// A Service of `type_` named `name`, as the API server double stores it.
+async fn stored(services: &Api<Service>, name: &str, type_: &str) -> Arc<Service> {
+    let svc: Service = serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"type": type_, "ports": [{"port": 80}]},
+    }))
+    .expect("a Service");
+    Arc::new(
+        services
+            .create(&PostParams::default(), &svc)
+            .await
+            .expect("the Service is created"),
+    )
+}
+
+/// Upstream's `TestUpdateNodesInExternalLoadBalancer`: a node sync updates the load
+/// balancer of every synced Service that has one, with the eligible Nodes, and no
+/// other Service.
+#[tokio::test]
+async fn update_nodes_in_external_load_balancer() {
+    // (description, Service types): one update per LoadBalancer.
+    let rows: &[(&str, &[&str])] = &[
+        ("no services present: no calls", &[]),
+        (
+            "services without external load balancers: no calls",
+            &["ClusterIP", "NodePort"],
+        ),
+        (
+            "one service with an external load balancer: one call",
+            &["LoadBalancer"],
+        ),
+        (
+            "three services with an external load balancer: three calls",
+            &["LoadBalancer", "LoadBalancer", "LoadBalancer"],
+        ),
+        (
+            "two services with an external load balancer and two without: two calls",
+            &["ClusterIP", "LoadBalancer", "NodePort", "LoadBalancer"],
+        ),
+    ];
+    for (description, types) in rows {
+        let cluster =
+            TestCluster::start(|calls| Arc::new(Recording::new(1, calls)) as Arc<dyn Cloud>).await;
+        for node in ["node0", "node1", "node73"] {
+            cluster.ready_node(node).await;
+        }
+        let services: Api<Service> = Api::namespaced(cluster.client.clone(), "default");
+        let (state, mut writer, _queued) = State::in_context(cluster.context());
+        for (i, type_) in types.iter().enumerate() {
+            let svc = stored(&services, &format!("s{i}"), type_).await;
+            writer.apply_watcher_event(&kube::runtime::watcher::Event::Apply((*svc).clone()));
+            state.record(
+                &format!("default/s{i}"),
+                super::state::Cached {
+                    state: svc,
+                    ok: true,
+                    retry_at: None,
+                },
+            );
+        }
+        let state = Arc::new(state);
+        super::hosts::sync_nodes(&state).await;
+        let updates = cluster
+            .taken()
+            .iter()
+            .filter(|(_, c)| *c == "update")
+            .count();
+        let balanced = types.iter().filter(|t| **t == "LoadBalancer").count();
+        assert_eq!(updates, balanced, "{description}: {:?}", cluster.taken());
+        assert_eq!(
+            cluster.taken().len(),
+            balanced,
+            "{description}: only updates"
+        );
+        // Each updated with the three Nodes: their set is what the sync stored.
+        for (i, type_) in types.iter().enumerate() {
+            if *type_ == "LoadBalancer" {
+                let stored = state.set_nodes(&format!("default/s{i}"), Default::default());
+                let names: Vec<String> = stored.unwrap_or_default().into_keys().collect();
+                assert_eq!(names, ["node0", "node1", "node73"], "{description}");
+            }
+        }
+    }
+}
+
+/// Upstream's `TestProcessServiceDeletion`: a Service gone from the API server has the
+/// load balancer of its last synced state deleted (`DeletingLoadBalancer`,
+/// `DeletedLoadBalancer`) and is forgotten; one never synced costs nothing; a cloud
+/// that fails leaves it remembered for the retry, with `DeleteLoadBalancerFailed`.
+#[tokio::test]
+async fn process_service_deletion() {
+    /// (description, synced before, the delete fails): calls, remembered, events.
+    type Row<'a> = (&'a str, bool, bool, &'a [&'a str], bool, &'a [&'a str]);
+    let rows: &[Row] = &[
+        (
+            "a service that was never synced is deleted",
+            false,
+            false,
+            &[],
+            false,
+            &[],
+        ),
+        (
+            "the cloud fails to delete the load balancer",
+            true,
+            true,
+            &["delete"],
+            true,
+            &["DeleteLoadBalancerFailed", "DeletingLoadBalancer"],
+        ),
+        (
+            "the delete succeeds",
+            true,
+            false,
+            &["delete"],
+            false,
+            &["DeletedLoadBalancer", "DeletingLoadBalancer"],
+        ),
+    ];
+    for (description, synced, fails, calls, remembered, events) in rows {
+        let (stop, stopping) = tokio::sync::watch::channel(false);
+        let stop = Arc::new(stop);
+        let stopper = stop.clone();
+        let fails = *fails;
+        let cluster = TestCluster::start(move |calls| {
+            let cloud = Recording::new(1, calls);
+            Arc::new(if fails {
+                // The retry would come after the back-off: stop right after the failure.
+                cloud.failing("delete").after("delete", move || {
+                    let _ = stopper.send(true);
+                })
+            } else {
+                cloud
+            }) as Arc<dyn Cloud>
+        })
+        .await;
+        cluster.ready_node("node0").await;
+        let services: Api<Service> = Api::namespaced(cluster.client.clone(), "default");
+        let svc = stored(&services, "gone", "LoadBalancer").await;
+        let (state, _writer, _queued) = State::in_context(cluster.context());
+        if *synced {
+            state.record(
+                "default/gone",
+                super::state::Cached {
+                    state: svc.clone(),
+                    ok: true,
+                    retry_at: None,
+                },
+            );
+        }
+        let state = Arc::new(state);
+        tokio::time::timeout(
+            crate::controllers::test_cluster::TIMEOUT,
+            super::sync::clean_up_gone(state.clone(), svc, stopping),
+        )
+        .await
+        .expect("the cleanup ends");
+        let taken: Vec<&str> = cluster.taken().into_iter().map(|(_, c)| c).collect();
+        assert_eq!(taken, *calls, "{description}: calls");
+        assert_eq!(
+            state.is_synced("default/gone"),
+            *remembered,
+            "{description}"
+        );
+        let mut reasons = cluster.reasons("gone").await;
+        reasons.sort();
+        assert_eq!(reasons, *events, "{description}: events");
+        drop(stop);
+    }
+}

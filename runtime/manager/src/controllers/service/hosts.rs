@@ -58,7 +58,7 @@ fn loggable_names(nodes: &[Arc<Node>]) -> Vec<String> {
 /// Upstream's `syncNodes`: every load balancer whose last node set differs from the
 /// eligible nodes now is updated, `workers` at a time; a failed one goes through a
 /// full Service sync (with its backoff).
-async fn sync_nodes(state: &Arc<State>) {
+pub(super) async fn sync_nodes(state: &Arc<State>) {
     if !state.ctx.cloud.current().meets(Requirement::LoadBalancer) {
         return;
     }
