@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use kube_double::{Access, resources};
 use serde_json::json;
 use sim_cloud::model::NewInstance;
-use wasm_ccm_tests::{Stack, free_port, http_get, wasm_ccm_bin};
+use wasm_ccm_tests::{Stack, free_port, http_get};
 
 fn env_number(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -69,9 +69,7 @@ async fn main() {
             .unwrap();
     }
     let port = free_port();
-    let bin = std::env::var_os("WASM_CCM_BIN")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(wasm_ccm_bin);
+    let bin = wasm_ccm_tests::bench_wasm_ccm_bin();
     let _ccm = tokio::process::Command::new(bin)
         .args([
             "--cloud-provider",

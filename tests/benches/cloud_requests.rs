@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 use kube_double::resources;
 use serde_json::json;
 use sim_cloud::model::NewInstance;
-use wasm_ccm_tests::{Stack, free_port, http_get, metric, wasm_ccm_bin};
+use wasm_ccm_tests::{Stack, free_port, http_get, metric};
 
 fn env_number(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -103,9 +103,7 @@ fn spawn_ccm(
     port: u16,
     extra: &[&str],
 ) -> tokio::process::Child {
-    let bin = std::env::var_os("WASM_CCM_BIN")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(wasm_ccm_bin);
+    let bin = wasm_ccm_tests::bench_wasm_ccm_bin();
     tokio::process::Command::new(bin)
         .args(["--cloud-provider", provider, "--leader-elect=false"])
         .args(["--cluster-cidr", "10.0.0.0/8"])

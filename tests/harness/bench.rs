@@ -28,3 +28,16 @@ pub fn print_bench_heading(bench: &str) {
         bench_stamp()
     );
 }
+
+/// The `wasm-ccm` a bench runs: `WASM_CCM_BIN`, a relative path taken from the
+/// workspace root (where the documented commands run; cargo runs a bench in its
+/// package's directory), else this build's.
+pub fn bench_wasm_ccm_bin() -> std::path::PathBuf {
+    match std::env::var_os("WASM_CCM_BIN").map(std::path::PathBuf::from) {
+        Some(bin) if bin.is_relative() => std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("..")
+            .join(bin),
+        Some(bin) => bin,
+        None => crate::wasm_ccm_bin(),
+    }
+}
