@@ -15,7 +15,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Node;
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
-use crate::cloud::{self, Cloud, InstanceMetadata, SharedCloud};
+use crate::cloud::{self, Cloud, InstanceMetadata};
 
 type Reply = oneshot::Sender<Result<InstanceMetadata, cloud::Error>>;
 
@@ -25,7 +25,6 @@ type Request = (Arc<dyn Cloud>, Arc<Node>, Reply);
 /// Hands Nodes' metadata requests to the cloud, batched when the provider can.
 #[derive(Clone)]
 pub struct MetadataBatcher {
-    cloud: SharedCloud,
     requests: mpsc::UnboundedSender<Request>,
     calls: Arc<Semaphore>,
     /// False with `--instances-batch-size 1`: every Node is asked about on its own.
@@ -45,11 +44,10 @@ pub struct Batching {
 
 impl MetadataBatcher {
     /// Starts the coalescing task (it ends when the last handle is dropped).
-    pub fn start(cloud: SharedCloud, batching: Batching) -> Self {
+    pub fn start(batching: Batching) -> Self {
         let (requests, mut incoming) = mpsc::unbounded_channel::<Request>();
         let calls = Arc::new(Semaphore::new(batching.concurrent_calls.max(1)));
         let this = Self {
-            cloud,
             requests,
             calls: calls.clone(),
             coalesce: batching.max_nodes > 1,
@@ -109,14 +107,22 @@ impl MetadataBatcher {
         this
     }
 
-    /// The metadata of `node`, asked together with the Nodes arriving with it when
-    /// the provider batches, else on its own; always of the provider version serving
-    /// when it was asked (a batch holds one version).
-    pub async fn metadata(&self, node: Arc<Node>) -> Result<InstanceMetadata, cloud::Error> {
-        let cloud = self.cloud.current();
-        if !self.coalesce || !cloud.batches() {
-            let _permit = self.calls.acquire().await.expect("never closed");
-            return cloud.instance_metadata(&node).await;
+    /// Whether a request asked of `cloud` waits for its batch (the provider batches and
+    /// `--instances-batch-size` is above 1), or is asked on its own at once.
+    pub fn batches(&self, cloud: &dyn Cloud) -> bool {
+        self.coalesce && cloud.batches()
+    }
+
+    /// The metadata of `node` from `cloud`, the provider version its reconcile took:
+    /// asked together with the Nodes arriving with it when [`Self::batches`], else on
+    /// its own (a batch holds one version).
+    pub async fn metadata(
+        &self,
+        cloud: Arc<dyn Cloud>,
+        node: Arc<Node>,
+    ) -> Result<InstanceMetadata, cloud::Error> {
+        if !self.batches(cloud.as_ref()) {
+            return self.alone(cloud.as_ref(), &node).await;
         }
         let (reply, answer) = oneshot::channel();
         if self
@@ -124,17 +130,23 @@ impl MetadataBatcher {
             .send((cloud.clone(), node.clone(), reply))
             .is_err()
         {
-            let _permit = self.calls.acquire().await.expect("never closed");
-            return cloud.instance_metadata(&node).await;
+            return self.alone(cloud.as_ref(), &node).await;
         }
         match answer.await {
             Ok(answer) => answer,
             // The batch task dropped the request (shutting down): ask directly.
-            Err(_) => {
-                let _permit = self.calls.acquire().await.expect("never closed");
-                cloud.instance_metadata(&node).await
-            }
+            Err(_) => self.alone(cloud.as_ref(), &node).await,
         }
+    }
+
+    /// `node`'s metadata in a call of its own, within `--concurrent-node-syncs`.
+    async fn alone(
+        &self,
+        cloud: &dyn Cloud,
+        node: &Node,
+    ) -> Result<InstanceMetadata, cloud::Error> {
+        let _permit = self.calls.acquire().await.expect("never closed");
+        cloud.instance_metadata(node).await
     }
 }
 
@@ -155,23 +167,24 @@ mod tests {
     async fn a_batch_holds_one_provider_version() {
         let calls = Calls::default();
         let switch = Switch::new(Arc::new(Recording::new(1, &calls).batching()));
-        let batcher = MetadataBatcher::start(
-            switch.shared(),
-            Batching {
-                window: Duration::from_millis(200),
-                max_nodes: 2,
-                concurrent_calls: 1,
-            },
-        );
+        let batcher = MetadataBatcher::start(Batching {
+            window: Duration::from_millis(200),
+            max_nodes: 2,
+            concurrent_calls: 1,
+        });
         let first = tokio::spawn({
             let batcher = batcher.clone();
-            async move { batcher.metadata(node("a")).await }
+            let cloud = switch.shared().current();
+            async move { batcher.metadata(cloud, node("a")).await }
         });
-        // On this single-threaded runtime, the first reconcile takes its version and
-        // queues its request when this task yields: before the swap.
+        // On this single-threaded runtime, the first reconcile (which took v1) queues its
+        // request when this task yields: before the swap.
         tokio::task::yield_now().await;
         switch.set(Arc::new(Recording::new(2, &calls).batching()));
-        let second = batcher.metadata(node("b")).await.unwrap();
+        let second = batcher
+            .metadata(switch.shared().current(), node("b"))
+            .await
+            .unwrap();
         let first = first.await.unwrap().unwrap();
         assert_eq!(first.provider_id, "fake://a");
         assert_eq!(second.provider_id, "fake://b");

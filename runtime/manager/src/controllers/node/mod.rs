@@ -94,8 +94,6 @@ struct State {
     /// workers. Reconciles wait for a batched answer together, but write to the API
     /// server no faster than upstream would (and hold no more connections and buffers).
     updates: tokio::sync::Semaphore,
-    /// `--instances-batch-size` above 1: joining Nodes wait for their batch together.
-    batching: bool,
     /// Turns true when the controller stops (shutdown, or the lease lost): reconciles
     /// still queued then write nothing.
     stopping: tokio::sync::watch::Receiver<bool>,
@@ -335,28 +333,28 @@ async fn sync_node(state: &State, node: &Arc<Node>) -> Result<(), NodeSyncError>
     // write before asking the cloud, so at most --concurrent-node-syncs Nodes are
     // between the question and the write. With batching it waits for its batch's answer
     // first, with every other joining Node, then for its turn.
-    let batched = state.batching && state.ctx.cloud.current().batches();
-    let early = if batched {
+    let cloud = state.ctx.cloud.current();
+    let early_turn = if state.batcher.batches(cloud.as_ref()) {
         None
     } else {
-        match state.write_turn().await {
-            Some(turn) => Some(turn),
-            None => return Ok(()),
-        }
+        let Some(turn) = state.write_turn().await else {
+            return Ok(());
+        };
+        Some(turn)
     };
-    let meta = match state.batcher.metadata(node.clone()).await {
+    let meta = match state.batcher.metadata(cloud, node.clone()).await {
         Ok(meta) => meta,
         Err(err) => {
             super::refused_answer(&state.ctx, &state.recorder, NAME, node, &err).await;
             return Err(err.into());
         }
     };
-    let _writing = match early {
-        Some(turn) => turn,
-        None => match state.write_turn().await {
-            Some(turn) => turn,
-            None => return Ok(()),
-        },
+    let turn = match early_turn {
+        Some(turn) => Some(turn),
+        None => state.write_turn().await,
+    };
+    let Some(_writing) = turn else {
+        return Ok(());
     };
     apply_provided_node_ip(node, &meta.addresses).map_err(|reason| {
         NodeSyncError::ProvidedNodeIp {
@@ -495,14 +493,11 @@ pub async fn update_node_status(
 /// Runs the controller until `shutdown` turns true.
 pub async fn run(ctx: Context, options: Options, shutdown: tokio::sync::watch::Receiver<bool>) {
     let api: Api<Node> = Api::all(ctx.client.clone());
-    let batcher = MetadataBatcher::start(
-        ctx.cloud.clone(),
-        Batching {
-            window: options.batch_window,
-            max_nodes: options.batch_size,
-            concurrent_calls: usize::from(options.workers.max(1)),
-        },
-    );
+    let batcher = MetadataBatcher::start(Batching {
+        window: options.batch_window,
+        max_nodes: options.batch_size,
+        concurrent_calls: usize::from(options.workers.max(1)),
+    });
     // With batching, a reconcile mostly waits: for its batch's answer (the batcher keeps
     // provider calls at --concurrent-node-syncs) and for its turn to write (`updates`,
     // --concurrent-node-syncs Node writes at once). So every Node that arrives reaches
@@ -525,7 +520,6 @@ pub async fn run(ctx: Context, options: Options, shutdown: tokio::sync::watch::R
             .reporting(ctx.metrics.retries_pending(NAME)),
         api: api.clone(),
         ctx: ctx.clone(),
-        batching: options.batch_size > 1,
         stopping: shutdown.clone(),
     });
     let mut stop = shutdown.clone();
