@@ -41,22 +41,11 @@ impl TestCluster {
         let api = kube_double::ApiServer::start(kube_double::Settings::default())
             .await
             .expect("the API server double");
-        let config = kube::Config::new(api.url().parse().expect("the double's URL"));
-        let client = kube::Client::try_from(config).expect("a client");
         let calls = Calls::default();
         let switch = Switch::new(cloud(&calls));
         let (stop, stopped) = tokio::sync::watch::channel(false);
-        let (nodes, informer) = NodeInformer::new(client.clone(), stopped);
-        let metrics = Arc::new(crate::metrics::ControllerMetrics::register(
-            &wasm_ccm_host::metrics::Metrics::new(),
-        ));
-        let ctx = Context {
-            client: client.clone(),
-            cloud: switch.shared(),
-            metrics,
-            instance: "in-process".into(),
-            nodes,
-        };
+        let (ctx, informer) = context(&api.url(), switch.shared(), stopped);
+        let client = ctx.client.clone();
         Self {
             api,
             client,
@@ -171,17 +160,28 @@ where
 /// A context whose API server nobody answers at (events are logged as not recorded)
 /// and whose Node informer never runs, for tests of what a controller asks the cloud.
 pub fn context_without_api(cloud: crate::cloud::SharedCloud) -> Context {
-    let config = kube::Config::new("http://127.0.0.1:1".parse().expect("a URI"));
+    let (_stop, stopped) = tokio::sync::watch::channel(false);
+    context("http://127.0.0.1:1", cloud, stopped).0
+}
+
+/// The controllers' context on the API server at `url` (plain HTTP, no credentials),
+/// with the Node informer to run until `stopped` turns true.
+fn context(
+    url: &str,
+    cloud: crate::cloud::SharedCloud,
+    stopped: tokio::sync::watch::Receiver<bool>,
+) -> (Context, impl Future<Output = ()> + Send + 'static) {
+    let config = kube::Config::new(url.parse().expect("the API server's URL"));
     let client = kube::Client::try_from(config).expect("a client");
-    let (_stop, stop) = tokio::sync::watch::channel(false);
-    let (nodes, _not_run) = NodeInformer::new(client.clone(), stop);
-    Context {
+    let (nodes, informer) = NodeInformer::new(client.clone(), stopped);
+    let ctx = Context {
         client,
         cloud,
         metrics: Arc::new(crate::metrics::ControllerMetrics::register(
             &wasm_ccm_host::metrics::Metrics::new(),
         )),
-        instance: "test".into(),
+        instance: "in-process".into(),
         nodes,
-    }
+    };
+    (ctx, informer)
 }

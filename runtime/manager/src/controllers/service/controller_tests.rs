@@ -280,34 +280,20 @@ async fn sync_load_balancer_if_needed() {
 /// made as if that delay had passed.
 #[tokio::test]
 async fn error_policy_backs_off_and_keeps_to_retry_after() {
-    let cluster = TestCluster::start(|calls| {
-        Arc::new(Recording::new(1, calls).failing("ensure")) as Arc<dyn Cloud>
-    })
-    .await;
-    cluster.ready_node("node0").await;
-    let services: Api<Service> = Api::namespaced(cluster.client.clone(), "default");
-    let case = &CASES[3];
-    services
-        .create(&PostParams::default(), &service(case))
-        .await
-        .expect("the Service is created");
-    let svc = Arc::new(services.get("svc").await.expect("the Service"));
-    let (state, _writer, _queued) = State::in_context(cluster.context());
-    let state = Arc::new(state);
-    let mut delays = Vec::new();
-    for _ in 0..8 {
-        state.set_retry_at("default/svc", std::time::Instant::now());
-        let err = reconcile(svc.clone(), state.clone())
-            .await
-            .expect_err("the ensure fails");
-        delays.push(error_policy(svc.clone(), &err, state.clone()));
-    }
     let secs = |s: &[u64]| -> Vec<Action> {
         s.iter()
             .map(|s| Action::requeue(Duration::from_secs(*s)))
             .collect()
     };
-    assert_eq!(delays, secs(&[5, 10, 20, 40, 80, 160, 300, 300]));
+    let cluster = TestCluster::start(|calls| {
+        Arc::new(Recording::new(1, calls).failing("ensure")) as Arc<dyn Cloud>
+    })
+    .await;
+    let (svc, state, _store) = one_balanced_service(&cluster).await;
+    assert_eq!(
+        failed_attempts(&svc, &state, 8).await,
+        secs(&[5, 10, 20, 40, 80, 160, 300, 300])
+    );
     // A success forgets the failures: the next one waits 5 s again.
     cluster
         .cloud
@@ -331,10 +317,7 @@ async fn error_policy_backs_off_and_keeps_to_retry_after() {
             .port = 81;
         Arc::new(changed)
     };
-    let err = reconcile(changed.clone(), state.clone())
-        .await
-        .expect_err("the ensure fails again");
-    assert_eq!(error_policy(changed, &err, state.clone()), secs(&[5])[0]);
+    assert_eq!(failed_attempts(&changed, &state, 1).await, secs(&[5]));
 
     // Throttled: the provider's delay each time, and the back-off does not grow.
     let throttling = TestCluster::start(|calls| {
@@ -342,29 +325,43 @@ async fn error_policy_backs_off_and_keeps_to_retry_after() {
             as Arc<dyn Cloud>
     })
     .await;
-    throttling.ready_node("node0").await;
-    let services: Api<Service> = Api::namespaced(throttling.client.clone(), "default");
-    services
-        .create(&PostParams::default(), &service(case))
-        .await
-        .expect("the Service is created");
-    let svc = Arc::new(services.get("svc").await.expect("the Service"));
-    let (state, _writer, _queued) = State::in_context(throttling.context());
-    let state = Arc::new(state);
-    let mut delays = Vec::new();
-    for _ in 0..3 {
-        state.set_retry_at("default/svc", std::time::Instant::now());
-        let err = reconcile(svc.clone(), state.clone())
-            .await
-            .expect_err("the ensure is throttled");
-        delays.push(error_policy(svc.clone(), &err, state.clone()));
-    }
-    assert_eq!(delays, secs(&[7, 7, 7]));
+    let (svc, state, _store) = one_balanced_service(&throttling).await;
+    assert_eq!(failed_attempts(&svc, &state, 3).await, secs(&[7, 7, 7]));
     let reasons = throttling.reasons("svc").await;
     assert!(
         reasons.iter().any(|r| r == "SyncLoadBalancerFailed"),
         "{reasons:?}"
     );
+}
+
+/// The Service store's writer and the resync queue, kept while a test uses its state.
+type StoreEnds = (
+    kube::runtime::reflector::store::Writer<Service>,
+    tokio::sync::mpsc::UnboundedReceiver<Arc<Service>>,
+);
+
+/// A Ready Node and the LoadBalancer Service `svc` in `cluster`, and a service
+/// controller state there.
+async fn one_balanced_service(cluster: &TestCluster) -> (Arc<Service>, Arc<State>, StoreEnds) {
+    cluster.ready_node("node0").await;
+    let services: Api<Service> = Api::namespaced(cluster.client.clone(), "default");
+    let svc = stored(&services, "svc", "LoadBalancer").await;
+    let (state, writer, queued) = State::in_context(cluster.context());
+    (svc, Arc::new(state), (writer, queued))
+}
+
+/// `attempts` syncs of `svc` that fail, each made as if the delay before it had passed:
+/// the delays the error policy answers.
+async fn failed_attempts(svc: &Arc<Service>, state: &Arc<State>, attempts: usize) -> Vec<Action> {
+    let mut delays = Vec::new();
+    for _ in 0..attempts {
+        state.set_retry_at("default/svc", std::time::Instant::now());
+        let err = reconcile(svc.clone(), state.clone())
+            .await
+            .expect_err("the sync fails");
+        delays.push(error_policy(svc.clone(), &err, state.clone()));
+    }
+    delays
 }
 
 /// A Service of `type_` named `name`, as the API server double stores it.
