@@ -163,23 +163,21 @@ impl Recording {
         if let Some(hook) = hook {
             hook();
         }
-        if let Some((throttled, delay)) = self.throttled
-            && throttled == call
-        {
+        let injected = match self.throttled {
+            Some((throttled, delay)) if throttled == call => Some(CloudError::RetryAfter {
+                delay,
+                message: format!("{call} throttled (injected)"),
+            }),
+            _ if self.failing.contains(&call) => {
+                Some(CloudError::Other(format!("{call} failed (injected)")))
+            }
+            _ => None,
+        };
+        if let Some(error) = injected {
             return Err(Error::Provider(ProviderError::Cloud {
                 provider: "fake".into(),
                 function: call,
-                error: CloudError::RetryAfter {
-                    delay,
-                    message: format!("{call} throttled (injected)"),
-                },
-            }));
-        }
-        if self.failing.contains(&call) {
-            return Err(Error::Provider(ProviderError::Cloud {
-                provider: "fake".into(),
-                function: call,
-                error: CloudError::Other(format!("{call} failed (injected)")),
+                error,
             }));
         }
         Ok(())
