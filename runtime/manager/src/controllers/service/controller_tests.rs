@@ -415,14 +415,7 @@ async fn update_nodes_in_external_load_balancer() {
         for (i, type_) in types.iter().enumerate() {
             let svc = stored(&services, &format!("s{i}"), type_).await;
             writer.apply_watcher_event(&kube::runtime::watcher::Event::Apply((*svc).clone()));
-            state.record(
-                &format!("default/s{i}"),
-                super::state::Cached {
-                    state: svc,
-                    ok: true,
-                    retry_at: None,
-                },
-            );
+            state.synced_ok(svc);
         }
         let state = Arc::new(state);
         super::hosts::sync_nodes(&state).await;
@@ -505,14 +498,7 @@ async fn process_service_deletion() {
         let svc = stored(&services, "gone", "LoadBalancer").await;
         let (state, _writer, _queued) = State::in_context(cluster.context());
         if *synced {
-            state.record(
-                "default/gone",
-                super::state::Cached {
-                    state: svc.clone(),
-                    ok: true,
-                    retry_at: None,
-                },
-            );
+            state.synced_ok(svc.clone());
         }
         let state = Arc::new(state);
         tokio::time::timeout(

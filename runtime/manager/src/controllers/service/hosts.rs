@@ -237,7 +237,6 @@ pub(super) async fn watch_nodes(
 mod tests {
     use super::*;
     use crate::cloud::fake::{Calls, Recording, Switch};
-    use crate::controllers::service::state::Cached;
     use kube::runtime::watcher;
 
     /// A provider swapped right after a failed host update: the check whether that load
@@ -263,14 +262,7 @@ mod tests {
             }))
             .unwrap();
             writer.apply_watcher_event(&watcher::Event::Apply(svc.clone()));
-            state.record(
-                &format!("default/{name}"),
-                Cached {
-                    state: Arc::new(svc),
-                    ok: true,
-                    retry_at: None,
-                },
-            );
+            state.synced_ok(Arc::new(svc));
         }
         let state = Arc::new(state);
         sync_nodes(&state).await;

@@ -179,6 +179,19 @@ impl State {
         Self::in_context(crate::controllers::test_cluster::context_without_api(cloud))
     }
 
+    /// Records `svc` as synced with success, as its sync would leave it.
+    pub fn synced_ok(&self, svc: Arc<Service>) {
+        let key = super::key(&svc);
+        self.record(
+            &key,
+            Cached {
+                state: svc,
+                ok: true,
+                retry_at: None,
+            },
+        );
+    }
+
     /// A state for in-process tests in `ctx` (a [`TestCluster`]'s, with the API server
     /// double), `--cluster-name kubernetes`; with the Service store's writer and the
     /// resync queue.

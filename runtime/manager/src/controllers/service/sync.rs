@@ -415,14 +415,7 @@ mod tests {
     /// A state in which `default/web` was synced with a load balancer.
     fn synced_web(switch: &Switch) -> Arc<State> {
         let (state, _writer, _queued) = State::for_test(switch.shared());
-        state.record(
-            "default/web",
-            Cached {
-                state: Arc::new(service("LoadBalancer", true)),
-                ok: true,
-                retry_at: None,
-            },
-        );
+        state.synced_ok(Arc::new(service("LoadBalancer", true)));
         Arc::new(state)
     }
 
