@@ -97,24 +97,11 @@ async fn web_identity_credentials_come_from_sts() {
 /// cloud config (initialize parses the cloud config; nothing is sent).
 #[tokio::test]
 async fn the_deploy_aws_example_renders_and_loads() {
-    let deploy = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/aws");
-    let docs = wasm_ccm_tests::kustomize(&deploy);
-    let config_map = |name: &str| wasm_ccm_tests::config_map(&docs, name);
-    let providers = config_map("wasm-ccm-providers");
-    assert!(providers["binaryData"]["aws.wasm"].is_string());
-    let policy = providers["data"]["aws.yaml"].as_str().unwrap();
-    let cloud_conf = config_map("wasm-ccm-cloud-config")["data"]["cloud.conf"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let deployment = docs.iter().find(|d| d["kind"] == "Deployment").unwrap();
-    let args = deployment["spec"]["template"]["spec"]["containers"][0]["args"].clone();
-    assert!(
-        args.as_array()
-            .unwrap()
-            .iter()
-            .any(|a| a == "--cloud-provider=aws")
-    );
+    let wasm_ccm_tests::RenderedExample {
+        policy,
+        cloud_conf,
+        deployment,
+    } = wasm_ccm_tests::rendered_example("aws", "aws");
     let sources = &deployment["spec"]["template"]["spec"]["volumes"][0]["projected"]["sources"];
     assert_eq!(
         sources[1]["serviceAccountToken"]["audience"],

@@ -196,3 +196,59 @@ pub fn config_map(docs: &[serde_json::Value], name: &str) -> serde_json::Value {
         .unwrap_or_else(|| panic!("ConfigMap {name}"))
         .clone()
 }
+
+/// A provider's example under `deploy/` as `kubectl kustomize` renders it.
+pub struct RenderedExample {
+    /// The policy in the providers ConfigMap (`<provider>.yaml`).
+    pub policy: String,
+    /// `cloud.conf` of the cloud-config ConfigMap.
+    pub cloud_conf: String,
+    /// The Deployment.
+    pub deployment: serde_json::Value,
+}
+
+/// Renders `deploy/<dir>` and checks what every provider example has: the component
+/// and policy of `provider` in the providers ConfigMap, a `cloud.conf`, and a
+/// Deployment running `--cloud-provider=<provider>`.
+pub fn rendered_example(dir: &str, provider: &str) -> RenderedExample {
+    let docs = kustomize(
+        &Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../deploy")
+            .join(dir),
+    );
+    let providers = config_map(&docs, "wasm-ccm-providers");
+    assert!(
+        providers["binaryData"][format!("{provider}.wasm")].is_string(),
+        "the component {provider}.wasm in the providers ConfigMap"
+    );
+    let text = |value: &serde_json::Value, what: &str| {
+        value
+            .as_str()
+            .unwrap_or_else(|| panic!("{what} in deploy/{dir}"))
+            .to_owned()
+    };
+    let policy = text(&providers["data"][format!("{provider}.yaml")], "the policy");
+    let cloud_conf = text(
+        &config_map(&docs, "wasm-ccm-cloud-config")["data"]["cloud.conf"],
+        "cloud.conf",
+    );
+    let deployment = docs
+        .iter()
+        .find(|d| d["kind"] == "Deployment")
+        .expect("a Deployment")
+        .clone();
+    let flag = format!("--cloud-provider={provider}");
+    assert!(
+        deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+            .as_array()
+            .expect("the container's args")
+            .iter()
+            .any(|a| *a == *flag),
+        "the Deployment runs {flag}"
+    );
+    RenderedExample {
+        policy,
+        cloud_conf,
+        deployment,
+    }
+}

@@ -155,27 +155,11 @@ async fn an_occm_cloud_conf_is_imported_and_serves() {
 /// policy and cloud config (initialize parses the cloud config; nothing is sent).
 #[tokio::test]
 async fn the_deploy_openstack_example_renders_and_loads() {
-    let deploy = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/openstack");
-    let docs = wasm_ccm_tests::kustomize(&deploy);
-    let config_map = |name: &str| wasm_ccm_tests::config_map(&docs, name);
-    let providers = config_map("wasm-ccm-providers");
-    assert!(providers["binaryData"]["openstack.wasm"].is_string());
-    let policy = providers["data"]["openstack.yaml"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let cloud_conf = config_map("wasm-ccm-cloud-config")["data"]["cloud.conf"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let deployment = docs.iter().find(|d| d["kind"] == "Deployment").unwrap();
-    let args = deployment["spec"]["template"]["spec"]["containers"][0]["args"].clone();
-    assert!(
-        args.as_array()
-            .unwrap()
-            .iter()
-            .any(|a| a == "--cloud-provider=openstack")
-    );
+    let wasm_ccm_tests::RenderedExample {
+        policy,
+        cloud_conf,
+        deployment,
+    } = wasm_ccm_tests::rendered_example("openstack", "openstack");
 
     // The token goes only with the requests the provider makes (the guest's list).
     let parsed: serde_json::Value = serde_saphyr::from_str(&policy).unwrap();
