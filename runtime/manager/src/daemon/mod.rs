@@ -127,7 +127,7 @@ pub async fn run(args: DaemonArgs) -> Result<(), DaemonError> {
     if let Some(elector) = &elector {
         tokio::select! {
             _ = elector.acquire() => {}
-            _ = from_flags::shutdown_signal() => return Ok(()),
+            _ = shutdown_signal() => return Ok(()),
         }
     }
     let (nodes, informer) = NodeInformer::new(client.clone(), stop_rx.clone());
@@ -149,10 +149,10 @@ pub async fn run(args: DaemonArgs) -> Result<(), DaemonError> {
                 health.leader_ok.store(false, Ordering::Relaxed);
                 Err(DaemonError::LeaderLost)
             }
-            _ = from_flags::shutdown_signal() => Ok(()),
+            _ = shutdown_signal() => Ok(()),
         },
         None => {
-            from_flags::shutdown_signal().await;
+            shutdown_signal().await;
             Ok(())
         }
     };
@@ -171,4 +171,20 @@ pub async fn run(args: DaemonArgs) -> Result<(), DaemonError> {
         }
     }
     result
+}
+
+/// SIGINT or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("installing the SIGTERM handler");
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
 }
