@@ -122,6 +122,7 @@ pub struct ApiServer {
     store: Arc<Store>,
     token: Option<String>,
     disconnect: tokio::sync::watch::Sender<u64>,
+    app: axum::Router,
     task: JoinHandle<()>,
 }
 
@@ -147,8 +148,9 @@ impl ApiServer {
         let app = axum::Router::new()
             .fallback(server::handle)
             .with_state(state.clone());
+        let served = app.clone();
         let task = tokio::spawn(async move {
-            if let Err(err) = axum::serve(listener, app).await {
+            if let Err(err) = axum::serve(listener, served).await {
                 tracing::error!(error = %err, "API server double stopped");
             }
         });
@@ -158,8 +160,17 @@ impl ApiServer {
             store,
             token: settings.token,
             disconnect,
+            app,
             task,
         })
+    }
+
+    /// The server as a service to call in process, on the same store: a client built
+    /// on it (`kube::Client::new(api.router(), "default")`) reaches the double with no
+    /// socket in between, so a test may pause tokio's clock (with a socket, a paused
+    /// clock jumps to the next timer whenever the runtime waits for it).
+    pub fn router(&self) -> axum::Router {
+        self.app.clone()
     }
 
     /// `http://127.0.0.1:PORT`.

@@ -24,14 +24,39 @@ use super::{Cloud, CloudFuture, Error, InstanceMetadata, Requirement, Route, Sha
 
 /// The calls made, in order: the answering version and the call's short name (`get`,
 /// `ensure`, `update`, `delete` for load balancers; `metadata`, `addresses`, `exists`,
-/// `shutdown` for instances; `list-routes`, `create-route`, `delete-route`).
+/// `shutdown` for instances; `list-routes`, `create-route`, `delete-route`), and when
+/// on tokio's clock (which a test may pause).
 #[derive(Clone, Default)]
-pub struct Calls(Arc<Mutex<Vec<(u64, &'static str)>>>);
+pub struct Calls(Arc<Mutex<Vec<Call>>>);
+
+/// One recorded call.
+#[derive(Clone, Copy, Debug)]
+struct Call {
+    version: u64,
+    name: &'static str,
+    at: tokio::time::Instant,
+}
 
 impl Calls {
-    /// The calls so far.
+    /// The calls so far, as (version, name).
     pub fn taken(&self) -> Vec<(u64, &'static str)> {
-        self.0.lock().unwrap().clone()
+        let calls = self.0.lock().unwrap();
+        calls.iter().map(|c| (c.version, c.name)).collect()
+    }
+
+    /// When each `name` call so far was made.
+    pub fn times(&self, name: &str) -> Vec<tokio::time::Instant> {
+        let calls = self.0.lock().unwrap();
+        calls
+            .iter()
+            .filter(|c| c.name == name)
+            .map(|c| c.at)
+            .collect()
+    }
+
+    fn push(&self, version: u64, name: &'static str) {
+        let at = tokio::time::Instant::now();
+        self.0.lock().unwrap().push(Call { version, name, at });
     }
 }
 
@@ -149,7 +174,7 @@ impl Recording {
     }
 
     fn record(&self, call: &'static str) -> Result<(), Error> {
-        self.calls.0.lock().unwrap().push((self.version, call));
+        self.calls.push(self.version, call);
         let hook = {
             let mut slot = self.hook.lock().unwrap();
             match slot.take() {

@@ -2,13 +2,18 @@
 //! doubles with each consecutive failure of the same object, from `base` to `max`, and
 //! resets on success. A provider's retry-after overrides it.
 //!
+//! Times are tokio's clock, so a test that pauses it (`tokio::time::pause`) moves the
+//! back-off with the controller's requeue timers instead of waiting for them.
+//!
 //! The objects waiting for a retry are the depth of the controller's retry queue,
 //! exported as `wasm_ccm_controller_retries_pending{controller}` when a gauge is
 //! attached ([`Backoff::reporting`]).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use prometheus_client::metrics::gauge::Gauge;
 
@@ -140,10 +145,9 @@ mod tests {
         assert_eq!(b.failed("retry", None), Duration::from_secs(5));
     }
 
-    #[test]
-    fn pending_counts_failing_objects_and_reports_them() {
+    #[tokio::test(start_paused = true)]
+    async fn pending_counts_failing_objects_and_reports_them() {
         let gauge = Gauge::default();
-        // A max delay far above how long these lines take, even on a loaded machine.
         let b = Backoff::new(Duration::from_secs(60), Duration::from_secs(120))
             .reporting(gauge.clone());
         b.failed("a", None);
@@ -152,13 +156,21 @@ mod tests {
         assert_eq!((b.pending(), gauge.get()), (2, 2));
         b.succeeded("a");
         assert_eq!((b.pending(), gauge.get()), (1, 1));
-        // An object deleted while failing is forgotten once its retry is long overdue.
+        // An object deleted while failing is forgotten once its retry is overdue by
+        // twice the max delay, at a failure at least a max delay after the last sweep.
         let gauge = Gauge::default();
-        let b = Backoff::new(Duration::from_millis(1), Duration::from_millis(2))
-            .reporting(gauge.clone());
+        let b =
+            Backoff::new(Duration::from_secs(5), Duration::from_secs(300)).reporting(gauge.clone());
         b.failed("deleted", None);
-        std::thread::sleep(Duration::from_millis(10));
+        tokio::time::advance(Duration::from_secs(300)).await;
         b.failed("c", None);
-        assert_eq!((b.pending(), gauge.get()), (1, 1));
+        assert_eq!((b.pending(), gauge.get()), (2, 2), "not yet overdue enough");
+        tokio::time::advance(Duration::from_secs(310)).await;
+        b.failed("c", None);
+        assert_eq!(
+            (b.pending(), gauge.get()),
+            (1, 1),
+            "the deleted one is forgotten"
+        );
     }
 }

@@ -37,15 +37,39 @@ pub struct TestCluster {
 
 impl TestCluster {
     /// Starts the double; `cloud` builds the first cloud version on the shared call log.
+    /// The controllers reach the double over HTTP on 127.0.0.1.
     pub async fn start(cloud: impl FnOnce(&Calls) -> Arc<dyn Cloud>) -> Self {
-        let api = kube_double::ApiServer::start(kube_double::Settings::default())
+        let api = Self::api().await;
+        let config = kube::Config::new(api.url().parse().expect("the API server's URL"));
+        let client = kube::Client::try_from(config).expect("a client");
+        Self::with_client(api, client, cloud)
+    }
+
+    /// As [`Self::start`], but the controllers call the double in process, with no
+    /// socket: for tests that pause tokio's clock (`#[tokio::test(start_paused =
+    /// true)]`), which would otherwise jump to the next timer whenever a request waited
+    /// for the socket.
+    pub async fn in_memory(cloud: impl FnOnce(&Calls) -> Arc<dyn Cloud>) -> Self {
+        let api = Self::api().await;
+        let client = kube::Client::new(api.router(), "default");
+        Self::with_client(api, client, cloud)
+    }
+
+    async fn api() -> kube_double::ApiServer {
+        kube_double::ApiServer::start(kube_double::Settings::default())
             .await
-            .expect("the API server double");
+            .expect("the API server double")
+    }
+
+    fn with_client(
+        api: kube_double::ApiServer,
+        client: kube::Client,
+        cloud: impl FnOnce(&Calls) -> Arc<dyn Cloud>,
+    ) -> Self {
         let calls = Calls::default();
         let switch = Switch::new(cloud(&calls));
         let (stop, stopped) = tokio::sync::watch::channel(false);
-        let (ctx, informer) = context(&api.url(), switch.shared(), stopped);
-        let client = ctx.client.clone();
+        let (ctx, informer) = context(client.clone(), switch.shared(), stopped);
         Self {
             api,
             client,
@@ -157,22 +181,28 @@ where
     }
 }
 
+/// On paused time, `delay` is `want`: no shorter, and no longer than a scheduling step
+/// (the clock moves only to timers, so a retry comes at its timer's instant).
+pub fn about(delay: Duration, want: Duration) -> bool {
+    delay >= want && delay < want + Duration::from_millis(100)
+}
+
 /// A context whose API server nobody answers at (events are logged as not recorded)
 /// and whose Node informer never runs, for tests of what a controller asks the cloud.
 pub fn context_without_api(cloud: crate::cloud::SharedCloud) -> Context {
     let (_stop, stopped) = tokio::sync::watch::channel(false);
-    context("http://127.0.0.1:1", cloud, stopped).0
+    let config = kube::Config::new("http://127.0.0.1:1".parse().expect("a URL"));
+    let client = kube::Client::try_from(config).expect("a client");
+    context(client, cloud, stopped).0
 }
 
-/// The controllers' context on the API server at `url` (plain HTTP, no credentials),
-/// with the Node informer to run until `stopped` turns true.
+/// The controllers' context on `client`, with the Node informer to run until `stopped`
+/// turns true.
 fn context(
-    url: &str,
+    client: kube::Client,
     cloud: crate::cloud::SharedCloud,
     stopped: tokio::sync::watch::Receiver<bool>,
 ) -> (Context, impl Future<Output = ()> + Send + 'static) {
-    let config = kube::Config::new(url.parse().expect("the API server's URL"));
-    let client = kube::Client::try_from(config).expect("a client");
     let (nodes, informer) = NodeInformer::new(client.clone(), stopped);
     let ctx = Context {
         client,

@@ -14,7 +14,7 @@ use super::{LABEL_INSTANCE_TYPE, LABEL_REGION, LABEL_ZONE, LABEL_ZONE_BETA, Opti
 use crate::cloud::Cloud;
 use crate::cloud::fake::Recording;
 use crate::controllers::TAINT_UNINITIALIZED;
-use crate::controllers::test_cluster::{TestCluster, wait_for};
+use crate::controllers::test_cluster::{TestCluster, about, wait_for};
 
 fn options() -> Options {
     Options {
@@ -109,29 +109,34 @@ async fn a_node_keeps_its_provider_id() {
     assert_eq!(label(&node, LABEL_INSTANCE_TYPE), Some("fake.small"));
 }
 
-/// "provider error": the taint stays and the Node is asked about again (after the
-/// controller's back-off), never initialized on an error.
-#[tokio::test]
+/// "provider error": the taint stays and the Node is asked about again after the
+/// controller's back-off (0.5 s, doubling), never initialized on an error. On paused
+/// time: the clock jumps to each retry instead of waiting for it.
+#[tokio::test(start_paused = true)]
 async fn a_provider_error_keeps_the_taint_and_is_retried() {
-    let mut cluster = TestCluster::start(|calls| {
+    let mut cluster = TestCluster::in_memory(|calls| {
         Arc::new(Recording::new(1, calls).failing("metadata")) as Arc<dyn Cloud>
     })
     .await;
     cluster.node(tainted("node0", None)).await;
     cluster.run(|ctx, stop| run(ctx, options(), stop));
     let calls = cluster.calls.clone();
-    wait_for("a second metadata call", || {
-        let taken = calls.taken();
+    let asked = wait_for("three metadata calls", || {
+        let asked = calls.times("metadata");
         async move {
-            let asked = taken.iter().filter(|(_, c)| *c == "metadata").count();
-            if asked >= 2 {
-                Ok(())
+            if asked.len() >= 3 {
+                Ok(asked)
             } else {
-                Err(format!("{taken:?}"))
+                Err(format!("{asked:?}"))
             }
         }
     })
     .await;
+    let delays: Vec<Duration> = asked.windows(2).map(|w| w[1] - w[0]).collect();
+    assert!(
+        about(delays[0], Duration::from_millis(500)) && about(delays[1], Duration::from_secs(1)),
+        "delays between the calls: {delays:?}"
+    );
     let node = Api::<Node>::all(cluster.client.clone())
         .get("node0")
         .await

@@ -298,7 +298,7 @@ async fn error_policy_backs_off_and_keeps_to_retry_after() {
     cluster
         .cloud
         .set(Arc::new(Recording::new(2, &cluster.calls)));
-    state.set_retry_at("default/svc", std::time::Instant::now());
+    state.set_retry_at("default/svc", tokio::time::Instant::now());
     reconcile(svc.clone(), state.clone())
         .await
         .expect("the ensure succeeds");
@@ -355,7 +355,7 @@ async fn one_balanced_service(cluster: &TestCluster) -> (Arc<Service>, Arc<State
 async fn failed_attempts(svc: &Arc<Service>, state: &Arc<State>, attempts: usize) -> Vec<Action> {
     let mut delays = Vec::new();
     for _ in 0..attempts {
-        state.set_retry_at("default/svc", std::time::Instant::now());
+        state.set_retry_at("default/svc", tokio::time::Instant::now());
         let err = reconcile(svc.clone(), state.clone())
             .await
             .expect_err("the sync fails");

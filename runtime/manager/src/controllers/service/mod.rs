@@ -27,6 +27,8 @@
 mod controller_tests;
 mod hosts;
 mod predicates;
+#[cfg(test)]
+mod requeue_tests;
 mod state;
 mod sync;
 

@@ -4,7 +4,7 @@
 //! makes all its calls on that version.
 
 use std::sync::Arc;
-use std::time::Instant;
+use tokio::time::Instant;
 
 use k8s_openapi::api::core::v1::{LoadBalancerStatus, Service};
 use kube::ResourceExt;
@@ -272,7 +272,7 @@ pub(super) async fn clean_up_gone(
             return;
         }
         tracing::info!(service = %key, "service has been deleted; cleaning up its load balancer");
-        let started = Instant::now();
+        let started = std::time::Instant::now();
         let lb = state.ctx.cloud.current();
         let result = delete_for_gone_service(&state, lb.as_ref(), &cached.state).await;
         state.ctx.metrics.record(NAME, started, result.is_ok());
@@ -351,7 +351,7 @@ pub(super) async fn reconcile(
         },
         None => {}
     }
-    let started = Instant::now();
+    let started = std::time::Instant::now();
     let result = sync_service(&state, lb.as_ref(), &svc).await;
     state.ctx.metrics.record(NAME, started, result.is_ok());
     match &result {

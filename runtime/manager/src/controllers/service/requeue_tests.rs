@@ -1,0 +1,122 @@
+//! The service controller's whole loop (watch, work queue, reconcile, error policy) on
+//! paused time: a failed sync's next attempt comes when the back-off or the cloud's
+//! Retry-After says, measured on tokio's clock, which jumps to each timer instead of
+//! waiting for it. Ported from upstream's `TestServiceQueueDelay`, through the queue.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Service;
+use kube::Api;
+use kube::api::PostParams;
+use serde_json::json;
+
+use super::{Options, run};
+use crate::cloud::Cloud;
+use crate::cloud::fake::{Calls, INGRESS_IP, Recording, Switch};
+use crate::controllers::test_cluster::{TestCluster, about, wait_for};
+
+/// Starts the service controller on `cluster` with the LoadBalancer Service `svc` and
+/// one Ready Node, and waits until the Service's status has the load balancer's
+/// address; answers when each `ensure` was called, the successful one last.
+async fn ensured_after_failures(cluster: &mut TestCluster) -> Vec<Duration> {
+    cluster.ready_node("node0").await;
+    cluster.run(|ctx, stop| {
+        run(
+            ctx,
+            Options {
+                cluster_name: "kubernetes".into(),
+                workers: 1,
+            },
+            stop,
+        )
+    });
+    let services: Api<Service> = Api::namespaced(cluster.client.clone(), "default");
+    let svc: Service = serde_json::from_value(json!({
+        "metadata": {"name": "svc", "namespace": "default"},
+        "spec": {"type": "LoadBalancer", "ports": [{"port": 80}]},
+    }))
+    .expect("a Service");
+    services
+        .create(&PostParams::default(), &svc)
+        .await
+        .expect("the Service is created");
+    wait_for(
+        "the load balancer's address in the Service's status",
+        || {
+            let services = services.clone();
+            async move {
+                let svc = services.get("svc").await.map_err(|e| e.to_string())?;
+                let status = svc.status.and_then(|s| s.load_balancer);
+                let ingress = status.clone().and_then(|lb| lb.ingress).unwrap_or_default();
+                if ingress.iter().any(|i| i.ip.as_deref() == Some(INGRESS_IP)) {
+                    Ok(())
+                } else {
+                    Err(format!("{status:?}"))
+                }
+            }
+        },
+    )
+    .await;
+    let times = cluster.calls.times("ensure");
+    times.windows(2).map(|w| w[1] - w[0]).collect()
+}
+
+/// A cloud on `calls` whose first `failures` versions fail (or throttle) `ensure` once
+/// each, swapping to the next version right after; the last version succeeds.
+fn failing_versions(
+    calls: &Calls,
+    switch: &Switch,
+    failures: u64,
+    fail: impl Fn(Recording) -> Recording,
+) -> Arc<dyn Cloud> {
+    let mut next: Arc<dyn Cloud> = Arc::new(Recording::new(failures + 1, calls));
+    for version in (1..=failures).rev() {
+        let swap = switch.clone();
+        let after = next.clone();
+        next =
+            Arc::new(fail(Recording::new(version, calls)).after("ensure", move || swap.set(after)));
+    }
+    next
+}
+
+/// Regular errors: the next attempts come 5 s and then 10 s after the failures (the
+/// rate limiter's doubling), not sooner although the controller's own finalizer and
+/// event writes change the Service meanwhile, and not later.
+#[tokio::test(start_paused = true)]
+async fn a_failed_sync_is_retried_after_the_back_off() {
+    let mut cluster =
+        TestCluster::in_memory(|calls| Arc::new(Recording::new(0, calls)) as Arc<dyn Cloud>).await;
+    let first = failing_versions(&cluster.calls, &cluster.cloud, 2, |r| r.failing("ensure"));
+    cluster.cloud.set(first);
+    let delays = ensured_after_failures(&mut cluster).await;
+    assert!(
+        delays.len() == 2
+            && about(delays[0], Duration::from_secs(5))
+            && about(delays[1], Duration::from_secs(10)),
+        "delays between the ensures: {delays:?}"
+    );
+    let reasons = cluster.reasons("svc").await;
+    assert!(
+        reasons.iter().any(|r| r == "SyncLoadBalancerFailed")
+            && reasons.iter().any(|r| r == "EnsuredLoadBalancer"),
+        "{reasons:?}"
+    );
+}
+
+/// `api.RetryError`: the cloud's Retry-After (7 s, longer than the first back-off
+/// step) is when the next attempt comes, each time, without growing the back-off.
+#[tokio::test(start_paused = true)]
+async fn a_retry_after_is_when_the_next_attempt_comes() {
+    let mut cluster =
+        TestCluster::in_memory(|calls| Arc::new(Recording::new(0, calls)) as Arc<dyn Cloud>).await;
+    let first = failing_versions(&cluster.calls, &cluster.cloud, 2, |r| {
+        r.throttled("ensure", Duration::from_secs(7))
+    });
+    cluster.cloud.set(first);
+    let delays = ensured_after_failures(&mut cluster).await;
+    assert!(
+        delays.len() == 2 && delays.iter().all(|d| about(*d, Duration::from_secs(7))),
+        "delays between the ensures: {delays:?}"
+    );
+}
