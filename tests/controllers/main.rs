@@ -9,6 +9,7 @@ mod node;
 mod process;
 mod route;
 mod service;
+mod service_failures;
 mod service_hosts;
 
 use std::time::Duration;
