@@ -5,9 +5,11 @@
 //! kernel before the server binds it: to another test's `bind(0)`, or as the source
 //! port of any outgoing connection. [`reserve`] takes ports below the kernel's
 //! ephemeral range (`net.ipv4.ip_local_port_range`; above it when the range starts
-//! too low), which the kernel never picks on its own, and never gives one twice in a
-//! process. Each process starts at its own
-//! offset in that range, and a port something already listens on is skipped.
+//! too low), which the kernel never picks on its own, and never gives one twice: not
+//! in a process, and not to two processes at once (test binaries run side by side),
+//! as each port handed out is locked (`flock`) in a directory of lock files until the
+//! process ends. Each process starts at its own offset in that range, and a port
+//! something already listens on, or another process holds, is skipped.
 //!
 //! ```
 //! let a = loopback_port::reserve().unwrap();
@@ -16,7 +18,10 @@
 //! std::net::TcpListener::bind(("127.0.0.1", a)).unwrap();
 //! ```
 
+use std::fs::File;
 use std::net::{Ipv4Addr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 /// The lowest port handed out (below it are well-known and registered services).
@@ -29,13 +34,58 @@ const SPAN: u16 = 16_000;
 pub fn reserve() -> std::io::Result<u16> {
     static NEXT: AtomicU32 = AtomicU32::new(0);
     let (low, high) = range(ephemeral())?;
-    let start = std::process::id().wrapping_mul(7919);
-    reserve_from(&NEXT, low, high, start)
+    // Neighbouring process IDs start far apart.
+    let start = std::process::id().wrapping_mul(2_654_435_761);
+    reserve_from(&NEXT, low, high, start, &locks_dir()?)
+}
+
+/// Where the ports' lock files are: one directory per user, shared by its processes.
+fn locks_dir() -> std::io::Result<PathBuf> {
+    let user = std::env::var("USER").unwrap_or_else(|_| "user".into());
+    let dir = std::env::temp_dir().join(format!("loopback-port-{user}"));
+    std::fs::create_dir_all(&dir).map_err(|e| {
+        std::io::Error::new(
+            e.kind(),
+            format!("cannot make the port lock directory {}: {e}", dir.display()),
+        )
+    })?;
+    Ok(dir)
+}
+
+/// Takes `port` for this process until it ends: false when another process holds it.
+fn lock(dir: &Path, port: u16) -> std::io::Result<bool> {
+    static HELD: Mutex<Vec<File>> = Mutex::new(Vec::new());
+    let path = dir.join(format!("{port}.lock"));
+    let file = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| {
+            std::io::Error::new(e.kind(), format!("cannot open {}: {e}", path.display()))
+        })?;
+    match file.try_lock() {
+        Ok(()) => {
+            HELD.lock().unwrap_or_else(|p| p.into_inner()).push(file);
+            Ok(true)
+        }
+        Err(std::fs::TryLockError::WouldBlock) => Ok(false),
+        Err(std::fs::TryLockError::Error(e)) => Err(std::io::Error::new(
+            e.kind(),
+            format!("cannot lock {}: {e}", path.display()),
+        )),
+    }
 }
 
 /// The next port of [low, high) from `start` on, counting with `next`, that nothing
-/// listens on.
-fn reserve_from(next: &AtomicU32, low: u16, high: u16, start: u32) -> std::io::Result<u16> {
+/// listens on and no other process holds (its lock file in `locks`).
+fn reserve_from(
+    next: &AtomicU32,
+    low: u16,
+    high: u16,
+    start: u32,
+    locks: &Path,
+) -> std::io::Result<u16> {
     let span = u32::from(high - low);
     loop {
         let taken = next.fetch_add(1, Ordering::Relaxed);
@@ -46,7 +96,7 @@ fn reserve_from(next: &AtomicU32, low: u16, high: u16, start: u32) -> std::io::R
             ));
         }
         let port = low + ((start % span + taken) % span) as u16;
-        if TcpListener::bind((Ipv4Addr::LOCALHOST, port)).is_ok() {
+        if TcpListener::bind((Ipv4Addr::LOCALHOST, port)).is_ok() && lock(locks, port)? {
             return Ok(port);
         }
     }
@@ -102,17 +152,44 @@ mod tests {
     fn a_port_something_listens_on_is_skipped() {
         let (low, high) = range(ephemeral()).unwrap();
         // A listener on the first port a fresh count from this start would give.
-        let first = reserve_from(&AtomicU32::new(0), low, high, 4242).unwrap();
+        let locks = tempdir();
+        let first = reserve_from(&AtomicU32::new(0), low, high, 4242, &locks).unwrap();
         let _held = TcpListener::bind((Ipv4Addr::LOCALHOST, first)).unwrap();
-        let next = reserve_from(&AtomicU32::new(0), low, high, 4242).unwrap();
+        let others = tempdir();
+        let next = reserve_from(&AtomicU32::new(0), low, high, 4242, &others).unwrap();
         assert_ne!(next, first);
         TcpListener::bind((Ipv4Addr::LOCALHOST, next)).expect("the port is free");
     }
 
     #[test]
     fn a_range_handed_out_is_an_error_naming_it() {
-        let error = reserve_from(&AtomicU32::new(10), 20_000, 20_010, 0).unwrap_err();
+        let error = reserve_from(&AtomicU32::new(10), 20_000, 20_010, 0, &tempdir()).unwrap_err();
         assert!(error.to_string().contains("20000 to 20010"), "{error}");
+    }
+
+    /// A port another process holds is skipped: here a lock taken on a second open
+    /// file description, as another process's would be.
+    #[test]
+    fn a_port_another_process_holds_is_skipped() {
+        let (low, high) = range(ephemeral()).unwrap();
+        let locks = tempdir();
+        let probe = reserve_from(&AtomicU32::new(0), low, high, 777, &tempdir()).unwrap();
+        let other = File::create(locks.join(format!("{probe}.lock"))).unwrap();
+        other.try_lock().unwrap();
+        let next = reserve_from(&AtomicU32::new(0), low, high, 777, &locks).unwrap();
+        assert_ne!(next, probe);
+    }
+
+    /// A fresh directory for lock files.
+    fn tempdir() -> PathBuf {
+        static COUNT: AtomicU32 = AtomicU32::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "loopback-port-test-{}-{}",
+            std::process::id(),
+            COUNT.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
     }
 
     #[test]
