@@ -4,29 +4,36 @@
 Most test binaries wait (on servers, processes, a cloud's answers) far more than they
 compute, so running a few at once shortens a run without more cores. Usage:
 
-    scripts/run-tests.py [--jobs N] [-- TEST ARGS...]
+    scripts/run-tests.py [--jobs N] [--timeout SECONDS] [-- TEST ARGS...]
 
 It builds every test target once (`cargo test --no-run`), then runs each binary in its
-package's directory with the environment `cargo test` gives it, up to N at a time
-(WASM_CCM_TEST_JOBS, default 3), the slowest first; then the doc tests. Each binary's
-output is printed whole when it ends, never interleaved; a table of the binaries, their
-result and time ends the run. It fails when any binary fails, naming them.
+package's directory with the package variables `cargo test` sets (CARGO,
+CARGO_MANIFEST_DIR, CARGO_MANIFEST_PATH, CARGO_PKG_NAME, CARGO_PKG_VERSION), up to N at
+a time (WASM_CCM_TEST_JOBS, default 3), the slowest first; then the doc tests. Each
+binary's output goes to target/test-logs/NAME.log and is printed whole when it ends,
+never interleaved; what is still running is listed every minute. A binary running past
+the timeout (WASM_CCM_TEST_TIMEOUT, default 1800 s) is killed with its processes and
+counts as failed. A table of the binaries, their result and time ends the run, which
+fails when any binary failed, naming them. Ctrl-C or SIGTERM stops every binary and
+starts no other.
 """
 
 import argparse
 import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+LOGS = ROOT / "target" / "test-logs"
 
-# The binaries that take longest, slowest first (seconds on an idle 2-core machine):
-# started first, so the short ones fill the other slots around them.
+# The binaries that take longest, slowest first (seconds on an idle 2-core machine, one
+# at a time): started first, so the short ones fill the other slots around them.
 SLOWEST = [
     "openstack",  # 225
     "aws_oracle",  # 160
@@ -50,18 +57,41 @@ class Job:
         self.env = env
         self.code = None
         self.seconds = 0.0
+        self.started = None
+        self.process = None
+
+    @property
+    def log(self):
+        return LOGS / (self.name.replace(" ", "-").replace("(", "").replace(")", "") + ".log")
+
+
+def cargo():
+    return os.environ.get("CARGO") or shutil.which("cargo") or "cargo"
+
+
+def packages():
+    """The workspace's packages by ID: name, version and manifest path."""
+    metadata = subprocess.run(
+        [cargo(), "metadata", "--locked", "--no-deps", "--format-version", "1"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        check=True,
+        text=True,
+    )
+    return {p["id"]: p for p in json.loads(metadata.stdout)["packages"]}
 
 
 def test_binaries(test_args):
     """Builds the test targets and answers a Job per binary, in cargo's order."""
     build = subprocess.run(
-        ["cargo", "test", "--locked", "--no-run", "--message-format=json-render-diagnostics"],
+        [cargo(), "test", "--locked", "--no-run", "--message-format=json-render-diagnostics"],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         text=True,
     )
     if build.returncode != 0:
         sys.exit(f"run-tests: building the tests failed (cargo test --no-run: exit {build.returncode})")
+    by_id = packages()
     jobs = []
     for line in build.stdout.splitlines():
         message = json.loads(line)
@@ -70,25 +100,24 @@ def test_binaries(test_args):
         if not message.get("executable") or not message["profile"]["test"]:
             continue
         target = message["target"]
-        manifest = Path(message["manifest_path"])
-        package = message["package_id"]
+        package = by_id[message["package_id"]]
+        manifest = Path(package["manifest_path"])
         name = target["name"]
         if "test" not in target["kind"]:
             # A crate's own unit tests (lib or bin).
             name = f"{name} (unit)"
         env = dict(os.environ)
-        env["CARGO_MANIFEST_DIR"] = str(manifest.parent)
-        env["CARGO_PKG_NAME"] = package_name(package, manifest)
-        env["CARGO_CRATE_NAME"] = target["name"].replace("-", "_")
+        env.update(
+            {
+                "CARGO": cargo(),
+                "CARGO_MANIFEST_DIR": str(manifest.parent),
+                "CARGO_MANIFEST_PATH": str(manifest),
+                "CARGO_PKG_NAME": package["name"],
+                "CARGO_PKG_VERSION": package["version"],
+            }
+        )
         jobs.append(Job(name, [message["executable"], *test_args], manifest.parent, env))
     return jobs
-
-
-def package_name(package_id, manifest):
-    """The package's name: from its ID (`path+file:///...#name@0.1.0`) or its folder."""
-    tail = package_id.rsplit("#", 1)[-1]
-    name = tail.split("@", 1)[0]
-    return name if name and "/" not in name else manifest.parent.name
 
 
 def order(jobs):
@@ -96,36 +125,93 @@ def order(jobs):
     return sorted(jobs, key=lambda j: rank.get(j.name, len(SLOWEST)))
 
 
-def run(jobs, slots):
-    pending = list(jobs)
-    lock = threading.Lock()
-    out = sys.stdout
+class Runner:
+    def __init__(self, jobs, slots, timeout):
+        self.pending = list(jobs)
+        self.running = []
+        self.slots = slots
+        self.timeout = timeout
+        self.lock = threading.Lock()
+        self.stopping = False
 
-    def worker():
+    def stop(self, *_):
+        """Starts no other binary and kills the running ones with their processes."""
+        with self.lock:
+            self.stopping = True
+            self.pending.clear()
+            running = list(self.running)
+        for job in running:
+            kill(job)
+
+    def worker(self):
         while True:
-            with lock:
-                if not pending:
+            with self.lock:
+                if not self.pending or self.stopping:
                     return
-                job = pending.pop(0)
-            with tempfile.TemporaryFile(mode="w+") as log:
-                started = time.monotonic()
-                job.code = subprocess.call(
-                    job.argv, cwd=job.cwd, env=job.env, stdout=log, stderr=subprocess.STDOUT
-                )
-                job.seconds = time.monotonic() - started
-                log.seek(0)
-                text = log.read()
-            with lock:
-                verdict = "ok" if job.code == 0 else f"FAILED (exit {job.code})"
-                out.write(f"\n== {job.name}: {verdict} in {job.seconds:.0f} s ({time.strftime('%H:%M:%S')})\n")
-                out.write(text)
+                job = self.pending.pop(0)
+                self.running.append(job)
+                job.started = time.monotonic()
+                # Its own process group, so a kill reaches the servers it started.
+                with open(job.log, "wb") as log:
+                    job.process = subprocess.Popen(
+                        job.argv,
+                        cwd=job.cwd,
+                        env=job.env,
+                        stdin=subprocess.DEVNULL,
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        start_new_session=True,
+                    )
+            try:
+                job.code = job.process.wait(timeout=self.timeout)
+                timed_out = False
+            except subprocess.TimeoutExpired:
+                kill(job)
+                job.code = job.process.wait()
+                timed_out = True
+            job.seconds = time.monotonic() - job.started
+            with self.lock:
+                self.running.remove(job)
+                if timed_out:
+                    verdict = f"FAILED (killed after {self.timeout:.0f} s)"
+                elif job.code == 0:
+                    verdict = "ok"
+                else:
+                    verdict = f"FAILED (exit {job.code})"
+                out = sys.stdout.buffer
+                out.write(f"\n== {job.name}: {verdict} in {job.seconds:.0f} s ({clock()})\n".encode())
+                out.write(job.log.read_bytes())
                 out.flush()
 
-    threads = [threading.Thread(target=worker) for _ in range(slots)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    def report(self):
+        """Every minute, which binaries are still running and for how long."""
+        while True:
+            time.sleep(60)
+            with self.lock:
+                if not self.running and not self.pending:
+                    return
+                now = time.monotonic()
+                running = ", ".join(f"{j.name} ({now - j.started:.0f} s)" for j in self.running)
+            print(f"-- {clock()} running: {running}; {len(self.pending)} waiting", flush=True)
+
+    def run(self):
+        threading.Thread(target=self.report, daemon=True).start()
+        workers = [threading.Thread(target=self.worker) for _ in range(self.slots)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+
+
+def kill(job):
+    try:
+        os.killpg(job.process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def clock():
+    return time.strftime("%H:%M:%S")
 
 
 def main():
@@ -134,17 +220,28 @@ def main():
         "--jobs",
         type=int,
         default=int(os.environ.get("WASM_CCM_TEST_JOBS", "3")),
-        help="test binaries run at once",
+        help="test binaries run at once (default 3)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=float(os.environ.get("WASM_CCM_TEST_TIMEOUT", "1800")),
+        help="seconds a binary may run before it is killed (default 1800)",
     )
     parser.add_argument("test_args", nargs="*", help="passed to every test binary (after --)")
     args = parser.parse_args()
     if args.jobs < 1:
         sys.exit("run-tests: --jobs must be at least 1")
+    LOGS.mkdir(parents=True, exist_ok=True)
     jobs = order(test_binaries(args.test_args))
-    doc = dict(os.environ)
-    jobs.append(Job("doc tests", ["cargo", "test", "--locked", "--doc", "--", *args.test_args], ROOT, doc))
+    jobs.append(Job("doc tests", [cargo(), "test", "--locked", "--doc", "--", *args.test_args], ROOT, dict(os.environ)))
+    runner = Runner(jobs, args.jobs, args.timeout)
+    signal.signal(signal.SIGINT, runner.stop)
+    signal.signal(signal.SIGTERM, runner.stop)
     started = time.monotonic()
-    run(jobs, args.jobs)
+    runner.run()
+    if runner.stopping:
+        sys.exit("run-tests: stopped")
     print(f"\n== {len(jobs)} test binaries, {args.jobs} at a time, in {time.monotonic() - started:.0f} s")
     width = max(len(j.name) for j in jobs)
     for job in sorted(jobs, key=lambda j: -j.seconds):

@@ -39,17 +39,28 @@ pub fn reserve() -> std::io::Result<u16> {
     reserve_from(&NEXT, low, high, start, &locks_dir()?)
 }
 
-/// Where the ports' lock files are: one directory per user, shared by its processes.
+/// Where the ports' lock files are: one directory per user (by uid), shared by its
+/// processes.
 fn locks_dir() -> std::io::Result<PathBuf> {
-    let user = std::env::var("USER").unwrap_or_else(|_| "user".into());
-    let dir = std::env::temp_dir().join(format!("loopback-port-{user}"));
-    std::fs::create_dir_all(&dir).map_err(|e| {
-        std::io::Error::new(
+    use std::os::unix::fs::MetadataExt;
+    let uid = std::fs::metadata("/proc/self")?.uid();
+    let dir = std::env::temp_dir().join(format!("loopback-port-{uid}"));
+    let made = std::fs::create_dir_all(&dir).and_then(|()| std::fs::metadata(&dir));
+    match made {
+        Ok(meta) if meta.uid() == uid => Ok(dir),
+        Ok(meta) => Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!(
+                "the port lock directory {} belongs to uid {}, not to this user ({uid})",
+                dir.display(),
+                meta.uid()
+            ),
+        )),
+        Err(e) => Err(std::io::Error::new(
             e.kind(),
             format!("cannot make the port lock directory {}: {e}", dir.display()),
-        )
-    })?;
-    Ok(dir)
+        )),
+    }
 }
 
 /// Takes `port` for this process until it ends: false when another process holds it.
@@ -180,8 +191,23 @@ mod tests {
         assert_ne!(next, probe);
     }
 
-    /// A fresh directory for lock files.
-    fn tempdir() -> PathBuf {
+    /// A fresh directory for lock files, removed when dropped.
+    struct TempDir(PathBuf);
+
+    impl std::ops::Deref for TempDir {
+        type Target = Path;
+        fn deref(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn tempdir() -> TempDir {
         static COUNT: AtomicU32 = AtomicU32::new(0);
         let dir = std::env::temp_dir().join(format!(
             "loopback-port-test-{}-{}",
@@ -189,7 +215,7 @@ mod tests {
             COUNT.fetch_add(1, Ordering::Relaxed)
         ));
         std::fs::create_dir_all(&dir).unwrap();
-        dir
+        TempDir(dir)
     }
 
     #[test]

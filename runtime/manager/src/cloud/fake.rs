@@ -1,7 +1,7 @@
 //! A recording cloud for the controllers' in-process tests, as upstream's `fake.Cloud`:
-//! every call is logged with the version that answered it, chosen calls fail, and a
-//! hook runs right after a named call (a hot swap between two calls of one reconcile,
-//! with no timing involved).
+//! every call is logged with the version that answered it and when (on tokio's clock,
+//! which a test may pause), chosen calls fail, and a hook runs right after a named call
+//! (a hot swap between two calls of one reconcile, with no timing involved).
 //!
 //! ```ignore
 //! let calls = Calls::default();

@@ -181,10 +181,11 @@ where
     }
 }
 
-/// On paused time, `delay` is `want`: no shorter, and no longer than a scheduling step
-/// (the clock moves only to timers, so a retry comes at its timer's instant).
+/// On paused time, `delay` is `want`: no shorter, and longer by no more than the
+/// timers' rounding (the clock moves only to timers, so a retry comes at its timer's
+/// instant).
 pub fn about(delay: Duration, want: Duration) -> bool {
-    delay >= want && delay < want + Duration::from_millis(100)
+    delay >= want && delay < want + Duration::from_millis(5)
 }
 
 /// A context whose API server nobody answers at (events are logged as not recorded)

@@ -81,8 +81,8 @@ fn failing_versions(
 }
 
 /// Regular errors: the next attempts come 5 s and then 10 s after the failures (the
-/// rate limiter's doubling), not sooner although the controller's own finalizer and
-/// event writes change the Service meanwhile, and not later.
+/// rate limiter's doubling), not sooner although the controller's own finalizer write
+/// changes the Service meanwhile, and not later.
 #[tokio::test(start_paused = true)]
 async fn a_failed_sync_is_retried_after_the_back_off() {
     let mut cluster =
@@ -105,7 +105,8 @@ async fn a_failed_sync_is_retried_after_the_back_off() {
 }
 
 /// `api.RetryError`: the cloud's Retry-After (7 s, longer than the first back-off
-/// step) is when the next attempt comes, each time, without growing the back-off.
+/// step) is when the next attempt comes, each time. (That it does not grow the
+/// back-off is `backoff::tests::service_queue_delay`.)
 #[tokio::test(start_paused = true)]
 async fn a_retry_after_is_when_the_next_attempt_comes() {
     let mut cluster =
