@@ -92,8 +92,10 @@ pub fn flatten_json(value: &serde_json::Value, prefix: &str, names: &Names, out:
 }
 
 /// The cluster: each Service's load balancer status, annotations and finalizers, the types and
-/// reasons of each object's events (a controller manager's, not the API server's own
-/// repair loops'), each Node's provider ID, addresses, labels and taints.
+/// reasons of the events about Services and Nodes (a controller manager's, not the API
+/// server's own: its repair loops' about Services, or its ServiceCIDR controller's
+/// `KubernetesDefaultServiceCIDRInconsistent`, which one server may record while it starts
+/// and the other not), each Node's provider ID, addresses, labels and taints.
 pub async fn cluster(client: &kube::Client, names: &Names) -> Flat {
     let mut out = Flat::new();
     let services: Api<Service> = Api::namespaced(client.clone(), "default");
@@ -119,6 +121,9 @@ pub async fn cluster(client: &kube::Client, names: &Names) -> Flat {
         let Some(regarding) = e.regarding.as_ref() else {
             continue;
         };
+        if !matches!(regarding.kind.as_deref(), Some("Service" | "Node")) {
+            continue;
+        }
         let reporter = e
             .reporting_controller
             .clone()
@@ -301,6 +306,11 @@ pub fn listed(readme: &str) -> Vec<Listed> {
         .collect()
 }
 
+/// An event key of a failure: `events/<object>/Warning <Reason>Failed`.
+fn failure_event(key: &str) -> bool {
+    key.starts_with("events/") && key.contains("/Warning ") && key.ends_with("Failed")
+}
+
 /// `*` matches any run of characters; everything else itself.
 pub fn glob(pattern: &str, text: &str) -> bool {
     let parts: Vec<&str> = pattern.split('*').collect();
@@ -333,6 +343,12 @@ impl Comparison {
     /// Compares `upstream` and `ours` (one snapshot per phase); each differing key is
     /// given to a scenario by `scenario_of`; `groups` (scenarios and other groups such
     /// as `nodes`) each get a row even when equal.
+    ///
+    /// A failure event (`Warning …Failed`) only upstream recorded is shown as `upstream
+    /// retried`, not as a difference: upstream's controllers race each other under load
+    /// (a Service's sync and the node sync updating one load balancer) and retry, and
+    /// the state each phase compares, once converged, shows whether the retry got where
+    /// wasm-ccm did. A failure only wasm-ccm recorded is always a difference.
     pub fn new(
         phases: &[&str],
         upstream: &[Flat],
@@ -360,11 +376,16 @@ impl Comparison {
                 }
                 let scenario = scenario_of(key);
                 let known = listed.iter().any(|d| d.matches(&scenario, key));
-                let mark = if known { "listed" } else { "UNLISTED" };
+                let retried = b.is_none() && failure_event(key);
+                let mark = match (known, retried) {
+                    (true, _) => "listed",
+                    (false, true) => "upstream retried",
+                    (false, false) => "UNLISTED",
+                };
                 rows.entry(scenario.clone())
                     .or_default()
                     .push(format!("{mark}: {key}: upstream {a:?}, wasm-ccm {b:?}"));
-                if !known {
+                if !known && !retried {
                     unlisted.push(format!("{phase} {scenario} {key}"));
                 }
             }
@@ -408,6 +429,42 @@ mod tests {
         assert!(glob("a*b*c", "a1b2c"));
         assert!(!glob("a*b*c", "a1c"));
         assert!(!glob("ab*ba", "aba"));
+    }
+
+    /// A failure event only upstream recorded is shown, not counted; one only wasm-ccm
+    /// recorded, or any other difference, is counted.
+    #[test]
+    fn only_upstream_failures_are_taken_as_retried() {
+        let flat = |keys: &[&str]| -> Flat {
+            keys.iter()
+                .map(|k| (k.to_string(), "recorded".to_string()))
+                .collect()
+        };
+        let failed = "events/service/web/Warning SyncLoadBalancerFailed";
+        let compare = |upstream: Flat, ours: Flat| {
+            Comparison::new(
+                &["created"],
+                &[upstream],
+                &[ours],
+                &["web".to_string()],
+                |_| "web".to_string(),
+                &[],
+            )
+        };
+        let theirs = compare(flat(&[failed]), flat(&[]));
+        assert!(theirs.unlisted.is_empty(), "{:?}", theirs.unlisted);
+        assert!(
+            theirs.table.contains("upstream retried"),
+            "{}",
+            theirs.table
+        );
+        let ours = compare(flat(&[]), flat(&[failed]));
+        assert_eq!(ours.unlisted, [format!("created web {failed}")]);
+        let other = compare(
+            flat(&["events/service/web/Normal EnsuredLoadBalancer"]),
+            flat(&[]),
+        );
+        assert_eq!(other.unlisted.len(), 1);
     }
 
     #[test]
