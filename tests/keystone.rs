@@ -156,8 +156,17 @@ async fn a_token_is_renewed_before_it_expires() {
         assert!(std::time::Instant::now() < deadline, "no renewal in 60 s");
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
-    // Renewed before expiry, not after a 401.
-    assert_eq!(loaded.logins("success"), 2);
+    // Renewed before expiry, not after a 401: the service answered every request it
+    // received (a token refused and sent again would show as one received but not
+    // accepted). One more renewal is right when Keystone, loaded, took so long to
+    // answer that the token came with less than half its life left.
+    assert_eq!(
+        cloud.service.received().len(),
+        cloud.service.accepted().len(),
+        "a request was refused"
+    );
+    assert!(loaded.logins("success") >= 2);
+    assert_eq!(loaded.logins("failure"), 0);
 }
 
 #[tokio::test(flavor = "current_thread")]
