@@ -365,7 +365,7 @@ async fn failed_attempts(svc: &Arc<Service>, state: &Arc<State>, attempts: usize
 }
 
 /// A Service of `type_` named `name`, as the API server double stores it.
-async fn stored(services: &Api<Service>, name: &str, type_: &str) -> Arc<Service> {
+pub(super) async fn stored(services: &Api<Service>, name: &str, type_: &str) -> Arc<Service> {
     let svc: Service = serde_json::from_value(json!({
         "metadata": {"name": name, "namespace": "default"},
         "spec": {"type": type_, "ports": [{"port": 80}]},

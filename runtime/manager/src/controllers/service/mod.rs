@@ -110,6 +110,17 @@ pub struct Options {
     pub workers: u16,
 }
 
+#[cfg(test)]
+impl Options {
+    /// `--cluster-name kubernetes`, one worker: the in-process tests' controller.
+    pub fn for_test() -> Self {
+        Self {
+            cluster_name: "kubernetes".into(),
+            workers: 1,
+        }
+    }
+}
+
 async fn event(state: &State, svc: &Service, type_: EventType, reason: &str, note: String) {
     let ev = Event {
         type_,

@@ -8,9 +8,8 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Service;
 use kube::Api;
-use kube::api::PostParams;
-use serde_json::json;
 
+use super::controller_tests::stored;
 use super::{Options, run};
 use crate::cloud::Cloud;
 use crate::cloud::fake::{Calls, INGRESS_IP, Recording, Switch};
@@ -21,26 +20,9 @@ use crate::controllers::test_cluster::{TestCluster, about, wait_for};
 /// address; answers when each `ensure` was called, the successful one last.
 async fn ensured_after_failures(cluster: &mut TestCluster) -> Vec<Duration> {
     cluster.ready_node("node0").await;
-    cluster.run(|ctx, stop| {
-        run(
-            ctx,
-            Options {
-                cluster_name: "kubernetes".into(),
-                workers: 1,
-            },
-            stop,
-        )
-    });
+    cluster.run(|ctx, stop| run(ctx, Options::for_test(), stop));
     let services: Api<Service> = Api::namespaced(cluster.client.clone(), "default");
-    let svc: Service = serde_json::from_value(json!({
-        "metadata": {"name": "svc", "namespace": "default"},
-        "spec": {"type": "LoadBalancer", "ports": [{"port": 80}]},
-    }))
-    .expect("a Service");
-    services
-        .create(&PostParams::default(), &svc)
-        .await
-        .expect("the Service is created");
+    stored(&services, "svc", "LoadBalancer").await;
     wait_for(
         "the load balancer's address in the Service's status",
         || {

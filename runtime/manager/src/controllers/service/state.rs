@@ -206,10 +206,7 @@ impl State {
     ) {
         let (reader, writer) = reflector::store();
         let (resync, queued) = mpsc::unbounded_channel();
-        let options = Options {
-            cluster_name: "kubernetes".into(),
-            workers: 1,
-        };
+        let options = Options::for_test();
         let recorder = ctx.recorder("service-controller");
         let backoff = Backoff::new(
             std::time::Duration::from_secs(5),
