@@ -14,7 +14,7 @@ use kube::api::{ListParams, PostParams};
 use serde_json::json;
 use sim_cloud::model::{InstanceState, NewInstance};
 use wasm_ccm_tests::{
-    Stack, free_port, function_calls, http_get, initialized, metrics, reconciles, taint_keys,
+    Stack, function_calls, http_get, initialized, listening_port, metrics, reconciles, taint_keys,
     wait_for, wait_until,
 };
 
@@ -70,7 +70,7 @@ async fn all_initialized(stack: &Stack, names: &[String]) {
 async fn nodes_joining_together_cost_a_few_cloud_requests() {
     let stack = Stack::start().await;
     let names = join(&stack, "join", 120).await;
-    let port = free_port();
+    let port = listening_port();
     let _ccm =
         stack.controller_manager(port, &["--leader-elect=false", "--controllers=cloud-node"]);
     all_initialized(&stack, &names).await;
@@ -109,7 +109,7 @@ async fn nodes_joining_together_cost_a_few_cloud_requests() {
 async fn a_join_larger_than_a_batch_is_asked_in_full_batches() {
     let stack = Stack::start().await;
     let names = join(&stack, "wide", 60).await;
-    let port = free_port();
+    let port = listening_port();
     let _ccm = stack.controller_manager(
         port,
         &[
@@ -130,7 +130,7 @@ async fn a_join_larger_than_a_batch_is_asked_in_full_batches() {
 async fn the_status_pass_is_one_listing_per_batch() {
     let stack = Stack::start().await;
     let names = join(&stack, "status", 30).await;
-    let port = free_port();
+    let port = listening_port();
     let _ccm = stack.controller_manager(
         port,
         &[
@@ -190,7 +190,7 @@ async fn the_status_pass_is_one_listing_per_batch() {
 async fn the_lifecycle_pass_asks_about_not_ready_nodes_together() {
     let stack = Stack::start().await;
     let names = join(&stack, "life", 12).await;
-    let port = free_port();
+    let port = listening_port();
     let _ccm = stack.controller_manager(
         port,
         &[
@@ -266,7 +266,7 @@ async fn the_lifecycle_pass_asks_about_not_ready_nodes_together() {
 async fn a_contract_0_1_provider_is_asked_per_node() {
     let stack = Stack::with_provider("fixture_legacy", "simcloud").await;
     let names = join(&stack, "old", 8).await;
-    let port = free_port();
+    let port = listening_port();
     let _ccm =
         stack.controller_manager(port, &["--leader-elect=false", "--controllers=cloud-node"]);
     all_initialized(&stack, &names).await;
@@ -285,7 +285,7 @@ async fn a_contract_0_1_provider_is_asked_per_node() {
 async fn a_provider_without_a_cluster_id_needs_allow_untagged_cloud() {
     let stack = Stack::with_provider("fixture_hostile", "hostile").await;
     let out = stack
-        .controller_manager_command(free_port(), &["--leader-elect=false"])
+        .controller_manager_command(listening_port(), &["--leader-elect=false"])
         .output()
         .await
         .unwrap();
@@ -295,7 +295,7 @@ async fn a_provider_without_a_cluster_id_needs_allow_untagged_cloud() {
         stderr.contains("no ClusterID found") && stderr.contains("--allow-untagged-cloud"),
         "{stderr}"
     );
-    let port = free_port();
+    let port = listening_port();
     let _ccm = stack.controller_manager(
         port,
         &["--leader-elect=false", "--allow-untagged-cloud=true"],
@@ -330,7 +330,7 @@ async fn provider_events_land_on_the_node() {
         .collect(),
     );
     nodes.create(&PostParams::default(), &node).await.unwrap();
-    let port = free_port();
+    let port = listening_port();
     let _ccm = stack.controller_manager(
         port,
         &[

@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use sim_cloud::SimCloud;
 use sim_cloud::model::{Fault, NewInstance};
 use wasm_ccm_tests::{
-    ProviderDir, RawBehavior, RawServer, TOKEN, cloud_config, free_port, policy_for, wasm_ccm_bin,
+    ProviderDir, RawBehavior, RawServer, TOKEN, cloud_config, policy_for, wasm_ccm_bin,
 };
 
 struct Author {
@@ -111,8 +111,9 @@ async fn call_runs_one_export_and_prints_json() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn transport_errors_keep_their_kind() {
     let silent = RawServer::start(RawBehavior::Silent).await;
-    let closed = format!("http://127.0.0.1:{}", free_port());
-    let outside = format!("http://127.0.0.1:{}", free_port());
+    let reserve = || loopback_port::reserve().expect("a port nothing listens on");
+    let closed = format!("http://127.0.0.1:{}", reserve());
+    let outside = format!("http://127.0.0.1:{}", reserve());
     let policy = format!(
         "allowedOutboundHosts: ['{closed}', '{}']\nlimits: {{requestTimeout: 500ms, callTimeout: 10s}}\n",
         silent.url()

@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::{Event as CoreEvent, Node};
 use kube::Api;
 use kube::api::{ListParams, PostParams};
 use wasm_ccm_tests::{
-    Stack, free_port, initialized, kubelet_node, metric, metrics, set_ready, wait_until,
+    Stack, initialized, kubelet_node, listening_port, metric, metrics, set_ready, wait_until,
 };
 
 const TIMEOUT: Duration = Duration::from_secs(90);
@@ -102,7 +102,7 @@ async fn a_not_found_storm_deletes_at_most_the_limit() {
         (&[][..], 2),
     ] {
         let stack = Stack::start().await;
-        let port = free_port();
+        let port = listening_port();
         let (ids, mut ccm) = cluster(&stack, 12, port, flags).await;
         let nodes: Api<Node> = Api::all(stack.client());
         stack
@@ -166,7 +166,7 @@ async fn a_not_found_storm_deletes_at_most_the_limit() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn truly_gone_nodes_are_deleted_as_the_window_allows() {
     let stack = Stack::start().await;
-    let port = free_port();
+    let port = listening_port();
     let (ids, mut ccm) = cluster(&stack, 8, port, &["--node-deletion-window=4s"]).await;
     let nodes: Api<Node> = Api::all(stack.client());
     stack.cloud.with_state(|s| {
@@ -234,7 +234,7 @@ async fn invalid_provider_answers_are_refused_with_an_event() {
             .await
             .unwrap();
     }
-    let port = free_port();
+    let port = listening_port();
     let mut ccm =
         stack.controller_manager(port, &["--leader-elect=false", "--controllers=cloud-node"]);
     wait_until(TIMEOUT, "the good Node initialized", || {
@@ -315,7 +315,7 @@ async fn a_restart_mid_delete_or_mid_create_leaves_nothing_behind() {
         .await
         .unwrap();
     let flags = ["--leader-elect=false", "--controllers=cloud-node,service"];
-    let port = free_port();
+    let port = listening_port();
     let mut ccm = stack.controller_manager(port, &flags);
     wait_until(TIMEOUT, "n0 initialized", || initialized(&nodes, "n0")).await;
     let services: Api<Service> = Api::namespaced(stack.client(), "default");

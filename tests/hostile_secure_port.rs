@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use wasm_ccm_tests::https::{Credentials, TestCa, connect_from, https_get, tcp_from};
-use wasm_ccm_tests::{Stack, TempDir, free_port, kubelet_publish, metric, wait_until};
+use wasm_ccm_tests::{Stack, TempDir, kubelet_publish, listening_port, metric, wait_until};
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 /// deploy/'s liveness probe `timeoutSeconds`.
@@ -28,7 +28,7 @@ const ATTACK: Duration = Duration::from_secs(120);
 /// open too, for the test to read what the port counted), once `/healthz` answers: its
 /// port and process.
 async fn secure_manager(stack: &Stack) -> (u16, tokio::process::Child) {
-    let port = free_port();
+    let port = listening_port();
     let child = stack
         .secure_controller_manager_command(
             port,
@@ -253,7 +253,7 @@ async fn a_client_certificate_with_two_common_names_is_its_last() {
     stack
         .api
         .allow_non_resource("metrics-scraper", "get", "/metrics");
-    let port = free_port();
+    let port = listening_port();
     let _ccm = stack
         .secure_controller_manager_command(
             port,

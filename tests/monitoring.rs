@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use wasm_ccm_tests::{Stack, free_port, initialized, kustomize, metrics, wait_until};
+use wasm_ccm_tests::{Stack, initialized, kustomize, listening_port, metrics, wait_until};
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -98,7 +98,7 @@ async fn every_metric_the_rules_and_the_dashboard_read_is_exported() {
     // cloud, so the series of ordinary work exist too.
     let stack = Stack::start().await;
     let nodes = stack.joining_node("n1").await;
-    let port = free_port();
+    let port = listening_port();
     let _cm = stack.controller_manager(port, &[]);
     wait_until(TIMEOUT, "n1 initialized", || initialized(&nodes, "n1")).await;
     let missing = |exported: &str| -> Vec<String> {
@@ -219,7 +219,7 @@ async fn prometheus_scrapes_the_secure_port_with_a_granted_service_account_token
         "system:serviceaccount:monitoring:default",
         &groups,
     );
-    let port = free_port();
+    let port = listening_port();
     let _ccm = stack
         .secure_controller_manager_command(port, &["--leader-elect=false"])
         .spawn()
@@ -261,7 +261,7 @@ async fn prometheus_scrapes_the_secure_port_with_a_granted_service_account_token
         .to_string(),
     )
     .unwrap();
-    let web = free_port();
+    let web = loopback_port::reserve().expect("a port for Prometheus");
     let prometheus = std::env::var("PROMETHEUS").unwrap_or_else(|_| "prometheus".into());
     let mut command = tokio::process::Command::new(&prometheus);
     command

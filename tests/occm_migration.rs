@@ -25,7 +25,7 @@ use serde_json::json;
 use wasm_ccm_tests::kube_apiserver::KubeApiServer;
 use wasm_ccm_tests::openstack::OpenStackWorld;
 use wasm_ccm_tests::{
-    TempDir, controller_manager_command, free_port, initialized, kubelet_node_with_node_ip,
+    TempDir, controller_manager_command, initialized, kubelet_node_with_node_ip, listening_port,
     set_ready, spawn_logged, wait_until,
 };
 
@@ -440,7 +440,7 @@ async fn a_cluster_occm_ran_moves_to_wasm_ccm_with_nothing_made_or_lost() {
         &providers,
         &cloud_config,
         &server.kubeconfig(),
-        free_port(),
+        listening_port(),
         &["--leader-elect=false"],
     );
     command.env("RUST_LOG", "info");

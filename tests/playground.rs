@@ -413,10 +413,10 @@ async fn the_printed_wasm_ccm_command_works_as_printed() {
         .find(|l| l.starts_with("wasm-ccm --"))
         .unwrap_or_else(|| panic!("no wasm-ccm command printed:\n{output}"));
     let mut words = printed.split_whitespace().skip(1);
-    let port = wasm_ccm_tests::free_port().to_string();
-    let mut ccm = tokio::process::Command::new(built_bin("wasm-ccm"))
-        .args(words.by_ref())
-        .args(["--secure-port", &port, "--bind-address", "127.0.0.1"])
+    let port = wasm_ccm_tests::listening_port();
+    let mut command = tokio::process::Command::new(built_bin("wasm-ccm"));
+    command.args(words.by_ref());
+    let mut ccm = wasm_ccm_tests::serve_on(&mut command, port)
         .kill_on_drop(true)
         .spawn()
         .unwrap();

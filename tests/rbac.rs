@@ -14,7 +14,7 @@ use kube::api::{DeleteParams, PostParams};
 use serde_json::json;
 use sim_cloud::model::{Fault, NewInstance};
 use wasm_ccm_tests::{
-    Stack, free_port, kubelet_node_with_pod_cidr, wait_until, with_custom_section,
+    Stack, kubelet_node_with_pod_cidr, listening_port, wait_until, with_custom_section,
 };
 
 const TIMEOUT: Duration = Duration::from_secs(90);
@@ -194,7 +194,7 @@ async fn deploy_rbac_grants_exactly_the_calls_the_controller_manager_makes() {
         .api
         .add_user("t-scraper", "scraper", &["system:authenticated"]);
     stack.api.allow_non_resource("scraper", "get", "/metrics");
-    let port = free_port();
+    let port = listening_port();
     let _ccm = stack
         .secure_controller_manager_command(port, &[])
         .env("POD_NAME", "wasm-ccm-0")

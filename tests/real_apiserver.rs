@@ -18,7 +18,7 @@ use sim_cloud::model::NewInstance;
 use wasm_ccm_tests::https::Credentials;
 use wasm_ccm_tests::kube_apiserver::KubeApiServer;
 use wasm_ccm_tests::{
-    Stack, free_port, initialized, kubelet_node_with_pod_cidr, network_available, taint_keys,
+    Stack, initialized, kubelet_node_with_pod_cidr, listening_port, network_available, taint_keys,
     wait_until,
 };
 
@@ -81,7 +81,7 @@ async fn scenario(client: kube::Client, stack: &Stack) -> Outcome {
             .await
             .unwrap();
     }
-    let port = free_port();
+    let port = listening_port();
     let (_ccm, log) = wasm_ccm_tests::spawn_logged({
         let mut command = stack.secure_controller_manager_command(port, &[]);
         command
@@ -360,7 +360,7 @@ async fn leader_election_and_the_secure_port_on_a_real_api_server() {
             .env("POD_NAMESPACE", "kube-system");
         wasm_ccm_tests::spawn_logged(command)
     };
-    let (p1, p2) = (free_port(), free_port());
+    let (p1, p2) = (listening_port(), listening_port());
     let (mut first, _first_log) = start(p1, "wasm-ccm-0");
     wait_until(TIMEOUT, "the first replica leads", || async {
         readyz(p1).await.contains("controllers running")

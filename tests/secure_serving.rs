@@ -10,7 +10,9 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::api::PostParams;
 use wasm_ccm_tests::https::{Credentials, TestCa, https_get};
-use wasm_ccm_tests::{Stack, TempDir, free_port, http_get, kubelet_publish, metric, wait_until};
+use wasm_ccm_tests::{
+    Stack, TempDir, hand_down, http_get, kubelet_publish, listening_port, metric, wait_until,
+};
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 const SCRAPER: &str = "system:serviceaccount:monitoring:prometheus";
@@ -45,7 +47,7 @@ async fn secure_manager(
     flags: &[&str],
     ready_with: &Credentials,
 ) -> (u16, tokio::process::Child) {
-    let port = free_port();
+    let port = listening_port();
     let child = stack
         .secure_controller_manager_command(port, flags)
         .spawn()
@@ -253,7 +255,7 @@ async fn certificate_files_are_served_and_a_renewed_pair_is_picked_up() {
     let args = flags(&garbage, &key);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let out = stack
-        .secure_controller_manager_command(free_port(), &args)
+        .secure_controller_manager_command(listening_port(), &args)
         .output()
         .await
         .unwrap();
@@ -265,7 +267,7 @@ async fn certificate_files_are_served_and_a_renewed_pair_is_picked_up() {
     );
     let out = stack
         .secure_controller_manager_command(
-            free_port(),
+            listening_port(),
             &[&format!("--tls-cert-file={}", cert.display())],
         )
         .output()
@@ -329,7 +331,7 @@ async fn client_certificates_of_the_published_client_ca_authenticate() {
 async fn plain_http_only_with_the_explicit_flag() {
     let stack = Stack::start().await;
     // The harness' default command passes --serve-plain-http: /metrics for anyone.
-    let port = free_port();
+    let port = listening_port();
     let _plain = stack.controller_manager(port, &["--leader-elect=false"]);
     wait_until(TIMEOUT, "/readyz over plain HTTP", || async {
         http_get(port, "/readyz").await.is_ok_and(|(s, _)| s == 200)
@@ -344,7 +346,7 @@ async fn plain_http_only_with_the_explicit_flag() {
 
     let out = stack
         .controller_manager_command(
-            free_port(),
+            listening_port(),
             &[
                 "--tls-cert-file=/nonexistent/tls.crt",
                 "--tls-private-key-file=/nonexistent/tls.key",
@@ -357,6 +359,77 @@ async fn plain_http_only_with_the_explicit_flag() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         stderr.contains("--serve-plain-http serves no TLS"),
+        "{stderr}"
+    );
+}
+
+/// A listening socket handed down (`LISTEN_FDS`, docs/controllers.md) is served where
+/// the flags say, while this test process still holds it (the controller manager binding
+/// the port itself would fail: it is taken); a socket elsewhere than
+/// `--bind-address:--secure-port`, or with `--secure-port=0`, stops the process naming
+/// both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_socket_handed_down_is_served_only_where_the_flags_say() {
+    let stack = Stack::start().await;
+    let port = listening_port();
+    let mut command = stack.controller_manager_command(port, &["--leader-elect=false"]);
+    command.env("RUST_LOG", "warn,wasm_ccm::serving=info");
+    let (_served, log) = wasm_ccm_tests::spawn_logged(command);
+    wait_until(TIMEOUT, "/readyz on the socket handed down", || async {
+        http_get(port, "/readyz").await.is_ok_and(|(s, _)| s == 200)
+    })
+    .await;
+    let said = log.lock().unwrap().clone();
+    assert!(
+        said.contains("serving on the listening socket handed down (LISTEN_FDS)")
+            && said.contains(&format!("127.0.0.1:{port}")),
+        "{said}"
+    );
+
+    // Handed a socket on one port, told another.
+    let socket = listening_port();
+    let told = loopback_port::reserve().unwrap();
+    let mut command = tokio::process::Command::new(wasm_ccm_tests::wasm_ccm_bin());
+    command
+        .args(["--cloud-provider", &stack.provider, "--leader-elect=false"])
+        .args([
+            "--bind-address",
+            "127.0.0.1",
+            "--secure-port",
+            &told.to_string(),
+        ])
+        .arg("--providers-dir")
+        .arg(stack.dir.dir.path())
+        .arg("--cloud-config")
+        .arg(&stack.cloud_config)
+        .arg("--kubeconfig")
+        .arg(&stack.kubeconfig);
+    let out = hand_down(&mut command, socket).output().await.unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "the listening socket handed down (LISTEN_FDS) listens on 127.0.0.1:{socket}, but \
+             --bind-address and --secure-port say 127.0.0.1:{told}"
+        )),
+        "{stderr}"
+    );
+    assert!(
+        tokio::net::TcpStream::connect(("127.0.0.1", told))
+            .await
+            .is_err(),
+        "nothing serves the port the flags named"
+    );
+
+    // Handed a socket, told to serve nothing.
+    let mut command = stack.controller_manager_command(0, &["--leader-elect=false"]);
+    let out = hand_down(&mut command, socket).output().await.unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "listens on 127.0.0.1:{socket}, but --secure-port=0 serves nothing"
+        )),
         "{stderr}"
     );
 }

@@ -29,7 +29,7 @@ async fn a_wrong_secret_is_refused_by_aws_and_nothing_is_deleted() {
     };
     stack.policy(Auth::Static(&wrong));
     moto.enable_auth(0).await;
-    let port = free_port();
+    let port = listening_port();
     let (_ccm, log) = stack.controller_manager_logged(port);
     wait_until(TIMEOUT, "AWS refusing the signature", || async {
         log.lock().unwrap().contains("AuthFailure")
@@ -74,7 +74,7 @@ async fn web_identity_credentials_come_from_sts() {
     // AssumeRoleWithWebIdentity is unsigned (the token is the proof), which moto's
     // authentication cannot tell apart: the one free request is the host's exchange.
     moto.enable_auth(1).await;
-    let port = free_port();
+    let port = listening_port();
     let (_ccm, log) = stack.controller_manager_logged(port);
     wait_until(
         TIMEOUT,

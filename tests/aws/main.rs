@@ -16,7 +16,7 @@ use serde_json::json;
 use wasm_ccm_tests::aws::{Auth, AwsStack, kubelet_node};
 use wasm_ccm_tests::moto::{self, Keys, Moto, World};
 use wasm_ccm_tests::{
-    TempDir, default_load_balancer_name, free_port, guest, initialized, set_ready, taint_keys,
+    TempDir, default_load_balancer_name, guest, initialized, listening_port, set_ready, taint_keys,
     wait_until,
 };
 
@@ -271,7 +271,7 @@ async fn nodes_load_balancers_routes_and_lifecycle_against_moto() {
         anonymous.is_err_and(|e| e.contains("AuthFailure")),
         "moto must refuse keys it does not know"
     );
-    let port = free_port();
+    let port = listening_port();
     let _ccm = stack
         .controller_manager(port, &["--leader-elect=false"])
         .spawn()
@@ -482,7 +482,7 @@ async fn one_node_initialized(stack: &AwsStack) -> (moto::LaunchedInstance, toki
     stack.policy(Auth::Static(&world.provider));
     moto.enable_auth(0).await;
     let ccm = stack
-        .controller_manager(free_port(), &["--leader-elect=false"])
+        .controller_manager(listening_port(), &["--leader-elect=false"])
         .spawn()
         .unwrap();
     wait_until(TIMEOUT, "node initialized", || {

@@ -33,7 +33,7 @@ async fn a_restart_mid_delete_leaves_nothing_behind() {
     .await;
     stack.policy(Auth::Static(&world.provider));
     moto.enable_auth(0).await;
-    let port = free_port();
+    let port = listening_port();
     let mut ccm = stack
         .controller_manager(port, &["--leader-elect=false"])
         .spawn()

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use kube_double::{Access, resources};
 use serde_json::json;
 use sim_cloud::model::NewInstance;
-use wasm_ccm_tests::{Stack, free_port, http_get};
+use wasm_ccm_tests::{Stack, http_get, listening_port};
 
 fn env_number(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -68,22 +68,17 @@ async fn main() {
             )
             .unwrap();
     }
-    let port = free_port();
+    let port = listening_port();
     let bin = wasm_ccm_tests::bench_wasm_ccm_bin();
-    let _ccm = tokio::process::Command::new(bin)
+    let mut command = tokio::process::Command::new(bin);
+    let _ccm = wasm_ccm_tests::serve_on(&mut command, port)
         .args([
             "--cloud-provider",
             &stack.provider,
             "--cluster-cidr",
             "10.0.0.0/8",
         ])
-        .args([
-            "--secure-port",
-            &port.to_string(),
-            "--bind-address",
-            "127.0.0.1",
-            "--serve-plain-http=true",
-        ])
+        .arg("--serve-plain-http=true")
         .arg("--providers-dir")
         .arg(stack.dir.dir.path())
         .arg("--credentials-dir")

@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 use kube_double::resources;
 use serde_json::json;
 use sim_cloud::model::NewInstance;
-use wasm_ccm_tests::{Stack, free_port, http_get, metric};
+use wasm_ccm_tests::{Stack, http_get, listening_port, metric};
 
 fn env_number(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -104,16 +104,11 @@ fn spawn_ccm(
     extra: &[&str],
 ) -> tokio::process::Child {
     let bin = wasm_ccm_tests::bench_wasm_ccm_bin();
-    tokio::process::Command::new(bin)
+    let mut command = tokio::process::Command::new(bin);
+    wasm_ccm_tests::serve_on(&mut command, port)
         .args(["--cloud-provider", provider, "--leader-elect=false"])
         .args(["--cluster-cidr", "10.0.0.0/8"])
-        .args([
-            "--secure-port",
-            &port.to_string(),
-            "--bind-address",
-            "127.0.0.1",
-            "--serve-plain-http=true",
-        ])
+        .arg("--serve-plain-http=true")
         .arg("--providers-dir")
         .arg(dir)
         .arg("--credentials-dir")
@@ -201,7 +196,7 @@ async fn aws(nodes: usize, window: Duration) {
         }
         let kubeconfig = dir.path().join("kubeconfig");
         api.write_kubeconfig(&kubeconfig).unwrap();
-        let port = free_port();
+        let port = listening_port();
         let started = Instant::now();
         let ccm = spawn_ccm("aws", dir.path(), &cloud_config, &kubeconfig, port, extra);
         wait_initialized(port, nodes, started).await;
@@ -309,7 +304,7 @@ async fn openstack(nodes: usize, window: Duration) {
         let kubeconfig = dir.path().join("kubeconfig");
         api.write_kubeconfig(&kubeconfig).unwrap();
         take_openstack_requests(cloud);
-        let port = free_port();
+        let port = listening_port();
         let started = Instant::now();
         let ccm = spawn_ccm(
             "openstack",
@@ -404,7 +399,7 @@ async fn main() {
                 .unwrap();
         }
         take_requests(&stack);
-        let port = free_port();
+        let port = listening_port();
         let started = Instant::now();
         let ccm = spawn_ccm(
             &stack.provider,

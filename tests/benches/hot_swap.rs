@@ -19,7 +19,8 @@ use wasm_ccm_host::metrics::Metrics;
 use wasm_ccm_host::provider::compile_cache::CompileCache;
 use wasm_ccm_host::provider::{ProviderLoader, ProviderSource, SharedProvider};
 use wasm_ccm_tests::{
-    Stack, TempDir, free_port, http_get, kubelet_publish, node, wasm_ccm_bin, with_custom_section,
+    Stack, TempDir, http_get, kubelet_publish, listening_port, node, wasm_ccm_bin,
+    with_custom_section,
 };
 
 const SWAPS: usize = 12;
@@ -207,7 +208,7 @@ async fn restarts(stack: &Stack, cache: &TempDir, runs: usize, leader: bool) -> 
     let flag = format!("--compile-cache-dir={}", cache.path().display());
     let mut times = Vec::new();
     for _ in 0..runs {
-        let port = free_port();
+        let port = listening_port();
         // A lease nobody holds: a new name each start.
         let lease = format!(
             "--leader-elect-resource-name=bench-{}",

@@ -205,19 +205,16 @@ async fn daemon_peak_rss(
         return None;
     }
     let w = world(nodes).await;
-    let port = wasm_ccm_tests::free_port();
-    let mut child = tokio::process::Command::new(bin)
+    let port = wasm_ccm_tests::listening_port();
+    let mut command = tokio::process::Command::new(bin);
+    let mut child = wasm_ccm_tests::serve_on(&mut command, port)
         .args([
             "--cloud-provider",
             "simcloud",
             "--leader-elect=false",
             "--configure-cloud-routes=false",
-            "--bind-address",
-            "127.0.0.1",
             "--serve-plain-http=true",
         ])
-        .arg("--secure-port")
-        .arg(port.to_string())
         .arg("--providers-dir")
         .arg(&w.dir)
         .arg("--credentials-dir")

@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::{Node, Service};
 use kube::Api;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
-use wasm_ccm_tests::{default_load_balancer_name, free_port, load_balancer_service};
+use wasm_ccm_tests::{default_load_balancer_name, listening_port, load_balancer_service};
 
 pub(crate) async fn aws(size: &Size, rng: &mut Rng) -> Row {
     use wasm_ccm_tests::aws::{Auth, AwsStack, kubelet_node};
@@ -29,7 +29,7 @@ pub(crate) async fn aws(size: &Size, rng: &mut Rng) -> Row {
     moto.enable_auth(0).await;
     let mut flags = vec!["--controllers=cloud-node,service"];
     flags.extend_from_slice(&FAST_LEASE);
-    let ports = [free_port(), free_port()];
+    let ports = [listening_port(), listening_port()];
     let start = |port: u16| {
         stack
             .controller_manager(port, &flags)

@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::api::{ListParams, PostParams};
 use sim_cloud::model::NewInstance;
-use wasm_ccm_tests::{Stack, free_port, http_get, initialized, kubelet_node};
+use wasm_ccm_tests::{Stack, http_get, initialized, kubelet_node, listening_port};
 
 /// The result of one faulty version.
 struct Faulty {
@@ -66,7 +66,7 @@ pub(crate) async fn faulty_versions() -> Row {
     let mut results = Vec::new();
     let mut failures = Vec::new();
     for canary in [true, false] {
-        let port = free_port();
+        let port = listening_port();
         let mut flags = vec![
             "--leader-elect=false",
             "--controllers=cloud-node,cloud-node-lifecycle",

@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::api::{ListParams, PostParams};
 use sim_cloud::model::NewInstance;
-use wasm_ccm_tests::{Stack, free_port, initialized, kubelet_node};
+use wasm_ccm_tests::{Stack, initialized, kubelet_node, listening_port};
 
 pub(crate) async fn nodes(size: &Size, rng: &mut Rng) -> Row {
     let stack = Stack::start().await;
@@ -30,7 +30,7 @@ pub(crate) async fn nodes(size: &Size, rng: &mut Rng) -> Row {
     }
     let window = Duration::from_secs(4);
     let limit = 2usize;
-    let port = free_port();
+    let port = listening_port();
     let mut ccm = quiet(
         &stack,
         port,

@@ -11,7 +11,7 @@ use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use sim_cloud::model::{Fault, NewInstance};
 use wasm_ccm_tests::{
-    Stack, default_load_balancer_name, free_port, kubelet_node, load_balancer_service,
+    Stack, default_load_balancer_name, kubelet_node, listening_port, load_balancer_service,
 };
 
 pub(crate) async fn services(size: &Size, rng: &mut Rng) -> Row {
@@ -33,7 +33,7 @@ pub(crate) async fn services(size: &Size, rng: &mut Rng) -> Row {
     }
     let mut flags = vec!["--controllers=cloud-node,service"];
     flags.extend_from_slice(&FAST_LEASE);
-    let ports = [free_port(), free_port()];
+    let ports = [listening_port(), listening_port()];
     let mut replicas = vec![
         quiet(&stack, ports[0], &flags),
         quiet(&stack, ports[1], &flags),

@@ -20,7 +20,7 @@ async fn lifecycle_deletes_only_not_ready_nodes_whose_instance_is_gone() {
             .await
             .unwrap();
     }
-    let port = free_port();
+    let port = listening_port();
     let _ccm = stack.controller_manager(port, &["--leader-elect=false"]);
     for name in ["gone-ready", "gone", "stopped"] {
         wait_until(TIMEOUT, "initialized", || initialized(&nodes, name)).await;
@@ -139,7 +139,7 @@ async fn lifecycle_corners_as_upstream() {
         nodes.create(&PostParams::default(), &node).await.unwrap();
     }
     stack.api.inject_conflicts("nodes", "delete", 1);
-    let port = free_port();
+    let port = listening_port();
     let _ccm = stack.controller_manager(port, &["--leader-elect=false"]);
     let shutdown_taints = |node: &Node| -> Vec<String> {
         node.spec
@@ -208,7 +208,7 @@ async fn a_shutdown_check_not_implemented_is_not_shut_down() {
         )
         .await
         .unwrap();
-    let port = free_port();
+    let port = listening_port();
     let _ccm = stack.controller_manager(port, &["--leader-elect=false"]);
     wait_until(TIMEOUT, "three lifecycle passes over the node", || async {
         reconciles(&metrics(port).await, "cloud-node-lifecycle", "success") >= 3.0

@@ -20,7 +20,7 @@ use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use sim_cloud::model::{Address, Fault, InstancePatch, InstanceState, NewInstance};
 use wasm_ccm_tests::{
-    Stack, default_load_balancer_name, free_port, http_get, initialized, kubelet_node,
+    Stack, default_load_balancer_name, http_get, initialized, kubelet_node, listening_port,
     load_balancer_service, metric, metrics, provider_calls, reconciles, set_ready, taint_keys,
     wait_until,
 };

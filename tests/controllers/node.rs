@@ -55,7 +55,7 @@ async fn cloud_node_initializes_tainted_nodes() {
         .push(serde_json::from_value(json!({"key": "keep-me", "effect": "NoSchedule"})).unwrap());
     nodes.create(&PostParams::default(), &nb).await.unwrap();
 
-    let port = free_port();
+    let port = listening_port();
     let _ccm = stack.controller_manager(port, &["--leader-elect=false"]);
     wait_until(TIMEOUT, "both nodes initialized", || async {
         initialized(&nodes, "n-a").await && initialized(&nodes, "n-b").await
@@ -175,7 +175,7 @@ async fn provider_errors_and_bad_node_ips_keep_the_taint() {
         .await
         .unwrap();
 
-    let port = free_port();
+    let port = listening_port();
     let _ccm = stack.controller_manager(port, &["--leader-elect=false"]);
     wait_until(TIMEOUT, "n-ok initialized after the 500s", || {
         initialized(&nodes, "n-ok")
@@ -238,7 +238,7 @@ async fn legacy_instances_and_zones_path() {
             .await
             .unwrap();
     }
-    let port = free_port();
+    let port = listening_port();
     let _ccm = stack.controller_manager(port, &["--leader-elect=false"]);
     for name in ["v1-a", "v1-b"] {
         wait_until(TIMEOUT, "initialized through instances v1", || {
@@ -295,7 +295,7 @@ async fn a_hanging_cloud_times_out_and_leaves_nodes_alone() {
         });
     });
 
-    let port = free_port();
+    let port = listening_port();
     let _ccm = stack.controller_manager(port, &["--leader-elect=false"]);
     wait_until(
         TIMEOUT,
@@ -339,7 +339,7 @@ async fn node_updates_retry_on_conflict() {
         .create(&PostParams::default(), &kubelet_node("c-1", "True"))
         .await
         .unwrap();
-    let port = free_port();
+    let port = listening_port();
     let _ccm = stack.controller_manager(port, &["--leader-elect=false"]);
     wait_until(TIMEOUT, "c-1 initialized despite conflicts", || {
         initialized(&nodes, "c-1")
@@ -399,7 +399,7 @@ async fn periodic_passes_read_the_shared_node_informer() {
             .map(|(_, n)| *n)
             .sum::<u64>()
     };
-    let port = free_port();
+    let port = listening_port();
     let _ccm = stack.controller_manager(port, &["--leader-elect=false"]);
     let passes = |m: &str| reconciles(m, "cloud-node-lifecycle", "success") / total as f64;
     wait_until(
@@ -478,7 +478,7 @@ async fn a_failed_address_update_after_initialization_is_not_a_failed_sync() {
         .unwrap();
     // The first status patch (the addresses, right after the taint is removed) fails.
     stack.api.inject_conflicts("nodes/status", "patch", 1);
-    let port = free_port();
+    let port = listening_port();
     let _ccm = stack.controller_manager(
         port,
         &["--leader-elect=false", "--node-status-update-frequency=1s"],
@@ -549,7 +549,7 @@ async fn provided_node_ip_as_upstream() {
         );
         nodes.create(&PostParams::default(), &node).await.unwrap();
     }
-    let port = free_port();
+    let port = listening_port();
     let _ccm = stack.controller_manager(port, &["--leader-elect=false"]);
     wait_until(TIMEOUT, "pip-sloppy initialized", || {
         initialized(&nodes, "pip-sloppy")

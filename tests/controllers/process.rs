@@ -148,7 +148,7 @@ async fn the_client_keeps_to_kube_api_qps_and_burst() {
     };
     let started = std::time::Instant::now();
     let _cm = stack.controller_manager(
-        free_port(),
+        listening_port(),
         &["--kube-api-qps", "10", "--kube-api-burst", "1"],
     );
     for name in &names {
@@ -169,7 +169,7 @@ async fn the_client_keeps_to_kube_api_qps_and_burst() {
     // Protobuf, upstream's default content type, is refused with the reason.
     let out = stack
         .controller_manager_command(
-            free_port(),
+            listening_port(),
             &[
                 "--kube-api-content-type",
                 "application/vnd.kubernetes.protobuf",
@@ -193,7 +193,7 @@ async fn the_client_keeps_to_kube_api_qps_and_burst() {
 async fn json_logs_are_one_object_a_line_with_the_documented_fields() {
     let stack = Stack::start().await;
     let nodes = stack.joining_node("n1").await;
-    let mut command = stack.controller_manager_command(free_port(), &["--log-format", "json"]);
+    let mut command = stack.controller_manager_command(listening_port(), &["--log-format", "json"]);
     command.env("RUST_LOG", "info");
     let (_cm, log) = wasm_ccm_tests::spawn_logged(command);
     wait_until(TIMEOUT, "n1 initialized", || initialized(&nodes, "n1")).await;
@@ -228,7 +228,7 @@ async fn json_logs_are_one_object_a_line_with_the_documented_fields() {
 
     let out = stack
         .controller_manager_command(
-            free_port(),
+            listening_port(),
             &[
                 "--log-format",
                 "json",

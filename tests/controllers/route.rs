@@ -22,7 +22,7 @@ async fn routes_follow_node_pod_cidrs_within_the_cluster_cidr() {
             });
         }
     });
-    let port = free_port();
+    let port = listening_port();
     let _ccm = stack.controller_manager(port, &["--leader-elect=false"]);
     wait_until(
         TIMEOUT,
@@ -80,10 +80,9 @@ async fn routes_follow_node_pod_cidrs_within_the_cluster_cidr() {
 async fn cluster_cidr_is_needed_only_when_the_route_controller_runs() {
     let command = |stack: &Stack, port: u16, extra: &[&str]| {
         let mut command = tokio::process::Command::new(wasm_ccm_tests::wasm_ccm_bin());
-        command
-            .args(["--cloud-provider", &stack.provider, "--secure-port"])
-            .arg(port.to_string())
-            .args(["--bind-address", "127.0.0.1", "--serve-plain-http=true"])
+        wasm_ccm_tests::serve_on(&mut command, port)
+            .args(["--cloud-provider", &stack.provider])
+            .arg("--serve-plain-http=true")
             .arg("--leader-elect=false")
             .arg("--providers-dir")
             .arg(stack.dir.dir.path())
@@ -99,7 +98,10 @@ async fn cluster_cidr_is_needed_only_when_the_route_controller_runs() {
     };
     // A provider with routes and default flags: a clear error.
     let stack = Stack::start().await;
-    let out = command(&stack, free_port(), &[]).output().await.unwrap();
+    let out = command(&stack, listening_port(), &[])
+        .output()
+        .await
+        .unwrap();
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -109,7 +111,7 @@ async fn cluster_cidr_is_needed_only_when_the_route_controller_runs() {
     // Two CIDRs of one family are not dual stack.
     let out = command(
         &stack,
-        free_port(),
+        listening_port(),
         &["--cluster-cidr=10.0.0.0/16,10.1.0.0/16"],
     )
     .output()
@@ -127,14 +129,14 @@ async fn cluster_cidr_is_needed_only_when_the_route_controller_runs() {
         })
         .await
     };
-    let port = free_port();
+    let port = listening_port();
     let _routes_off = command(&stack, port, &["--configure-cloud-routes=false"])
         .spawn()
         .unwrap();
     ready(port).await;
     // Upstream reads --cluster-cidr only when the route controller starts: without it,
     // CIDRs it would refuse are not an error.
-    let port = free_port();
+    let port = listening_port();
     let _routes_off_cidrs = command(
         &stack,
         port,
@@ -147,7 +149,7 @@ async fn cluster_cidr_is_needed_only_when_the_route_controller_runs() {
     .unwrap();
     ready(port).await;
     let legacy = Stack::with_provider("fixture_legacy", "simcloud").await;
-    let port = free_port();
+    let port = listening_port();
     let _no_routes = command(&legacy, port, &[]).spawn().unwrap();
     ready(port).await;
 }
@@ -170,7 +172,7 @@ async fn dual_stack_routes_cover_both_cluster_cidrs() {
             });
         }
     });
-    let port = free_port();
+    let port = listening_port();
     // The harness passes --cluster-cidr 10.244.0.0/16; this adds the IPv6 one.
     let _ccm = stack.controller_manager(
         port,
@@ -186,7 +188,7 @@ async fn dual_stack_routes_cover_both_cluster_cidrs() {
     // A third cluster CIDR is refused at startup.
     let out = stack
         .controller_manager_command(
-            free_port(),
+            listening_port(),
             &[
                 "--cluster-cidr",
                 "fd00:10:244::/56",
@@ -246,7 +248,7 @@ async fn reconcile_routes_as_upstream() {
             ..Fault::default()
         })
     });
-    let port = free_port();
+    let port = listening_port();
     let _ccm = stack.controller_manager(port, &["--leader-elect=false"]);
     wait_until(
         TIMEOUT,

@@ -11,7 +11,7 @@ async fn service_load_balancers_follow_services_and_nodes() {
     let services: Api<k8s_openapi::api::core::v1::Service> =
         Api::namespaced(stack.client(), "default");
     let nodes: Api<Node> = Api::all(stack.client());
-    let port = free_port();
+    let port = listening_port();
     let _ccm = stack.controller_manager(port, &["--leader-elect=false"]);
 
     let created = services
@@ -132,7 +132,7 @@ async fn a_load_balancer_implemented_elsewhere_is_left_alone() {
             },
         )
     });
-    let port = free_port();
+    let port = listening_port();
     let _ccm = stack.controller_manager(port, &["--leader-elect=false"]);
     wait_for_reason(&stack, "external", "EnsuringLoadBalancer").await;
     wait_until(
@@ -212,7 +212,7 @@ async fn only_changes_upstream_cares_about_sync_a_service() {
     ready_nodes(&stack, &["quiet-1"]).await;
     let services: Api<k8s_openapi::api::core::v1::Service> =
         Api::namespaced(stack.client(), "default");
-    let port = free_port();
+    let port = listening_port();
     let _ccm = stack.controller_manager(port, &["--leader-elect=false"]);
     services
         .create(
@@ -255,7 +255,7 @@ async fn only_changes_upstream_cares_about_sync_a_service() {
 async fn ensure_events_in_upstream_order() {
     let stack = Stack::start().await;
     let services: Api<Service> = Api::namespaced(stack.client(), "default");
-    let port = free_port();
+    let port = listening_port();
     let _ccm = stack.controller_manager(port, &["--leader-elect=false"]);
     ensured(&services, "lonely").await;
     wait_for_reason(&stack, "lonely", "EnsuredLoadBalancer").await;
@@ -293,7 +293,7 @@ async fn repeated_events_are_one_series() {
     fail_load_balancer_requests(&stack, "PUT", 429, Some(1), 3);
     let services: Api<k8s_openapi::api::core::v1::Service> =
         Api::namespaced(stack.client(), "default");
-    let port = free_port();
+    let port = listening_port();
     let _ccm = stack.controller_manager(port, &["--leader-elect=false"]);
     services
         .create(

@@ -15,7 +15,7 @@ async fn a_cloud_retry_after_reaches_the_controller() {
     ready_nodes(&stack, &["ra-1"]).await;
     fail_load_balancer_requests(&stack, "PUT", 429, Some(1), 1);
     let services: Api<Service> = Api::namespaced(stack.client(), "default");
-    let port = free_port();
+    let port = listening_port();
     let _ccm = stack.controller_manager(port, &["--leader-elect=false"]);
     ensured(&services, "throttled").await;
     let failed = notes(&stack, "throttled", "SyncLoadBalancerFailed").await;
@@ -42,7 +42,7 @@ async fn a_deletion_is_acted_on_at_once_even_in_back_off() {
     let stack = Stack::start().await;
     ready_nodes(&stack, &["bo-1"]).await;
     let services: Api<Service> = Api::namespaced(stack.client(), "default");
-    let port = free_port();
+    let port = listening_port();
     let _ccm = stack.controller_manager(port, &["--leader-elect=false"]);
     ensured(&services, "backed-off").await;
     assert_eq!(stack.cloud.with_state(|s| s.load_balancers.len()), 1);
@@ -82,7 +82,7 @@ async fn load_balancer_errors_retry_and_the_finalizer_waits_for_deletion() {
     fail_load_balancer_requests(&stack, "PUT", 429, Some(1), 1);
     let services: Api<k8s_openapi::api::core::v1::Service> =
         Api::namespaced(stack.client(), "default");
-    let port = free_port();
+    let port = listening_port();
     let _ccm = stack.controller_manager(port, &["--leader-elect=false"]);
     services
         .create(&PostParams::default(), &load_balancer_service("api", None))
@@ -136,7 +136,7 @@ async fn process_service_deletion_without_the_finalizer() {
     let stack = Stack::start().await;
     ready_nodes(&stack, &["fin-1"]).await;
     let services: Api<Service> = Api::namespaced(stack.client(), "default");
-    let port = free_port();
+    let port = listening_port();
     let _ccm = stack.controller_manager(port, &["--leader-elect=false"]);
 
     // Deleted without the finalizer; the first delete fails (upstream's
@@ -238,7 +238,7 @@ async fn process_service_create_or_update_k8s_error() {
     let services: Api<Service> = Api::namespaced(stack.client(), "default");
     stack.api.inject_conflicts("services", "patch", 1);
     stack.api.inject_conflicts("services/status", "patch", 1);
-    let port = free_port();
+    let port = listening_port();
     let _ccm = stack.controller_manager(port, &["--leader-elect=false"]);
     ensured(&services, "conflicted").await;
     assert_eq!(stack.api.faults_served("services", "patch"), 1);
@@ -266,7 +266,7 @@ async fn a_status_patch_not_found_is_not_an_error() {
     ready_nodes(&stack, &["nf-1"]).await;
     let services: Api<Service> = Api::namespaced(stack.client(), "default");
     stack.api.inject_not_found("services/status", "patch", 1);
-    let port = free_port();
+    let port = listening_port();
     let _ccm = stack.controller_manager(port, &["--leader-elect=false"]);
     services
         .create(

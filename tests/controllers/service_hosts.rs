@@ -14,7 +14,7 @@ async fn a_node_sync_queued_behind_a_deletion_updates_nothing() {
     let stack = Stack::start().await;
     ready_nodes(&stack, &["race-1"]).await;
     let services: Api<Service> = Api::namespaced(stack.client(), "default");
-    let port = free_port();
+    let port = listening_port();
     let _ccm = stack.controller_manager(port, &["--leader-elect=false"]);
     ensured(&services, "racing").await;
     let syncs = || async {
@@ -77,7 +77,7 @@ async fn node_changes_in_external_load_balancer() {
     ids.sort();
     let services: Api<Service> = Api::namespaced(stack.client(), "default");
     let nodes: Api<Node> = Api::all(stack.client());
-    let port = free_port();
+    let port = listening_port();
     let _ccm = stack.controller_manager(port, &["--leader-elect=false"]);
     ensured(&services, "hosts").await;
     let lb = load_balancer_names(&stack).pop().unwrap();
@@ -184,7 +184,7 @@ async fn update_load_balancer_hosts_as_upstream() {
     let first = ready_nodes(&stack, &["uh-1"]).await.remove(0);
     let services: Api<Service> = Api::namespaced(stack.client(), "default");
     let nodes: Api<Node> = Api::all(stack.client());
-    let port = free_port();
+    let port = listening_port();
     let _ccm = stack.controller_manager(port, &["--leader-elect=false", "--controllers=service"]);
     let one = default_load_balancer_name(&ensured(&services, "one").await);
     let two = default_load_balancer_name(&ensured(&services, "two").await);

@@ -6,7 +6,8 @@
 //! - [`objects`]: Nodes and Services as kubelet and users make them;
 //! - [`wait`]: waiting on a condition with a deadline; [`metrics`]: reading `/metrics`;
 //! - [`fixtures`]: built guests and binaries, temporary and provider directories;
-//! - [`raw_http`]: a misbehaving HTTP server, a plain GET;
+//! - [`raw_http`]: a misbehaving HTTP server, a plain GET; [`ports`]: the controller
+//!   managers' secure ports, bound here and handed down;
 //! - the peers: [`aws`] (moto), [`keystone`], [`openstack`] (Keystone and the OpenStack
 //!   double), [`kube_apiserver`] (the real API server), [`https`] (the secure port);
 //! - [`oracle`] and [`upstream`]: comparing upstream's controller managers with ours.
@@ -27,6 +28,7 @@ pub use moto_peer as moto;
 pub mod objects;
 pub mod openstack;
 pub mod oracle;
+pub mod ports;
 pub mod provider;
 pub mod raw_http;
 pub mod stack;
@@ -37,6 +39,7 @@ pub use bench::*;
 pub use fixtures::*;
 pub use metrics::*;
 pub use objects::*;
+pub use ports::*;
 pub use provider::*;
 pub use raw_http::*;
 pub use stack::*;

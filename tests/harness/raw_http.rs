@@ -168,13 +168,6 @@ impl Drop for RawServer {
     }
 }
 
-/// A port of 127.0.0.1 for a server started as a separate process: free now, never
-/// handed out by the kernel on its own, and not given to another test of this binary
-/// ([`loopback_port::reserve`]).
-pub fn free_port() -> u16 {
-    loopback_port::reserve().expect("a free port")
-}
-
 /// A plain HTTP/1.1 GET on 127.0.0.1: (status, body).
 pub async fn http_get(port: u16, path: &str) -> std::io::Result<(u16, String)> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -8,7 +8,7 @@ use std::time::Duration;
 use sim_cloud::SimCloud;
 
 use crate::{
-    ProviderDir, TOKEN, free_port, http_get, kubelet_node, policy_for, set_ready, taint_keys,
+    ProviderDir, TOKEN, http_get, kubelet_node, listening_port, policy_for, set_ready, taint_keys,
     wait_until, wasm_ccm_bin,
 };
 
@@ -122,7 +122,7 @@ impl Stack {
         flags: &[&str],
     ) -> ((tokio::process::Child, u16), (tokio::process::Child, u16)) {
         let timeout = Duration::from_secs(60);
-        let (p1, p2) = (free_port(), free_port());
+        let (p1, p2) = (listening_port(), listening_port());
         let first = self.controller_manager(p1, flags);
         wait_until(timeout, "first replica leads", || async {
             http_get(p1, "/readyz")
@@ -244,10 +244,8 @@ pub fn secure_controller_manager_command(
             "10.244.0.0/16",
             "--route-reconciliation-period",
             "500ms",
-            "--secure-port",
         ])
-        .arg(port.to_string())
-        .args(["--bind-address", "127.0.0.1", "--providers-dir"])
+        .arg("--providers-dir")
         .arg(providers_dir)
         .arg("--credentials-dir")
         .arg(providers_dir)
@@ -256,6 +254,7 @@ pub fn secure_controller_manager_command(
         .arg("--kubeconfig")
         .arg(kubeconfig)
         .args(extra);
+    crate::serve_on(&mut command, port);
     if !extra.iter().any(|a| a.starts_with("--compile-cache-dir")) {
         command
             .arg("--compile-cache-dir")

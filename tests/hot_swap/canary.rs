@@ -16,7 +16,7 @@ async fn a_canary_keeps_a_version_that_says_everything_is_gone_from_serving() {
         .unwrap();
     swap.add_node("ready").await;
     swap.add_node("partitioned").await;
-    let port = free_port();
+    let port = listening_port();
     let _ccm = swap.controller_manager(
         port,
         &["--leader-elect=false", "--provider-canary-period=2s"],

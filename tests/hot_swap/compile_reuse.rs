@@ -8,7 +8,7 @@ use super::*;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_version_reuses_the_functions_it_shares_with_the_serving_one() {
     let swap = SwapStack::start().await;
-    let port = free_port();
+    let port = listening_port();
     let _ccm = swap.controller_manager(port, &["--leader-elect=false"]);
     wait_serving(port, &sha256_hex(&swap.reference)).await;
     let functions = |m: &str| {
@@ -58,7 +58,7 @@ async fn a_restart_with_a_warm_compile_cache_skips_compiling() {
         )
     };
 
-    let port = free_port();
+    let port = listening_port();
     let mut first = swap.controller_manager(port, &args);
     wait_serving(port, &sha256_hex(&swap.reference)).await;
     let m = metrics(port).await;
@@ -74,7 +74,7 @@ async fn a_restart_with_a_warm_compile_cache_skips_compiling() {
         "{entries:?}"
     );
 
-    let port = free_port();
+    let port = listening_port();
     let _second = swap.controller_manager(port, &args);
     wait_serving(port, &sha256_hex(&swap.reference)).await;
     let m = metrics(port).await;

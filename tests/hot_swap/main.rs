@@ -19,8 +19,8 @@ use serde_json::json;
 use sim_cloud::model::NewInstance;
 use wasm_ccm_host::provider::compile_cache::sha256_hex;
 use wasm_ccm_tests::{
-    Stack, TempDir, free_port, guest, kubelet_publish, metric, metrics, provider_calls, reconciles,
-    wait_until, with_custom_section,
+    Stack, TempDir, guest, kubelet_publish, listening_port, metric, metrics, provider_calls,
+    reconciles, wait_until, with_custom_section,
 };
 
 const TIMEOUT: Duration = Duration::from_secs(90);

@@ -7,7 +7,7 @@ use super::*;
 async fn policy_changes_reload_and_invalid_policies_are_refused() {
     let swap = SwapStack::start().await;
     let v1 = sha256_hex(&swap.reference);
-    let port = free_port();
+    let port = listening_port();
     let _ccm = swap.controller_manager(port, &["--leader-elect=false"]);
     wait_serving(port, &v1).await;
 
@@ -72,7 +72,7 @@ async fn policy_changes_reload_and_invalid_policies_are_refused() {
 async fn a_tightened_policy_applies_even_when_its_component_is_refused() {
     let swap = SwapStack::start().await;
     let v1 = sha256_hex(&swap.reference);
-    let port = free_port();
+    let port = listening_port();
     let _ccm = swap.controller_manager(port, &["--leader-elect=false"]);
     wait_serving(port, &v1).await;
     swap.add_node("before").await;

@@ -8,7 +8,7 @@ use super::*;
 async fn refused_versions_leave_the_previous_one_serving() {
     let swap = SwapStack::start().await;
     let v1 = sha256_hex(&swap.reference);
-    let port = free_port();
+    let port = listening_port();
     let _ccm = swap.controller_manager(
         port,
         &["--leader-elect=false", "--provider-rescan-period=300ms"],

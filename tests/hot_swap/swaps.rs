@@ -10,7 +10,7 @@ async fn kubelet_update_under_load_swaps_with_no_failed_calls() {
     for i in 0..10 {
         swap.add_node(&format!("before-{i}")).await;
     }
-    let port = free_port();
+    let port = listening_port();
     let _ccm = swap.controller_manager(port, &["--leader-elect=false"]);
     wait_serving(port, &v1).await;
 
@@ -62,7 +62,7 @@ async fn kubelet_update_under_load_swaps_with_no_failed_calls() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rapid_updates_end_on_the_newest_good_version() {
     let swap = SwapStack::start().await;
-    let port = free_port();
+    let port = listening_port();
     let _ccm = swap.controller_manager(port, &["--leader-elect=false"]);
     wait_serving(port, &sha256_hex(&swap.reference)).await;
 
@@ -97,7 +97,7 @@ async fn swaps_between_contract_versions_both_ways_under_load() {
     let v02 = sha256_hex(&swap.reference);
     let old = std::fs::read(guest("fixture_legacy")).unwrap();
     let v01 = sha256_hex(&old);
-    let port = free_port();
+    let port = listening_port();
     // The 0.1 build exports instances and zones only: the node controllers run.
     let _ccm = swap.controller_manager(
         port,

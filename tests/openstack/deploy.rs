@@ -120,19 +120,14 @@ async fn an_occm_cloud_conf_is_imported_and_serves() {
         .create(&PostParams::default(), &kubelet_node("node-a"))
         .await
         .unwrap();
-    let port = free_port();
+    let port = listening_port();
     // As deployed: the providers, the cloud config and the Secret in their own places.
-    let _ccm = tokio::process::Command::new(wasm_ccm_tests::wasm_ccm_bin())
+    let mut command = tokio::process::Command::new(wasm_ccm_tests::wasm_ccm_bin());
+    let _ccm = wasm_ccm_tests::serve_on(&mut command, port)
         .args(["--cloud-provider", "openstack", "--leader-elect=false"])
         // No [Route] router-id: no routes, as occm.
         .arg("--configure-cloud-routes=false")
-        .args([
-            "--secure-port",
-            &port.to_string(),
-            "--bind-address",
-            "127.0.0.1",
-            "--serve-plain-http=true",
-        ])
+        .arg("--serve-plain-http=true")
         .arg("--providers-dir")
         .arg(&providers)
         .arg("--credentials-dir")
@@ -284,7 +279,7 @@ async fn a_wrong_secret_deletes_nothing_until_it_is_fixed() {
     }))
     .unwrap();
     nodes.create(&PostParams::default(), &node).await.unwrap();
-    let port = free_port();
+    let port = listening_port();
     let (_ccm, log) = stack.controller_manager(port);
     let failures = || async {
         let text = wasm_ccm_tests::http_get(port, "/metrics")

@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::{Event, Service};
 use kube::Api;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
-use wasm_ccm_tests::{free_port, wait_until};
+use wasm_ccm_tests::{listening_port, wait_until};
 
 use super::migration::{ingress_ip, load_balancer_service, wait_served};
 use super::{OpenStackStack, TIMEOUT, lb_cloud_config};
@@ -93,7 +93,7 @@ async fn floating_ips_follow_occms_rules() {
         .await
         .unwrap();
 
-    let (_ccm, _log) = stack.controller_manager(free_port());
+    let (_ccm, _log) = stack.controller_manager(listening_port());
     let served = |name: &'static str| {
         let services = services.clone();
         async move { services.get(name).await.ok().and_then(|s| ingress_ip(&s)) }
@@ -183,7 +183,7 @@ async fn internal_lb_in_the_cloud_config_cannot_be_undone_by_an_annotation() {
         )
         .await
         .unwrap();
-    let (_ccm, _log) = stack.controller_manager(free_port());
+    let (_ccm, _log) = stack.controller_manager(listening_port());
     wait_served(&services, "web").await;
     let ip = ingress_ip(&services.get("web").await.unwrap()).unwrap();
     assert!(ip.starts_with("10.0."), "{ip}");
@@ -242,7 +242,7 @@ async fn floating_subnets_as_occm() {
             .await
             .unwrap();
     }
-    let (_ccm, _log) = stack.controller_manager(free_port());
+    let (_ccm, _log) = stack.controller_manager(listening_port());
     for (name, prefix) in [("tagged", "198.18.2."), ("by-name", "198.18.3.")] {
         wait_served(&services, name).await;
         let ip = ingress_ip(&services.get(name).await.unwrap()).unwrap();
@@ -283,7 +283,7 @@ async fn a_vip_on_the_operators_port_as_occm() {
         )
         .await
         .unwrap();
-    let (_ccm, _log) = stack.controller_manager(free_port());
+    let (_ccm, _log) = stack.controller_manager(listening_port());
     wait_served(&services, "on-port").await;
     let ip = ingress_ip(&services.get("on-port").await.unwrap()).unwrap();
     assert!(ip.starts_with("203.0.113."), "{ip}");

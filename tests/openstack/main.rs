@@ -24,7 +24,7 @@ use openstack_double::state::NewServer;
 use serde_json::json;
 use wasm_ccm_tests::openstack::OpenStackWorld;
 use wasm_ccm_tests::{
-    TempDir, controller_manager_command, free_port, guest, initialized, set_ready, taint_keys,
+    TempDir, controller_manager_command, guest, initialized, listening_port, set_ready, taint_keys,
     wait_until,
 };
 
@@ -171,7 +171,7 @@ async fn nodes_are_initialized_and_their_lifecycle_follows_nova() {
             .await
             .unwrap();
     }
-    let port = free_port();
+    let port = listening_port();
     let (_ccm, log) = stack.controller_manager(port);
     for name in ["node-a", "node-b", "node-c"] {
         wait_until(TIMEOUT, &format!("{name} initialized"), || {
@@ -291,7 +291,7 @@ async fn occm_zone_flavor_and_provider_id_forms_are_served() {
         node.spec.as_mut().unwrap().provider_id = provider_id;
         nodes.create(&PostParams::default(), &node).await.unwrap();
     }
-    let (_ccm, _log) = stack.controller_manager(free_port());
+    let (_ccm, _log) = stack.controller_manager(listening_port());
     for name in ["node-plain", "node-regional", "node-fresh"] {
         wait_until(TIMEOUT, &format!("{name} initialized"), || {
             initialized(&nodes, name)
@@ -358,7 +358,7 @@ async fn a_load_balancer_service_gets_an_octavia_load_balancer_and_a_floating_ip
             .await
             .unwrap();
     }
-    let port = free_port();
+    let port = listening_port();
     let (_ccm, log) = stack.controller_manager(port);
     for name in ["node-a", "node-b"] {
         wait_until(TIMEOUT, &format!("{name} initialized"), || {

@@ -7,7 +7,7 @@ use k8s_openapi::api::core::v1::{Node, Service};
 use kube::Api;
 use kube::api::{DeleteParams, PostParams};
 use serde_json::json;
-use wasm_ccm_tests::{free_port, initialized, wait_until};
+use wasm_ccm_tests::{initialized, listening_port, wait_until};
 
 use super::{OpenStackStack, TIMEOUT, kubelet_node, lb_cloud_config};
 
@@ -120,7 +120,7 @@ async fn load_balancers_occm_made_are_adopted_and_recorded_as_occm_records_them(
         .await
         .unwrap();
 
-    let (_ccm, _log) = stack.controller_manager(free_port());
+    let (_ccm, _log) = stack.controller_manager(listening_port());
     wait_until(TIMEOUT, "node-a initialized", || {
         initialized(&nodes, "node-a")
     })
@@ -196,7 +196,7 @@ async fn a_service_naming_a_gone_load_balancer_can_be_deleted() {
         )
         .await
         .unwrap();
-    let (_ccm, _log) = stack.controller_manager(free_port());
+    let (_ccm, _log) = stack.controller_manager(listening_port());
     wait_until(TIMEOUT, "orphan refused", || async {
         super::floating_ips::reasons(stack.client(), "orphan")
             .await

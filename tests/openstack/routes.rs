@@ -5,7 +5,7 @@ use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::api::{DeleteParams, PostParams};
 use openstack_double::state::NewServer;
-use wasm_ccm_tests::{free_port, network_available, wait_until};
+use wasm_ccm_tests::{listening_port, network_available, wait_until};
 
 use super::{OpenStackStack, TIMEOUT, kubelet_node_with_cidr};
 
@@ -56,7 +56,7 @@ async fn routes_are_the_routers_extra_routes_and_the_ports_allow_the_pod_cidrs()
         .create(&PostParams::default(), &worker_c)
         .await
         .unwrap();
-    let port = free_port();
+    let port = listening_port();
     let (_ccm, _log) = stack.controller_manager(port);
     let routes = || {
         stack
@@ -158,7 +158,7 @@ async fn without_the_atomic_extension_the_routers_list_is_written_back() {
             .unwrap();
         wanted.push((cidr, address));
     }
-    let (_ccm, _log) = stack.controller_manager(free_port());
+    let (_ccm, _log) = stack.controller_manager(listening_port());
     let routes = || {
         stack.cloud.with_state(|s| {
             let mut routes = s.routers.values().next().unwrap().routes.clone();

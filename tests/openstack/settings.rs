@@ -5,7 +5,7 @@ use k8s_openapi::api::core::v1::Service;
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::json;
-use wasm_ccm_tests::{free_port, wait_for, wait_until};
+use wasm_ccm_tests::{listening_port, wait_for, wait_until};
 
 use super::migration::{ingress_ip, load_balancer_service, wait_served};
 use super::{OpenStackStack, TIMEOUT, lb_cloud_config};
@@ -23,7 +23,7 @@ async fn affinity_source_ranges_and_timeouts_as_occm() {
     );
     web.spec.as_mut().unwrap().session_affinity = Some("ClientIP".into());
     services.create(&PostParams::default(), &web).await.unwrap();
-    let (_ccm, _log) = stack.controller_manager(free_port());
+    let (_ccm, _log) = stack.controller_manager(listening_port());
     wait_served(&services, "web").await;
     stack.cloud.with_state(|s| {
         let listener = s.listeners.values().next().unwrap();
@@ -129,7 +129,7 @@ async fn classes_and_status_hostnames_as_occm() {
             .await
             .unwrap();
     }
-    let (_ccm, _log) = stack.controller_manager(free_port());
+    let (_ccm, _log) = stack.controller_manager(listening_port());
     let ingress = |name: &'static str| {
         let services = services.clone();
         async move {
@@ -239,7 +239,7 @@ async fn members_monitors_and_listener_kinds_as_occm() {
             .await
             .unwrap();
     }
-    let (_ccm, _log) = stack.controller_manager(free_port());
+    let (_ccm, _log) = stack.controller_manager(listening_port());
     for name in ["local", "sctp", "xff", "tls", "everyone"] {
         wait_served(&services, name).await;
     }
@@ -348,7 +348,7 @@ async fn the_ovn_provider_gets_what_it_supports() {
     spec.external_traffic_policy = Some("Local".into());
     spec.health_check_node_port = Some(32_001);
     services.create(&PostParams::default(), &web).await.unwrap();
-    let (_ccm, _log) = stack.controller_manager(free_port());
+    let (_ccm, _log) = stack.controller_manager(listening_port());
     wait_served(&services, "web").await;
     stack.cloud.with_state(|s| {
         let lb = s.load_balancers.values().next().unwrap();
@@ -386,7 +386,7 @@ async fn networks_are_found_when_the_config_names_none() {
         .create(&PostParams::default(), &super::kubelet_node("node-a"))
         .await
         .unwrap();
-    let (_ccm, _log) = stack.controller_manager(free_port());
+    let (_ccm, _log) = stack.controller_manager(listening_port());
     wait_until(TIMEOUT, "node-a initialized", || {
         wasm_ccm_tests::initialized(&nodes, "node-a")
     })
@@ -435,7 +435,7 @@ async fn an_older_octavia_gets_what_its_version_supports() {
     spec.health_check_node_port = Some(32_001);
     spec.ports.as_mut().unwrap()[0].protocol = Some("UDP".into());
     services.create(&PostParams::default(), &web).await.unwrap();
-    let (_ccm, _log) = stack.controller_manager(free_port());
+    let (_ccm, _log) = stack.controller_manager(listening_port());
     wait_served(&services, "web").await;
     stack.cloud.with_state(|s| {
         let listener = s.listeners.values().next().unwrap();

@@ -7,7 +7,7 @@ use k8s_openapi::api::core::v1::{Event, Service};
 use kube::Api;
 use kube::api::{DeleteParams, ListParams, PostParams};
 use serde_json::json;
-use wasm_ccm_tests::{free_port, wait_until};
+use wasm_ccm_tests::{listening_port, wait_until};
 
 use super::migration::{ingress_ip, load_balancer_service};
 use super::{OpenStackStack, TIMEOUT, lb_cloud_config};
@@ -30,7 +30,7 @@ async fn services_share_a_load_balancer_as_occm() {
         )
         .await
         .unwrap();
-    let (_ccm, _log) = stack.controller_manager(free_port());
+    let (_ccm, _log) = stack.controller_manager(listening_port());
     let served = |name: &'static str| {
         let services = services.clone();
         async move { services.get(name).await.ok().and_then(|s| ingress_ip(&s)) }

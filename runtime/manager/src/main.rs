@@ -47,7 +47,11 @@ fn init_tracing(format: &str, default_level: &str) {
 
 fn main() -> ExitCode {
     wasm_ccm::allocator::limit_arenas();
-    let cli = Cli::parse();
+    let mut cli = Cli::parse();
+    if cli.command.is_none() {
+        // Before any thread starts: it unsets LISTEN_FDS and LISTEN_PID.
+        cli.daemon.serving.inherited = wasm_ccm::serving::inherited::InheritedSocket::from_env();
+    }
     // The controller manager logs what it does; the tools only warnings (unless -v).
     let level = match (cli.verbosity, cli.command.is_none()) {
         (Some(0..=3), _) | (None, true) => "info",

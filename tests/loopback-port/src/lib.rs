@@ -1,5 +1,6 @@
-//! Ports of 127.0.0.1 for servers that must be told their port before they bind it (a
-//! controller manager's `--secure-port`, kube-apiserver, etcd, gunicorn, moto).
+//! Ports of 127.0.0.1 for servers that must be told their port before they bind it
+//! and cannot be handed a bound socket (kube-apiserver, etcd, gunicorn, moto,
+//! Prometheus).
 //!
 //! A port taken by binding port 0 and releasing it can be handed out again by the
 //! kernel before the server binds it: to another test's `bind(0)`, or as the source

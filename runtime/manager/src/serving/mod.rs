@@ -3,7 +3,8 @@
 //! managers serve them.
 //!
 //! - [`options`]: the flags (`--secure-port`, `--tls-cert-file`,
-//!   `--authorization-always-allow-paths`, ...).
+//!   `--authorization-always-allow-paths`, ...); [`inherited`]: a listening socket
+//!   handed down (`LISTEN_FDS`) instead of one bound here.
 //! - [`tls`]: the serving certificate (files re-read on change, or self-signed) and the
 //!   client certificate authorities; [`listener`]: handshakes, connections and request
 //!   headers, bounded in time; [`admission`]: each client's share of them.
@@ -17,6 +18,7 @@ pub mod admission;
 pub mod authn;
 pub mod authz;
 mod filter;
+pub mod inherited;
 pub mod listener;
 pub mod options;
 mod reload;
@@ -56,6 +58,12 @@ pub enum ServingError {
         #[source]
         source: std::io::Error,
     },
+    /// The listening socket handed down (`LISTEN_FDS`) is not a usable TCP socket.
+    #[error("the listening socket handed down (LISTEN_FDS) cannot be used: {0}")]
+    Inherited(#[source] std::io::Error),
+    /// The listening socket handed down does not listen where the flags say.
+    #[error("{0}")]
+    InheritedElsewhere(String),
     /// The certificate, key or client CA is not usable.
     #[error(transparent)]
     Tls(#[from] TlsError),
@@ -169,7 +177,8 @@ impl ServingMetrics {
     }
 }
 
-/// Serves `app` on `--bind-address:--secure-port` until the process ends: HTTPS behind
+/// Serves `app` on `--bind-address:--secure-port` (or the socket handed down there,
+/// [`inherited`]) until the process ends: HTTPS behind
 /// delegated authentication and authorization through `client` (its own, so reviews
 /// never wait on the controllers' rate limit nor they on reviews), or plain HTTP with
 /// `--serve-plain-http`. The bound address, or `None` with `--secure-port=0`.
@@ -180,14 +189,10 @@ pub async fn serve(
     app: Router,
 ) -> Result<Option<SocketAddr>, ServingError> {
     args.validate().map_err(ServingError::Flags)?;
-    if args.secure_port == 0 {
+    let Some((tcp, addr)) = inherited::listener(args).await? else {
         tracing::info!("--secure-port=0: health and metrics are not served");
         return Ok(None);
-    }
-    let addr = SocketAddr::new(args.bind_address, args.secure_port);
-    let tcp = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|source| ServingError::Listen { addr, source })?;
+    };
     if args.serve_plain_http {
         tracing::warn!(
             %addr,

@@ -61,6 +61,10 @@ pub struct ServingArgs {
     /// reaching it reads `/metrics`. For a process on a developer's machine only.
     #[arg(long, default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = crate::daemon::options::parse_go_bool)]
     pub serve_plain_http: bool,
+    /// The listening socket handed down by the process that started this one
+    /// (`LISTEN_FDS`), served instead of binding `--bind-address:--secure-port`.
+    #[arg(skip)]
+    pub inherited: super::inherited::InheritedSocket,
 }
 
 impl ServingArgs {
