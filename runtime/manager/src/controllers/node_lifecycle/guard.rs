@@ -19,11 +19,15 @@
 //!    metrics, and they are asked about again each pass, so a Node whose instance
 //!    comes back is kept and one truly gone is deleted once the window allows.
 //!
-//! The guard is a plain state machine over explicit instants ([`DeletionGuard`]); the
+//! The guard is a plain state machine over explicit instants of tokio's clock
+//! ([`DeletionGuard`]); the
 //! controller ([`super::monitor`]) feeds it the provider's answers each pass.
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+// tokio's clock, so the controller's paused-time tests can move it.
+use tokio::time::Instant;
 
 /// The guard's settings (flags `--node-deletion-*`).
 #[derive(Debug, Clone, PartialEq)]

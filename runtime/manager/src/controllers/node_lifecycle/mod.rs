@@ -10,6 +10,8 @@
 #[cfg(test)]
 mod controller_tests;
 pub mod guard;
+#[cfg(test)]
+mod period_tests;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -91,7 +93,8 @@ pub async fn monitor(
     batch_size: usize,
     guard: &mut DeletionGuard,
 ) {
-    let pass = Instant::now();
+    // The guard's clock is tokio's; the metrics' durations are the machine's.
+    let pass = tokio::time::Instant::now();
     let cloud = ctx.cloud.current();
     guard.begin_pass(cloud.version(), pass);
     let nodes = ctx.nodes.list();
@@ -167,7 +170,7 @@ pub async fn monitor(
         let name = node.metadata.name.clone().unwrap_or_default();
         let ok = delete_node(api, recorder, node, &name).await;
         if ok {
-            guard.deleted(&k, Instant::now());
+            guard.deleted(&k, tokio::time::Instant::now());
         }
         ctx.metrics.record(NAME, started, ok);
     }
@@ -190,7 +193,7 @@ fn gone(
     guard: &mut DeletionGuard,
     node: &Arc<Node>,
     name: &str,
-    pass: Instant,
+    pass: tokio::time::Instant,
     confirmed: &mut Vec<String>,
 ) {
     let answer = guard.gone(&key(node), pass);
@@ -223,7 +226,7 @@ async fn hold(
     let name = node.metadata.name.as_deref().unwrap_or("");
     let options = guard.options().clone();
     let nodes = ctx.nodes.list().len();
-    let recent = guard.recent_deletions(Instant::now());
+    let recent = guard.recent_deletions(tokio::time::Instant::now());
     let note = format!(
         "Not deleting node {name} although the cloud provider says its instance does not exist: \
          {recent} node(s) deleted in the last {window}, the most allowed in {nodes} nodes is {allowed} \

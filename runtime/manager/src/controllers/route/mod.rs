@@ -451,6 +451,8 @@ pub async fn run(ctx: Context, options: Options, shutdown: tokio::sync::watch::R
 
 #[cfg(test)]
 mod controller_tests;
+#[cfg(test)]
+mod period_tests;
 
 #[cfg(test)]
 mod tests {
