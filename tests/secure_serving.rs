@@ -403,8 +403,10 @@ async fn a_socket_handed_down_is_served_only_where_the_flags_say() {
         .arg("--cloud-config")
         .arg(&stack.cloud_config)
         .arg("--kubeconfig")
-        .arg(&stack.kubeconfig);
-    let out = hand_down(&mut command, socket).output().await.unwrap();
+        .arg(&stack.kubeconfig)
+        .kill_on_drop(true);
+    let stops = tokio::time::timeout(TIMEOUT, hand_down(&mut command, socket).output());
+    let out = stops.await.expect("the process stops").unwrap();
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -423,7 +425,8 @@ async fn a_socket_handed_down_is_served_only_where_the_flags_say() {
 
     // Handed a socket, told to serve nothing.
     let mut command = stack.controller_manager_command(0, &["--leader-elect=false"]);
-    let out = hand_down(&mut command, socket).output().await.unwrap();
+    let stops = tokio::time::timeout(TIMEOUT, hand_down(&mut command, socket).output());
+    let out = stops.await.expect("the process stops").unwrap();
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(

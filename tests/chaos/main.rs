@@ -186,12 +186,17 @@ pub(crate) fn quiet(stack: &Stack, port: u16, flags: &[&str]) -> tokio::process:
         .expect("start wasm-ccm")
 }
 
-/// Which of the replicas on `ports` leads now.
+/// Which of the replicas on `ports` leads now. A replica that does not answer within
+/// 300 ms (one restarting: its port stays bound by the test) does not.
 pub(crate) async fn leader(ports: &[u16]) -> Option<usize> {
     for (i, port) in ports.iter().enumerate() {
-        if http_get(*port, "/readyz")
+        let probe = tokio::time::timeout(
+            std::time::Duration::from_millis(300),
+            http_get(*port, "/readyz"),
+        );
+        if probe
             .await
-            .is_ok_and(|(_, body)| body.contains("controllers running"))
+            .is_ok_and(|answer| answer.is_ok_and(|(_, body)| body.contains("controllers running")))
         {
             return Some(i);
         }

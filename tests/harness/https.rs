@@ -106,6 +106,10 @@ pub async fn https_get(
     path: &str,
     credentials: &Credentials,
 ) -> std::io::Result<Answer> {
+    crate::within_request_timeout(port, tls_get(port, path, credentials)).await
+}
+
+async fn tls_get(port: u16, path: &str, credentials: &Credentials) -> std::io::Result<Answer> {
     let mut tls = connect(port, credentials).await?;
     let server_certificate = tls.get_ref().1.peer_certificates().unwrap()[0].clone();
     let authorization = credentials

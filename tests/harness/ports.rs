@@ -13,7 +13,10 @@ use std::os::fd::AsRawFd;
 use std::sync::Mutex;
 
 /// The sockets bound for controller managers, by port. Kept until the test process
-/// ends, so a controller manager started again on the same port serves on it again.
+/// ends, so a controller manager started again on the same port serves on it again;
+/// meanwhile a connection to it is accepted and waits (not refused), which is why
+/// [`crate::http_get`] and [`crate::https::https_get`] give up after
+/// [`crate::REQUEST_TIMEOUT`].
 static BOUND: Mutex<BTreeMap<u16, TcpListener>> = Mutex::new(BTreeMap::new());
 
 /// A port of 127.0.0.1 bound now, for a controller manager's secure port: a command
@@ -37,7 +40,10 @@ pub fn serve_on(command: &mut tokio::process::Command, port: u16) -> &mut tokio:
         .args(["--secure-port", &port.to_string()])
         .args(["--bind-address", "127.0.0.1"]);
     if port == 0 {
-        return command.env_remove("LISTEN_FDS").env_remove("LISTEN_PID");
+        return command
+            .env_remove("LISTEN_FDS")
+            .env_remove("LISTEN_PID")
+            .env_remove("LISTEN_FDS_FIRST_FD");
     }
     hand_down(command, port)
 }
@@ -52,7 +58,10 @@ pub fn hand_down(command: &mut tokio::process::Command, port: u16) -> &mut tokio
         .get(&port)
         .unwrap_or_else(|| panic!("port {port} was not bound by listening_port()"))
         .as_raw_fd();
-    command.env("LISTEN_FDS", "1").env_remove("LISTEN_PID");
+    command
+        .env("LISTEN_FDS", "1")
+        .env_remove("LISTEN_PID")
+        .env_remove("LISTEN_FDS_FIRST_FD");
     // SAFETY: dup2(2) and fcntl(2) only, between fork and exec: async-signal-safe. The
     // socket stays open in this process (BOUND keeps it), so `fd` is valid.
     unsafe {

@@ -169,7 +169,33 @@ impl Drop for RawServer {
 }
 
 /// A plain HTTP/1.1 GET on 127.0.0.1: (status, body).
+///
+/// Fails after [`REQUEST_TIMEOUT`]: a controller manager's port stays bound by the test
+/// ([`crate::listening_port`]) after the process ends, so a connection to it is accepted
+/// and never answered instead of refused.
 pub async fn http_get(port: u16, path: &str) -> std::io::Result<(u16, String)> {
+    within_request_timeout(port, plain_get(port, path)).await
+}
+
+/// How long [`http_get`] and [`crate::https::https_get`] wait for a whole answer.
+pub const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// `request` to `port`, or a `TimedOut` error after [`REQUEST_TIMEOUT`].
+pub async fn within_request_timeout<T>(
+    port: u16,
+    request: impl std::future::Future<Output = std::io::Result<T>>,
+) -> std::io::Result<T> {
+    tokio::time::timeout(REQUEST_TIMEOUT, request)
+        .await
+        .unwrap_or_else(|_| {
+            Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("no answer on 127.0.0.1:{port} within {REQUEST_TIMEOUT:?}"),
+            ))
+        })
+}
+
+async fn plain_get(port: u16, path: &str) -> std::io::Result<(u16, String)> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
     stream

@@ -48,10 +48,6 @@ fn init_tracing(format: &str, default_level: &str) {
 fn main() -> ExitCode {
     wasm_ccm::allocator::limit_arenas();
     let mut cli = Cli::parse();
-    if cli.command.is_none() {
-        // Before any thread starts: it unsets LISTEN_FDS and LISTEN_PID.
-        cli.daemon.serving.inherited = wasm_ccm::serving::inherited::InheritedSocket::from_env();
-    }
     // The controller manager logs what it does; the tools only warnings (unless -v).
     let level = match (cli.verbosity, cli.command.is_none()) {
         (Some(0..=3), _) | (None, true) => "info",
@@ -61,6 +57,12 @@ fn main() -> ExitCode {
         (Some(_), _) => "info,wasm_ccm=trace,wasm_ccm_host=trace",
     };
     init_tracing(&cli.log_format, level);
+    if cli.command.is_none() {
+        // SAFETY: no thread has started (the tracing subscriber starts none; the async
+        // runtime starts below), so nothing reads the environment it changes.
+        cli.daemon.serving.inherited =
+            unsafe { wasm_ccm::serving::inherited::InheritedSocket::from_env() };
+    }
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(err) => {

@@ -12,34 +12,25 @@
 //! {"retry-after": {"delayMs": 5000, "message": "..."}}}`, `{"error": {"other":
 //! "..."}}`, and so on. A trap, timeout or load failure is an error of the command.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use k8s_openapi::api::core::v1 as k8s;
 use serde_json::{Value, json};
-use wasm_ccm_host::capabilities::http_egress::EgressSettings;
 use wasm_ccm_host::contract::types as wit;
-use wasm_ccm_host::engine::EngineSettings;
-use wasm_ccm_host::metrics::Metrics;
-use wasm_ccm_host::policy::Policy;
-use wasm_ccm_host::provider::{CloudError, LoadError, Provider, ProviderError, ProviderLoader};
+use wasm_ccm_host::provider::{CloudError, LoadError, Provider, ProviderError};
 
+use super::sandboxed::Sandboxed;
 use crate::cloud::convert;
 
 /// What to call: `wasm-ccm call`'s arguments.
 #[derive(Debug, Clone, clap::Args)]
 pub struct Call {
-    /// The provider component (`.wasm`).
-    pub file: PathBuf,
+    /// The component, its policy and credentials directory.
+    #[command(flatten)]
+    pub provider: Sandboxed,
     /// The cloud config for `initialize`.
     #[arg(long)]
     pub cloud_config: Option<PathBuf>,
-    /// The provider policy, instead of FILE.yaml next to the component.
-    #[arg(long)]
-    pub policy: Option<PathBuf>,
-    /// The directory credential files must lie in, as the controller manager's
-    /// --credentials-dir (default: the policy's directory).
-    #[arg(long)]
-    pub credentials_dir: Option<PathBuf>,
     /// INTERFACE.FUNCTION, e.g. `instances-v2.instance-metadata`.
     pub function: String,
     /// The function's arguments, in order.
@@ -145,51 +136,13 @@ pub async fn call(request: &Call) -> Result<Value, CallError> {
         })?,
         None => Vec::new(),
     };
-    let loader = confined_loader(
-        &request.file,
-        request.policy.as_deref(),
-        request.credentials_dir.as_deref(),
-    )?;
-    let provider = loader
-        .load_with_policy(&request.file, request.policy.as_deref(), config)
-        .await?;
+    let loader = request.provider.loader()?;
+    let provider = request.provider.load(&loader, config).await?;
     let (interface, function) = request
         .function
         .split_once('.')
         .expect("FUNCTIONS entries have a dot");
     dispatch(&provider, interface, function, &args).await
-}
-
-/// A loader reading credential files only inside `credentials_dir`, else the directory
-/// of the policy (`policy`, or `file`'s `.yaml`): the confinement the daemon applies
-/// with `--credentials-dir`, so a policy that works here works there.
-pub(crate) fn confined_loader(
-    file: &Path,
-    policy: Option<&Path>,
-    credentials_dir: Option<&Path>,
-) -> Result<ProviderLoader, CallError> {
-    let policy = policy.map_or_else(|| Policy::path_for(file), Path::to_owned);
-    let dir = credentials_dir.map_or_else(
-        || {
-            policy
-                .parent()
-                .filter(|p| !p.as_os_str().is_empty())
-                .unwrap_or(Path::new("."))
-                .to_owned()
-        },
-        Path::to_owned,
-    );
-    Ok(ProviderLoader::with_options(
-        &EngineSettings {
-            max_instances: 2,
-            ..EngineSettings::default()
-        },
-        &EgressSettings {
-            credentials_dir: Some(dir),
-            ..EgressSettings::default()
-        },
-        Metrics::new(),
-    )?)
 }
 
 /// An argument: JSON, `@PATH` (JSON in a file), or plain text as a string.

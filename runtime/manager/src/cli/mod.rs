@@ -2,8 +2,9 @@
 //! `check` (validate a component and its policy), `call` (one export under the real
 //! sandbox), `conformance` (the contract's rules against a cloud), `new` (a provider
 //! crate) and `import-occm-config` (occm's cloud.conf to the OpenStack provider's
-//! files). Each has its module; [`run`] dispatches, `main.rs` only parses the command
-//! line.
+//! files). Each has its module ([`sandboxed`]: the component, policy and credentials
+//! directory `call` and `conformance` both take); [`run`] dispatches, `main.rs` only
+//! parses the command line.
 
 pub mod call;
 pub mod check;
@@ -11,6 +12,7 @@ pub mod conformance;
 mod exit;
 pub mod import_occm_config;
 pub mod new;
+pub mod sandboxed;
 
 use std::process::ExitCode;
 

@@ -36,14 +36,38 @@ impl std::fmt::Debug for InheritedSocket {
 
 impl InheritedSocket {
     /// Takes the socket `LISTEN_FDS` hands down, if any, and unsets `LISTEN_FDS` and
-    /// `LISTEN_PID` so the processes this one starts do not take it too.
+    /// `LISTEN_PID` so the processes this one starts do not take it too. Variables
+    /// that hand nothing down to this process (`LISTEN_PID` naming another one, a
+    /// `LISTEN_FDS` that is not a number) are logged as a warning and ignored.
     ///
-    /// Call it before the process starts threads: it changes the environment.
-    pub fn from_env() -> Self {
-        let mut fds = listenfd::ListenFd::from_env();
-        let socket = match fds.len() {
-            0 => None,
-            1 => fds.take_tcp_listener(0).transpose(),
+    /// # Safety
+    ///
+    /// Call it before the process starts a thread: it changes the environment, which
+    /// another thread reading it at the same time could see half changed.
+    #[allow(unsafe_code)]
+    pub unsafe fn from_env() -> Self {
+        let fds = std::env::var("LISTEN_FDS").ok();
+        let pid = std::env::var("LISTEN_PID").ok();
+        let mut handed = listenfd::ListenFd::from_env();
+        let socket = match handed.len() {
+            0 => {
+                if let Some(fds) = fds.filter(|v| !v.is_empty() && v != "0") {
+                    let why = match fds.parse::<u32>() {
+                        Err(_) => format!("LISTEN_FDS={fds:?} is not a number"),
+                        Ok(_) => format!(
+                            "LISTEN_PID={} is not this process ({})",
+                            pid.unwrap_or_default(),
+                            std::process::id()
+                        ),
+                    };
+                    tracing::warn!(
+                        "{why}: no socket is taken from the environment; the secure port \
+                         binds --bind-address:--secure-port itself"
+                    );
+                }
+                None
+            }
+            1 => handed.take_tcp_listener(0).transpose(),
             n => Some(Err(std::io::Error::new(
                 std::io::ErrorKind::InvalidInput,
                 format!("LISTEN_FDS={n}: the secure port takes one socket"),
@@ -85,6 +109,15 @@ pub(super) async fn listener(
     };
     let listener = inherited.map_err(ServingError::Inherited)?;
     let addr = listener.local_addr().map_err(ServingError::Inherited)?;
+    let listening = socket2::SockRef::from(&listener)
+        .is_listener()
+        .map_err(ServingError::Inherited)?;
+    if !listening {
+        return Err(ServingError::Inherited(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("the socket (bound to {addr}) is not listening: listen(2) was not called"),
+        )));
+    }
     if args.secure_port == 0 {
         return Err(ServingError::InheritedElsewhere(format!(
             "the listening socket handed down (LISTEN_FDS) listens on {addr}, but \
@@ -92,7 +125,8 @@ pub(super) async fn listener(
              address, or do not hand a socket down"
         )));
     }
-    if addr != wanted {
+    // Address and port only: an IPv6 socket's scope and flow label are not flags.
+    if (addr.ip(), addr.port()) != (wanted.ip(), wanted.port()) {
         return Err(ServingError::InheritedElsewhere(format!(
             "the listening socket handed down (LISTEN_FDS) listens on {addr}, but \
              --bind-address and --secure-port say {wanted}"
@@ -171,6 +205,32 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("--secure-port=0 serves nothing"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_socket_not_listening_is_refused() {
+        let socket =
+            socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        socket
+            .bind(&SocketAddr::from(([127, 0, 0, 1], 0)).into())
+            .unwrap();
+        let port = socket.local_addr().unwrap().as_socket().unwrap().port();
+        let handed = InheritedSocket::from_listener(socket.into());
+        let flags = [
+            "--bind-address",
+            "127.0.0.1",
+            "--secure-port",
+            &port.to_string(),
+        ];
+        let err = listener(&args(&flags, &handed))
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("LISTEN_FDS")
+                && err.contains(&format!("bound to 127.0.0.1:{port}) is not listening")),
+            "{err}"
+        );
     }
 
     #[tokio::test]

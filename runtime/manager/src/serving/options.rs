@@ -17,7 +17,9 @@ pub struct ServingArgs {
     #[arg(long, default_value = "0.0.0.0")]
     pub bind_address: IpAddr,
     /// The port serving `/healthz`, `/readyz`, `/livez` and `/metrics` over HTTPS with
-    /// authentication and authorization; 0 serves nothing.
+    /// authentication and authorization; 0 serves nothing. A listening socket handed
+    /// down (`LISTEN_FDS=1`, systemd's socket activation) is served instead of binding
+    /// one, and must listen on `--bind-address:--secure-port`.
     #[arg(long, default_value_t = 10258)]
     pub secure_port: u16,
     /// File with the x509 certificate for HTTPS (the server certificate, then any

@@ -33,6 +33,7 @@ use serde_json::Value;
 use wasm_ccm_host::provider::{LoadError, ProviderError};
 
 use super::call::{CallError, cloud_error, node};
+use super::sandboxed::Sandboxed;
 
 mod instances;
 mod services;
@@ -46,18 +47,12 @@ use throttle::throttling_check;
 /// What to check: `wasm-ccm conformance`'s arguments.
 #[derive(Debug, Clone, clap::Args)]
 pub struct Conformance {
-    /// The provider component (`.wasm`); its policy is FILE.yaml next to it.
-    pub file: PathBuf,
+    /// The component, its policy and credentials directory.
+    #[command(flatten)]
+    pub provider: Sandboxed,
     /// The cloud config for `initialize`.
     #[arg(long)]
     pub cloud_config: PathBuf,
-    /// The provider policy, instead of FILE.yaml next to the component.
-    #[arg(long)]
-    pub policy: Option<PathBuf>,
-    /// The directory credential files must lie in, as the controller manager's
-    /// --credentials-dir (default: the policy's directory).
-    #[arg(long)]
-    pub credentials_dir: Option<PathBuf>,
     /// A node whose instance exists in the cloud (repeatable).
     #[arg(long = "node")]
     pub nodes: Vec<String>,
@@ -175,28 +170,19 @@ pub async fn run(request: &Conformance) -> Result<Report, CallError> {
     })?;
     let service_json = read_json(request.service.as_deref())?;
     let elsewhere_json = read_json(request.elsewhere_service.as_deref())?;
-    let loader = super::call::confined_loader(
-        &request.file,
-        request.policy.as_deref(),
-        request.credentials_dir.as_deref(),
-    )?;
+    let loader = request.provider.loader()?;
     let mut report = Report::default();
 
     let garbage = b"\x00 this is not a cloud config {[\x00".to_vec();
     report.record(
         "initialize refuses a bad cloud config",
-        match loader
-            .load_with_policy(&request.file, request.policy.as_deref(), garbage)
-            .await
-        {
+        match request.provider.load(&loader, garbage).await {
             Err(LoadError::Initialize { .. }) => Outcome::Pass,
             Ok(_) => Outcome::Fail("a garbage cloud config was accepted".into()),
             Err(other) => Outcome::Fail(other.to_string()),
         },
     );
-    let provider = loader
-        .load_with_policy(&request.file, request.policy.as_deref(), config)
-        .await?;
+    let provider = request.provider.load(&loader, config).await?;
     let name = provider.name().to_owned();
 
     let mut hosts = Vec::new();

@@ -19,6 +19,7 @@ use crate::cloud::fake::Recording;
 use crate::controllers::test_cluster::{TestCluster, about};
 
 const PERIOD: Duration = Duration::from_secs(5);
+const SPACING: Duration = Duration::from_secs(10);
 const WINDOW: Duration = Duration::from_secs(60);
 
 /// The Nodes' names, sorted.
@@ -35,10 +36,11 @@ async fn names(api: &Api<Node>) -> Vec<String> {
     names
 }
 
-/// Three NotReady Nodes whose instances are gone, two confirmations a period apart and
-/// at most two deletions a minute: nothing is deleted on the first pass, two Nodes on
-/// the second (5 s), the third is held with one `NodeDeletionHeld` event and deleted
-/// on the first pass a full window after the first two (65 s), not before.
+/// Three NotReady Nodes whose instances are gone, two confirmations at least two
+/// periods apart and at most two deletions a minute: nothing is deleted on the first
+/// pass nor on the second (5 s, too soon to count), two Nodes on the third (10 s); the
+/// third Node is held with one `NodeDeletionHeld` event and deleted on the first pass a
+/// full window after the first two (70 s), not before.
 #[tokio::test(start_paused = true)]
 async fn gone_nodes_are_confirmed_a_period_apart_and_held_to_the_window_limit() {
     let mut cluster = TestCluster::in_memory(|calls| {
@@ -60,7 +62,7 @@ async fn gone_nodes_are_confirmed_a_period_apart_and_held_to_the_window_limit() 
         batch_size: 10,
         guard: GuardOptions {
             confirmations: 2,
-            spacing: PERIOD,
+            spacing: SPACING,
             limit: 2,
             limit_percent: 0,
             window: WINDOW,
@@ -72,9 +74,13 @@ async fn gone_nodes_are_confirmed_a_period_apart_and_held_to_the_window_limit() 
     let api: Api<Node> = Api::all(cluster.client.clone());
     let just = Duration::from_millis(100);
 
-    sleep_until(start + PERIOD - just).await;
-    assert_eq!(names(&api).await, all, "one answer deletes nothing");
-    sleep_until(start + PERIOD + just).await;
+    sleep_until(start + SPACING - just).await;
+    assert_eq!(
+        names(&api).await,
+        all,
+        "one answer, and one too soon after it, delete nothing"
+    );
+    sleep_until(start + SPACING + just).await;
     let left = names(&api).await;
     assert_eq!(left.len(), 1, "the limit deletes two: {left:?}");
     let held = left[0].clone();
@@ -84,13 +90,18 @@ async fn gone_nodes_are_confirmed_a_period_apart_and_held_to_the_window_limit() 
         "{held} is held, once"
     );
 
-    sleep_until(start + PERIOD + WINDOW - just).await;
+    sleep_until(start + SPACING + WINDOW - just).await;
     assert_eq!(
         names(&api).await,
         std::slice::from_ref(&held),
         "held within the window"
     );
-    sleep_until(start + PERIOD + WINDOW + just).await;
+    assert_eq!(
+        cluster.reasons(&held).await,
+        ["NodeDeletionHeld"],
+        "{held} is held, with one event over eleven passes"
+    );
+    sleep_until(start + SPACING + WINDOW + just).await;
     assert!(
         names(&api).await.is_empty(),
         "{held} deleted once the window allows"
@@ -107,12 +118,12 @@ async fn gone_nodes_are_confirmed_a_period_apart_and_held_to_the_window_limit() 
         );
     }
 
-    // One pass each period: the cloud was asked at 0, 5, 10, ... 65 s.
+    // One pass each period: the cloud was asked at 0, 5, 10, ... 70 s.
     let mut passes = cluster.calls.times("exists");
     passes.dedup();
     let gaps: Vec<Duration> = passes.windows(2).map(|w| w[1] - w[0]).collect();
     assert!(
-        gaps.len() >= 13 && gaps.iter().all(|gap| about(*gap, PERIOD)),
+        gaps.len() >= 14 && gaps.iter().all(|gap| about(*gap, PERIOD)),
         "time between passes: {gaps:?}"
     );
 }

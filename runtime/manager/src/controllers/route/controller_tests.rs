@@ -141,7 +141,8 @@ fn cases() -> Vec<Case> {
     ]
 }
 
-fn network_unavailable(node: &Node) -> Option<String> {
+/// The Node's `NetworkUnavailable` status, `None` when not set.
+pub(super) fn network_unavailable(node: &Node) -> Option<String> {
     node.status
         .as_ref()?
         .conditions

@@ -1,6 +1,6 @@
 //! The route controller's whole loop on paused time: a route whose creation failed is
-//! created again on the next reconcile, one `--route-reconciliation-period` later, as
-//! upstream's periodic reconcile does; tokio's clock jumps to each period.
+//! tried again on each reconcile, one `--route-reconciliation-period` after the last,
+//! as upstream's periodic reconcile does; tokio's clock jumps to each period.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,6 +10,7 @@ use kube::Api;
 use serde_json::json;
 use tokio::time::{Instant, sleep_until};
 
+use super::controller_tests::network_unavailable;
 use super::{Cidr, Options, run};
 use crate::cloud::Cloud;
 use crate::cloud::fake::Recording;
@@ -17,31 +18,24 @@ use crate::controllers::test_cluster::{TestCluster, about};
 
 const PERIOD: Duration = Duration::from_secs(10);
 
-/// The Node's `NetworkUnavailable` (status, reason).
-async fn network(nodes: &Api<Node>, name: &str) -> Option<(String, Option<String>)> {
-    let node = nodes.get(name).await.expect("the Node");
-    node.status?
-        .conditions?
-        .into_iter()
-        .find(|c| c.type_ == "NetworkUnavailable")
-        .map(|c| (c.status, c.reason))
-}
-
-/// The first version fails `create-route` and is swapped for one that works: the
-/// Node is `NetworkUnavailable` (`NoRouteCreated`) with a `FailedToCreateRoute` event
-/// until the next reconcile, a period later, creates the route; nothing is tried in
-/// between.
+/// The first two versions fail `create-route`, each swapped for the next right after:
+/// the Node is `NetworkUnavailable` with a `FailedToCreateRoute` event until the third
+/// reconcile, two periods later, creates the route; each retry comes one period after
+/// the last, and nothing is tried in between.
 #[tokio::test(start_paused = true)]
-async fn a_failed_route_is_created_on_the_next_reconcile_a_period_later() {
+async fn a_failed_route_is_created_again_each_period_until_it_is_made() {
     let mut cluster =
         TestCluster::in_memory(|calls| Arc::new(Recording::new(0, calls)) as Arc<dyn Cloud>).await;
-    let working: Arc<dyn Cloud> = Arc::new(Recording::new(2, &cluster.calls));
-    let swap = cluster.cloud.clone();
-    cluster.cloud.set(Arc::new(
-        Recording::new(1, &cluster.calls)
-            .failing("create-route")
-            .after("create-route", move || swap.set(working)),
-    ));
+    let mut next: Arc<dyn Cloud> = Arc::new(Recording::new(3, &cluster.calls));
+    for version in [2, 1] {
+        let (swap, after) = (cluster.cloud.clone(), next);
+        next = Arc::new(
+            Recording::new(version, &cluster.calls)
+                .failing("create-route")
+                .after("create-route", move || swap.set(after)),
+        );
+    }
+    cluster.cloud.set(next);
     cluster
         .node(json!({
             "metadata": {"name": "node-1", "uid": "uid-node-1"},
@@ -63,29 +57,26 @@ async fn a_failed_route_is_created_on_the_next_reconcile_a_period_later() {
     let nodes: Api<Node> = Api::all(cluster.client.clone());
     let just = Duration::from_millis(100);
 
-    sleep_until(start + PERIOD - just).await;
-    assert_eq!(
-        network(&nodes, "node-1").await,
-        Some(("True".into(), Some("NoRouteCreated".into())))
-    );
+    let unavailable =
+        || async { network_unavailable(&nodes.get("node-1").await.expect("the Node")) };
+
+    sleep_until(start + 2 * PERIOD - just).await;
+    assert_eq!(unavailable().await.as_deref(), Some("True"));
     assert!(
         cluster
             .reasons("node-1")
             .await
             .contains(&"FailedToCreateRoute".to_owned())
     );
-    assert_eq!(cluster.calls.times("create-route").len(), 1);
+    assert_eq!(cluster.calls.times("create-route").len(), 2);
 
-    sleep_until(start + PERIOD + just).await;
-    assert_eq!(
-        network(&nodes, "node-1").await,
-        Some(("False".into(), Some("RouteCreated".into())))
-    );
+    sleep_until(start + 2 * PERIOD + just).await;
+    assert_eq!(unavailable().await.as_deref(), Some("False"));
     let creates = cluster.calls.times("create-route");
+    let gaps: Vec<Duration> = creates.windows(2).map(|w| w[1] - w[0]).collect();
     assert!(
-        creates.len() == 2 && about(creates[1] - creates[0], PERIOD),
-        "create-route at {:?} after the first",
-        creates.iter().map(|t| *t - creates[0]).collect::<Vec<_>>()
+        gaps.len() == 2 && gaps.iter().all(|gap| about(*gap, PERIOD)),
+        "time between the create-route calls: {gaps:?}"
     );
     let versions: Vec<u64> = cluster
         .taken()
@@ -93,5 +84,5 @@ async fn a_failed_route_is_created_on_the_next_reconcile_a_period_later() {
         .filter(|(_, call)| *call == "create-route")
         .map(|(version, _)| version)
         .collect();
-    assert_eq!(versions, [1, 2]);
+    assert_eq!(versions, [1, 2, 3]);
 }
