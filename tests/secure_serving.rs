@@ -367,7 +367,7 @@ async fn plain_http_only_with_the_explicit_flag() {
 /// the flags say, while this test process still holds it (the controller manager binding
 /// the port itself would fail: it is taken); a socket elsewhere than
 /// `--bind-address:--secure-port`, or with `--secure-port=0`, stops the process naming
-/// both.
+/// both; one handed down for another process (`LISTEN_PID`) is a warning and not used.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_socket_handed_down_is_served_only_where_the_flags_say() {
     let stack = Stack::start().await;
@@ -433,6 +433,20 @@ async fn a_socket_handed_down_is_served_only_where_the_flags_say() {
         stderr.contains(&format!(
             "listens on 127.0.0.1:{socket}, but --secure-port=0 serves nothing"
         )),
+        "{stderr}"
+    );
+
+    // Handed down for another process: a warning, and the port bound as without it
+    // (here it fails: this test holds it).
+    let mut command = stack.controller_manager_command(socket, &["--leader-elect=false"]);
+    command.env("LISTEN_PID", "1").env("RUST_LOG", "warn");
+    let stops = tokio::time::timeout(TIMEOUT, command.output());
+    let out = stops.await.expect("the process stops").unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("LISTEN_PID=1 is not this process")
+            && stderr.contains(&format!("cannot listen on 127.0.0.1:{socket}")),
         "{stderr}"
     );
 }
