@@ -5,12 +5,10 @@
 use std::path::{Path, PathBuf};
 
 use wasm_ccm_host::capabilities::http_egress::EgressSettings;
-use wasm_ccm_host::engine::EngineSettings;
+use wasm_ccm_host::engine::{EngineError, EngineSettings};
 use wasm_ccm_host::metrics::Metrics;
 use wasm_ccm_host::policy::Policy;
 use wasm_ccm_host::provider::{LoadError, Provider, ProviderLoader};
-
-use super::call::CallError;
 
 /// The component and where its policy and credentials are.
 #[derive(Debug, Clone, clap::Args)]
@@ -31,7 +29,7 @@ impl Sandboxed {
     /// A loader reading credential files only inside `--credentials-dir`, else the
     /// policy's directory: the confinement the daemon applies with
     /// `--credentials-dir`, so a policy that works here works there.
-    pub fn loader(&self) -> Result<ProviderLoader, CallError> {
+    pub fn loader(&self) -> Result<ProviderLoader, EngineError> {
         let policy = self
             .policy
             .clone()
@@ -43,7 +41,7 @@ impl Sandboxed {
                 .unwrap_or(Path::new("."))
                 .to_owned()
         });
-        Ok(ProviderLoader::with_options(
+        ProviderLoader::with_options(
             &EngineSettings {
                 max_instances: 2,
                 ..EngineSettings::default()
@@ -53,7 +51,7 @@ impl Sandboxed {
                 ..EgressSettings::default()
             },
             Metrics::new(),
-        )?)
+        )
     }
 
     /// The component loaded by `loader` under its policy, `initialize`d with `config`.

@@ -13,7 +13,6 @@ use std::net::{SocketAddr, TcpListener};
 use std::sync::{Arc, Mutex};
 
 use super::ServingError;
-use super::options::ServingArgs;
 
 /// The socket the environment handed down, read once at start.
 #[derive(Clone, Default)]
@@ -89,14 +88,14 @@ impl InheritedSocket {
 }
 
 /// The listener the secure port serves on, and its address: the socket handed down
-/// when it listens where the flags say, else `--bind-address:--secure-port` bound now.
-/// `None` with `--secure-port=0` and no socket.
+/// (`inherited`) when it listens at `wanted` (`--bind-address:--secure-port`), else
+/// `wanted` bound now. `None` with `--secure-port=0` (`wanted`'s port 0) and no socket.
 pub(super) async fn listener(
-    args: &ServingArgs,
+    wanted: SocketAddr,
+    inherited: &InheritedSocket,
 ) -> Result<Option<(tokio::net::TcpListener, SocketAddr)>, ServingError> {
-    let wanted = SocketAddr::new(args.bind_address, args.secure_port);
-    let Some(inherited) = args.inherited.take() else {
-        if args.secure_port == 0 {
+    let Some(inherited) = inherited.take() else {
+        if wanted.port() == 0 {
             return Ok(None);
         }
         let tcp = tokio::net::TcpListener::bind(wanted)
@@ -118,7 +117,7 @@ pub(super) async fn listener(
             format!("the socket (bound to {addr}) is not listening: listen(2) was not called"),
         )));
     }
-    if args.secure_port == 0 {
+    if wanted.port() == 0 {
         return Err(ServingError::InheritedElsewhere(format!(
             "the listening socket handed down (LISTEN_FDS) listens on {addr}, but \
              --secure-port=0 serves nothing: set --bind-address and --secure-port to its \
@@ -143,19 +142,10 @@ pub(super) async fn listener(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
 
-    #[derive(Parser)]
-    struct Flags {
-        #[command(flatten)]
-        serving: ServingArgs,
-    }
-
-    fn args(flags: &[&str], socket: &InheritedSocket) -> ServingArgs {
-        let mut args =
-            Flags::parse_from(std::iter::once("wasm-ccm").chain(flags.iter().copied())).serving;
-        args.inherited = socket.clone();
-        args
+    /// `--bind-address ip --secure-port port`.
+    fn flags(ip: &str, port: &str) -> SocketAddr {
+        format!("{ip}:{port}").parse().expect("an address")
     }
 
     #[tokio::test]
@@ -163,8 +153,10 @@ mod tests {
         let socket = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = socket.local_addr().unwrap().port().to_string();
         let handed = InheritedSocket::from_listener(socket);
-        let flags = ["--bind-address", "127.0.0.1", "--secure-port", &port];
-        let (tcp, addr) = listener(&args(&flags, &handed)).await.unwrap().unwrap();
+        let (tcp, addr) = listener(flags("127.0.0.1", &port), &handed)
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(addr, tcp.local_addr().unwrap());
         assert_eq!(addr.port().to_string(), port);
         // Taken once: a second start would bind the flags' address itself.
@@ -177,8 +169,7 @@ mod tests {
         let addr = socket.local_addr().unwrap();
         let other = addr.port().checked_add(1).unwrap_or(1_024).to_string();
         let handed = InheritedSocket::from_listener(socket);
-        let flags = ["--bind-address", "127.0.0.1", "--secure-port", &other];
-        let err = listener(&args(&flags, &handed))
+        let err = listener(flags("127.0.0.1", &other), &handed)
             .await
             .unwrap_err()
             .to_string();
@@ -193,14 +184,14 @@ mod tests {
         let port = socket.local_addr().unwrap().port().to_string();
         let handed = InheritedSocket::from_listener(socket);
         // The default address, every interface, is not the socket's.
-        let err = listener(&args(&["--secure-port", &port], &handed))
+        let err = listener(flags("0.0.0.0", &port), &handed)
             .await
             .unwrap_err()
             .to_string();
         assert!(err.contains(&format!("0.0.0.0:{port}")), "{err}");
 
         let handed = InheritedSocket::from_listener(TcpListener::bind("127.0.0.1:0").unwrap());
-        let err = listener(&args(&["--secure-port=0"], &handed))
+        let err = listener(flags("0.0.0.0", "0"), &handed)
             .await
             .unwrap_err()
             .to_string();
@@ -216,13 +207,7 @@ mod tests {
             .unwrap();
         let port = socket.local_addr().unwrap().as_socket().unwrap().port();
         let handed = InheritedSocket::from_listener(socket.into());
-        let flags = [
-            "--bind-address",
-            "127.0.0.1",
-            "--secure-port",
-            &port.to_string(),
-        ];
-        let err = listener(&args(&flags, &handed))
+        let err = listener(flags("127.0.0.1", &port.to_string()), &handed)
             .await
             .unwrap_err()
             .to_string();
@@ -237,7 +222,7 @@ mod tests {
     async fn without_a_socket_the_flags_address_is_bound_or_nothing_served() {
         let none = InheritedSocket::default();
         assert!(
-            listener(&args(&["--secure-port=0"], &none))
+            listener(flags("0.0.0.0", "0"), &none)
                 .await
                 .unwrap()
                 .is_none()
@@ -245,8 +230,9 @@ mod tests {
         // Port 0 in the flags means "serve nothing"; a bound address is another test's.
         let taken = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = taken.local_addr().unwrap().port().to_string();
-        let flags = ["--bind-address", "127.0.0.1", "--secure-port", &port];
-        let err = listener(&args(&flags, &none)).await.unwrap_err();
+        let err = listener(flags("127.0.0.1", &port), &none)
+            .await
+            .unwrap_err();
         assert!(matches!(err, ServingError::Listen { .. }), "{err}");
     }
 }

@@ -189,7 +189,8 @@ pub async fn serve(
     app: Router,
 ) -> Result<Option<SocketAddr>, ServingError> {
     args.validate().map_err(ServingError::Flags)?;
-    let Some((tcp, addr)) = inherited::listener(args).await? else {
+    let flags = SocketAddr::new(args.bind_address, args.secure_port);
+    let Some((tcp, addr)) = inherited::listener(flags, &args.inherited).await? else {
         tracing::info!("--secure-port=0: health and metrics are not served");
         return Ok(None);
     };
