@@ -254,27 +254,17 @@ async fn certificate_files_are_served_and_a_renewed_pair_is_picked_up() {
     std::fs::write(&garbage, "not a certificate").unwrap();
     let args = flags(&garbage, &key);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let out = stack
-        .secure_controller_manager_command(listening_port(), &args)
-        .output()
-        .await
-        .unwrap();
-    assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr =
+        refused(&mut stack.secure_controller_manager_command(listening_port(), &args)).await;
     assert!(
         stderr.contains(&format!("{}: no CERTIFICATE block", garbage.display())),
         "{stderr}"
     );
-    let out = stack
-        .secure_controller_manager_command(
-            listening_port(),
-            &[&format!("--tls-cert-file={}", cert.display())],
-        )
-        .output()
-        .await
-        .unwrap();
-    assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = refused(&mut stack.secure_controller_manager_command(
+        listening_port(),
+        &[&format!("--tls-cert-file={}", cert.display())],
+    ))
+    .await;
     assert!(
         stderr.contains("--tls-cert-file needs --tls-private-key-file"),
         "{stderr}"
@@ -344,19 +334,14 @@ async fn plain_http_only_with_the_explicit_flag() {
             .is_err()
     );
 
-    let out = stack
-        .controller_manager_command(
-            listening_port(),
-            &[
-                "--tls-cert-file=/nonexistent/tls.crt",
-                "--tls-private-key-file=/nonexistent/tls.key",
-            ],
-        )
-        .output()
-        .await
-        .unwrap();
-    assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = refused(&mut stack.controller_manager_command(
+        listening_port(),
+        &[
+            "--tls-cert-file=/nonexistent/tls.crt",
+            "--tls-private-key-file=/nonexistent/tls.key",
+        ],
+    ))
+    .await;
     assert!(
         stderr.contains("--serve-plain-http serves no TLS"),
         "{stderr}"
@@ -405,10 +390,7 @@ async fn a_socket_handed_down_is_served_only_where_the_flags_say() {
         .arg("--kubeconfig")
         .arg(&stack.kubeconfig)
         .kill_on_drop(true);
-    let stops = tokio::time::timeout(TIMEOUT, hand_down(&mut command, socket).output());
-    let out = stops.await.expect("the process stops").unwrap();
-    assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = refused(hand_down(&mut command, socket)).await;
     assert!(
         stderr.contains(&format!(
             "the listening socket handed down (LISTEN_FDS) listens on 127.0.0.1:{socket}, but \
@@ -425,10 +407,7 @@ async fn a_socket_handed_down_is_served_only_where_the_flags_say() {
 
     // Handed a socket, told to serve nothing.
     let mut command = stack.controller_manager_command(0, &["--leader-elect=false"]);
-    let stops = tokio::time::timeout(TIMEOUT, hand_down(&mut command, socket).output());
-    let out = stops.await.expect("the process stops").unwrap();
-    assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = refused(hand_down(&mut command, socket)).await;
     assert!(
         stderr.contains(&format!(
             "listens on 127.0.0.1:{socket}, but --secure-port=0 serves nothing"
@@ -440,15 +419,21 @@ async fn a_socket_handed_down_is_served_only_where_the_flags_say() {
     // (here it fails: this test holds it).
     let mut command = stack.controller_manager_command(socket, &["--leader-elect=false"]);
     command.env("LISTEN_PID", "1").env("RUST_LOG", "warn");
-    let stops = tokio::time::timeout(TIMEOUT, command.output());
-    let out = stops.await.expect("the process stops").unwrap();
-    assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = refused(&mut command).await;
     assert!(
         stderr.contains("LISTEN_PID=1 is not this process")
             && stderr.contains(&format!("cannot listen on 127.0.0.1:{socket}")),
         "{stderr}"
     );
+}
+
+/// Runs `command` to its end: its standard error, once it stopped (within [`TIMEOUT`])
+/// and failed.
+async fn refused(command: &mut tokio::process::Command) -> String {
+    let stops = tokio::time::timeout(TIMEOUT, command.output());
+    let out = stops.await.expect("the process stops").unwrap();
+    assert!(!out.status.success());
+    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 /// One HTTP/1.1 exchange on an open (kept-alive) connection: the status.

@@ -81,6 +81,25 @@ impl Switch {
     pub fn set(&self, cloud: Arc<dyn Cloud>) {
         *self.0.lock().unwrap() = cloud;
     }
+
+    /// Versions 1 to `failures` on `calls`, each made to fail `call` by `fail` and
+    /// swapped for the next right after its `call`; version `failures + 1` answers.
+    /// The first is set now.
+    pub fn set_failing_versions(
+        &self,
+        calls: &Calls,
+        failures: u64,
+        call: &'static str,
+        fail: impl Fn(Recording) -> Recording,
+    ) {
+        let mut next: Arc<dyn Cloud> = Arc::new(Recording::new(failures + 1, calls));
+        for version in (1..=failures).rev() {
+            let (swap, after) = (self.clone(), next);
+            next =
+                Arc::new(fail(Recording::new(version, calls)).after(call, move || swap.set(after)));
+        }
+        self.set(next);
+    }
 }
 
 type Hook = Box<dyn FnOnce() + Send>;

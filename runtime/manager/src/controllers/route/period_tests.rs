@@ -26,16 +26,11 @@ const PERIOD: Duration = Duration::from_secs(10);
 async fn a_failed_route_is_created_again_each_period_until_it_is_made() {
     let mut cluster =
         TestCluster::in_memory(|calls| Arc::new(Recording::new(0, calls)) as Arc<dyn Cloud>).await;
-    let mut next: Arc<dyn Cloud> = Arc::new(Recording::new(3, &cluster.calls));
-    for version in [2, 1] {
-        let (swap, after) = (cluster.cloud.clone(), next);
-        next = Arc::new(
-            Recording::new(version, &cluster.calls)
-                .failing("create-route")
-                .after("create-route", move || swap.set(after)),
-        );
-    }
-    cluster.cloud.set(next);
+    cluster
+        .cloud
+        .set_failing_versions(&cluster.calls, 2, "create-route", |r| {
+            r.failing("create-route")
+        });
     cluster
         .node(json!({
             "metadata": {"name": "node-1", "uid": "uid-node-1"},

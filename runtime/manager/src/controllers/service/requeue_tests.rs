@@ -12,7 +12,7 @@ use kube::Api;
 use super::controller_tests::stored;
 use super::{Options, run};
 use crate::cloud::Cloud;
-use crate::cloud::fake::{Calls, INGRESS_IP, Recording, Switch};
+use crate::cloud::fake::{INGRESS_IP, Recording};
 use crate::controllers::test_cluster::{TestCluster, about, wait_for};
 
 /// Starts the service controller on `cluster` with the LoadBalancer Service `svc` and
@@ -44,24 +44,6 @@ async fn ensured_after_failures(cluster: &mut TestCluster) -> Vec<Duration> {
     times.windows(2).map(|w| w[1] - w[0]).collect()
 }
 
-/// A cloud on `calls` whose first `failures` versions fail (or throttle) `ensure` once
-/// each, swapping to the next version right after; the last version succeeds.
-fn failing_versions(
-    calls: &Calls,
-    switch: &Switch,
-    failures: u64,
-    fail: impl Fn(Recording) -> Recording,
-) -> Arc<dyn Cloud> {
-    let mut next: Arc<dyn Cloud> = Arc::new(Recording::new(failures + 1, calls));
-    for version in (1..=failures).rev() {
-        let swap = switch.clone();
-        let after = next.clone();
-        next =
-            Arc::new(fail(Recording::new(version, calls)).after("ensure", move || swap.set(after)));
-    }
-    next
-}
-
 /// Regular errors: the next attempts come 5 s and then 10 s after the failures (the
 /// rate limiter's doubling), not sooner although the controller's own finalizer write
 /// changes the Service meanwhile, and not later.
@@ -69,8 +51,9 @@ fn failing_versions(
 async fn a_failed_sync_is_retried_after_the_back_off() {
     let mut cluster =
         TestCluster::in_memory(|calls| Arc::new(Recording::new(0, calls)) as Arc<dyn Cloud>).await;
-    let first = failing_versions(&cluster.calls, &cluster.cloud, 2, |r| r.failing("ensure"));
-    cluster.cloud.set(first);
+    cluster
+        .cloud
+        .set_failing_versions(&cluster.calls, 2, "ensure", |r| r.failing("ensure"));
     let delays = ensured_after_failures(&mut cluster).await;
     assert!(
         delays.len() == 2
@@ -93,10 +76,11 @@ async fn a_failed_sync_is_retried_after_the_back_off() {
 async fn a_retry_after_is_when_the_next_attempt_comes() {
     let mut cluster =
         TestCluster::in_memory(|calls| Arc::new(Recording::new(0, calls)) as Arc<dyn Cloud>).await;
-    let first = failing_versions(&cluster.calls, &cluster.cloud, 2, |r| {
-        r.throttled("ensure", Duration::from_secs(7))
-    });
-    cluster.cloud.set(first);
+    cluster
+        .cloud
+        .set_failing_versions(&cluster.calls, 2, "ensure", |r| {
+            r.throttled("ensure", Duration::from_secs(7))
+        });
     let delays = ensured_after_failures(&mut cluster).await;
     assert!(
         delays.len() == 2 && delays.iter().all(|d| about(*d, Duration::from_secs(7))),
