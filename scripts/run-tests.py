@@ -6,16 +6,18 @@ compute, so running a few at once shortens a run without more cores. Usage:
 
     scripts/run-tests.py [--jobs N] [--timeout SECONDS] [-- TEST ARGS...]
 
-It builds every test target once (`cargo test --no-run`), then runs each binary in its
-package's directory with the package variables `cargo test` sets (CARGO,
+It builds every target once (`cargo test --no-run --all-targets`: the benches and
+examples too, so they keep compiling, though only tests run), then runs each test binary
+in its package's directory with the package variables `cargo test` sets (CARGO,
 CARGO_MANIFEST_DIR, CARGO_MANIFEST_PATH, CARGO_PKG_NAME, CARGO_PKG_VERSION), up to N at
 a time (WASM_CCM_TEST_JOBS, default 3), the slowest first; then the doc tests. Each
 binary's output goes to target/test-logs/NAME.log and is printed whole when it ends,
-never interleaved; what is still running is listed every minute. A binary running past
-the timeout (WASM_CCM_TEST_TIMEOUT, default 1800 s) is killed with its processes and
-counts as failed. A table of the binaries, their result and time ends the run, which
-fails when any binary failed, naming them. Ctrl-C or SIGTERM stops every binary and
-starts no other.
+never interleaved; what is still running is listed every minute, with how busy the
+machine's CPUs were over it (from /proc/stat: when they are not all busy, more binaries
+at once would end sooner). A binary running past the timeout (WASM_CCM_TEST_TIMEOUT,
+default 1800 s) is killed with its processes and counts as failed. A table of the
+binaries, their result and time ends the run, which fails when any binary failed, naming
+them. Ctrl-C or SIGTERM stops every binary and starts no other.
 """
 
 import argparse
@@ -82,24 +84,26 @@ def packages():
 
 
 def test_binaries(test_args):
-    """Builds the test targets and answers a Job per binary, in cargo's order."""
+    """Builds every target and answers a Job per test binary, in cargo's order."""
     build = subprocess.run(
-        [cargo(), "test", "--locked", "--no-run", "--message-format=json-render-diagnostics"],
+        [cargo(), "test", "--locked", "--no-run", "--all-targets", "--message-format=json-render-diagnostics"],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         text=True,
     )
     if build.returncode != 0:
-        sys.exit(f"run-tests: building the tests failed (cargo test --no-run: exit {build.returncode})")
+        sys.exit(f"run-tests: building the tests failed (cargo test --no-run --all-targets: exit {build.returncode})")
     by_id = packages()
     jobs = []
     for line in build.stdout.splitlines():
         message = json.loads(line)
         if message.get("reason") != "compiler-artifact":
             continue
+        target = message["target"]
         if not message.get("executable") or not message["profile"]["test"]:
             continue
-        target = message["target"]
+        if "bench" in target["kind"] or "example" in target["kind"]:
+            continue
         package = by_id[message["package_id"]]
         manifest = Path(package["manifest_path"])
         name = target["name"]
@@ -107,6 +111,9 @@ def test_binaries(test_args):
             # A crate's own unit tests (lib or bin).
             name = f"{name} (unit)"
         env = dict(os.environ)
+        # CI compiles the workspace through Clippy (.ci/run); the cargo commands a test
+        # runs build as a user's would.
+        env.pop("RUSTC_WORKSPACE_WRAPPER", None)
         env.update(
             {
                 "CARGO": cargo(),
@@ -184,7 +191,9 @@ class Runner:
                 out.flush()
 
     def report(self):
-        """Every minute, which binaries are still running and for how long."""
+        """Every minute, which binaries are still running and for how long, and how busy
+        the CPUs were over that minute."""
+        before = cpu_times()
         while True:
             time.sleep(60)
             with self.lock:
@@ -192,7 +201,9 @@ class Runner:
                     return
                 now = time.monotonic()
                 running = ", ".join(f"{j.name} ({now - j.started:.0f} s)" for j in self.running)
-            print(f"-- {clock()} running: {running}; {len(self.pending)} waiting", flush=True)
+            after = cpu_times()
+            print(f"-- {clock()} running: {running}; {len(self.pending)} waiting; CPU {busy(before, after)}", flush=True)
+            before = after
 
     def run(self):
         threading.Thread(target=self.report, daemon=True).start()
@@ -208,6 +219,27 @@ def kill(job):
         os.killpg(job.process.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def cpu_times():
+    """The machine's CPU time so far, busy and in all (jiffies, /proc/stat), or None
+    where there is no /proc/stat."""
+    try:
+        with open("/proc/stat") as stat:
+            fields = [int(f) for f in stat.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    # user nice system idle iowait irq softirq steal (guest time is within user).
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+    total = sum(fields[:8])
+    return (total - idle, total)
+
+
+def busy(before, after):
+    """How busy the CPUs were between two cpu_times(), as a percentage."""
+    if before is None or after is None or after[1] == before[1]:
+        return "busy unknown"
+    return f"{100 * (after[0] - before[0]) / (after[1] - before[1]):.0f}% busy"
 
 
 def clock():
@@ -238,11 +270,14 @@ def main():
     runner = Runner(jobs, args.jobs, args.timeout)
     signal.signal(signal.SIGINT, runner.stop)
     signal.signal(signal.SIGTERM, runner.stop)
-    started = time.monotonic()
+    started, cpu = time.monotonic(), cpu_times()
     runner.run()
     if runner.stopping:
         sys.exit("run-tests: stopped")
-    print(f"\n== {len(jobs)} test binaries, {args.jobs} at a time, in {time.monotonic() - started:.0f} s")
+    print(
+        f"\n== {len(jobs)} test binaries, {args.jobs} at a time, in {time.monotonic() - started:.0f} s"
+        f" (CPU {busy(cpu, cpu_times())}, {os.cpu_count()} CPUs)"
+    )
     width = max(len(j.name) for j in jobs)
     for job in sorted(jobs, key=lambda j: -j.seconds):
         verdict = "ok" if job.code == 0 else "FAILED"
