@@ -59,6 +59,9 @@ class Job:
         self.env = env
         self.code = None
         self.seconds = 0.0
+        # CPU seconds of the binary and the processes it waited for (not those it left
+        # to exit after it).
+        self.cpu = 0.0
         self.started = None
         self.process = None
 
@@ -169,13 +172,22 @@ class Runner:
                         stderr=subprocess.STDOUT,
                         start_new_session=True,
                     )
-            try:
-                job.code = job.process.wait(timeout=self.timeout)
-                timed_out = False
-            except subprocess.TimeoutExpired:
+            # wait4 rather than Popen.wait, for the binary's CPU time; a timer kills it
+            # past the timeout.
+            expired = threading.Event()
+
+            def expire(job=job, expired=expired):
+                expired.set()
                 kill(job)
-                job.code = job.process.wait()
-                timed_out = True
+
+            timer = threading.Timer(self.timeout, expire)
+            timer.start()
+            _, status, usage = os.wait4(job.process.pid, 0)
+            timer.cancel()
+            timed_out = expired.is_set()
+            job.code = os.waitstatus_to_exitcode(status)
+            job.process.returncode = job.code
+            job.cpu = usage.ru_utime + usage.ru_stime
             job.seconds = time.monotonic() - job.started
             with self.lock:
                 self.running.remove(job)
@@ -186,7 +198,7 @@ class Runner:
                 else:
                     verdict = f"FAILED (exit {job.code})"
                 out = sys.stdout.buffer
-                out.write(f"\n== {job.name}: {verdict} in {job.seconds:.0f} s ({clock()})\n".encode())
+                out.write(f"\n== {job.name}: {verdict} in {job.seconds:.0f} s, {job.cpu:.0f} s of CPU ({clock()})\n".encode())
                 out.write(job.log.read_bytes())
                 out.flush()
 
@@ -281,7 +293,7 @@ def main():
     width = max(len(j.name) for j in jobs)
     for job in sorted(jobs, key=lambda j: -j.seconds):
         verdict = "ok" if job.code == 0 else "FAILED"
-        print(f"  {job.name:<{width}}  {verdict:<6}  {job.seconds:6.1f} s")
+        print(f"  {job.name:<{width}}  {verdict:<6}  {job.seconds:6.1f} s  {job.cpu:6.1f} s CPU")
     failed = [j.name for j in jobs if j.code != 0]
     if failed:
         sys.exit(f"run-tests: failed: {', '.join(failed)}")
