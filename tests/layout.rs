@@ -131,8 +131,8 @@ fn the_sdk_carries_the_contract_at_its_version() {
 
 /// The SDK is publishable as it stands: `cargo package` makes a `.crate` holding the
 /// contract's WIT, and that crate builds on its own (outside the workspace, so no path
-/// escapes into it). Built in a target directory of its own, so it does not wait on
-/// the lock of the one the tests run from.
+/// escapes into it). Built where tests/new_provider.rs builds a generated provider,
+/// which depends on the same crates ([`wasm_ccm_tests::outside_target_dir`]).
 #[test]
 fn the_sdk_packages_for_crates_io() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
@@ -140,10 +140,7 @@ fn the_sdk_packages_for_crates_io() {
         .current_dir(&root)
         .args(["package", "--offline", "--locked", "--allow-dirty"])
         .args(["-p", "wasm-ccm-guest"])
-        .env(
-            "CARGO_TARGET_DIR",
-            wasm_ccm_tests::target_dir().join("sdk-package"),
-        )
+        .env("CARGO_TARGET_DIR", wasm_ccm_tests::outside_target_dir())
         .output()
         .expect("running cargo package");
     assert!(

@@ -5,14 +5,15 @@
 //! the playground runs it: its Nodes get the provider's IDs.
 //!
 //! The crate builds with the workspace's `Cargo.lock` (so offline, with the versions
-//! CI already has) in `target/scaffold`, kept between runs.
+//! CI already has) in `target/scaffold` (the tests' `outside_target_dir()`), kept
+//! between runs.
 
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use wasm_ccm_tests::{
-    RawBehavior, RawServer, TempDir, built_bin, target_dir, wait_until, wasm_ccm_bin,
+    RawBehavior, RawServer, TempDir, built_bin, outside_target_dir, wait_until, wasm_ccm_bin,
 };
 
 /// Runs `command`, failing the test with its output unless it succeeds; returns
@@ -57,8 +58,8 @@ fn generate_and_build(name: &str, dir: &Path, exports: Option<&str>) -> std::pat
         "cargo build of the generated crate",
     );
     assert!(!stderr.contains("warning"), "{stderr}");
-    target_dir().join(format!(
-        "scaffold/wasm32-wasip2/release/{}_provider.wasm",
+    outside_target_dir().join(format!(
+        "wasm32-wasip2/release/{}_provider.wasm",
         name.replace('-', "_")
     ))
 }
@@ -79,7 +80,7 @@ fn component_build_checks(dir: &Path, file: &str) {
         &mut cargo(dir, &["component", "build", "--release"]),
         "cargo component build of the generated crate",
     );
-    let wasm = target_dir().join(format!("scaffold/wasm32-wasip1/release/{file}.wasm"));
+    let wasm = outside_target_dir().join(format!("wasm32-wasip1/release/{file}.wasm"));
     let report = check(&wasm, dir);
     assert!(report.contains("result:    ok"), "{report}");
 }
@@ -105,7 +106,7 @@ fn cargo(dir: &Path, args: &[&str]) -> Command {
         .current_dir(dir)
         .args(args)
         .arg("--offline")
-        .env("CARGO_TARGET_DIR", target_dir().join("scaffold"));
+        .env("CARGO_TARGET_DIR", outside_target_dir());
     command
 }
 

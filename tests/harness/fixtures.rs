@@ -16,6 +16,15 @@ pub fn target_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../target")
 }
 
+/// The target directory of the crates the tests build outside the workspace: the
+/// crate `wasm-ccm new` generates (tests/new_provider.rs) and the SDK as `cargo package`
+/// makes it (tests/layout.rs). One for both, so the SDK's dependencies, which both build
+/// natively with cargo's default profile, compile once; apart from the workspace's, so
+/// these builds do not wait on its lock.
+pub fn outside_target_dir() -> PathBuf {
+    target_dir().join("scaffold")
+}
+
 /// A guest component built by `scripts/build-guests.sh`, e.g. `reference_provider`.
 ///
 /// `WASM_CCM_GUESTS_DIR` points the tests at components built another way, e.g.
