@@ -11,7 +11,9 @@ use keystone_peer::Settings;
 use wasm_ccm_host::provider::ProviderError;
 use wasm_ccm_tests::keystone::{Cloud, Loaded, get};
 use wasm_ccm_tests::types::InstanceInfo;
-use wasm_ccm_tests::{ProviderDir, RawBehavior, RawServer, TOKEN, act, label, loader};
+use wasm_ccm_tests::{
+    ProviderDir, RawBehavior, RawServer, TOKEN, act, label, loader, refused_policy,
+};
 
 /// The hostile fixture's `fetch` with `extra` annotations (method, header, form).
 async fn fetch(
@@ -309,12 +311,7 @@ async fn aws_actions_hidden_behind_another_reading_of_the_form_are_refused() {
 #[tokio::test]
 async fn allowed_actions_for_a_rest_protocol_service_are_refused_at_load() {
     let policy = "allowedOutboundHosts: ['https://eks.eu-west-1.amazonaws.com']\ncredentials:\n  - destination: 'https://*.eu-west-1.amazonaws.com'\n    aws: {services: [ec2, eks], accessKeyIdFile: aws-id, secretAccessKeyFile: aws-secret}\n    allowedActions: ['ec2:Describe*', 'eks:DescribeCluster']\n";
-    let dir = ProviderDir::new("fixture_hostile", "hostile", policy, TOKEN);
-    let err = loader()
-        .load(&dir.wasm, Vec::new())
-        .await
-        .unwrap_err()
-        .to_string();
+    let err = refused_policy(&loader(), policy).await;
     assert!(
         err.contains("hostile.yaml")
             && err.contains("credentials[0].allowedActions")
@@ -329,12 +326,7 @@ async fn allowed_actions_for_a_rest_protocol_service_are_refused_at_load() {
 #[tokio::test]
 async fn a_web_identity_token_for_an_sts_lookalike_host_is_refused_at_load() {
     let policy = "allowedOutboundHosts: ['https://ec2.us-east-1.amazonaws.com']\ncredentials:\n  - destination: 'https://ec2.us-east-1.amazonaws.com'\n    aws:\n      services: [ec2]\n      webIdentity: {roleArn: 'arn:aws:iam::111122223333:role/ccm', webIdentityTokenFile: token, stsEndpoint: 'https://sts.s3.amazonaws.com'}\n";
-    let dir = ProviderDir::new("fixture_hostile", "hostile", policy, TOKEN);
-    let err = loader()
-        .load(&dir.wasm, Vec::new())
-        .await
-        .unwrap_err()
-        .to_string();
+    let err = refused_policy(&loader(), policy).await;
     assert!(
         err.contains("credentials[0].aws.webIdentity.stsEndpoint")
             && err.contains("sts.s3.amazonaws.com"),
@@ -356,12 +348,7 @@ async fn two_rules_for_one_keystone_login_are_refused_at_load() {
         rule("GET **/servers"),
         rule("DELETE **/servers/*")
     );
-    let dir = ProviderDir::new("fixture_hostile", "hostile", &policy, TOKEN);
-    let err = loader()
-        .load(&dir.wasm, Vec::new())
-        .await
-        .unwrap_err()
-        .to_string();
+    let err = refused_policy(&loader(), &policy).await;
     assert!(
         err.contains("credentials[1].keystone") && err.contains("credentials[0]"),
         "{err}"

@@ -32,6 +32,16 @@ pub fn loader() -> ProviderLoader {
     ProviderLoader::new(&EngineSettings::default()).expect("provider loader")
 }
 
+/// Loads the hostile fixture with `policy` as its `hostile.yaml` and answers the error;
+/// fails the test when it loads.
+pub async fn refused_policy(loader: &ProviderLoader, policy: &str) -> String {
+    let dir = ProviderDir::new("fixture_hostile", "hostile", policy, TOKEN);
+    match loader.load(&dir.wasm, Vec::new()).await {
+        Ok(_) => panic!("hostile.yaml was accepted:\n{policy}"),
+        Err(e) => e.to_string(),
+    }
+}
+
 /// A simulated cloud plus the reference provider loaded against it.
 pub struct Simulated {
     pub cloud: SimCloud,

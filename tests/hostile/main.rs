@@ -18,7 +18,7 @@ use wasm_ccm_host::metrics::Metrics;
 use wasm_ccm_host::provider::{Provider, ProviderError, ProviderLoader, TrapKind};
 use wasm_ccm_tests::{
     CapturedLogs, ProviderDir, RawBehavior, RawServer, TOKEN, TempDir, act, cloud_config, hostile,
-    label, loader, node, other_message, policy_for,
+    label, loader, node, other_message, policy_for, refused_policy,
 };
 
 async fn reference(loader: &ProviderLoader, cloud: &SimCloud) -> (ProviderDir, Provider) {

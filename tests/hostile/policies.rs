@@ -6,17 +6,7 @@ use super::*;
 #[tokio::test]
 async fn a_policy_over_the_memory_budget_is_refused_with_both_numbers() {
     let loader = loader().with_memory_budget(128 << 20);
-    let dir = ProviderDir::new(
-        "fixture_hostile",
-        "hostile",
-        "limits: {poolSize: 4, memoryMiB: 64}\n",
-        TOKEN,
-    );
-    let err = loader
-        .load(&dir.wasm, Vec::new())
-        .await
-        .unwrap_err()
-        .to_string();
+    let err = refused_policy(&loader, "limits: {poolSize: 4, memoryMiB: 64}\n").await;
     assert!(
         err.contains("hostile.yaml")
             && err.contains("limits")
@@ -68,12 +58,7 @@ async fn credential_and_ca_files_outside_the_credentials_directory_are_refused()
             .join(elsewhere.path().file_name().unwrap())
             .join("serviceaccount-token"),
     ] {
-        let dir = ProviderDir::new("fixture_hostile", "hostile", &policy(&file), TOKEN);
-        let err = loader
-            .load(&dir.wasm, Vec::new())
-            .await
-            .unwrap_err()
-            .to_string();
+        let err = refused_policy(&loader, &policy(&file)).await;
         assert!(
             err.contains("outside the credentials directory")
                 && err.contains(&file.display().to_string()),
@@ -94,17 +79,11 @@ async fn credential_and_ca_files_outside_the_credentials_directory_are_refused()
     // would let a server it names pass for the cloud, the Keystone login included).
     let attacker_ca = elsewhere.path().join("attacker-ca.pem");
     std::fs::write(&attacker_ca, "-----BEGIN CERTIFICATE-----\n").unwrap();
-    let dir = ProviderDir::new(
-        "fixture_hostile",
-        "hostile",
+    let err = refused_policy(
+        &loader,
         &format!("tls: {{caBundleFile: '{}'}}\n", attacker_ca.display()),
-        TOKEN,
-    );
-    let err = loader
-        .load(&dir.wasm, Vec::new())
-        .await
-        .unwrap_err()
-        .to_string();
+    )
+    .await;
     assert!(
         err.contains("outside the credentials directory") && err.contains("attacker-ca.pem"),
         "{err}"
