@@ -181,13 +181,19 @@ class Runner:
                 kill(job)
 
             timer = threading.Timer(self.timeout, expire)
+            timer.daemon = True
             timer.start()
-            _, status, usage = os.wait4(job.process.pid, 0)
-            timer.cancel()
+            try:
+                _, status, usage = os.wait4(job.process.pid, 0)
+                job.code = os.waitstatus_to_exitcode(status)
+                job.process.returncode = job.code
+                job.cpu = usage.ru_utime + usage.ru_stime
+            except ChildProcessError:
+                # Reaped elsewhere (SIGCHLD ignored): its code, without its CPU time.
+                job.code = job.process.wait()
+            finally:
+                timer.cancel()
             timed_out = expired.is_set()
-            job.code = os.waitstatus_to_exitcode(status)
-            job.process.returncode = job.code
-            job.cpu = usage.ru_utime + usage.ru_stime
             job.seconds = time.monotonic() - job.started
             with self.lock:
                 self.running.remove(job)

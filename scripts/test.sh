@@ -23,12 +23,12 @@ source scripts/ensure-kube-apiserver.sh
 # tests/occm_migration.rs and tests/aws_oracle/ run the upstream occm and
 # cloud-provider-aws, built from their Go modules (once; reused from target/kube/bin/).
 source scripts/ensure-upstream-ccm.sh
+# The SDK's and the providers' own unit tests and doc examples, natively (mock transport).
+cargo test --locked -p wasm-ccm-guest -p reference-provider -p aws-provider -p openstack-provider -- "$@"
 # Every test binary of the workspace and the doc tests, a few binaries at a time (most
 # wait on servers and processes more than they compute; WASM_CCM_TEST_JOBS sets how
 # many, scripts/run-tests.py says how).
 python3 scripts/run-tests.py -- "$@"
-# The SDK's and the providers' own unit tests and doc examples, natively (mock transport).
-cargo test --locked -p wasm-ccm-guest -p reference-provider -p aws-provider -p openstack-provider -- "$@"
 # The bench regression check, at a small size in the test profile: fails when a call
 # through the sandbox and the broker costs more than 6 times its native side (a large
 # ratio regression, never an absolute time; tests/benches/README.md).
