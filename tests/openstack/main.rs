@@ -179,6 +179,16 @@ async fn nodes_are_initialized_and_their_lifecycle_follows_nova() {
         })
         .await;
     }
+    // As upstream's cloud-node controller, the addresses are written after the taint
+    // is removed: waited for, not read at once.
+    wait_until(TIMEOUT, "node-b's addresses", || async {
+        nodes.get("node-b").await.is_ok_and(|n| {
+            n.status
+                .as_ref()
+                .is_some_and(|s| s.addresses.as_ref().is_some_and(|a| !a.is_empty()))
+        })
+    })
+    .await;
     let node_b = nodes.get("node-b").await.unwrap();
     assert_eq!(
         node_b.spec.as_ref().unwrap().provider_id.as_deref(),
