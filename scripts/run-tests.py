@@ -16,8 +16,8 @@ never interleaved; what is still running is listed every minute, with how busy t
 machine's CPUs were over it (from /proc/stat: when they are not all busy, more binaries
 at once would end sooner). A binary running past the timeout (WASM_CCM_TEST_TIMEOUT,
 default 1800 s) is killed with its processes and counts as failed. A table of the
-binaries, their result and time ends the run, which fails when any binary failed, naming
-them. Ctrl-C or SIGTERM stops every binary and starts no other.
+binaries, their result, time and CPU seconds ends the run, which fails when any binary
+failed, naming them. Ctrl-C or SIGTERM stops every binary and starts no other.
 """
 
 import argparse

@@ -18,8 +18,8 @@ use sim_cloud::model::NewInstance;
 use wasm_ccm_tests::https::Credentials;
 use wasm_ccm_tests::kube_apiserver::KubeApiServer;
 use wasm_ccm_tests::{
-    Stack, initialized, kubelet_node_with_pod_cidr, listening_port, network_available, taint_keys,
-    wait_until,
+    Stack, initialized, kubelet_node_with_pod_cidr, listening_port, network_available,
+    node_addresses, taint_keys, wait_until,
 };
 
 const TIMEOUT: Duration = Duration::from_secs(90);
@@ -113,11 +113,10 @@ async fn scenario(client: kube::Client, stack: &Stack) -> Outcome {
     // As upstream's syncNode, the taint goes with the Node's update, the addresses
     // follow in a status patch.
     wait_until(TIMEOUT, "node-a's addresses", || async {
-        nodes.get("node-a").await.is_ok_and(|n| {
-            n.status
-                .and_then(|s| s.addresses)
-                .is_some_and(|a| a.iter().any(|a| a.type_ == "InternalIP"))
-        })
+        node_addresses(&nodes, "node-a")
+            .await
+            .iter()
+            .any(|(kind, _)| kind == "InternalIP")
     })
     .await;
     let a = nodes.get("node-a").await.unwrap();

@@ -21,8 +21,8 @@ use serde_json::json;
 use sim_cloud::model::{Address, Fault, InstancePatch, InstanceState, NewInstance};
 use wasm_ccm_tests::{
     Stack, default_load_balancer_name, http_get, initialized, kubelet_node, listening_port,
-    load_balancer_service, metric, metrics, provider_calls, reconciles, set_ready, taint_keys,
-    wait_until,
+    load_balancer_service, metric, metrics, node_addresses, provider_calls, reconciles, set_ready,
+    taint_keys, wait_until,
 };
 
 const TIMEOUT: Duration = Duration::from_secs(60);
@@ -66,21 +66,6 @@ fn route_cidrs(stack: &Stack) -> Vec<String> {
     });
     cidrs.sort();
     cidrs
-}
-
-/// A Node's addresses as (type, address), in order.
-async fn addresses(nodes: &Api<Node>, name: &str) -> Vec<(String, String)> {
-    nodes
-        .get(name)
-        .await
-        .unwrap()
-        .status
-        .unwrap()
-        .addresses
-        .unwrap()
-        .into_iter()
-        .map(|a| (a.type_, a.address))
-        .collect()
 }
 
 /// The simulated cloud answers the next `count` load balancer requests of `method`

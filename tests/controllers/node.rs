@@ -98,7 +98,7 @@ async fn cloud_node_initializes_tainted_nodes() {
             == 3
     })
     .await;
-    let addresses = addresses(&nodes, "n-a").await;
+    let addresses = node_addresses(&nodes, "n-a").await;
     assert_eq!(
         addresses,
         [
@@ -555,7 +555,7 @@ async fn provided_node_ip_as_upstream() {
         initialized(&nodes, "pip-sloppy")
     })
     .await;
-    let addresses = addresses(&nodes, "pip-sloppy").await;
+    let addresses = node_addresses(&nodes, "pip-sloppy").await;
     let want = |t: &str, a: &str| (t.to_string(), a.to_string());
     assert!(
         addresses.contains(&want("InternalIP", "10.1.0.9")),

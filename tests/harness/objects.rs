@@ -115,6 +115,24 @@ pub fn kubelet_node_with_node_ip(
     node
 }
 
+/// A Node's addresses as (type, address), in order; none while it has none. Fails the
+/// test when the Node cannot be read.
+pub async fn node_addresses(
+    nodes: &kube::Api<k8s_openapi::api::core::v1::Node>,
+    name: &str,
+) -> Vec<(String, String)> {
+    nodes
+        .get(name)
+        .await
+        .unwrap_or_else(|e| panic!("reading Node {name}: {e}"))
+        .status
+        .and_then(|s| s.addresses)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|a| (a.type_, a.address))
+        .collect()
+}
+
 /// Whether the cloud-node controller has initialized the Node (its
 /// `node.cloudprovider.kubernetes.io/uninitialized` taint is gone).
 pub async fn initialized(nodes: &kube::Api<k8s_openapi::api::core::v1::Node>, name: &str) -> bool {

@@ -24,8 +24,8 @@ use openstack_double::state::NewServer;
 use serde_json::json;
 use wasm_ccm_tests::openstack::OpenStackWorld;
 use wasm_ccm_tests::{
-    TempDir, controller_manager_command, guest, initialized, listening_port, set_ready, taint_keys,
-    wait_until,
+    TempDir, controller_manager_command, guest, initialized, listening_port, node_addresses,
+    set_ready, taint_keys, wait_until,
 };
 
 const TIMEOUT: Duration = Duration::from_secs(90);
@@ -182,11 +182,7 @@ async fn nodes_are_initialized_and_their_lifecycle_follows_nova() {
     // As upstream's cloud-node controller, the addresses are written after the taint
     // is removed: waited for, not read at once.
     wait_until(TIMEOUT, "node-b's addresses", || async {
-        nodes.get("node-b").await.is_ok_and(|n| {
-            n.status
-                .as_ref()
-                .is_some_and(|s| s.addresses.as_ref().is_some_and(|a| !a.is_empty()))
-        })
+        !node_addresses(&nodes, "node-b").await.is_empty()
     })
     .await;
     let node_b = nodes.get("node-b").await.unwrap();
@@ -203,16 +199,8 @@ async fn nodes_are_initialized_and_their_lifecycle_follows_nova() {
         label(&node_b, "topology.kubernetes.io/region"),
         Some("RegionOne")
     );
-    let addresses: Vec<(String, String)> = node_b
-        .status
-        .as_ref()
-        .and_then(|s| s.addresses.clone())
-        .unwrap_or_default()
-        .into_iter()
-        .map(|a| (a.type_, a.address))
-        .collect();
     assert_eq!(
-        addresses,
+        node_addresses(&nodes, "node-b").await,
         [("InternalIP".to_string(), "10.0.0.12".to_string())]
     );
 
