@@ -1,7 +1,9 @@
 //! A recording cloud for the controllers' in-process tests, as upstream's `fake.Cloud`:
-//! every call is logged with the version that answered it and when (on tokio's clock,
-//! which a test may pause), chosen calls fail, and a hook runs right after a named call
-//! (a hot swap between two calls of one reconcile, with no timing involved).
+//! every call is logged with the version that answered it, what it was about (the
+//! Node, the Service and the Nodes passed, the route) and when (on tokio's clock, which
+//! a test may pause); chosen calls fail, are throttled or answer slowly, and a hook runs
+//! right after a named call (a hot swap between two calls of one reconcile, with no
+//! timing involved).
 //!
 //! ```ignore
 //! let calls = Calls::default();
@@ -30,11 +32,20 @@ use super::{Cloud, CloudFuture, Error, InstanceMetadata, Requirement, Route, Sha
 pub struct Calls(Arc<Mutex<Vec<Call>>>);
 
 /// One recorded call.
-#[derive(Clone, Copy, Debug)]
-struct Call {
-    version: u64,
-    name: &'static str,
-    at: tokio::time::Instant,
+#[derive(Clone, Debug)]
+pub struct Call {
+    /// The version that answered it.
+    pub version: u64,
+    /// The call's short name.
+    pub name: &'static str,
+    /// What it was about: the Node's name (instances), the Service's `namespace/name`
+    /// (load balancers), the cluster's name (`list-routes`) or the route's destination
+    /// CIDR (`create-route`, `delete-route`).
+    pub subject: String,
+    /// The Nodes passed (`ensure`, `update`), by name, in the order given.
+    pub nodes: Vec<String>,
+    /// When it was made, on tokio's clock.
+    pub at: tokio::time::Instant,
 }
 
 impl Calls {
@@ -44,19 +55,58 @@ impl Calls {
         calls.iter().map(|c| (c.version, c.name)).collect()
     }
 
-    /// When each `name` call so far was made.
-    pub fn times(&self, name: &str) -> Vec<tokio::time::Instant> {
+    /// The `name` calls so far, whole, in order.
+    pub fn of(&self, name: &str) -> Vec<Call> {
         let calls = self.0.lock().unwrap();
-        calls
-            .iter()
-            .filter(|c| c.name == name)
-            .map(|c| c.at)
-            .collect()
+        calls.iter().filter(|c| c.name == name).cloned().collect()
     }
 
-    fn push(&self, version: u64, name: &'static str) {
-        let at = tokio::time::Instant::now();
-        self.0.lock().unwrap().push(Call { version, name, at });
+    /// When each `name` call so far was made.
+    pub fn times(&self, name: &str) -> Vec<tokio::time::Instant> {
+        self.of(name).into_iter().map(|c| c.at).collect()
+    }
+
+    fn push(&self, call: Call) {
+        self.0.lock().unwrap().push(call);
+    }
+}
+
+/// What a call is about, as [`Call`] records it.
+struct About {
+    subject: String,
+    nodes: Vec<String>,
+}
+
+impl About {
+    fn node(node: &Node) -> Self {
+        Self::named(node.metadata.name.as_deref().unwrap_or_default())
+    }
+
+    fn service(service: &Service) -> Self {
+        let meta = &service.metadata;
+        Self::named(&format!(
+            "{}/{}",
+            meta.namespace.as_deref().unwrap_or_default(),
+            meta.name.as_deref().unwrap_or_default()
+        ))
+    }
+
+    fn hosts(service: &Service, nodes: &[Arc<Node>]) -> Self {
+        let nodes = nodes
+            .iter()
+            .map(|n| n.metadata.name.clone().unwrap_or_default())
+            .collect();
+        Self {
+            nodes,
+            ..Self::service(service)
+        }
+    }
+
+    fn named(subject: &str) -> Self {
+        Self {
+            subject: subject.to_string(),
+            nodes: Vec::new(),
+        }
     }
 }
 
@@ -116,6 +166,7 @@ pub struct Recording {
     batches: bool,
     failing: Vec<&'static str>,
     throttled: Option<(&'static str, std::time::Duration)>,
+    slow: Vec<(&'static str, std::time::Duration)>,
     routes: Mutex<Vec<Route>>,
     hook: Mutex<Option<(&'static str, Hook)>>,
 }
@@ -131,6 +182,7 @@ impl Recording {
             batches: false,
             failing: Vec::new(),
             throttled: None,
+            slow: Vec::new(),
             routes: Mutex::new(Vec::new()),
             hook: Mutex::new(None),
         }
@@ -145,6 +197,13 @@ impl Recording {
     /// `call` answers `retry-after` with `delay` (upstream's `api.RetryError`).
     pub fn throttled(mut self, call: &'static str, delay: std::time::Duration) -> Self {
         self.throttled = Some((call, delay));
+        self
+    }
+
+    /// `call` answers after `delay` on tokio's clock (a cloud that takes its time;
+    /// recorded when it is made).
+    pub fn slow(mut self, call: &'static str, delay: std::time::Duration) -> Self {
+        self.slow.push((call, delay));
         self
     }
 
@@ -192,8 +251,14 @@ impl Recording {
         self
     }
 
-    fn record(&self, call: &'static str) -> Result<(), Error> {
-        self.calls.push(self.version, call);
+    fn record(&self, call: &'static str, about: About) -> Result<(), Error> {
+        self.calls.push(Call {
+            version: self.version,
+            name: call,
+            subject: about.subject,
+            nodes: about.nodes,
+            at: tokio::time::Instant::now(),
+        });
         let hook = {
             let mut slot = self.hook.lock().unwrap();
             match slot.take() {
@@ -230,10 +295,22 @@ impl Recording {
     fn answer<'a, T: Send + 'a>(
         &'a self,
         call: &'static str,
+        about: About,
         value: impl FnOnce() -> T + Send + 'a,
     ) -> CloudFuture<'a, T> {
-        let result = self.record(call).map(|()| value());
-        Box::pin(std::future::ready(result))
+        let result = self.record(call, about).map(|()| value());
+        let delay = self
+            .slow
+            .iter()
+            .find(|(slow, _)| *slow == call)
+            .map(|s| s.1);
+        match delay {
+            Some(delay) => Box::pin(async move {
+                tokio::time::sleep(delay).await;
+                result
+            }),
+            None => Box::pin(std::future::ready(result)),
+        }
     }
 }
 
@@ -264,7 +341,7 @@ impl Cloud for Recording {
     }
 
     fn instance_metadata<'a>(&'a self, node: &'a Node) -> CloudFuture<'a, InstanceMetadata> {
-        self.answer("metadata", move || InstanceMetadata {
+        self.answer("metadata", About::node(node), move || InstanceMetadata {
             provider_id: format!(
                 "fake://{}",
                 node.metadata.name.as_deref().unwrap_or_default()
@@ -276,57 +353,59 @@ impl Cloud for Recording {
         })
     }
 
-    fn node_addresses<'a>(&'a self, _node: &'a Node) -> CloudFuture<'a, Option<Vec<NodeAddress>>> {
-        self.answer("addresses", || Some(Vec::new()))
+    fn node_addresses<'a>(&'a self, node: &'a Node) -> CloudFuture<'a, Option<Vec<NodeAddress>>> {
+        self.answer("addresses", About::node(node), || Some(Vec::new()))
     }
 
-    fn instance_exists<'a>(&'a self, _node: &'a Node) -> CloudFuture<'a, Option<bool>> {
+    fn instance_exists<'a>(&'a self, node: &'a Node) -> CloudFuture<'a, Option<bool>> {
         let exists = self.instance_exists;
-        self.answer("exists", move || Some(exists))
+        self.answer("exists", About::node(node), move || Some(exists))
     }
 
-    fn instance_shutdown<'a>(&'a self, _node: &'a Node) -> CloudFuture<'a, Option<bool>> {
+    fn instance_shutdown<'a>(&'a self, node: &'a Node) -> CloudFuture<'a, Option<bool>> {
         let shut_down = self.shut_down;
-        self.answer("shutdown", move || Some(shut_down))
+        self.answer("shutdown", About::node(node), move || Some(shut_down))
     }
 
     fn get_load_balancer<'a>(
         &'a self,
         _cluster: &'a str,
-        _service: &'a Service,
+        service: &'a Service,
     ) -> CloudFuture<'a, Option<LoadBalancerStatus>> {
         let exists = self.exists;
-        self.answer("get", move || exists.then(status))
+        self.answer("get", About::service(service), move || exists.then(status))
     }
 
     fn ensure_load_balancer<'a>(
         &'a self,
         _cluster: &'a str,
-        _service: &'a Service,
-        _nodes: &'a [Arc<Node>],
+        service: &'a Service,
+        nodes: &'a [Arc<Node>],
     ) -> CloudFuture<'a, LoadBalancerStatus> {
-        self.answer("ensure", status)
+        self.answer("ensure", About::hosts(service, nodes), status)
     }
 
     fn update_load_balancer<'a>(
         &'a self,
         _cluster: &'a str,
-        _service: &'a Service,
-        _nodes: &'a [Arc<Node>],
+        service: &'a Service,
+        nodes: &'a [Arc<Node>],
     ) -> CloudFuture<'a, ()> {
-        self.answer("update", || ())
+        self.answer("update", About::hosts(service, nodes), || ())
     }
 
     fn ensure_load_balancer_deleted<'a>(
         &'a self,
         _cluster: &'a str,
-        _service: &'a Service,
+        service: &'a Service,
     ) -> CloudFuture<'a, ()> {
-        self.answer("delete", || ())
+        self.answer("delete", About::service(service), || ())
     }
 
-    fn list_routes<'a>(&'a self, _cluster: &'a str) -> CloudFuture<'a, Vec<Route>> {
-        self.answer("list-routes", move || self.routes.lock().unwrap().clone())
+    fn list_routes<'a>(&'a self, cluster: &'a str) -> CloudFuture<'a, Vec<Route>> {
+        self.answer("list-routes", About::named(cluster), move || {
+            self.routes.lock().unwrap().clone()
+        })
     }
 
     fn create_route<'a>(
@@ -335,7 +414,8 @@ impl Cloud for Recording {
         name_hint: &'a str,
         route: &'a Route,
     ) -> CloudFuture<'a, ()> {
-        self.answer("create-route", move || {
+        let about = About::named(&route.destination_cidr);
+        self.answer("create-route", about, move || {
             let mut made = route.clone();
             made.name = name_hint.to_string();
             self.routes.lock().unwrap().push(made);
@@ -343,7 +423,8 @@ impl Cloud for Recording {
     }
 
     fn delete_route<'a>(&'a self, _cluster: &'a str, route: &'a Route) -> CloudFuture<'a, ()> {
-        self.answer("delete-route", move || {
+        let about = About::named(&route.destination_cidr);
+        self.answer("delete-route", about, move || {
             self.routes
                 .lock()
                 .unwrap()

@@ -221,6 +221,19 @@ async fn monitor_nodes() {
 
         let calls: Vec<&str> = cluster.taken().into_iter().map(|(_, c)| c).collect();
         assert_eq!(calls, case.calls, "{}: calls", case.name);
+        for name in ["exists", "shutdown"] {
+            let about: Vec<String> = cluster
+                .calls
+                .of(name)
+                .into_iter()
+                .map(|c| c.subject)
+                .collect();
+            assert!(
+                about.iter().all(|node| node == "node0"),
+                "{}: {name} calls about {about:?}",
+                case.name
+            );
+        }
         let after = api.get_opt("node0").await.expect("the Node can be read");
         assert_eq!(after.is_some(), case.kept, "{}: kept", case.name);
         if let Some(node) = after {

@@ -419,17 +419,34 @@ async fn update_nodes_in_external_load_balancer() {
         }
         let state = Arc::new(state);
         super::hosts::sync_nodes(&state).await;
-        let updates = cluster
-            .taken()
+        // Upstream's `cloud.UpdateCalls`: each Service with a load balancer, once, with
+        // the three Nodes.
+        let mut updates: Vec<(String, Vec<String>)> = cluster
+            .calls
+            .of("update")
+            .into_iter()
+            .map(|call| {
+                let mut nodes = call.nodes;
+                nodes.sort();
+                (call.subject, nodes)
+            })
+            .collect();
+        updates.sort();
+        let want: Vec<(String, Vec<String>)> = types
             .iter()
-            .filter(|(_, c)| *c == "update")
-            .count();
-        let balanced = types.iter().filter(|t| **t == "LoadBalancer").count();
-        assert_eq!(updates, balanced, "{description}: {:?}", cluster.taken());
+            .enumerate()
+            .filter(|(_, t)| **t == "LoadBalancer")
+            .map(|(i, _)| {
+                let nodes = ["node0", "node1", "node73"].map(String::from).to_vec();
+                (format!("default/s{i}"), nodes)
+            })
+            .collect();
+        assert_eq!(updates, want, "{description}");
         assert_eq!(
             cluster.taken().len(),
-            balanced,
-            "{description}: only updates"
+            want.len(),
+            "{description}: only updates: {:?}",
+            cluster.taken()
         );
         // Each updated with the three Nodes: their set is what the sync stored.
         for (i, type_) in types.iter().enumerate() {
