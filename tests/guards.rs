@@ -8,11 +8,12 @@
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Event as CoreEvent, Node};
+use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::api::{ListParams, PostParams};
 use wasm_ccm_tests::{
-    Stack, initialized, kubelet_node, listening_port, metric, metrics, set_ready, wait_until,
+    Stack, events, initialized, kubelet_node, listening_port, metric, metrics, set_ready,
+    wait_until,
 };
 
 const TIMEOUT: Duration = Duration::from_secs(90);
@@ -67,15 +68,6 @@ async fn node_names(nodes: &Api<Node>) -> Vec<String> {
         .collect();
     names.sort();
     names
-}
-
-async fn events(stack: &Stack, reason: &str) -> Vec<CoreEvent> {
-    let events: Api<CoreEvent> = Api::namespaced(stack.client(), "default");
-    events
-        .list(&ListParams::default().fields(&format!("reason={reason}")))
-        .await
-        .unwrap()
-        .items
 }
 
 fn answers(text: &str, answer: &str) -> f64 {
@@ -134,7 +126,7 @@ async fn a_not_found_storm_deletes_at_most_the_limit() {
         let left = node_names(&nodes).await;
         assert_eq!(left.len(), 12 - deleted, "{flags:?}: left {left:?}");
         assert!(left.contains(&"n10".into()) && left.contains(&"n11".into()));
-        let held = events(&stack, "NodeDeletionHeld").await;
+        let held = events::with_reason(&stack.client(), "NodeDeletionHeld").await;
         assert_eq!(
             held.len(),
             10 - deleted,
@@ -187,8 +179,13 @@ async fn truly_gone_nodes_are_deleted_as_the_window_allows() {
         answers(&text, "counted") >= 3.0,
         "each Node counted once before confirmed"
     );
-    assert_eq!(events(&stack, "DeletingNode").await.len(), 3);
-    let held = events(&stack, "NodeDeletionHeld").await;
+    assert_eq!(
+        events::with_reason(&stack.client(), "DeletingNode")
+            .await
+            .len(),
+        3
+    );
+    let held = events::with_reason(&stack.client(), "NodeDeletionHeld").await;
     assert_eq!(held.len(), 1, "the third waited for the window");
     // The NotReady Nodes whose instances exist stay.
     let confirmed = answers(&text, "confirmed");
@@ -245,7 +242,7 @@ async fn invalid_provider_answers_are_refused_with_an_event() {
         TIMEOUT,
         "an InvalidCloudAnswer event on each bad Node",
         || async {
-            let events = events(&stack, "InvalidCloudAnswer").await;
+            let events = events::with_reason(&stack.client(), "InvalidCloudAnswer").await;
             ["bad-address", "bad-label"].iter().all(|name| {
                 events
                     .iter()
@@ -274,7 +271,7 @@ async fn invalid_provider_answers_are_refused_with_an_event() {
             "{name}: nothing written"
         );
     }
-    let note = events(&stack, "InvalidCloudAnswer").await[0]
+    let note = events::with_reason(&stack.client(), "InvalidCloudAnswer").await[0]
         .message
         .clone()
         .unwrap_or_default();

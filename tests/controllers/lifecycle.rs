@@ -85,16 +85,9 @@ async fn lifecycle_deletes_only_not_ready_nodes_whose_instance_is_gone() {
         !taint_keys(&nodes.get("stopped").await.unwrap()).contains(&SHUTDOWN.to_string())
     })
     .await;
-    let events: Api<CoreEvent> = Api::namespaced(stack.client(), "default");
-    let deleting = events
-        .list(&ListParams::default().fields("reason=DeletingNode"))
-        .await
-        .unwrap();
-    assert_eq!(deleting.items.len(), 1);
-    assert_eq!(
-        deleting.items[0].involved_object.name.as_deref(),
-        Some("gone")
-    );
+    let deleting = events::with_reason(&stack.client(), "DeletingNode").await;
+    assert_eq!(deleting.len(), 1);
+    assert_eq!(deleting[0].involved_object.name.as_deref(), Some("gone"));
 }
 
 /// Upstream cloud-node-lifecycle corners: with the legacy `instances` interface, a

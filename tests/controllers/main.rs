@@ -19,6 +19,7 @@ use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use sim_cloud::model::{Address, Fault, InstancePatch, InstanceState, NewInstance};
+use wasm_ccm_tests::events::{self, notes, occurrences, reasons, reasons_in_order};
 use wasm_ccm_tests::{
     Stack, default_load_balancer_name, http_get, initialized, kubelet_node, listening_port,
     load_balancer_service, metric, metrics, node_addresses, provider_calls, reconciles, set_ready,
@@ -90,32 +91,6 @@ fn fail_load_balancer_requests(
     });
 }
 
-/// The reasons of a Service's events; a panic when they cannot be read.
-async fn reasons(stack: &Stack, service: &str) -> Vec<String> {
-    let events: Api<CoreEvent> = Api::namespaced(stack.client(), "default");
-    events
-        .list(&ListParams::default().fields(&format!("involvedObject.name={service}")))
-        .await
-        .map(|l| l.items.into_iter().filter_map(|e| e.reason).collect())
-        .expect("the events can be read")
-}
-
-/// The notes of a Service's events with `reason`; a panic when they cannot be read.
-async fn notes(stack: &Stack, service: &str, reason: &str) -> Vec<String> {
-    let events: Api<CoreEvent> = Api::namespaced(stack.client(), "default");
-    events
-        .list(&ListParams::default().fields(&format!("involvedObject.name={service}")))
-        .await
-        .map(|l| {
-            l.items
-                .into_iter()
-                .filter(|e| e.reason.as_deref() == Some(reason))
-                .filter_map(|e| e.message)
-                .collect()
-        })
-        .expect("the events can be read")
-}
-
 fn ingress_ip(svc: &k8s_openapi::api::core::v1::Service) -> Option<String> {
     svc.status
         .as_ref()?
@@ -126,39 +101,6 @@ fn ingress_ip(svc: &k8s_openapi::api::core::v1::Service) -> Option<String> {
         .first()?
         .ip
         .clone()
-}
-
-/// Waits until `reason` was recorded for Service `service`.
-async fn wait_for_reason(stack: &Stack, service: &str, reason: &str) {
-    wait_until(TIMEOUT, &format!("{reason} for {service}"), || async {
-        reasons(stack, service).await.iter().any(|r| r == reason)
-    })
-    .await;
-}
-
-/// How many times `reason` was recorded for the Service (repeats of one event are
-/// aggregated into its series count).
-async fn occurrences(stack: &Stack, service: &str, reason: &str) -> i32 {
-    let events: Api<CoreEvent> = Api::namespaced(stack.client(), "default");
-    events
-        .list(
-            &ListParams::default()
-                .fields(&format!("involvedObject.name={service},reason={reason}")),
-        )
-        .await
-        .map(|l| {
-            l.items
-                .iter()
-                .map(|e| {
-                    e.series
-                        .as_ref()
-                        .and_then(|s| s.count)
-                        .or(e.count)
-                        .unwrap_or(1)
-                })
-                .sum()
-        })
-        .unwrap_or(0)
 }
 
 type Service = k8s_openapi::api::core::v1::Service;
@@ -232,22 +174,7 @@ async fn network_unavailable(nodes: &Api<Node>, name: &str) -> Option<(String, S
         .map(|c| (c.status, c.reason.unwrap_or_default()))
 }
 
-/// The reasons recorded for Service `name`, in the order they were recorded.
-async fn reasons_in_order(stack: &Stack, name: &str) -> Vec<String> {
-    let events: Api<k8s_openapi::api::events::v1::Event> =
-        Api::namespaced(stack.client(), "default");
-    let mut list: Vec<_> = events
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|e| {
-            e.regarding
-                .as_ref()
-                .is_some_and(|r| r.name.as_deref() == Some(name))
-        })
-        .collect();
-    list.sort_by_key(|e| e.event_time.as_ref().map(|t| t.0));
-    list.into_iter().filter_map(|e| e.reason).collect()
+/// Waits until `reason` was recorded for Service `service`.
+async fn wait_for_reason(stack: &Stack, service: &str, reason: &str) {
+    events::wait_for_reason(&stack.client(), service, reason, TIMEOUT).await;
 }

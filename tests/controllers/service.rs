@@ -48,7 +48,7 @@ async fn service_load_balancers_follow_services_and_nodes() {
     ids.sort();
     assert_eq!(backends(&stack), Some(ids.clone()));
     wait_until(TIMEOUT, "Ensuring/Ensured events", || async {
-        let r = reasons(&stack, "web").await;
+        let r = reasons(&stack.client(), "web").await;
         r.contains(&"EnsuringLoadBalancer".to_string())
             && r.contains(&"EnsuredLoadBalancer".to_string())
     })
@@ -92,7 +92,7 @@ async fn service_load_balancers_follow_services_and_nodes() {
     to_cluster_ip(&services, "web").await;
     wait_released(&services, "web").await;
     assert_eq!(backends(&stack), None);
-    let r = reasons(&stack, "web").await;
+    let r = reasons(&stack.client(), "web").await;
     assert!(
         r.contains(&"DeletingLoadBalancer".to_string())
             && r.contains(&"DeletedLoadBalancer".to_string()),
@@ -147,7 +147,7 @@ async fn a_load_balancer_implemented_elsewhere_is_left_alone() {
     assert_eq!(reconciles(&m, "service", "error"), 0.0);
     let got = services.get("external").await.unwrap();
     assert!(ingress_ip(&got).is_none());
-    let reasons = reasons(&stack, "external").await;
+    let reasons = reasons(&stack.client(), "external").await;
     assert!(
         !reasons
             .iter()
@@ -180,7 +180,7 @@ async fn a_load_balancer_implemented_elsewhere_is_left_alone() {
             .is_ok_and(|s| s.is_none())
     })
     .await;
-    let reasons = self::reasons(&stack, "external").await;
+    let reasons = events::reasons(&stack.client(), "external").await;
     for reason in ["DeletingLoadBalancer", "DeletedLoadBalancer"] {
         assert!(reasons.iter().any(|r| r == reason), "{reason}: {reasons:?}");
     }
@@ -195,7 +195,7 @@ async fn a_load_balancer_implemented_elsewhere_is_left_alone() {
         );
     }
     assert_eq!(
-        occurrences(&stack, "external", "EnsuringLoadBalancer").await,
+        occurrences(&stack.client(), "external", "EnsuringLoadBalancer").await,
         1
     );
     assert_eq!(reconciles(&metrics(port).await, "service", "error"), 0.0);
@@ -222,7 +222,7 @@ async fn only_changes_upstream_cares_about_sync_a_service() {
         .await
         .unwrap();
     wait_until(TIMEOUT, "the load balancer ensured", || async {
-        occurrences(&stack, "quiet", "EnsuredLoadBalancer").await >= 1
+        occurrences(&stack.client(), "quiet", "EnsuredLoadBalancer").await >= 1
     })
     .await;
     // A label: not something upstream syncs on. Then an annotation: it is.
@@ -236,11 +236,11 @@ async fn only_changes_upstream_cares_about_sync_a_service() {
             .unwrap();
     }
     wait_until(TIMEOUT, "the second sync", || async {
-        occurrences(&stack, "quiet", "EnsuredLoadBalancer").await >= 2
+        occurrences(&stack.client(), "quiet", "EnsuredLoadBalancer").await >= 2
     })
     .await;
     assert_eq!(
-        occurrences(&stack, "quiet", "EnsuringLoadBalancer").await,
+        occurrences(&stack.client(), "quiet", "EnsuringLoadBalancer").await,
         2,
         "one sync for the creation, one for the annotation"
     );
@@ -260,7 +260,7 @@ async fn ensure_events_in_upstream_order() {
     ensured(&services, "lonely").await;
     wait_for_reason(&stack, "lonely", "EnsuredLoadBalancer").await;
     assert_eq!(
-        reasons_in_order(&stack, "lonely").await,
+        reasons_in_order(&stack.client(), "lonely").await,
         [
             "EnsuringLoadBalancer",
             "UnAvailableLoadBalancer",
@@ -271,7 +271,7 @@ async fn ensure_events_in_upstream_order() {
     wait_released(&services, "lonely").await;
     wait_for_reason(&stack, "lonely", "DeletedLoadBalancer").await;
     assert_eq!(
-        reasons_in_order(&stack, "lonely").await,
+        reasons_in_order(&stack.client(), "lonely").await,
         [
             "EnsuringLoadBalancer",
             "UnAvailableLoadBalancer",
@@ -314,14 +314,14 @@ async fn repeated_events_are_one_series() {
     )
     .await;
     wait_until(TIMEOUT, "four EnsuringLoadBalancer recorded", || async {
-        occurrences(&stack, "repeats", "EnsuringLoadBalancer").await >= 4
+        occurrences(&stack.client(), "repeats", "EnsuringLoadBalancer").await >= 4
     })
     .await;
     assert_eq!(
-        occurrences(&stack, "repeats", "SyncLoadBalancerFailed").await,
+        occurrences(&stack.client(), "repeats", "SyncLoadBalancerFailed").await,
         3
     );
-    let reasons = reasons(&stack, "repeats").await;
+    let reasons = reasons(&stack.client(), "repeats").await;
     for reason in ["EnsuringLoadBalancer", "SyncLoadBalancerFailed"] {
         assert_eq!(
             reasons.iter().filter(|r| *r == reason).count(),

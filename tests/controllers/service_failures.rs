@@ -18,7 +18,7 @@ async fn a_cloud_retry_after_reaches_the_controller() {
     let port = listening_port();
     let _ccm = stack.controller_manager(port, &["--leader-elect=false"]);
     ensured(&services, "throttled").await;
-    let failed = notes(&stack, "throttled", "SyncLoadBalancerFailed").await;
+    let failed = notes(&stack.client(), "throttled", "SyncLoadBalancerFailed").await;
     assert!(
         failed.iter().any(|n| n.ends_with("(retry after 1s)")),
         "{failed:?}"
@@ -96,7 +96,7 @@ async fn load_balancer_errors_retry_and_the_finalizer_waits_for_deletion() {
     })
     .await;
     assert!(
-        reasons(&stack, "api")
+        reasons(&stack.client(), "api")
             .await
             .contains(&"SyncLoadBalancerFailed".to_string())
     );
@@ -107,7 +107,7 @@ async fn load_balancer_errors_retry_and_the_finalizer_waits_for_deletion() {
     // Upstream: a failure on the finalizer path is SyncLoadBalancerFailed
     // (DeleteLoadBalancerFailed is for Services already gone).
     wait_until(TIMEOUT, "the failed delete reported", || async {
-        notes(&stack, "api", "SyncLoadBalancerFailed")
+        notes(&stack.client(), "api", "SyncLoadBalancerFailed")
             .await
             .iter()
             .any(|n| n.starts_with("Error syncing load balancer: failed to delete load balancer:"))
@@ -153,7 +153,7 @@ async fn process_service_deletion_without_the_finalizer() {
     )
     .await;
     wait_until(TIMEOUT, "Deleting/DeleteFailed/Deleted events", || async {
-        let r = reasons(&stack, "gone").await;
+        let r = reasons(&stack.client(), "gone").await;
         [
             "DeletingLoadBalancer",
             "DeleteLoadBalancerFailed",
@@ -243,7 +243,7 @@ async fn process_service_create_or_update_k8s_error() {
     ensured(&services, "conflicted").await;
     assert_eq!(stack.api.faults_served("services", "patch"), 1);
     assert_eq!(stack.api.faults_served("services/status", "patch"), 1);
-    let failures = notes(&stack, "conflicted", "SyncLoadBalancerFailed").await;
+    let failures = notes(&stack.client(), "conflicted", "SyncLoadBalancerFailed").await;
     for step in [
         "failed to add load balancer cleanup finalizer",
         "failed to update load balancer status",
@@ -276,14 +276,14 @@ async fn a_status_patch_not_found_is_not_an_error() {
         .await
         .unwrap();
     wait_until(TIMEOUT, "the sync counted as a success", || async {
-        occurrences(&stack, "vanishing", "EnsuredLoadBalancer").await >= 1
+        occurrences(&stack.client(), "vanishing", "EnsuredLoadBalancer").await >= 1
             && reconciles(&metrics(port).await, "service", "success") >= 1.0
     })
     .await;
     assert_eq!(stack.api.faults_served("services/status", "patch"), 1);
     assert_eq!(reconciles(&metrics(port).await, "service", "error"), 0.0);
     assert_eq!(
-        occurrences(&stack, "vanishing", "SyncLoadBalancerFailed").await,
+        occurrences(&stack.client(), "vanishing", "SyncLoadBalancerFailed").await,
         0
     );
     assert_eq!(load_balancer_names(&stack).len(), 1);

@@ -123,7 +123,7 @@ async fn node_changes_in_external_load_balancer() {
             ..Fault::default()
         })
     });
-    let ensuring = occurrences(&stack, "hosts", "EnsuringLoadBalancer").await;
+    let ensuring = occurrences(&stack.client(), "hosts", "EnsuringLoadBalancer").await;
     nodes
         .patch(
             "nc-3",
@@ -133,7 +133,7 @@ async fn node_changes_in_external_load_balancer() {
         .await
         .unwrap();
     wait_until(TIMEOUT, "the failed update reported", || async {
-        occurrences(&stack, "hosts", "UpdateLoadBalancerFailed").await >= 1
+        occurrences(&stack.client(), "hosts", "UpdateLoadBalancerFailed").await >= 1
     })
     .await;
     wait_until(TIMEOUT, "nc-3 back after the full sync", || async {
@@ -142,8 +142,8 @@ async fn node_changes_in_external_load_balancer() {
         backends() == want
     })
     .await;
-    assert!(occurrences(&stack, "hosts", "EnsuringLoadBalancer").await > ensuring);
-    let failed = notes(&stack, "hosts", "UpdateLoadBalancerFailed").await;
+    assert!(occurrences(&stack.client(), "hosts", "EnsuringLoadBalancer").await > ensuring);
+    let failed = notes(&stack.client(), "hosts", "UpdateLoadBalancerFailed").await;
     assert!(
         failed[0].contains("[node names limited, total number of nodes: 2]"),
         "{failed:?}"
@@ -210,8 +210,8 @@ async fn update_load_balancer_hosts_as_upstream() {
         .await
         .unwrap();
     wait_until(TIMEOUT, "both load balancers updated for uh-2", || async {
-        occurrences(&stack, "one", "UpdatedLoadBalancer").await >= 1
-            && occurrences(&stack, "two", "UpdatedLoadBalancer").await >= 1
+        occurrences(&stack.client(), "one", "UpdatedLoadBalancer").await >= 1
+            && occurrences(&stack.client(), "two", "UpdatedLoadBalancer").await >= 1
     })
     .await;
     assert_eq!(backends(&one), std::slice::from_ref(&first));
@@ -243,14 +243,17 @@ async fn update_load_balancer_hosts_as_upstream() {
         || async { backends(&one) == both && backends(&two) == both },
     )
     .await;
-    assert!(occurrences(&stack, "two", "UpdateLoadBalancerFailed").await >= 1);
-    assert_eq!(occurrences(&stack, "two", "EnsuringLoadBalancer").await, 2);
+    assert!(occurrences(&stack.client(), "two", "UpdateLoadBalancerFailed").await >= 1);
     assert_eq!(
-        occurrences(&stack, "one", "UpdateLoadBalancerFailed").await,
+        occurrences(&stack.client(), "two", "EnsuringLoadBalancer").await,
+        2
+    );
+    assert_eq!(
+        occurrences(&stack.client(), "one", "UpdateLoadBalancerFailed").await,
         0
     );
     assert_eq!(
-        occurrences(&stack, "one", "EnsuringLoadBalancer").await,
+        occurrences(&stack.client(), "one", "EnsuringLoadBalancer").await,
         1,
         "a Service whose update succeeded is not synced again"
     );
@@ -271,13 +274,16 @@ async fn update_load_balancer_hosts_as_upstream() {
     }
     wait_until(TIMEOUT, "two without hosts", || async {
         backends(&two).is_empty()
-            && occurrences(&stack, "two", "UnAvailableLoadBalancer").await >= 1
+            && occurrences(&stack.client(), "two", "UnAvailableLoadBalancer").await >= 1
     })
     .await;
     assert_eq!(
-        occurrences(&stack, "one", "UpdateLoadBalancerFailed").await,
+        occurrences(&stack.client(), "one", "UpdateLoadBalancerFailed").await,
         0
     );
-    assert_eq!(occurrences(&stack, "one", "EnsuringLoadBalancer").await, 1);
+    assert_eq!(
+        occurrences(&stack.client(), "one", "EnsuringLoadBalancer").await,
+        1
+    );
     assert_eq!(load_balancer_names(&stack), [two]);
 }

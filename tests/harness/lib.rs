@@ -3,7 +3,8 @@
 //! - [`stack`]: the controller manager as a process, against the API server double and
 //!   the simulated cloud ([`Stack`]), and the commands the tests run;
 //! - [`provider`]: a provider loaded in process ([`Simulated`], the hostile fixture);
-//! - [`objects`]: Nodes and Services as kubelet and users make them;
+//! - [`objects`]: Nodes and Services as kubelet and users make them; [`events`]: the
+//!   events recorded about them;
 //! - [`wait`]: waiting on a condition with a deadline; [`metrics`]: reading `/metrics`;
 //! - [`fixtures`]: built guests and binaries, temporary and provider directories;
 //! - [`raw_http`]: a misbehaving HTTP server, a plain GET; [`ports`]: the controller
@@ -18,6 +19,7 @@
 /// moto, the AWS emulator, as a test peer.
 pub mod aws;
 pub mod bench;
+pub mod events;
 pub mod fixtures;
 pub mod https;
 /// A real Keystone with a service double in its catalog.

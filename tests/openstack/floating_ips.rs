@@ -5,41 +5,22 @@
 //! floating IP comes from (occm's floating subnet by ID, name pattern or tags) and a
 //! VIP on a port the operator made (`port-id`).
 
-use k8s_openapi::api::core::v1::{Event, Service};
+use k8s_openapi::api::core::v1::Service;
 use kube::Api;
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
-use wasm_ccm_tests::{listening_port, wait_until};
+use wasm_ccm_tests::{events, listening_port, wait_until};
 
 use super::migration::{ingress_ip, load_balancer_service, wait_served};
 use super::{OpenStackStack, TIMEOUT, lb_cloud_config};
 
 const INTERNAL: &str = "service.beta.kubernetes.io/openstack-internal-load-balancer";
 
-/// The events on Service `name`; a panic when they cannot be read.
-async fn events(client: kube::Client, name: &str) -> Vec<Event> {
-    let events: Api<Event> = Api::namespaced(client, "default");
-    events
-        .list(&ListParams::default().fields(&format!("involvedObject.name={name}")))
-        .await
-        .expect("the events can be read")
-        .items
-}
-
-/// The reasons of the events on Service `name`; a panic when they cannot be read.
-pub(super) async fn reasons(client: kube::Client, name: &str) -> Vec<String> {
-    events(client, name)
-        .await
-        .into_iter()
-        .filter_map(|e| e.reason)
-        .collect()
-}
-
 /// Waits until the events on Service `name` include every one of `wanted`.
 pub(super) async fn wait_reasons(client: &kube::Client, name: &str, wanted: &[&str]) {
     for reason in wanted {
         wait_until(TIMEOUT, reason, || async {
-            reasons(client.clone(), name)
+            events::reasons(client, name)
                 .await
                 .contains(&reason.to_string())
         })
@@ -49,7 +30,7 @@ pub(super) async fn wait_reasons(client: &kube::Client, name: &str, wanted: &[&s
 
 /// The messages of the events on Service `name`; a panic when they cannot be read.
 async fn messages(client: kube::Client, name: &str) -> Vec<String> {
-    events(client, name)
+    events::about(&client, name)
         .await
         .into_iter()
         .filter_map(|e| e.message)
@@ -127,7 +108,7 @@ async fn floating_ips_follow_occms_rules() {
     let v6 = served("v6").await.unwrap();
     assert!(v6.starts_with("fd00:10::"), "{v6}");
     wait_until(TIMEOUT, "the IPv6 warning", || async {
-        reasons(stack.client(), "v6")
+        events::reasons(&stack.client(), "v6")
             .await
             .contains(&"FloatingIPNotSupported".to_string())
     })
@@ -191,7 +172,7 @@ async fn internal_lb_in_the_cloud_config_cannot_be_undone_by_an_annotation() {
         .cloud
         .with_state(|s| assert!(s.floating_ips.is_empty()));
     wait_until(TIMEOUT, "the warning", || async {
-        reasons(stack.client(), "web")
+        events::reasons(&stack.client(), "web")
             .await
             .contains(&"InternalLoadBalancerEnforced".to_string())
     })

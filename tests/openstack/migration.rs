@@ -198,7 +198,7 @@ async fn a_service_naming_a_gone_load_balancer_can_be_deleted() {
         .unwrap();
     let (_ccm, _log) = stack.controller_manager(listening_port());
     wait_until(TIMEOUT, "orphan refused", || async {
-        super::floating_ips::reasons(stack.client(), "orphan")
+        wasm_ccm_tests::events::reasons(&stack.client(), "orphan")
             .await
             .contains(&"SyncLoadBalancerFailed".to_string())
     })
