@@ -167,6 +167,7 @@ pub struct Recording {
     failing: Vec<&'static str>,
     throttled: Option<(&'static str, std::time::Duration)>,
     slow: Vec<(&'static str, std::time::Duration)>,
+    metadata: Option<InstanceMetadata>,
     routes: Mutex<Vec<Route>>,
     hook: Mutex<Option<(&'static str, Hook)>>,
 }
@@ -183,6 +184,7 @@ impl Recording {
             failing: Vec::new(),
             throttled: None,
             slow: Vec::new(),
+            metadata: None,
             routes: Mutex::new(Vec::new()),
             hook: Mutex::new(None),
         }
@@ -204,6 +206,14 @@ impl Recording {
     /// recorded when it is made).
     pub fn slow(mut self, call: &'static str, delay: std::time::Duration) -> Self {
         self.slow.push((call, delay));
+        self
+    }
+
+    /// Every instance is described by `metadata` (its addresses are also what
+    /// `addresses` answers), instead of `fake://<node>` of type `fake.small` in
+    /// `zone-a`, `region-1`, with no addresses.
+    pub fn answering(mut self, metadata: InstanceMetadata) -> Self {
+        self.metadata = Some(metadata);
         self
     }
 
@@ -341,20 +351,26 @@ impl Cloud for Recording {
     }
 
     fn instance_metadata<'a>(&'a self, node: &'a Node) -> CloudFuture<'a, InstanceMetadata> {
-        self.answer("metadata", About::node(node), move || InstanceMetadata {
-            provider_id: format!(
-                "fake://{}",
-                node.metadata.name.as_deref().unwrap_or_default()
-            ),
-            instance_type: "fake.small".into(),
-            zone: "zone-a".into(),
-            region: "region-1".into(),
-            ..Default::default()
+        let scripted = self.metadata.clone();
+        self.answer("metadata", About::node(node), move || {
+            scripted.unwrap_or_else(|| InstanceMetadata {
+                provider_id: format!(
+                    "fake://{}",
+                    node.metadata.name.as_deref().unwrap_or_default()
+                ),
+                instance_type: "fake.small".into(),
+                zone: "zone-a".into(),
+                region: "region-1".into(),
+                ..Default::default()
+            })
         })
     }
 
     fn node_addresses<'a>(&'a self, node: &'a Node) -> CloudFuture<'a, Option<Vec<NodeAddress>>> {
-        self.answer("addresses", About::node(node), || Some(Vec::new()))
+        let addresses = self.metadata.as_ref().map(|m| m.addresses.clone());
+        self.answer("addresses", About::node(node), move || {
+            Some(addresses.unwrap_or_default())
+        })
     }
 
     fn instance_exists<'a>(&'a self, node: &'a Node) -> CloudFuture<'a, Option<bool>> {

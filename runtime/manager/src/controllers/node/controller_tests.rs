@@ -6,13 +6,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Node, NodeAddress};
 use kube::Api;
 use serde_json::json;
 
 use super::{LABEL_INSTANCE_TYPE, LABEL_REGION, LABEL_ZONE, LABEL_ZONE_BETA, Options, run};
-use crate::cloud::Cloud;
 use crate::cloud::fake::Recording;
+use crate::cloud::{Cloud, InstanceMetadata};
 use crate::controllers::TAINT_UNINITIALIZED;
 use crate::controllers::test_cluster::{TestCluster, about, wait_for};
 
@@ -190,4 +190,205 @@ async fn nodes_still_waiting_when_the_controller_stops_are_not_written() {
         assert!(uninitialized(&node), "{name} was written after the stop");
     }
     drop(stop);
+}
+
+/// One row of upstream's `Test_syncNode` that scripts the cloud's answer.
+struct SyncCase {
+    name: &'static str,
+    /// The Node's `alpha.kubernetes.io/provided-node-ip` annotation.
+    provided_ip: Option<&'static str>,
+    /// What the cloud answers about the instance.
+    answer: InstanceMetadata,
+    /// The Node is initialized (else: it keeps the taint and is asked about again).
+    initialized: bool,
+    /// Its labels afterwards (key, value), and labels it must not have.
+    labels: &'static [(&'static str, &'static str)],
+    absent: &'static [&'static str],
+    /// Its addresses afterwards (type, address), in order.
+    addresses: &'static [(&'static str, &'static str)],
+}
+
+fn address(type_: &str, address: &str) -> NodeAddress {
+    NodeAddress {
+        type_: type_.into(),
+        address: address.into(),
+    }
+}
+
+fn answer(zone: &str, region: &str, labels: &[(&str, &str)]) -> InstanceMetadata {
+    InstanceMetadata {
+        provider_id: "fake://node0".into(),
+        instance_type: "fake.large".into(),
+        addresses: vec![
+            address("InternalIP", "10.0.0.1"),
+            address("ExternalIP", "132.143.154.163"),
+        ],
+        zone: zone.into(),
+        region: region.into(),
+        additional_labels: labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+    }
+}
+
+fn sync_cases() -> Vec<SyncCase> {
+    vec![
+        SyncCase {
+            name: "provided node IP address is valid",
+            provided_ip: Some("10.0.0.1"),
+            answer: answer("us-west-1a", "us-west", &[]),
+            initialized: true,
+            labels: &[
+                (LABEL_INSTANCE_TYPE, "fake.large"),
+                (LABEL_ZONE, "us-west-1a"),
+                (LABEL_REGION, "us-west"),
+            ],
+            absent: &[],
+            addresses: &[
+                ("InternalIP", "10.0.0.1"),
+                ("ExternalIP", "132.143.154.163"),
+            ],
+        },
+        SyncCase {
+            name: "provided node IP address is not valid: the cloud does not report it",
+            provided_ip: Some("10.0.0.9"),
+            answer: answer("us-west-1a", "us-west", &[]),
+            initialized: false,
+            labels: &[],
+            absent: &[LABEL_INSTANCE_TYPE, LABEL_ZONE],
+            addresses: &[],
+        },
+        SyncCase {
+            name: "no zone and no region: no topology labels",
+            provided_ip: None,
+            answer: answer("", "", &[]),
+            initialized: true,
+            labels: &[(LABEL_INSTANCE_TYPE, "fake.large")],
+            absent: &[LABEL_ZONE, LABEL_ZONE_BETA, LABEL_REGION],
+            addresses: &[
+                ("InternalIP", "10.0.0.1"),
+                ("ExternalIP", "132.143.154.163"),
+            ],
+        },
+        SyncCase {
+            name: "additional labels: kept, except in the kubernetes.io and k8s.io namespaces",
+            provided_ip: None,
+            answer: answer(
+                "us-west-1a",
+                "us-west",
+                &[
+                    ("topology.fake.example/rack", "r1"),
+                    (
+                        "node.kubernetes.io/exclude-from-external-load-balancers",
+                        "true",
+                    ),
+                    ("example.k8s.io/team", "a"),
+                ],
+            ),
+            initialized: true,
+            labels: &[
+                ("topology.fake.example/rack", "r1"),
+                (LABEL_ZONE, "us-west-1a"),
+            ],
+            absent: &[
+                "node.kubernetes.io/exclude-from-external-load-balancers",
+                "example.k8s.io/team",
+            ],
+            addresses: &[
+                ("InternalIP", "10.0.0.1"),
+                ("ExternalIP", "132.143.154.163"),
+            ],
+        },
+    ]
+}
+
+/// Upstream's `Test_syncNode`, the rows that script the instance's answer: the
+/// provided node IP checked against the cloud's addresses, empty topology, the
+/// provider's additional labels. The other rows are the tests above.
+#[tokio::test]
+async fn sync_node() {
+    for case in sync_cases() {
+        let answer = case.answer.clone();
+        let mut cluster = TestCluster::start(move |calls| {
+            Arc::new(Recording::new(1, calls).answering(answer)) as Arc<dyn Cloud>
+        })
+        .await;
+        let mut node = tainted("node0", None);
+        if let Some(ip) = case.provided_ip {
+            node["metadata"]["annotations"] = json!({super::ANNOTATION_PROVIDED_NODE_IP: ip});
+        }
+        cluster.node(node).await;
+        cluster.run(|ctx, stop| run(ctx, options(), stop));
+        let nodes: Api<Node> = Api::all(cluster.client.clone());
+        let node = if case.initialized {
+            wait_for(
+                &format!("{}: initialized with addresses", case.name),
+                || async {
+                    let node = nodes.get("node0").await.map_err(|e| e.to_string())?;
+                    let addresses = node.status.as_ref().and_then(|s| s.addresses.clone());
+                    if uninitialized(&node) || addresses.is_none() {
+                        Err(format!("{:?} {addresses:?}", node.spec))
+                    } else {
+                        Ok(node)
+                    }
+                },
+            )
+            .await
+        } else {
+            let calls = cluster.calls.clone();
+            wait_for(&format!("{}: asked twice", case.name), || {
+                let asked = calls.of("metadata").len();
+                async move {
+                    if asked >= 2 {
+                        Ok(())
+                    } else {
+                        Err(format!("{asked} metadata calls"))
+                    }
+                }
+            })
+            .await;
+            let node = nodes.get("node0").await.expect("node0");
+            assert!(uninitialized(&node), "{}: the taint stays", case.name);
+            assert!(
+                node.spec
+                    .as_ref()
+                    .and_then(|s| s.provider_id.as_ref())
+                    .is_none(),
+                "{}: no provider ID written",
+                case.name
+            );
+            node
+        };
+        for (key, value) in case.labels {
+            assert_eq!(label(&node, key), Some(*value), "{}: {key}", case.name);
+        }
+        for key in case.absent {
+            assert_eq!(label(&node, key), None, "{}: {key}", case.name);
+        }
+        let addresses: Vec<(String, String)> = node
+            .status
+            .and_then(|s| s.addresses)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|a| (a.type_, a.address))
+            .collect();
+        let want: Vec<(String, String)> = case
+            .addresses
+            .iter()
+            .map(|(t, a)| (t.to_string(), a.to_string()))
+            .collect();
+        assert_eq!(addresses, want, "{}: addresses", case.name);
+        let about: Vec<String> = cluster
+            .calls
+            .of("metadata")
+            .into_iter()
+            .map(|c| c.subject)
+            .collect();
+        assert!(
+            about.iter().all(|n| n == "node0"),
+            "{}: metadata asked about {about:?}",
+            case.name
+        );
+    }
 }
