@@ -92,6 +92,8 @@ async fn cluster_cidr_is_needed_only_when_the_route_controller_runs() {
             .arg(&stack.cloud_config)
             .arg("--kubeconfig")
             .arg(&stack.kubeconfig)
+            .arg("--compile-cache-dir")
+            .arg(wasm_ccm_tests::shared_compile_cache())
             .args(extra)
             .kill_on_drop(true);
         command
