@@ -10,9 +10,9 @@
 use std::fmt;
 use std::path::Path;
 
-use crate::contract::Interface;
 use crate::engine::EngineSettings;
 use crate::policy::{Policy, PolicyError};
+use crate::provider::Interface;
 use crate::provider::{Inspection, LoadError, ProviderLoader};
 
 /// The most a ConfigMap can hold (data and binaryData together).

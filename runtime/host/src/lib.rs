@@ -8,10 +8,11 @@
 //! Where to start:
 //! - [`provider::ProviderLoader`]: turns a provider's files (read by
 //!   [`provider::ProviderSource`]: component, policy, cloud config) into a
-//!   [`provider::Provider`], whose typed handles call the component's exports.
-//! - [`contract`]: the bindings generated from `wit/` and **the** table of optional
-//!   interfaces ([`contract::Interface`]) that inspection, loading, pooling and the
-//!   call handles are derived from.
+//!   [`provider::Provider`], whose typed handles call the component's exports; **the**
+//!   table of optional interfaces ([`provider::Interface`], `provider/interfaces.rs`)
+//!   that inspection, loading, pooling and the call handles are derived from.
+//! - [`contract`]: the bindings generated from `wit/`, the contract versions, and the
+//!   adapter that loads components built against contract 0.1.
 //! - [`capabilities`]: what a provider can reach, one module per capability: HTTP
 //!   egress through the broker ([`capabilities::http_egress`]), logging, and a closed
 //!   WASI context.
@@ -22,8 +23,9 @@
 //! - [`engine`]: the shared wasmtime engine (pooling allocator, epoch deadlines).
 //! - [`metrics`]: the Prometheus registry, with the provider and egress families.
 //!
-//! Layers, bottom up: `policy` ← `metrics`, `engine` ← `capabilities` ← `contract`,
-//! `provider` ← `check`.
+//! Layers, bottom up: `policy` ← `metrics`, `engine` ← `contract` ← `capabilities` ←
+//! `provider` ← `check`: the bindings know nothing of the store state the capabilities
+//! keep, nor of providers.
 
 // Only the compile cache (`provider::compile_cache`) may use `unsafe`: loading a serialized
 // component. Everything else is safe code.

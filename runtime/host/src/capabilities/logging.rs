@@ -113,6 +113,21 @@ impl Host for HostState {
 
 impl crate::contract::types::Host for HostState {}
 
+/// Contract 0.1's `logging` import: the same records, its levels mapped to the current
+/// ones.
+impl crate::contract::v0_1::logging::Host for HostState {
+    async fn log(
+        &mut self,
+        level: crate::contract::v0_1::logging::Level,
+        message: String,
+        fields: Vec<(String, String)>,
+    ) {
+        Host::log(self, level.into(), message, fields).await
+    }
+}
+
+impl crate::contract::v0_1::types::Host for HostState {}
+
 fn format_fields(fields: &[(String, String)]) -> String {
     let mut out = String::new();
     for (k, v) in fields {

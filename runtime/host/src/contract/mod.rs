@@ -1,6 +1,8 @@
-//! The provider contract: host bindings generated from `wit/`, the contract versions
-//! the host loads ([`Version`]), and the one table of its optional interfaces
-//! ([`interfaces`]).
+//! The provider contract: host bindings generated from `wit/` and the contract
+//! versions the host loads ([`Version`]). It knows nothing of the store state the
+//! capabilities keep nor of providers: the host's imports are implemented in
+//! [`crate::capabilities`], and the table of optional interfaces, with their export
+//! lookups and typed call handles, is [`crate::provider::interfaces`].
 //!
 //! The current version (`wasm-ccm:provider@0.2.0`, [`types`]) is what the rest of the
 //! host and the controller manager speak. Components built against an older version
@@ -11,13 +13,11 @@
 //! The world-level `Provider` type that `bindgen!` generates is not used to
 //! instantiate guests: it requires every optional export. Instead each exported
 //! interface is resolved on its own through its `GuestIndices`, so a provider may
-//! export any subset; [`Interface`] lists them and everything per interface
-//! (inspection, export lookups, pooled instances' handles, the typed call handles)
-//! is derived from that one table.
+//! export any subset.
 
 // Generated from `wit/`; the WIT documents each item.
 #[allow(missing_docs)]
-mod bindings {
+pub(crate) mod bindings {
     wasmtime::component::bindgen!({
         path: "../../wit",
         world: "provider",
@@ -32,9 +32,6 @@ mod bindings {
     });
 }
 
-#[macro_use]
-mod interface_table;
-pub mod interfaces;
 pub mod v0_1;
 
 /// The records and variants that cross the boundary (`wasm-ccm:provider/types`).
@@ -42,13 +39,6 @@ pub use self::bindings::wasm_ccm::provider::types;
 /// The host-side imports of the current version: `annotations`, `cache`, `deadline`,
 /// `events`, `logging` (implemented in [`crate::capabilities`]).
 pub use self::bindings::wasm_ccm::provider::{annotations, cache, deadline, events, logging};
-pub(crate) use self::interface_table::ContractMismatch;
-pub use self::interface_table::Exports;
-pub use self::interfaces::{
-    Clusters, Instances, InstancesBatch, InstancesV2, Interface, LoadBalancer, LoadBalancerName,
-    Routes, Zones,
-};
-pub(crate) use self::interfaces::{Guests, Indices};
 
 /// The WIT package every provider is checked against.
 pub const PACKAGE: &str = "wasm-ccm:provider";

@@ -274,20 +274,17 @@ pub(crate) fn down<A: Adapt<B>, B>(value: A) -> B {
     value.adapt()
 }
 
-impl logging::Host for crate::capabilities::HostState {
-    async fn log(&mut self, level: logging::Level, message: String, fields: Vec<(String, String)>) {
-        let level = match level {
-            logging::Level::Trace => super::logging::Level::Trace,
-            logging::Level::Debug => super::logging::Level::Debug,
-            logging::Level::Info => super::logging::Level::Info,
-            logging::Level::Warn => super::logging::Level::Warn,
-            logging::Level::Error => super::logging::Level::Error,
-        };
-        super::logging::Host::log(self, level, message, fields).await
+impl From<logging::Level> for super::logging::Level {
+    fn from(level: logging::Level) -> Self {
+        match level {
+            logging::Level::Trace => Self::Trace,
+            logging::Level::Debug => Self::Debug,
+            logging::Level::Info => Self::Info,
+            logging::Level::Warn => Self::Warn,
+            logging::Level::Error => Self::Error,
+        }
     }
 }
-
-impl types::Host for crate::capabilities::HostState {}
 
 #[cfg(test)]
 mod tests {

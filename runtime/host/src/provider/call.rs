@@ -91,11 +91,11 @@ macro_rules! guest_call {
             let outcome = {
                 let ($store, guests, $deadline) = lease.arm(about);
                 match guests {
-                    $crate::contract::Guests::V0_2($g) => {
+                    $crate::provider::Guests::V0_2($g) => {
                         tokio::time::timeout($deadline, $current).await.map(|r| r.map($wrap))
                     }
                     #[allow(unused_variables)]
-                    $crate::contract::Guests::V0_1($g) => {
+                    $crate::provider::Guests::V0_1($g) => {
                         $crate::provider::call::guest_call!(@old $deadline, $kind $($old)?)
                     }
                 }

@@ -10,10 +10,11 @@ use super::error::LoadError;
 use super::inspect::{self, Surface, WasmKind};
 use super::loader::{ProviderLoader, is_provider_name};
 use super::pool;
+use super::{Exports, Indices};
 use crate::capabilities::annotations::Annotations;
 use crate::capabilities::events::Events;
 use crate::capabilities::{HostState, Shared, shared_cache::Cache};
-use crate::contract::{Exports, Indices, Version};
+use crate::contract::Version;
 use crate::metrics::ProviderLabel;
 use crate::policy::{InstanceLimits, Policy};
 

@@ -7,7 +7,8 @@ use wasmtime::Engine;
 use wasmtime::component::Component;
 
 use super::error::LoadError;
-use crate::contract::{Exports, Interface, PACKAGE, Version};
+use super::{Exports, Interface};
+use crate::contract::{PACKAGE, Version};
 
 /// Interfaces the host links, by package prefix (any version of these WASI packages
 /// within 0.2 is accepted by wasmtime's semver matching).

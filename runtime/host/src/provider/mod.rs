@@ -25,10 +25,13 @@
 //! ```
 
 pub(crate) mod call;
+#[macro_use]
+mod interface_table;
 mod compile;
 pub mod compile_cache;
 mod error;
 mod inspect;
+pub mod interfaces;
 mod loader;
 mod pool;
 mod shared;
@@ -39,6 +42,13 @@ use std::sync::Arc;
 
 pub use compile::Inspection;
 pub use error::{CloudError, FindError, LoadError, ProviderError, TrapKind};
+pub(crate) use interface_table::ContractMismatch;
+pub use interface_table::Exports;
+pub use interfaces::{
+    Clusters, Instances, InstancesBatch, InstancesV2, Interface, LoadBalancer, LoadBalancerName,
+    Routes, Zones,
+};
+pub(crate) use interfaces::{Guests, Indices};
 pub use loader::ProviderLoader;
 pub use shared::SharedProvider;
 pub use source::{Fingerprint, ProviderSource, SourceError};
@@ -55,7 +65,6 @@ pub fn initialize_metrics(metrics: &crate::metrics::ProviderMetrics, provider: &
     );
 }
 
-use crate::contract::Exports;
 use crate::policy::InstanceLimits;
 
 /// A loaded, initialized provider. Cheap to clone; clones share the instance pool.

@@ -14,9 +14,9 @@ use wasmtime::Store;
 use wasmtime::component::InstancePre;
 
 use super::error::{ProviderError, TrapKind};
+use super::{Guests, Indices};
 use crate::capabilities::http_egress::Egress;
 use crate::capabilities::{HostState, ObjectRef, Shared};
-use crate::contract::{Guests, Indices};
 use crate::engine::WasmEngine;
 use crate::metrics::{CallLabels, FunctionLabels, ProviderLabel, ProviderMetrics, TrapLabels};
 use crate::policy::InstanceLimits;

@@ -27,8 +27,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, NodeAddress, Service};
-use wasm_ccm_host::contract::{Exports, Interface};
 use wasm_ccm_host::provider::SharedProvider;
+use wasm_ccm_host::provider::{Exports, Interface};
 
 pub use error::Error;
 pub use provider::ProviderCloud;

@@ -147,7 +147,7 @@ impl ProviderCloud {
 
     /// The batch handle, when the provider answers the `instances-v2` questions for
     /// many Nodes at once.
-    fn batch(&self) -> Option<wasm_ccm_host::contract::InstancesBatch<'_>> {
+    fn batch(&self) -> Option<wasm_ccm_host::provider::InstancesBatch<'_>> {
         self.provider
             .instances_v2()
             .and(self.provider.instances_batch())
@@ -162,13 +162,13 @@ impl ProviderCloud {
         })
     }
 
-    fn load_balancer(&self) -> Result<wasm_ccm_host::contract::LoadBalancer<'_>, Error> {
+    fn load_balancer(&self) -> Result<wasm_ccm_host::provider::LoadBalancer<'_>, Error> {
         self.provider
             .load_balancer()
             .ok_or(Error::NotExported(Requirement::LoadBalancer.interface()))
     }
 
-    fn routes(&self) -> Result<wasm_ccm_host::contract::Routes<'_>, Error> {
+    fn routes(&self) -> Result<wasm_ccm_host::provider::Routes<'_>, Error> {
         self.provider
             .routes()
             .ok_or(Error::NotExported(Requirement::Routes.interface()))

@@ -10,17 +10,17 @@
 //! Every call borrows an instance from the provider's pool, runs under the provider's
 //! call deadline inside a `provider_call` span, and maps failures to [`ProviderError`].
 //! A method names the call for each contract version: a 0.1 component gets its
-//! arguments through the adapter in [`super::v0_1`] (`down`) and its answers are
+//! arguments through the adapter in [`crate::contract::v0_1`] (`down`) and its answers are
 //! converted back.
 
-use super::types::{
+use super::call::guest_call;
+use super::{Provider, ProviderError};
+use crate::capabilities::ObjectRef;
+use crate::contract::types::{
     BoolAnswer, InstanceInfo, LoadBalancerStatus, MetadataAnswer, Node, NodeAddress, Route,
     Service, Zone,
 };
-use super::v0_1::down;
-use crate::capabilities::ObjectRef;
-use crate::provider::call::guest_call;
-use crate::provider::{Provider, ProviderError};
+use crate::contract::v0_1::down;
 
 interface_table! {
     /// `cloudprovider.InstancesV2`: instance existence, shutdown and metadata by Node.
@@ -93,12 +93,12 @@ impl Indices {
     /// The lookups of `identity` and of every interface in `exports`, for `version`.
     pub(crate) fn new(
         pre: &wasmtime::component::InstancePre<crate::capabilities::HostState>,
-        version: super::Version,
+        version: crate::contract::Version,
         exports: super::Exports,
     ) -> Result<Self, super::ContractMismatch> {
         Ok(match version {
-            super::Version::V0_1 => Self::V0_1(exports_v0_1::Indices::new(pre, exports)?),
-            super::Version::V0_2 => Self::V0_2(exports_v0_2::Indices::new(pre, exports)?),
+            crate::contract::Version::V0_1 => Self::V0_1(exports_v0_1::Indices::new(pre, exports)?),
+            crate::contract::Version::V0_2 => Self::V0_2(exports_v0_2::Indices::new(pre, exports)?),
         })
     }
 

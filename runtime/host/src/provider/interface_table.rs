@@ -88,17 +88,17 @@ macro_rules! guest_exports {
             /// The lookups of `identity` and of every interface in `exports`.
             pub(crate) fn new(
                 pre: &wasmtime::component::InstancePre<$crate::capabilities::HostState>,
-                exports: $crate::contract::Exports,
-            ) -> Result<Self, $crate::contract::ContractMismatch> {
+                exports: $crate::provider::Exports,
+            ) -> Result<Self, $crate::provider::ContractMismatch> {
                 let mismatch = |interface: &'static str| {
-                    move |source| $crate::contract::ContractMismatch { interface, source }
+                    move |source| $crate::provider::ContractMismatch { interface, source }
                 };
                 Ok(Self {
                     identity: bindings::exports::wasm_ccm::provider::identity::GuestIndices::new(pre)
                         .map_err(mismatch("identity"))?,
                     $(
                         $module: exports
-                            .contains($crate::contract::Interface::$variant)
+                            .contains($crate::provider::Interface::$variant)
                             .then(|| bindings::exports::wasm_ccm::provider::$module::GuestIndices::new(pre))
                             .transpose()
                             .map_err(mismatch($wit))?,
@@ -111,9 +111,9 @@ macro_rules! guest_exports {
                 &self,
                 store: &mut wasmtime::Store<$crate::capabilities::HostState>,
                 instance: &wasmtime::component::Instance,
-            ) -> Result<Guests, $crate::contract::ContractMismatch> {
+            ) -> Result<Guests, $crate::provider::ContractMismatch> {
                 let mismatch = |interface: &'static str| {
-                    move |source| $crate::contract::ContractMismatch { interface, source }
+                    move |source| $crate::provider::ContractMismatch { interface, source }
                 };
                 Ok(Guests {
                     identity: self
