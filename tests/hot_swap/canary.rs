@@ -97,7 +97,8 @@ async fn a_canary_keeps_a_version_that_says_everything_is_gone_from_serving() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rollback_during_the_canary_ends_the_trial() {
     use std::sync::Arc;
-    use wasm_ccm::hot_swap::canary::{Canary, CanaryOptions, CanarySlot};
+    use wasm_ccm::cloud::shadow::CanarySlot;
+    use wasm_ccm::hot_swap::canary::{Canary, CanaryOptions};
     use wasm_ccm::hot_swap::{self, Outcome, ReloadReporter, Reloader};
     use wasm_ccm_host::metrics::Metrics;
     use wasm_ccm_host::provider::{ProviderSource, SharedProvider};

@@ -29,6 +29,7 @@ pub mod cloud;
 pub mod controllers;
 pub mod daemon;
 pub mod events;
+pub mod flags;
 pub mod hot_swap;
 pub mod metrics;
 pub mod serving;

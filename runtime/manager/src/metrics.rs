@@ -59,6 +59,10 @@ pub struct GuardAnswerLabels {
     pub answer: String,
 }
 
+/// The values of `wasm_ccm_node_deletion_guard_answers_total`'s `answer` label: what the
+/// node deletion guard made of a "does not exist" answer.
+pub const GUARD_ANSWERS: [&str; 4] = ["counted", "too_soon", "fresh_version", "confirmed"];
+
 /// The node deletion guard's metrics.
 #[derive(Clone, Default)]
 pub struct GuardMetrics {
@@ -73,15 +77,9 @@ pub struct GuardMetrics {
 }
 
 impl GuardMetrics {
-    /// Counts one "does not exist" answer.
-    pub fn answer(&self, answer: crate::controllers::node_lifecycle::guard::Answer) {
-        use crate::controllers::node_lifecycle::guard::Answer;
-        let answer = match answer {
-            Answer::Counted(_) => "counted",
-            Answer::TooSoon => "too_soon",
-            Answer::FreshVersion => "fresh_version",
-            Answer::Confirmed => "confirmed",
-        };
+    /// Counts one "does not exist" answer, by what the guard made of it (one of
+    /// [`GUARD_ANSWERS`]).
+    pub fn answer(&self, answer: &str) {
         self.answers
             .get_or_create(&GuardAnswerLabels {
                 answer: answer.into(),
@@ -226,7 +224,7 @@ impl ControllerMetrics {
                 field: field.into(),
             });
         }
-        for answer in ["counted", "too_soon", "fresh_version", "confirmed"] {
+        for answer in GUARD_ANSWERS {
             let _ = this.guard.answers.get_or_create(&GuardAnswerLabels {
                 answer: answer.into(),
             });

@@ -301,15 +301,12 @@ impl std::fmt::Debug for SharedCloud {
 impl SharedCloud {
     /// The provider serving in `shared`, whichever version that is at each call.
     pub fn provider(shared: SharedProvider) -> Self {
-        Self::provider_with_canary(shared, crate::hot_swap::canary::CanarySlot::default())
+        Self::provider_with_canary(shared, shadow::CanarySlot::default())
     }
 
     /// The same, with the version on trial in `canary` (if any) asked beside the
     /// serving one ([`shadow::ShadowCloud`]).
-    pub fn provider_with_canary(
-        shared: SharedProvider,
-        canary: crate::hot_swap::canary::CanarySlot,
-    ) -> Self {
+    pub fn provider_with_canary(shared: SharedProvider, canary: shadow::CanarySlot) -> Self {
         Self {
             current: Arc::new(move || {
                 let serving: Arc<dyn Cloud> = Arc::new(ProviderCloud::new(shared.current()));

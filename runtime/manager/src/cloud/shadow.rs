@@ -9,8 +9,8 @@
 //! the serving version only: they cannot be asked twice.
 
 use std::future::Future;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
 
 use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, NodeAddress, Service};
 
@@ -337,6 +337,40 @@ impl Cloud for ShadowCloud {
 
     fn delete_route<'a>(&'a self, cluster: &'a str, route: &'a Route) -> CloudFuture<'a, ()> {
         self.serving.delete_route(cluster, route)
+    }
+}
+
+/// The version under trial, as the cloud seam sees it.
+#[derive(Clone)]
+pub struct Candidate {
+    /// The new version.
+    pub provider: wasm_ccm_host::provider::Provider,
+    /// Its answers compared with the serving version's.
+    pub comparison: Arc<Comparison>,
+    /// Counts each comparison.
+    pub observer: Observer,
+}
+
+/// Where the reloader puts a version under trial ([`crate::hot_swap::canary`]) and the
+/// cloud seam finds it.
+#[derive(Clone, Default)]
+pub struct CanarySlot(Arc<RwLock<Option<Candidate>>>);
+
+impl std::fmt::Debug for CanarySlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CanarySlot")
+    }
+}
+
+impl CanarySlot {
+    /// The version under trial, if any.
+    pub fn get(&self) -> Option<Candidate> {
+        self.0.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Puts `candidate` on trial, or none.
+    pub(crate) fn set(&self, candidate: Option<Candidate>) {
+        *self.0.write().unwrap_or_else(|p| p.into_inner()) = candidate;
     }
 }
 

@@ -197,7 +197,7 @@ pub(super) fn reloader(
 /// The hot swap canary, with a `--provider-canary-period` above zero.
 pub(super) fn canary(
     args: &DaemonArgs,
-    slot: &hot_swap::canary::CanarySlot,
+    slot: &crate::cloud::shadow::CanarySlot,
     metrics: &Metrics,
 ) -> Option<hot_swap::canary::Canary> {
     (!args.provider_canary_period.is_zero()).then(|| {

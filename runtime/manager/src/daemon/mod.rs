@@ -107,7 +107,7 @@ pub async fn run(args: DaemonArgs) -> Result<(), DaemonError> {
     let planned = from_flags::plan(&enabled, &provider, args.configure_cloud_routes);
     from_flags::route_flags(&args, &planned, &mut settings)?;
     let shared = SharedProvider::from(provider.clone());
-    let canary_slot = crate::hot_swap::canary::CanarySlot::default();
+    let canary_slot = crate::cloud::shadow::CanarySlot::default();
 
     // Every replica hot-swaps (a standby must be ready to lead); only the leader runs
     // the controllers.

@@ -7,6 +7,7 @@ use clap::Args;
 
 use crate::controllers::node_lifecycle::guard::GuardOptions;
 use crate::controllers::{self, Controller, Settings, route::Cidr};
+use crate::flags::{parse_go_bool, parse_go_duration, parse_percent};
 
 /// Flags of `wasm-ccm` (the controller manager).
 #[derive(Debug, Clone, Args)]
@@ -28,7 +29,7 @@ pub struct DaemonArgs {
     #[arg(long, default_value = "*", value_delimiter = ',')]
     pub controllers: Vec<String>,
     /// Take a leader lease before running the controllers.
-    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = crate::daemon::options::parse_go_bool)]
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_go_bool)]
     pub leader_elect: bool,
     #[arg(long, default_value = "15s", value_parser = parse_go_duration)]
     pub leader_elect_lease_duration: Duration,
@@ -48,7 +49,7 @@ pub struct DaemonArgs {
     #[arg(long, value_delimiter = ',')]
     pub cluster_cidr: Vec<String>,
     /// Whether the route controller programs cloud routes.
-    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = crate::daemon::options::parse_go_bool)]
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_go_bool)]
     pub configure_cloud_routes: bool,
     /// Period of the route controller.
     #[arg(long, default_value = "10s", value_parser = parse_go_duration)]
@@ -95,7 +96,7 @@ pub struct DaemonArgs {
     pub node_deletion_swap_grace: Duration,
     /// Start even when the provider answers `has-cluster-id` false (its resources are
     /// not tagged with a cluster ID), as upstream's flag of the same name.
-    #[arg(long, default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = crate::daemon::options::parse_go_bool)]
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_go_bool)]
     pub allow_untagged_cloud: bool,
     /// Upstream's per-controller ServiceAccounts; only `false` is served (see
     /// [`parse_use_service_account_credentials`]).
@@ -137,7 +138,7 @@ pub struct DaemonArgs {
     pub compile_cache_dir: Option<PathBuf>,
     /// Watch --providers-dir and --cloud-config and switch to a changed provider
     /// without restarting.
-    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = crate::daemon::options::parse_go_bool)]
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_go_bool)]
     pub provider_hot_swap: bool,
     /// Hot swap canary: a new provider version shadows the serving one this long
     /// (asked the same read-only questions, its answers compared and never used)
@@ -158,18 +159,6 @@ pub struct DaemonArgs {
     pub provider_rescan_period: Duration,
 }
 
-/// Parses a boolean flag's value as upstream's flag library (pflag, with Go's
-/// `strconv.ParseBool`) does: `1`, `t`, `T`, `TRUE`, `true`, `True`, and `0`, `f`,
-/// `F`, `FALSE`, `false`, `False`. A bare flag (`--leader-elect`) is true; a value
-/// must follow `=`, as pflag requires.
-pub fn parse_go_bool(text: &str) -> Result<bool, String> {
-    match text {
-        "1" | "t" | "T" | "TRUE" | "true" | "True" => Ok(true),
-        "0" | "f" | "F" | "FALSE" | "false" | "False" => Ok(false),
-        _ => Err(format!("`{text}` is not a boolean (true or false)")),
-    }
-}
-
 /// `--use-service-account-credentials`: only `false` is served. With `true`, upstream
 /// gives each controller the token of its own ServiceAccount; wasm-ccm's controllers
 /// use the controller manager's identity, which deploy/'s ClusterRole authorizes.
@@ -182,22 +171,6 @@ pub fn parse_use_service_account_credentials(text: &str) -> Result<bool, String>
              controller; set it to false"
                 .into(),
         ),
-    }
-}
-
-/// Parses a flag's Go-style duration (`500ms`, `10s`, `5m`, `1m30s`) with the one
-/// grammar of the host ([`wasm_ccm_host::policy::parse_duration`]).
-pub fn parse_go_duration(text: &str) -> Result<Duration, String> {
-    wasm_ccm_host::policy::parse_duration(text).map_err(|e| e.to_string())
-}
-
-/// Parses a percentage between 0 and 100.
-pub fn parse_percent(text: &str) -> Result<f64, String> {
-    match text.trim().parse::<f64>() {
-        Ok(p) if (0.0..=100.0).contains(&p) => Ok(p),
-        _ => Err(format!(
-            "invalid percentage {text:?}: a number from 0 to 100"
-        )),
     }
 }
 

@@ -11,8 +11,8 @@
 //! change the cloud are not shadowed, so what a new version does when it ensures a load
 //! balancer is only seen once it serves.
 
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -21,7 +21,7 @@ use prometheus_client::metrics::family::Family;
 use wasm_ccm_host::metrics::Metrics;
 use wasm_ccm_host::provider::{Fingerprint, Provider};
 
-use crate::cloud::shadow::{Comparison, Observer, Verdict};
+use crate::cloud::shadow::{CanarySlot, Candidate, Comparison, Observer, Verdict};
 
 /// Calls compared before a clearly bad version is refused early.
 const EARLY_VERDICT_CALLS: u64 = 20;
@@ -36,38 +36,6 @@ pub struct CanaryOptions {
     pub max_error_percent: f64,
     /// The largest share of compared calls (percent) it may answer differently.
     pub max_difference_percent: f64,
-}
-
-/// The version under trial, as the cloud seam sees it.
-#[derive(Clone)]
-pub struct Candidate {
-    /// The new version.
-    pub provider: Provider,
-    /// Its answers compared with the serving version's.
-    pub comparison: Arc<Comparison>,
-    /// Counts each comparison.
-    pub observer: Observer,
-}
-
-/// Where the reloader puts a version under trial and the cloud seam finds it.
-#[derive(Clone, Default)]
-pub struct CanarySlot(Arc<RwLock<Option<Candidate>>>);
-
-impl std::fmt::Debug for CanarySlot {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("CanarySlot")
-    }
-}
-
-impl CanarySlot {
-    /// The version under trial, if any.
-    pub fn get(&self) -> Option<Candidate> {
-        self.0.read().unwrap_or_else(|p| p.into_inner()).clone()
-    }
-
-    fn set(&self, candidate: Option<Candidate>) {
-        *self.0.write().unwrap_or_else(|p| p.into_inner()) = candidate;
-    }
 }
 
 /// Labels of `wasm_ccm_provider_canary_calls_total`.

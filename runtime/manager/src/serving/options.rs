@@ -7,7 +7,7 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::daemon::options::parse_go_duration;
+use crate::flags::{parse_go_bool, parse_go_duration};
 
 /// Flags of the secure port (`/healthz`, `/readyz`, `/livez`, `/metrics`).
 #[derive(Debug, Clone, clap::Args)]
@@ -39,11 +39,11 @@ pub struct ServingArgs {
     pub client_ca_file: Option<PathBuf>,
     /// Do not read ConfigMap `kube-system/extension-apiserver-authentication` for the
     /// client certificate authority.
-    #[arg(long, default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = crate::daemon::options::parse_go_bool)]
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_go_bool)]
     pub authentication_skip_lookup: bool,
     /// Start even when ConfigMap `kube-system/extension-apiserver-authentication`
     /// cannot be read (client certificates are then not accepted).
-    #[arg(long, default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = crate::daemon::options::parse_go_bool)]
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_go_bool)]
     pub authentication_tolerate_lookup_failure: bool,
     /// How long a bearer token's `TokenReview` answer is kept.
     #[arg(long, default_value = "10s", value_parser = parse_go_duration)]
@@ -61,7 +61,7 @@ pub struct ServingArgs {
     pub authorization_always_allow_paths: Vec<String>,
     /// Serve the port over plain HTTP with no authentication or authorization: anyone
     /// reaching it reads `/metrics`. For a process on a developer's machine only.
-    #[arg(long, default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = crate::daemon::options::parse_go_bool)]
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_go_bool)]
     pub serve_plain_http: bool,
     /// The listening socket handed down by the process that started this one
     /// (`LISTEN_FDS`), served instead of binding `--bind-address:--secure-port`.

@@ -105,6 +105,18 @@ pub enum Answer {
     Confirmed,
 }
 
+impl Answer {
+    /// Its value of the answers metric's `answer` label ([`crate::metrics::GUARD_ANSWERS`]).
+    pub fn label(self) -> &'static str {
+        match self {
+            Answer::Counted(_) => "counted",
+            Answer::TooSoon => "too_soon",
+            Answer::FreshVersion => "fresh_version",
+            Answer::Confirmed => "confirmed",
+        }
+    }
+}
+
 /// The Nodes of one pass whose deletion the guard decided.
 #[derive(Debug, Default, PartialEq)]
 pub struct Admission {
@@ -258,6 +270,19 @@ impl DeletionGuard {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every answer counts under a label the metric is created with (at 0).
+    #[test]
+    fn every_answer_has_a_label_of_the_metric() {
+        let answers = [
+            Answer::Counted(1),
+            Answer::TooSoon,
+            Answer::FreshVersion,
+            Answer::Confirmed,
+        ];
+        let labels: Vec<&str> = answers.iter().map(|a| a.label()).collect();
+        assert_eq!(labels, crate::metrics::GUARD_ANSWERS);
+    }
 
     fn guard() -> (DeletionGuard, Instant) {
         (DeletionGuard::new(GuardOptions::default()), Instant::now())

@@ -197,7 +197,7 @@ fn gone(
     confirmed: &mut Vec<String>,
 ) {
     let answer = guard.gone(&key(node), pass);
-    ctx.metrics.guard.answer(answer);
+    ctx.metrics.guard.answer(answer.label());
     match answer {
         Answer::Confirmed => confirmed.push(key(node)),
         Answer::Counted(n) => tracing::info!(
