@@ -57,21 +57,16 @@ async fn a_deletion_is_acted_on_at_once_even_in_back_off() {
         .unwrap();
     wait_for_reason(&stack, "backed-off", "SyncLoadBalancerFailed").await;
 
-    let deleted = std::time::Instant::now();
     services
         .delete("backed-off", &Default::default())
         .await
         .unwrap();
+    // Gone within 30 s, ten times sooner than the back-off would allow.
     wait_until(Duration::from_secs(30), "the Service gone", || async {
         services.get("backed-off").await.is_err()
     })
     .await;
     assert!(stack.cloud.with_state(|s| s.load_balancers.is_empty()));
-    assert!(
-        deleted.elapsed() < Duration::from_secs(30),
-        "acted on after {:?}",
-        deleted.elapsed()
-    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

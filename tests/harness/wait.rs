@@ -12,13 +12,32 @@ pub async fn eventually(timeout: Duration, what: &str, mut condition: impl FnMut
     }
 }
 
-/// Polls an async condition until it holds or `timeout` passes.
-pub async fn wait_until<F, Fut>(timeout: Duration, what: &str, condition: F)
+/// Polls an async condition until it holds or `timeout` passes. A condition has
+/// nothing to show when it fails; where the value read would say why, use
+/// [`wait_for`], which prints it.
+pub async fn wait_until<F, Fut>(timeout: Duration, what: &str, mut condition: F)
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = bool>,
 {
-    wait_for(timeout, what, condition, |done| *done).await;
+    let read = || {
+        let check = condition();
+        async move { Condition(check.await) }
+    };
+    wait_for(timeout, what, read, |held| held.0).await;
+}
+
+/// A condition's last answer, as a timed-out [`wait_until`] reports it.
+struct Condition(bool);
+
+impl std::fmt::Debug for Condition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0 {
+            "it held"
+        } else {
+            "it did not hold (no value to show: wait_for prints the value it read)"
+        })
+    }
 }
 
 /// Reads a value with `read` until `done` holds for it, or `timeout` passes: then the
