@@ -152,7 +152,10 @@ async fn initialize(nodes: usize, workers: u16, native: bool, batch: bool) -> (D
         nodes: nodes_view,
         client,
         cloud,
-        metrics: Arc::new(ControllerMetrics::register(&metrics)),
+        metrics: Arc::new(ControllerMetrics::register(
+            &metrics,
+            &controllers::node_lifecycle::guard::Answer::LABELS,
+        )),
         instance: "bench".into(),
     };
     let before = w.cloud.total_requests();

@@ -59,10 +59,6 @@ pub struct GuardAnswerLabels {
     pub answer: String,
 }
 
-/// The values of `wasm_ccm_node_deletion_guard_answers_total`'s `answer` label: what the
-/// node deletion guard made of a "does not exist" answer.
-pub const GUARD_ANSWERS: [&str; 4] = ["counted", "too_soon", "fresh_version", "confirmed"];
-
 /// The node deletion guard's metrics.
 #[derive(Clone, Default)]
 pub struct GuardMetrics {
@@ -77,8 +73,8 @@ pub struct GuardMetrics {
 }
 
 impl GuardMetrics {
-    /// Counts one "does not exist" answer, by what the guard made of it (one of
-    /// [`GUARD_ANSWERS`]).
+    /// Counts one "does not exist" answer, by what the guard made of it (one of the
+    /// labels [`ControllerMetrics::register`] was given).
     pub fn answer(&self, answer: &str) {
         self.answers
             .get_or_create(&GuardAnswerLabels {
@@ -189,8 +185,10 @@ impl std::fmt::Debug for ControllerMetrics {
 }
 
 impl ControllerMetrics {
-    /// Creates the families and registers them in `metrics`.
-    pub fn register(metrics: &Metrics) -> Self {
+    /// Creates the families and registers them in `metrics`. `guard_answers` are the
+    /// values of the node deletion guard's `answer` label, exported at 0 from the start
+    /// (the guard owns them: `controllers::node_lifecycle::Answer::LABELS`).
+    pub fn register(metrics: &Metrics, guard_answers: &[&str]) -> Self {
         let this = Self {
             reconciles: Family::default(),
             reconcile_duration: Family::new_with_constructor(latency_histogram),
@@ -224,9 +222,9 @@ impl ControllerMetrics {
                 field: field.into(),
             });
         }
-        for answer in GUARD_ANSWERS {
+        for answer in guard_answers {
             let _ = this.guard.answers.get_or_create(&GuardAnswerLabels {
-                answer: answer.into(),
+                answer: (*answer).into(),
             });
         }
         metrics.register(

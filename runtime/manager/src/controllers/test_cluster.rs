@@ -210,6 +210,7 @@ fn context(
         cloud,
         metrics: Arc::new(crate::metrics::ControllerMetrics::register(
             &wasm_ccm_host::metrics::Metrics::new(),
+            &super::node_lifecycle::guard::Answer::LABELS,
         )),
         instance: "in-process".into(),
         nodes,

@@ -79,7 +79,10 @@ pub async fn run(args: DaemonArgs) -> Result<(), DaemonError> {
 
     // Health and metrics, then the provider: `/readyz` says when it is loaded.
     let metrics = Metrics::new();
-    let controller_metrics = Arc::new(ControllerMetrics::register(&metrics));
+    let controller_metrics = Arc::new(ControllerMetrics::register(
+        &metrics,
+        &crate::controllers::node_lifecycle::guard::Answer::LABELS,
+    ));
     let config = from_flags::kube_config(&args).await?;
     let client = from_flags::kube_client(&args, config.clone())?;
     let health = from_flags::serve_health(&args, config, &metrics).await?;

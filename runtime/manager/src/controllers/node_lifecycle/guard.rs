@@ -106,7 +106,11 @@ pub enum Answer {
 }
 
 impl Answer {
-    /// Its value of the answers metric's `answer` label ([`crate::metrics::GUARD_ANSWERS`]).
+    /// The values of `wasm_ccm_node_deletion_guard_answers_total`'s `answer` label, one
+    /// per kind of answer: the daemon registers the metric with them, at 0.
+    pub const LABELS: [&'static str; 4] = ["counted", "too_soon", "fresh_version", "confirmed"];
+
+    /// Its value of the answers metric's `answer` label (one of [`Answer::LABELS`]).
     pub fn label(self) -> &'static str {
         match self {
             Answer::Counted(_) => "counted",
@@ -271,7 +275,8 @@ impl DeletionGuard {
 mod tests {
     use super::*;
 
-    /// Every answer counts under a label the metric is created with (at 0).
+    /// Every kind of answer counts under its own label of [`Answer::LABELS`], which the
+    /// metric is created with (at 0).
     #[test]
     fn every_answer_has_a_label_of_the_metric() {
         let answers = [
@@ -281,7 +286,7 @@ mod tests {
             Answer::Confirmed,
         ];
         let labels: Vec<&str> = answers.iter().map(|a| a.label()).collect();
-        assert_eq!(labels, crate::metrics::GUARD_ANSWERS);
+        assert_eq!(labels, Answer::LABELS);
     }
 
     fn guard() -> (DeletionGuard, Instant) {
