@@ -61,6 +61,11 @@ impl Calls {
         calls.iter().filter(|c| c.name == name).cloned().collect()
     }
 
+    /// What each `name` call so far was about ([`Call::subject`]), in order.
+    pub fn subjects(&self, name: &str) -> Vec<String> {
+        self.of(name).into_iter().map(|c| c.subject).collect()
+    }
+
     /// When each `name` call so far was made.
     pub fn times(&self, name: &str) -> Vec<tokio::time::Instant> {
         self.of(name).into_iter().map(|c| c.at).collect()

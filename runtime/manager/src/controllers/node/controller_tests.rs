@@ -379,12 +379,7 @@ async fn sync_node() {
             .map(|(t, a)| (t.to_string(), a.to_string()))
             .collect();
         assert_eq!(addresses, want, "{}: addresses", case.name);
-        let about: Vec<String> = cluster
-            .calls
-            .of("metadata")
-            .into_iter()
-            .map(|c| c.subject)
-            .collect();
+        let about = cluster.calls.subjects("metadata");
         assert!(
             about.iter().all(|n| n == "node0"),
             "{}: metadata asked about {about:?}",

@@ -222,12 +222,7 @@ async fn monitor_nodes() {
         let calls: Vec<&str> = cluster.taken().into_iter().map(|(_, c)| c).collect();
         assert_eq!(calls, case.calls, "{}: calls", case.name);
         for name in ["exists", "shutdown"] {
-            let about: Vec<String> = cluster
-                .calls
-                .of(name)
-                .into_iter()
-                .map(|c| c.subject)
-                .collect();
+            let about = cluster.calls.subjects(name);
             assert!(
                 about.iter().all(|node| node == "node0"),
                 "{}: {name} calls about {about:?}",
