@@ -66,12 +66,77 @@ pub fn function_calls(text: &str, function: &str) -> f64 {
 }
 
 /// A metric's value from a Prometheus exposition (the first line starting with
-/// `series`), or 0 when the series is not there (a counter never incremented is not
-/// exposed; the exposition itself is a whole one, see [`metrics`]).
+/// `series`), or 0 when the series is not there: a counter never incremented, or a
+/// label set never seen, is not exposed. The series must belong to a metric the
+/// exposition declares (`# TYPE`) or docs/metrics.md lists, so a misspelt or removed
+/// metric fails the test instead of reading as 0.
 pub fn metric(text: &str, series: &str) -> f64 {
+    let name = series.split('{').next().unwrap_or(series);
+    assert!(
+        known(text, name),
+        "{name:?} is a series of no metric the exposition declares or docs/metrics.md lists: {text}"
+    );
     text.lines()
         .find(|l| l.starts_with(series))
         .and_then(|l| l.rsplit(' ').next())
         .and_then(|v| v.parse().ok())
         .unwrap_or(0.0)
+}
+
+/// The metrics users are told of: docs/metrics.md.
+const DOCUMENTED: &str = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/metrics.md"));
+
+/// Whether `name` is a series of a metric `text` declares (`# TYPE`; a family with no
+/// label set yet is not declared) or docs/metrics.md lists (in backquotes): the metric
+/// itself, or a series OpenMetrics derives from it (`_total`, `_count`, `_sum`,
+/// `_bucket`, `_created`, `_info`).
+fn known(text: &str, name: &str) -> bool {
+    const SUFFIXES: [&str; 7] = [
+        "", "_total", "_count", "_sum", "_bucket", "_created", "_info",
+    ];
+    let declared = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split(' ').next());
+    let documented = DOCUMENTED
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .map(|m| m.strip_suffix("_total").unwrap_or(m));
+    declared.chain(documented).any(|metric| {
+        SUFFIXES
+            .iter()
+            .any(|suffix| name.strip_prefix(metric) == Some(suffix))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::metric;
+
+    const EXPOSITION: &str = "# HELP syncs Syncs.\n# TYPE syncs counter\nsyncs_total{r=\"a\"} 3\n# TYPE lat histogram\nlat_count 2\n# EOF\n";
+
+    #[test]
+    fn a_known_series_reads_its_value_or_zero() {
+        assert_eq!(metric(EXPOSITION, "syncs_total{r=\"a\"}"), 3.0);
+        assert_eq!(metric(EXPOSITION, "syncs_total{r=\"b\"}"), 0.0);
+        assert_eq!(metric(EXPOSITION, "lat_count"), 2.0);
+        assert_eq!(metric(EXPOSITION, "lat_sum"), 0.0);
+        // Documented, not yet exposed.
+        let reconciles = "wasm_ccm_controller_reconciles_total{controller=\"service\"}";
+        assert_eq!(metric(EXPOSITION, reconciles), 0.0);
+        assert_eq!(
+            metric(
+                EXPOSITION,
+                "node_controller_initial_node_sync_delay_seconds_count"
+            ),
+            0.0
+        );
+    }
+
+    #[test]
+    #[should_panic(expected = "is a series of no metric")]
+    fn an_unknown_series_fails() {
+        metric(EXPOSITION, "wasm_ccm_controller_reconcile_total");
+    }
 }
