@@ -10,9 +10,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Event, Node, Service};
+use k8s_openapi::api::core::v1::{Node, Service};
 use kube::Api;
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use sim_cloud::model::NewInstance;
 use wasm_ccm_tests::https::Credentials;
@@ -204,32 +204,24 @@ async fn scenario(client: kube::Client, stack: &Stack) -> Outcome {
     })
     .await;
     assert_eq!(stack.cloud.with_state(|s| s.load_balancers.len()), 0);
-    // Events as the server stores them.
-    let events: Api<Event> = Api::namespaced(client.clone(), "default");
-    // Events are recorded as they happen, the last one after the finalizer is gone.
-    let reasons = || async {
-        events
-            .list(&ListParams::default().fields("involvedObject.name=web"))
-            .await
-            .unwrap()
-            .items
-            .into_iter()
-            .filter_map(|e| e.reason)
-            .collect::<BTreeSet<String>>()
-    };
-    wait_until(TIMEOUT, "web's events", || async {
-        let now = reasons().await;
-        [
+    // Events as the server stores them, recorded as they happen, the last one after
+    // the finalizer is gone.
+    wasm_ccm_tests::events::wait_for_reasons(
+        &client,
+        "web",
+        &[
             "EnsuringLoadBalancer",
             "EnsuredLoadBalancer",
             "DeletingLoadBalancer",
             "DeletedLoadBalancer",
-        ]
-        .iter()
-        .all(|r| now.contains(*r))
-    })
+        ],
+        TIMEOUT,
+    )
     .await;
-    let event_reasons = reasons().await;
+    let event_reasons: BTreeSet<String> = wasm_ccm_tests::events::reasons(&client, "web")
+        .await
+        .into_iter()
+        .collect();
 
     // Lifecycle: node-b's instance stops and the Node is not Ready: tainted; the
     // instance is gone: the Node is deleted.

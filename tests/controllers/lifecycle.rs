@@ -155,15 +155,13 @@ async fn lifecycle_corners_as_upstream() {
         },
     )
     .await;
-    let events: Api<CoreEvent> = Api::namespaced(stack.client(), "default");
     wait_until(
         TIMEOUT,
         "DeletingNodeFailed, then the node deleted",
         || async {
-            let failed = events
-                .list(&ListParams::default().fields("reason=DeletingNodeFailed"))
+            let failed = !events::with_reason(&stack.client(), "DeletingNodeFailed")
                 .await
-                .is_ok_and(|l| !l.items.is_empty());
+                .is_empty();
             failed && nodes.get_opt("legacy-gone").await.unwrap().is_none()
         },
     )

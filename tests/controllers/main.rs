@@ -14,16 +14,16 @@ mod service_hosts;
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Event as CoreEvent, Node, Taint};
+use k8s_openapi::api::core::v1::{Node, Taint};
 use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use sim_cloud::model::{Address, Fault, InstancePatch, InstanceState, NewInstance};
 use wasm_ccm_tests::events::{self, notes, occurrences, reasons, reasons_in_order};
 use wasm_ccm_tests::{
-    Stack, default_load_balancer_name, http_get, initialized, kubelet_node, listening_port,
-    load_balancer_service, metric, metrics, node_addresses, provider_calls, reconciles, set_ready,
-    taint_keys, wait_until,
+    Stack, default_load_balancer_name, http_get, ingress_ip, initialized, kubelet_node,
+    listening_port, load_balancer_service, metric, metrics, node_addresses, provider_calls,
+    reconciles, set_ready, taint_keys, wait_until,
 };
 
 const TIMEOUT: Duration = Duration::from_secs(60);
@@ -89,18 +89,6 @@ fn fail_load_balancer_requests(
             ..Fault::default()
         })
     });
-}
-
-fn ingress_ip(svc: &k8s_openapi::api::core::v1::Service) -> Option<String> {
-    svc.status
-        .as_ref()?
-        .load_balancer
-        .as_ref()?
-        .ingress
-        .as_ref()?
-        .first()?
-        .ip
-        .clone()
 }
 
 type Service = k8s_openapi::api::core::v1::Service;

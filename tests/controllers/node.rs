@@ -115,12 +115,8 @@ async fn cloud_node_initializes_tainted_nodes() {
         Some(format!("simcloud://{}", b.id))
     );
 
-    let events: Api<CoreEvent> = Api::namespaced(stack.client(), "default");
-    wait_until(TIMEOUT, "Synced events", || async {
-        events
-            .list(&ListParams::default().fields("reason=Synced"))
-            .await
-            .is_ok_and(|l| l.items.len() == 2)
+    wait_until(TIMEOUT, "two Synced events", || async {
+        events::with_reason(&stack.client(), "Synced").await.len() == 2
     })
     .await;
     let m = metrics(port).await;
@@ -488,18 +484,7 @@ async fn a_failed_address_update_after_initialization_is_not_a_failed_sync() {
         stack.api.faults_served("nodes/status", "patch") == 1
     })
     .await;
-    let events: Api<CoreEvent> = Api::namespaced(stack.client(), "default");
-    wait_until(TIMEOUT, "a Synced event", || async {
-        events
-            .list(&ListParams::default().fields("involvedObject.name=n-addr"))
-            .await
-            .is_ok_and(|l| {
-                l.items
-                    .iter()
-                    .any(|e| e.reason.as_deref() == Some("Synced"))
-            })
-    })
-    .await;
+    events::wait_for_reason(&stack.client(), "n-addr", "Synced", TIMEOUT).await;
     wait_until(
         TIMEOUT,
         "the addresses set by the status update",

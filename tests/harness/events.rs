@@ -82,13 +82,33 @@ pub async fn reasons_in_order(client: &kube::Client, name: &str) -> Vec<String> 
 /// Waits until `reason` was recorded about object `name`; on timeout, the test fails
 /// with the reasons recorded by then.
 pub async fn wait_for_reason(client: &kube::Client, name: &str, reason: &str, timeout: Duration) {
+    wait_for_reasons(client, name, &[reason], timeout).await;
+}
+
+/// Waits until every one of `wanted` was recorded about object `name`; on timeout, the
+/// test fails with the reasons recorded by then.
+pub async fn wait_for_reasons(
+    client: &kube::Client,
+    name: &str,
+    wanted: &[&str],
+    timeout: Duration,
+) {
     wait_for(
         timeout,
-        &format!("{reason} for {name} (the reasons recorded)"),
+        &format!("{wanted:?} for {name} (the reasons recorded)"),
         || reasons(client, name),
-        |recorded| recorded.iter().any(|r| r == reason),
+        |recorded| wanted.iter().all(|w| recorded.iter().any(|r| r == w)),
     )
     .await;
+}
+
+/// The messages of the events about object `name`, whatever their reason.
+pub async fn messages(client: &kube::Client, name: &str) -> Vec<String> {
+    about(client, name)
+        .await
+        .into_iter()
+        .filter_map(|e| e.message)
+        .collect()
 }
 
 async fn list(client: &kube::Client, fields: &str) -> Vec<Event> {

@@ -15,6 +15,20 @@ pub fn kubelet_node(name: &str, ready: &str) -> k8s_openapi::api::core::v1::Node
     .expect("a Node")
 }
 
+/// The first ingress IP of a Service's load balancer status, if any.
+pub fn ingress_ip(service: &k8s_openapi::api::core::v1::Service) -> Option<String> {
+    service
+        .status
+        .as_ref()?
+        .load_balancer
+        .as_ref()?
+        .ingress
+        .as_ref()?
+        .first()?
+        .ip
+        .clone()
+}
+
 /// A Service of type LoadBalancer in `default` (port 80 → 8080), of `class` if any.
 pub fn load_balancer_service(
     name: &str,

@@ -11,31 +11,11 @@ use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use wasm_ccm_tests::{events, listening_port, wait_until};
 
-use super::migration::{ingress_ip, load_balancer_service, wait_served};
+use super::migration::{load_balancer_service, wait_served};
 use super::{OpenStackStack, TIMEOUT, lb_cloud_config};
+use wasm_ccm_tests::ingress_ip;
 
 const INTERNAL: &str = "service.beta.kubernetes.io/openstack-internal-load-balancer";
-
-/// Waits until the events on Service `name` include every one of `wanted`.
-pub(super) async fn wait_reasons(client: &kube::Client, name: &str, wanted: &[&str]) {
-    for reason in wanted {
-        wait_until(TIMEOUT, reason, || async {
-            events::reasons(client, name)
-                .await
-                .contains(&reason.to_string())
-        })
-        .await;
-    }
-}
-
-/// The messages of the events on Service `name`; a panic when they cannot be read.
-async fn messages(client: kube::Client, name: &str) -> Vec<String> {
-    events::about(&client, name)
-        .await
-        .into_iter()
-        .filter_map(|e| e.message)
-        .collect()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn floating_ips_follow_occms_rules() {
@@ -107,12 +87,7 @@ async fn floating_ips_follow_occms_rules() {
     // An IPv6 VIP is the address; no floating IP, and a Warning says why.
     let v6 = served("v6").await.unwrap();
     assert!(v6.starts_with("fd00:10::"), "{v6}");
-    wait_until(TIMEOUT, "the IPv6 warning", || async {
-        events::reasons(&stack.client(), "v6")
-            .await
-            .contains(&"FloatingIPNotSupported".to_string())
-    })
-    .await;
+    events::wait_for_reason(&stack.client(), "v6", "FloatingIPNotSupported", TIMEOUT).await;
 
     // ext becomes internal: its floating IP (made here) is released, the VIP serves.
     let ext_fip = served("ext").await.unwrap();
@@ -171,11 +146,12 @@ async fn internal_lb_in_the_cloud_config_cannot_be_undone_by_an_annotation() {
     stack
         .cloud
         .with_state(|s| assert!(s.floating_ips.is_empty()));
-    wait_until(TIMEOUT, "the warning", || async {
-        events::reasons(&stack.client(), "web")
-            .await
-            .contains(&"InternalLoadBalancerEnforced".to_string())
-    })
+    events::wait_for_reason(
+        &stack.client(),
+        "web",
+        "InternalLoadBalancerEnforced",
+        TIMEOUT,
+    )
     .await;
 }
 
@@ -230,7 +206,7 @@ async fn floating_subnets_as_occm() {
         assert!(ip.starts_with(prefix), "{name}: {ip}");
     }
     wait_until(TIMEOUT, "nowhere refused naming its pattern", || async {
-        messages(stack.client(), "nowhere")
+        events::messages(&stack.client(), "nowhere")
             .await
             .iter()
             .any(|m| m.contains("no subnet matching name pattern `none-*`"))

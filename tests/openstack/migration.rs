@@ -7,7 +7,7 @@ use k8s_openapi::api::core::v1::{Node, Service};
 use kube::Api;
 use kube::api::{DeleteParams, PostParams};
 use serde_json::json;
-use wasm_ccm_tests::{initialized, listening_port, wait_until};
+use wasm_ccm_tests::{ingress_ip, initialized, listening_port, wait_until};
 
 use super::{OpenStackStack, TIMEOUT, kubelet_node, lb_cloud_config};
 
@@ -38,19 +38,6 @@ pub(super) async fn wait_served(services: &Api<Service>, name: &str) {
             .is_some()
     })
     .await;
-}
-
-pub(super) fn ingress_ip(service: &Service) -> Option<String> {
-    service
-        .status
-        .as_ref()?
-        .load_balancer
-        .as_ref()?
-        .ingress
-        .as_ref()?
-        .first()?
-        .ip
-        .clone()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

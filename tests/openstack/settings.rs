@@ -7,8 +7,9 @@ use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::json;
 use wasm_ccm_tests::{listening_port, wait_for, wait_until};
 
-use super::migration::{ingress_ip, load_balancer_service, wait_served};
+use super::migration::{load_balancer_service, wait_served};
 use super::{OpenStackStack, TIMEOUT, lb_cloud_config};
+use wasm_ccm_tests::ingress_ip;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn affinity_source_ranges_and_timeouts_as_occm() {
@@ -358,13 +359,14 @@ async fn the_ovn_provider_gets_what_it_supports() {
         assert!(listener.settings.keys().all(|k| !k.starts_with("timeout_")));
         assert_eq!(s.monitors.values().next().unwrap().kind, "TCP");
     });
-    super::floating_ips::wait_reasons(
+    wasm_ccm_tests::events::wait_for_reasons(
         &stack.client(),
         "web",
         &[
             "LoadBalancerSourceRangesIgnored",
             "LoadBalancerAvailabilityZonesIgnored",
         ],
+        super::TIMEOUT,
     )
     .await;
 }
@@ -444,13 +446,14 @@ async fn an_older_octavia_gets_what_its_version_supports() {
         assert_eq!(s.monitors.values().next().unwrap().kind, "UDP-CONNECT");
         assert!(s.members.values().all(|m| m.monitor_port.is_none()));
     });
-    super::floating_ips::wait_reasons(
+    wasm_ccm_tests::events::wait_for_reasons(
         &stack.client(),
         "web",
         &[
             "LoadBalancerSourceRangesIgnored",
             "LoadBalancerAvailabilityZonesIgnored",
         ],
+        super::TIMEOUT,
     )
     .await;
 }

@@ -9,8 +9,9 @@ use kube::api::{DeleteParams, ListParams, PostParams};
 use serde_json::json;
 use wasm_ccm_tests::{listening_port, wait_until};
 
-use super::migration::{ingress_ip, load_balancer_service};
+use super::migration::load_balancer_service;
 use super::{OpenStackStack, TIMEOUT, lb_cloud_config};
+use wasm_ccm_tests::ingress_ip;
 
 const ID: &str = "loadbalancer.openstack.org/load-balancer-id";
 
