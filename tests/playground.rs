@@ -393,20 +393,13 @@ async fn playground_runs_any_provider_with_its_policy_and_cloud_config() {
 async fn the_printed_wasm_ccm_command_works_as_printed() {
     let dir = TempDir::new("playground-without-ccm");
     let kubeconfig = dir.path().join("kubeconfig");
-    let mut child = tokio::process::Command::new(built_bin("wasm-ccm-playground"))
-        .args(["--without-ccm", "--nodes", "2"])
-        .arg("--kubeconfig-out")
-        .arg(&kubeconfig)
-        .arg("--work-dir")
-        .arg(dir.path().join("work"))
-        .arg("--provider")
-        .arg(guest("reference_provider"))
-        .stdout(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
-    let output = started(&mut lines).await;
+    let (mut child, output) = playground(
+        "simcloud",
+        "reference_provider",
+        &["--without-ccm", "--nodes", "2"],
+        &dir,
+    )
+    .await;
     let printed = output
         .lines()
         .map(str::trim)

@@ -15,7 +15,6 @@ async fn cloud_that_never_answers_times_out() {
         silent.url()
     );
     let (_h, bad) = hostile(&loader, &policy).await;
-    let started = Instant::now();
     let err = keeps_serving(
         &good,
         act(
@@ -25,12 +24,9 @@ async fn cloud_that_never_answers_times_out() {
     )
     .await
     .unwrap_err();
+    // The broker's request timeout answered (a cloud error the guest passed on), not
+    // the 10 s call timeout, which would be `ProviderError::Timeout`.
     assert!(other_message(&err).contains("Timeout"), "{err}");
-    assert!(
-        started.elapsed() < Duration::from_secs(8),
-        "took {:?}",
-        started.elapsed()
-    );
     assert!(silent.connections.load(std::sync::atomic::Ordering::SeqCst) >= 1);
 }
 

@@ -8,7 +8,7 @@ mod isolation;
 mod policies;
 mod runaway;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use sim_cloud::SimCloud;
 use sim_cloud::model::NewInstance;
