@@ -28,15 +28,12 @@ async fn fetch(
 
 /// `wasm_ccm_egress_denied_total` of the hostile provider for `reason`.
 fn denied(loaded: &Loaded, reason: &str) -> u64 {
-    let line =
-        format!(r#"wasm_ccm_egress_denied_total{{provider="hostile",host="",reason="{reason}"}} "#);
-    loaded
-        .loader
-        .metrics()
-        .encode()
-        .lines()
-        .find_map(|l| l.strip_prefix(&line))
-        .map_or(0, |n| n.trim().parse().unwrap())
+    wasm_ccm_tests::metric(
+        &loaded.loader.metrics().encode(),
+        &format!(
+            r#"wasm_ccm_egress_denied_total{{provider="hostile",host="",reason="{reason}"}} "#
+        ),
+    ) as u64
 }
 
 /// The cloud with an application credential, and the fixture under its rule plus

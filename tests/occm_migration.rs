@@ -146,24 +146,17 @@ fn service(name: &str, port: i32, annotations: serde_json::Value) -> Service {
     .unwrap()
 }
 
-fn ingress(s: &Service) -> Option<String> {
-    let ingress = s
-        .status
-        .as_ref()?
-        .load_balancer
-        .as_ref()?
-        .ingress
-        .as_ref()?;
-    ingress.first()?.ip.clone()
-}
-
 /// Waits until every Service named has an ingress address.
 async fn wait_ingress(api: &Api<Service>, names: &[&str], who: &str) {
     for name in names {
         wait_until(
             OCCM_TIMEOUT,
             &format!("{who}: {name} has an address"),
-            || async { api.get(name).await.is_ok_and(|s| ingress(&s).is_some()) },
+            || async {
+                api.get(name)
+                    .await
+                    .is_ok_and(|s| wasm_ccm_tests::ingress_ip(&s).is_some())
+            },
         )
         .await;
     }

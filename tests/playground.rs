@@ -358,6 +358,10 @@ async fn playground_runs_any_provider_with_its_policy_and_cloud_config() {
     let mut child = run(&policy);
     let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
     let output = started(&mut lines).await;
+    // Keep reading both pipes: a full one would stop the playground.
+    let mut errors = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    tokio::spawn(async move { while let Ok(Some(_)) = errors.next_line().await {} });
     assert!(output.contains("provider: simcloud loaded"), "{output}");
     assert!(
         output.contains("instance-metadata(node-1) -> simcloud://"),

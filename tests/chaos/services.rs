@@ -241,13 +241,7 @@ async fn service_problems(stack: &Stack, services: &Api<Service>) -> Vec<String>
             f.iter()
                 .any(|f| f == "service.kubernetes.io/load-balancer-cleanup")
         });
-        let ingress = svc
-            .status
-            .as_ref()
-            .and_then(|s| s.load_balancer.as_ref())
-            .and_then(|l| l.ingress.as_ref())
-            .and_then(|i| i.first())
-            .and_then(|i| i.ip.clone());
+        let ingress = wasm_ccm_tests::ingress_ip(svc);
         let lb_name = default_load_balancer_name(svc);
         if svc.metadata.deletion_timestamp.is_some() {
             problems.push(format!(

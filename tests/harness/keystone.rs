@@ -182,13 +182,12 @@ pub struct Loaded {
 impl Loaded {
     /// `wasm_ccm_credential_logins_total` for `result`.
     pub fn logins(&self, result: &str) -> u64 {
-        let text = self.loader.metrics().encode();
-        let line = format!(
-            r#"wasm_ccm_credential_logins_total{{provider="hostile",kind="keystone",result="{result}"}} "#
-        );
-        text.lines()
-            .find_map(|l| l.strip_prefix(&line))
-            .map_or(0, |n| n.trim().parse().unwrap())
+        crate::metric(
+            &self.loader.metrics().encode(),
+            &format!(
+                r#"wasm_ccm_credential_logins_total{{provider="hostile",kind="keystone",result="{result}"}} "#
+            ),
+        ) as u64
     }
 }
 

@@ -44,6 +44,7 @@ pub fn reconciles(text: &str, controller: &str, result: &str) -> f64 {
 /// Provider calls, over every interface and function, that ended with one of `results`
 /// (`ok`, `cloud_error`, `trap`, `timeout`, `unavailable`).
 pub fn provider_calls(text: &str, results: &[&str]) -> f64 {
+    assert_known(text, "wasm_ccm_provider_calls_total");
     text.lines()
         .filter(|l| l.starts_with("wasm_ccm_provider_calls_total{"))
         .filter(|l| {
@@ -58,6 +59,7 @@ pub fn provider_calls(text: &str, results: &[&str]) -> f64 {
 /// Calls of the provider function `function` (e.g. `instances-metadata`), whatever
 /// their result.
 pub fn function_calls(text: &str, function: &str) -> f64 {
+    assert_known(text, "wasm_ccm_provider_calls_total");
     text.lines()
         .filter(|l| l.starts_with("wasm_ccm_provider_calls_total{"))
         .filter(|l| l.contains(&format!("function=\"{function}\"")))
@@ -71,11 +73,7 @@ pub fn function_calls(text: &str, function: &str) -> f64 {
 /// exposition declares (`# TYPE`) or docs/metrics.md lists, so a misspelt or removed
 /// metric fails the test instead of reading as 0.
 pub fn metric(text: &str, series: &str) -> f64 {
-    let name = series.split('{').next().unwrap_or(series);
-    assert!(
-        known(text, name),
-        "{name:?} is a series of no metric the exposition declares or docs/metrics.md lists: {text}"
-    );
+    assert_known(text, series.split('{').next().unwrap_or(series));
     text.lines()
         .find(|l| l.starts_with(series))
         .and_then(|l| l.rsplit(' ').next())
@@ -83,13 +81,14 @@ pub fn metric(text: &str, series: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
-/// The metrics users are told of: docs/metrics.md.
+/// The metrics users are told of: docs/metrics.md, whose table names them in its
+/// first column.
 const DOCUMENTED: &str = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/metrics.md"));
 
 /// Whether `name` is a series of a metric `text` declares (`# TYPE`; a family with no
-/// label set yet is not declared) or docs/metrics.md lists (in backquotes): the metric
-/// itself, or a series OpenMetrics derives from it (`_total`, `_count`, `_sum`,
-/// `_bucket`, `_created`, `_info`).
+/// label set yet is not declared) or docs/metrics.md's table names in its first column:
+/// the metric itself, or a series OpenMetrics derives from it (`_total`, `_count`,
+/// `_sum`, `_bucket`, `_created`, `_info`).
 fn known(text: &str, name: &str) -> bool {
     const SUFFIXES: [&str; 7] = [
         "", "_total", "_count", "_sum", "_bucket", "_created", "_info",
@@ -99,15 +98,24 @@ fn known(text: &str, name: &str) -> bool {
         .filter_map(|l| l.strip_prefix("# TYPE "))
         .filter_map(|l| l.split(' ').next());
     let documented = DOCUMENTED
-        .split('`')
-        .skip(1)
-        .step_by(2)
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `"))
+        .filter_map(|l| l.split(" |").next())
+        .flat_map(|cell| cell.split('`').step_by(2))
         .map(|m| m.strip_suffix("_total").unwrap_or(m));
     declared.chain(documented).any(|metric| {
         SUFFIXES
             .iter()
             .any(|suffix| name.strip_prefix(metric) == Some(suffix))
     })
+}
+
+/// Panics unless `name` is a series [`known`] to `text`.
+fn assert_known(text: &str, name: &str) {
+    assert!(
+        known(text, name),
+        "{name:?} is a series of no metric the exposition declares or docs/metrics.md lists: {text}"
+    );
 }
 
 #[cfg(test)]
@@ -138,5 +146,12 @@ mod tests {
     #[should_panic(expected = "is a series of no metric")]
     fn an_unknown_series_fails() {
         metric(EXPOSITION, "wasm_ccm_controller_reconcile_total");
+    }
+
+    /// A label value docs/metrics.md quotes is not a metric.
+    #[test]
+    #[should_panic(expected = "is a series of no metric")]
+    fn a_documented_label_value_is_not_a_metric() {
+        metric(EXPOSITION, "cloud_error");
     }
 }

@@ -11,9 +11,10 @@ async fn infinite_loop_is_interrupted_while_others_keep_serving() {
     let (_g, good) = reference(&loader, &cloud).await;
     let (_h, bad) = hostile(&loader, "limits: {callTimeout: 1s, poolSize: 1}\n").await;
 
-    // Interrupted at all: a loop left running would hold this call for ever.
+    // Interrupted by this policy's callTimeout (1 s), not the default (30 s), which
+    // would end it too: the guard fails the test at 20 s, ample on a loaded machine.
     let err = tokio::time::timeout(
-        Duration::from_secs(60),
+        Duration::from_secs(20),
         keeps_serving(&good, act(&bad, &[("hostile/action", "loop")])),
     )
     .await
@@ -29,6 +30,9 @@ async fn infinite_loop_is_interrupted_while_others_keep_serving() {
         ),
         "{err:?}"
     );
+    if let ProviderError::Timeout { after, .. } = &err {
+        assert_eq!(*after, Duration::from_secs(1), "the policy's callTimeout");
+    }
     // The next call gets a fresh instance.
     assert_eq!(label(&act(&bad, &[]).await.unwrap(), "behaved"), "true");
     let metrics = loader.metrics().encode();

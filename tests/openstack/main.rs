@@ -385,7 +385,7 @@ async fn a_load_balancer_service_gets_an_octavia_load_balancer_and_a_floating_ip
             .get("web")
             .await
             .ok()
-            .and_then(|s| s.status?.load_balancer?.ingress?.first()?.ip.clone())
+            .and_then(|s| wasm_ccm_tests::ingress_ip(&s))
     };
     wait_until(TIMEOUT, "the Service's floating IP", || async {
         ingress_ip().await.is_some()

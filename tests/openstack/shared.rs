@@ -3,9 +3,9 @@
 //! `max-shared-lb` bounds the Services on one, and deleting a Service removes only its
 //! own listeners until the last one deletes the load balancer.
 
-use k8s_openapi::api::core::v1::{Event, Service};
+use k8s_openapi::api::core::v1::Service;
 use kube::Api;
-use kube::api::{DeleteParams, ListParams, PostParams};
+use kube::api::{DeleteParams, PostParams};
 use serde_json::json;
 use wasm_ccm_tests::{listening_port, wait_until};
 
@@ -85,20 +85,11 @@ async fn services_share_a_load_balancer_as_occm() {
         )
         .await
         .unwrap();
-    let events: Api<Event> = Api::namespaced(stack.client(), "default");
     wait_until(TIMEOUT, "third refused", || async {
-        events
-            .list(&ListParams::default().fields("involvedObject.name=third"))
+        wasm_ccm_tests::events::notes(&stack.client(), "third", "SyncLoadBalancerFailed")
             .await
-            .expect("the events can be read")
-            .items
             .iter()
-            .any(|e| {
-                e.reason.as_deref() == Some("SyncLoadBalancerFailed")
-                    && e.message
-                        .as_deref()
-                        .is_some_and(|m| m.contains("already shared with 2 Services"))
-            })
+            .any(|m| m.contains("already shared with 2 Services"))
     })
     .await;
     services

@@ -187,7 +187,7 @@ impl std::fmt::Debug for ControllerMetrics {
 impl ControllerMetrics {
     /// Creates the families and registers them in `metrics`. `guard_answers` are the
     /// values of the node deletion guard's `answer` label, exported at 0 from the start
-    /// (the guard owns them: `controllers::node_lifecycle::Answer::LABELS`).
+    /// (the guard owns them: `controllers::node_lifecycle::guard::Answer::LABELS`).
     pub fn register(metrics: &Metrics, guard_answers: &[&str]) -> Self {
         let this = Self {
             reconciles: Family::default(),
