@@ -345,19 +345,30 @@ impl Keystone {
         Ok(self.login(body).await?.0)
     }
 
-    /// The administrator's token (renewed when close to expiring).
+    /// The administrator's token, used for half its life counted from before the login
+    /// was asked for (Keystone, loaded, may answer seconds later).
     pub async fn admin_token(&self) -> Result<String, String> {
         let mut admin = self.admin.lock().await;
-        if let Some((token, at)) = admin.as_ref()
-            && at.elapsed() < (self.token_lifetime / 2).min(Duration::from_secs(60))
+        if let Some((token, asked)) = admin.as_ref()
+            && asked.elapsed() < (self.token_lifetime / 2).min(Duration::from_secs(60))
         {
             return Ok(token.clone());
         }
+        let asked = Instant::now();
         let token = self
             .password_login("admin", ADMIN_PASSWORD, "admin")
             .await?;
-        *admin = Some((token.clone(), Instant::now()));
+        *admin = Some((token.clone(), asked));
         Ok(token)
+    }
+
+    /// Forgets the administrator's token, which Keystone refused: the next
+    /// [`Self::admin_token`] logs in again.
+    async fn drop_admin_token(&self, refused: &str) {
+        let mut admin = self.admin.lock().await;
+        if admin.as_ref().is_some_and(|(token, _)| token == refused) {
+            *admin = None;
+        }
     }
 
     /// An admin API call; the answer's JSON (null for no content).
@@ -492,17 +503,28 @@ impl Keystone {
     }
 
     /// Whether Keystone accepts `token` (`GET /v3/auth/tokens`, as services validate).
+    ///
+    /// Keystone answers 404 for a subject token it does not know (or that expired or
+    /// was revoked): `false`. A 401 refuses the administrator's token instead (it
+    /// expired while a loaded machine delayed this request): that token is dropped and
+    /// the validation asked again, once, with a new one.
     pub async fn validate(&self, token: &str) -> Result<bool, String> {
-        let admin = self.admin_token().await?;
-        let response = self
-            .client
-            .get(format!("{}/auth/tokens", self.auth_url()))
-            .header("x-auth-token", admin)
-            .header("x-subject-token", token)
-            .send()
-            .await
-            .map_err(|e| e.to_string())?;
-        Ok(response.status().is_success())
+        for _ in 0..2 {
+            let admin = self.admin_token().await?;
+            let response = self
+                .client
+                .get(format!("{}/auth/tokens", self.auth_url()))
+                .header("x-auth-token", &admin)
+                .header("x-subject-token", token)
+                .send()
+                .await
+                .map_err(|e| e.to_string())?;
+            match response.status().as_u16() {
+                401 => self.drop_admin_token(&admin).await,
+                status => return Ok((200..300).contains(&status)),
+            }
+        }
+        Err("Keystone refused two administrator tokens in a row".into())
     }
 
     /// Revokes `token` (`DELETE /v3/auth/tokens`).
