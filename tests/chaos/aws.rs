@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use crate::{FAST_LEASE, Rng, Row, SETTLE, Size, leader};
+use crate::{FAST_LEASE, Rng, Row, SETTLE, Size, leader, restart_exited};
 use k8s_openapi::api::core::v1::{Node, Service};
 use kube::Api;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
@@ -30,14 +30,15 @@ pub(crate) async fn aws(size: &Size, rng: &mut Rng) -> Row {
     let mut flags = vec!["--controllers=cloud-node,service"];
     flags.extend_from_slice(&FAST_LEASE);
     let ports = [listening_port(), listening_port()];
-    let start = |port: u16| {
+    let start = |i: usize| {
         stack
-            .controller_manager(port, &flags)
+            .controller_manager(ports[i], &flags)
             .stderr(std::process::Stdio::null())
             .spawn()
             .expect("start wasm-ccm")
     };
-    let mut replicas = vec![start(ports[0]), start(ports[1])];
+    let mut replicas = vec![start(0), start(1)];
+    let mut restarted = 0usize;
     let services: Api<Service> = Api::namespaced(stack.client(), "default");
     let started = Instant::now();
     let mut names: BTreeSet<String> = BTreeSet::new();
@@ -50,9 +51,10 @@ pub(crate) async fn aws(size: &Size, rng: &mut Rng) -> Row {
             && let Some(i) = leader(&ports).await
         {
             replicas[i].kill().await.ok();
-            replicas[i] = start(ports[i]);
+            replicas[i] = start(i);
             kills += 1;
         }
+        restarted += restart_exited(&mut replicas, start);
         let existing: Vec<String> = names.iter().cloned().collect();
         if existing.is_empty() || (existing.len() < 3 && rng.chance(50)) {
             let name = format!("svc-{next}");
@@ -94,6 +96,7 @@ pub(crate) async fn aws(size: &Size, rng: &mut Rng) -> Row {
     let deadline = Instant::now() + SETTLE;
     let mut problems;
     loop {
+        restarted += restart_exited(&mut replicas, start);
         problems = Vec::new();
         let list = services
             .list(&ListParams::default())
@@ -134,6 +137,7 @@ pub(crate) async fn aws(size: &Size, rng: &mut Rng) -> Row {
     let deadline = Instant::now() + SETTLE;
     let (mut left_lbs, mut left_groups);
     loop {
+        restarted += restart_exited(&mut replicas, start);
         left_lbs = lb_names().await;
         left_groups = group_names().await;
         let remaining = services
@@ -170,6 +174,10 @@ pub(crate) async fn aws(size: &Size, rng: &mut Rng) -> Row {
             ("operations", size.aws_ops.to_string()),
             ("Services created", next.to_string()),
             ("leaders killed (SIGKILL)", kills.to_string()),
+            (
+                "replicas started again after exiting",
+                restarted.to_string(),
+            ),
             (
                 "load balancers or target groups left behind",
                 count("orphan").to_string(),

@@ -186,6 +186,24 @@ pub(crate) fn quiet(stack: &Stack, port: u16, flags: &[&str]) -> tokio::process:
         .expect("start wasm-ccm")
 }
 
+/// Starts again, with `start(i)`, every replica that exited on its own, as kubelet
+/// restarts a container: a leader that cannot renew its lease within the renew deadline
+/// exits, as upstream's controller managers do, and with [`FAST_LEASE`] a loaded
+/// machine can make it miss that deadline. How many were started again.
+pub(crate) fn restart_exited(
+    replicas: &mut [tokio::process::Child],
+    start: impl Fn(usize) -> tokio::process::Child,
+) -> usize {
+    let mut restarted = 0;
+    for (i, replica) in replicas.iter_mut().enumerate() {
+        if matches!(replica.try_wait(), Ok(Some(_))) {
+            *replica = start(i);
+            restarted += 1;
+        }
+    }
+    restarted
+}
+
 /// Which of the replicas on `ports` leads now. A replica that does not answer within
 /// 300 ms (one restarting: its port stays bound by the test) does not.
 pub(crate) async fn leader(ports: &[u16]) -> Option<usize> {

@@ -2,7 +2,11 @@
 //! node deletion guard.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use kube::runtime::{WatchStreamExt, watcher};
 
 use crate::{Rng, Row, SETTLE, Size, quiet, set_ready};
 use k8s_openapi::api::core::v1::Node;
@@ -50,17 +54,21 @@ pub(crate) async fn nodes(size: &Size, rng: &mut Rng) -> Row {
         }
     }
     let started = Instant::now();
-    // Node state as the run made it.
+    // Node state as the run made it: each Node's Ready changes, (when, ready), a
+    // NotReady one taken before its patch is sent, a Ready one once its patch is made.
     let mut ready: BTreeSet<usize> = (0..count).collect();
     let mut gone: BTreeSet<usize> = BTreeSet::new();
-    let mut deleted_at: BTreeMap<usize, Instant> = BTreeMap::new();
+    let mut changes: BTreeMap<usize, Vec<(Instant, bool)>> = BTreeMap::new();
     let mut failures = Vec::new();
     let (mut storms, mut partitions, mut terminations) = (0usize, 0usize, 0usize);
-    let mut healed: BTreeMap<usize, Instant> = BTreeMap::new();
-    let observe = async |ready: &BTreeSet<usize>,
-                         healed: &BTreeMap<usize, Instant>,
-                         deleted_at: &mut BTreeMap<usize, Instant>,
-                         failures: &mut Vec<String>| {
+    // When each Node was deleted: as a watch of the Nodes sees the deletion, whatever
+    // this task is doing then; a list notices one the watch missed (a relist).
+    let (watched, watch) = deletions(api.clone());
+    let mut deleted_at: BTreeMap<usize, Instant> = BTreeMap::new();
+    let observe = async |deleted_at: &mut BTreeMap<usize, Instant>| {
+        for (i, at) in watched.lock().unwrap().iter() {
+            deleted_at.entry(*i).or_insert(*at);
+        }
         let Ok(list) = api.list(&ListParams::default()).await else {
             return;
         };
@@ -70,17 +78,8 @@ pub(crate) async fn nodes(size: &Size, rng: &mut Rng) -> Row {
             .filter_map(|n| n.metadata.name.clone())
             .collect();
         for i in 0..count {
-            if !present.contains(&format!("n{i}")) && !deleted_at.contains_key(&i) {
-                deleted_at.insert(i, Instant::now());
-                // A Node made Ready less than a second ago may have been judged
-                // NotReady by a pass already under way.
-                if ready.contains(&i)
-                    && healed
-                        .get(&i)
-                        .is_none_or(|at: &Instant| at.elapsed() > Duration::from_secs(1))
-                {
-                    failures.push(format!("Ready node n{i} deleted"));
-                }
+            if !present.contains(&format!("n{i}")) {
+                deleted_at.entry(i).or_insert_with(Instant::now);
             }
         }
     };
@@ -97,6 +96,7 @@ pub(crate) async fn nodes(size: &Size, rng: &mut Rng) -> Row {
                 continue;
             }
             ready.remove(&i);
+            changes.entry(i).or_default().push((Instant::now(), false));
             set_ready(&api, &format!("n{i}"), "Unknown").await;
             if rng.chance(50) {
                 gone.insert(i);
@@ -111,10 +111,11 @@ pub(crate) async fn nodes(size: &Size, rng: &mut Rng) -> Row {
             .with_state(|s| s.hidden_instances = hidden.clone());
         let until = Instant::now() + Duration::from_millis(1_500 + rng.below(2_000));
         while Instant::now() < until {
-            observe(&ready, &healed, &mut deleted_at, &mut failures).await;
+            observe(&mut deleted_at).await;
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         stack.cloud.with_state(|s| s.hidden_instances.clear());
+        observe(&mut deleted_at).await;
         // Partitions heal now and then.
         for i in 0..count {
             if !ready.contains(&i)
@@ -124,14 +125,14 @@ pub(crate) async fn nodes(size: &Size, rng: &mut Rng) -> Row {
             {
                 set_ready(&api, &format!("n{i}"), "True").await;
                 ready.insert(i);
-                healed.insert(i, Instant::now());
+                changes.entry(i).or_default().push((Instant::now(), true));
             }
         }
     }
     // Afterwards: every truly gone NotReady Node is deleted.
     let deadline = Instant::now() + SETTLE;
     while gone.iter().any(|i| !deleted_at.contains_key(i)) && Instant::now() < deadline {
-        observe(&ready, &healed, &mut deleted_at, &mut failures).await;
+        observe(&mut deleted_at).await;
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     for i in &gone {
@@ -139,8 +140,24 @@ pub(crate) async fn nodes(size: &Size, rng: &mut Rng) -> Row {
             failures.push(format!("truly gone node n{i} not deleted"));
         }
     }
-    // Deletions per window as the Node list shows them, which lags each deletion a
-    // little: a third deletion within 3 s of a first is what this catches.
+    // No Node was deleted while Ready: the last change before its deletion made it
+    // NotReady, or made it Ready less than a second before (a pass already under way
+    // may have judged it NotReady).
+    for (i, at) in &deleted_at {
+        let ready_since = match changes
+            .get(i)
+            .and_then(|c| c.iter().rev().find(|(when, _)| when < at))
+        {
+            None => Some(Duration::MAX),
+            Some((when, true)) => Some(at.duration_since(*when)),
+            Some((_, false)) => None,
+        };
+        if ready_since.is_some_and(|since| since > Duration::from_secs(1)) {
+            failures.push(format!("Ready node n{i} deleted"));
+        }
+    }
+    // Deletions per window as the watch saw them, which lags each deletion a little: a
+    // third deletion within 3 s of a first is what this catches.
     let times: Vec<Instant> = deleted_at.values().copied().collect();
     let mut most = 0;
     for t in &times {
@@ -156,6 +173,7 @@ pub(crate) async fn nodes(size: &Size, rng: &mut Rng) -> Row {
     let text = wasm_ccm_tests::metrics(port).await;
     let holds = wasm_ccm_tests::metric(&text, "wasm_ccm_node_deletion_guard_holds_total");
     ccm.kill().await.ok();
+    watch.abort();
     let wrongly = deleted_at.keys().filter(|i| !gone.contains(i)).count();
     Row {
         scenario: "nodes: NotReady churn, terminations, not-found storms (window 4 s, limit 2)",
@@ -182,4 +200,29 @@ pub(crate) async fn nodes(size: &Size, rng: &mut Rng) -> Row {
         ],
         failures,
     }
+}
+
+/// The Nodes deleted, by number, with when the watch saw each deletion.
+type Deletions = Arc<Mutex<BTreeMap<usize, Instant>>>;
+
+/// Watches the Nodes of `api` for deletions: what it saw, and the task that watches
+/// (abort it when done).
+fn deletions(api: Api<Node>) -> (Deletions, tokio::task::JoinHandle<()>) {
+    let seen = Deletions::default();
+    let record = seen.clone();
+    let watch = tokio::spawn(async move {
+        let mut events = std::pin::pin!(watcher(api, watcher::Config::default()).default_backoff());
+        while let Some(event) = events.next().await {
+            if let Ok(watcher::Event::Delete(node)) = event
+                && let Some(i) = node
+                    .metadata
+                    .name
+                    .as_deref()
+                    .and_then(|n| n.strip_prefix('n')?.parse::<usize>().ok())
+            {
+                record.lock().unwrap().entry(i).or_insert_with(Instant::now);
+            }
+        }
+    });
+    (seen, watch)
 }

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use crate::{FAST_LEASE, Rng, Row, SETTLE, Size, leader, quiet};
+use crate::{FAST_LEASE, Rng, Row, SETTLE, Size, leader, quiet, restart_exited};
 use k8s_openapi::api::core::v1::{Node, Service};
 use kube::Api;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
@@ -34,10 +34,9 @@ pub(crate) async fn services(size: &Size, rng: &mut Rng) -> Row {
     let mut flags = vec!["--controllers=cloud-node,service"];
     flags.extend_from_slice(&FAST_LEASE);
     let ports = [listening_port(), listening_port()];
-    let mut replicas = vec![
-        quiet(&stack, ports[0], &flags),
-        quiet(&stack, ports[1], &flags),
-    ];
+    let start = |i: usize| quiet(&stack, ports[i], &flags);
+    let mut replicas = vec![start(0), start(1)];
+    let mut restarted = 0usize;
     let services: Api<Service> = Api::namespaced(stack.client(), "default");
     let started = Instant::now();
     let requests_before = stack.cloud.total_requests();
@@ -96,9 +95,10 @@ pub(crate) async fn services(size: &Size, rng: &mut Rng) -> Row {
             && let Some(i) = leader(&ports).await
         {
             replicas[i].kill().await.ok();
-            replicas[i] = quiet(&stack, ports[i], &flags);
+            replicas[i] = start(i);
             kills += 1;
         }
+        restarted += restart_exited(&mut replicas, start);
         let now = leader(&ports).await;
         if now.is_some() && now != last_leader {
             failovers += usize::from(last_leader.is_some());
@@ -171,6 +171,7 @@ pub(crate) async fn services(size: &Size, rng: &mut Rng) -> Row {
     let deadline = Instant::now() + SETTLE;
     let mut problems;
     loop {
+        restarted += restart_exited(&mut replicas, start);
         problems = service_problems(&stack, &services).await;
         if problems.is_empty() || Instant::now() > deadline {
             break;
@@ -196,6 +197,10 @@ pub(crate) async fn services(size: &Size, rng: &mut Rng) -> Row {
             ),
             ("of them refused by the API server", refused.to_string()),
             ("leaders killed (SIGKILL)", kills.to_string()),
+            (
+                "replicas started again after exiting",
+                restarted.to_string(),
+            ),
             ("lease moves seen", failovers.to_string()),
             (
                 "faults injected",
