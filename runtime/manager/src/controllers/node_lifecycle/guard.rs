@@ -112,12 +112,12 @@ impl Answer {
 
     /// Its value of the answers metric's `answer` label (one of [`Answer::LABELS`]).
     pub fn label(self) -> &'static str {
-        match self {
-            Answer::Counted(_) => "counted",
-            Answer::TooSoon => "too_soon",
-            Answer::FreshVersion => "fresh_version",
-            Answer::Confirmed => "confirmed",
-        }
+        Self::LABELS[match self {
+            Answer::Counted(_) => 0,
+            Answer::TooSoon => 1,
+            Answer::FreshVersion => 2,
+            Answer::Confirmed => 3,
+        }]
     }
 }
 
