@@ -41,8 +41,8 @@ SLOWEST = [
     "aws_oracle",  # 160
     "openstack_oracle",  # 120
     "new_provider",  # 75
+    "hostile_secure_port",  # 70
     "playground",  # 60
-    "hostile_secure_port",  # 45
     "controllers",  # 45
     "hostile_broker",  # 45
     "aws",  # 35

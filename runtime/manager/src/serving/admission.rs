@@ -1,48 +1,63 @@
-//! Who may hold the secure port's connections and handshakes.
+//! Who may hold the secure port's connections, and the memory of those not yet served.
 //!
 //! The port is reachable by anyone who reaches the node (`hostNetwork`, `0.0.0.0`), and
-//! the kubelet's liveness probe needs a handshake and a connection like everyone else.
-//! So slots are shared out by client, not first come first served:
-//! - a client (an IPv4 address, or an IPv6 /64) holds at most
-//!   [`Limits::handshakes_per_client`] handshakes and [`Limits::connections_per_client`]
-//!   connections; more from it are refused;
-//! - when every slot is taken, a newcomer takes the oldest slot of the client holding
-//!   the most, as long as that client holds more than the newcomer would: a flood of
-//!   idle or slow connections from a few addresses cannot keep a probe, or a scraper's
-//!   kept-alive connection, out. Only when every client holds as few as the newcomer is
-//!   it refused.
+//! the kubelet's liveness probe is an unauthenticated client like any other. So no small
+//! pool of slots exists for an attacker to fill, and nothing is refused to a newcomer:
+//! - a connection costs a socket and a small task until its first byte arrives
+//!   ([`Phase::Silent`]); connections are bounded only by [`Limits::connections`], which
+//!   follows the file descriptor limit (thousands, as a Go server is bounded);
+//! - once it sends, a connection reading TLS or a request's headers holds buffers
+//!   ([`Phase::Pending`]): each counts [`Limits::pending_cost`] against
+//!   [`Limits::pending_bytes`], the memory all such connections may hold together;
+//! - a connection whose request headers were read is served ([`Phase::Served`]) and
+//!   counts against neither budget until it reads the next request;
+//! - when a bound is reached, the newcomer takes the place of the oldest connection of
+//!   the client (an IPv4 address, or an IPv6 /64) holding the most, preferring one that
+//!   has sent nothing, then one not yet served: a flood of idle or slow connections from
+//!   one address or from thousands cannot keep a probe out, since the probe, the newest,
+//!   is the last a tie would pick.
 //!
-//! A slot is a [`Ticket`]: dropped, it is free; evicted, its [`Ticket::evicted`] future
+//! A place is a [`Ticket`]: dropped, it is free; evicted, its [`Ticket::evicted`] future
 //! completes and the connection holding it closes.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
-/// How many handshakes and connections the port holds, in all and per client.
+/// How many connections the port holds, and how much memory those not yet served may.
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
-    /// Connections open at once, handshakes included.
+    /// Connections open at once, whatever their phase.
     pub connections: usize,
-    /// Connections one client holds at once.
-    pub connections_per_client: usize,
-    /// Handshakes in progress at once.
-    pub handshakes: usize,
-    /// Handshakes one client has in progress at once.
-    pub handshakes_per_client: usize,
+    /// Bytes the connections in [`Phase::Pending`] may hold together.
+    pub pending_bytes: usize,
+    /// Bytes one connection in [`Phase::Pending`] is counted for: the most it can hold
+    /// (TLS buffers and handshake state, and the request headers up to their cap).
+    pub pending_cost: usize,
 }
 
 impl Limits {
-    /// The secure port's.
-    pub const SECURE_PORT: Limits = Limits {
-        connections: 256,
-        connections_per_client: 32,
-        handshakes: 64,
-        handshakes_per_client: 8,
-    };
+    /// How many [`Phase::Pending`] connections fit in the budget (at least one).
+    fn pending(&self) -> usize {
+        (self.pending_bytes / self.pending_cost.max(1)).max(1)
+    }
 }
+
+/// What a connection is doing, which says what it holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Phase {
+    /// Accepted, nothing read yet: a socket and a task.
+    Silent,
+    /// Reading its TLS handshake or a request's headers: buffers up to
+    /// [`Limits::pending_cost`].
+    Pending,
+    /// Its request's headers were read: served, or kept alive between requests.
+    Served,
+}
+
+const PHASES: [Phase; 3] = [Phase::Silent, Phase::Pending, Phase::Served];
 
 /// Who a connection counts against: an IPv4 address, or the /64 of an IPv6 one (a
 /// host is given a whole /64; an IPv4-mapped address is its IPv4 address).
@@ -64,40 +79,27 @@ impl From<IpAddr> for ClientKey {
     }
 }
 
-/// Why a connection was not admitted.
+/// Which bound made a connection give its place to a newcomer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refused {
-    /// The client holds its share of handshakes already.
-    ClientHandshakes,
-    /// The client holds its share of connections already.
-    ClientConnections,
-    /// Every slot is taken by clients holding no more than this one would.
-    Full,
+pub enum Evicted {
+    /// [`Limits::connections`]: a connection closed for a new one.
+    Connection,
+    /// [`Limits::pending_bytes`]: a connection not yet served closed for one that
+    /// started to send.
+    Pending,
 }
 
-impl Refused {
+impl Evicted {
     /// The metric label.
     pub fn reason(self) -> &'static str {
         match self {
-            Refused::ClientHandshakes => "client-handshakes",
-            Refused::ClientConnections => "client-connections",
-            Refused::Full => "full",
+            Evicted::Connection => "evicted-connection",
+            Evicted::Pending => "evicted-pending",
         }
     }
 }
 
-/// What was taken from another client to admit a newcomer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Evicted {
-    /// Nothing: there was room.
-    None,
-    /// A handshake in progress.
-    Handshake,
-    /// An open connection.
-    Connection,
-}
-
-/// The slots of the secure port.
+/// The places of the secure port.
 #[derive(Debug)]
 pub struct Admission {
     limits: Limits,
@@ -107,26 +109,47 @@ pub struct Admission {
 #[derive(Debug, Default)]
 struct State {
     next: u64,
-    connections: usize,
-    handshakes: usize,
+    /// Connections held, by phase (indexed as [`PHASES`]).
+    held: [usize; 3],
     clients: HashMap<ClientKey, Client>,
 }
 
-/// One client's slots by admission order (oldest first).
+/// One client's connections by phase, each by admission order (oldest first).
 #[derive(Debug, Default)]
 struct Client {
-    slots: BTreeMap<u64, Slot>,
-    handshakes: usize,
+    by_phase: [BTreeSet<u64>; 3],
+    slots: HashMap<u64, Slot>,
 }
 
 #[derive(Debug)]
 struct Slot {
-    handshaking: bool,
+    phase: Phase,
     evict: CancellationToken,
 }
 
+impl Client {
+    fn count(&self, phase: Option<Phase>) -> usize {
+        match phase {
+            Some(phase) => self.by_phase[phase as usize].len(),
+            None => self.slots.len(),
+        }
+    }
+
+    /// Its connection to close first (of `phase`, or of any, the least advanced), as
+    /// (phase, id).
+    fn first(&self, phase: Option<Phase>) -> Option<(Phase, u64)> {
+        let phases: &[Phase] = match phase {
+            Some(ref p) => std::slice::from_ref(p),
+            None => &PHASES,
+        };
+        phases
+            .iter()
+            .find_map(|p| self.by_phase[*p as usize].first().map(|id| (*p, *id)))
+    }
+}
+
 impl Admission {
-    /// Slots within `limits`.
+    /// Places within `limits`.
     pub fn new(limits: Limits) -> Arc<Self> {
         Arc::new(Self {
             limits,
@@ -134,63 +157,47 @@ impl Admission {
         })
     }
 
-    /// A slot for a new connection from `ip`, in its handshake; what was evicted to make
-    /// room, if anything.
-    pub fn admit(self: &Arc<Self>, ip: IpAddr) -> Result<(Ticket, Evicted), Refused> {
+    /// The bounds in force.
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    /// A place for a new connection from `ip`, [`Phase::Silent`]; the connection closed
+    /// to make room, if any. Never refused: at the bound the oldest connection of the
+    /// client holding the most gives its place.
+    pub fn admit(self: &Arc<Self>, ip: IpAddr) -> (Arc<Ticket>, Option<Evicted>) {
         let key = ClientKey::from(ip);
-        let limits = self.limits;
         let mut state = self.lock();
-        let (held, handshaking) = state
-            .clients
-            .get(&key)
-            .map_or((0, 0), |c| (c.slots.len(), c.handshakes));
-        if handshaking >= limits.handshakes_per_client {
-            return Err(Refused::ClientHandshakes);
-        }
-        if held >= limits.connections_per_client {
-            return Err(Refused::ClientConnections);
-        }
-        let mut evicted = Evicted::None;
-        if state.handshakes >= limits.handshakes {
-            // The newcomer will hold `handshaking + 1`.
-            state.evict(key, handshaking + 1, true)?;
-            evicted = Evicted::Handshake;
-        }
-        if state.connections >= limits.connections {
-            state.evict(key, held + 1, false)?;
-            if evicted == Evicted::None {
-                evicted = Evicted::Connection;
-            }
-        }
+        let total: usize = state.held.iter().sum();
+        let evicted = (total >= self.limits.connections.max(1))
+            .then(|| state.evict(None))
+            .flatten()
+            .map(|()| Evicted::Connection);
         let id = state.next;
         state.next += 1;
         let evict = CancellationToken::new();
         let client = state.clients.entry(key).or_default();
+        client.by_phase[Phase::Silent as usize].insert(id);
         client.slots.insert(
             id,
             Slot {
-                handshaking: true,
+                phase: Phase::Silent,
                 evict: evict.clone(),
             },
         );
-        client.handshakes += 1;
-        state.handshakes += 1;
-        state.connections += 1;
-        Ok((
-            Ticket {
-                admission: self.clone(),
-                key,
-                id,
-                evict,
-            },
-            evicted,
-        ))
+        state.held[Phase::Silent as usize] += 1;
+        let ticket = Arc::new(Ticket {
+            admission: self.clone(),
+            key,
+            id,
+            evict,
+        });
+        (ticket, evicted)
     }
 
-    /// Connections and handshakes held now.
-    pub fn held(&self) -> (usize, usize) {
-        let state = self.lock();
-        (state.connections, state.handshakes)
+    /// Connections held now, by phase: silent, pending, served.
+    pub fn held(&self) -> [usize; 3] {
+        self.lock().held
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -199,45 +206,46 @@ impl Admission {
 }
 
 impl State {
-    /// Frees a slot (a handshake's, if `handshake`) of the client holding the most of
-    /// them, if it holds more than `newcomer` would (and is not the newcomer).
-    fn evict(
-        &mut self,
-        newcomer: ClientKey,
-        would_hold: usize,
-        handshake: bool,
-    ) -> Result<(), Refused> {
-        let count = |c: &Client| {
-            if handshake {
-                c.handshakes
-            } else {
-                c.slots.len()
-            }
-        };
-        let victim = self
+    /// Closes the connection (of `phase`, or of any) that gives its place: the client
+    /// holding the most such connections, the one of them whose first is oldest on a
+    /// tie; its first by [`Client::first`]. `None` when nobody holds one.
+    fn evict(&mut self, phase: Option<Phase>) -> Option<()> {
+        let (key, (_, _, id)) = self
             .clients
             .iter()
-            .filter(|(key, client)| **key != newcomer && count(client) > would_hold)
-            .max_by_key(|(_, client)| count(client))
-            .map(|(key, _)| *key)
-            .ok_or(Refused::Full)?;
-        let client = self
-            .clients
-            .get_mut(&victim)
-            .expect("the victim is a client");
-        // Its oldest handshake; for a connection, a handshake first (it is serving nobody).
-        let id = client
-            .slots
-            .iter()
-            .find(|(_, slot)| slot.handshaking)
-            .or_else(|| client.slots.iter().next())
-            .map(|(id, _)| *id)
-            .expect("a client holding slots");
-        self.release(victim, id);
-        Ok(())
+            .filter_map(|(key, client)| {
+                let (victim_phase, id) = client.first(phase)?;
+                Some((*key, (client.count(phase), victim_phase, id)))
+            })
+            // Most held first; then the least advanced; then the oldest.
+            .max_by(|(_, a), (_, b)| {
+                a.0.cmp(&b.0)
+                    .then_with(|| b.1.cmp(&a.1))
+                    .then_with(|| b.2.cmp(&a.2))
+            })?;
+        self.release(key, id);
+        Some(())
     }
 
-    /// Frees slot `id` of `key` (evicting its holder); nothing if already free.
+    /// Moves connection `id` of `key` to `phase`; `false` when it is gone.
+    fn set_phase(&mut self, key: ClientKey, id: u64, phase: Phase) -> bool {
+        let Some(client) = self.clients.get_mut(&key) else {
+            return false;
+        };
+        let Some(slot) = client.slots.get_mut(&id) else {
+            return false;
+        };
+        let was = std::mem::replace(&mut slot.phase, phase);
+        if was != phase {
+            client.by_phase[was as usize].remove(&id);
+            client.by_phase[phase as usize].insert(id);
+            self.held[was as usize] -= 1;
+            self.held[phase as usize] += 1;
+        }
+        true
+    }
+
+    /// Frees connection `id` of `key` (evicting its holder); nothing if already free.
     fn release(&mut self, key: ClientKey, id: u64) {
         let Some(client) = self.clients.get_mut(&key) else {
             return;
@@ -245,19 +253,16 @@ impl State {
         let Some(slot) = client.slots.remove(&id) else {
             return;
         };
+        client.by_phase[slot.phase as usize].remove(&id);
         slot.evict.cancel();
-        self.connections -= 1;
-        if slot.handshaking {
-            client.handshakes -= 1;
-            self.handshakes -= 1;
-        }
+        self.held[slot.phase as usize] -= 1;
         if client.slots.is_empty() {
             self.clients.remove(&key);
         }
     }
 }
 
-/// A connection's slot, freed when dropped.
+/// A connection's place, freed when dropped.
 #[derive(Debug)]
 pub struct Ticket {
     admission: Arc<Admission>,
@@ -267,27 +272,51 @@ pub struct Ticket {
 }
 
 impl Ticket {
-    /// The handshake finished: the slot counts as a connection only.
-    pub fn handshaken(&self) {
-        let mut state = self.admission.lock();
-        let Some(client) = state.clients.get_mut(&self.key) else {
-            return;
-        };
-        let Some(slot) = client.slots.get_mut(&self.id) else {
-            return;
-        };
-        if std::mem::replace(&mut slot.handshaking, false) {
-            client.handshakes -= 1;
-            state.handshakes -= 1;
+    /// The connection reads TLS or request headers ([`Phase::Pending`], unless it is
+    /// already): a connection not yet served gives its place when the budget is full;
+    /// which bound evicted one, if any.
+    pub fn pending(&self) -> Option<Evicted> {
+        let admission = &self.admission;
+        let mut state = admission.lock();
+        let already = state
+            .clients
+            .get(&self.key)
+            .and_then(|c| c.slots.get(&self.id))
+            .is_none_or(|slot| slot.phase == Phase::Pending);
+        if already {
+            return None;
         }
+        let evicted = (state.held[Phase::Pending as usize] >= admission.limits.pending())
+            .then(|| state.evict(Some(Phase::Pending)))
+            .flatten()
+            .map(|()| Evicted::Pending);
+        state.set_phase(self.key, self.id, Phase::Pending);
+        evicted
     }
 
-    /// Completes when the slot was given to another client.
+    /// The request's headers were read: the connection is [`Phase::Served`].
+    pub fn served(&self) {
+        self.admission
+            .lock()
+            .set_phase(self.key, self.id, Phase::Served);
+    }
+
+    /// Whether the connection is in [`Phase::Served`] (`false` once evicted).
+    pub fn is_served(&self) -> bool {
+        let state = self.admission.lock();
+        state
+            .clients
+            .get(&self.key)
+            .and_then(|c| c.slots.get(&self.id))
+            .is_some_and(|slot| slot.phase == Phase::Served)
+    }
+
+    /// Completes when the place was given to another connection.
     pub fn evicted(&self) -> WaitForCancellationFutureOwned {
         self.evict.clone().cancelled_owned()
     }
 
-    /// Whether the slot was given to another client.
+    /// Whether the place was given to another connection.
     pub fn is_evicted(&self) -> bool {
         self.evict.is_cancelled()
     }
@@ -304,11 +333,11 @@ impl Drop for Ticket {
 mod tests {
     use super::*;
 
+    /// 6 connections, 3 of them pending.
     const SMALL: Limits = Limits {
         connections: 6,
-        connections_per_client: 4,
-        handshakes: 3,
-        handshakes_per_client: 2,
+        pending_bytes: 300,
+        pending_cost: 100,
     };
 
     fn ip(last: u8) -> IpAddr {
@@ -316,66 +345,79 @@ mod tests {
     }
 
     #[test]
-    fn a_client_holds_its_share_and_no_more() {
+    fn one_client_may_hold_every_place_until_another_comes() {
         let admission = Admission::new(SMALL);
-        let first = admission.admit(ip(1)).unwrap().0;
-        let second = admission.admit(ip(1)).unwrap().0;
-        assert_eq!(
-            admission.admit(ip(1)).unwrap_err(),
-            Refused::ClientHandshakes
-        );
-        first.handshaken();
-        second.handshaken();
-        let third = admission.admit(ip(1)).unwrap().0;
-        third.handshaken();
-        let _fourth = admission.admit(ip(1)).unwrap().0;
-        assert_eq!(
-            admission.admit(ip(1)).unwrap_err(),
-            Refused::ClientConnections
-        );
-        drop(first);
-        assert!(admission.admit(ip(1)).is_ok());
+        let flood: Vec<_> = (0..6).map(|_| admission.admit(ip(1)).0).collect();
+        assert_eq!(admission.held(), [6, 0, 0]);
+        // The probe, from the same address, takes the oldest.
+        let (probe, evicted) = admission.admit(ip(1));
+        assert_eq!(evicted, Some(Evicted::Connection));
+        assert!(flood[0].is_evicted() && flood[1..].iter().all(|t| !t.is_evicted()));
+        // From another address too.
+        let (_other, evicted) = admission.admit(ip(2));
+        assert_eq!(evicted, Some(Evicted::Connection));
+        assert!(flood[1].is_evicted() && !probe.is_evicted());
+        assert_eq!(admission.held(), [6, 0, 0]);
     }
 
     #[test]
-    fn a_newcomer_takes_the_oldest_handshake_of_the_client_holding_most() {
+    fn at_the_bound_every_client_holding_one_the_oldest_gives_way() {
         let admission = Admission::new(SMALL);
-        let a1 = admission.admit(ip(1)).unwrap().0;
-        let a2 = admission.admit(ip(1)).unwrap().0;
-        let b1 = admission.admit(ip(2)).unwrap().0;
-        // Every handshake slot is taken: the probe takes a1's.
-        let (probe, evicted) = admission.admit(ip(9)).unwrap();
-        assert_eq!(evicted, Evicted::Handshake);
-        assert!(a1.is_evicted() && !a2.is_evicted() && !b1.is_evicted());
-        assert_eq!(admission.held(), (3, 3));
-        // Now everyone holds one: a fourth client is refused, nobody evicted.
-        assert_eq!(admission.admit(ip(3)).unwrap_err(), Refused::Full);
-        assert!(!a2.is_evicted() && !b1.is_evicted() && !probe.is_evicted());
-        // An evicted ticket dropped later frees nothing twice.
-        drop(a1);
-        assert_eq!(admission.held(), (3, 3));
+        let many: Vec<_> = (0..6).map(|n| admission.admit(ip(n)).0).collect();
+        let (probe, evicted) = admission.admit(ip(9));
+        assert_eq!(evicted, Some(Evicted::Connection));
+        assert!(many[0].is_evicted() && many[1..].iter().all(|t| !t.is_evicted()));
+        // Five newcomers later the probe is still there: it is the last to go.
+        let later: Vec<_> = (10..15).map(|n| admission.admit(ip(n)).0).collect();
+        assert!(!probe.is_evicted());
+        assert!(many.iter().all(|t| t.is_evicted()) && later.iter().all(|t| !t.is_evicted()));
     }
 
     #[test]
-    fn connections_of_the_heaviest_client_make_room_and_handshakes_go_first() {
+    fn silent_connections_go_before_pending_ones_and_those_before_served() {
         let admission = Admission::new(SMALL);
-        let mut flood = Vec::new();
-        for _ in 0..4 {
-            let (ticket, _) = admission.admit(ip(1)).unwrap();
-            ticket.handshaken();
-            flood.push(ticket);
+        let served = admission.admit(ip(1)).0;
+        served.pending();
+        served.served();
+        let pending = admission.admit(ip(1)).0;
+        pending.pending();
+        let _rest: Vec<_> = (0..3).map(|_| admission.admit(ip(1)).0).collect();
+        let silent = admission.admit(ip(2)).0;
+        assert_eq!(admission.held(), [4, 1, 1]);
+        // ip(1) holds the most: its oldest silent connection goes, not the served one.
+        let mut newcomers = vec![admission.admit(ip(3)).0];
+        assert!(!served.is_evicted() && !pending.is_evicted() && !silent.is_evicted());
+        assert_eq!(admission.held(), [4, 1, 1]);
+        newcomers.extend([4, 5].map(|n| admission.admit(ip(n)).0));
+        // ip(1) has only its pending and served connections: the pending one goes.
+        newcomers.push(admission.admit(ip(6)).0);
+        assert!(pending.is_evicted() && !served.is_evicted());
+    }
+
+    #[test]
+    fn the_pending_budget_closes_the_oldest_pending_of_the_heaviest_client() {
+        let admission = Admission::new(SMALL);
+        let a: Vec<_> = (0..2).map(|_| admission.admit(ip(1)).0).collect();
+        let b = admission.admit(ip(2)).0;
+        for t in a.iter().chain([&b]) {
+            assert_eq!(t.pending(), None);
         }
-        let scraper = admission.admit(ip(2)).unwrap().0;
-        scraper.handshaken();
-        let pending = admission.admit(ip(3)).unwrap().0;
-        // Full: the newcomer evicts ip(1)'s oldest connection, never the scraper's.
-        let (probe, evicted) = admission.admit(ip(4)).unwrap();
-        assert_eq!(evicted, Evicted::Connection);
-        assert!(flood[0].is_evicted());
-        assert!(flood[1..].iter().all(|t| !t.is_evicted()));
-        assert!(!scraper.is_evicted() && !pending.is_evicted());
-        drop(probe);
-        assert_eq!(admission.held(), (5, 1));
+        let probe = admission.admit(ip(9)).0;
+        assert_eq!(probe.pending(), Some(Evicted::Pending));
+        assert!(a[0].is_evicted() && !a[1].is_evicted() && !b.is_evicted());
+        assert_eq!(admission.held(), [0, 3, 0]);
+        // Served, the probe no longer counts; pending again (its next request), it does.
+        probe.served();
+        assert!(probe.is_served());
+        let c = admission.admit(ip(3)).0;
+        assert_eq!(c.pending(), None);
+        assert_eq!(admission.held(), [0, 3, 1]);
+        assert_eq!(probe.pending(), Some(Evicted::Pending));
+        // Everyone held one: the oldest pending went.
+        assert!(a[1].is_evicted() && !c.is_evicted() && !probe.is_evicted());
+        // An evicted ticket dropped later frees nothing twice.
+        drop(a);
+        assert_eq!(admission.held(), [0, 3, 0]);
     }
 
     #[test]

@@ -1,7 +1,9 @@
-//! Accepting connections on the secure port: each client gets its share of slots
-//! ([`admission`](super::admission)), TLS handshakes run in their own tasks bounded in
-//! time, request headers must arrive within [`HEADER_READ_TIMEOUT`] and idle
-//! connections close; each request carries its client, for the filter.
+//! Accepting connections on the secure port: every connection is admitted
+//! ([`admission`](super::admission): no small pool an attacker can fill), one that sends
+//! nothing is closed after [`FIRST_BYTE_TIMEOUT`], TLS handshakes run in their own tasks
+//! bounded in time, request headers are capped at [`MAX_HEADER_BYTES`] and must arrive
+//! within [`HEADER_READ_TIMEOUT`], and idle connections close; each request carries its
+//! client, for the filter.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -25,15 +27,58 @@ use super::admission::{Admission, Evicted, Limits, Ticket};
 use super::authn::{UserInfo, certificate_user};
 use super::tls::TlsState;
 
+/// A connection must send its first byte (a TLS client hello) within this: every
+/// client of the port (kubelet's probes, Prometheus) sends at once.
+pub const FIRST_BYTE_TIMEOUT: Duration = Duration::from_secs(5);
 /// A TLS handshake must finish within this.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// A request's headers must arrive within this, counted from when the connection is
 /// ready for the request (upstream's servers use 32 s), so a client sending a byte now
 /// and then cannot hold a connection.
 pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(32);
+/// A request's line and headers may hold at most this (upstream's servers cap them with
+/// `MaxHeaderBytes`); more is answered 431. A bearer token is a few KiB.
+pub const MAX_HEADER_BYTES: usize = 16 * 1024;
+/// What a connection reading TLS or headers holds at most: the headers' buffer (which
+/// grows by doubling, so up to twice [`MAX_HEADER_BYTES`]), rustls's buffers (a record
+/// of up to 16 KiB and 16 KiB of plaintext not yet read) and its connection state.
+const PENDING_COST: usize = 96 * 1024;
+/// What connections reading TLS or headers may hold together (341 of them at
+/// [`PENDING_COST`]); past it the heaviest client's oldest gives way.
+const PENDING_BYTES: usize = 32 * 1024 * 1024;
+/// File descriptors kept for everything else the process opens (the API server, the
+/// clouds, providers' files, logs).
+const RESERVED_DESCRIPTORS: usize = 512;
+/// The most connections held at once, whatever the file descriptor limit.
+const MAX_CONNECTIONS: usize = 4096;
 /// A connection with no byte read or written for this long is closed (upstream's
 /// secure serving closes idle connections after 90 s).
 const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// The secure port's bounds: connections up to the file descriptor limit less
+/// [`RESERVED_DESCRIPTORS`] (at most [`MAX_CONNECTIONS`], at least 64), and
+/// [`PENDING_BYTES`] for those not yet served.
+pub fn limits() -> Limits {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the struct it is given.
+    #[allow(unsafe_code)]
+    let read = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) };
+    let soft = if read == 0 {
+        usize::try_from(limit.rlim_cur).unwrap_or(usize::MAX)
+    } else {
+        1024
+    };
+    Limits {
+        connections: soft
+            .saturating_sub(RESERVED_DESCRIPTORS)
+            .clamp(64, MAX_CONNECTIONS),
+        pending_bytes: PENDING_BYTES,
+        pending_cost: PENDING_COST,
+    }
+}
 
 /// Serves `app` on `tcp` with `tls`'s current configuration per connection until the
 /// task is aborted.
@@ -43,7 +88,8 @@ pub fn serve(
     app: Router,
     metrics: ServingMetrics,
 ) -> tokio::task::JoinHandle<()> {
-    let admission = Admission::new(Limits::SECURE_PORT);
+    let admission = Admission::new(limits());
+    tracing::debug!(limits = ?admission.limits(), "secure port bounds");
     tokio::spawn(async move {
         loop {
             let (stream, addr) = match tcp.accept().await {
@@ -54,33 +100,53 @@ pub fn serve(
                     continue;
                 }
             };
-            let ticket = match admission.admit(addr.ip()) {
-                Ok((ticket, evicted)) => {
-                    match evicted {
-                        Evicted::None => {}
-                        Evicted::Handshake => metrics.closed("evicted-handshake"),
-                        Evicted::Connection => metrics.closed("evicted-connection"),
-                    }
-                    ticket
-                }
-                Err(refused) => {
-                    tracing::debug!(peer = %addr, reason = refused.reason(), "connection refused");
-                    metrics.closed(refused.reason());
-                    continue;
-                }
-            };
-            let acceptor = tokio_rustls::TlsAcceptor::from(tls.current());
+            let (ticket, evicted) = admission.admit(addr.ip());
+            count(&metrics, evicted);
+            let tls = tls.clone();
             let app = app.clone();
             let metrics = metrics.clone();
             tokio::spawn(async move {
                 let evicted = ticket.evicted();
                 tokio::select! {
-                    _ = evicted => tracing::debug!(peer = %addr, "connection evicted for another client"),
-                    () = connection(stream, addr, acceptor, &ticket, app, &metrics) => {}
+                    _ = evicted => tracing::debug!(peer = %addr, "connection closed for another"),
+                    () = silent(stream, addr, tls, ticket.clone(), app, metrics) => {}
                 }
             });
         }
     })
+}
+
+/// Counts a connection closed for a newcomer.
+fn count(metrics: &ServingMetrics, evicted: Option<Evicted>) {
+    if let Some(evicted) = evicted {
+        metrics.closed(evicted.reason());
+    }
+}
+
+/// A connection that has sent nothing yet: a socket and this small future, until its
+/// first byte; the rest of its life is boxed, so idle connections stay cheap.
+async fn silent(
+    stream: TcpStream,
+    addr: SocketAddr,
+    tls: Arc<TlsState>,
+    ticket: Arc<Ticket>,
+    app: Router,
+    metrics: ServingMetrics,
+) {
+    // `peek` waits for a byte (or the end of the stream, which the handshake then
+    // meets); `readable` may complete before anything arrived.
+    let mut first = [0u8; 1];
+    if tokio::time::timeout(FIRST_BYTE_TIMEOUT, stream.peek(&mut first))
+        .await
+        .is_err()
+    {
+        tracing::debug!(peer = %addr, "connection sent nothing");
+        metrics.closed("first-byte-timeout");
+        return;
+    }
+    count(&metrics, ticket.pending());
+    let acceptor = tokio_rustls::TlsAcceptor::from(tls.current());
+    Box::pin(connection(stream, addr, acceptor, ticket, app, &metrics)).await;
 }
 
 /// One connection: its handshake, then its requests.
@@ -88,7 +154,7 @@ async fn connection(
     stream: TcpStream,
     addr: SocketAddr,
     acceptor: tokio_rustls::TlsAcceptor,
-    ticket: &Ticket,
+    ticket: Arc<Ticket>,
     app: Router,
     metrics: &ServingMetrics,
 ) {
@@ -104,17 +170,21 @@ async fn connection(
             return;
         }
     };
-    ticket.handshaken();
     let peer = Peer::of(&tls, addr);
+    let served = ticket.clone();
     let service = hyper::service::service_fn(move |mut request| {
+        // The request's headers are read: what they held is free.
+        served.served();
         request.extensions_mut().insert(ConnectInfo(peer.clone()));
         let mut app = app.clone();
         async move { Ok::<_, Infallible>(app.call(request).await.unwrap_or_else(|e| match e {})) }
     });
+    let io = Connection::new(tls, ticket, metrics.clone());
     let served = hyper::server::conn::http1::Builder::new()
         .timer(TokioTimer::new())
         .header_read_timeout(HEADER_READ_TIMEOUT)
-        .serve_connection(TokioIo::new(Connection::new(tls)), service)
+        .max_buf_size(MAX_HEADER_BYTES)
+        .serve_connection(TokioIo::new(io), service)
         .await;
     if let Err(err) = served {
         let idle = std::error::Error::source(&err)
@@ -122,6 +192,8 @@ async fn connection(
             .is_some_and(|e| e.kind() == std::io::ErrorKind::TimedOut);
         if err.is_timeout() {
             metrics.closed("header-timeout");
+        } else if err.is_parse_too_large() {
+            metrics.closed("header-too-large");
         } else if idle {
             metrics.closed("idle");
         }
@@ -129,17 +201,22 @@ async fn connection(
     }
 }
 
-/// A TLS connection that fails its reads and writes once idle for [`IDLE_TIMEOUT`].
+/// A TLS connection that fails its reads and writes once idle for [`IDLE_TIMEOUT`],
+/// and counts as pending again when a served one reads its next request.
 struct Connection {
     tls: TlsStream<TcpStream>,
     idle: Pin<Box<Sleep>>,
+    ticket: Arc<Ticket>,
+    metrics: ServingMetrics,
 }
 
 impl Connection {
-    fn new(tls: TlsStream<TcpStream>) -> Self {
+    fn new(tls: TlsStream<TcpStream>, ticket: Arc<Ticket>, metrics: ServingMetrics) -> Self {
         Self {
             tls,
             idle: Box::pin(tokio::time::sleep(IDLE_TIMEOUT)),
+            ticket,
+            metrics,
         }
     }
 
@@ -167,9 +244,13 @@ impl AsyncRead for Connection {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<std::io::Result<()>> {
         let this = &mut *self;
+        let before = buf.filled().len();
         match Pin::new(&mut this.tls).poll_read(cx, buf) {
             Poll::Ready(result) => {
                 this.active();
+                if buf.filled().len() > before {
+                    count(&this.metrics, this.ticket.pending());
+                }
                 Poll::Ready(result)
             }
             Poll::Pending => this.expired(cx).map(Err),

@@ -96,28 +96,27 @@ pub struct ServingMetrics {
     /// `wasm_ccm_secure_port_tls_reloads_total{material,result}`.
     pub reloads: Family<ReloadLabels, Counter>,
     /// `wasm_ccm_secure_port_connections_closed_total{reason}`: connections the port
-    /// refused or closed to protect itself.
+    /// closed to protect itself.
     pub closed: Family<ReasonLabel, Counter>,
 }
 
 /// Labels of the closed-connection counter.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ReasonLabel {
-    /// Why: `client-handshakes`, `client-connections`, `full` (refused at once),
-    /// `evicted-handshake`, `evicted-connection` (given to another client),
-    /// `handshake-timeout`, `header-timeout`, `idle`.
+    /// Why: `evicted-connection`, `evicted-pending` (its place given to a newcomer),
+    /// `first-byte-timeout`, `handshake-timeout`, `header-timeout` (too slow),
+    /// `header-too-large` (answered 431), `idle`.
     pub reason: &'static str,
 }
 
 /// Every reason a connection is counted as closed.
-pub const CLOSED_REASONS: [&str; 8] = [
-    "client-handshakes",
-    "client-connections",
-    "full",
-    "evicted-handshake",
+pub const CLOSED_REASONS: [&str; 7] = [
     "evicted-connection",
+    "evicted-pending",
+    "first-byte-timeout",
     "handshake-timeout",
     "header-timeout",
+    "header-too-large",
     "idle",
 ];
 
@@ -147,7 +146,7 @@ impl ServingMetrics {
         );
         metrics.register(
             "secure_port_connections_closed",
-            "Connections the secure port refused or closed to keep serving every client, by reason (a client over its share, every slot taken, a slot given to a client holding fewer, a handshake, request headers or an idle connection too slow)",
+            "Connections the secure port closed to keep serving every client, by reason (its place given to a newcomer, nothing sent, a handshake, request headers or an idle connection too slow, request headers too large)",
             this.closed.clone(),
         );
         for reason in CLOSED_REASONS {
