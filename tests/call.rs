@@ -1,39 +1,66 @@
 //! `wasm-ccm call` as a provider author runs it: the real binary, the reference
 //! provider under its policy, the simulated cloud on 127.0.0.1; results and the
-//! contract's error cases as JSON.
+//! contract's error cases as JSON. Credential files are read only inside
+//! `--credentials-dir`, and a vendor's policy sends no file of the operator's.
+
+use std::path::Path;
 
 use serde_json::{Value, json};
 use sim_cloud::SimCloud;
 use sim_cloud::model::{Fault, NewInstance};
+use wasm_ccm_tests::vendor::{Named, VendorHome};
 use wasm_ccm_tests::{
-    ProviderDir, RawBehavior, RawServer, TOKEN, cloud_config, policy_for, wasm_ccm_bin,
+    ProviderDir, RawBehavior, RawServer, TOKEN, TempDir, cloud_config, policy_reading, wasm_ccm_bin,
 };
 
 struct Author {
     cloud: SimCloud,
     dir: ProviderDir,
     config: std::path::PathBuf,
+    /// The credentials directory (`--credentials-dir`): the token alone, apart from
+    /// the component and its policy, as the controller manager's mounted Secret.
+    credentials: TempDir,
 }
 
 async fn author() -> Author {
     let cloud = SimCloud::start("127.0.0.1:0", TOKEN).await.unwrap();
-    let dir = ProviderDir::new("reference_provider", "simcloud", &policy_for(&cloud), TOKEN);
+    let credentials = TempDir::new("call-credentials");
+    let token = credentials.path().join("token");
+    std::fs::write(&token, TOKEN).unwrap();
+    let policy = policy_reading(&cloud, token.to_str().unwrap());
+    let dir = ProviderDir::new("reference_provider", "simcloud", &policy, TOKEN);
     let config = dir.dir.path().join("cloud-config.json");
     std::fs::write(&config, cloud_config(&cloud)).unwrap();
-    Author { cloud, dir, config }
+    Author {
+        cloud,
+        dir,
+        config,
+        credentials,
+    }
 }
 
-/// Runs `wasm-ccm call`; (exit code, stdout as JSON or Null, stderr).
+/// Runs `wasm-ccm call` with the author's credentials directory; (exit code, stdout as
+/// JSON or Null, stderr).
 async fn call(a: &Author, args: &[&str]) -> (i32, Value, String) {
-    let out = tokio::process::Command::new(wasm_ccm_bin())
+    call_reading(a, Some(a.credentials.path()), args).await
+}
+
+/// Runs `wasm-ccm call` with `--credentials-dir credentials` (none: no flag).
+async fn call_reading(
+    a: &Author,
+    credentials: Option<&Path>,
+    args: &[&str],
+) -> (i32, Value, String) {
+    let mut command = tokio::process::Command::new(wasm_ccm_bin());
+    command
         .arg("call")
         .arg(&a.dir.wasm)
         .arg("--cloud-config")
-        .arg(&a.config)
-        .args(args)
-        .output()
-        .await
-        .unwrap();
+        .arg(&a.config);
+    if let Some(dir) = credentials {
+        command.arg("--credentials-dir").arg(dir);
+    }
+    let out = command.args(args).output().await.unwrap();
     (
         out.status.code().unwrap_or(-1),
         serde_json::from_slice(&out.stdout).unwrap_or(Value::Null),
@@ -179,6 +206,8 @@ async fn conformance_passes_for_the_reference_provider() {
         [
             "--cloud-config".as_ref(),
             a.config.as_os_str(),
+            "--credentials-dir".as_ref(),
+            a.credentials.path().as_os_str(),
             "--node".as_ref(),
             "node-1".as_ref(),
             "--node".as_ref(),
@@ -225,6 +254,8 @@ async fn conformance_passes_for_the_reference_provider() {
         .arg(&a.dir.wasm)
         .arg("--cloud-config")
         .arg(&a.config)
+        .arg("--credentials-dir")
+        .arg(a.credentials.path())
         .args(["--node", "no-such-node"])
         .output()
         .await
@@ -238,49 +269,79 @@ async fn conformance_passes_for_the_reference_provider() {
 }
 
 /// `wasm-ccm call` confines credential files as the controller manager does with
-/// `--credentials-dir` (by default the policy's directory): a policy whose token file
-/// lies elsewhere is refused here as it would be in the cluster, and accepted with the
-/// directory that holds it.
+/// `--credentials-dir`: a policy whose token file lies elsewhere is refused here as it
+/// would be in the cluster, and accepted with the directory that holds it. Without
+/// `--credentials-dir` no file is read: the request goes without the token (the cloud
+/// answers 401) and the command says why. A directory holding the component is no
+/// credentials directory: refused, naming the flag.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn credential_files_are_confined_as_the_daemon_confines_them() {
     let a = author().await;
     a.cloud
         .with_state(|s| s.create_instance(NewInstance::named("node-1")));
-    let elsewhere = wasm_ccm_tests::TempDir::new("elsewhere");
-    std::fs::write(elsewhere.path().join("token"), TOKEN).unwrap();
+    let elsewhere = TempDir::new("elsewhere");
+    let token = elsewhere.path().join("token");
+    std::fs::write(&token, TOKEN).unwrap();
     let policy = a.dir.dir.path().join("outside.yaml");
-    std::fs::write(
-        &policy,
-        policy_for(&a.cloud).replace(
-            "bearerTokenFile: token",
-            &format!(
-                "bearerTokenFile: {}",
-                elsewhere.path().join("token").display()
-            ),
-        ),
-    )
-    .unwrap();
+    std::fs::write(&policy, policy_reading(&a.cloud, token.to_str().unwrap())).unwrap();
     let policy = policy.to_str().unwrap();
-    let (code, _, err) = call(
-        &a,
-        &["--policy", policy, "instances-v2.instance-exists", "node-1"],
-    )
-    .await;
+    let exists = ["--policy", policy, "instances-v2.instance-exists", "node-1"];
+
+    let (code, _, err) = call(&a, &exists).await;
     assert_ne!(code, 0);
     assert!(err.contains("outside the credentials directory"), "{err}");
-    let dir = elsewhere.path().to_str().unwrap();
-    let (code, out, err) = call(
-        &a,
-        &[
-            "--policy",
-            policy,
-            "--credentials-dir",
-            dir,
-            "instances-v2.instance-exists",
-            "node-1",
-        ],
-    )
-    .await;
+
+    let (code, out, err) = call_reading(&a, Some(elsewhere.path()), &exists).await;
     assert_eq!(code, 0, "{err}");
     assert_eq!(out["ok"], true);
+
+    let (code, out, err) = call_reading(&a, None, &exists).await;
+    assert_eq!(code, 0, "{err}");
+    let message = out["error"]["other"].as_str().unwrap_or_default();
+    assert!(message.contains("401"), "{out}");
+    assert!(
+        err.contains("no --credentials-dir") && err.contains(&token.display().to_string()),
+        "{err}"
+    );
+    assert_eq!(a.cloud.with_state(|s| s.unauthorized), 1);
+
+    let (code, _, err) = call_reading(&a, Some(a.dir.dir.path()), &exists).await;
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("--credentials-dir") && err.contains("holds the provider's component"),
+        "{err}"
+    );
+}
+
+/// Run from the operator's home, `call` and `conformance` run a vendor's component
+/// under its policy, which names a file of the operator's (by its absolute path, or
+/// `.kube/config` relative to the home): by default nothing of it reaches the vendor's
+/// host; with `--credentials-dir` holding only that file it is used; the home as the
+/// credentials directory (it holds the component and the policy) is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn call_and_conformance_send_no_file_of_the_operator_s_by_default() {
+    for named in [Named::Absolute, Named::Relative] {
+        let vendor = VendorHome::start(named).await;
+        let (stdout, stderr) = vendor
+            .assert_confined(&[
+                "call",
+                "vendor.wasm",
+                "--cloud-config",
+                "cloud.conf",
+                "identity.provider-name",
+            ])
+            .await;
+        assert_eq!(
+            serde_json::from_str::<Value>(&stdout).ok(),
+            Some(json!({"ok": "hostile"})),
+            "{named:?}: {stderr}"
+        );
+        assert!(
+            stderr.contains("no --credentials-dir") && stderr.contains("credentials[0]"),
+            "{named:?}: {stderr}"
+        );
+        vendor
+            .assert_confined(&["conformance", "vendor.wasm", "--cloud-config", "cloud.conf"])
+            .await;
+    }
 }

@@ -1,9 +1,12 @@
 //! `wasm-ccm check` on real components built from `guests/`: the reference provider
-//! passes; every kind of bad file fails with its own clear reason and a non-zero exit.
+//! passes; every kind of bad file fails with its own clear reason and a non-zero exit;
+//! `--cloud-config` runs `initialize` with credential files confined as the controller
+//! manager confines them.
 
 use std::path::Path;
 use std::process::Command;
 
+use wasm_ccm_tests::vendor::{Named, VendorHome};
 use wasm_ccm_tests::{TempDir, guest, wasm_ccm_bin};
 
 struct Outcome {
@@ -280,4 +283,51 @@ fn policy_and_cloud_config_are_checked() {
         "{}",
         out.stderr
     );
+}
+
+/// `check --cloud-config` runs a vendor's `initialize`, whose request reaches the
+/// vendor's host. Run from the operator's home, the vendor's policy naming a file of
+/// the operator's (by its absolute path, or `.kube/config` relative to the home) sends
+/// nothing of it by default, and the report says what was left out; with
+/// `--credentials-dir` holding only that file it is used, and the report says where
+/// files are read; the home as the credentials directory (it holds the component and
+/// the policy) is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_cloud_config_sends_no_file_of_the_operator_s_by_default() {
+    for named in [Named::Absolute, Named::Relative] {
+        let vendor = VendorHome::start(named).await;
+        let check = ["check", "vendor.wasm", "--cloud-config", "cloud.conf"];
+        let (stdout, stderr) = vendor.assert_confined(&check).await;
+        let file = match named {
+            Named::Absolute => vendor.elsewhere.path().join("config"),
+            Named::Relative => ".kube/config".into(),
+        };
+        for line in [
+            format!(
+                "credentials: none read (no --credentials-dir); left out: credentials[0] ({})",
+                file.display()
+            ),
+            "initialize: ok with cloud.conf".to_owned(),
+            "result:    ok".to_owned(),
+        ] {
+            assert!(
+                stdout.contains(&line),
+                "{named:?}: {line:?} not in:\n{stdout}\n{stderr}"
+            );
+        }
+
+        let dir = vendor.credentials_dir();
+        let dir = dir.to_str().unwrap();
+        let (code, json, stderr) = vendor
+            .wasm_ccm(&[&check[..], &["--credentials-dir", dir, "--json"]].concat())
+            .await;
+        assert_eq!(code, 0, "{named:?}: {stderr}");
+        let report: serde_json::Value = serde_json::from_str(&json).unwrap();
+        let canonical = std::fs::canonicalize(vendor.home.path().join(dir)).unwrap();
+        assert_eq!(
+            report["credentialFiles"],
+            serde_json::json!({"dir": canonical.display().to_string(), "leftOut": []}),
+            "{named:?}"
+        );
+    }
 }

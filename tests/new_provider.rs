@@ -141,6 +141,10 @@ async fn a_new_provider_builds_tests_checks_and_runs() {
     for line in [
         "provider:  acme",
         "exports:   identity, instances-v2, load-balancer, routes, clusters",
+        // The generated policy names the cluster's Secret file: without
+        // --credentials-dir the check reads no credential file, and says so.
+        "credentials: none read (no --credentials-dir); left out: credentials[0] \
+         (/etc/wasm-ccm/credentials/token)",
         "initialize: ok",
         "result:    ok",
     ] {

@@ -308,9 +308,10 @@ async fn playground_serves_a_cluster_kubectl_can_use() {
 }
 
 /// Any provider: `--cloud none` with the author's `--provider`, `--policy` (relative
-/// file paths read relative to it) and `--cloud-config`, against the author's own
-/// cloud (here a simulated cloud this test starts). A policy with an unknown field is
-/// refused at start, naming the file and the field.
+/// file paths read relative to it), `--credentials-dir` (where they must lie) and
+/// `--cloud-config`, against the author's own cloud (here a simulated cloud this test
+/// starts). A policy with an unknown field is refused at start, naming the file and the
+/// field, and so is a credentials directory holding the policy.
 #[tokio::test]
 async fn playground_runs_any_provider_with_its_policy_and_cloud_config() {
     let token = "author-token";
@@ -322,13 +323,14 @@ async fn playground_runs_any_provider_with_its_policy_and_cloud_config() {
     }
     let dir = TempDir::new("playground-any");
     let author = dir.path().join("author");
-    std::fs::create_dir_all(&author).unwrap();
-    std::fs::write(author.join("token"), token).unwrap();
+    let credentials = author.join("credentials");
+    std::fs::create_dir_all(&credentials).unwrap();
+    std::fs::write(credentials.join("token"), token).unwrap();
     let policy = author.join("policy.yaml");
     std::fs::write(
         &policy,
         format!(
-            "allowedOutboundHosts: ['{u}']\ncredentials: [{{destination: '{u}', bearerTokenFile: token}}]\n",
+            "allowedOutboundHosts: ['{u}']\ncredentials: [{{destination: '{u}', bearerTokenFile: credentials/token}}]\n",
             u = cloud.url()
         ),
     )
@@ -336,13 +338,15 @@ async fn playground_runs_any_provider_with_its_policy_and_cloud_config() {
     let config = author.join("cloud.json");
     std::fs::write(&config, format!(r#"{{"endpoint": "{}"}}"#, cloud.url())).unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
-    let run = |policy: &std::path::Path| {
+    let run_reading = |policy: &std::path::Path, credentials: &std::path::Path| {
         tokio::process::Command::new(built_bin("wasm-ccm-playground"))
             .args(["--cloud", "none", "--nodes", "2"])
             .arg("--provider")
             .arg(guest("reference_provider"))
             .arg("--policy")
             .arg(policy)
+            .arg("--credentials-dir")
+            .arg(credentials)
             .arg("--cloud-config")
             .arg(&config)
             .arg("--kubeconfig-out")
@@ -355,6 +359,7 @@ async fn playground_runs_any_provider_with_its_policy_and_cloud_config() {
             .spawn()
             .unwrap()
     };
+    let run = |policy: &std::path::Path| run_reading(policy, &credentials);
     let mut child = run(&policy);
     let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
     let output = started(&mut lines).await;
@@ -387,6 +392,20 @@ async fn playground_runs_any_provider_with_its_policy_and_cloud_config() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         stderr.contains(&bad.display().to_string()) && stderr.contains("allowedOutboundHost"),
+        "{stderr}"
+    );
+
+    // The author's directory, holding the policy, is no credentials directory.
+    let out = run_reading(&policy, &author).wait_with_output();
+    let out = tokio::time::timeout(Duration::from_secs(30), out)
+        .await
+        .expect("a credentials directory holding the policy stops the playground")
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!("--credentials-dir {}", author.display()))
+            && stderr.contains("holds the provider's policy"),
         "{stderr}"
     );
 }

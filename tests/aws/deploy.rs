@@ -158,11 +158,16 @@ async fn conformance_passes_for_the_aws_provider() {
         .unwrap();
         eprintln!("{kind}:");
         let cloud_config = stack.cloud_config.as_os_str();
+        // The keys' directory only: a credentials directory holding the component or
+        // its policy is refused.
+        let credentials = stack.dir.path().join("aws");
         let stdout = wasm_ccm_tests::conformance(
             &stack.dir.path().join("aws.wasm"),
             [
                 "--cloud-config".as_ref(),
                 cloud_config,
+                "--credentials-dir".as_ref(),
+                credentials.as_os_str(),
                 "--node".as_ref(),
                 a.private_dns_name.as_ref(),
                 "--node".as_ref(),

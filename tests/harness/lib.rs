@@ -9,6 +9,8 @@
 //! - [`fixtures`]: built guests and binaries, temporary and provider directories;
 //! - [`raw_http`]: a misbehaving HTTP server, a plain GET; [`ports`]: the controller
 //!   managers' secure ports, bound here and handed down;
+//! - [`vendor`]: a vendor's provider and policy in an operator's home directory, for the
+//!   tools' confinement of credential files;
 //! - the peers: [`aws`] (moto), [`keystone`], [`openstack`] (Keystone and the OpenStack
 //!   double), [`kube_apiserver`] (the real API server), [`https`] (the secure port);
 //! - [`oracle`] and [`upstream`]: comparing upstream's controller managers with ours.
@@ -35,6 +37,7 @@ pub mod provider;
 pub mod raw_http;
 pub mod stack;
 pub mod upstream;
+pub mod vendor;
 pub mod wait;
 
 pub use bench::*;

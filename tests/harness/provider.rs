@@ -8,10 +8,16 @@ use wasm_ccm_host::provider::{CloudError, Provider, ProviderError, ProviderLoade
 
 use crate::{ProviderDir, TOKEN};
 
-/// The policy that lets a provider reach `cloud` with the token injected.
+/// The policy that lets a provider reach `cloud` with the token injected (read from
+/// `token` next to the policy).
 pub fn policy_for(cloud: &SimCloud) -> String {
+    policy_reading(cloud, "token")
+}
+
+/// [`policy_for`] with the token read from `token_file`.
+pub fn policy_reading(cloud: &SimCloud, token_file: &str) -> String {
     format!(
-        "allowedOutboundHosts:\n  - {url}\ncredentials:\n  - destination: {url}\n    bearerTokenFile: token\nlimits:\n  callTimeout: 10s\n  poolSize: 2\n",
+        "allowedOutboundHosts:\n  - {url}\ncredentials:\n  - destination: {url}\n    bearerTokenFile: {token_file}\nlimits:\n  callTimeout: 10s\n  poolSize: 2\n",
         url = cloud.url()
     )
 }

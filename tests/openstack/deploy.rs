@@ -238,11 +238,26 @@ async fn conformance_passes_for_the_openstack_provider() {
         .to_string(),
     )
     .unwrap();
+    // The secret in a credentials directory of its own (one holding the component or
+    // its policy is refused), where the policy names it.
+    let credentials = TempDir::new("openstack-credentials");
+    let (beside, secret) = (
+        stack.dir.path().join("application-credential-secret"),
+        credentials.path().join("application-credential-secret"),
+    );
+    std::fs::rename(&beside, &secret).unwrap();
+    let policy = stack.dir.path().join("openstack.yaml");
+    let text = std::fs::read_to_string(&policy)
+        .unwrap()
+        .replace(&beside.display().to_string(), &secret.display().to_string());
+    std::fs::write(&policy, text).unwrap();
     let stdout = wasm_ccm_tests::conformance(
         &stack.dir.path().join("openstack.wasm"),
         [
             "--cloud-config".as_ref(),
             stack.cloud_config.as_os_str(),
+            "--credentials-dir".as_ref(),
+            credentials.path().as_os_str(),
             "--node".as_ref(),
             "node-a".as_ref(),
             "--node".as_ref(),

@@ -1,11 +1,13 @@
-//! `wasm-ccm check FILE.wasm [--cloud-config FILE]`: validates a provider before it
-//! ships.
+//! `wasm-ccm check FILE.wasm [--cloud-config FILE] [--credentials-dir DIR]`: validates
+//! a provider before it ships.
 //!
 //! Reports the provider name, the contract version, which optional interfaces it
 //! exports, what it imports, its size against the 1 MiB ConfigMap limit, and the
 //! policy next to it (`FILE.yaml`, parsed as the controller manager would). With a
-//! cloud config, it also loads the provider under that policy and runs `initialize`.
-//! Any problem is a [`CheckError`] naming the file and the reason.
+//! cloud config, it also loads the provider under that policy and runs `initialize`,
+//! confined as every tool is ([`ToolLoader`]): credential files only inside
+//! `--credentials-dir`, none without it (the report says which, and what was left
+//! out). Any problem is a [`CheckError`] naming the file and the reason.
 
 use std::fmt;
 use std::path::Path;
@@ -13,7 +15,7 @@ use std::path::Path;
 use crate::engine::EngineSettings;
 use crate::policy::{Policy, PolicyError};
 use crate::provider::Interface;
-use crate::provider::{Inspection, LoadError, ProviderLoader};
+use crate::provider::{ConfineError, CredentialFiles, Inspection, LoadError, ToolLoader};
 
 /// The most a ConfigMap can hold (data and binaryData together).
 pub const CONFIGMAP_LIMIT_BYTES: usize = 1 << 20;
@@ -24,9 +26,9 @@ pub const SIZE_WARNING_RATIO: f64 = 0.75;
 /// Why a provider failed the check.
 #[derive(Debug, thiserror::Error)]
 pub enum CheckError {
-    /// The engine could not be created.
+    /// The engine could not be created, or `--credentials-dir` cannot be used.
     #[error(transparent)]
-    Engine(#[from] crate::engine::EngineError),
+    Confine(#[from] ConfineError),
     /// The component is not a valid provider.
     #[error(transparent)]
     Load(#[from] LoadError),
@@ -64,6 +66,9 @@ pub struct CheckOptions {
     pub cloud_config: Option<std::path::PathBuf>,
     /// The policy, when not the one next to the component (`FILE.yaml`); it must exist.
     pub policy: Option<std::path::PathBuf>,
+    /// The directory the policy's credential files must lie in (`--credentials-dir`);
+    /// without it none is read.
+    pub credentials_dir: Option<std::path::PathBuf>,
 }
 
 /// The policy checked: the one given, or the one next to the component.
@@ -87,6 +92,10 @@ pub struct Report {
     pub policy: Option<PolicySummary>,
     /// The cloud config `initialize` succeeded with, when one was given.
     pub initialized_with: Option<std::path::PathBuf>,
+    /// Which files the policy may have read.
+    pub credential_files: CredentialFiles,
+    /// What of the policy that confinement leaves out, as `FIELD (FILE)`.
+    pub left_out: Vec<String>,
 }
 
 impl Report {
@@ -138,6 +147,13 @@ impl Report {
                 "credentials": p.credentials,
             })),
             "initialized": self.initialized_with.as_ref().map(|p| p.display().to_string()),
+            "credentialFiles": {
+                "dir": match &self.credential_files {
+                    CredentialFiles::None => None,
+                    CredentialFiles::Inside(dir) => Some(dir.display().to_string()),
+                },
+                "leftOut": self.left_out,
+            },
         })
     }
 }
@@ -200,6 +216,12 @@ impl fmt::Display for Report {
                 "policy:    none next to the component (no outbound requests allowed)"
             )?,
         }
+        let left_out = if self.left_out.is_empty() {
+            String::new()
+        } else {
+            format!("; left out: {}", self.left_out.join(", "))
+        };
+        writeln!(f, "credentials: {}{left_out}", self.credential_files)?;
         if let Some(config) = &self.initialized_with {
             writeln!(f, "initialize: ok with {}", config.display())?;
         }
@@ -209,11 +231,16 @@ impl fmt::Display for Report {
 
 /// Checks one provider file, its policy, and (with a cloud config) `initialize`.
 pub async fn check(path: &Path, options: &CheckOptions) -> Result<Report, CheckError> {
-    let loader = ProviderLoader::new(&EngineSettings {
-        max_instances: 4,
-        ..EngineSettings::default()
-    })?;
-    let inspection = loader.inspect(path).await?;
+    let loader = ToolLoader::new(
+        &EngineSettings {
+            max_instances: 4,
+            ..EngineSettings::default()
+        },
+        path,
+        options.policy.as_deref(),
+        options.credentials_dir.as_deref(),
+    )?;
+    let inspection = loader.inspect().await?;
     if inspection.size > CONFIGMAP_LIMIT_BYTES {
         return Err(CheckError::TooLarge {
             path: path.to_owned(),
@@ -224,16 +251,20 @@ pub async fn check(path: &Path, options: &CheckOptions) -> Result<Report, CheckE
         .policy
         .clone()
         .unwrap_or_else(|| Policy::path_for(path));
-    let policy = match std::fs::read_to_string(&policy_path) {
+    let (policy, left_out) = match std::fs::read_to_string(&policy_path) {
         Ok(text) => {
             let policy = Policy::parse(&text, &policy_path)?;
-            Some(PolicySummary {
+            let left_out = loader.credential_files().left_out(&policy);
+            let summary = PolicySummary {
                 path: policy_path,
                 allowed_hosts: policy.allowed_outbound_hosts.len(),
                 credentials: policy.credentials.len(),
-            })
+            };
+            (Some(summary), left_out)
         }
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound && options.policy.is_none() => None,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound && options.policy.is_none() => {
+            (None, Vec::new())
+        }
         Err(source) => {
             return Err(CheckError::Read {
                 path: policy_path,
@@ -247,9 +278,7 @@ pub async fn check(path: &Path, options: &CheckOptions) -> Result<Report, CheckE
                 path: config.clone(),
                 source,
             })?;
-            loader
-                .load_with_policy(path, options.policy.as_deref(), bytes)
-                .await?;
+            loader.load(bytes).await?;
             Some(config.clone())
         }
         None => None,
@@ -258,5 +287,7 @@ pub async fn check(path: &Path, options: &CheckOptions) -> Result<Report, CheckE
         inspection,
         policy,
         initialized_with,
+        credential_files: loader.credential_files().clone(),
+        left_out,
     })
 }

@@ -66,6 +66,12 @@ struct Cli {
     /// relative file paths in it are read relative to it.
     #[arg(long)]
     policy: Option<PathBuf>,
+    /// The directory the credential files --policy's policy names lie in, as the
+    /// controller manager's --credentials-dir (one holding only them: a directory
+    /// holding the provider or its policy is refused). Files outside it are refused.
+    /// Default: the work directory's credentials/, where the generated policies' are.
+    #[arg(long)]
+    credentials_dir: Option<PathBuf>,
     /// The provider's cloud config (instead of the one generated for the emulated
     /// cloud); required with --cloud none.
     #[arg(long)]
@@ -112,6 +118,7 @@ fn main() -> ExitCode {
         work_dir: cli.work_dir,
         node_monitor_grace_period: cli.node_monitor_grace_period,
         policy: cli.policy,
+        credentials_dir: cli.credentials_dir,
         cloud_config: cli.cloud_config,
     };
     match runtime.block_on(playground::run(options)) {

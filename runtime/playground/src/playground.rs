@@ -12,7 +12,7 @@ use sim_cloud::model::NewInstance;
 use wasm_ccm::controllers::TAINT_UNINITIALIZED;
 use wasm_ccm_host::contract::types::Node;
 use wasm_ccm_host::engine::EngineSettings;
-use wasm_ccm_host::provider::ProviderLoader;
+use wasm_ccm_host::provider::{CredentialFiles, ProviderLoader, ToolLoader};
 
 use crate::cluster::{Change, Cluster, Followed};
 use crate::kubelets::{Instances, Kubelets};
@@ -38,25 +38,13 @@ pub async fn run(options: Options) -> Result<(), PlaygroundError> {
         Some(name) => name.to_owned(),
         None => provider_name(&component).await?,
     };
+    let credentials = credentials_dir(&options, &component, &providers)?;
     let seeded = match options.cloud {
         Cloud::Simcloud => seed_simcloud(&cluster, &options, &providers).await?,
         Cloud::Aws => crate::aws::seed(&cluster, &options, &providers).await?,
         Cloud::Openstack => crate::openstack::seed(&cluster, &options, &providers).await?,
         Cloud::None => seed_nodes_only(&cluster, &options).await?,
     };
-    // Credential files must lie in the credentials directory: the generated ones are
-    // in the work directory; an author's are next to their policy.
-    let credentials = match &options.policy {
-        Some(policy) => std::path::absolute(policy)
-            .ok()
-            .and_then(|p| p.parent().map(Path::to_owned))
-            .unwrap_or_default(),
-        None => options.work_dir.join("credentials"),
-    };
-    std::fs::create_dir_all(&credentials).map_err(|source| PlaygroundError::Write {
-        path: credentials.clone(),
-        source,
-    })?;
     // The author's own policy and cloud config replace the generated ones.
     if let Some(policy) = &options.policy {
         install_policy(policy, &providers.join(format!("{name}.yaml")))?;
@@ -99,7 +87,7 @@ pub async fn run(options: Options) -> Result<(), PlaygroundError> {
             path: installed.clone(),
             source,
         })?;
-        demonstrate_provider(&installed, &cloud_config, &seeded.demo_node).await;
+        demonstrate_provider(&installed, &cloud_config, &seeded.demo_node, &credentials).await;
     } else {
         println!(
             "provider: {} not found; build it with scripts/build-guests.sh (or pass --provider)",
@@ -159,6 +147,41 @@ pub async fn run(options: Options) -> Result<(), PlaygroundError> {
     drop(cluster);
     println!("stopped");
     Ok(())
+}
+
+/// The directory credential files must lie in, for the demonstration and the
+/// controllers alike: `--credentials-dir` (for the files of the author's `--policy`),
+/// else the work directory's `credentials/`, where the generated policies' files are.
+/// It must hold neither the component nor a policy: their files are a vendor's choice.
+fn credentials_dir(
+    options: &Options,
+    component: &Path,
+    providers: &Path,
+) -> Result<PathBuf, PlaygroundError> {
+    let dir = match (&options.credentials_dir, &options.policy) {
+        (Some(dir), Some(_)) => dir.clone(),
+        (Some(_), None) => {
+            return Err(PlaygroundError::Usage(
+                "--credentials-dir is the directory of the credential files --policy names; \
+                 the generated policies' files are in the work directory's credentials/"
+                    .into(),
+            ));
+        }
+        (None, _) => {
+            let dir = options.work_dir.join("credentials");
+            std::fs::create_dir_all(&dir).map_err(|source| PlaygroundError::Write {
+                path: dir.clone(),
+                source,
+            })?;
+            dir
+        }
+    };
+    let mut held = vec![("component", component), ("providers directory", providers)];
+    if let Some(policy) = &options.policy {
+        held.push(("policy", policy.as_path()));
+    }
+    CredentialFiles::new(Some(dir.as_path()), &held)?;
+    Ok(dir)
 }
 
 /// The provider name a component declares.
@@ -358,20 +381,22 @@ async fn run_controllers(
     }
 }
 
-/// Loads the provider against its cloud and shows its answer for `node`.
-async fn demonstrate_provider(wasm: &Path, cloud_config: &Path, node: &str) {
+/// Loads the provider against its cloud, its policy's files read only inside
+/// `credentials` as the controllers read them, and shows its answer for `node`.
+async fn demonstrate_provider(wasm: &Path, cloud_config: &Path, node: &str, credentials: &Path) {
     let config = std::fs::read(cloud_config).unwrap_or_default();
-    let loader = match ProviderLoader::new(&EngineSettings {
+    let engine = EngineSettings {
         max_instances: 8,
         ..EngineSettings::default()
-    }) {
+    };
+    let loader = match ToolLoader::new(&engine, wasm, None, Some(credentials)) {
         Ok(loader) => loader,
         Err(err) => {
-            println!("provider: cannot create the engine: {err}");
+            println!("provider: cannot load: {err}");
             return;
         }
     };
-    match loader.load(wasm, config).await {
+    match loader.load(config).await {
         Ok(provider) => {
             println!(
                 "provider: {} loaded from {} (exports: {})",

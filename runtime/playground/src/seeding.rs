@@ -32,6 +32,9 @@ pub struct Options {
     pub node_monitor_grace_period: Duration,
     /// The provider's policy, instead of the one generated for the emulated cloud.
     pub policy: Option<PathBuf>,
+    /// The directory the credential files of `policy` lie in (`--credentials-dir`);
+    /// the work directory's `credentials/` without it.
+    pub credentials_dir: Option<PathBuf>,
     /// The provider's cloud config, instead of the one generated for the emulated cloud.
     pub cloud_config: Option<PathBuf>,
 }
@@ -138,6 +141,9 @@ pub enum PlaygroundError {
     /// The policy given with --policy is invalid.
     #[error("{0}")]
     Policy(String),
+    /// The credentials directory cannot be used (missing, or holding the provider).
+    #[error(transparent)]
+    Credentials(#[from] wasm_ccm_host::provider::ConfineError),
     /// The SIGTERM handler could not be installed.
     #[error("cannot handle SIGTERM: {source}")]
     Signal {

@@ -295,6 +295,46 @@ impl Policy {
     pub fn path_for(wasm: &Path) -> PathBuf {
         wasm.with_extension("yaml")
     }
+
+    /// Every file the policy has the host read, with the field naming it: the
+    /// credential rules' files (`credentials[N]`), the CA bundle and the client
+    /// certificate and key (`tls.*`).
+    pub fn files(&self) -> Vec<(String, &Path)> {
+        let mut files: Vec<(String, &Path)> = self
+            .credentials
+            .iter()
+            .enumerate()
+            .flat_map(|(i, rule)| {
+                rule.credential
+                    .files()
+                    .into_iter()
+                    .map(move |file| (format!("credentials[{i}]"), file))
+            })
+            .collect();
+        if let Some(bundle) = &self.tls_ca_bundle {
+            files.push(("tls.caBundleFile".into(), bundle.as_path()));
+        }
+        if let Some(client) = &self.tls_client_certificate {
+            files.push((
+                "tls.clientCertificateFile".into(),
+                client.certificate_file.as_path(),
+            ));
+            files.push(("tls.clientKeyFile".into(), client.key_file.as_path()));
+        }
+        files
+    }
+
+    /// The policy without anything that reads a file ([`Self::files`]): no credential
+    /// rules, no CA bundle, no client certificate. What the tools load without a
+    /// credentials directory, so a vendor's policy reads no file of the operator's.
+    pub fn without_files(self) -> Self {
+        Self {
+            credentials: Vec::new(),
+            tls_ca_bundle: None,
+            tls_client_certificate: None,
+            ..self
+        }
+    }
 }
 
 /// A field of a credential kind's rule (`aws`, `keystone`) that is wrong, and why.

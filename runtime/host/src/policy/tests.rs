@@ -71,6 +71,42 @@ fn full_policy_parses() {
     );
 }
 
+/// Every file a policy names is listed with its field, and `without_files` leaves
+/// none of them (what the tools load without `--credentials-dir`).
+#[test]
+fn the_files_a_policy_names_are_listed_and_can_be_left_out() {
+    let policy = parse(
+        "allowedOutboundHosts: ['https://api.example.com']\n\
+         credentials:\n\
+         - destination: https://api.example.com\n\
+         \x20 basic: {usernameFile: /home/op/.kube/config, passwordFile: pw}\n\
+         tls: {caBundleFile: ca.pem, clientCertificateFile: c.crt, clientKeyFile: c.key}\n\
+         limits: {poolSize: 2}\n",
+    )
+    .unwrap();
+    let files: Vec<(String, PathBuf)> = policy
+        .files()
+        .into_iter()
+        .map(|(field, file)| (field, file.to_owned()))
+        .collect();
+    let named = |field: &str, file: &str| (field.to_owned(), PathBuf::from(file));
+    assert_eq!(
+        files,
+        [
+            named("credentials[0]", "/home/op/.kube/config"),
+            named("credentials[0]", "/providers/pw"),
+            named("tls.caBundleFile", "/providers/ca.pem"),
+            named("tls.clientCertificateFile", "/providers/c.crt"),
+            named("tls.clientKeyFile", "/providers/c.key"),
+        ]
+    );
+    let without = policy.without_files();
+    assert!(without.files().is_empty());
+    assert!(without.credentials.is_empty());
+    assert_eq!(without.allowed_outbound_hosts.len(), 1);
+    assert_eq!(without.instance_limits.pool_size, 2);
+}
+
 #[test]
 fn empty_policy_denies_everything() {
     let policy = parse("").unwrap();

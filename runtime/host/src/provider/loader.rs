@@ -38,7 +38,7 @@ pub struct ProviderLoader {
 
 /// Whether a version is loaded to serve, or as a hot-swap candidate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Load {
+pub(super) enum Load {
     Serving,
     Candidate,
 }
@@ -167,14 +167,26 @@ impl ProviderLoader {
         self.load_with_policy(path, None, cloud_config).await
     }
 
-    /// [`Self::load`] with the policy at `policy` when given (the tools' `--policy`),
-    /// else the one next to the component.
+    /// [`Self::load`] with the policy at `policy` when given, else the one next to the
+    /// component. Its files are read as this loader's broker allows: the tools load
+    /// through [`super::ToolLoader`], which confines them.
     pub async fn load_with_policy(
         &self,
         path: &Path,
         policy: Option<&Path>,
         cloud_config: Vec<u8>,
     ) -> Result<Provider, LoadError> {
+        let source = Self::read_source(path, policy).await?;
+        self.load_source(path, source.with_cloud_config(cloud_config))
+            .await
+    }
+
+    /// Reads the component at `path` with the policy at `policy` when given, else the
+    /// one next to it (no cloud config), on the blocking pool.
+    pub(super) async fn read_source(
+        path: &Path,
+        policy: Option<&Path>,
+    ) -> Result<ProviderSource, LoadError> {
         let owned = path.to_owned();
         let policy_file = policy.map(Path::to_owned);
         let source = tokio::task::spawn_blocking(move || {
@@ -186,8 +198,7 @@ impl ProviderLoader {
         })
         .await
         .expect("reading provider files panicked")?;
-        self.load_source(path, source.with_cloud_config(cloud_config))
-            .await
+        Ok(source)
     }
 
     /// Finds the provider named `name` in `dir` and loads it: `NAME.wasm` first, then
@@ -290,6 +301,20 @@ impl ProviderLoader {
         load: Load,
     ) -> Result<Provider, LoadError> {
         let policy = source.policy(path)?;
+        self.load_source_under(path, source, policy, expected, load)
+            .await
+    }
+
+    /// Loads `source` under `policy` (its own policy, or what the tools' confinement
+    /// makes of it: [`super::ToolLoader`]).
+    pub(super) async fn load_source_under(
+        &self,
+        path: &Path,
+        source: ProviderSource,
+        policy: Policy,
+        expected: Option<&str>,
+        load: Load,
+    ) -> Result<Provider, LoadError> {
         self.check_policy(path, &policy)?;
         self.load_bytes(path, source, policy, expected, load).await
     }

@@ -4,9 +4,11 @@
 //! Start with [`ProviderLoader::load`], which turns a `.wasm` file (plus the policy
 //! next to it) into a [`Provider`]; start-up ([`ProviderLoader::find`]) and hot swap
 //! ([`ProviderLoader::load_source`]) read the files with the same
-//! [`ProviderSource`]. A `Provider` mirrors upstream's `cloudprovider.Interface`: each
-//! optional interface is an `Option`, present when the component exports it, like
-//! upstream's `LoadBalancer() (LoadBalancer, bool)`.
+//! [`ProviderSource`]; the tools (`check`, `call`, `conformance`, the playground) load
+//! through [`ToolLoader`], which confines the files a policy names as the controller
+//! manager's `--credentials-dir` does. A `Provider` mirrors upstream's
+//! `cloudprovider.Interface`: each optional interface is an `Option`, present when the
+//! component exports it, like upstream's `LoadBalancer() (LoadBalancer, bool)`.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -29,6 +31,7 @@ pub(crate) mod call;
 mod interface_table;
 mod compile;
 pub mod compile_cache;
+mod confined;
 mod error;
 mod inspect;
 pub mod interfaces;
@@ -41,6 +44,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub use compile::Inspection;
+pub use confined::{ConfineError, CredentialFiles, ToolLoader};
 pub use error::{CloudError, FindError, LoadError, ProviderError, TrapKind};
 pub(crate) use interface_table::ContractMismatch;
 pub use interface_table::Exports;

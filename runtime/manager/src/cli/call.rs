@@ -1,6 +1,7 @@
-//! `wasm-ccm call FILE.wasm [--cloud-config FILE] INTERFACE.FUNCTION [ARG...]`: runs one
-//! export of a provider under the real sandbox (the policy next to the component, the
-//! egress broker, the limits) and prints the result as JSON.
+//! `wasm-ccm call FILE.wasm [--cloud-config FILE] [--credentials-dir DIR]
+//! INTERFACE.FUNCTION [ARG...]`: runs one export of a provider under the real sandbox
+//! (the policy next to the component, the egress broker, the limits, credential files
+//! only inside `--credentials-dir` and none without it) and prints the result as JSON.
 //!
 //! Arguments are positional, in the WIT function's order. Each is JSON, `@PATH` (JSON
 //! read from a file), or plain text taken as a string. A `node` is a Kubernetes Node
@@ -17,7 +18,7 @@ use std::path::PathBuf;
 use k8s_openapi::api::core::v1 as k8s;
 use serde_json::{Value, json};
 use wasm_ccm_host::contract::types as wit;
-use wasm_ccm_host::provider::{CloudError, LoadError, Provider, ProviderError};
+use wasm_ccm_host::provider::{CloudError, ConfineError, LoadError, Provider, ProviderError};
 
 use super::sandboxed::Sandboxed;
 use crate::cloud::convert;
@@ -57,9 +58,9 @@ pub enum CallError {
         #[source]
         source: std::io::Error,
     },
-    /// The engine could not be created.
+    /// The engine could not be created, or `--credentials-dir` cannot be used.
     #[error(transparent)]
-    Engine(#[from] wasm_ccm_host::engine::EngineError),
+    Confine(#[from] ConfineError),
     /// The provider could not be loaded (or its `initialize` failed).
     #[error(transparent)]
     Load(#[from] LoadError),
@@ -136,8 +137,8 @@ pub async fn call(request: &Call) -> Result<Value, CallError> {
         })?,
         None => Vec::new(),
     };
-    let loader = request.provider.loader()?;
-    let provider = request.provider.load(&loader, config).await?;
+    let loader = request.provider.loader(2)?;
+    let provider = loader.load(config).await?;
     let (interface, function) = request
         .function
         .split_once('.')

@@ -3,7 +3,7 @@
 //! sandbox), `conformance` (the contract's rules against a cloud), `new` (a provider
 //! crate) and `import-occm-config` (occm's cloud.conf to the OpenStack provider's
 //! files). Each has its module ([`sandboxed`]: the component, policy and credentials
-//! directory `call` and `conformance` both take); [`run`] dispatches, `main.rs` only
+//! directory `check`, `call` and `conformance` take); [`run`] dispatches, `main.rs` only
 //! parses the command line.
 
 pub mod call;
@@ -25,10 +25,12 @@ pub use exit::exit_code;
 pub enum Command {
     /// Validate a provider component before it ships: contract version, exported
     /// interfaces, imports, size against the 1 MiB ConfigMap limit, and the policy next
-    /// to it (FILE.yaml, or --policy); with --cloud-config, load it and run `initialize`.
+    /// to it (FILE.yaml, or --policy); with --cloud-config, load it and run `initialize`
+    /// (credential files only inside --credentials-dir, none without it).
     Check(check::Args),
     /// Run one export of a provider under the real sandbox (its policy is FILE.yaml
-    /// next to it, or --policy) and print the result as JSON: `{"ok": ...}` or the contract's error
+    /// next to it, or --policy; credential files only inside --credentials-dir, none
+    /// without it) and print the result as JSON: `{"ok": ...}` or the contract's error
     /// case. Arguments are JSON, @FILE, or plain strings; a node may be just its name.
     /// `wasm-ccm call p.wasm --cloud-config c.json instances-v2.instance-metadata node-1`
     Call(call::Call),
@@ -41,9 +43,10 @@ pub enum Command {
     /// providers/openstack.yaml (the policy's keystone rule), and credentials/
     /// (the secret, for the credentials Secret).
     ImportOccmConfig(import_occm_config::Args),
-    /// Drive a provider against its (real or emulated) cloud and check the contract's
-    /// rules; prints a pass/fail table and exits non-zero on a failure. Mutating checks
-    /// touch only what they create, and clean it up.
+    /// Drive a provider against its (real or emulated) cloud (credential files only
+    /// inside --credentials-dir, none without it) and check the contract's rules;
+    /// prints a pass/fail table and exits non-zero on a failure. Mutating checks touch
+    /// only what they create, and clean it up.
     Conformance(conformance::Conformance),
 }
 

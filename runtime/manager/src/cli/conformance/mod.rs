@@ -1,6 +1,7 @@
-//! `wasm-ccm conformance FILE.wasm --cloud-config C [--policy P] [--node NAME...]
-//! [--service FILE] [--elsewhere-service FILE] [--route-cidr CIDR]`: drives a provider
-//! against its (real or emulated) cloud, under the real sandbox and its policy, and
+//! `wasm-ccm conformance FILE.wasm --cloud-config C [--policy P] [--credentials-dir D]
+//! [--node NAME...] [--service FILE] [--elsewhere-service FILE] [--route-cidr CIDR]`:
+//! drives a provider against its (real or emulated) cloud, under the real sandbox and
+//! its policy (credential files only inside `--credentials-dir`, none without it), and
 //! checks the contract's rules, printing a pass/fail table.
 //!
 //! - `initialize` refuses a cloud config that is not one (an error, not a trap).
@@ -170,19 +171,19 @@ pub async fn run(request: &Conformance) -> Result<Report, CallError> {
     })?;
     let service_json = read_json(request.service.as_deref())?;
     let elsewhere_json = read_json(request.elsewhere_service.as_deref())?;
-    let loader = request.provider.loader()?;
+    let loader = request.provider.loader(2)?;
     let mut report = Report::default();
 
     let garbage = b"\x00 this is not a cloud config {[\x00".to_vec();
     report.record(
         "initialize refuses a bad cloud config",
-        match request.provider.load(&loader, garbage).await {
+        match loader.load(garbage).await {
             Err(LoadError::Initialize { .. }) => Outcome::Pass,
             Ok(_) => Outcome::Fail("a garbage cloud config was accepted".into()),
             Err(other) => Outcome::Fail(other.to_string()),
         },
     );
-    let provider = request.provider.load(&loader, config).await?;
+    let provider = loader.load(config).await?;
     let name = provider.name().to_owned();
 
     let mut hosts = Vec::new();
@@ -193,7 +194,7 @@ pub async fn run(request: &Conformance) -> Result<Report, CallError> {
     }
     absent_node_check(&provider, &mut report).await;
     batch_checks(&provider, &hosts, &mut report).await;
-    throttling_check(&loader, &provider, &mut report).await;
+    throttling_check(loader.broker(), &provider, &mut report).await;
 
     match (&service_json, provider.load_balancer()) {
         (Some(svc), Some(_)) => {

@@ -9,8 +9,7 @@ use wasm_ccm_host::provider::{CloudError, Provider};
 
 use super::{Outcome, Report, describe};
 use crate::cli::call::node;
-use wasm_ccm_host::capabilities::http_egress::EgressInterceptor;
-use wasm_ccm_host::provider::ProviderLoader;
+use wasm_ccm_host::capabilities::http_egress::{Broker, EgressInterceptor};
 
 /// The `Retry-After` the throttling check answers with.
 const THROTTLE_RETRY_AFTER: Duration = Duration::from_secs(7);
@@ -59,11 +58,7 @@ impl EgressInterceptor for Throttle {
 /// asked: the host answers the provider's next request `429` with `Retry-After: 7`
 /// itself (nothing reaches the cloud), and the provider must say `retry-after` with at
 /// least 7 s, not fail otherwise nor retry on its own.
-pub(super) async fn throttling_check(
-    loader: &ProviderLoader,
-    provider: &Provider,
-    report: &mut Report,
-) {
+pub(super) async fn throttling_check(broker: &Broker, provider: &Provider, report: &mut Report) {
     let rule = format!(
         "a 429 with Retry-After: {} s is retry-after, no sooner",
         THROTTLE_RETRY_AFTER.as_secs()
@@ -79,12 +74,10 @@ pub(super) async fn throttling_check(
     let Ok(host) = node(&Value::String(name)) else {
         return;
     };
-    loader
-        .broker()
-        .set_interceptor(Some(Arc::new(Throttle::new(1, THROTTLE_RETRY_AFTER))));
+    broker.set_interceptor(Some(Arc::new(Throttle::new(1, THROTTLE_RETRY_AFTER))));
     let result = v2.instance_exists(&host).await;
     // Whether or not the provider sent anything, nothing else is throttled.
-    loader.broker().set_interceptor(None);
+    broker.set_interceptor(None);
     let wanted = THROTTLE_RETRY_AFTER.as_millis();
     report.record(
         rule,
