@@ -4,32 +4,36 @@
 //! not let itself be made to log in over and over).
 //!
 //! Keystone attacks run against the real Keystone (tests/keystone-peer) and a service
-//! double in its catalog that validates every token with it; AWS attacks against a
-//! loopback server standing for the AWS endpoint, with keys the host signs with.
+//! double in its catalog that validates every token with it; AWS attacks and those on
+//! the header kinds against a loopback server standing for the cloud, which records
+//! what reaches it.
+
+use std::sync::{Arc, Mutex};
 
 use keystone_peer::Settings;
-use wasm_ccm_host::provider::ProviderError;
+use wasm_ccm_host::provider::{Provider, ProviderError, ProviderLoader};
 use wasm_ccm_tests::keystone::{Cloud, Loaded, get};
 use wasm_ccm_tests::types::InstanceInfo;
 use wasm_ccm_tests::{
-    ProviderDir, RawBehavior, RawServer, TOKEN, act, label, loader, refused_policy,
+    ProviderDir, RawBehavior, RawServer, TOKEN, act, hostile, label, loader, other_message,
+    refused_policy,
 };
 
 /// The hostile fixture's `fetch` with `extra` annotations (method, header, form).
 async fn fetch(
-    loaded: &Loaded,
+    provider: &Provider,
     url: &str,
     extra: &[(&str, &str)],
 ) -> Result<InstanceInfo, ProviderError> {
     let mut annotations = vec![("hostile/action", "fetch"), ("hostile/url", url)];
     annotations.extend_from_slice(extra);
-    act(&loaded.provider, &annotations).await
+    act(provider, &annotations).await
 }
 
 /// `wasm_ccm_egress_denied_total` of the hostile provider for `reason`.
-fn denied(loaded: &Loaded, reason: &str) -> u64 {
+fn denied(loader: &ProviderLoader, reason: &str) -> u64 {
     wasm_ccm_tests::metric(
-        &loaded.loader.metrics().encode(),
+        &loader.metrics().encode(),
         &format!(
             r#"wasm_ccm_egress_denied_total{{provider="hostile",host="",reason="{reason}"}} "#
         ),
@@ -61,7 +65,10 @@ async fn keystone_relogin_amplification_through_a_guest_set_service_token_is_ref
     let (cloud, loaded) = keystone_provider("").await;
     let servers = format!("{}/compute/v2.1/servers", cloud.service.url);
     assert_eq!(
-        label(&fetch(&loaded, &servers, &[]).await.unwrap(), "status"),
+        label(
+            &fetch(&loaded.provider, &servers, &[]).await.unwrap(),
+            "status"
+        ),
         "200"
     );
     for header in [
@@ -70,10 +77,10 @@ async fn keystone_relogin_amplification_through_a_guest_set_service_token_is_ref
         "X-Identity-Status: Confirmed",
         "X-Roles: admin",
     ] {
-        let refused = fetch(&loaded, &servers, &[("hostile/header", header)]).await;
+        let refused = fetch(&loaded.provider, &servers, &[("hostile/header", header)]).await;
         assert!(refused.is_err(), "{header}: {refused:?}");
     }
-    assert_eq!(denied(&loaded, "guest_credential_header"), 4);
+    assert_eq!(denied(&loaded.loader, "guest_credential_header"), 4);
     assert_eq!(
         cloud.service.received().len(),
         1,
@@ -90,7 +97,7 @@ async fn keystone_relogin_storm_from_401_answers_to_a_valid_token_is_refused() {
     let (cloud, loaded) = keystone_provider("").await;
     let always = format!("{}/compute/v2.1/always-401", cloud.service.url);
     for _ in 0..20 {
-        let answer = fetch(&loaded, &always, &[]).await.unwrap();
+        let answer = fetch(&loaded.provider, &always, &[]).await.unwrap();
         assert_eq!(label(&answer, "status"), "401");
     }
     // One login for all twenty, where each 401 used to be a login.
@@ -98,7 +105,10 @@ async fn keystone_relogin_storm_from_401_answers_to_a_valid_token_is_refused() {
     // The token still works.
     let servers = format!("{}/compute/v2.1/servers", cloud.service.url);
     assert_eq!(
-        label(&fetch(&loaded, &servers, &[]).await.unwrap(), "status"),
+        label(
+            &fetch(&loaded.provider, &servers, &[]).await.unwrap(),
+            "status"
+        ),
         "200"
     );
     assert_eq!(loaded.logins("success"), 1);
@@ -115,12 +125,15 @@ async fn octavia_method_override_through_query_form_or_header_is_refused() {
     let servers = format!("{}/compute/v2.1/servers", cloud.service.url);
     let one = format!("{servers}/s1");
     assert_eq!(
-        label(&fetch(&loaded, &servers, &[]).await.unwrap(), "status"),
+        label(
+            &fetch(&loaded.provider, &servers, &[]).await.unwrap(),
+            "status"
+        ),
         "200"
     );
     assert_eq!(
         label(
-            &fetch(&loaded, &one, &[("hostile/method", "DELETE")])
+            &fetch(&loaded.provider, &one, &[("hostile/method", "DELETE")])
                 .await
                 .unwrap(),
             "status"
@@ -144,15 +157,81 @@ async fn octavia_method_override_through_query_form_or_header_is_refused() {
         ),
     ];
     for (url, extra) in &attacks {
-        let refused = fetch(&loaded, url, extra).await;
+        let refused = fetch(&loaded.provider, url, extra).await;
         assert!(refused.is_err(), "{url} {extra:?}: {refused:?}");
     }
-    assert_eq!(denied(&loaded, "method_override"), attacks.len() as u64);
+    assert_eq!(
+        denied(&loaded.loader, "method_override"),
+        attacks.len() as u64
+    );
     assert_eq!(
         cloud.service.received().len(),
         2,
         "only the plain requests reached the service: {:?}",
         cloud.service.received()
+    );
+}
+
+/// `allowedActions` of a bearer rule are read from the method a request carries, while
+/// Rack, Laravel, Symfony, Express's `method-override` and pecan take a `_method` in the
+/// query or a form, or an override header, for the method: `GET /things/t1?_method=DELETE`
+/// would delete under a rule that allows reading. Each spelling is refused before the
+/// token is added and never reaches the server (the guest is told the request was
+/// denied, the metric says why); the plain `GET` reaches it with the token.
+#[tokio::test(flavor = "current_thread")]
+async fn method_overrides_under_a_bearer_rule_s_allowed_actions_never_reach_the_server() {
+    let arrived = Arc::new(Mutex::new(Vec::<String>::new()));
+    let record = arrived.clone();
+    let server = RawServer::start(RawBehavior::Respond(Arc::new(move |request: &str| {
+        record.lock().unwrap().push(request.to_owned());
+        (200, "{}".to_owned())
+    })))
+    .await;
+    let base = server.url();
+    let policy = format!(
+        "allowedOutboundHosts: ['{base}']\ncredentials:\n  - destination: '{base}'\n    bearerTokenFile: token\n    allowedActions: ['GET /things/*', 'POST /things']\n"
+    );
+    let loader = loader();
+    let (_dir, provider) = hostile(&loader, &policy).await;
+    let things = format!("{base}/things");
+    let one = format!("{things}/t1");
+    let read = fetch(&provider, &one, &[]).await.unwrap();
+    assert_eq!(label(&read, "status"), "200");
+    let post = ("hostile/method", "POST");
+    let attacks: [(String, Vec<(&str, &str)>); 7] = [
+        (format!("{one}?_method=DELETE"), vec![]),
+        (format!("{one}?_METHOD=delete"), vec![]),
+        (format!("{one}?%5Fmethod=DELETE"), vec![]),
+        (format!("{one}?a=1;_method=DELETE"), vec![]),
+        (
+            things.clone(),
+            vec![post, ("hostile/form", "name=x&_method=DELETE")],
+        ),
+        (
+            things.clone(),
+            vec![post, ("hostile/header", "X-HTTP-Method-Override: DELETE")],
+        ),
+        (
+            things.clone(),
+            vec![post, ("hostile/header", "X-Method-Override: DELETE")],
+        ),
+    ];
+    for (url, extra) in &attacks {
+        let refused = fetch(&provider, url, extra).await.unwrap_err();
+        assert_eq!(
+            other_message(&refused),
+            "request denied by the host's egress policy",
+            "{url} {extra:?}"
+        );
+    }
+    assert_eq!(denied(&loader, "method_override"), attacks.len() as u64);
+    let arrived = arrived.lock().unwrap();
+    assert_eq!(arrived.len(), 1, "only the plain GET arrived: {arrived:?}");
+    assert!(
+        arrived[0].starts_with("GET /things/t1 HTTP/1.1\r\n")
+            && arrived[0].contains(&format!("Bearer {TOKEN}")),
+        "{}",
+        arrived[0]
     );
 }
 
@@ -200,7 +279,10 @@ async fn identity_api_behind_a_doubled_slash_or_an_encoding_gets_no_token() {
         let refused = get(&loaded.provider, url).await;
         assert!(refused.is_err(), "{url}: {refused:?}");
     }
-    assert_eq!(denied(&loaded, "keystone_identity"), attacks.len() as u64);
+    assert_eq!(
+        denied(&loaded.loader, "keystone_identity"),
+        attacks.len() as u64
+    );
 }
 
 /// An AWS rule's `allowedActions` read where EC2 reads the action: a second `Action`

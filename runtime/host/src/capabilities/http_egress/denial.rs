@@ -57,10 +57,12 @@ pub enum Denial {
          service catalog with GET {0}"
     )]
     KeystoneIdentity(String),
-    /// The request asks the server to take it for another method.
+    /// The request asks the server to take it for another method than the one it
+    /// carries (a method override), on a request the host adds a credential to.
     #[error(
-        "{0} asks the server to take the request for another method; refused on requests the \
-         host adds credentials to"
+        "{0} asks the server to take the request for another method (a method override), \
+         refused on requests the host adds a credential to: send the request with that method \
+         instead"
     )]
     MethodOverride(String),
     /// The request's API action is not in the credential rule's `allowedActions`.

@@ -11,7 +11,7 @@ use wasmtime_wasi_http::{Error as HttpError, WasiBody};
 
 use super::authorize::{Grant, Rules};
 use super::credentials::keystone::SUBJECT_TOKEN_HEADER;
-use super::credentials::{Injection, Outgoing};
+use super::credentials::{Injection, Outgoing, check_request};
 use super::{Denial, Destination, Egress, MAX_REQUEST_BODY_BYTES, connect, resolver};
 use crate::metrics::{DeniedLabels, EgressLabels, HostLabels};
 
@@ -162,16 +162,10 @@ impl Rules {
         // Kept for a second try only when the credential may need replacing.
         let mut retry = None;
         if let Some(kind) = kind {
-            if let Some(refused) = kind.refuses_request(&outgoing) {
-                return Err(Forward::Denied(refused));
-            }
-            if let Some(actions) = rule
+            let actions = rule
                 .and_then(|i| self.policy.credentials.get(i))
-                .and_then(|r| r.allowed_actions.as_ref())
-            {
-                kind.check_actions(actions, &outgoing)
-                    .map_err(|denied| Forward::Denied(Denial::Action(denied.0)))?;
-            }
+                .and_then(|r| r.allowed_actions.as_ref());
+            check_request(&*kind, actions, &outgoing).map_err(Forward::Denied)?;
             let applied = kind
                 .apply(&mut outgoing, &self.client)
                 .await

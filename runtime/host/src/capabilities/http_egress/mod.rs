@@ -11,7 +11,9 @@
 //!    what they resolve to ([`resolver`]) and every connection on the address it
 //!    reached ([`connect`]), so no spelling, DNS answer or IP literal gets around them;
 //! 2. injects the credential configured for the destination; the guest never sees it,
-//!    and a request on which the guest set that header itself is refused,
+//!    and a request on which the guest set that header itself is refused, as is one
+//!    asking the server for another method than the one `allowedActions` checked
+//!    ([`credentials::method_override`]),
 //! 3. waits for the provider's concurrency and rate limits ([`rate_limit`]),
 //! 4. buffers the request body and forwards it with the shared pooled `reqwest` client
 //!    (or the provider's own, when its policy names a CA bundle),
@@ -327,10 +329,13 @@ mod tests {
             dir.display()
         ));
         let destination = Destination::parse(&"https://a.example.com/".parse().unwrap()).unwrap();
+        // Refused on every credentialed request, even without allowedActions; `_` is
+        // read as `-` by servers that map headers to CGI variables.
         for header in [
             "x-http-method-override",
             "x-http-method",
             "x-method-override",
+            "x_http_method_override",
         ] {
             let mut own = HeaderMap::new();
             own.insert(

@@ -2,9 +2,12 @@
 //! ([`header`]: bearer, basic, any named header), an AWS SigV4 signature ([`aws`]), or
 //! a Keystone token the host logs in for ([`keystone`]). Each kind is a
 //! [`CredentialKind`]: the broker asks every kind the same questions (what the guest
-//! may not set, what the destination would read as another request, which action
+//! may not set, whether its destination honours method overrides, which action
 //! `allowedActions` sees, how the credential is added, whether a 401 calls for a fresh
-//! one), so a rule about credentials is written once, in its kind.
+//! one), so a rule about credentials is written once, in its kind. What holds for every
+//! kind is written once here: method overrides ([`method_override`]) are refused on
+//! every request whose rule has `allowedActions`, before the actions are checked
+//! ([`check_request`]).
 //!
 //! Secret files are read only inside the credentials directory ([`files`]).
 
@@ -13,6 +16,7 @@ mod files;
 mod header;
 pub mod keystone;
 mod login;
+mod method_overrides;
 
 use std::any::Any;
 use std::path::Path;
@@ -30,6 +34,7 @@ use files::Confinement;
 pub use files::{CredentialError, confined_path, read_secret_file};
 pub use header::HeaderCredential;
 pub use keystone::{CatalogMatch, KeystoneError, KeystoneSession, Sessions};
+pub use method_overrides::{METHOD_OVERRIDE_HEADERS, method_override, override_header};
 
 /// A future a [`CredentialKind`] returns.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -86,10 +91,12 @@ pub trait CredentialKind: Send + Sync + std::fmt::Debug {
     /// completes: one the kind sets, or one the destination reads as a credential.
     fn refuses_header(&self, name: &str) -> bool;
 
-    /// What the destination would read as another request than the one the host
-    /// checked (a method override), once the body is known.
-    fn refuses_request(&self, _request: &Outgoing) -> Option<Denial> {
-        None
+    /// Whether method overrides are refused even when the rule has no
+    /// `allowedActions`: the kind's destinations are known to honour them (Octavia's
+    /// pecan behind Keystone). With `allowedActions` they are refused for every kind
+    /// ([`check_request`]).
+    fn refuses_method_overrides(&self) -> bool {
+        false
     }
 
     /// Checks the request against its rule's `allowedActions`: by method and path,
@@ -152,33 +159,46 @@ impl PartialEq for Injection {
 
 impl Eq for Injection {}
 
-/// Headers asking a server to take a request for another method
-/// (`X-HTTP-Method-Override: DELETE` on a `POST`): refused on every request the host
-/// adds a credential to, since `allowedActions` and the cloud's own policy read the
-/// method the request carries.
-pub const METHOD_OVERRIDE_HEADERS: [&str; 3] = [
-    "x-http-method-override",
-    "x-http-method",
-    "x-method-override",
-];
-
 impl Injection {
-    /// The first header of `headers` the guest may not set on this request, and why:
-    /// one the kind refuses ([`Denial::GuestCredentialHeader`]), or a method override
-    /// ([`Denial::MethodOverride`]).
+    /// Why the guest may not set one of `headers` on this request, if it may not: a
+    /// method override header ([`override_header`]: on every request the host adds a
+    /// credential to, whatever its rule), or a header the kind refuses
+    /// ([`Denial::GuestCredentialHeader`]).
     pub fn refused_header(&self, headers: &HeaderMap) -> Option<Denial> {
-        headers.keys().find_map(|name| {
-            let name = name.as_str();
-            if METHOD_OVERRIDE_HEADERS.contains(&name) {
-                return Some(Denial::MethodOverride(format!("the `{name}` header")));
-            }
-            let refused = match self {
-                Injection::Credential(kind) => kind.refuses_header(name),
-                Injection::KeystoneCatalog(session) => session.refuses_header(name),
-            };
-            refused.then(|| Denial::GuestCredentialHeader(name.to_owned()))
+        override_header(headers).or_else(|| {
+            headers.keys().find_map(|name| {
+                let name = name.as_str();
+                let refused = match self {
+                    Injection::Credential(kind) => kind.refuses_header(name),
+                    Injection::KeystoneCatalog(session) => session.refuses_header(name),
+                };
+                refused.then(|| Denial::GuestCredentialHeader(name.to_owned()))
+            })
         })
     }
+}
+
+/// Checks `request` before `kind` adds its credential, under its rule's `actions`
+/// (`allowedActions`, if any). Where the method decides what the credential may do (the
+/// rule has `allowedActions`, or the kind's destinations honour overrides whatever the
+/// rule says: [`CredentialKind::refuses_method_overrides`]), a method override in any
+/// spelling ([`method_override`]) is refused: the server would run another method than
+/// the one checked. Then the request must be one of the actions.
+pub fn check_request(
+    kind: &dyn CredentialKind,
+    actions: Option<&AllowedActions>,
+    request: &Outgoing,
+) -> Result<(), Denial> {
+    if (actions.is_some() || kind.refuses_method_overrides())
+        && let Some(refused) = method_override(request)
+    {
+        return Err(refused);
+    }
+    if let Some(actions) = actions {
+        kind.check_actions(actions, request)
+            .map_err(|denied| Denial::Action(denied.0))?;
+    }
+    Ok(())
 }
 
 /// The credentials of a policy's rules, by rule index.
@@ -301,6 +321,7 @@ impl CredentialStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy::Policy;
     use crate::policy::allowlist::HostPattern;
     use http::HeaderValue;
     use std::path::PathBuf;
@@ -310,6 +331,112 @@ mod tests {
             crate::metrics::ProviderLabel::new("test"),
             crate::metrics::Metrics::new().provider().clone(),
         )
+    }
+
+    /// A form body's content type.
+    pub(super) const FORM: (&str, &str) = ("content-type", "application/x-www-form-urlencoded");
+    /// A JSON body's content type.
+    pub(super) const JSON: (&str, &str) = ("content-type", "application/json");
+
+    /// A request as the broker is about to send it: `method` to `path` on
+    /// `https://api.example.com`, with `headers` (appended in order) and `body`.
+    pub(super) fn outgoing(
+        method: Method,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &str,
+    ) -> Outgoing {
+        let mut map = HeaderMap::new();
+        for (name, value) in headers {
+            map.append(
+                http::HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                HeaderValue::from_str(value).unwrap(),
+            );
+        }
+        Outgoing {
+            method,
+            url: format!("https://api.example.com{path}").parse().unwrap(),
+            headers: map,
+            body: Bytes::copy_from_slice(body.as_bytes()),
+        }
+    }
+
+    /// A method override in the query or the body, on a request the rule's
+    /// `allowedActions` allow by its method, is refused for every kind whose rule has
+    /// them (before the actions are checked); without `allowedActions` the method
+    /// decides nothing and the same requests pass, except to Keystone, whose pecan
+    /// honours `_method` whatever the rule says. Override headers are refused on every
+    /// request the host adds a credential to.
+    #[test]
+    fn method_overrides_are_refused_for_every_kind_with_allowed_actions() {
+        let rules = [
+            "destination: 'https://bearer.example.com', bearerTokenFile: token",
+            "destination: 'https://basic.example.com', basic: {usernameFile: u, passwordFile: p}",
+            "destination: 'https://header.example.com', header: {name: X-Api-Key, valueFile: k}",
+            "destination: 'https://keystone.example.com:5000', keystone: {authUrl: \
+             'https://keystone.example.com:5000/v3', applicationCredentialId: a1, \
+             applicationCredentialSecretFile: s}",
+        ];
+        let kinds = ["bearer", "basic", "header", "keystone"];
+        let in_query_or_body = [
+            outgoing(Method::GET, "/things/t1?_method=DELETE", &[], ""),
+            outgoing(Method::GET, "/things/t1?_Method=DELETE", &[], ""),
+            outgoing(Method::GET, "/things/t1?%5Fmethod=DELETE", &[], ""),
+            outgoing(Method::POST, "/things", &[FORM], "name=x&_method=DELETE"),
+            outgoing(Method::POST, "/things", &[], "_method=DELETE"),
+            outgoing(Method::POST, "/things", &[JSON], r#"{"_method": "DELETE"}"#),
+        ];
+        let in_headers = METHOD_OVERRIDE_HEADERS
+            .map(|name| outgoing(Method::POST, "/things", &[(name, "DELETE")], ""));
+        let plain = [
+            outgoing(Method::GET, "/things/t1?fields=id", &[], ""),
+            outgoing(Method::POST, "/things", &[FORM], "name=x"),
+        ];
+        let with = ", allowedActions: ['GET /things/*', 'POST /things']";
+        for (actions, has_actions) in [(with, true), ("", false)] {
+            let text: String = rules
+                .iter()
+                .map(|rule| format!("  - {{{rule}{actions}}}\n"))
+                .collect();
+            let policy =
+                Policy::parse(&format!("credentials:\n{text}"), Path::new("/p/p.yaml")).unwrap();
+            let store = CredentialStore::new(&policy.credentials, None, &sessions()).unwrap();
+            for (index, name) in kinds.iter().enumerate() {
+                let Injection::Credential(kind) = store.injection(index) else {
+                    panic!("{name}: not a credential")
+                };
+                let actions = policy.credentials[index].allowed_actions.as_ref();
+                assert_eq!(actions.is_some(), has_actions, "{name}");
+                let reason = |request: &Outgoing| {
+                    check_request(&*kind, actions, request)
+                        .err()
+                        .map(|denial| denial.reason())
+                };
+                for request in &plain {
+                    assert_eq!(reason(request), None, "{name}: {request:?}");
+                }
+                let refused = has_actions || *name == "keystone";
+                for request in &in_query_or_body {
+                    assert_eq!(
+                        reason(request),
+                        refused.then_some("method_override"),
+                        "{name}, allowedActions {has_actions}: {request:?}"
+                    );
+                }
+                let injection = Injection::Credential(kind.clone());
+                for request in &in_headers {
+                    let early = injection.refused_header(&request.headers);
+                    assert_eq!(
+                        early.map(|denial| denial.reason()),
+                        Some("method_override"),
+                        "{name}: {request:?}"
+                    );
+                    if refused {
+                        assert_eq!(reason(request), Some("method_override"), "{name}");
+                    }
+                }
+            }
+        }
     }
 
     /// The header rule number 0 adds to a request.

@@ -31,12 +31,11 @@ mod catalog;
 mod guard;
 mod request;
 
-pub use guard::{is_credential_header, method_override};
+pub use guard::is_credential_header;
 
 use super::files::{Confinement, CredentialError};
 use super::login::{FAILURE_HOLD, read_capped, refresh_time, transport_reason};
 use super::{Applied, BoxFuture, CredentialKind, Outgoing};
-use crate::capabilities::http_egress::Denial;
 use crate::metrics::{LoginLabels, ProviderLabel, ProviderMetrics};
 use crate::policy::keystone::KeystoneCredential;
 use catalog::Endpoint;
@@ -188,8 +187,9 @@ impl CredentialKind for KeystoneSession {
         is_credential_header(name)
     }
 
-    fn refuses_request(&self, request: &Outgoing) -> Option<Denial> {
-        method_override(&request.url, &request.headers, &request.body)
+    /// Octavia's pecan reads `_method` from the query and form bodies.
+    fn refuses_method_overrides(&self) -> bool {
+        true
     }
 
     fn apply<'a>(
