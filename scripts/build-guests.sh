@@ -9,6 +9,9 @@ if ! rustup target list --installed 2>/dev/null | grep -qx wasm32-wasip2; then
 fi
 
 packages=(reference-provider aws-provider openstack-provider)
+# Every fixture; guests/fixtures/multi-memory's component is assembled by its build
+# script (several core modules with a memory each, composed into one component) and
+# written to the same directory.
 for dir in guests/fixtures/*/; do
     packages+=("$(sed -n 's/^name = "\(.*\)"/\1/p' "$dir/Cargo.toml" | head -n1)")
 done

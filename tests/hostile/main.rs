@@ -5,6 +5,7 @@
 mod clouds;
 mod egress;
 mod isolation;
+mod memories;
 mod policies;
 mod runaway;
 

@@ -10,7 +10,9 @@
 //! - [`deadline`]: the `deadline` import, the time left for the current call;
 //! - [`annotations`]: the `annotations` import, annotations on a load-balancer call's
 //!   Service through the embedder's [`annotations::AnnotationSink`];
-//! - [`wasi`]: the closed WASI context (no files, no environment, no sockets).
+//! - [`wasi`]: the closed WASI context (no files, no environment, no sockets);
+//! - [`memory_budget`]: `limits.memoryMiB`, over all the instance's linear memories and
+//!   tables together.
 //!
 //! [`HostState`] is the data of each provider instance's `Store`, tying them together;
 //! [`Shared`] is what all instances of one provider version share.
@@ -21,6 +23,7 @@ pub mod events;
 pub mod http_client;
 pub mod http_egress;
 pub mod logging;
+pub mod memory_budget;
 pub mod shared_cache;
 pub mod wasi;
 
@@ -29,13 +32,13 @@ use std::time::Instant;
 
 pub use events::ObjectRef;
 
-use wasmtime::StoreLimits;
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use crate::metrics::{ProviderLabel, ProviderMetrics};
 use http_egress::{Egress, EgressHooks};
+use memory_budget::MemoryBudget;
 
 /// Host resources (requests, responses, bodies, header fields, streams, pollables) one
 /// instance may hold at once; creating one more fails in the guest.
@@ -80,7 +83,9 @@ pub struct HostState {
     pub(crate) http: WasiHttpCtx,
     pub(crate) hooks: EgressHooks,
     pub(crate) table: ResourceTable,
-    pub(crate) limits: StoreLimits,
+    /// The store's resource limiter (`memoryMiB`, counts of instances, memories and
+    /// tables), installed by `provider::pool::new_store`.
+    pub(crate) limits: MemoryBudget,
     pub(crate) log: Arc<Mutex<logging::LogLimiter>>,
     pub(crate) metrics: Arc<ProviderMetrics>,
     pub(crate) shared: Arc<Shared>,
@@ -89,8 +94,8 @@ pub struct HostState {
 
 impl HostState {
     /// State for a new instance of `provider`, whose requests go through `egress`,
-    /// whose memory is capped at `memory_bytes`, and which shares `shared` with the
-    /// version's other instances.
+    /// whose linear memories and tables are capped at `memory_bytes` together, and
+    /// which shares `shared` with the version's other instances.
     pub fn new(
         provider: Arc<ProviderLabel>,
         egress: &Arc<Egress>,
@@ -109,16 +114,7 @@ impl HostState {
             http,
             hooks: egress.hooks(),
             table,
-            limits: wasmtime::StoreLimitsBuilder::new()
-                .memory_size(memory_bytes)
-                // A Rust component is a few core instances (program, adapters, shims),
-                // each with a memory or two and a few tables.
-                .instances(32)
-                .memories(8)
-                .tables(32)
-                .table_elements(100_000)
-                .trap_on_grow_failure(false)
-                .build(),
+            limits: MemoryBudget::new(memory_bytes),
             log,
             metrics: metrics.clone(),
             provider,

@@ -17,10 +17,19 @@ use function_cache::FunctionCache;
 /// expressed in these ticks, so this is the granularity of a deadline.
 pub const EPOCH_TICK: Duration = Duration::from_millis(10);
 
+/// Linear memories one component instance may define in the pooling allocator: one
+/// per core module instance it is composed of (the pool gives a core module one,
+/// wasmtime's default `max_memories_per_module`; without the pool, multi-memory lets a
+/// module define several). More memories are not more memory: a policy's `memoryMiB`
+/// counts all of them together ([`crate::capabilities::memory_budget`]).
+pub const MAX_MEMORIES_PER_COMPONENT: u32 = 4;
+
 /// Engine-wide limits. Per-provider limits (from the provider policy) must fit inside.
 #[derive(Debug, Clone)]
 pub struct EngineSettings {
-    /// Upper bound on the linear memory of any single guest memory.
+    /// Upper bound on any single guest linear memory (the pooling allocator's slot),
+    /// and so on a policy's `memoryMiB`, which all the memories and tables of an
+    /// instance share.
     pub max_memory_bytes: usize,
     /// How many guest instances may exist at once across all providers.
     pub max_instances: u32,
@@ -122,7 +131,8 @@ impl WasmEngine {
         self.function_cache.as_ref()
     }
 
-    /// The largest linear memory any instance may have.
+    /// The largest `memoryMiB` a policy may ask for: one linear memory may take all of
+    /// it, and all of an instance's memories and tables together no more.
     pub fn max_memory_bytes(&self) -> usize {
         self.max_memory_bytes
     }
@@ -147,7 +157,7 @@ fn config(settings: &EngineSettings, pooling: bool) -> Config {
             .total_tables(instances * 8)
             .total_stacks(instances)
             .max_memory_size(settings.max_memory_bytes)
-            .max_memories_per_component(4)
+            .max_memories_per_component(MAX_MEMORIES_PER_COMPONENT)
             .max_tables_per_component(16)
             .max_core_instances_per_component(16)
             .max_component_instance_size(1 << 20)
