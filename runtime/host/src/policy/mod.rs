@@ -226,7 +226,8 @@ pub const MAX_BURST: u32 = 100_000;
 pub struct InstanceLimits {
     /// `callTimeout`: deadline for one provider call, including the HTTP requests it makes.
     pub call_timeout: Duration,
-    /// `memoryMiB`: linear memory cap per instance.
+    /// `memoryMiB`: what all the linear memories and tables of one instance may hold
+    /// together.
     pub memory_bytes: usize,
     /// `poolSize`: initialized instances kept (and the maximum concurrent calls).
     pub pool_size: usize,
