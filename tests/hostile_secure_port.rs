@@ -217,7 +217,8 @@ async fn trickle(source: IpAddr, port: u16, open: &AtomicUsize, stop: &AtomicBoo
     };
     open.fetch_add(1, Ordering::Relaxed);
     let mut head = b"GET /healthz HTTP/1.1\r\nX-Fill: ".to_vec();
-    head.resize(MAX_HEADER_BYTES - 4096, b'a');
+    // All but the last bytes the port accepts, then a byte a second.
+    head.resize(MAX_HEADER_BYTES - 256, b'a');
     if tls.write_all(&head).await.is_ok() {
         for _ in 0..ATTACK.as_secs() {
             if stop.load(Ordering::Relaxed)
@@ -327,7 +328,7 @@ async fn more_idle_connections_than_the_descriptors_allow_cannot_starve_the_prob
     attack.end().await;
 }
 
-/// 256 TLS connections from 16 addresses, each sending most of the headers the port
+/// 256 TLS connections from 16 addresses, each sending nearly all the headers the port
 /// accepts and then a byte a second: the probe answers, the port's memory grows by at
 /// most 32 MiB, and each connection is closed by the header read timeout; headers past
 /// the cap are answered 431.
@@ -384,6 +385,64 @@ async fn connections_trickling_request_headers_cannot_starve_the_probe_nor_its_m
         String::from_utf8_lossy(&answer[..answer.len().min(64)])
     );
     assert!(closed(port, "header-too-large").await > 0.0);
+}
+
+/// 512 TLS connections from 32 addresses trickling their headers: more than the memory
+/// the port gives connections reading headers (32 MiB at 96 KiB each: 341), so the
+/// oldest give way to newcomers; the probe answers and the port's memory grows by at
+/// most 32 MiB.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn more_connections_trickling_headers_than_the_memory_bound_cannot_starve_the_probe() {
+    let stack = Stack::start().await;
+    let (port, ccm) = secure_manager(&stack, None).await;
+    let pid = ccm.id().unwrap();
+    for _ in 0..5 {
+        assert_eq!(probe(port).await, Some(200));
+    }
+    let before = rss(pid);
+    let sources: Vec<_> = (0..32).map(attacker).collect();
+    let attack = Attack::start(port, &sources, 16, Kind::Trickle);
+    wait_until(
+        TIMEOUT,
+        "connections reading headers closed for newcomers",
+        || async { closed(port, "evicted-pending").await > 0.0 },
+    )
+    .await;
+    let most = probes_keep_answering(port, pid).await;
+    eprintln!(
+        "512 connections trickling headers: resident memory {} -> {} KiB",
+        before / 1024,
+        most / 1024
+    );
+    assert!(
+        most.saturating_sub(before) <= RSS_GROWTH,
+        "resident memory grew from {before} to {most} bytes"
+    );
+    attack.end().await;
+}
+
+/// An anonymous client's connection is closed after its answer (`Connection: close`):
+/// nobody unauthenticated keeps a connection between requests, not even from the
+/// probe's own address (the kubelet's probes never reuse theirs).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_anonymous_client_s_connection_is_closed_after_its_answer() {
+    let stack = Stack::start().await;
+    let (port, _ccm) = secure_manager(&stack, None).await;
+    let mut tls = connect_from(IpAddr::from(PROBE_ADDRESS), port, &Credentials::default())
+        .await
+        .unwrap();
+    tls.write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .await
+        .unwrap();
+    let mut answer = Vec::new();
+    // Ends only when the server closes the connection.
+    tokio::time::timeout(PROBE_TIMEOUT, tls.read_to_end(&mut answer))
+        .await
+        .expect("the connection was kept open after the answer")
+        .ok();
+    let text = String::from_utf8_lossy(&answer).to_ascii_lowercase();
+    assert!(text.starts_with("http/1.1 200"), "{text}");
+    assert!(text.contains("connection: close"), "{text}");
 }
 
 /// A client certificate with two Common Names: Go (and so every Kubernetes component)

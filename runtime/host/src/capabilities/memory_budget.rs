@@ -191,14 +191,6 @@ mod tests {
         assert_eq!(budget.used(), MIB);
     }
 
-    #[test]
-    fn counts_of_instances_memories_and_tables_are_capped() {
-        let budget = MemoryBudget::new(MIB);
-        assert_eq!(budget.instances(), MAX_INSTANCES);
-        assert_eq!(budget.memories(), MAX_MEMORIES);
-        assert_eq!(budget.tables(), MAX_TABLES);
-    }
-
     /// Through a real store, as `provider::pool` installs it: memories the host creates
     /// and grows share the one budget.
     #[test]

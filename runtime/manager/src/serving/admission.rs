@@ -11,15 +11,19 @@
 //!   [`Limits::pending_bytes`], the memory all such connections may hold together;
 //! - a connection whose request headers were read is served ([`Phase::Served`]) and
 //!   counts against neither budget until it reads the next request;
-//! - when a bound is reached, the newcomer takes the place of the oldest connection of
-//!   the client (an IPv4 address, or an IPv6 /64) holding the most, preferring one that
-//!   has sent nothing, then one not yet served: a flood of idle or slow connections from
-//!   one address or from thousands cannot keep a probe out, since the probe, the newest,
-//!   is the last a tie would pick.
+//! - when a bound is reached, a connection gives its place to the newcomer: one that
+//!   has sent nothing first, then one served (an authenticated client's kept-alive
+//!   connection, which reconnects), and a connection reading TLS or headers (as the
+//!   probe is) only when no other is left; among those, the oldest of a client holding
+//!   more than [`FAIR_SHARE`] of them if one does, else the oldest of all. A flood of
+//!   idle or slow connections from one address or from thousands cannot keep a probe
+//!   out: the probe, the newest, is the last picked, and the node's own address holding
+//!   its liveness and readiness probes at once is not "the heaviest".
 //!
 //! A place is a [`Ticket`]: dropped, it is free; evicted, its [`Ticket::evicted`] future
 //! completes and the connection holding it closes.
 
+use std::cmp::Reverse;
 use std::collections::{BTreeSet, HashMap};
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
@@ -57,11 +61,17 @@ pub enum Phase {
     Served,
 }
 
-const PHASES: [Phase; 3] = [Phase::Silent, Phase::Pending, Phase::Served];
+/// The order in which connections give their places at [`Limits::connections`].
+const EVICTION_ORDER: [Phase; 3] = [Phase::Silent, Phase::Served, Phase::Pending];
+
+/// Connections of one phase a client may hold and still count as any other: above it,
+/// its oldest goes first (an address holding a flood), below it age alone decides (the
+/// node's address holding its probes and a scraper's connection).
+pub const FAIR_SHARE: usize = 8;
 
 /// Who a connection counts against: an IPv4 address, or the /64 of an IPv6 one (a
 /// host is given a whole /64; an IPv4-mapped address is its IPv4 address).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ClientKey(IpAddr);
 
 impl From<IpAddr> for ClientKey {
@@ -128,23 +138,10 @@ struct Slot {
 }
 
 impl Client {
-    fn count(&self, phase: Option<Phase>) -> usize {
-        match phase {
-            Some(phase) => self.by_phase[phase as usize].len(),
-            None => self.slots.len(),
-        }
-    }
-
-    /// Its connection to close first (of `phase`, or of any, the least advanced), as
-    /// (phase, id).
-    fn first(&self, phase: Option<Phase>) -> Option<(Phase, u64)> {
-        let phases: &[Phase] = match phase {
-            Some(ref p) => std::slice::from_ref(p),
-            None => &PHASES,
-        };
-        phases
-            .iter()
-            .find_map(|p| self.by_phase[*p as usize].first().map(|id| (*p, *id)))
+    /// Its oldest connection of `phase` and how many of them it holds, if any.
+    fn oldest(&self, phase: Phase) -> Option<(u64, usize)> {
+        let held = &self.by_phase[phase as usize];
+        held.first().map(|id| (*id, held.len()))
     }
 }
 
@@ -170,7 +167,7 @@ impl Admission {
         let mut state = self.lock();
         let total: usize = state.held.iter().sum();
         let evicted = (total >= self.limits.connections.max(1))
-            .then(|| state.evict(None))
+            .then(|| state.evict(&EVICTION_ORDER))
             .flatten()
             .map(|()| Evicted::Connection);
         let id = state.next;
@@ -206,23 +203,23 @@ impl Admission {
 }
 
 impl State {
-    /// Closes the connection (of `phase`, or of any) that gives its place: the client
-    /// holding the most such connections, the one of them whose first is oldest on a
-    /// tie; its first by [`Client::first`]. `None` when nobody holds one.
-    fn evict(&mut self, phase: Option<Phase>) -> Option<()> {
-        let (key, (_, _, id)) = self
+    /// Closes the connection that gives its place: of the first of `phases` anyone
+    /// holds, the oldest of the client holding the most above [`FAIR_SHARE`], else the
+    /// oldest. `None` when nobody holds one.
+    fn evict(&mut self, phases: &[Phase]) -> Option<()> {
+        let phase = *phases.iter().find(|p| self.held[**p as usize] > 0)?;
+        let (_, _, key) = self
             .clients
             .iter()
             .filter_map(|(key, client)| {
-                let (victim_phase, id) = client.first(phase)?;
-                Some((*key, (client.count(phase), victim_phase, id)))
+                let (id, held) = client.oldest(phase)?;
+                let over = if held > FAIR_SHARE { held } else { 0 };
+                Some((over, Reverse(id), *key))
             })
-            // Most held first; then the least advanced; then the oldest.
-            .max_by(|(_, a), (_, b)| {
-                a.0.cmp(&b.0)
-                    .then_with(|| b.1.cmp(&a.1))
-                    .then_with(|| b.2.cmp(&a.2))
-            })?;
+            .max()?;
+        let id = self.clients[&key].by_phase[phase as usize]
+            .first()
+            .copied()?;
         self.release(key, id);
         Some(())
     }
@@ -287,7 +284,7 @@ impl Ticket {
             return None;
         }
         let evicted = (state.held[Phase::Pending as usize] >= admission.limits.pending())
-            .then(|| state.evict(Some(Phase::Pending)))
+            .then(|| state.evict(&[Phase::Pending]))
             .flatten()
             .map(|()| Evicted::Pending);
         state.set_phase(self.key, self.id, Phase::Pending);
@@ -374,28 +371,77 @@ mod tests {
     }
 
     #[test]
-    fn silent_connections_go_before_pending_ones_and_those_before_served() {
-        let admission = Admission::new(SMALL);
+    fn silent_connections_go_first_then_served_ones_and_pending_ones_last() {
+        let admission = Admission::new(Limits {
+            connections: 3,
+            ..SMALL
+        });
         let served = admission.admit(ip(1)).0;
         served.pending();
         served.served();
-        let pending = admission.admit(ip(1)).0;
+        let pending = admission.admit(ip(2)).0;
         pending.pending();
-        let _rest: Vec<_> = (0..3).map(|_| admission.admit(ip(1)).0).collect();
-        let silent = admission.admit(ip(2)).0;
-        assert_eq!(admission.held(), [4, 1, 1]);
-        // ip(1) holds the most: its oldest silent connection goes, not the served one.
-        let mut newcomers = vec![admission.admit(ip(3)).0];
-        assert!(!served.is_evicted() && !pending.is_evicted() && !silent.is_evicted());
-        assert_eq!(admission.held(), [4, 1, 1]);
-        newcomers.extend([4, 5].map(|n| admission.admit(ip(n)).0));
-        // ip(1) has only its pending and served connections: the pending one goes.
-        newcomers.push(admission.admit(ip(6)).0);
-        assert!(pending.is_evicted() && !served.is_evicted());
+        let silent = admission.admit(ip(3)).0;
+        let first = admission.admit(ip(4)).0;
+        assert!(silent.is_evicted() && !served.is_evicted() && !pending.is_evicted());
+        first.pending();
+        // No silent connection left: the served one goes, not those reading.
+        let second = admission.admit(ip(5)).0;
+        assert!(served.is_evicted() && !pending.is_evicted() && !first.is_evicted());
+        second.pending();
+        // Only connections reading are left: the oldest goes.
+        let _third = admission.admit(ip(6)).0;
+        assert!(pending.is_evicted() && !first.is_evicted() && !second.is_evicted());
     }
 
     #[test]
-    fn the_pending_budget_closes_the_oldest_pending_of_the_heaviest_client() {
+    fn a_probe_outlives_kept_alive_connections_from_as_many_addresses_as_places() {
+        let admission = Admission::new(Limits {
+            connections: 7,
+            ..SMALL
+        });
+        let kept: Vec<_> = (1..=6)
+            .map(|n| {
+                let ticket = admission.admit(ip(n)).0;
+                ticket.pending();
+                ticket.served();
+                ticket
+            })
+            .collect();
+        let probe = admission.admit(ip(9)).0;
+        probe.pending();
+        let _newcomer = admission.admit(ip(2)).0;
+        assert!(!probe.is_evicted());
+        assert!(kept[0].is_evicted());
+    }
+
+    #[test]
+    fn a_client_over_its_fair_share_gives_way_before_older_connections_of_others() {
+        let admission = Admission::new(Limits {
+            connections: 64,
+            pending_bytes: (FAIR_SHARE + 3) * 100,
+            pending_cost: 100,
+        });
+        let other = admission.admit(ip(2)).0;
+        other.pending();
+        let flood: Vec<_> = (0..FAIR_SHARE + 2)
+            .map(|_| {
+                let ticket = admission.admit(ip(1)).0;
+                ticket.pending();
+                ticket
+            })
+            .collect();
+        let probe = admission.admit(ip(9)).0;
+        assert_eq!(probe.pending(), Some(Evicted::Pending));
+        assert!(flood[0].is_evicted() && !other.is_evicted());
+        // The node's address holding two probes is no heavier than anyone.
+        let second_probe = admission.admit(ip(9)).0;
+        assert_eq!(second_probe.pending(), Some(Evicted::Pending));
+        assert!(flood[1].is_evicted() && !probe.is_evicted());
+    }
+
+    #[test]
+    fn the_pending_budget_closes_the_oldest_pending_connection() {
         let admission = Admission::new(SMALL);
         let a: Vec<_> = (0..2).map(|_| admission.admit(ip(1)).0).collect();
         let b = admission.admit(ip(2)).0;

@@ -33,13 +33,33 @@ fn busy() -> Response {
     )
 }
 
-/// Lets the request through when its user may use its method on its path.
+/// Lets the request through when its user may use its method on its path. Only an
+/// authenticated client's connection is kept alive: an anonymous one (the kubelet's
+/// probes never reuse theirs) or a refused one is closed after the answer
+/// (`Connection: close`), so nobody unauthenticated holds a connection between requests.
 pub async fn guard(
     State(delegated): State<Arc<Delegated>>,
     ConnectInfo(peer): ConnectInfo<Peer>,
     request: Request,
     next: Next,
 ) -> Response {
+    let (authenticated, mut response) = answer(&delegated, &peer, request, next).await;
+    if !authenticated {
+        response.headers_mut().insert(
+            header::CONNECTION,
+            header::HeaderValue::from_static("close"),
+        );
+    }
+    response
+}
+
+/// The answer to `request`, and whether its client authenticated.
+async fn answer(
+    delegated: &Delegated,
+    peer: &Peer,
+    request: Request,
+    next: Next,
+) -> (bool, Response) {
     let path = request.uri().path().to_owned();
     let unauthorized = || status(StatusCode::UNAUTHORIZED, "Unauthorized", "Unauthorized");
     // A client certificate first, verified against the current authorities (the
@@ -49,26 +69,26 @@ pub async fn guard(
     if let Some(certificate) = &peer.certificate {
         if !delegated.tls.verify_client(&certificate.chain) {
             tracing::debug!(peer = %peer.addr, %path, "client certificate no longer verifies");
-            return unauthorized();
+            return (false, unauthorized());
         }
         user = certificate.user.clone();
     }
-    let user = match user {
-        Some(user) => user,
+    let (authenticated, user) = match user {
+        Some(user) => (true, user),
         None => match bearer_token(request.headers()) {
             Some(token) => match delegated.tokens.authenticate(token, peer.addr.ip()).await {
-                Ok(user) => user,
-                Err(AuthnError::Busy) => return busy(),
+                Ok(user) => (true, user),
+                Err(AuthnError::Busy) => return (false, busy()),
                 Err(err) => {
                     tracing::debug!(peer = %peer.addr, %path, error = %err, "unauthorized");
-                    return unauthorized();
+                    return (false, unauthorized());
                 }
             },
-            None => UserInfo::anonymous(),
+            None => (false, UserInfo::anonymous()),
         },
     };
     let verb = request.method().as_str().to_ascii_lowercase();
-    match delegated
+    let response = match delegated
         .authorizer
         .authorize(&user, &verb, &path, peer.addr.ip())
         .await
@@ -95,7 +115,8 @@ pub async fn guard(
                 &format!("Internal Server Error: {path:?}"),
             )
         }
-    }
+    };
+    (authenticated, response)
 }
 
 /// The token of `Authorization: Bearer <token>` (scheme case-insensitive), if any.

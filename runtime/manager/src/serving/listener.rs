@@ -49,6 +49,8 @@ const PENDING_BYTES: usize = 32 * 1024 * 1024;
 /// File descriptors kept for everything else the process opens (the API server, the
 /// clouds, providers' files, logs).
 const RESERVED_DESCRIPTORS: usize = 512;
+/// The soft file descriptor limit asked for at start (within the hard limit).
+const DESCRIPTORS_WANTED: libc::rlim_t = 65536;
 /// The most connections held at once, whatever the file descriptor limit.
 const MAX_CONNECTIONS: usize = 4096;
 /// A connection with no byte read or written for this long is closed (upstream's
@@ -58,15 +60,28 @@ const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 /// The secure port's bounds: connections up to the file descriptor limit less
 /// [`RESERVED_DESCRIPTORS`] (at most [`MAX_CONNECTIONS`], at least 64), and
 /// [`PENDING_BYTES`] for those not yet served.
+/// The soft limit is first raised to the hard limit (at most [`DESCRIPTORS_WANTED`]),
+/// as Go's runtime raises it for upstream's controller managers.
 pub fn limits() -> Limits {
     let mut limit = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
     };
-    // SAFETY: getrlimit writes the struct it is given.
+    // SAFETY: getrlimit and setrlimit read and write the struct they are given.
     #[allow(unsafe_code)]
     let read = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) };
     let soft = if read == 0 {
+        let wanted = limit.rlim_max.min(DESCRIPTORS_WANTED);
+        if limit.rlim_cur < wanted {
+            let raised = libc::rlimit {
+                rlim_cur: wanted,
+                rlim_max: limit.rlim_max,
+            };
+            #[allow(unsafe_code)]
+            if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+                limit.rlim_cur = wanted;
+            }
+        }
         usize::try_from(limit.rlim_cur).unwrap_or(usize::MAX)
     } else {
         1024
@@ -136,13 +151,15 @@ async fn silent(
     // `peek` waits for a byte (or the end of the stream, which the handshake then
     // meets); `readable` may complete before anything arrived.
     let mut first = [0u8; 1];
-    if tokio::time::timeout(FIRST_BYTE_TIMEOUT, stream.peek(&mut first))
-        .await
-        .is_err()
-    {
-        tracing::debug!(peer = %addr, "connection sent nothing");
-        metrics.closed("first-byte-timeout");
-        return;
+    match tokio::time::timeout(FIRST_BYTE_TIMEOUT, stream.peek(&mut first)).await {
+        Ok(Ok(1..)) => {}
+        // Closed, or failed, before a byte: nothing to serve.
+        Ok(_) => return,
+        Err(_) => {
+            tracing::debug!(peer = %addr, "connection sent nothing");
+            metrics.closed("first-byte-timeout");
+            return;
+        }
     }
     count(&metrics, ticket.pending());
     let acceptor = tokio_rustls::TlsAcceptor::from(tls.current());
@@ -179,7 +196,7 @@ async fn connection(
         let mut app = app.clone();
         async move { Ok::<_, Infallible>(app.call(request).await.unwrap_or_else(|e| match e {})) }
     });
-    let io = Connection::new(tls, ticket, metrics.clone());
+    let io = Connection::new(tls, ticket.clone(), metrics.clone());
     let served = hyper::server::conn::http1::Builder::new()
         .timer(TokioTimer::new())
         .header_read_timeout(HEADER_READ_TIMEOUT)
@@ -187,10 +204,14 @@ async fn connection(
         .serve_connection(TokioIo::new(io), service)
         .await;
     if let Err(err) = served {
+        let ticket_served = ticket.is_served();
         let idle = std::error::Error::source(&err)
             .and_then(|e| e.downcast_ref::<std::io::Error>())
             .is_some_and(|e| e.kind() == std::io::ErrorKind::TimedOut);
-        if err.is_timeout() {
+        if err.is_timeout() && ticket_served {
+            // No byte of a next request came: an idle kept-alive connection.
+            metrics.closed("idle");
+        } else if err.is_timeout() {
             metrics.closed("header-timeout");
         } else if err.is_parse_too_large() {
             metrics.closed("header-too-large");

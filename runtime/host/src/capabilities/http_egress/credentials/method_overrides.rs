@@ -54,7 +54,7 @@ pub fn method_override(request: &Outgoing) -> Option<Denial> {
     let body = &request.body;
     for media_type in media_types(&request.headers) {
         let found = match media_type.as_str() {
-            "multipart/form-data" => {
+            multipart if multipart.starts_with("multipart/") => {
                 return Some(Denial::MethodOverride(
                     "a multipart body (unread: it may hold a `_method` field)".into(),
                 ));
@@ -81,7 +81,8 @@ fn media_types(headers: &HeaderMap) -> Vec<String> {
         .iter()
         .map(|value| {
             String::from_utf8_lossy(value.as_bytes())
-                .split(';')
+                // Rack ends the media type at a `,` as well as a `;`.
+                .split([';', ','])
                 .next()
                 .unwrap_or_default()
                 .trim()
@@ -110,10 +111,13 @@ fn has_json_method(body: &[u8]) -> bool {
         .is_ok_and(|object| object.keys().any(|name| is_method_field(name)))
 }
 
-/// Whether a server reads a field (decoded) named `name` as `_method`: in any case;
+/// Whether a server reads a field (decoded) named `name` as `_method`: in any case,
+/// up to a NUL byte (where PHP ends it);
 /// with PHP's renaming (leading spaces dropped, a `.`, ` ` or `[` read as `_`), which
 /// Laravel and Symfony see; or between brackets, which Rack 2 drops (`[_method]`).
 fn is_method_field(name: &str) -> bool {
+    // PHP ends a name at a NUL byte.
+    let name = name.split('\0').next().unwrap_or_default();
     let php = name.trim_start_matches(' ');
     let rack = name.trim_start_matches(['[', ']']).trim_end_matches(']');
     php.strip_prefix(['_', '.', ' ', '['])
@@ -157,6 +161,8 @@ mod tests {
             "+_method=DELETE",
             // Rack 2 drops the brackets.
             "[_method]=DELETE",
+            // PHP ends a name at a NUL.
+            "_method%00x=DELETE",
         ]));
         requests.extend(posts([
             (FORM.1, "name=x&_method=DELETE"),
@@ -164,6 +170,10 @@ mod tests {
             ("", "_method=DELETE"),
             ("Application/X-WWW-Form-URLEncoded", "_method=DELETE"),
             ("multipart/form-data; boundary=b", "--b--"),
+            ("multipart/mixed; boundary=b", "--b--"),
+            // Rack ends the media type at a `,`.
+            ("multipart/form-data, x; boundary=b", "--b--"),
+            ("application/x-www-form-urlencoded, x", "_method=DELETE"),
             (JSON.1, r#"{"name": "x", "_method": "DELETE"}"#),
             (
                 "application/merge-patch+json",
