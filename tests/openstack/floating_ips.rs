@@ -3,9 +3,10 @@
 //! floating IP, an internal Service's `loadBalancerIP` is its VIP, an IPv6 VIP gets no
 //! floating IP, and `internal-lb = true` cannot be undone by an annotation. Where a
 //! floating IP comes from (occm's floating subnet by ID, name pattern or tags) and a
-//! VIP on a port the operator made (`port-id`).
+//! VIP on a port the operator made (`port-id`). The internal annotation read as occm
+//! reads booleans.
 
-use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::core::v1::{Node, Service};
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
@@ -153,6 +154,87 @@ async fn internal_lb_in_the_cloud_config_cannot_be_undone_by_an_annotation() {
         TIMEOUT,
     )
     .await;
+}
+
+/// Boolean annotations as occm's `getBoolFromServiceAnnotation` reads them: exactly
+/// `true` or `false`. `True` on a Service occm made external is ignored, with a Warning
+/// naming it: the Service stays external and keeps occm's floating IP. `true` makes
+/// a Service internal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_occms_true_makes_a_service_internal() {
+    let stack = OpenStackStack::start(lb_cloud_config).await;
+    stack.cloud.with_state(|s| {
+        s.add_server(openstack_double::state::NewServer::named(
+            "node-a",
+            "10.0.0.11",
+        ));
+    });
+    let nodes: Api<Node> = Api::all(stack.client());
+    nodes
+        .create(&PostParams::default(), &super::kubelet_node("node-a"))
+        .await
+        .unwrap();
+    // The load balancer occm made for the external Service, with occm's floating IP.
+    let (occm_lb, occm_fip) = stack.cloud.with_state(|s| {
+        let lb = s.add_load_balancer("kube_service_kubernetes_default_capital");
+        let port = s.load_balancers[&lb].vip_port_id.clone();
+        let fip = s.add_floating_ip(
+            &port,
+            "Floating IP for Kubernetes external service default/capital from cluster kubernetes",
+        );
+        (lb, fip)
+    });
+    let services: Api<Service> = Api::namespaced(stack.client(), "default");
+    for service in [
+        load_balancer_service(
+            "capital",
+            json!({ INTERNAL: "True", "loadbalancer.openstack.org/load-balancer-id": occm_lb }),
+        ),
+        load_balancer_service("lower", json!({ INTERNAL: "true" })),
+    ] {
+        services
+            .create(&PostParams::default(), &service)
+            .await
+            .unwrap();
+    }
+    let (_ccm, _log) = stack.controller_manager(listening_port());
+    wait_served(&services, "capital").await;
+    wait_served(&services, "lower").await;
+    wait_until(TIMEOUT, "a Warning naming the annotation", || async {
+        events::notes(&stack.client(), "capital", "LoadBalancerAnnotationIgnored")
+            .await
+            .iter()
+            .any(|m| m.contains(INTERNAL) && m.contains("`True`"))
+    })
+    .await;
+    assert_eq!(
+        ingress_ip(&services.get("capital").await.unwrap()).as_deref(),
+        Some(occm_fip.floating_ip_address.as_str())
+    );
+    let lower = ingress_ip(&services.get("lower").await.unwrap()).unwrap();
+    assert!(lower.starts_with("10.0."), "{lower}");
+    stack.cloud.with_state(|s| {
+        let kept = s
+            .floating_ips
+            .get(&occm_fip.id)
+            .expect("occm's floating IP");
+        assert_eq!(kept.port_id, occm_fip.port_id);
+        let lower = s
+            .load_balancers
+            .values()
+            .find(|lb| lb.name == "kube_service_kubernetes_default_lower")
+            .unwrap();
+        assert!(
+            !s.floating_ips
+                .values()
+                .any(|f| f.port_id.as_deref() == Some(lower.vip_port_id.as_str()))
+        );
+    });
+    assert!(
+        events::notes(&stack.client(), "lower", "LoadBalancerAnnotationIgnored")
+            .await
+            .is_empty()
+    );
 }
 
 /// The double's public network with three more subnets: `public-full` (tagged `lb`,

@@ -1,13 +1,15 @@
 //! A cluster moving from occm: the load balancers occm made are the Services' own,
 //! found as occm finds them (`loadbalancer.openstack.org/load-balancer-id`, occm's name,
-//! the legacy `a<uid>`), recorded on the Service as occm records them, and one in ERROR
-//! is made again, as occm's `EnsureLoadBalancer` does.
+//! the legacy `a<uid>`), recorded on the Service as occm records them; one in ERROR is
+//! kept as occm's `ensureOctaviaLoadBalancer` keeps it, and only one this controller has
+//! just made that lands in ERROR is made again (occm's `createOctaviaLoadBalancer`).
 
 use k8s_openapi::api::core::v1::{Node, Service};
 use kube::Api;
-use kube::api::{DeleteParams, PostParams};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use openstack_double::state::NewServer;
 use serde_json::json;
-use wasm_ccm_tests::{ingress_ip, initialized, listening_port, wait_until};
+use wasm_ccm_tests::{events, ingress_ip, initialized, listening_port, wait_until};
 
 use super::{OpenStackStack, TIMEOUT, kubelet_node, lb_cloud_config};
 
@@ -93,20 +95,6 @@ async fn load_balancers_occm_made_are_adopted_and_recorded_as_occm_records_them(
         let fip = occm_fip(s, &lb, "legacy");
         (lb, fip)
     });
-    // A load balancer in ERROR: occm deletes it and makes another.
-    let broken = stack.cloud.with_state(|s| {
-        let lb = s.add_load_balancer("kube_service_kubernetes_default_broken");
-        s.load_balancers.get_mut(&lb).unwrap().provisioning_status = "ERROR".into();
-        lb
-    });
-    services
-        .create(
-            &PostParams::default(),
-            &load_balancer_service("broken", json!({ ID: broken })),
-        )
-        .await
-        .unwrap();
-
     let (_ccm, _log) = stack.controller_manager(listening_port());
     wait_until(TIMEOUT, "node-a initialized", || {
         initialized(&nodes, "node-a")
@@ -135,21 +123,9 @@ async fn load_balancers_occm_made_are_adopted_and_recorded_as_occm_records_them(
             assert_eq!(s.floating_ips[&fip.id].port_id, fip.port_id, "{name}");
         });
     }
-    wait_until(TIMEOUT, "broken made again and recorded", || async {
-        services.get("broken").await.is_ok_and(|s| {
-            let id = annotation(&s, ID);
-            ingress_ip(&s).is_some()
-                && id.is_some()
-                && id.as_deref() != Some(broken.as_str())
-                && stack
-                    .cloud
-                    .with_state(|st| !st.load_balancers.contains_key(&broken))
-        })
-    })
-    .await;
     stack.cloud.with_state(|s| {
-        // by-id, legacy and broken's new one: nothing else was made.
-        assert_eq!(s.load_balancers.len(), 3, "{:?}", s.load_balancers);
+        // by-id and legacy: nothing else was made.
+        assert_eq!(s.load_balancers.len(), 2, "{:?}", s.load_balancers);
     });
 
     // The legacy-named load balancer goes with its Service.
@@ -201,4 +177,194 @@ async fn a_service_naming_a_gone_load_balancer_can_be_deleted() {
     stack
         .cloud
         .with_state(|s| assert!(s.load_balancers.is_empty()));
+}
+
+/// The writes to Octavia and to floating IPs the double recorded (`METHOD path`).
+fn load_balancer_writes(s: &openstack_double::State) -> Vec<String> {
+    s.requests
+        .iter()
+        .filter(|r| !r.starts_with("GET "))
+        .filter(|r| r.contains("/lbaas/") || r.contains("/floatingips"))
+        .cloned()
+        .collect()
+}
+
+/// occm's `ensureOctaviaLoadBalancer`: a load balancer occm made that is in ERROR is
+/// kept. The Service's sync fails ("not ACTIVE", `SyncLoadBalancerFailed`), again at each
+/// retry, its address stays, and nothing is deleted, unbound or made; once Octavia has
+/// it ACTIVE again (repaired), it is served as it is, at the same address.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_load_balancer_occm_made_in_error_is_kept_until_repaired() {
+    let stack = OpenStackStack::start(lb_cloud_config).await;
+    stack.cloud.with_state(|s| {
+        s.add_server(NewServer::named("node-a", "10.0.0.11"));
+    });
+    let nodes: Api<Node> = Api::all(stack.client());
+    nodes
+        .create(&PostParams::default(), &kubelet_node("node-a"))
+        .await
+        .unwrap();
+    // What occm left: its load balancer (now in ERROR) with its floating IP, the ID and
+    // the address on the Service, the address in its status.
+    let (lb, fip) = stack.cloud.with_state(|s| {
+        let lb = s.add_load_balancer("kube_service_kubernetes_default_broken");
+        let port = s.load_balancers[&lb].vip_port_id.clone();
+        let fip = s.add_floating_ip(
+            &port,
+            "Floating IP for Kubernetes external service default/broken from cluster kubernetes",
+        );
+        s.load_balancers.get_mut(&lb).unwrap().provisioning_status = "ERROR".into();
+        (lb, fip)
+    });
+    let address = fip.floating_ip_address.clone();
+    let services: Api<Service> = Api::namespaced(stack.client(), "default");
+    services
+        .create(
+            &PostParams::default(),
+            &load_balancer_service("broken", json!({ ID: lb, ADDRESS: address })),
+        )
+        .await
+        .unwrap();
+    services
+        .patch_status(
+            "broken",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"loadBalancer": {"ingress": [
+                {"ip": address, "ipMode": "VIP"}
+            ]}}})),
+        )
+        .await
+        .unwrap();
+
+    let (_ccm, _log) = stack.controller_manager(listening_port());
+    let client = stack.client();
+    // Two syncs at least (the first and a retry), each ending one way or the other.
+    wait_until(TIMEOUT, "broken synced twice", || async {
+        events::occurrences(&client, "broken", "SyncLoadBalancerFailed").await >= 2
+            || events::reasons(&client, "broken")
+                .await
+                .iter()
+                .any(|r| r == "EnsuredLoadBalancer")
+    })
+    .await;
+    let reasons = events::reasons(&client, "broken").await;
+    assert!(
+        !reasons.iter().any(|r| r == "EnsuredLoadBalancer"),
+        "a load balancer in ERROR was served (made again?): {reasons:?}"
+    );
+    let notes = events::notes(&client, "broken", "SyncLoadBalancerFailed").await;
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.contains(&lb)
+                && n.contains("is not ACTIVE, current provisioning status: ERROR")),
+        "{notes:?}"
+    );
+    stack.cloud.with_state(|s| {
+        assert_eq!(load_balancer_writes(s), Vec::<String>::new());
+        assert_eq!(s.load_balancers.keys().collect::<Vec<_>>(), [&lb]);
+        assert_eq!(s.load_balancers[&lb].provisioning_status, "ERROR");
+        assert_eq!(s.floating_ips.len(), 1, "{:?}", s.floating_ips);
+        assert_eq!(s.floating_ips[&fip.id].port_id, fip.port_id);
+    });
+    let service = services.get("broken").await.unwrap();
+    assert_eq!(ingress_ip(&service).as_deref(), Some(address.as_str()));
+    assert_eq!(annotation(&service, ID).as_deref(), Some(lb.as_str()));
+
+    // Repaired in Octavia: served as it is, at the same address.
+    stack.cloud.with_state(|s| {
+        s.load_balancers.get_mut(&lb).unwrap().provisioning_status = "ACTIVE".into();
+    });
+    events::wait_for_reason(&client, "broken", "EnsuredLoadBalancer", TIMEOUT).await;
+    let service = services.get("broken").await.unwrap();
+    assert_eq!(ingress_ip(&service).as_deref(), Some(address.as_str()));
+    assert_eq!(annotation(&service, ID).as_deref(), Some(lb.as_str()));
+    assert_eq!(
+        annotation(&service, ADDRESS).as_deref(),
+        Some(address.as_str())
+    );
+    stack.cloud.with_state(|s| {
+        let deletions: Vec<&String> = s
+            .requests
+            .iter()
+            .filter(|r| r.starts_with("DELETE "))
+            .collect();
+        assert!(deletions.is_empty(), "{deletions:?}");
+        assert_eq!(s.load_balancers.keys().collect::<Vec<_>>(), [&lb]);
+        assert_eq!(s.floating_ips.len(), 1, "{:?}", s.floating_ips);
+        assert_eq!(s.floating_ips[&fip.id].port_id, fip.port_id);
+        let listeners = s
+            .listeners
+            .values()
+            .filter(|l| l.loadbalancer_id == lb)
+            .count();
+        assert_eq!(listeners, 1);
+    });
+}
+
+/// occm's `createOctaviaLoadBalancer`: a load balancer this controller has just made
+/// that lands in ERROR before it ever served is deleted (that sync fails saying so), and
+/// the next sync makes it again; the Service is served by the new one alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_load_balancer_made_here_that_lands_in_error_is_made_again() {
+    let stack = OpenStackStack::start(lb_cloud_config).await;
+    stack.cloud.with_state(|s| {
+        s.add_server(NewServer::named("node-a", "10.0.0.11"));
+        // Octavia fails to build the first load balancer asked for.
+        s.failing_creations = 1;
+    });
+    let nodes: Api<Node> = Api::all(stack.client());
+    nodes
+        .create(&PostParams::default(), &kubelet_node("node-a"))
+        .await
+        .unwrap();
+    let services: Api<Service> = Api::namespaced(stack.client(), "default");
+    services
+        .create(
+            &PostParams::default(),
+            &load_balancer_service("web", json!({})),
+        )
+        .await
+        .unwrap();
+
+    let (_ccm, _log) = stack.controller_manager(listening_port());
+    wait_until(TIMEOUT, "web served and recorded", || async {
+        services.get("web").await.is_ok_and(|s| {
+            ingress_ip(&s).is_some() && annotation(&s, ID).is_some_and(|id| !id.is_empty())
+        })
+    })
+    .await;
+    let client = stack.client();
+    let notes = events::notes(&client, "web", "SyncLoadBalancerFailed").await;
+    assert!(
+        notes.iter().any(|n| n.contains("has gone into ERROR state")
+            && n.contains("its creation will be retried")),
+        "{notes:?}"
+    );
+    let service = services.get("web").await.unwrap();
+    let id = annotation(&service, ID).expect("the new load balancer's ID");
+    let address = ingress_ip(&service).unwrap();
+    stack.cloud.with_state(|s| {
+        let created = s
+            .requests
+            .iter()
+            .filter(|r| r.starts_with("POST ") && r.ends_with("/lbaas/loadbalancers"))
+            .count();
+        assert_eq!(created, 2, "{:?}", s.requests);
+        let deleted: Vec<&String> = s
+            .requests
+            .iter()
+            .filter(|r| r.starts_with("DELETE ") && r.contains("/lbaas/loadbalancers/"))
+            .collect();
+        assert_eq!(deleted.len(), 1, "{deleted:?}");
+        assert!(!deleted[0].ends_with(&id), "{deleted:?}");
+        assert_eq!(s.load_balancers.keys().collect::<Vec<_>>(), [&id]);
+        assert_eq!(s.load_balancers[&id].provisioning_status, "ACTIVE");
+        let fips: Vec<&str> = s
+            .floating_ips
+            .values()
+            .map(|f| f.floating_ip_address.as_str())
+            .collect();
+        assert_eq!(fips, [address.as_str()]);
+    });
 }

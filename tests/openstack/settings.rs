@@ -371,6 +371,34 @@ async fn the_ovn_provider_gets_what_it_supports() {
     .await;
 }
 
+/// Without `lb-provider`, occm asks for `amphora` (its `ReadConfig` default): a cloud
+/// whose Octavia default provider is OVN still gets an amphora load balancer, with the
+/// source ranges and listener timeouts OVN would refuse.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn amphora_is_asked_for_when_lb_provider_is_unset() {
+    let stack = OpenStackStack::start(|cloud| {
+        cloud.with_state(|s| s.default_provider = "ovn".into());
+        lb_cloud_config(cloud)
+    })
+    .await;
+    let services: Api<Service> = Api::namespaced(stack.client(), "default");
+    let mut web = load_balancer_service(
+        "web",
+        json!({"loadbalancer.openstack.org/timeout-client-data": "9000"}),
+    );
+    web.spec.as_mut().unwrap().load_balancer_source_ranges = Some(vec!["198.51.100.0/24".into()]);
+    services.create(&PostParams::default(), &web).await.unwrap();
+    let (_ccm, _log) = stack.controller_manager(listening_port());
+    wait_served(&services, "web").await;
+    stack.cloud.with_state(|s| {
+        let lb = s.load_balancers.values().next().unwrap();
+        assert_eq!(lb.provider, "amphora");
+        let listener = s.listeners.values().next().unwrap();
+        assert_eq!(listener.allowed_cidrs, ["198.51.100.0/24"]);
+        assert_eq!(listener.settings.get("timeout_client_data"), Some(&9000));
+    });
+}
+
 /// With no network in the cloud config, occm finds them: the VIP subnet of a Node's
 /// address, the first external network with an IPv4 subnet for the floating IP.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -456,4 +484,144 @@ async fn an_older_octavia_gets_what_its_version_supports() {
         super::TIMEOUT,
     )
     .await;
+}
+
+/// `provider-requires-serial-api-calls = true`, for an Octavia provider without batch
+/// calls (the double answers 501 to `PUT /lbaas/pools/{id}/members` on its load
+/// balancers): members are created and deleted one call at a time, as occm's
+/// `SeriallyReconcilePoolMembers` makes them: a `POST` per Node, one more for a Node
+/// joining, one `DELETE` for a Node leaving, never the batch update.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serial_api_calls_make_members_one_call_at_a_time_as_occm() {
+    use k8s_openapi::api::core::v1::Node;
+    use openstack_double::state::NewServer;
+    let stack = OpenStackStack::start(|cloud| {
+        cloud.with_state(|s| s.serial_providers = vec!["vendor".into()]);
+        format!(
+            "{}lb-provider = vendor\nprovider-requires-serial-api-calls = true\n",
+            lb_cloud_config(cloud)
+        )
+    })
+    .await;
+    stack.cloud.with_state(|s| {
+        for (name, ip) in [
+            ("node-a", "10.0.0.11"),
+            ("node-b", "10.0.0.12"),
+            ("node-c", "10.0.0.13"),
+        ] {
+            s.add_server(NewServer::named(name, ip));
+        }
+    });
+    let nodes: Api<Node> = Api::all(stack.client());
+    for name in ["node-a", "node-b"] {
+        nodes
+            .create(&PostParams::default(), &super::kubelet_node(name))
+            .await
+            .unwrap();
+    }
+    let (_ccm, _log) = stack.controller_manager(listening_port());
+    for name in ["node-a", "node-b"] {
+        wait_until(TIMEOUT, &format!("{name}'s addresses"), || async {
+            !wasm_ccm_tests::node_addresses(&nodes, name)
+                .await
+                .is_empty()
+        })
+        .await;
+    }
+    let services: Api<Service> = Api::namespaced(stack.client(), "default");
+    let created = services
+        .create(
+            &PostParams::default(),
+            &load_balancer_service("web", json!({})),
+        )
+        .await
+        .unwrap();
+    let node_port = created.spec.unwrap().ports.unwrap()[0].node_port.unwrap() as u16;
+    // The members (address, name), and the member calls asked of the double: creations,
+    // deletions, batch updates.
+    let members = |s: &openstack_double::State| {
+        let mut m: Vec<(String, String)> = s
+            .members
+            .values()
+            .map(|m| (m.address.clone(), m.name.clone()))
+            .collect();
+        m.sort();
+        m
+    };
+    let calls = |s: &openstack_double::State| {
+        let count = |method: &str, member: bool| {
+            s.requests
+                .iter()
+                .filter(|r| {
+                    r.starts_with(method)
+                        && if member {
+                            r.contains("/members/")
+                        } else {
+                            r.ends_with("/members")
+                        }
+                })
+                .count()
+        };
+        (
+            count("POST ", false),
+            count("DELETE ", true),
+            count("PUT ", false),
+        )
+    };
+    let member = |node: &str, ip: &str| (ip.to_string(), format!("member_{node}_{ip}_{node_port}"));
+
+    wasm_ccm_tests::events::wait_for_reason(&stack.client(), "web", "EnsuredLoadBalancer", TIMEOUT)
+        .await;
+    wait_until(TIMEOUT, "node-a and node-b members", || async {
+        stack.cloud.with_state(|s| members(s).len() == 2)
+    })
+    .await;
+    stack.cloud.with_state(|s| {
+        assert_eq!(s.load_balancers.values().next().unwrap().provider, "vendor");
+        assert_eq!(
+            members(s),
+            [member("node-a", "10.0.0.11"), member("node-b", "10.0.0.12")]
+        );
+        assert_eq!(calls(s), (2, 0, 0), "{:?}", s.requests);
+    });
+
+    // A Node joins: one member created.
+    nodes
+        .create(
+            &PostParams::default(),
+            &wasm_ccm_tests::kubelet_node_with_node_ip("node-c", None, "10.0.0.13"),
+        )
+        .await
+        .unwrap();
+    wait_until(TIMEOUT, "node-c a member", || async {
+        stack.cloud.with_state(|s| members(s).len() == 3)
+    })
+    .await;
+    stack
+        .cloud
+        .with_state(|s| assert_eq!(calls(s), (3, 0, 0), "{:?}", s.requests));
+
+    // A Node leaves: its member deleted, the others kept.
+    nodes
+        .delete("node-b", &kube::api::DeleteParams::default())
+        .await
+        .unwrap();
+    wait_until(TIMEOUT, "node-b's member gone", || async {
+        stack.cloud.with_state(|s| members(s).len() == 2)
+    })
+    .await;
+    wasm_ccm_tests::events::wait_for_reasons(
+        &stack.client(),
+        "web",
+        &["EnsuredLoadBalancer", "UpdatedLoadBalancer"],
+        TIMEOUT,
+    )
+    .await;
+    stack.cloud.with_state(|s| {
+        assert_eq!(
+            members(s),
+            [member("node-a", "10.0.0.11"), member("node-c", "10.0.0.13")]
+        );
+        assert_eq!(calls(s), (3, 1, 0), "{:?}", s.requests);
+    });
 }

@@ -101,6 +101,20 @@ pub fn endpoint(
 /// 409 for a busy load balancer as `retry-after`.
 pub fn send(request: Request, what: &str) -> Result<Response, CloudError> {
     let response = request.header("accept", "application/json").send()?;
+    checked(response, what)
+}
+
+/// [`send`], but a 404 is `Ok(None)`: for deleting what may be gone already.
+pub fn send_found(request: Request, what: &str) -> Result<Option<Response>, CloudError> {
+    let response = request.header("accept", "application/json").send()?;
+    if response.status == 404 {
+        return Ok(None);
+    }
+    checked(response, what).map(Some)
+}
+
+/// The answer checked as [`send`] checks it.
+fn checked(response: Response, what: &str) -> Result<Response, CloudError> {
     if response.status == 409 {
         let message = cloud_error::message(&response).unwrap_or_default();
         if message.contains("immutable") {

@@ -47,7 +47,8 @@ pub struct LoadBalancerConfig {
     pub floating_subnet_tags: String,
     /// `lb-method` (default `ROUND_ROBIN`).
     pub lb_method: String,
-    /// `lb-provider` (empty: Octavia's default).
+    /// `lb-provider` (default `amphora`, as occm's `ReadConfig`; set empty: Octavia's
+    /// default provider).
     pub lb_provider: String,
     /// `create-monitor` (default false).
     pub create_monitor: bool,
@@ -78,6 +79,10 @@ pub struct LoadBalancerConfig {
     pub node_selector: String,
     /// `default-tls-container-ref`: TERMINATED_HTTPS listeners with this certificate.
     pub default_tls_container_ref: String,
+    /// `provider-requires-serial-api-calls` (default false): the Octavia provider has no
+    /// batch member update, so members are created and deleted one call at a time
+    /// (occm's `SeriallyReconcilePoolMembers`).
+    pub provider_requires_serial_api_calls: bool,
 }
 
 impl Default for LoadBalancerConfig {
@@ -91,7 +96,7 @@ impl Default for LoadBalancerConfig {
             floating_subnet: String::new(),
             floating_subnet_tags: String::new(),
             lb_method: "ROUND_ROBIN".into(),
-            lb_provider: String::new(),
+            lb_provider: "amphora".into(),
             create_monitor: false,
             monitor_delay: 5,
             monitor_timeout: 3,
@@ -106,6 +111,7 @@ impl Default for LoadBalancerConfig {
             max_shared_lb: 2,
             node_selector: String::new(),
             default_tls_container_ref: String::new(),
+            provider_requires_serial_api_calls: false,
         }
     }
 }
@@ -356,11 +362,16 @@ impl Config {
                         }
                         "floatingsubnet" => lb.floating_subnet = value,
                         "floatingsubnettags" => lb.floating_subnet_tags = value,
-                        // Served whatever the value: a load balancer's children are made
-                        // one call at a time (occm's serial calls; occm's one-call
-                        // creation ends in the same load balancer), and go with it
-                        // either way (a cascade delete, or occm's one by one).
-                        "cascadedelete" | "providerrequiresserialapicalls" => {
+                        // Listeners, pools and monitors are made one call at a time
+                        // whatever the value (occm's one-call creation ends in the same
+                        // load balancer); true also makes members one call at a time.
+                        "providerrequiresserialapicalls" => {
+                            lb.provider_requires_serial_api_calls =
+                                gcfg::boolean(&value, line, &name)?
+                        }
+                        // Served whatever the value: a load balancer's children go with
+                        // it either way (a cascade delete, or occm's one by one).
+                        "cascadedelete" => {
                             gcfg::boolean(&value, line, &name)?;
                         }
                         "lbversion" if !matches!(value.as_str(), "" | "v2") => {
@@ -520,6 +531,24 @@ mod tests {
         let err = Config::parse("[Global]\nauth-url = https://k/v3\nos-endpoint-type = private\n")
             .unwrap_err();
         assert!(err.contains("os-endpoint-type `private`"), "{err}");
+    }
+
+    #[test]
+    fn serial_api_calls_are_read() {
+        let parse = |extra: &str| {
+            Config::parse(&format!(
+                "[Global]\nauth-url = https://k/v3\n[LoadBalancer]\n{extra}"
+            ))
+        };
+        let config = parse("").unwrap();
+        assert!(!config.load_balancer.provider_requires_serial_api_calls);
+        let config = parse("provider-requires-serial-api-calls = true\n").unwrap();
+        assert!(config.load_balancer.provider_requires_serial_api_calls);
+        assert!(
+            parse("provider-requires-serial-api-calls = maybe\n")
+                .unwrap_err()
+                .contains("line 4")
+        );
     }
 
     #[test]

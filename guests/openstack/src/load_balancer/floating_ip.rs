@@ -12,7 +12,7 @@ use wasm_ccm_guest::http::Request;
 use wasm_ccm_guest::types::{CloudError, Service};
 
 use super::floating_subnet::FloatingSubnet;
-use super::settings::{Wanted, ours, truthy};
+use super::settings::{PREFIX, Wanted, boolean};
 use crate::OpenStack;
 use crate::api;
 
@@ -48,7 +48,8 @@ impl OpenStack {
         if port.is_empty() {
             return Ok(());
         }
-        let keep = truthy(ours(service, "keep-floatingip")).unwrap_or(false);
+        let key = format!("{PREFIX}keep-floatingip");
+        let keep = boolean(service, &key).unwrap_or(false);
         for fip in api::list(
             Request::get(&format!("{neutron}/floatingips")).query("port_id", port),
             "floatingips",

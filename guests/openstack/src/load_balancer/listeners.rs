@@ -246,29 +246,34 @@ impl OpenStack {
                 Some(member)
             })
             .collect();
-        desired.sort_by(|a, b| a["address"].as_str().cmp(&b["address"].as_str()));
         let current = api::list(
             Request::get(&format!("{octavia}/lbaas/pools/{pool_id}/members")),
             "members",
             "list the pool's members",
         )?;
-        let key = |m: &Value| {
-            (
-                m["address"].as_str().unwrap_or_default().to_owned(),
-                m["protocol_port"].as_i64().unwrap_or(0),
-                m["monitor_port"].as_i64(),
-            )
-        };
-        let mut now: Vec<_> = current.iter().map(key).collect();
-        now.sort();
-        let want: Vec<_> = desired.iter().map(key).collect();
-        if now != want {
-            self.change(
-                lb,
-                Request::put(&format!("{octavia}/lbaas/pools/{pool_id}/members"))
-                    .json(&json!({"members": desired})),
-                "update the pool's members",
-            )?;
+        if self.config.load_balancer.provider_requires_serial_api_calls {
+            // The provider has no batch update: one member at a time, as occm.
+            self.reconcile_members_serially(lb, &pool_id, &desired, current)?;
+        } else {
+            desired.sort_by(|a, b| a["address"].as_str().cmp(&b["address"].as_str()));
+            let key = |m: &Value| {
+                (
+                    m["address"].as_str().unwrap_or_default().to_owned(),
+                    m["protocol_port"].as_i64().unwrap_or(0),
+                    m["monitor_port"].as_i64(),
+                )
+            };
+            let mut now: Vec<_> = current.iter().map(key).collect();
+            now.sort();
+            let want: Vec<_> = desired.iter().map(key).collect();
+            if now != want {
+                self.change(
+                    lb,
+                    Request::put(&format!("{octavia}/lbaas/pools/{pool_id}/members"))
+                        .json(&json!({"members": desired})),
+                    "update the pool's members",
+                )?;
+            }
         }
         // The health monitor: the port's protocol (UDP-CONNECT for UDP), or with a
         // health check node port occm's HTTP `GET /healthz` expecting 200.
@@ -341,6 +346,67 @@ impl OpenStack {
         }
         Ok(())
     }
+
+    /// The members of `pool` as occm's `SeriallyReconcilePoolMembers` makes them with
+    /// `provider-requires-serial-api-calls` (for Octavia providers without the batch
+    /// update): in the Nodes' order, a member is created (`POST
+    /// /lbaas/pools/{id}/members`, named `member_<node>_<address>_<port>` as occm names
+    /// it there) for each one of `desired` no member has the address and port of; then
+    /// each member left over is deleted (`DELETE /lbaas/pools/{id}/members/{member}`,
+    /// one already gone is fine); each call is followed by a wait for `ACTIVE`. A member
+    /// that is there is left as it is: occm updates none.
+    fn reconcile_members_serially(
+        &self,
+        lb: &str,
+        pool: &str,
+        desired: &[Value],
+        mut current: Vec<Value>,
+    ) -> Result<(), CloudError> {
+        let octavia = self.octavia()?;
+        // occm's memberExists: the same address and protocol port.
+        let same = |m: &Value, d: &Value| {
+            m["address"].as_str() == d["address"].as_str()
+                && m["protocol_port"].as_i64() == d["protocol_port"].as_i64()
+        };
+        for member in desired {
+            if current.iter().any(|m| same(m, member)) {
+                // occm's popMember: kept, and not obsolete.
+                current.retain(|m| !same(m, member));
+                continue;
+            }
+            let mut body = member.clone();
+            body["name"] = json!(serial_member_name(member));
+            self.change(
+                lb,
+                Request::post(&format!("{octavia}/lbaas/pools/{pool}/members"))
+                    .json(&json!({"member": body})),
+                "create a member",
+            )?;
+        }
+        for member in &current {
+            let id = member["id"].as_str().unwrap_or_default();
+            api::send_found(
+                Request::delete(&format!("{octavia}/lbaas/pools/{pool}/members/{id}")),
+                "delete an obsolete member",
+            )?;
+            self.wait_active(lb)?;
+        }
+        Ok(())
+    }
+}
+
+/// occm's name for a member it creates alone (`SeriallyReconcilePoolMembers`):
+/// `member_<node>_<address>_<node port>`, cut to 255 characters.
+fn serial_member_name(member: &Value) -> String {
+    format!(
+        "member_{}_{}_{}",
+        member["name"].as_str().unwrap_or_default(),
+        member["address"].as_str().unwrap_or_default(),
+        member["protocol_port"].as_i64().unwrap_or(0)
+    )
+    .chars()
+    .take(255)
+    .collect()
 }
 
 /// The transport a listener protocol runs on: one listener per port and transport.
@@ -448,6 +514,14 @@ mod tests {
         assert!(selected(&node, &[("pool".into(), String::new())]));
         assert!(!selected(&node, &[("pool".into(), "batch".into())]));
         assert!(!selected(&node, &[("zone".into(), String::new())]));
+    }
+
+    #[test]
+    fn serial_members_are_named_as_occm_names_them() {
+        let member = json!({"name": "node-a", "address": "10.0.0.11", "protocol_port": 30080});
+        assert_eq!(serial_member_name(&member), "member_node-a_10.0.0.11_30080");
+        let long = json!({"name": "n".repeat(300), "address": "10.0.0.11", "protocol_port": 1});
+        assert_eq!(serial_member_name(&long).len(), 255);
     }
 
     #[test]

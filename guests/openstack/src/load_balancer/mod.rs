@@ -29,7 +29,7 @@ use wasm_ccm_guest::types::{
     CloudError, IpMode, LoadBalancerIngress, LoadBalancerStatus, Node, Service,
 };
 use wasm_ccm_guest::{
-    LoadBalancer, LoadBalancerName, annotations, cloud_error, deadline, events, url,
+    LoadBalancer, LoadBalancerName, annotations, cache, cloud_error, deadline, events, url,
 };
 
 use crate::OpenStack;
@@ -106,6 +106,23 @@ fn record(service: &Service, id: &str, address: Option<&str>) {
         set(LOAD_BALANCER_ADDRESS, address);
     }
 }
+
+/// occm's error for a load balancer that is not `ACTIVE` (`ensureOctaviaLoadBalancer`).
+fn not_active(id: &str, status: &str) -> CloudError {
+    cloud_error::other(format!(
+        "load balancer {id} is not ACTIVE, current provisioning status: {status}"
+    ))
+}
+
+/// The shared cache's mark on a load balancer this controller made that has not been
+/// `ACTIVE` yet (it never served): only such a one is deleted when it lands in `ERROR`.
+fn unserved_key(id: &str) -> String {
+    format!("unserved-load-balancer/{id}")
+}
+
+/// How long the mark lasts (the host keeps an entry a day at most); a load balancer
+/// still not settled by then is kept whatever becomes of it.
+const UNSERVED_TTL: Duration = Duration::from_secs(24 * 3600);
 
 impl OpenStack {
     fn octavia(&self) -> Result<String, CloudError> {
@@ -193,6 +210,17 @@ impl OpenStack {
     /// Waits (within the call's deadline) until the load balancer is `ACTIVE`; a
     /// `retry-after` when it is not by then, an error when it is in `ERROR`.
     fn wait_active(&self, id: &str) -> Result<Value, CloudError> {
+        let lb = self.wait_settled(id)?;
+        if lb["provisioning_status"] == "ERROR" {
+            return Err(not_active(id, "ERROR"));
+        }
+        Ok(lb)
+    }
+
+    /// Waits (within the call's deadline) until the load balancer is `ACTIVE` or in
+    /// `ERROR` (Octavia's two settled states) and answers it; a `retry-after` when it is
+    /// neither by then.
+    fn wait_settled(&self, id: &str) -> Result<Value, CloudError> {
         let mut poll = Poll::new();
         loop {
             let Some(lb) = self.get_load_balancer_by_id(id)? else {
@@ -201,12 +229,7 @@ impl OpenStack {
                 )));
             };
             match lb["provisioning_status"].as_str().unwrap_or_default() {
-                "ACTIVE" => return Ok(lb),
-                "ERROR" => {
-                    return Err(cloud_error::other(format!(
-                        "load balancer {id} is in provisioning status ERROR"
-                    )));
-                }
+                "ACTIVE" | "ERROR" => return Ok(lb),
                 status => {
                     poll.pause(|| format!("load balancer {id} is {status}; resuming later"))?
                 }
@@ -233,7 +256,14 @@ impl OpenStack {
         )
     }
 
-    /// Creates the load balancer, or returns the existing one (settled).
+    /// Creates the load balancer, or returns the existing one, `ACTIVE`.
+    ///
+    /// As occm's `ensureOctaviaLoadBalancer`, a load balancer in `ERROR` is kept (its
+    /// listeners, its floating IP, the Service's address) and the call fails ("not
+    /// ACTIVE") until it is repaired or deleted in Octavia. The one exception is occm's
+    /// `createOctaviaLoadBalancer`: one this controller has just made that lands in
+    /// `ERROR` before it was ever `ACTIVE` (it never served) is deleted, and the next call
+    /// makes it again.
     fn ensure_created(
         &self,
         wanted: &Wanted,
@@ -241,44 +271,56 @@ impl OpenStack {
         cluster: &str,
         create: bool,
     ) -> Result<Value, CloudError> {
-        if let Some(lb) = self.find_service_load_balancer(cluster, service)? {
-            let id = lb["id"].as_str().unwrap_or_default().to_owned();
-            if lb["provisioning_status"] != "ERROR" {
+        let lb = match self.find_service_load_balancer(cluster, service)? {
+            Some(lb) if lb["provisioning_status"] == "ERROR" => lb,
+            Some(lb) => {
+                let id = lb["id"].as_str().unwrap_or_default().to_owned();
                 record(service, &id, None);
-                return self.wait_active(&id);
+                self.wait_settled(&id)?
             }
-            if !shared::owns(&lb, cluster, service) || shared::has_other_users(&lb, &wanted.name) {
-                return Err(cloud_error::other(format!(
-                    "load balancer {id} is in provisioning status ERROR and shared with other \
-                     Services: it is not made again under them (repair or delete it in Octavia)"
+            None if !create => {
+                return Err(CloudError::Other(format!(
+                    "load balancer {} of Service {}/{} does not exist",
+                    wanted.name, service.metadata.namespace, service.metadata.name
                 )));
             }
-            if !create {
-                return Err(cloud_error::other(format!(
-                    "load balancer {id} is in provisioning status ERROR; the next sync \
-                     replaces it"
-                )));
-            }
-            // occm's ensureOctaviaLoadBalancer: a load balancer in ERROR cannot be
-            // repaired; it is deleted and made again (the new one's ID recorded).
-            let _ = events::warning(
-                "RecreatingLoadBalancer",
-                &format!("Octavia load balancer {id} is in ERROR: deleting it to make it again"),
-                None,
-            );
-            // The ID is cleared first: should making the new one fail, the next call
-            // looks it up by name instead of naming a load balancer that is gone.
-            if ours(service, LOAD_BALANCER_ID).is_some() {
-                let _ = annotations::set(&format!("{PREFIX}{LOAD_BALANCER_ID}"), "");
-            }
-            self.start_delete(&lb, service)?;
+            None => self.create_load_balancer(wanted, service, cluster)?,
+        };
+        let id = lb["id"].as_str().unwrap_or_default().to_owned();
+        if lb["provisioning_status"] != "ERROR" {
+            // ACTIVE: it has served, and is kept from now on whatever becomes of it.
+            cache::delete(&unserved_key(&id));
+            return Ok(lb);
         }
-        if !create {
-            return Err(CloudError::Other(format!(
-                "load balancer {} of Service {}/{} does not exist",
-                wanted.name, service.metadata.namespace, service.metadata.name
-            )));
+        let unserved = cache::get(&unserved_key(&id)).is_some();
+        let sole_owner =
+            shared::owns(&lb, cluster, service) && !shared::has_other_users(&lb, &wanted.name);
+        if !(create && unserved && sole_owner) {
+            // occm records the ID before it checks the status.
+            record(service, &id, None);
+            return Err(not_active(&id, "ERROR"));
         }
+        // occm's createOctaviaLoadBalancer: "If LB landed in ERROR state we should delete
+        // it and retry the creation later." The ID is cleared (it may have been recorded
+        // by this very call): the next call looks the load balancer up by name and,
+        // finding none, makes it again.
+        let _ = annotations::set(&format!("{PREFIX}{LOAD_BALANCER_ID}"), "");
+        self.start_delete(&lb, service)?;
+        cache::delete(&unserved_key(&id));
+        Err(cloud_error::other(format!(
+            "loadbalancer {id} has gone into ERROR state, please check Octavia for details. \
+             Load balancer was deleted and its creation will be retried"
+        )))
+    }
+
+    /// Makes the Service's load balancer (marked unserved until it is `ACTIVE`) and
+    /// waits for it to settle.
+    fn create_load_balancer(
+        &self,
+        wanted: &Wanted,
+        service: &Service,
+        cluster: &str,
+    ) -> Result<Value, CloudError> {
         let mut body = json!({
             "name": wanted.name,
             "description": format!(
@@ -321,6 +363,14 @@ impl OpenStack {
             .as_str()
             .unwrap_or_default()
             .to_owned();
+        // Without the mark (a full cache) it is kept should it land in ERROR: the safe way.
+        if let Err(e) = cache::set(&unserved_key(&id), b"", UNSERVED_TTL) {
+            wasm_ccm_guest::log::warn(
+                "cannot mark the new load balancer as unserved; should it land in ERROR \
+                 it is kept",
+                &[("id", id.as_str()), ("error", &format!("{e:?}"))],
+            );
+        }
         record(service, &id, None);
         let _ = events::normal(
             "CreatingLoadBalancer",
@@ -330,7 +380,7 @@ impl OpenStack {
             ),
             None,
         );
-        self.wait_active(&id)
+        self.wait_settled(&id)
     }
 
     /// The Service's status, as occm's `createLoadBalancerStatus`: the `hostname`

@@ -15,6 +15,8 @@ pub(super) const PREFIX: &str = "loadbalancer.openstack.org/";
 const SOURCE_RANGES: &str = "service.beta.kubernetes.io/load-balancer-source-ranges";
 /// occm's (and the in-tree provider's) internal load balancer annotation.
 const INTERNAL: &str = "service.beta.kubernetes.io/openstack-internal-load-balancer";
+/// The Warning's reason for a boolean annotation occm would ignore.
+const ANNOTATION_IGNORED: &str = "LoadBalancerAnnotationIgnored";
 
 /// The annotations this provider reads (after [`PREFIX`]).
 pub const SUPPORTED: [&str; 30] = [
@@ -63,8 +65,25 @@ pub(super) fn ours<'a>(service: &'a Service, name: &str) -> Option<&'a str> {
     annotation(service, &format!("{PREFIX}{name}"))
 }
 
-pub(super) fn truthy(value: Option<&str>) -> Option<bool> {
-    value.map(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "true" | "yes" | "1"))
+/// Boolean annotation `key` (in full) as occm's `getBoolFromServiceAnnotation` reads
+/// it: exactly `true` or `false`, else (`True`, `yes`, `1`, ` true`) ignored and the
+/// default applies (occm logs it; here a Warning names it). Absent or ignored: `None`.
+pub(super) fn boolean(service: &Service, key: &str) -> Option<bool> {
+    match annotation(service, key)? {
+        "true" => Some(true),
+        "false" => Some(false),
+        other => {
+            let _ = events::warning(
+                ANNOTATION_IGNORED,
+                &format!(
+                    "annotation {key} `{other}` is ignored and the default applies: occm \
+                     reads only \"true\" and \"false\""
+                ),
+                None,
+            );
+            None
+        }
+    }
 }
 
 /// The source ranges as upstream's `GetLoadBalancerSourceRanges` reads them:
@@ -294,22 +313,15 @@ impl OpenStack {
                 ));
             }
         };
-        let x_forwarded_for = match ours(service, "x-forwarded-for").map(str::trim) {
-            None | Some("false") => false,
-            Some("true") => true,
-            Some(other) => {
-                return refuse(format!(
-                    "annotation {PREFIX}x-forwarded-for `{other}` is not true or false"
-                ));
-            }
-        };
+        let flag = |name: &str| boolean(service, &format!("{PREFIX}{name}"));
+        let x_forwarded_for = flag("x-forwarded-for").unwrap_or(false);
         if x_forwarded_for && proxy.is_some() {
             return refuse(format!(
                 "annotation {PREFIX}x-forwarded-for and {PREFIX}proxy-protocol cannot be used \
                  together"
             ));
         }
-        let monitor = truthy(ours(service, "enable-health-monitor"))
+        let monitor = flag("enable-health-monitor")
             .unwrap_or(config.create_monitor)
             .then(|| -> Result<_, CloudError> {
                 Ok((
@@ -338,7 +350,7 @@ impl OpenStack {
             listener_settings.push((field, n));
         }
         // occm: `internal-lb = true` in the cloud config cannot be undone per Service.
-        let asked = truthy(annotation(service, INTERNAL));
+        let asked = boolean(service, INTERNAL);
         if config.internal_lb && asked == Some(false) {
             let _ = events::warning(
                 "InternalLoadBalancerEnforced",
@@ -387,7 +399,7 @@ impl OpenStack {
             source_ranges_given,
             flavor: text("flavor-id", &config.flavor_id),
             zone: text("availability-zone", &config.availability_zone),
-            keep_floating_ip: truthy(ours(service, "keep-floatingip")).unwrap_or(false),
+            keep_floating_ip: flag("keep-floatingip").unwrap_or(false),
             source_ip_persistence: service.session_affinity == SessionAffinity::ClientIp,
             // The annotation, when present (even empty), replaces the config's.
             node_selector: node_selector(
@@ -405,7 +417,8 @@ impl OpenStack {
             ipv6,
             http_monitors_on_udp: true,
         };
-        if config.lb_provider.eq_ignore_ascii_case("ovn") {
+        // occm compares the cloud config's `lb-provider` (default `amphora`) with "ovn".
+        if config.lb_provider == "ovn" {
             without_ovn_features(&mut wanted);
         }
         Ok(wanted)
@@ -415,6 +428,141 @@ impl OpenStack {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use wasm_ccm_guest::types::{LoadBalancerStatus, ObjectMeta, ServiceType};
+
+    /// Service `default/web` with `annotations`.
+    fn service(annotations: &[(&str, &str)]) -> Service {
+        Service {
+            metadata: ObjectMeta {
+                name: "web".into(),
+                namespace: "default".into(),
+                uid: "1234-5678".into(),
+                labels: Vec::new(),
+                annotations: annotations
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+                deletion_timestamp: None,
+            },
+            service_type: ServiceType::LoadBalancer,
+            ports: Vec::new(),
+            session_affinity: SessionAffinity::None,
+            load_balancer_source_ranges: Vec::new(),
+            external_traffic_policy: TrafficPolicy::Cluster,
+            health_check_node_port: 0,
+            ip_families: Vec::new(),
+            load_balancer_class: None,
+            load_balancer_ip: None,
+            status: LoadBalancerStatus {
+                ingress: Vec::new(),
+            },
+            external_ips: Vec::new(),
+            cluster_ips: Vec::new(),
+            ip_family_policy: None,
+            session_affinity_timeout_seconds: None,
+            allocate_load_balancer_node_ports: None,
+        }
+    }
+
+    /// The provider with `extra` in the cloud config's `[LoadBalancer]`.
+    fn provider(extra: &str) -> OpenStack {
+        let text = format!("[Global]\nauth-url = https://k/v3\n[LoadBalancer]\n{extra}");
+        OpenStack {
+            config: crate::config::Config::parse(&text).unwrap(),
+        }
+    }
+
+    /// What the Service asks of `provider(extra)`.
+    fn wanted(extra: &str, annotations: &[(&str, &str)]) -> Wanted {
+        provider(extra)
+            .wanted("kubernetes", &service(annotations))
+            .unwrap()
+    }
+
+    /// The Warnings recorded on this thread since the last call: (reason, message).
+    fn warnings() -> Vec<(String, String)> {
+        events::recorded()
+            .into_iter()
+            .filter(|(kind, _, _)| matches!(kind, events::EventType::Warning))
+            .map(|(_, reason, message)| (reason, message))
+            .collect()
+    }
+
+    #[test]
+    fn booleans_as_occms_get_bool_from_service_annotation() {
+        const KEY: &str = "loadbalancer.openstack.org/keep-floatingip";
+        assert_eq!(boolean(&service(&[]), KEY), None);
+        assert_eq!(boolean(&service(&[(KEY, "true")]), KEY), Some(true));
+        assert_eq!(boolean(&service(&[(KEY, "false")]), KEY), Some(false));
+        assert!(warnings().is_empty());
+        // occm's switch takes these two exactly; anything else is its default.
+        for value in ["True", "TRUE", "yes", "1", "on", " true", "false ", ""] {
+            assert_eq!(boolean(&service(&[(KEY, value)]), KEY), None, "{value:?}");
+            let warned = warnings();
+            assert_eq!(warned.len(), 1, "{value:?}: {warned:?}");
+            assert_eq!(warned[0].0, ANNOTATION_IGNORED);
+            assert!(
+                warned[0].1.contains(&format!("{KEY} `{value}`")),
+                "{}",
+                warned[0].1
+            );
+        }
+    }
+
+    #[test]
+    fn the_boolean_annotations_are_read_as_occm() {
+        // `True` is not occm's `true`: the Service stays external, with a Warning.
+        assert!(!wanted("", &[(INTERNAL, "True")]).internal);
+        assert_eq!(warnings().len(), 1);
+        assert!(wanted("", &[(INTERNAL, "true")]).internal);
+        assert!(warnings().is_empty());
+        // The default is the cloud config's `internal-lb`, which nothing undoes.
+        assert!(wanted("internal-lb = true\n", &[(INTERNAL, "True")]).internal);
+        assert_eq!(warnings()[0].0, ANNOTATION_IGNORED);
+        let ignored = wanted(
+            "create-monitor = true\n",
+            &[
+                ("loadbalancer.openstack.org/enable-health-monitor", "False"),
+                ("loadbalancer.openstack.org/x-forwarded-for", "yes"),
+                ("loadbalancer.openstack.org/keep-floatingip", "1"),
+            ],
+        );
+        assert!(ignored.monitor.is_some());
+        assert!(!ignored.x_forwarded_for && !ignored.keep_floating_ip);
+        assert_eq!(warnings().len(), 3);
+        let read = wanted(
+            "create-monitor = true\n",
+            &[
+                ("loadbalancer.openstack.org/enable-health-monitor", "false"),
+                ("loadbalancer.openstack.org/x-forwarded-for", "true"),
+                ("loadbalancer.openstack.org/keep-floatingip", "true"),
+            ],
+        );
+        assert!(read.monitor.is_none());
+        assert!(read.x_forwarded_for && read.keep_floating_ip);
+        assert!(warnings().is_empty());
+    }
+
+    #[test]
+    fn the_octavia_provider_is_amphora_unless_set_as_occm() {
+        assert_eq!(provider("").config.load_balancer.lb_provider, "amphora");
+        // Set empty, occm sends none: Octavia's default provider.
+        assert_eq!(
+            provider("lb-provider =\n").config.load_balancer.lb_provider,
+            ""
+        );
+        let timeouts = |extra: &str| {
+            wanted(extra, &[])
+                .listener_settings
+                .iter()
+                .filter(|(field, _)| field.starts_with("timeout_"))
+                .count()
+        };
+        assert_eq!(timeouts(""), 4);
+        assert_eq!(timeouts("lb-provider = ovn\n"), 0);
+        // occm compares the name with `ovn` as written.
+        assert_eq!(timeouts("lb-provider = OVN\n"), 4);
+    }
 
     #[test]
     fn node_selectors_as_occms_string_to_map() {

@@ -130,6 +130,27 @@ pub(super) fn not_supported(option: &str) -> Response {
     )
 }
 
+/// Octavia's 501 when load balancer `lb`'s provider is one of
+/// [`State::serial_providers`], which implement no batch calls (occm's
+/// `provider-requires-serial-api-calls` is for them).
+pub(super) fn serial_refuses(s: &State, lb: &str) -> Option<Response> {
+    let provider = &s.load_balancers.get(lb)?.provider;
+    s.serial_providers
+        .contains(provider)
+        .then(|| not_implemented(provider))
+}
+
+/// Octavia's 501 for an action `provider`'s driver does not implement.
+fn not_implemented(provider: &str) -> Response {
+    error(
+        StatusCode::NOT_IMPLEMENTED,
+        &format!(
+            "Provider '{provider}' does not support a requested action: This feature is not \
+             implemented by the provider."
+        ),
+    )
+}
+
 /// What the OVN provider refuses in `request` (a listener's, a monitor's or a load
 /// balancer's), as Octavia's OVN driver answers: 501.
 pub(super) fn ovn_refuses(s: &State, lb: &str, request: &Value) -> Option<Response> {
@@ -300,14 +321,19 @@ async fn create_lb(Extract(shared): Extract<Shared>, bytes: Bytes) -> Response {
         Ok(r) => r,
         Err(e) => return e,
     };
-    if request["provider"] == "ovn" {
-        for key in ["flavor_id", "availability_zone"] {
-            if !request[key].is_null() {
-                return not_supported(key);
+    shared.with(|s| {
+        // Without one, Octavia's `[api_settings] default_provider_driver`.
+        let provider = request["provider"]
+            .as_str()
+            .unwrap_or(s.default_provider.as_str())
+            .to_owned();
+        if provider == "ovn" {
+            for key in ["flavor_id", "availability_zone"] {
+                if !request[key].is_null() {
+                    return not_supported(key);
+                }
             }
         }
-    }
-    shared.with(|s| {
         if let Some(e) = too_new(s, &request, false) {
             return e;
         }
@@ -317,9 +343,12 @@ async fn create_lb(Extract(shared): Extract<Shared>, bytes: Bytes) -> Response {
             name: text(&request, "name"),
             description: text(&request, "description"),
             tags: tags(&request),
-            provider: request["provider"].as_str().unwrap_or("amphora").to_owned(),
+            provider,
             ..LoadBalancer::default()
         };
+        if before.is_some() && s.serial_providers.contains(&lb.provider) {
+            return not_implemented(&lb.provider);
+        }
         let id = if let Some(port) = request["vip_port_id"].as_str() {
             match s.insert_load_balancer_on_port(port, lb) {
                 Ok(id) => id,
@@ -351,6 +380,12 @@ async fn create_lb(Extract(shared): Extract<Shared>, bytes: Bytes) -> Response {
             return e;
         }
         s.start_operation(&id, "CREATE");
+        if s.failing_creations > 0 {
+            s.failing_creations -= 1;
+            if let Some(lb) = s.load_balancers.get_mut(&id) {
+                lb.creation_fails = true;
+            }
+        }
         reply(StatusCode::CREATED, json!({"loadbalancer": lb_json(s, &s.load_balancers[&id])}))
     })
 }

@@ -8,7 +8,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-use super::{change_child, error, filtered, mutable, not_found, parse, text};
+use super::{change_child, error, filtered, mutable, not_found, parse, serial_refuses, text};
 use crate::state::{Member, Pool, State};
 use crate::{Shared, reply};
 
@@ -324,7 +324,8 @@ pub(super) fn insert_member(s: &mut State, pool: &str, request: &Value) -> Resul
 }
 
 /// `PUT /lbaas/pools/{id}/members`: the pool's members become the list (batch update;
-/// members matched by address and port keep their IDs).
+/// members matched by address and port keep their IDs). A provider of
+/// [`State::serial_providers`] has no batch update: 501.
 pub(super) async fn replace_members(
     Extract(shared): Extract<Shared>,
     Path(pool): Path<String>,
@@ -345,6 +346,9 @@ pub(super) async fn replace_members(
             Ok(lb) => lb,
             Err(e) => return e,
         };
+        if let Some(e) = serial_refuses(s, &lb) {
+            return e;
+        }
         let mut wanted = Vec::new();
         for request in list {
             match new_member(s, &pool, request) {

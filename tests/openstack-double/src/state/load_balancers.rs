@@ -26,6 +26,8 @@ pub struct LoadBalancer {
     pub provisioning_status: String,
     /// Until when the current operation runs (then `ACTIVE`, or gone when deleting).
     pub busy_until: Option<Instant>,
+    /// Its creation ends in `ERROR` rather than `ACTIVE` ([`State::failing_creations`]).
+    pub creation_fails: bool,
 }
 
 /// An Octavia listener.
@@ -211,7 +213,8 @@ impl State {
             if deleting {
                 self.remove_load_balancer(&id);
             } else if let Some(lb) = self.load_balancers.get_mut(&id) {
-                lb.provisioning_status = "ACTIVE".into();
+                let failed = lb.creation_fails && lb.provisioning_status == "PENDING_CREATE";
+                lb.provisioning_status = String::from(if failed { "ERROR" } else { "ACTIVE" });
                 lb.busy_until = None;
             }
         }

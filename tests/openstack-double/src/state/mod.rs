@@ -38,8 +38,20 @@ pub struct State {
     /// 2.5, `flavor_id` 2.6, `allowed_cidrs` 2.12, `availability_zone` 2.14, HTTP
     /// monitors on UDP pools 2.16).
     pub octavia_version: (u32, u32),
+    /// Octavia's `[api_settings] default_provider_driver`: the provider of a load
+    /// balancer created without one (`amphora`, Octavia's own default).
+    pub default_provider: String,
     /// Neutron's extensions (their aliases), as `GET /v2.0/extensions` lists them.
     pub network_extensions: Vec<String>,
+    /// Octavia provider drivers that need serial API calls (occm's
+    /// `provider-requires-serial-api-calls`, for vendor drivers): they implement
+    /// neither the batch member update (`PUT /lbaas/pools/{id}/members`) nor a fully
+    /// populated load balancer creation, which Octavia answers 501 on their load
+    /// balancers. None by default.
+    pub serial_providers: Vec<String>,
+    /// How many of the next load balancers created through the API end their
+    /// `PENDING_CREATE` in `ERROR` (an amphora that failed to boot), as Octavia leaves them.
+    pub failing_creations: u32,
     /// `METHOD path` of every authenticated request, in order.
     pub requests: Vec<String>,
     next: u64,
@@ -63,6 +75,7 @@ impl Default for State {
             flavors: BTreeMap::new(),
             provisioning_time: Duration::from_millis(300),
             octavia_version: (2, 27),
+            default_provider: "amphora".into(),
             network_extensions: [
                 "router",
                 "extraroute",
@@ -74,6 +87,8 @@ impl Default for State {
             ]
             .map(String::from)
             .to_vec(),
+            serial_providers: Vec::new(),
+            failing_creations: 0,
             requests: Vec::new(),
             next: 0,
             next_ip: 10,
