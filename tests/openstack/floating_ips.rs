@@ -21,6 +21,7 @@ const INTERNAL: &str = "service.beta.kubernetes.io/openstack-internal-load-balan
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn floating_ips_follow_occms_rules() {
     let stack = OpenStackStack::start(lb_cloud_config).await;
+    stack.add_node_a().await;
     let services: Api<Service> = Api::namespaced(stack.client(), "default");
     // A load balancer occm made, with a floating IP someone made by hand.
     let (foreign_lb, foreign_fip) = stack.cloud.with_state(|s| {
@@ -85,10 +86,25 @@ async fn floating_ips_follow_occms_rules() {
                 .any(|f| f.port_id.as_deref() == Some(lb.vip_port_id.as_str()))
         );
     });
-    // An IPv6 VIP is the address; no floating IP, and a Warning says why.
+    // An IPv6 VIP is the address; no floating IP, and occm's Warning says why.
     let v6 = served("v6").await.unwrap();
     assert!(v6.starts_with("fd00:10::"), "{v6}");
-    events::wait_for_reason(&stack.client(), "v6", "FloatingIPNotSupported", TIMEOUT).await;
+    events::wait_for_reason(
+        &stack.client(),
+        "v6",
+        "LoadBalancerFloatingIPSkipped",
+        TIMEOUT,
+    )
+    .await;
+    assert!(
+        events::notes(&stack.client(), "v6", "LoadBalancerFloatingIPSkipped")
+            .await
+            .iter()
+            .any(
+                |n| n.contains("Floating IP not supported for IPv6 Service default/v6")
+                    && n.contains(&v6)
+            ),
+    );
 
     // ext becomes internal: its floating IP (made here) is released, the VIP serves.
     let ext_fip = served("ext").await.unwrap();
@@ -132,6 +148,7 @@ async fn internal_lb_in_the_cloud_config_cannot_be_undone_by_an_annotation() {
     let stack =
         OpenStackStack::start(|cloud| format!("{}internal-lb = true\n", lb_cloud_config(cloud)))
             .await;
+    stack.add_node_a().await;
     let services: Api<Service> = Api::namespaced(stack.client(), "default");
     services
         .create(
@@ -264,6 +281,7 @@ fn with_floating_subnets(cloud: &openstack_double::OpenStackDouble) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn floating_subnets_as_occm() {
     let stack = OpenStackStack::start(with_floating_subnets).await;
+    stack.add_node_a().await;
     let services: Api<Service> = Api::namespaced(stack.client(), "default");
     for service in [
         load_balancer_service("tagged", json!({})),
@@ -303,6 +321,7 @@ async fn floating_subnets_as_occm() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_vip_on_the_operators_port_as_occm() {
     let stack = OpenStackStack::start(with_floating_subnets).await;
+    stack.add_node_a().await;
     let (first_public, port) = stack.cloud.with_state(|s| {
         let public = s.network_id("public").unwrap();
         (

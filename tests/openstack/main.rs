@@ -113,6 +113,18 @@ impl OpenStackStack {
         command.env("RUST_LOG", "info");
         wasm_ccm_tests::spawn_logged(command)
     }
+
+    /// Server `node-a` (10.0.0.11) and its Node as kubelet registers it: occm makes no
+    /// load balancer in a cluster without Nodes (`checkService`), nor does the provider.
+    async fn add_node_a(&self) {
+        self.cloud.with_state(|s| {
+            s.add_server(NewServer::named("node-a", "10.0.0.11"));
+        });
+        Api::<Node>::all(self.client())
+            .create(&PostParams::default(), &kubelet_node("node-a"))
+            .await
+            .unwrap();
+    }
 }
 
 /// A Node as kubelet registers it with `--cloud-provider=external`: named by its
@@ -336,6 +348,127 @@ async fn occm_zone_flavor_and_provider_id_forms_are_served() {
         format!("openstack://RegionOne/{}", fresh.id)
     );
     assert_eq!(addresses(&node), ["10.0.0.23"]);
+}
+
+/// A server whose port is a trunk's parent: occm's `nodeAddresses` adds its subports'
+/// addresses (the ports named in the parent's `trunk_details`) under their networks'
+/// names. With `internal-network-name` naming a subport's network, that subport's
+/// address is the Node's InternalIP (the parent port's, on another network, is left
+/// out), one on a `public-network-name` network is an ExternalIP, one on neither is left
+/// out, in occm's order (networks by name); the route to the Node goes to the subport's
+/// address, and the subport allows the pod CIDR (occm's `getPortByIP` finds it by
+/// address) until the Node leaves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trunk_subport_addresses_are_read_as_occm() {
+    let stack = OpenStackStack::start(|cloud| {
+        format!(
+            "[Networking]\ninternal-network-name = subnet-net\n\
+             public-network-name = storage-net\n[Route]\nrouter-id = {}\n",
+            cloud.with_state(|s| s.router_id())
+        )
+    })
+    .await;
+    let (subport, plain) = stack.cloud.with_state(|s| {
+        let subnet_net = s.network("subnet-net", false);
+        s.subnet(&subnet_net, "10.20.0.0/24");
+        let storage_net = s.network("storage-net", false);
+        s.subnet(&storage_net, "10.30.0.0/24");
+        let trunked = s.add_server(NewServer::named("node-trunk", "10.0.0.31"));
+        let subport = s.add_subport(&trunked.id, "subnet-net", "10.20.0.31");
+        s.add_subport(&trunked.id, "storage-net", "10.30.0.31");
+        s.add_subport(&trunked.id, "other-net", "192.168.0.31");
+        // A server on the internal network without a trunk, beside it.
+        let mut plain = NewServer::named("node-plain", "10.20.0.32");
+        plain.interfaces = vec![("subnet-net".into(), "10.20.0.32".into())];
+        (subport, s.add_server(plain))
+    });
+    let nodes: Api<Node> = Api::all(stack.client());
+    for (name, cidr) in [
+        ("node-trunk", "10.244.7.0/24"),
+        ("node-plain", "10.244.8.0/24"),
+    ] {
+        nodes
+            .create(
+                &PostParams::default(),
+                &kubelet_node_with_cidr(name, Some(cidr)),
+            )
+            .await
+            .unwrap();
+    }
+    let (_ccm, _log) = stack.controller_manager(listening_port());
+    for name in ["node-trunk", "node-plain"] {
+        wait_until(TIMEOUT, &format!("{name}'s addresses"), || async {
+            !node_addresses(&nodes, name).await.is_empty()
+        })
+        .await;
+    }
+    let address = |t: &str, a: &str| (t.to_string(), a.to_string());
+    assert_eq!(
+        node_addresses(&nodes, "node-trunk").await,
+        [
+            address("ExternalIP", "10.30.0.31"),
+            address("InternalIP", "10.20.0.31"),
+        ]
+    );
+    assert_eq!(
+        node_addresses(&nodes, "node-plain").await,
+        [address("InternalIP", "10.20.0.32")]
+    );
+
+    let routes = || {
+        stack.cloud.with_state(|s| {
+            let mut routes = s.routers.values().next().unwrap().routes.clone();
+            routes.sort();
+            routes
+        })
+    };
+    let pairs = |port: &str| {
+        stack.cloud.with_state(|s| {
+            s.ports[port]
+                .allowed_address_pairs
+                .iter()
+                .map(|(ip, _)| ip.clone())
+                .collect::<Vec<_>>()
+        })
+    };
+    wait_until(TIMEOUT, "the routes to the internal addresses", || async {
+        routes()
+            == [
+                address("10.244.7.0/24", "10.20.0.31"),
+                address("10.244.8.0/24", "10.20.0.32"),
+            ]
+    })
+    .await;
+    wait_until(TIMEOUT, "the subport's pair", || async {
+        pairs(&subport.id) == ["10.244.7.0/24"]
+    })
+    .await;
+    let plain_port = stack.cloud.with_state(|s| {
+        s.ports
+            .values()
+            .find(|p| p.device_id == plain.id)
+            .unwrap()
+            .id
+            .clone()
+    });
+    wait_until(TIMEOUT, "node-plain's pair", || async {
+        pairs(&plain_port) == ["10.244.8.0/24"]
+    })
+    .await;
+
+    // node-trunk leaves the cluster: its route and the subport's pair go.
+    nodes
+        .delete("node-trunk", &kube::api::DeleteParams::default())
+        .await
+        .unwrap();
+    wait_until(TIMEOUT, "node-trunk's route removed", || async {
+        routes() == [address("10.244.8.0/24", "10.20.0.32")]
+    })
+    .await;
+    wait_until(TIMEOUT, "the subport's pair removed", || async {
+        pairs(&subport.id).is_empty()
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

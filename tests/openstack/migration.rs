@@ -148,6 +148,7 @@ async fn load_balancers_occm_made_are_adopted_and_recorded_as_occm_records_them(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_service_naming_a_gone_load_balancer_can_be_deleted() {
     let stack = OpenStackStack::start(lb_cloud_config).await;
+    stack.add_node_a().await;
     let services: Api<Service> = Api::namespaced(stack.client(), "default");
     services
         .create(

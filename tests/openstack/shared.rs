@@ -23,6 +23,7 @@ fn on_port(mut service: Service, port: i32) -> Service {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn services_share_a_load_balancer_as_occm() {
     let stack = OpenStackStack::start(lb_cloud_config).await;
+    stack.add_node_a().await;
     let services: Api<Service> = Api::namespaced(stack.client(), "default");
     services
         .create(

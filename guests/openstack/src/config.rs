@@ -21,8 +21,11 @@
 //! The host logs in to Keystone (the policy's `keystone` rule), so a password or an
 //! application credential's secret here is refused with an error saying where it
 //! goes; the identity names and IDs occm reads from `[Global]` are the policy's too and
-//! are ignored here, as are the TLS files (the policy's `tls`). Variables this
-//! provider does not use are logged and ignored; an unknown section is an error.
+//! are ignored here, as are the TLS files (the policy's `tls`). As occm reads the file
+//! (`ReadConfig`: `gcfg.FatalOnly(gcfg.ReadInto(...))`, which drops gcfg's "can't store
+//! data" errors), a section, subsection or variable it has no place for is ignored:
+//! here with a warning naming its line. Variables this provider does not use are
+//! logged and ignored too.
 
 use wasm_ccm_guest::gcfg;
 
@@ -212,6 +215,20 @@ const POLICY_VARIABLES: [&str; 24] = [
     "cloudsfile",
 ];
 
+/// Logs a variable that is ignored (`why`) with where it is, and notes it in `ignored`
+/// as `section/name` (`section` as read: lowercase, a subsection quoted after it).
+fn ignore(ignored: &mut Vec<String>, why: &str, section: &str, name: &str, line: usize) {
+    wasm_ccm_guest::log::warn(
+        why,
+        &[
+            ("section", section),
+            ("variable", name),
+            ("line", &line.to_string()),
+        ],
+    );
+    ignored.push(format!("{section}/{name}"));
+}
+
 /// A duration in seconds: `5`, `5s`, `1m`, `1m30s`.
 fn seconds(value: &str, line: usize, name: &str) -> Result<u64, String> {
     let bad = || format!("cloud config line {line}: {name} `{value}` is not a duration (e.g. 5s)");
@@ -263,13 +280,23 @@ impl Config {
                 value,
             } = entry;
             if let Some(class) = subsection {
+                // occm's gcfg keeps subsections only for [LoadBalancerClass "name"]; in
+                // another section they are "can't store data", which its FatalOnly drops.
                 if section != "loadbalancerclass" {
-                    return Err(format!(
-                        "cloud config line {line}: [{section} \"...\"] sections are not known \
-                         (only [LoadBalancerClass \"name\"])"
-                    ));
+                    ignore(
+                        &mut config_ignored,
+                        "cloud config: only [LoadBalancerClass \"name\"] has subsections \
+                         (occm ignores this one too); ignored",
+                        &format!("{section} \"{class}\""),
+                        &name,
+                        line,
+                    );
+                    continue;
                 }
-                let entry = config.load_balancer_classes.entry(class).or_default();
+                let entry = config
+                    .load_balancer_classes
+                    .entry(class.clone())
+                    .or_default();
                 match name.as_str() {
                     "floatingnetworkid" => entry.floating_network_id = value,
                     "floatingsubnetid" => entry.floating_subnet_id = value,
@@ -278,28 +305,22 @@ impl Config {
                     "membersubnetid" => entry.member_subnet_id = value,
                     "floatingsubnet" => entry.floating_subnet = value,
                     "floatingsubnettags" => entry.floating_subnet_tags = value,
-                    _ => {
-                        return Err(format!(
-                            "cloud config line {line}: [LoadBalancerClass] has no variable \
-                             {name} (occm's are floating-network-id, floating-subnet-id, \
-                             floating-subnet, floating-subnet-tags, network-id, subnet-id, \
-                             member-subnet-id)"
-                        ));
-                    }
+                    // occm's LBClass has no such field: ignored (FatalOnly), the class
+                    // still serves with the variables it has.
+                    _ => ignore(
+                        &mut config_ignored,
+                        "cloud config: [LoadBalancerClass] has no such variable (occm's are \
+                         floating-network-id, floating-subnet-id, floating-subnet, \
+                         floating-subnet-tags, network-id, subnet-id, member-subnet-id; occm \
+                         ignores it too); ignored",
+                        &format!("{section} \"{class}\""),
+                        &name,
+                        line,
+                    ),
                 }
                 continue;
             }
-            let mut ignored = |why: &str| {
-                wasm_ccm_guest::log::warn(
-                    why,
-                    &[
-                        ("section", section.as_str()),
-                        ("variable", name.as_str()),
-                        ("line", &line.to_string()),
-                    ],
-                );
-                config_ignored.push(format!("{section}/{name}"));
-            };
+            let mut ignored = |why: &str| ignore(&mut config_ignored, why, &section, &name, line);
             match section.as_str() {
                 "global" => match name.as_str() {
                     "authurl" => config.auth_url = value,
@@ -429,13 +450,18 @@ impl Config {
                 "blockstorage" => {
                     ignored("cloud config: section not used by this provider (the CSI driver's)")
                 }
-                _ => {
-                    return Err(format!(
-                        "cloud config line {line}: section [{section}] is not known (expected \
-                         [Global], [LoadBalancer], [Networking], [Route], [Metadata] or \
-                         [BlockStorage])"
-                    ));
-                }
+                // occm reads it into a class named "", which no Service can name.
+                "loadbalancerclass" => ignored(
+                    "cloud config: [LoadBalancerClass] without a name ([LoadBalancerClass \
+                     \"name\"]) applies to no Service; ignored",
+                ),
+                // occm's Config has no such section: "can't store data", which its
+                // FatalOnly drops.
+                _ => ignored(
+                    "cloud config: section not known (occm's are [Global], [LoadBalancer], \
+                     [LoadBalancerClass \"name\"], [Networking], [Route], [Metadata]; occm \
+                     ignores it too); ignored",
+                ),
             }
         }
         if config.auth_url.is_empty() {
@@ -512,11 +538,46 @@ mod tests {
         assert_eq!(class.floating_network_id, "f2");
         assert_eq!(class.subnet_id, "s2");
         assert_eq!(class.floating_subnet_tags, "a");
+    }
+
+    /// occm's `ReadConfig` reads with `gcfg.FatalOnly`: a section, a subsection or a
+    /// variable it has no place for is dropped, not an error. Here each is logged and
+    /// noted, and the rest of the file serves.
+    #[test]
+    fn unknown_sections_and_variables_are_ignored_as_occm() {
+        let config = Config::parse(
+            "[Global]\nauth-url = https://k/v3\nnot-a-setting = 1\n\
+             [LoadBalancerClass \"x\"]\nsubnet-id = s2\nbogus = 1\n\
+             [Nope]\nx = 1\n\
+             [Global \"other\"]\nregion = r9\n\
+             [LoadBalancerClass]\nsubnet-id = s3\n\
+             [LoadBalancer]\nsubnet-id = s1\nfloating_network-idd = f\n",
+        )
+        .unwrap();
+        assert_eq!(
+            config.ignored,
+            [
+                "global/notasetting",
+                "loadbalancerclass \"x\"/bogus",
+                "nope/x",
+                "global \"other\"/region",
+                "loadbalancerclass/subnetid",
+                "loadbalancer/floatingnetworkidd",
+            ]
+        );
+        // What is known is read as ever; the class keeps what it has.
+        assert_eq!(config.load_balancer_classes["x"].subnet_id, "s2");
+        assert_eq!(config.load_balancer_classes.len(), 1);
+        assert_eq!(config.load_balancer.subnet_id, "s1");
+        assert_eq!(config.region, "");
+        // A known variable's bad value stays an error, as in occm (FatalOnly drops only
+        // gcfg's "can't store data").
         let err = Config::parse(
-            "[Global]\nauth-url = https://k/v3\n[LoadBalancerClass \"x\"]\nbogus = 1\n",
+            "[Global]\nauth-url = https://k\n[Nope]\nx = 1\n\
+             [LoadBalancer]\ncreate-monitor = maybe\n",
         )
         .unwrap_err();
-        assert!(err.contains("line 4") && err.contains("bogus"), "{err}");
+        assert!(err.contains("line 6"), "{err}");
     }
 
     #[test]
@@ -569,11 +630,6 @@ mod tests {
             Config::parse("[Global]\nregion = r\n")
                 .unwrap_err()
                 .contains("auth-url")
-        );
-        assert!(
-            Config::parse("[Global]\nauth-url = https://k\n[Nope]\nx = 1\n")
-                .unwrap_err()
-                .contains("[nope]")
         );
         assert!(
             Config::parse(

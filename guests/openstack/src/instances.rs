@@ -9,7 +9,9 @@
 //! of another region is an error, as occm. A batch lists the servers once (paged) and
 //! their ports once per 100 servers, whatever the number of Nodes; a batch of at most 8
 //! Nodes with provider IDs reads their servers by ID instead (the lifecycle checks of a
-//! few NotReady Nodes cost a few requests, not a listing of the project).
+//! few NotReady Nodes cost a few requests, not a listing of the project). Trunk
+//! subports (the ports' `trunk_details`) cost two more listings per 100 subports, made
+//! only when a port is a trunk's parent.
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -68,6 +70,34 @@ pub fn parse_provider_id(provider_id: &str) -> Result<ServerRef, CloudError> {
 pub struct Found {
     pub server: Value,
     pub ports: Vec<Value>,
+    /// The subports of the trunks among `ports` (by port ID).
+    pub subports: Subports,
+}
+
+/// A trunk subport as occm's `nodeAddresses` reads it (`GET /ports/{id}`, then
+/// `GET /networks/{network_id}`): its network's name and its fixed IPs.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Subport {
+    pub network: String,
+    pub addresses: Vec<String>,
+}
+
+/// Subports by port ID.
+pub type Subports = BTreeMap<String, Subport>;
+
+/// The IDs of the subports of the trunks whose parents are among `ports` (Neutron's
+/// `trunk_details.sub_ports`, on the ports' listing), in their order.
+pub(crate) fn subport_ids<'a>(ports: impl IntoIterator<Item = &'a Value>) -> Vec<&'a str> {
+    ports
+        .into_iter()
+        .flat_map(|p| {
+            p["trunk_details"]["sub_ports"]
+                .as_array()
+                .into_iter()
+                .flatten()
+        })
+        .filter_map(|s| s["port_id"].as_str())
+        .collect()
 }
 
 /// Whether a server counts as gone (404 aside): `DELETED`. A `SOFT_DELETED` server
@@ -145,13 +175,99 @@ impl OpenStack {
         Ok(by_server)
     }
 
+    /// The ports whose IDs are `ids` (Neutron lists them by `id`), 100 per request.
+    pub(crate) fn ports_by_id(&self, ids: &[&str]) -> Result<Vec<Value>, CloudError> {
+        let mut ports = Vec::new();
+        if ids.is_empty() {
+            return Ok(ports);
+        }
+        let endpoints = Endpoints::get(&self.config)?;
+        let network = api::endpoint(&endpoints.network, "network", &self.config)?;
+        for chunk in ids.chunks(PORTS_PER_REQUEST) {
+            let mut request = Request::get(&format!("{network}/ports"));
+            for id in chunk {
+                request = request.query("id", id);
+            }
+            ports.extend(api::list(request, "ports", "list the trunks' subports")?);
+        }
+        Ok(ports)
+    }
+
+    /// The subports of the trunks among `ports`, as occm's `nodeAddresses` reads each
+    /// (`GET /ports/{id}`, `GET /networks/{id}`): here one listing of the subports and
+    /// one of their networks per 100, and none when no port is a trunk's parent. A
+    /// subport or network Neutron does not list is left out, as occm leaves out one it
+    /// fails to read; a failed listing is an error (the Node keeps its addresses until
+    /// the next sync rather than losing these for one).
+    pub(crate) fn subports_of<'a>(
+        &self,
+        ports: impl IntoIterator<Item = &'a Value>,
+    ) -> Result<Subports, CloudError> {
+        let mut ids = subport_ids(ports);
+        ids.sort_unstable();
+        ids.dedup();
+        let mut subports = Subports::new();
+        if ids.is_empty() {
+            return Ok(subports);
+        }
+        let listed = self.ports_by_id(&ids)?;
+        let mut network_ids: Vec<&str> = listed
+            .iter()
+            .filter_map(|p| p["network_id"].as_str())
+            .collect();
+        network_ids.sort_unstable();
+        network_ids.dedup();
+        let endpoints = Endpoints::get(&self.config)?;
+        let network = api::endpoint(&endpoints.network, "network", &self.config)?;
+        let mut names: BTreeMap<String, String> = BTreeMap::new();
+        for chunk in network_ids.chunks(PORTS_PER_REQUEST) {
+            let mut request = Request::get(&format!("{network}/networks"));
+            for id in chunk {
+                request = request.query("id", id);
+            }
+            for n in api::list(request, "networks", "list the subports' networks")? {
+                if let Some(id) = n["id"].as_str() {
+                    let name = n["name"].as_str().unwrap_or_default();
+                    names.insert(id.to_owned(), name.to_owned());
+                }
+            }
+        }
+        for port in &listed {
+            let Some(id) = port["id"].as_str() else {
+                continue;
+            };
+            let Some(name) = port["network_id"].as_str().and_then(|n| names.get(n)) else {
+                continue;
+            };
+            let addresses = port["fixed_ips"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|f| f["ip_address"].as_str().map(str::to_owned))
+                .collect();
+            subports.insert(
+                id.to_owned(),
+                Subport {
+                    network: name.clone(),
+                    addresses,
+                },
+            );
+        }
+        Ok(subports)
+    }
+
     fn find(&self, node: &Node) -> Result<Option<Found>, CloudError> {
         let Some(server) = self.find_server(node)? else {
             return Ok(None);
         };
         let id = server["id"].as_str().unwrap_or_default().to_owned();
         let ports = self.ports_of(&[&id])?.remove(&id).unwrap_or_default();
-        Ok(Some(Found { server, ports }))
+        let subports = self.subports_of(&ports)?;
+        Ok(Some(Found {
+            server,
+            ports,
+            subports,
+        }))
     }
 
     /// occm's error for a provider ID naming another region than the cloud config's.
@@ -189,7 +305,12 @@ impl OpenStack {
         Ok(InstanceInfo {
             provider_id,
             instance_type: self.instance_type(server)?,
-            node_addresses: node_addresses(server, &found.ports, &self.config.networking),
+            node_addresses: node_addresses(
+                server,
+                &found.ports,
+                &found.subports,
+                &self.config.networking,
+            ),
             zone: labels::sanitize_label(
                 server["OS-EXT-AZ:availability_zone"]
                     .as_str()
@@ -263,6 +384,7 @@ impl OpenStack {
                 Ok(Some(server)) => found.push(Found {
                     server,
                     ports: Vec::new(),
+                    subports: Subports::new(),
                 }),
                 Ok(None) => {}
                 // The listing answers each Node on its own (one bad provider ID or one
@@ -290,6 +412,7 @@ impl OpenStack {
             .map(|server| Found {
                 server,
                 ports: Vec::new(),
+                subports: Subports::new(),
             })
             .collect())
     }
@@ -340,8 +463,17 @@ impl OpenStack {
             Ok(ports) => ports,
             Err(e) => return nodes.iter().map(|_| Err(e.clone())).collect(),
         };
+        // Every located server's subports at once (no request without a trunk).
+        let subports = match self.subports_of(ports.values().flatten()) {
+            Ok(subports) => subports,
+            Err(e) => return nodes.iter().map(|_| Err(e.clone())).collect(),
+        };
         for found in &mut all {
             if let Some(list) = found.server["id"].as_str().and_then(|id| ports.remove(id)) {
+                found.subports = subport_ids(&list)
+                    .into_iter()
+                    .filter_map(|id| subports.get(id).map(|s| (id.to_owned(), s.clone())))
+                    .collect();
                 found.ports = list;
             }
         }
@@ -386,7 +518,9 @@ fn is_ipv6(address: &str) -> bool {
 
 /// A server's Node addresses, as occm's `nodeAddresses`: the fixed IPs of its `ACTIVE`
 /// ports first (internal); then `accessIPv4`/`accessIPv6` (external); then Nova's
-/// addresses by network name in name order: floating ones external, those on a
+/// addresses by network name in name order, each network's trunk subport addresses
+/// after Nova's (occm adds them as `fixed` addresses of their network's name, in the
+/// order of the ports' `trunk_details`): floating ones external, those on a
 /// `public-network-name` external (and no longer internal), the others internal when
 /// `internal-network-name` is unset or names their network (else dropped). IPv6 is
 /// left out with `ipv6-support-disabled`; `address-sort-order` puts addresses in the
@@ -394,6 +528,7 @@ fn is_ipv6(address: &str) -> bool {
 pub fn node_addresses(
     server: &Value,
     ports: &[Value],
+    subports: &Subports,
     networking: &NetworkingConfig,
 ) -> Vec<NodeAddress> {
     let ipv6_ok = |a: &str| !(is_ipv6(a) && networking.ipv6_support_disabled);
@@ -419,30 +554,45 @@ pub fn node_addresses(
     {
         add(&mut addresses, NodeAddressType::Hostname, hostname);
     }
-    if let Some(networks) = server["addresses"].as_object() {
-        let mut names: Vec<&String> = networks.keys().collect();
-        names.sort();
-        for name in names {
-            for entry in networks[name].as_array().into_iter().flatten() {
-                let Some(ip) = entry["addr"].as_str() else {
-                    continue;
-                };
-                let address_type = if entry["OS-EXT-IPS:type"] == "floating" {
-                    NodeAddressType::ExternalIp
-                } else if networking.public_network_names.iter().any(|n| n == name) {
-                    addresses.retain(|a| a.address != ip);
-                    NodeAddressType::ExternalIp
-                } else if networking.internal_network_names.is_empty()
-                    || networking.internal_network_names.iter().any(|n| n == name)
-                {
-                    NodeAddressType::InternalIp
-                } else {
-                    addresses.retain(|a| a.address != ip);
-                    continue;
-                };
-                if ipv6_ok(ip) {
-                    add(&mut addresses, address_type, ip);
-                }
+    // Nova's addresses by network name (`(address, floating)`), then the subports' (of
+    // every port, whatever its status, as occm's subport loop).
+    let mut networks: BTreeMap<&str, Vec<(&str, bool)>> = BTreeMap::new();
+    for (name, list) in server["addresses"].as_object().into_iter().flatten() {
+        let entries = networks.entry(name.as_str()).or_default();
+        for entry in list.as_array().into_iter().flatten() {
+            if let Some(ip) = entry["addr"].as_str() {
+                entries.push((ip, entry["OS-EXT-IPS:type"] == "floating"));
+            }
+        }
+    }
+    for id in subport_ids(ports) {
+        let Some(subport) = subports.get(id) else {
+            continue;
+        };
+        for ip in subport.addresses.iter().filter(|ip| ipv6_ok(ip.as_str())) {
+            networks
+                .entry(subport.network.as_str())
+                .or_default()
+                .push((ip.as_str(), false));
+        }
+    }
+    for (name, entries) in networks {
+        for (ip, floating) in entries {
+            let address_type = if floating {
+                NodeAddressType::ExternalIp
+            } else if networking.public_network_names.iter().any(|n| n == name) {
+                addresses.retain(|a| a.address != ip);
+                NodeAddressType::ExternalIp
+            } else if networking.internal_network_names.is_empty()
+                || networking.internal_network_names.iter().any(|n| n == name)
+            {
+                NodeAddressType::InternalIp
+            } else {
+                addresses.retain(|a| a.address != ip);
+                continue;
+            };
+            if ipv6_ok(ip) {
+                add(&mut addresses, address_type, ip);
             }
         }
     }
@@ -620,7 +770,12 @@ mod tests {
             json!({"status": "ACTIVE", "fixed_ips": [{"ip_address": "10.0.0.5"}]}),
             json!({"status": "DOWN", "fixed_ips": [{"ip_address": "192.168.1.5"}]}),
         ];
-        let plain = node_addresses(&server, &ports, &NetworkingConfig::default());
+        let plain = node_addresses(
+            &server,
+            &ports,
+            &Subports::new(),
+            &NetworkingConfig::default(),
+        );
         assert_eq!(
             plain,
             vec![
@@ -638,7 +793,7 @@ mod tests {
             address_sort_order: vec!["203.0.113.0/24".into()],
         };
         assert_eq!(
-            node_addresses(&server, &ports, &networking),
+            node_addresses(&server, &ports, &Subports::new(), &networking),
             vec![
                 addr(ExternalIp, "203.0.113.9"),
                 addr(InternalIp, "10.0.0.5"),
@@ -659,7 +814,7 @@ mod tests {
             ..NetworkingConfig::default()
         };
         assert_eq!(
-            node_addresses(&server, &[], &networking),
+            node_addresses(&server, &[], &Subports::new(), &networking),
             vec![
                 addr(InternalIp, "192.168.0.4"),
                 addr(InternalIp, "10.0.0.9"),
@@ -667,6 +822,68 @@ mod tests {
                 addr(Hostname, "node-a.example"),
             ]
         );
+    }
+
+    /// occm's subport loop: each subport's fixed IPs join Nova's addresses of its
+    /// network's name (after them), whatever the parent port's status; then the
+    /// networks are read in name order with `internal-network-name` and
+    /// `public-network-name` as for Nova's.
+    #[test]
+    fn trunk_subports_join_their_networks_as_occm() {
+        use NodeAddressType::{ExternalIp, InternalIp};
+        let server = json!({"addresses": {
+            "private": [{"addr": "10.0.0.5", "OS-EXT-IPS:type": "fixed"}],
+            "subnet-net": [{"addr": "10.20.0.9", "OS-EXT-IPS:type": "fixed"}]}});
+        let ports = [
+            json!({"status": "ACTIVE", "fixed_ips": [{"ip_address": "10.0.0.5"}],
+                   "trunk_details": {"trunk_id": "t1", "sub_ports": [
+                       {"port_id": "sp-b", "segmentation_type": "vlan", "segmentation_id": 101},
+                       {"port_id": "sp-a", "segmentation_type": "vlan", "segmentation_id": 102},
+                       {"port_id": "sp-gone", "segmentation_type": "vlan", "segmentation_id": 103}]}}),
+            json!({"status": "DOWN", "fixed_ips": [],
+                   "trunk_details": {"trunk_id": "t2", "sub_ports": [
+                       {"port_id": "sp-c", "segmentation_type": "vlan", "segmentation_id": 104}]}}),
+        ];
+        let subport = |network: &str, addresses: &[&str]| Subport {
+            network: network.into(),
+            addresses: addresses.iter().map(|a| a.to_string()).collect(),
+        };
+        let subports: Subports = [
+            (
+                "sp-b".to_string(),
+                subport("subnet-net", &["10.20.0.5", "fd20::5"]),
+            ),
+            ("sp-a".to_string(), subport("storage", &["10.30.0.5"])),
+            ("sp-c".to_string(), subport("a-net", &["10.40.0.5"])),
+        ]
+        .into_iter()
+        .collect();
+        assert_eq!(
+            node_addresses(&server, &ports, &subports, &NetworkingConfig::default()),
+            vec![
+                addr(InternalIp, "10.0.0.5"),
+                addr(InternalIp, "10.40.0.5"),
+                addr(InternalIp, "10.30.0.5"),
+                addr(InternalIp, "10.20.0.9"),
+                addr(InternalIp, "10.20.0.5"),
+                addr(InternalIp, "fd20::5"),
+            ]
+        );
+        let networking = NetworkingConfig {
+            internal_network_names: vec!["subnet-net".into()],
+            public_network_names: vec!["storage".into()],
+            ipv6_support_disabled: true,
+            ..NetworkingConfig::default()
+        };
+        assert_eq!(
+            node_addresses(&server, &ports, &subports, &networking),
+            vec![
+                addr(ExternalIp, "10.30.0.5"),
+                addr(InternalIp, "10.20.0.9"),
+                addr(InternalIp, "10.20.0.5"),
+            ]
+        );
+        assert_eq!(subport_ids(&ports), ["sp-b", "sp-a", "sp-gone", "sp-c"]);
     }
 
     #[test]

@@ -8,7 +8,9 @@
 //! route, which the route controller deletes), so listing costs one request whatever
 //! the project's size. The allowed address pair is added after the route (undone with
 //! the route when it fails, as occm's `CreateRoute`), and skipped on a port without
-//! port security.
+//! port security. A next hop on a trunk subport (occm's `nodeAddresses` reads those) is
+//! found among the subports of the server's trunks, as occm's `getPortByIP` finds it by
+//! address.
 //!
 //! Neutron's extensions decide how, as occm's `NewRoutes`: without `extraroute-atomic`
 //! the router's whole route list is read and written back (occm does it under a lock;
@@ -27,7 +29,7 @@ use wasm_ccm_guest::{Routes, cache, cloud_error};
 
 use crate::OpenStack;
 use crate::api::{self, Endpoints};
-use crate::instances::parse_provider_id;
+use crate::instances::{parse_provider_id, subport_ids};
 
 /// How long Neutron's extensions are kept in the shared cache.
 const EXTENSIONS_TTL: Duration = Duration::from_secs(3600);
@@ -214,12 +216,18 @@ impl OpenStack {
             None => Request::get(&format!("{network}/ports"))
                 .query("fixed_ips", &format!("ip_address={address}")),
         };
-        let ports = api::list(request, "ports", "find the node's port")?;
-        let Some(port) = ports.iter().find(|p| {
+        let mut ports = api::list(request, "ports", "find the node's port")?;
+        let holds = |p: &Value| {
             p["fixed_ips"]
                 .as_array()
                 .is_some_and(|ips| ips.iter().any(|ip| ip["ip_address"] == address))
-        }) else {
+        };
+        if server.is_some() && !ports.iter().any(holds) {
+            // An address of a trunk subport (its device is the trunk, not the server).
+            let subports = self.ports_by_id(&subport_ids(&ports))?;
+            ports = subports;
+        }
+        let Some(port) = ports.iter().find(|p| holds(p)) else {
             return if allow {
                 Err(cloud_error::other(format!("no port holds {address}")))
             } else {

@@ -35,7 +35,10 @@ impl OpenStack {
         service: &Service,
         nodes: &[Node],
     ) -> Result<(), CloudError> {
-        if wanted.vip_subnet.is_empty() && wanted.vip_network.is_empty() {
+        // Without Nodes only an update comes here (an ensure is refused first, as occm's
+        // `checkService`): its load balancer has its VIP, and with no member none needs a
+        // subnet (occm's `checkServiceUpdate` looks a Node's subnet up only with Nodes).
+        if wanted.vip_subnet.is_empty() && wanted.vip_network.is_empty() && !nodes.is_empty() {
             let subnet = match nodes.first() {
                 Some(node) => self.subnet_of_node(node, wanted.ipv6)?,
                 None => None,

@@ -114,6 +114,32 @@ fn not_active(id: &str, status: &str) -> CloudError {
     ))
 }
 
+/// occm's event reason when an IPv6 VIP gets no floating IP (`eventLBFloatingIPSkipped`).
+const FLOATING_IP_SKIPPED: &str = "LoadBalancerFloatingIPSkipped";
+
+/// The Warning occm's `ensureOctaviaLoadBalancer` records for an IPv6 VIP, which is the
+/// Service's address (Neutron has no IPv6 floating IPs), with occm's reason and words.
+fn floating_ip_skipped(service: &Service, vip: &str) {
+    let _ = events::warning(
+        FLOATING_IP_SKIPPED,
+        &format!(
+            "Floating IP not supported for IPv6 Service {}/{}. Using IPv6 address instead {vip}.",
+            service.metadata.namespace, service.metadata.name
+        ),
+        None,
+    );
+}
+
+/// occm's `checkService` (the start of `ensureOctaviaLoadBalancer`): no load balancer is
+/// made or changed by an ensure without Nodes. An update (occm's
+/// `updateOctaviaLoadBalancer`) with none empties the pools instead.
+fn no_available_nodes(service: &Service) -> CloudError {
+    cloud_error::other(format!(
+        "there are no available nodes for LoadBalancer service {}/{}",
+        service.metadata.namespace, service.metadata.name
+    ))
+}
+
 /// The shared cache's mark on a load balancer this controller made that has not been
 /// `ACTIVE` yet (it never served): only such a one is deleted when it lands in `ERROR`.
 fn unserved_key(id: &str) -> String {
@@ -444,11 +470,18 @@ impl OpenStack {
         }
         self.reconcile(&lb, &wanted, service, nodes, owner)?;
         let vip = lb["vip_address"].as_str().unwrap_or_default().to_owned();
-        let address = if !owner {
+        let address = if vip.contains(':') {
+            // occm (`ensureOctaviaLoadBalancer`): an IPv6 VIP is the address, whatever
+            // the Service (Neutron has no IPv6 floating IPs), with its Warning (not at an
+            // update: occm's `updateOctaviaLoadBalancer` records none).
+            if create {
+                floating_ip_skipped(service, &vip);
+            }
+            vip
+        } else if !owner {
             // occm: only the owner attaches a floating IP; the others use it.
             match self.bound_floating_ip(&lb)? {
                 Some(address) => address,
-                None if vip.contains(':') => vip,
                 None => {
                     return Err(cloud_error::other(format!(
                         "cannot attach a floating IP to a load balancer for a shared Service \
@@ -460,14 +493,6 @@ impl OpenStack {
         } else if wanted.internal {
             // A Service switched from external to internal loses its floating IP.
             self.release_floating_ips(&lb, service)?;
-            vip
-        } else if vip.contains(':') {
-            // occm: an IPv6 VIP is reachable as it is; Neutron has no IPv6 floating IPs.
-            let _ = events::warning(
-                "FloatingIPNotSupported",
-                &format!("Floating IP not supported for IPv6 Service; using the IPv6 VIP {vip}"),
-                None,
-            );
             vip
         } else {
             self.ensure_floating_ip(&lb, &wanted, service, cluster)?
@@ -526,6 +551,10 @@ impl LoadBalancer for OpenStack {
         service: Service,
         nodes: Vec<Node>,
     ) -> Result<LoadBalancerStatus, CloudError> {
+        // occm refuses before it reads or makes anything (`checkService`).
+        if nodes.is_empty() {
+            return Err(no_available_nodes(&service));
+        }
         self.ensure(&cluster_name, &service, &nodes, true)
     }
 
@@ -612,5 +641,78 @@ impl OpenStack {
             )?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wasm_ccm_guest::types::{ObjectMeta, ServiceType, SessionAffinity, TrafficPolicy};
+
+    /// Service `default/web`, one TCP port.
+    fn service() -> Service {
+        Service {
+            metadata: ObjectMeta {
+                name: "web".into(),
+                namespace: "default".into(),
+                uid: "1234-5678".into(),
+                labels: Vec::new(),
+                annotations: Vec::new(),
+                deletion_timestamp: None,
+            },
+            service_type: ServiceType::LoadBalancer,
+            ports: Vec::new(),
+            session_affinity: SessionAffinity::None,
+            load_balancer_source_ranges: Vec::new(),
+            external_traffic_policy: TrafficPolicy::Cluster,
+            health_check_node_port: 0,
+            ip_families: Vec::new(),
+            load_balancer_class: None,
+            load_balancer_ip: None,
+            status: LoadBalancerStatus {
+                ingress: Vec::new(),
+            },
+            external_ips: Vec::new(),
+            cluster_ips: Vec::new(),
+            ip_family_policy: None,
+            session_affinity_timeout_seconds: None,
+            allocate_load_balancer_node_ports: None,
+        }
+    }
+
+    /// occm's `checkService`: an ensure without Nodes is refused with occm's words,
+    /// before any request (none can be sent from a native test).
+    #[test]
+    fn an_ensure_without_nodes_is_refused_as_occm() {
+        let provider = OpenStack {
+            config: crate::config::Config::parse(
+                "[Global]\nauth-url = https://k/v3\n[LoadBalancer]\nsubnet-id = s1\n",
+            )
+            .unwrap(),
+        };
+        match provider.ensure_load_balancer("kubernetes".into(), service(), Vec::new()) {
+            Err(CloudError::Other(message)) => assert_eq!(
+                message,
+                "there are no available nodes for LoadBalancer service default/web"
+            ),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// occm's Warning for an IPv6 VIP: `LoadBalancerFloatingIPSkipped`, its words.
+    #[test]
+    fn an_ipv6_vip_gets_occms_floating_ip_skipped_warning() {
+        let _ = events::recorded();
+        floating_ip_skipped(&service(), "fd00:10::5");
+        let recorded = events::recorded();
+        assert_eq!(recorded.len(), 1, "{recorded:?}");
+        let (kind, reason, message) = &recorded[0];
+        assert!(matches!(kind, events::EventType::Warning));
+        assert_eq!(reason, "LoadBalancerFloatingIPSkipped");
+        assert_eq!(
+            message,
+            "Floating IP not supported for IPv6 Service default/web. Using IPv6 address \
+             instead fd00:10::5."
+        );
     }
 }

@@ -143,8 +143,9 @@ pub fn convert(text: &str, path: &Path, credentials_dir: &str) -> Result<Importe
     };
     let entries = gcfg::parse(text).map_err(invalid)?;
     let mut global = Global::default();
+    // occm's gcfg drops a `[Global "x"]` subsection ("can't store data", FatalOnly).
     for entry in &entries {
-        if entry.section == "global" {
+        if entry.section == "global" && entry.subsection.is_none() {
             global
                 .values
                 .push((entry.name.clone(), entry.value.clone()));
@@ -317,24 +318,29 @@ pub fn convert(text: &str, path: &Path, credentials_dir: &str) -> Result<Importe
         (None, None) => {}
         _ => return Err(invalid("cert-file and key-file go together".into())),
     }
-    // occm's `[Metadata] request-timeout` times every OpenStack request: the host's
-    // requestTimeout here.
+    // occm's `[Metadata] request-timeout` times every OpenStack request (`NewOpenStack`:
+    // `provider.HTTPClient.Timeout`), 60 s (`defaultTimeOut`) when unset or zero: the
+    // host's requestTimeout here.
     match entries
         .iter()
         .rev()
-        .find(|e| e.section == "metadata" && e.name == "requesttimeout")
+        .find(|e| e.section == "metadata" && e.subsection.is_none() && e.name == "requesttimeout")
     {
         Some(timeout) => {
-            wasm_ccm_host::policy::parse_duration(&timeout.value).map_err(|e| {
+            let duration = wasm_ccm_host::policy::parse_duration(&timeout.value).map_err(|e| {
                 invalid(format!(
                     "[Metadata] request-timeout `{}`: {e}",
                     timeout.value
                 ))
             })?;
-            policy.push_str(&POLICY_TAIL.replace(
-                "requestTimeout: 20s",
-                &format!("requestTimeout: {}", timeout.value),
-            ));
+            if duration.is_zero() {
+                policy.push_str(POLICY_TAIL);
+            } else {
+                policy.push_str(&POLICY_TAIL.replace(
+                    &format!("requestTimeout: {OCCM_REQUEST_TIMEOUT}"),
+                    &format!("requestTimeout: {}", timeout.value),
+                ));
+            }
         }
         None => policy.push_str(POLICY_TAIL),
     }
@@ -387,10 +393,12 @@ fn strip_moved(text: &str) -> String {
     for line in text.lines() {
         let trimmed = line.trim();
         if let Some(section) = trimmed.strip_prefix('[') {
+            // `[Global]`, and `[Global "x"]` (which occm ignores): no secret is left in
+            // the provider's file either way.
             in_global = section
-                .trim_end_matches(']')
-                .trim()
-                .eq_ignore_ascii_case("global");
+                .split([' ', '\t', '"', ']'])
+                .next()
+                .is_some_and(|name| name.eq_ignore_ascii_case("global"));
         } else if in_global && let Some((name, _)) = trimmed.split_once('=') {
             let name: String = name
                 .trim()
@@ -408,14 +416,19 @@ fn strip_moved(text: &str) -> String {
     out
 }
 
-/// The policy after the credential rule: deploy/openstack's limits, and the annotations
-/// the provider records on its Services (occm's).
+/// occm's timeout of one OpenStack request when `[Metadata] request-timeout` is unset
+/// (`defaultTimeOut` in `pkg/openstack/openstack.go`).
+const OCCM_REQUEST_TIMEOUT: &str = "60s";
+
+/// The policy after the credential rule: deploy/openstack's limits but occm's request
+/// timeout, and the annotations the provider records on its Services (occm's).
 const POLICY_TAIL: &str = "\
 limits:
   # Octavia provisions asynchronously: a call waits for it up to this long, then the
   # controller calls again.
   callTimeout: 60s
-  requestTimeout: 20s
+  # One request, as occm times it ([Metadata] request-timeout, else 60s).
+  requestTimeout: 60s
   poolSize: 4
 # The provider records its load balancer on the Service, as occm does
 # (loadbalancer.openstack.org/load-balancer-id and load-balancer-address).
@@ -534,12 +547,104 @@ mod tests {
         )
         .unwrap();
         assert_eq!(ours.instance_limits, deploy.instance_limits);
-        assert_eq!(ours.egress_limits, deploy.egress_limits);
+        // The same, but for occm's request timeout (see the test below).
+        assert_eq!(
+            wasm_ccm_host::policy::EgressLimits {
+                request_timeout: deploy.egress_limits.request_timeout,
+                ..ours.egress_limits.clone()
+            },
+            deploy.egress_limits
+        );
         assert_eq!(ours.service_annotations, deploy.service_annotations);
         assert_eq!(
             ours.credentials[0].allowed_actions,
             deploy.credentials[0].allowed_actions
         );
+    }
+
+    /// What occm's gcfg reader drops (`gcfg.FatalOnly`) is not read here either: a
+    /// `[Global "x"]` subsection's variables (its login variables are still taken out
+    /// of the provider's file), an unknown section (left in the provider's file, which
+    /// ignores it with a warning).
+    #[test]
+    fn what_occm_ignores_is_not_imported() {
+        let text = format!(
+            "{OCCM}[Global \"other\"]\ntls-insecure = true\nuser-domain-id = d9\n\
+             password = other-secret\n[Nope]\nx = 1\n"
+        );
+        let imported = convert(&text, Path::new("/in/cloud.conf"), "/c").unwrap();
+        assert_eq!(
+            imported.secrets,
+            [("password".to_string(), b"hunter2".to_vec())]
+        );
+        assert!(
+            imported.policy.contains("userDomainName: \"Default\"")
+                && !imported.policy.contains("d9"),
+            "{}",
+            imported.policy
+        );
+        assert!(
+            !imported.cloud_conf.contains("other-secret")
+                && !imported.cloud_conf.contains("tls-insecure"),
+            "{}",
+            imported.cloud_conf
+        );
+        assert!(imported.cloud_conf.contains("[Global \"other\"]\n"));
+        assert!(imported.cloud_conf.contains("[Nope]\nx = 1\n"));
+    }
+
+    /// occm times each request 60 s when `[Metadata] request-timeout` is unset or zero
+    /// (`NewOpenStack`: `defaultTimeOut`, `provider.HTTPClient.Timeout`).
+    #[test]
+    fn the_request_timeout_is_occms_60s_by_default() {
+        for text in [
+            OCCM.to_owned(),
+            format!("{OCCM}[Metadata]\nrequest-timeout = 0s\n"),
+            format!("{OCCM}[Metadata]\nsearch-order = configDrive\n"),
+        ] {
+            let imported = convert(&text, Path::new("/in/cloud.conf"), "/c").unwrap();
+            let policy =
+                wasm_ccm_host::policy::Policy::parse(&imported.policy, Path::new("/p/o.yaml"))
+                    .unwrap();
+            assert_eq!(
+                policy.egress_limits.request_timeout,
+                std::time::Duration::from_secs(60),
+                "{text}"
+            );
+        }
+    }
+
+    /// The route fallback without Neutron's `extraroute-atomic` writes the router's
+    /// whole route list back (`PUT <network>/v2.0/routers/<id>`, guests/openstack's
+    /// routes.rs): the imported policy lets it, as deploy/openstack's does.
+    #[test]
+    fn the_imported_policy_allows_the_whole_router_update() {
+        let imported = convert(OCCM, Path::new("/in/cloud.conf"), "/c").unwrap();
+        let policy =
+            wasm_ccm_host::policy::Policy::parse(&imported.policy, Path::new("/p/o.yaml")).unwrap();
+        let actions = policy.credentials[0].allowed_actions.as_ref().unwrap();
+        let check = |method: http::Method, url: &str| {
+            actions
+                .check_request(&method, &url::Url::parse(url).unwrap())
+                .is_ok()
+        };
+        let router = "https://neutron.example.com:9696/v2.0/routers/8d7e0a61";
+        assert!(check(http::Method::PUT, router));
+        assert!(check(http::Method::GET, router));
+        assert!(check(
+            http::Method::PUT,
+            &format!("{router}/add_extraroutes")
+        ));
+        assert!(check(
+            http::Method::PUT,
+            &format!("{router}/remove_extraroutes")
+        ));
+        // Still only what the provider does: no router deleted, no interface added.
+        assert!(!check(http::Method::DELETE, router));
+        assert!(!check(
+            http::Method::PUT,
+            &format!("{router}/add_router_interface")
+        ));
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! Neutron (network API v2.0): networks, subnets, ports (their allowed address
-//! pairs), floating IPs, a router's extra routes (`add_extraroutes` /
+//! pairs, a trunk parent's `trunk_details`), floating IPs, a router's extra routes (`add_extraroutes` /
 //! `remove_extraroutes`, the `extraroute-atomic` extension) and the extension list.
 //! Lists filter on any field given in the query, as Neutron does.
 //! This module holds the routes, the error bodies, the query filters and the

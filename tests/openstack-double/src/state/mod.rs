@@ -1,6 +1,6 @@
-//! The double's world: servers and their ports, networks and subnets, a router, floating
-//! IPs, and Octavia load balancers with their listeners, pools, members and health
-//! monitors. Everything a test may set up or inspect goes through [`State`].
+//! The double's world: servers and their ports (and trunks), networks and subnets, a
+//! router, floating IPs, and Octavia load balancers with their listeners, pools, members
+//! and health monitors. Everything a test may set up or inspect goes through [`State`].
 //! This module holds [`State`] itself (its defaults and IDs); the resources of each
 //! service and what a test does with them are in the modules below.
 
@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 pub use load_balancers::{HealthMonitor, Listener, LoadBalancer, Member, Pool};
-pub use networks::{FloatingIp, Network, Port, Router, Subnet};
+pub use networks::{FloatingIp, Network, Port, Router, Subnet, Trunk};
 pub use servers::{NewServer, Server};
 
 /// Every resource of the double, and what it was asked.
@@ -22,6 +22,8 @@ pub struct State {
     pub networks: BTreeMap<String, Network>,
     pub subnets: BTreeMap<String, Subnet>,
     pub ports: BTreeMap<String, Port>,
+    /// Neutron trunks (the `trunk` extension), by ID.
+    pub trunks: BTreeMap<String, Trunk>,
     pub floating_ips: BTreeMap<String, FloatingIp>,
     pub routers: BTreeMap<String, Router>,
     pub load_balancers: BTreeMap<String, LoadBalancer>,
@@ -65,6 +67,7 @@ impl Default for State {
             networks: BTreeMap::new(),
             subnets: BTreeMap::new(),
             ports: BTreeMap::new(),
+            trunks: BTreeMap::new(),
             floating_ips: BTreeMap::new(),
             routers: BTreeMap::new(),
             load_balancers: BTreeMap::new(),
@@ -84,6 +87,8 @@ impl Default for State {
                 "external-net",
                 "standard-attr-tag",
                 "revision-if-match",
+                "trunk",
+                "trunk-details",
             ]
             .map(String::from)
             .to_vec(),

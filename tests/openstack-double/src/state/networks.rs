@@ -43,6 +43,20 @@ pub struct Port {
     pub port_security_enabled: bool,
 }
 
+/// A Neutron trunk: a parent port (a server's interface) carrying subports, each a
+/// port on its own network reached as a VLAN of the parent's interface. A subport's
+/// `device_id` is the trunk's ID (`device_owner` `trunk:subport`), so Neutron lists it
+/// with no server's ports and Nova shows none of its addresses; the parent port shows
+/// the subports in its `trunk_details` (the `trunk-details` extension).
+#[derive(Debug, Clone)]
+pub struct Trunk {
+    pub id: String,
+    /// The parent port.
+    pub port_id: String,
+    /// `(subport ID, VLAN segmentation ID)`.
+    pub sub_ports: Vec<(String, u32)>,
+}
+
 /// A Neutron floating IP.
 #[derive(Debug, Clone)]
 pub struct FloatingIp {
@@ -183,6 +197,58 @@ impl State {
             port_security_enabled: true,
         };
         self.ports.insert(id, port.clone());
+        port
+    }
+
+    /// Adds to the trunk of `server`'s first port (made that port's trunk if it has none)
+    /// a subport holding `ip` on the network named `network` (made, with a subnet, if
+    /// missing): the subport.
+    pub fn add_subport(&mut self, server: &str, network: &str, ip: &str) -> Port {
+        let parent = self
+            .ports
+            .values()
+            .find(|p| p.device_id == server)
+            .map(|p| p.id.clone())
+            .expect("the server's port");
+        let trunk = match self.trunks.values().find(|t| t.port_id == parent) {
+            Some(t) => t.id.clone(),
+            None => {
+                let id = self.id();
+                self.trunks.insert(
+                    id.clone(),
+                    Trunk {
+                        id: id.clone(),
+                        port_id: parent,
+                        sub_ports: Vec::new(),
+                    },
+                );
+                id
+            }
+        };
+        let network = self.network(network, false);
+        let subnet = match self.subnet_of(&network) {
+            Some(s) => s.id.clone(),
+            None => self.subnet(&network, "192.168.0.0/24"),
+        };
+        let id = self.id();
+        let port = Port {
+            id: id.clone(),
+            network_id: network,
+            device_id: trunk.clone(),
+            device_owner: "trunk:subport".into(),
+            mac_address: format!(
+                "fa:16:3e:01:{:02x}:{:02x}",
+                (self.next >> 8) & 0xff,
+                self.next & 0xff
+            ),
+            fixed_ips: vec![(subnet, ip.to_owned())],
+            allowed_address_pairs: Vec::new(),
+            port_security_enabled: true,
+        };
+        self.ports.insert(id.clone(), port.clone());
+        let trunk = self.trunks.get_mut(&trunk).expect("the trunk");
+        let vlan = 100 + trunk.sub_ports.len() as u32;
+        trunk.sub_ports.push((id, vlan));
         port
     }
 

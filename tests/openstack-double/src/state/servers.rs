@@ -96,7 +96,8 @@ impl State {
         id
     }
 
-    /// Deletes a server and its ports (and unbinds their floating IPs).
+    /// Deletes a server and its ports (and unbinds their floating IPs), with the trunks
+    /// on them and their subports.
     pub fn delete_server(&mut self, id: &str) {
         self.servers.remove(id);
         let ports: Vec<String> = self
@@ -105,6 +106,18 @@ impl State {
             .filter(|p| p.device_id == id)
             .map(|p| p.id.clone())
             .collect();
+        let trunks: Vec<super::Trunk> = self
+            .trunks
+            .values()
+            .filter(|t| ports.contains(&t.port_id))
+            .cloned()
+            .collect();
+        for trunk in trunks {
+            self.trunks.remove(&trunk.id);
+            for (subport, _) in &trunk.sub_ports {
+                self.remove_port(subport);
+            }
+        }
         for port in ports {
             self.remove_port(&port);
         }
