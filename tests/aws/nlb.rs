@@ -112,8 +112,9 @@ fn attributes(xml: &str) -> Vec<(String, String)> {
 /// Network Load Balancer options as upstream applies them, against moto with the
 /// documented IAM policy: cross-zone load balancing and access logs set on the load
 /// balancer and turned off again when the annotations go, proxy protocol v2 on its
-/// target group; Elastic IPs that do not match the subnets and target group
-/// attributes upstream does not allow are refused before anything is created.
+/// target group; Elastic IPs that do not match the subnets, target group attributes
+/// upstream does not allow, and TCP 53 with UDP 53 (on an NLB or a Classic load
+/// balancer: upstream's `checkMixedProtocol`) are refused before anything is created.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nlb_options_reach_the_load_balancer_and_its_target_groups() {
     let stack = AwsStack::start(CLUSTER).await;
@@ -221,7 +222,38 @@ async fn nlb_options_reach_the_load_balancer_and_its_target_groups() {
             .unwrap();
         refused(stack.client(), name, message).await;
     }
+    let mut mixed_classic = String::new();
+    for (name, kind) in [("dns", Some("nlb")), ("dns-classic", None)] {
+        let mut dns: Service = serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"type": "LoadBalancer",
+                     "ports": [{"name": "dns-tcp", "port": 53, "targetPort": 53, "protocol": "TCP"},
+                               {"name": "dns-udp", "port": 53, "targetPort": 53, "protocol": "UDP"}]},
+        }))
+        .unwrap();
+        if let Some(kind) = kind {
+            dns.metadata.annotations = Some(
+                [(
+                    "service.beta.kubernetes.io/aws-load-balancer-type".to_owned(),
+                    kind.to_owned(),
+                )]
+                .into(),
+            );
+        }
+        let (_, _, lb) = create_service(&services, &dns).await;
+        refused(
+            stack.client(),
+            name,
+            "mixed protocol is not supported for LoadBalancer",
+        )
+        .await;
+        if kind.is_none() {
+            mixed_classic = lb;
+        }
+    }
     assert_eq!(load_balancer_names(moto).await, [lb_name]);
+    assert_eq!(classic_load_balancer(moto, &mixed_classic).await, None);
+    assert_eq!(classic::own_group(moto, &mixed_classic).await, None);
 }
 
 /// An NLB as upstream secures it: a TLS listener with the certificate and policy on
@@ -229,7 +261,7 @@ async fn nlb_options_reach_the_load_balancer_and_its_target_groups() {
 /// admitting the source ranges on each node port (described as this load balancer's
 /// client rules), the load balancer's subnets on the health check ports, and ICMP
 /// "fragmentation needed" from the clients. Opening the Service to everyone replaces
-/// the client rules and drops the health rule the client rule now covers; deleting
+/// the client rules and drops the health rules the client rules now cover; deleting
 /// leaves the nodes' group as it was.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nlb_node_security_group_rules_tls_and_proxy_protocol() {
@@ -249,11 +281,12 @@ async fn nlb_node_security_group_rules_tls_and_proxy_protocol() {
         ])},
         "spec": {"type": "LoadBalancer", "loadBalancerSourceRanges": ["203.0.113.0/24"],
                  "ports": [{"name": "https", "port": 443, "targetPort": 8443, "protocol": "TCP"},
-                           {"name": "dns", "port": 53, "targetPort": 53, "protocol": "UDP"}]},
+                           {"name": "dns", "port": 53, "targetPort": 53, "protocol": "TCP"}]},
     }))
     .unwrap();
     let (_, node_ports, lb_name) = create_service(&services, &service).await;
-    let (tcp, udp) = (node_ports[0].clone(), node_ports[1].clone());
+    // One protocol: upstream refuses a Service mixing TCP and UDP.
+    let (tcp, dns) = (node_ports[0].clone(), node_ports[1].clone());
     let client = format!("kubernetes.io/rule/nlb/client={lb_name}");
     let health = format!("kubernetes.io/rule/nlb/health={lb_name}");
     let mtu = "kubernetes.io/rule/nlb/mtu";
@@ -274,12 +307,12 @@ async fn nlb_node_security_group_rules_tls_and_proxy_protocol() {
     let mut expected = world.node_rules_at_start();
     expected.extend([
         rule("tcp", &tcp, "203.0.113.0/24", &client),
-        rule("udp", &udp, "203.0.113.0/24", &client),
+        rule("tcp", &dns, "203.0.113.0/24", &client),
         icmp("203.0.113.0/24"),
     ]);
     for cidr in &world.subnet_cidrs {
         expected.push(rule("tcp", &tcp, cidr, &health));
-        expected.push(rule("tcp", &udp, cidr, &health));
+        expected.push(rule("tcp", &dns, cidr, &health));
     }
     expected.sort();
     wait_until(
@@ -305,7 +338,7 @@ async fn nlb_node_security_group_rules_tls_and_proxy_protocol() {
         "{listeners}"
     );
     assert!(
-        protocols.contains(&("53".into(), "UDP".into())),
+        protocols.contains(&("53".into(), "TCP".into())),
         "{listeners}"
     );
     assert_eq!(moto::texts(&listeners, "CertificateArn"), [cert]);
@@ -318,8 +351,8 @@ async fn nlb_node_security_group_rules_tls_and_proxy_protocol() {
         );
     }
 
-    // Open to everyone: the client rules follow; the TCP port's health rule is covered
-    // by its client rule now, the UDP port's health check (TCP) still needs its own.
+    // Open to everyone: the client rules follow; each port's health rule is covered by
+    // its client rule now.
     services
         .patch(
             "secure",
@@ -331,12 +364,9 @@ async fn nlb_node_security_group_rules_tls_and_proxy_protocol() {
     let mut expected = world.node_rules_at_start();
     expected.extend([
         rule("tcp", &tcp, "0.0.0.0/0", &client),
-        rule("udp", &udp, "0.0.0.0/0", &client),
+        rule("tcp", &dns, "0.0.0.0/0", &client),
         icmp("0.0.0.0/0"),
     ]);
-    for cidr in &world.subnet_cidrs {
-        expected.push(rule("tcp", &udp, cidr, &health));
-    }
     expected.sort();
     wait_until(TIMEOUT, "the rules follow the Service", || async {
         moto.ingress(&world.node_security_group).await == Some(expected.clone())

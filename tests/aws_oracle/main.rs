@@ -37,10 +37,13 @@ async fn cloud_provider_aws_and_wasm_ccm_leave_the_same_cloud() {
 
 /// The scenario a key belongs to: the Service its load balancer or object names, a
 /// target group by its name (`k8s-default-<first 8 of the Service's name>-`), else
-/// `nodes`, `routes`, `security groups` or `elastic IPs`.
+/// `nodes`, `routes`, `security groups` or `elastic IPs`. A rule's source group does not
+/// name the owner: the nodes' rule admitting a load balancer's own group
+/// (`sg/nodes[0].ipPermissions[3].groups[<sg:k8s-elb-<lb:web>>]…`) is `security groups`'s.
 fn scenario_of(key: &str) -> String {
-    if let Some(at) = key.find("<lb:") {
-        let rest = &key[at + 4..];
+    let owner = key.split(".groups[").next().unwrap_or(key);
+    if let Some(at) = owner.find("<lb:") {
+        let rest = &owner[at + 4..];
         return rest[..rest.find('>').unwrap_or(rest.len())].to_owned();
     }
     for prefix in ["svc/", "events/service/"] {

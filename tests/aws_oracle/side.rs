@@ -6,7 +6,8 @@
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Service};
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
 use serde_json::{Value, json};
 use wasm_ccm_tests::aws::{install_static_policy, kubelet_node};
@@ -31,20 +32,30 @@ pub enum Side {
 }
 
 /// A Service of a scenario: its name (the scenario's), `service.beta.kubernetes.io/
-/// aws-load-balancer-<suffix>` annotations, and spec fields beyond one TCP port.
+/// aws-load-balancer-<suffix>` annotations, and spec fields beyond one TCP port (a
+/// port's `protocol` is TCP unless it says).
 struct Scenario {
     name: &'static str,
     annotations: Value,
     spec: Value,
+    /// `Some(message)`: the Service gets no load balancer; each side records
+    /// `SyncLoadBalancerFailed` with a message containing this (upstream's refusal).
+    refused: Option<&'static str>,
 }
 
 /// What the per-run IDs a scenario names are replaced with before the Service is
-/// made: `{extra-sg}`, `{own-sg}`, `{eip-1}`, `{eip-2}`.
+/// made: `{extra-sg}`, `{own-sg}`, `{shared-sg}`, `{eip-1}`, `{eip-2}`.
 struct Placeholders {
     extra_sg: String,
     own_sg: String,
+    shared_sg: String,
     eips: Vec<String>,
 }
+
+/// The Classic load balancer deleted while another one behind the same group of the
+/// user's (`clb-shared-a`) stays: upstream revokes the nodes' rule admitting that group,
+/// wasm-ccm keeps it, described for `clb-shared-a` (guests/aws/README.md lists it).
+const SHARED_DELETED: &str = "clb-shared-b";
 
 fn scenarios() -> Vec<Scenario> {
     let plain = json!({});
@@ -53,6 +64,7 @@ fn scenarios() -> Vec<Scenario> {
         name,
         annotations,
         spec,
+        refused: None,
     };
     vec![
         s("clb-default", json!({}), plain.clone()),
@@ -118,8 +130,29 @@ fn scenarios() -> Vec<Scenario> {
             json!({"cross-zone-load-balancing-enabled": "true",
                    "connection-draining-enabled": "true", "connection-draining-timeout": "120",
                    "connection-idle-timeout": "90", "additional-resource-tags": "team=web,tier=front"}),
+            plain.clone(),
+        ),
+        // Two Classic load balancers behind one group of the user's; `clb-shared-b` is
+        // deleted in the third phase.
+        s(
+            "clb-shared-a",
+            json!({"security-groups": "{shared-sg}"}),
+            plain.clone(),
+        ),
+        s(
+            SHARED_DELETED,
+            json!({"security-groups": "{shared-sg}"}),
             plain,
         ),
+        // TCP 53 and UDP 53 on an NLB: upstream's `checkMixedProtocol` refuses it in
+        // `EnsureLoadBalancer`, before anything is made.
+        Scenario {
+            name: "nlb-mixed",
+            annotations: nlb,
+            spec: json!({"ports": [{"name": "dns-tcp", "port": 53},
+                                   {"name": "dns-udp", "port": 53, "protocol": "UDP"}]}),
+            refused: Some("mixed protocol is not supported for LoadBalancer"),
+        },
     ]
 }
 
@@ -138,6 +171,7 @@ fn service(index: usize, scenario: &Scenario, ids: &Placeholders) -> Service {
             .unwrap()
             .replace("{extra-sg}", &ids.extra_sg)
             .replace("{own-sg}", &ids.own_sg)
+            .replace("{shared-sg}", &ids.shared_sg)
             .replace("{eip-1}", &ids.eips[0])
             .replace("{eip-2}", &ids.eips[1]);
         annotations.insert(
@@ -154,7 +188,9 @@ fn service(index: usize, scenario: &Scenario, ids: &Placeholders) -> Service {
         spec[k] = v.clone();
     }
     for (i, port) in spec["ports"].as_array_mut().unwrap().iter_mut().enumerate() {
-        port["protocol"] = "TCP".into();
+        if port.get("protocol").is_none() {
+            port["protocol"] = "TCP".into();
+        }
         port["targetPort"] = 8080.into();
         port["nodePort"] = (30000 + 10 * index + i).into();
     }
@@ -185,6 +221,9 @@ pub async fn run(side: Side) -> Vec<Flat> {
             .await,
         own_sg: world
             .security_group(&moto, "user-own", "the user's own group")
+            .await,
+        shared_sg: world
+            .security_group(&moto, "user-shared", "a group two load balancers share")
             .await,
         eips: {
             let mut eips = Vec::new();
@@ -296,6 +335,18 @@ pub async fn run(side: Side) -> Vec<Flat> {
         names.add(uid, format!("<uid:{}>", scenario.name));
     }
     for scenario in &all {
+        if let Some(message) = scenario.refused {
+            wait_until(
+                TIMEOUT,
+                &format!("{side:?}: {} refused ({message})", scenario.name),
+                || async {
+                    ccm.alive();
+                    refused(&client, scenario.name, message).await
+                },
+            )
+            .await;
+            continue;
+        }
         wait_until(
             TIMEOUT,
             &format!("{side:?}: {} has an address", scenario.name),
@@ -405,6 +456,26 @@ pub async fn run(side: Side) -> Vec<Flat> {
         services.get_opt("clb-proxy").await.unwrap().is_none()
     })
     .await;
+    // One of the two load balancers behind the user's shared group deleted, once the
+    // node's deletion has been synced: upstream's node sync would otherwise add the
+    // rule it revokes back (the other load balancer's update), or not, by timing.
+    steady(&ccm, TIMEOUT, STEADY, async || {
+        take(&moto, &world, &client, &mut names).await
+    })
+    .await;
+    services
+        .delete(SHARED_DELETED, &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_until(
+        TIMEOUT,
+        &format!("{side:?}: {SHARED_DELETED} gone"),
+        || async {
+            ccm.alive();
+            services.get_opt(SHARED_DELETED).await.unwrap().is_none()
+        },
+    )
+    .await;
     snapshots.push(
         steady(&ccm, TIMEOUT, STEADY, async || {
             take(&moto, &world, &client, &mut names).await
@@ -451,6 +522,19 @@ pub async fn run(side: Side) -> Vec<Flat> {
         .await,
     );
     snapshots
+}
+
+/// Whether the controller recorded `SyncLoadBalancerFailed` for Service `name` (in
+/// `default`) with a message containing `message`.
+async fn refused(client: &kube::Client, name: &str, message: &str) -> bool {
+    let events: Api<Event> = Api::namespaced(client.clone(), "default");
+    events.list(&ListParams::default()).await.is_ok_and(|list| {
+        list.items.iter().any(|e| {
+            e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+                && e.reason.as_deref() == Some("SyncLoadBalancerFailed")
+                && e.note.as_deref().is_some_and(|n| n.contains(message))
+        })
+    })
 }
 
 /// The network nodes EC2 lists above `instance` stand for `node-<i>`'s layers.

@@ -36,7 +36,8 @@ impl Answers {
 
     /// `prefix.path = text` for every answer, IDs replaced. A list (`member`/`item`
     /// children) is ordered by its elements' own flattening, so two sides listing
-    /// alike in another order are equal.
+    /// alike in another order are equal; a security group rule's source groups are
+    /// keyed by the group's ID (replaced) instead.
     pub fn flatten(&self, names: &Names) -> Flat {
         let mut out = Flat::new();
         for (xml, root, prefix) in &self.0 {
@@ -83,9 +84,18 @@ fn flatten_node(node: roxmltree::Node<'_, '_>, prefix: &str, names: &Names) -> F
                 .collect();
             format!("{identity:?}")
         });
+        // A rule's source groups (`groups`) by the group they name, not by position:
+        // `ipPermissions[2].groups[<sg:user-shared>]`, so a group only one side admits
+        // is one row that a listed difference can name, rather than a shift of every
+        // later group's index.
+        let by_group = node.tag_name().name() == "groups";
         for (i, member) in members.into_iter().enumerate() {
+            let index = match member.get(".groupId") {
+                Some(group) if by_group => group.clone(),
+                _ => i.to_string(),
+            };
             for (path, value) in member {
-                out.insert(format!("{prefix}[{i}]{path}"), value);
+                out.insert(format!("{prefix}[{index}]{path}"), value);
             }
         }
     } else {

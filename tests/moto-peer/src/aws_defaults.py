@@ -14,6 +14,10 @@
 # - a target group lists the load balancers whose listeners forward to it after a
 #   listener is changed or deleted too (moto updates the list only on create);
 # - a route to a terminated instance is a blackhole (moto keeps it active);
+# - a rule from another security group is the same rule whatever its description (moto
+#   compares descriptions too): authorizing it again with another description is
+#   InvalidPermission.Duplicate, and UpdateSecurityGroupRuleDescriptionsIngress and
+#   RevokeSecurityGroupIngress find it by its protocol, ports and group;
 # - a TCP, UDP, TCP_UDP or TLS target group has `preserve_client_ip.enabled` (true, as
 #   for instance targets) and `proxy_protocol_v2.enabled` (false) among its attributes;
 # - DescribeInstanceTopology (moto answers 500): every instance asked for, with three
@@ -25,6 +29,7 @@ import hashlib
 import sys
 
 import moto.ec2.models.route_tables as route_tables
+import moto.ec2.models.security_groups as security_groups
 import moto.elb.models as elb
 import moto.elbv2.models as elbv2
 from moto.core.responses import ActionResult
@@ -122,6 +127,35 @@ def _group_created_with_attributes(self, *args, **kwargs):
         self.attributes.setdefault("proxy_protocol_v2.enabled", "false")
 
 
+def _group_pair(rule):
+    return {k: v for k, v in rule.source_group.items() if k != "Description"}
+
+
+_rule_eq = security_groups.SecurityGroupRule.__eq__
+
+
+def _same_rule(self, other):
+    # moto's SecurityGroupRule.__eq__, with a rule from another group compared without
+    # its description, as EC2 tells such rules apart; other rules as moto compares them.
+    if not self.source_group or not getattr(other, "source_group", None):
+        return _rule_eq(self, other)
+    if self.ip_protocol != other.ip_protocol:
+        return False
+    for key in ("CidrIp", "CidrIpv6"):
+        if key in self.ip_range and self.ip_range.get(key) != other.ip_range.get(key):
+            return False
+    if _group_pair(self) != _group_pair(other):
+        return False
+    if self.prefix_list_id != other.prefix_list_id:
+        return False
+    if self.ip_protocol != "-1" and (self.from_port, self.to_port) != (
+        other.from_port,
+        other.to_port,
+    ):
+        return False
+    return True
+
+
 def _route_state(self):
     instance = self.instance
     if instance is not None and getattr(instance, "state", None) == "terminated":
@@ -185,6 +219,7 @@ def _describe_instance_topology(self):
 
 
 route_tables.Route.state = property(_route_state)
+security_groups.SecurityGroupRule.__eq__ = _same_rule
 InstanceResponse.describe_instance_topology = _describe_instance_topology
 elb.LoadBalancer.__init__ = _classic_created
 elb.LoadBalancer.get_default_attributes = classmethod(_classic_defaults)

@@ -1,5 +1,5 @@
 //! Security groups: reading them with their ingress rules, authorizing and revoking
-//! rules, creating and deleting groups.
+//! rules and changing their descriptions, creating and deleting groups.
 //!
 //! A rule is kept flat ([`Rule`]: one protocol, one port range, one source), the form
 //! the load balancer code compares and diffs; EC2's grouped `IpPermissions` are built
@@ -159,6 +159,22 @@ impl Ec2 {
         )
     }
 
+    /// Sets the descriptions of rules in `group`'s ingress to those of `rules` (EC2
+    /// finds each by its permission, whatever it is described as now); a rule gone
+    /// meanwhile (another sync revoked it) is fine.
+    pub fn set_ingress_descriptions(&self, group: &str, rules: &[Rule]) -> Result<(), ApiError> {
+        if rules.is_empty() {
+            return Ok(());
+        }
+        match self.api.call(
+            "UpdateSecurityGroupRuleDescriptionsIngress",
+            &permissions(rules).set("GroupId", group),
+        ) {
+            Err(e) if e.code() == "InvalidPermission.NotFound" => Ok(()),
+            other => other.map(drop),
+        }
+    }
+
     /// One call for all `rules`; when EC2 refuses it for one rule already as wanted
     /// (`settled`, which fails the whole call), the rules one by one.
     fn change_ingress(
@@ -281,5 +297,56 @@ mod tests {
             "{params}"
         );
         assert!(!params.contains("IpPermissions.2.FromPort"), "{params}");
+    }
+
+    /// Descriptions are set by permission (`IpPermissions` as for authorizing), a rule
+    /// gone meanwhile is no error, and no rules send nothing.
+    #[test]
+    fn descriptions_are_set_by_permission() {
+        use wasm_ccm_guest::http::Response;
+        use wasm_ccm_guest::testing::MockTransport;
+        let cloud = MockTransport::new();
+        cloud.on_sequence(
+            "POST",
+            "/",
+            vec![
+                Ok(Response::new(200).with_body(
+                    "text/xml",
+                    "<UpdateSecurityGroupRuleDescriptionsIngressResponse><return>true</return>\
+                     </UpdateSecurityGroupRuleDescriptionsIngressResponse>",
+                )),
+                Ok(Response::new(400).with_body(
+                    "text/xml",
+                    "<Response><Errors><Error><Code>InvalidPermission.NotFound</Code>\
+                     <Message>gone</Message></Error></Errors></Response>",
+                )),
+            ],
+        );
+        let _installed = cloud.install();
+        let ec2 = Ec2::new("https://ec2.us-east-1.amazonaws.com".into());
+        let rule = Rule::new(
+            "-1",
+            -1,
+            -1,
+            Source::Group("sg-shared".into()),
+            "kubernetes.io/rule/elb=b",
+        );
+        let rules = std::slice::from_ref(&rule);
+        ec2.set_ingress_descriptions("sg-nodes", rules).unwrap();
+        ec2.set_ingress_descriptions("sg-nodes", rules).unwrap();
+        ec2.set_ingress_descriptions("sg-nodes", &[]).unwrap();
+        let requests = cloud.requests();
+        assert_eq!(requests.len(), 2, "nothing sent for no rules");
+        let body = String::from_utf8_lossy(requests[0].body_bytes()).into_owned();
+        for field in [
+            "Action=UpdateSecurityGroupRuleDescriptionsIngress",
+            "IpPermissions.1.IpProtocol=-1",
+            "IpPermissions.1.Groups.1.GroupId=sg-shared",
+            "IpPermissions.1.Groups.1.Description=kubernetes.io",
+            "GroupId=sg-nodes",
+        ] {
+            assert!(body.contains(field), "{field}: {body}");
+        }
+        assert!(!body.contains("FromPort"), "{body}");
     }
 }

@@ -86,10 +86,14 @@ fn internal(service: &Service) -> bool {
     annotation(service, "internal").is_some_and(|v| !v.is_empty() && v != "false")
 }
 
+/// Upstream's refusal of a Service whose ports do not all have the first port's
+/// protocol (`checkMixedProtocol`), word for word.
+const MIXED_PROTOCOL: &str = "mixed protocol is not supported for LoadBalancer";
+
 /// Checks both kinds make first (upstream's order): the kind did not change since the
 /// load balancer was made (`validateServiceAnnotations`: the first ingress's hostname is
-/// a Classic one, ending `.elb.amazonaws.com`, or not), ports, affinity and
-/// `loadBalancerIP`.
+/// a Classic one, ending `.elb.amazonaws.com`, or not), ports, affinity, one protocol
+/// for every port and `loadBalancerIP`.
 fn check_service(service: &Service, kind: Kind) -> Result<(), CloudError> {
     if let Some(ingress) = service.status.ingress.first() {
         // Classic: `<name>-<n>.<region>.elb.amazonaws.com` (`….elb.amazonaws.com.cn` in
@@ -122,6 +126,15 @@ fn check_service(service: &Service, kind: Kind) -> Result<(), CloudError> {
             service,
             "unsupported load balancer affinity: ClientIP (AWS load balancers do not offer it)",
         ));
+    }
+    // Upstream's `EnsureLoadBalancer` calls `checkMixedProtocol` for both kinds before
+    // any port's own protocol is looked at: TCP 53 with UDP 53 is refused on an NLB
+    // (rather than made as two listeners, or one TCP_UDP listener), and on a Classic
+    // load balancer with this message rather than "Protocol UDP not supported".
+    if let Some(first) = service.ports.first()
+        && service.ports.iter().any(|p| p.protocol != first.protocol)
+    {
+        return Err(CloudError::Other(MIXED_PROTOCOL.into()));
     }
     if service
         .load_balancer_ip
@@ -499,6 +512,33 @@ pub(crate) mod tests {
         assert!(err.contains(SOURCE_RANGES_ANNOTATION), "{err}");
         assert_eq!(ipv4_network("0.0.0.0/0").as_deref(), Some("0.0.0.0/0"));
         assert_eq!(ipv4_network("10.0.0.1/33"), None);
+    }
+
+    /// Upstream's TestCheckMixedProtocol cases: one protocol is fine (TCP, UDP on an
+    /// NLB), TCP 53 with UDP 53 is refused with upstream's message, on either kind.
+    #[test]
+    fn mixed_protocols_are_refused_as_upstream() {
+        let mut svc = service("default", "dns");
+        svc.ports = vec![port("dns-tcp", 53, 30053)];
+        assert!(check_service(&svc, Kind::Classic).is_ok());
+        let udp = || ServicePort {
+            protocol: Protocol::Udp,
+            ..port("dns-udp", 53, 30054)
+        };
+        svc.ports = vec![udp()];
+        assert!(check_service(&svc, Kind::Network).is_ok());
+        svc.ports = vec![udp(), port("dns-tcp", 53, 30053)];
+        for kind_ in [Kind::Network, Kind::Classic] {
+            let err = check_service(&svc, kind_).unwrap_err();
+            assert!(
+                matches!(&err, CloudError::Other(m) if m == MIXED_PROTOCOL),
+                "{kind_:?}: {err:?}"
+            );
+        }
+        assert_eq!(
+            MIXED_PROTOCOL,
+            "mixed protocol is not supported for LoadBalancer"
+        );
     }
 
     /// Upstream's TestValidateServiceAnnotations: the kind is fixed once the Service

@@ -12,8 +12,9 @@
 //!   "fragmentation needed" (type 3, code 4) from every client range of the group
 //!   (`kubernetes.io/rule/nlb/mtu`, shared by the group's load balancers).
 //! - Classic Load Balancers: every protocol from the load balancer's group
-//!   (described `kubernetes.io/rule/elb=<lb>`); the load balancer's own group
-//!   `k8s-elb-<lb>` admits the source ranges on the Service's ports.
+//!   (described `kubernetes.io/rule/elb=<lb>`; one rule for every load balancer behind
+//!   that group, kept while one of them is left and then described for it); the load
+//!   balancer's own group `k8s-elb-<lb>` admits the source ranges on the Service's ports.
 //!
 //! A rule is this load balancer's by its description, or by its source being the load
 //! balancer's own group: rules anyone else wrote are never revoked. Groups of the VPC that hold no
@@ -294,7 +295,11 @@ pub struct ClassicRules<'a> {
 /// cluster-tagged group, or when `releasing`, described for any Classic load balancer
 /// or undescribed from its own group. EC2 keeps one rule per source for every load
 /// balancer behind that group, so a rule whose source another Classic load balancer
-/// uses is never revoked: the last one to go revokes it.
+/// uses is never revoked: the last one to go revokes it (cloud-provider-aws revokes it
+/// with the first, and the others lose the nodes until their next sync). A rule kept so
+/// whose description names a load balancer that does not use its source any more (this
+/// one, or one gone) is described for one that does ([`kept_for`]), so the description
+/// stays true.
 pub fn sync_classic(
     state: &Aws,
     rules: &ClassicRules<'_>,
@@ -309,7 +314,7 @@ pub fn sync_classic(
         .map(|s| Rule::new("-1", -1, -1, Source::Group(s.to_owned()), &description))
         .into_iter()
         .collect();
-    let mut others: Option<Vec<String>> = None;
+    let mut others: Option<Vec<(String, Vec<String>)>> = None;
     for group in groups.iter().filter(|g| !rules.groups.contains(&g.id)) {
         let tagged = tagged(&state.config, group);
         let owned = |r: &Rule| {
@@ -333,30 +338,112 @@ pub fn sync_classic(
             &[]
         };
         let mut change = diff(group, wanted, &owned);
+        let mut redescribed = Vec::new();
         if !change.revoke.is_empty() {
             if others.is_none() {
-                others = Some(groups_of_other_load_balancers(state, rules.lb)?);
+                others = Some(other_load_balancers(state, rules.lb)?);
             }
             let others = others.as_deref().unwrap_or_default();
-            change.revoke.retain(|r| match &r.source {
-                Source::Group(from) => !others.contains(from),
-                _ => true,
+            change.revoke.retain(|r| match keep(r, others) {
+                Keep::No => true,
+                Keep::AsItIs => false,
+                Keep::DescribedFor(survivor) => {
+                    redescribed.push(Rule {
+                        description: classic_description(survivor),
+                        ..r.clone()
+                    });
+                    false
+                }
             });
         }
         apply(state, group, &change, rules.lb)?;
+        if !redescribed.is_empty() {
+            state
+                .ec2
+                .set_ingress_descriptions(&group.id, &redescribed)?;
+            wasm_ccm_guest::log::info(
+                "kept node security group rules for other load balancers",
+                &[
+                    ("securityGroup", &group.id),
+                    ("loadBalancer", rules.lb),
+                    (
+                        "describedFor",
+                        &redescribed
+                            .iter()
+                            .map(|r| r.description.as_str())
+                            .collect::<Vec<_>>()
+                            .join(","),
+                    ),
+                ],
+            );
+        }
     }
     Ok(())
 }
 
-/// The groups of every Classic load balancer but `lb`.
-fn groups_of_other_load_balancers(state: &Aws, lb: &str) -> Result<Vec<String>, CloudError> {
+/// Every Classic load balancer but `lb`: its name and groups.
+fn other_load_balancers(state: &Aws, lb: &str) -> Result<Vec<(String, Vec<String>)>, CloudError> {
     Ok(state
         .elb
         .all_load_balancers()?
         .into_iter()
         .filter(|other| other.name != lb)
-        .flat_map(|other| other.security_groups)
+        .map(|other| (other.name, other.security_groups))
         .collect())
+}
+
+/// What becomes of a rule a Classic load balancer would revoke.
+#[derive(Debug, PartialEq, Eq)]
+enum Keep<'a> {
+    /// Revoked: no other load balancer uses its source.
+    No,
+    /// Kept for another load balancer, described as it was (for one that uses its
+    /// source, or not described at all).
+    AsItIs,
+    /// Kept, its description (naming a load balancer that no longer uses the source)
+    /// replaced by one naming this load balancer, which does.
+    DescribedFor(&'a str),
+}
+
+/// Whether `rule` is kept for one of `others` (name, groups), and how it is described
+/// then.
+fn keep<'a>(rule: &Rule, others: &'a [(String, Vec<String>)]) -> Keep<'a> {
+    let Source::Group(from) = &rule.source else {
+        return Keep::No;
+    };
+    let Some(survivor) = kept_for(from, others) else {
+        return Keep::No;
+    };
+    match rule.description.strip_prefix(CLASSIC_RULE) {
+        Some(named)
+            if !others
+                .iter()
+                .any(|(name, groups)| name == named && groups.contains(from)) =>
+        {
+            Keep::DescribedFor(survivor)
+        }
+        _ => Keep::AsItIs,
+    }
+}
+
+/// The load balancer a rule from group `from` is kept for: of `others` (name, groups)
+/// that have `from`, one whose first group it is (the group the nodes admit for it)
+/// before one that has it among others, then the first by name.
+fn kept_for<'a>(from: &str, others: &'a [(String, Vec<String>)]) -> Option<&'a str> {
+    let mut best: Option<(bool, &'a str)> = None;
+    for (name, groups) in others {
+        if !groups.iter().any(|g| g == from) {
+            continue;
+        }
+        let key = (
+            groups.first().map(String::as_str) != Some(from),
+            name.as_str(),
+        );
+        if best.is_none_or(|b| key < b) {
+            best = Some(key);
+        }
+    }
+    best.map(|(_, name)| name)
 }
 
 #[cfg(test)]
@@ -409,6 +496,69 @@ mod tests {
         );
         let err = format!("{:?}", pick(&["sg-tagged", "sg-other-tagged"]).unwrap_err());
         assert!(err.contains("multiple tagged"), "{err}");
+    }
+
+    /// A rule from a group another Classic load balancer still uses is kept; when its
+    /// description names a load balancer that no longer uses the group (the one going,
+    /// or one gone before), it is described for one that does, one admitted through
+    /// that group (its first) before one that only has it, then by name.
+    #[test]
+    fn a_kept_classic_rule_names_a_load_balancer_that_uses_it() {
+        let others = vec![
+            (
+                "b-extra".to_owned(),
+                vec!["sg-own-b".to_owned(), "sg-shared".to_owned()],
+            ),
+            ("c-first".to_owned(), vec!["sg-shared".to_owned()]),
+            ("d-first".to_owned(), vec!["sg-shared".to_owned()]),
+            ("e-alone".to_owned(), vec!["sg-alone".to_owned()]),
+        ];
+        let rule = |from: &str, description: &str| {
+            Rule::new("-1", -1, -1, Source::Group(from.into()), description)
+        };
+        assert_eq!(kept_for("sg-shared", &others), Some("c-first"));
+        assert_eq!(kept_for("sg-own-b", &others), Some("b-extra"));
+        assert_eq!(kept_for("sg-gone", &others), None);
+        // Named for the load balancer going: described for a survivor.
+        assert_eq!(
+            keep(
+                &rule("sg-shared", "kubernetes.io/rule/elb=a-going"),
+                &others
+            ),
+            Keep::DescribedFor("c-first")
+        );
+        // Named for a survivor that uses it: as it is.
+        assert_eq!(
+            keep(
+                &rule("sg-shared", "kubernetes.io/rule/elb=d-first"),
+                &others
+            ),
+            Keep::AsItIs
+        );
+        assert_eq!(
+            keep(
+                &rule("sg-shared", "kubernetes.io/rule/elb=b-extra"),
+                &others
+            ),
+            Keep::AsItIs
+        );
+        // Named for a load balancer that exists but no longer uses the group.
+        assert_eq!(
+            keep(
+                &rule("sg-shared", "kubernetes.io/rule/elb=e-alone"),
+                &others
+            ),
+            Keep::DescribedFor("c-first")
+        );
+        // Undescribed (cloud-provider-aws made it): kept, left undescribed.
+        assert_eq!(keep(&rule("sg-shared", ""), &others), Keep::AsItIs);
+        // Nobody else uses the group, or the rule is not from a group: revoked.
+        assert_eq!(
+            keep(&rule("sg-gone", "kubernetes.io/rule/elb=a-going"), &others),
+            Keep::No
+        );
+        let cidr = Rule::new("-1", -1, -1, Source::Cidr("10.0.0.0/8".into()), "");
+        assert_eq!(keep(&cidr, &others), Keep::No);
     }
 
     #[test]
