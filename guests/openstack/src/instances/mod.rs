@@ -14,20 +14,22 @@
 //! only when a port is a trunk's parent.
 
 use std::collections::BTreeMap;
-use std::net::IpAddr;
 use std::time::Duration;
 
 use serde_json::Value;
 use wasm_ccm_guest::http::Request;
-use wasm_ccm_guest::types::{
-    BoolAnswer, CloudError, InstanceInfo, MetadataAnswer, Node, NodeAddress, NodeAddressType,
-};
+use wasm_ccm_guest::types::{BoolAnswer, CloudError, InstanceInfo, MetadataAnswer, Node};
 use wasm_ccm_guest::{InstancesBatch, InstancesV2, cache, cloud_error, url};
 
 use crate::OpenStack;
 use crate::api::{self, COMPUTE_MICROVERSION, Endpoints};
-use crate::config::NetworkingConfig;
 use crate::labels;
+
+mod addresses;
+mod subports;
+
+pub use addresses::node_addresses;
+pub use subports::{Subports, subport_ids};
 
 /// The most server IDs in one ports listing (`device_id=...&device_id=...`: about
 /// 4.6 KB of query, under the 8 KB request lines servers take).
@@ -72,32 +74,6 @@ pub struct Found {
     pub ports: Vec<Value>,
     /// The subports of the trunks among `ports` (by port ID).
     pub subports: Subports,
-}
-
-/// A trunk subport as occm's `nodeAddresses` reads it (`GET /ports/{id}`, then
-/// `GET /networks/{network_id}`): its network's name and its fixed IPs.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Subport {
-    pub network: String,
-    pub addresses: Vec<String>,
-}
-
-/// Subports by port ID.
-pub type Subports = BTreeMap<String, Subport>;
-
-/// The IDs of the subports of the trunks whose parents are among `ports` (Neutron's
-/// `trunk_details.sub_ports`, on the ports' listing), in their order.
-pub(crate) fn subport_ids<'a>(ports: impl IntoIterator<Item = &'a Value>) -> Vec<&'a str> {
-    ports
-        .into_iter()
-        .flat_map(|p| {
-            p["trunk_details"]["sub_ports"]
-                .as_array()
-                .into_iter()
-                .flatten()
-        })
-        .filter_map(|s| s["port_id"].as_str())
-        .collect()
 }
 
 /// Whether a server counts as gone (404 aside): `DELETED`. A `SOFT_DELETED` server
@@ -173,87 +149,6 @@ impl OpenStack {
             }
         }
         Ok(by_server)
-    }
-
-    /// The ports whose IDs are `ids` (Neutron lists them by `id`), 100 per request.
-    pub(crate) fn ports_by_id(&self, ids: &[&str]) -> Result<Vec<Value>, CloudError> {
-        let mut ports = Vec::new();
-        if ids.is_empty() {
-            return Ok(ports);
-        }
-        let endpoints = Endpoints::get(&self.config)?;
-        let network = api::endpoint(&endpoints.network, "network", &self.config)?;
-        for chunk in ids.chunks(PORTS_PER_REQUEST) {
-            let mut request = Request::get(&format!("{network}/ports"));
-            for id in chunk {
-                request = request.query("id", id);
-            }
-            ports.extend(api::list(request, "ports", "list the trunks' subports")?);
-        }
-        Ok(ports)
-    }
-
-    /// The subports of the trunks among `ports`, as occm's `nodeAddresses` reads each
-    /// (`GET /ports/{id}`, `GET /networks/{id}`): here one listing of the subports and
-    /// one of their networks per 100, and none when no port is a trunk's parent. A
-    /// subport or network Neutron does not list is left out, as occm leaves out one it
-    /// fails to read; a failed listing is an error (the Node keeps its addresses until
-    /// the next sync rather than losing these for one).
-    pub(crate) fn subports_of<'a>(
-        &self,
-        ports: impl IntoIterator<Item = &'a Value>,
-    ) -> Result<Subports, CloudError> {
-        let mut ids = subport_ids(ports);
-        ids.sort_unstable();
-        ids.dedup();
-        let mut subports = Subports::new();
-        if ids.is_empty() {
-            return Ok(subports);
-        }
-        let listed = self.ports_by_id(&ids)?;
-        let mut network_ids: Vec<&str> = listed
-            .iter()
-            .filter_map(|p| p["network_id"].as_str())
-            .collect();
-        network_ids.sort_unstable();
-        network_ids.dedup();
-        let endpoints = Endpoints::get(&self.config)?;
-        let network = api::endpoint(&endpoints.network, "network", &self.config)?;
-        let mut names: BTreeMap<String, String> = BTreeMap::new();
-        for chunk in network_ids.chunks(PORTS_PER_REQUEST) {
-            let mut request = Request::get(&format!("{network}/networks"));
-            for id in chunk {
-                request = request.query("id", id);
-            }
-            for n in api::list(request, "networks", "list the subports' networks")? {
-                if let Some(id) = n["id"].as_str() {
-                    let name = n["name"].as_str().unwrap_or_default();
-                    names.insert(id.to_owned(), name.to_owned());
-                }
-            }
-        }
-        for port in &listed {
-            let Some(id) = port["id"].as_str() else {
-                continue;
-            };
-            let Some(name) = port["network_id"].as_str().and_then(|n| names.get(n)) else {
-                continue;
-            };
-            let addresses = port["fixed_ips"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|f| f["ip_address"].as_str().map(str::to_owned))
-                .collect();
-            subports.insert(
-                id.to_owned(),
-                Subport {
-                    network: name.clone(),
-                    addresses,
-                },
-            );
-        }
-        Ok(subports)
     }
 
     fn find(&self, node: &Node) -> Result<Option<Found>, CloudError> {
@@ -500,154 +395,6 @@ fn regex_escape(name: &str) -> String {
     out
 }
 
-fn add(addresses: &mut Vec<NodeAddress>, address_type: NodeAddressType, address: &str) {
-    if !addresses
-        .iter()
-        .any(|a| a.address == address && a.address_type == address_type)
-    {
-        addresses.push(NodeAddress {
-            address_type,
-            address: address.to_owned(),
-        });
-    }
-}
-
-fn is_ipv6(address: &str) -> bool {
-    address.parse::<IpAddr>().is_ok_and(|ip| ip.is_ipv6())
-}
-
-/// A server's Node addresses, as occm's `nodeAddresses`: the fixed IPs of its `ACTIVE`
-/// ports first (internal); then `accessIPv4`/`accessIPv6` (external); then Nova's
-/// addresses by network name in name order, each network's trunk subport addresses
-/// after Nova's (occm adds them as `fixed` addresses of their network's name, in the
-/// order of the ports' `trunk_details`): floating ones external, those on a
-/// `public-network-name` external (and no longer internal), the others internal when
-/// `internal-network-name` is unset or names their network (else dropped). IPv6 is
-/// left out with `ipv6-support-disabled`; `address-sort-order` puts addresses in the
-/// listed CIDRs first, in that order.
-pub fn node_addresses(
-    server: &Value,
-    ports: &[Value],
-    subports: &Subports,
-    networking: &NetworkingConfig,
-) -> Vec<NodeAddress> {
-    let ipv6_ok = |a: &str| !(is_ipv6(a) && networking.ipv6_support_disabled);
-    let mut addresses = Vec::new();
-    for port in ports.iter().filter(|p| p["status"] == "ACTIVE") {
-        for fixed in port["fixed_ips"].as_array().into_iter().flatten() {
-            if let Some(ip) = fixed["ip_address"].as_str().filter(|ip| ipv6_ok(ip)) {
-                add(&mut addresses, NodeAddressType::InternalIp, ip);
-            }
-        }
-    }
-    for key in ["accessIPv4", "accessIPv6"] {
-        if let Some(ip) = server[key]
-            .as_str()
-            .filter(|ip| !ip.is_empty() && ipv6_ok(ip))
-        {
-            add(&mut addresses, NodeAddressType::ExternalIp, ip);
-        }
-    }
-    if let Some(hostname) = server["metadata"]["hostname"]
-        .as_str()
-        .filter(|h| !h.is_empty())
-    {
-        add(&mut addresses, NodeAddressType::Hostname, hostname);
-    }
-    // Nova's addresses by network name (`(address, floating)`), then the subports' (of
-    // every port, whatever its status, as occm's subport loop).
-    let mut networks: BTreeMap<&str, Vec<(&str, bool)>> = BTreeMap::new();
-    for (name, list) in server["addresses"].as_object().into_iter().flatten() {
-        let entries = networks.entry(name.as_str()).or_default();
-        for entry in list.as_array().into_iter().flatten() {
-            if let Some(ip) = entry["addr"].as_str() {
-                entries.push((ip, entry["OS-EXT-IPS:type"] == "floating"));
-            }
-        }
-    }
-    for id in subport_ids(ports) {
-        let Some(subport) = subports.get(id) else {
-            continue;
-        };
-        for ip in subport.addresses.iter().filter(|ip| ipv6_ok(ip.as_str())) {
-            networks
-                .entry(subport.network.as_str())
-                .or_default()
-                .push((ip.as_str(), false));
-        }
-    }
-    for (name, entries) in networks {
-        for (ip, floating) in entries {
-            let address_type = if floating {
-                NodeAddressType::ExternalIp
-            } else if networking.public_network_names.iter().any(|n| n == name) {
-                addresses.retain(|a| a.address != ip);
-                NodeAddressType::ExternalIp
-            } else if networking.internal_network_names.is_empty()
-                || networking.internal_network_names.iter().any(|n| n == name)
-            {
-                NodeAddressType::InternalIp
-            } else {
-                addresses.retain(|a| a.address != ip);
-                continue;
-            };
-            if ipv6_ok(ip) {
-                add(&mut addresses, address_type, ip);
-            }
-        }
-    }
-    if !networking.address_sort_order.is_empty() {
-        // occm's sortNodeAddresses: the first CIDR's addresses first, ascending within a
-        // CIDR; the others after them, in their order.
-        let rank = |a: &NodeAddress| {
-            networking
-                .address_sort_order
-                .iter()
-                .position(|cidr| in_cidr(&a.address, cidr))
-                .unwrap_or(usize::MAX)
-        };
-        addresses.sort_by(|a, b| {
-            let (ra, rb) = (rank(a), rank(b));
-            if ra == rb && ra != usize::MAX {
-                ip_bytes(&a.address).cmp(&ip_bytes(&b.address))
-            } else {
-                ra.cmp(&rb)
-            }
-        });
-    }
-    addresses
-}
-
-/// An address's bytes as Go's `net.ParseIP` gives them (IPv4 mapped), for ordering.
-fn ip_bytes(address: &str) -> Vec<u8> {
-    match address.parse::<IpAddr>() {
-        Ok(IpAddr::V4(v4)) => v4.to_ipv6_mapped().octets().to_vec(),
-        Ok(IpAddr::V6(v6)) => v6.octets().to_vec(),
-        Err(_) => Vec::new(),
-    }
-}
-
-/// Whether `address` lies in `cidr`.
-fn in_cidr(address: &str, cidr: &str) -> bool {
-    let (Ok(ip), Some((net, bits))) = (address.parse::<IpAddr>(), cidr.split_once('/')) else {
-        return false;
-    };
-    let (Ok(net), Ok(bits)) = (net.parse::<IpAddr>(), bits.parse::<u32>()) else {
-        return false;
-    };
-    match (ip, net) {
-        (IpAddr::V4(ip), IpAddr::V4(net)) if bits <= 32 => {
-            let mask = u32::MAX.checked_shl(32 - bits).unwrap_or(0);
-            u32::from(ip) & mask == u32::from(net) & mask
-        }
-        (IpAddr::V6(ip), IpAddr::V6(net)) if bits <= 128 => {
-            let mask = u128::MAX.checked_shl(128 - bits).unwrap_or(0);
-            u128::from(ip) & mask == u128::from(net) & mask
-        }
-        _ => false,
-    }
-}
-
 impl InstancesV2 for OpenStack {
     fn instance_exists(&self, node: Node) -> Result<bool, CloudError> {
         if let Some(e) = self.other_region(&node) {
@@ -721,8 +468,11 @@ impl InstancesBatch for OpenStack {
 
 #[cfg(test)]
 mod tests {
+    use super::subports::Subport;
     use super::*;
+    use crate::config::NetworkingConfig;
     use serde_json::json;
+    use wasm_ccm_guest::types::{NodeAddress, NodeAddressType};
 
     #[test]
     fn provider_ids_in_both_forms() {
