@@ -149,7 +149,14 @@ struct Attack {
 impl Attack {
     /// `per_source` connections from each of `sources`, doing `kind`; bounded: each
     /// opens at most 2,000 connections for at most [`ATTACK`].
-    fn start(port: u16, sources: &[IpAddr], per_source: usize, kind: Kind) -> Self {
+    /// Each connection the server closed is opened again after `pause`.
+    fn start(
+        port: u16,
+        sources: &[IpAddr],
+        per_source: usize,
+        kind: Kind,
+        pause: Duration,
+    ) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
         let open = Arc::new(AtomicUsize::new(0));
         let mut tasks = Vec::new();
@@ -166,9 +173,12 @@ impl Attack {
                             Kind::Silent => silent(source, port, &open).await,
                             Kind::Trickle => trickle(source, port, &open, &stop).await,
                         };
-                        if !held {
-                            tokio::time::sleep(Duration::from_millis(100)).await;
-                        }
+                        let wait = if held {
+                            pause
+                        } else {
+                            Duration::from_millis(100)
+                        };
+                        tokio::time::sleep(wait).await;
                     }
                 }));
             }
@@ -278,7 +288,7 @@ async fn one_idle_connection_from_each_of_hundreds_of_addresses_cannot_starve_th
     let before = rss(pid);
     for addresses in [80, 250] {
         let sources: Vec<_> = (0..addresses).map(attacker).collect();
-        let attack = Attack::start(port, &sources, 1, Kind::Silent);
+        let attack = Attack::start(port, &sources, 1, Kind::Silent, Duration::ZERO);
         attack.holds(addresses).await;
         let most = probes_keep_answering(port, pid).await;
         attack.end().await;
@@ -302,7 +312,7 @@ async fn idle_connections_from_one_address_even_the_probe_s_own_cannot_starve_it
     let other = [attacker(0)];
     let own = [IpAddr::from(PROBE_ADDRESS)];
     for (sources, count) in [(&other, 64), (&own, 8), (&own, 64)] {
-        let attack = Attack::start(port, sources, count, Kind::Silent);
+        let attack = Attack::start(port, sources, count, Kind::Silent, Duration::ZERO);
         attack.holds(count).await;
         probes_keep_answering(port, pid).await;
         attack.end().await;
@@ -319,7 +329,10 @@ async fn more_idle_connections_than_the_descriptors_allow_cannot_starve_the_prob
     let (port, ccm) = secure_manager(&stack, Some(768)).await;
     let pid = ccm.id().unwrap();
     let sources: Vec<_> = (0..40).map(attacker).collect();
-    let attack = Attack::start(port, &sources, 16, Kind::Silent);
+    // Each connection closed for a newcomer comes back a second later: hundreds a
+    // second, each taking another's place, without the test's own reconnections
+    // becoming the load under test.
+    let attack = Attack::start(port, &sources, 16, Kind::Silent, Duration::from_secs(1));
     wait_until(TIMEOUT, "connections closed for newcomers", || async {
         closed(port, "evicted-connection").await > 0.0
     })
@@ -345,7 +358,7 @@ async fn connections_trickling_request_headers_cannot_starve_the_probe_nor_its_m
     let before = rss(pid);
     let sources: Vec<_> = (0..16).map(attacker).collect();
     let started = Instant::now();
-    let attack = Attack::start(port, &sources, 16, Kind::Trickle);
+    let attack = Attack::start(port, &sources, 16, Kind::Trickle, Duration::ZERO);
     attack.holds(256).await;
     let most = probes_keep_answering(port, pid).await;
     eprintln!(
@@ -401,7 +414,7 @@ async fn more_connections_trickling_headers_than_the_memory_bound_cannot_starve_
     }
     let before = rss(pid);
     let sources: Vec<_> = (0..32).map(attacker).collect();
-    let attack = Attack::start(port, &sources, 16, Kind::Trickle);
+    let attack = Attack::start(port, &sources, 16, Kind::Trickle, Duration::ZERO);
     wait_until(
         TIMEOUT,
         "connections reading headers closed for newcomers",
