@@ -647,37 +647,10 @@ impl OpenStack {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use wasm_ccm_guest::types::{ObjectMeta, ServiceType, SessionAffinity, TrafficPolicy};
 
-    /// Service `default/web`, one TCP port.
+    /// Service `default/web`, no annotations.
     fn service() -> Service {
-        Service {
-            metadata: ObjectMeta {
-                name: "web".into(),
-                namespace: "default".into(),
-                uid: "1234-5678".into(),
-                labels: Vec::new(),
-                annotations: Vec::new(),
-                deletion_timestamp: None,
-            },
-            service_type: ServiceType::LoadBalancer,
-            ports: Vec::new(),
-            session_affinity: SessionAffinity::None,
-            load_balancer_source_ranges: Vec::new(),
-            external_traffic_policy: TrafficPolicy::Cluster,
-            health_check_node_port: 0,
-            ip_families: Vec::new(),
-            load_balancer_class: None,
-            load_balancer_ip: None,
-            status: LoadBalancerStatus {
-                ingress: Vec::new(),
-            },
-            external_ips: Vec::new(),
-            cluster_ips: Vec::new(),
-            ip_family_policy: None,
-            session_affinity_timeout_seconds: None,
-            allocate_load_balancer_node_ports: None,
-        }
+        settings::tests::service(&[])
     }
 
     /// occm's `checkService`: an ensure without Nodes is refused with occm's words,

@@ -426,12 +426,12 @@ impl OpenStack {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use wasm_ccm_guest::types::{LoadBalancerStatus, ObjectMeta, ServiceType};
 
-    /// Service `default/web` with `annotations`.
-    fn service(annotations: &[(&str, &str)]) -> Service {
+    /// Service `default/web` with `annotations` (the load balancer tests' too).
+    pub(in crate::load_balancer) fn service(annotations: &[(&str, &str)]) -> Service {
         Service {
             metadata: ObjectMeta {
                 name: "web".into(),
