@@ -175,6 +175,64 @@ async fn transport_errors_keep_their_kind() {
     }
 }
 
+/// A request that could outlive its call is not sent: the provider answers
+/// `retry-after` (the SDK's conversion) within the call's deadline instead of being cut
+/// there. Every request of the cloud takes 1 s; the policy gives a request 1.3 s and a
+/// call 2.5 s (0.25 s of it kept for the answer), so `ensure-load-balancer`'s listing
+/// is sent and its `PUT`, 1.5 s before the deadline, is not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_that_could_outlive_its_call_is_not_sent() {
+    let a = author().await;
+    let token = a.credentials.path().join("token");
+    let policy = policy_reading(&a.cloud, token.to_str().unwrap()).replace(
+        "callTimeout: 10s",
+        "callTimeout: 2500ms\n  requestTimeout: 1300ms",
+    );
+    std::fs::write(a.dir.dir.path().join("simcloud.yaml"), policy).unwrap();
+    a.cloud.with_state(|s| {
+        s.create_instance(NewInstance::named("node-1"));
+        s.faults.push(Fault {
+            latency_ms: 1000,
+            ..Fault::default()
+        });
+    });
+    let service = json!({"metadata": {"name": "web", "namespace": "default", "uid": "1234"},
+                         "spec": {"type": "LoadBalancer", "ports": [{"port": 80, "nodePort": 30080}]}});
+    let nodes = json!([{"metadata": {"name": "node-1"}}]);
+    let (code, out, err) = call(
+        &a,
+        &[
+            "load-balancer.ensure-load-balancer",
+            "kubernetes",
+            &service.to_string(),
+            &nodes.to_string(),
+        ],
+    )
+    .await;
+    assert_eq!(code, 0, "{err}");
+    let retry = &out["error"]["retry-after"];
+    assert_eq!(retry["delayMs"], 1000, "{out}");
+    assert!(
+        retry["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("not sent before the call's deadline")
+                && m.contains("requestTimeout (1.3s)")),
+        "{out}"
+    );
+    assert!(!err.contains("timed out"), "the call was cut: {err}");
+    let sent: Vec<String> = a
+        .cloud
+        .with_state(|s| s.recent.iter().map(|(_, route)| route.clone()).collect());
+    assert!(
+        sent.iter().any(|r| r.starts_with("GET /v1/instances")),
+        "{sent:?}"
+    );
+    assert!(
+        !sent.iter().any(|r| r.starts_with("PUT")),
+        "a request that did not fit was sent: {sent:?}"
+    );
+}
+
 /// `wasm-ccm conformance` on the reference provider against the simulated cloud:
 /// every check passes, prints its table, and leaves no load balancer or route behind.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -318,11 +318,11 @@ async fn repeated_events_are_one_series() {
     })
     .await;
     assert_eq!(
-        occurrences(&stack.client(), "repeats", "SyncLoadBalancerFailed").await,
+        occurrences(&stack.client(), "repeats", "SyncLoadBalancerPending").await,
         3
     );
     let reasons = reasons(&stack.client(), "repeats").await;
-    for reason in ["EnsuringLoadBalancer", "SyncLoadBalancerFailed"] {
+    for reason in ["EnsuringLoadBalancer", "SyncLoadBalancerPending"] {
         assert_eq!(
             reasons.iter().filter(|r| *r == reason).count(),
             1,

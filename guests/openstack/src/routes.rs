@@ -6,11 +6,15 @@
 //! As occm's `ListRoutes`, listed routes name their target by the next hop only: the
 //! host finds the Node holding that address (a next hop no Node holds is a blackhole
 //! route, which the route controller deletes), so listing costs one request whatever
-//! the project's size. The allowed address pair is added after the route (undone with
-//! the route when it fails, as occm's `CreateRoute`), and skipped on a port without
-//! port security. A next hop on a trunk subport (occm's `nodeAddresses` reads those) is
-//! found among the subports of the server's trunks, as occm's `getPortByIP` finds it by
-//! address.
+//! the project's size. The allowed address pair is added before the route and removed
+//! before it (occm's `CreateRoute` and `DeleteRoute` do both after it, and undo the route
+//! when the pair fails): a call cut between the two (a lost answer, or the host
+//! refusing a request the deadline leaves no time for) leaves what the next call finds
+//! again, never a listed route without its pair, which the route controller would not
+//! create again, nor a pair no listed route leads back to. The pair is skipped on a
+//! port without port security. A next hop on a trunk subport (occm's `nodeAddresses`
+//! reads those) is found among the subports of the server's trunks, as occm's
+//! `getPortByIP` finds it by address.
 //!
 //! Neutron's extensions decide how, as occm's `NewRoutes`: without `extraroute-atomic`
 //! the router's whole route list is read and written back (occm does it under a lock;
@@ -85,6 +89,9 @@ impl OpenStack {
                     .collect();
                 RouteExtensions::from_aliases(&aliases)
             }
+            // Throttled, or not sent for the call's deadline: read again in the next
+            // call rather than assumed for an hour.
+            Err(e @ CloudError::RetryAfter(_)) => return Err(e),
             Err(e) => {
                 wasm_ccm_guest::log::warn(
                     "Neutron's extensions could not be read (is `GET **/v2.0/extensions` in \
@@ -311,15 +318,12 @@ impl Routes for OpenStack {
                 route.target_node, route.destination_cidr
             ))
         })?;
-        let added = (route.destination_cidr.clone(), hop.clone());
-        self.change_routes("add_extraroutes", std::slice::from_ref(&added))?;
-        // occm's CreateRoute: the pair after the route, the route undone when it fails.
+        // The pair first (occm adds it after the route): a route listed without its pair
+        // would never be created again. A pair left by a call cut before the route is
+        // found present by the next one.
         let server = server_of(&route)?;
-        if let Err(e) = self.allow_on_port(server.as_deref(), &hop, &route.destination_cidr, true) {
-            let _ = self.change_routes("remove_extraroutes", &[added]);
-            return Err(e);
-        }
-        Ok(())
+        self.allow_on_port(server.as_deref(), &hop, &route.destination_cidr, true)?;
+        self.change_routes("add_extraroutes", &[(route.destination_cidr, hop)])
     }
 
     fn delete_route(&self, _cluster_name: String, route: Route) -> Result<(), CloudError> {
@@ -340,17 +344,21 @@ impl Routes for OpenStack {
         if existing.is_empty() {
             return Ok(());
         }
-        self.change_routes("remove_extraroutes", &existing)?;
+        // The pairs first (occm removes them after the route): a call cut before the
+        // route goes leaves it listed, so the route controller deletes it again.
         let server = server_of(&route)?;
         for (destination, hop) in &existing {
             self.allow_on_port(server.as_deref(), hop, destination, false)?;
         }
-        Ok(())
+        self.change_routes("remove_extraroutes", &existing)
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use wasm_ccm_guest::http::{Error, ErrorKind, Response};
+    use wasm_ccm_guest::testing::MockTransport;
+
     use super::*;
 
     #[test]
@@ -360,5 +368,165 @@ mod tests {
         let classic = RouteExtensions::from_aliases(&["extraroute"]);
         assert!(!classic.atomic && classic.routes && !classic.address_pairs);
         assert!(!RouteExtensions::from_aliases(&["router"]).routes);
+    }
+
+    /// The router's, the add and the remove paths, and the Node's port's.
+    const ROUTER: &str = "/v2.0/routers/r1";
+    const ADD: &str = "/v2.0/routers/r1/add_extraroutes";
+    const REMOVE: &str = "/v2.0/routers/r1/remove_extraroutes";
+    const PORT: &str = "/v2.0/ports/p1";
+
+    /// A provider with router `r1`; `cloud` answers the catalog (Neutron at
+    /// `http://neutron`) and Neutron's extensions (atomic routes, address pairs).
+    fn routed(cloud: &MockTransport) -> OpenStack {
+        cache::clear();
+        let catalog = json!({"catalog": [{"type": "network", "endpoints": [
+            {"interface": "public", "region_id": "RegionOne", "url": "http://neutron"}]}]});
+        cloud.on(
+            "GET",
+            "/v3/auth/catalog",
+            Response::with_json(200, &catalog),
+        );
+        let extensions = json!({"extensions": [
+            {"alias": "extraroute-atomic"}, {"alias": "allowed-address-pairs"}]});
+        cloud.on(
+            "GET",
+            "/v2.0/extensions",
+            Response::with_json(200, &extensions),
+        );
+        let text = "[Global]\nauth-url = https://k/v3\n[Route]\nrouter-id = r1\n";
+        OpenStack {
+            config: crate::config::Config::parse(text).unwrap(),
+        }
+    }
+
+    /// Server `srv-1`'s port `p1` holding 10.0.0.11, with `pairs`.
+    fn ports(pairs: &[&str]) -> Response {
+        let pairs: Vec<Value> = pairs.iter().map(|p| json!({"ip_address": p})).collect();
+        Response::with_json(
+            200,
+            &json!({"ports": [{"id": "p1", "device_id": "srv-1",
+                "fixed_ips": [{"ip_address": "10.0.0.11"}], "allowed_address_pairs": pairs}]}),
+        )
+    }
+
+    /// Node `node-a` (server `srv-1`, 10.0.0.11) and its pod CIDR 10.244.1.0/24.
+    fn route() -> Route {
+        Route {
+            name: String::new(),
+            target_node: "node-a".into(),
+            target_node_addresses: vec![NodeAddress {
+                address_type: NodeAddressType::InternalIp,
+                address: "10.0.0.11".into(),
+            }],
+            destination_cidr: "10.244.1.0/24".into(),
+            blackhole: false,
+            enable_node_addresses: false,
+            target_node_provider_id: Some("openstack:///srv-1".into()),
+        }
+    }
+
+    /// The paths of the PUTs sent, in order.
+    fn puts(cloud: &MockTransport) -> Vec<String> {
+        cloud
+            .requests()
+            .iter()
+            .filter(|r| r.method().as_str() == "PUT")
+            .map(|r| r.url().unwrap().path_and_query)
+            .collect()
+    }
+
+    /// A create cut after its first change (the route's answer lost) leaves the pair,
+    /// never a route without one (which the route controller, seeing the route listed,
+    /// would not create again); the next call finds the pair and adds the route.
+    #[test]
+    fn a_create_cut_between_pair_and_route_is_resumed() {
+        let cloud = MockTransport::new();
+        let provider = routed(&cloud);
+        cloud.on_sequence(
+            "GET",
+            "/v2.0/ports",
+            vec![Ok(ports(&[])), Ok(ports(&["10.244.1.0/24"]))],
+        );
+        cloud.on("PUT", PORT, Response::new(200));
+        cloud.on_sequence(
+            "PUT",
+            ADD,
+            vec![
+                Err(Error::new(ErrorKind::Timeout, "slow")),
+                Ok(Response::new(200)),
+            ],
+        );
+        let _installed = cloud.install();
+        let cut = provider.create_route("k".into(), String::new(), route());
+        assert!(cut.is_err(), "{cut:?}");
+        // The pair first; the route is not undone (it may have been made).
+        assert_eq!(puts(&cloud), [PORT, ADD]);
+        provider
+            .create_route("k".into(), String::new(), route())
+            .unwrap();
+        assert_eq!(puts(&cloud), [PORT, ADD, ADD]);
+        let added: Value =
+            serde_json::from_slice(cloud.requests().last().unwrap().body_bytes()).unwrap();
+        assert_eq!(
+            added,
+            json!({"router": {"routes": [
+                {"destination": "10.244.1.0/24", "nexthop": "10.0.0.11"}]}})
+        );
+    }
+
+    /// A throttled read of Neutron's extensions is read again in the next call, not
+    /// replaced by the assumption kept for an hour.
+    #[test]
+    fn throttled_extensions_are_read_again() {
+        let cloud = MockTransport::new();
+        let provider = routed(&cloud);
+        let classic = json!({"extensions": [{"alias": "extraroute"}]});
+        cloud.on_sequence(
+            "GET",
+            "/v2.0/extensions",
+            vec![
+                Ok(Response::new(503)),
+                Ok(Response::with_json(200, &classic)),
+            ],
+        );
+        let _installed = cloud.install();
+        let throttled = provider.route_extensions();
+        assert!(
+            matches!(throttled, Err(CloudError::RetryAfter(_))),
+            "{throttled:?}"
+        );
+        let read = provider.route_extensions().unwrap();
+        assert!(!read.atomic && read.routes && !read.address_pairs);
+    }
+
+    /// A delete removes the pair before the route: cut between the two, the route is
+    /// still listed, and the next call (the pair gone) removes only the route.
+    #[test]
+    fn a_delete_cut_between_pair_and_route_is_resumed() {
+        let cloud = MockTransport::new();
+        let provider = routed(&cloud);
+        let router = json!({"router": {"id": "r1", "routes": [
+            {"destination": "10.244.1.0/24", "nexthop": "10.0.0.11"}]}});
+        cloud.on("GET", ROUTER, Response::with_json(200, &router));
+        cloud.on_sequence(
+            "GET",
+            "/v2.0/ports",
+            vec![Ok(ports(&["10.244.1.0/24"])), Ok(ports(&[]))],
+        );
+        cloud.on("PUT", PORT, Response::new(200));
+        cloud.on_sequence(
+            "PUT",
+            REMOVE,
+            vec![
+                Err(Error::new(ErrorKind::Timeout, "slow")),
+                Ok(Response::new(200)),
+            ],
+        );
+        let _installed = cloud.install();
+        assert!(provider.delete_route("k".into(), route()).is_err());
+        assert_eq!(puts(&cloud), [PORT, REMOVE]);
+        provider.delete_route("k".into(), route()).unwrap();
+        assert_eq!(puts(&cloud), [PORT, REMOVE, REMOVE]);
     }
 }

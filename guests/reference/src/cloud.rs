@@ -105,7 +105,7 @@ impl Cloud {
         request
             .header("accept", "application/json")
             .send()
-            .map_err(|e| CloudError::Other(format!("simcloud: {what}: {e}")))
+            .map_err(|e| cloud_error::transport(e, &format!("simcloud: {what}")))
     }
 
     /// Like `send`, but any non-2xx status is an error.

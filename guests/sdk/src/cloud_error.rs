@@ -42,11 +42,34 @@ pub const MAX_RETRY_MS: u64 = 3_600_000;
 /// Most characters of a cloud's error body kept in a message.
 const MAX_MESSAGE_CHARS: usize = 300;
 
+/// The delay asked for after a request the host did not start for the call's deadline:
+/// the next call has a whole deadline of its own.
+pub const DEADLINE_RETRY_MS: u64 = 1_000;
+
 impl From<http::Error> for CloudError {
-    /// A transport failure: [`CloudError::Other`] with the kind and details.
+    /// A request not sent for the call's deadline ([`http::ErrorKind::Deadline`]):
+    /// [`CloudError::RetryAfter`] of [`DEADLINE_RETRY_MS`], so the controller calls
+    /// again soon and the provider resumes where the cloud is. Any other transport
+    /// failure: [`CloudError::Other`] with the kind and details.
     fn from(error: http::Error) -> Self {
+        if error.is_deadline() {
+            return CloudError::RetryAfter(Retry {
+                delay_ms: DEADLINE_RETRY_MS,
+                message: error.to_string(),
+            });
+        }
         CloudError::Other(error.to_string())
     }
+}
+
+/// The error a transport failure of `what` means: `retry-after` for a request not
+/// sent for the call's deadline (as the `From` conversion), else
+/// [`CloudError::Other`] naming `what`.
+pub fn transport(error: http::Error, what: &str) -> CloudError {
+    if error.is_deadline() {
+        return CloudError::from(error.context(what));
+    }
+    CloudError::Other(format!("{what}: {error}"))
 }
 
 /// [`CloudError::Other`] with `message`.
@@ -181,6 +204,20 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+
+    #[test]
+    fn a_request_not_sent_for_the_deadline_is_a_prompt_retry() {
+        let error = http::Error::new(http::ErrorKind::Deadline, "2.0s left");
+        assert_eq!(
+            CloudError::from(error),
+            CloudError::RetryAfter(Retry {
+                delay_ms: DEADLINE_RETRY_MS,
+                message: "not sent before the call's deadline: 2.0s left".into(),
+            })
+        );
+        let timeout = http::Error::new(http::ErrorKind::Timeout, "read");
+        assert!(matches!(CloudError::from(timeout), CloudError::Other(_)));
+    }
 
     #[test]
     fn retry_after_in_seconds_or_as_a_date() {

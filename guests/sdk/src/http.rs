@@ -41,6 +41,11 @@ pub enum ErrorKind {
     Unreachable,
     /// A deadline passed: connecting, waiting for the answer, or reading the body.
     Timeout,
+    /// Not sent: the request could outlive the current call (the host starts one only
+    /// while the policy's `requestTimeout` fits before the call's deadline). Nothing
+    /// left the sandbox; answer `retry-after` and go on in the next call, which the
+    /// [`CloudError`](crate::types::CloudError) conversion does.
+    Deadline,
     /// A request or response exceeded the host's size limits.
     TooLarge,
     /// A request body could not be encoded.
@@ -48,6 +53,10 @@ pub enum ErrorKind {
     /// Any other transport failure.
     Other,
 }
+
+/// How the host's message begins for a request it did not start because the call's
+/// deadline was too close (an `internal-error`); read as [`ErrorKind::Deadline`].
+pub const DEADLINE_MARKER: &str = "call deadline:";
 
 /// A request that did not produce a response.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,6 +82,11 @@ impl Error {
     /// True when a deadline passed.
     pub fn is_timeout(&self) -> bool {
         self.kind == ErrorKind::Timeout
+    }
+
+    /// True when the request was not sent because the call's deadline is too close.
+    pub fn is_deadline(&self) -> bool {
+        self.kind == ErrorKind::Deadline
     }
 
     /// True when the host's egress policy refused the request.
@@ -103,6 +117,7 @@ impl std::fmt::Display for Error {
             ErrorKind::Refused => "connection refused",
             ErrorKind::Unreachable => "destination unreachable",
             ErrorKind::Timeout => "timed out",
+            ErrorKind::Deadline => "not sent before the call's deadline",
             ErrorKind::TooLarge => "too large for the host's limits",
             ErrorKind::Encode => "request body not encodable",
             ErrorKind::Other => "request failed",

@@ -84,6 +84,11 @@ mod host {
 
     impl From<ErrorCode> for Error {
         fn from(code: ErrorCode) -> Self {
+            if let ErrorCode::InternalError(Some(message)) = &code
+                && let Some(rest) = message.strip_prefix(crate::http::DEADLINE_MARKER)
+            {
+                return Error::new(ErrorKind::Deadline, rest.trim_start());
+            }
             let kind = match &code {
                 ErrorCode::HttpRequestDenied => ErrorKind::Denied,
                 ErrorCode::ConnectionRefused => ErrorKind::Refused,

@@ -573,20 +573,14 @@ impl LoadBalancer for OpenStack {
         cluster_name: String,
         service: Service,
     ) -> Result<(), CloudError> {
-        let lb = match self.find_service_load_balancer(&cluster_name, &service) {
-            Ok(Some(lb)) => lb,
+        match self.find_service_load_balancer(&cluster_name, &service) {
+            Ok(Some(lb)) => self.delete_or_leave(&cluster_name, &service, &lb)?,
             Ok(None) => return Ok(()),
-            // The annotation names a load balancer that is gone: nothing to delete.
-            Err(_) if self.named_gone(&service)? => return Ok(()),
+            // The annotation names a load balancer that is gone: nothing to delete (a
+            // delete cut by the deadline ends here on the next call), but the annotation
+            // still goes.
+            Err(_) if self.named_gone(&service)? => {}
             Err(e) => return Err(e),
-        };
-        let name = load_balancer_name(&cluster_name, &service);
-        if self.last_user(&lb, &name, &service) {
-            self.delete_load_balancer(&lb, &service)?;
-        } else {
-            // Other Services use it (or occm did not make it): only ours goes.
-            let owner = shared::owns(&lb, &cluster_name, &service);
-            self.leave_load_balancer(&lb, &name, owner)?;
         }
         // The Service no longer names it (a Service made a LoadBalancer again gets a new
         // one rather than an error about this one).
@@ -598,6 +592,24 @@ impl LoadBalancer for OpenStack {
 }
 
 impl OpenStack {
+    /// Deletes the Service's load balancer `lb` when it is its last user, else removes
+    /// only what is the Service's from it.
+    fn delete_or_leave(
+        &self,
+        cluster_name: &str,
+        service: &Service,
+        lb: &Value,
+    ) -> Result<(), CloudError> {
+        let name = load_balancer_name(cluster_name, service);
+        if self.last_user(lb, &name, service) {
+            self.delete_load_balancer(lb, service)
+        } else {
+            // Other Services use it (or occm did not make it): only ours goes.
+            let owner = shared::owns(lb, cluster_name, service);
+            self.leave_load_balancer(lb, &name, owner)
+        }
+    }
+
     /// Whether the Service's `load-balancer-id` names a load balancer that is gone.
     fn named_gone(&self, service: &Service) -> Result<bool, CloudError> {
         match ours(service, LOAD_BALANCER_ID).filter(|id| !id.is_empty()) {
@@ -670,6 +682,43 @@ mod tests {
             ),
             other => panic!("{other:?}"),
         }
+    }
+
+    /// A delete cut by the deadline after Octavia took it: the next call finds the load
+    /// balancer the annotation names gone, and clears the annotation all the same (a
+    /// Service made a LoadBalancer again gets a new load balancer, not an error).
+    #[test]
+    fn a_delete_resumed_after_the_load_balancer_went_clears_its_annotation() {
+        use wasm_ccm_guest::http::Response;
+        use wasm_ccm_guest::testing::MockTransport;
+        cache::clear();
+        let _ = annotations::recorded();
+        let cloud = MockTransport::new();
+        let catalog = json!({"catalog": [{"type": "load-balancer", "endpoints": [
+            {"interface": "public", "region_id": "RegionOne", "url": "http://octavia"}]}]});
+        cloud.on(
+            "GET",
+            "/v3/auth/catalog",
+            Response::with_json(200, &catalog),
+        );
+        cloud.on("GET", "/v2/lbaas/loadbalancers/lb-1", Response::new(404));
+        let _installed = cloud.install();
+        let provider = OpenStack {
+            config: crate::config::Config::parse("[Global]\nauth-url = https://k/v3\n").unwrap(),
+        };
+        let key = format!("{PREFIX}{LOAD_BALANCER_ID}");
+        let service = settings::tests::service(&[(key.as_str(), "lb-1")]);
+        provider
+            .ensure_load_balancer_deleted("kubernetes".into(), service)
+            .unwrap();
+        assert_eq!(annotations::recorded(), [(key, String::new())]);
+        // Nothing but reads: nothing was there to delete.
+        assert!(
+            cloud
+                .requests()
+                .iter()
+                .all(|r| r.method().as_str() == "GET")
+        );
     }
 
     /// occm's Warning for an IPv6 VIP: `LoadBalancerFloatingIPSkipped`, its words.

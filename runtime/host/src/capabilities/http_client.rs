@@ -50,11 +50,12 @@ pub const INTERFACE: &str = "wasm-ccm:http/client@0.1.0";
 impl client::Host for HostState {
     async fn send(&mut self, request: client::Request) -> Result<client::Response, ErrorCode> {
         let request = into_http(request)?;
+        let deadline = self.hooks.deadline();
         let response = self
             .hooks
             .egress()
             .clone()
-            .send(request)
+            .send(request, deadline)
             .await
             .map_err(error_code)?;
         let (parts, body) = response.into_parts();

@@ -125,6 +125,22 @@ impl HostState {
 }
 
 impl HostState {
+    /// Starts a call about `objects` that the host ends at `deadline`.
+    pub(crate) fn begin_call(&mut self, deadline: Instant, objects: Vec<ObjectRef>) {
+        self.call = CallScope {
+            deadline: Some(deadline),
+            objects,
+            annotations: Vec::new(),
+        };
+        self.hooks.set_deadline(Some(deadline));
+    }
+
+    /// Ends the call: nothing of it is kept for the next.
+    pub(crate) fn end_call(&mut self) {
+        self.call = CallScope::default();
+        self.hooks.set_deadline(None);
+    }
+
     /// HTTP resources the instance holds now: header fields, requests, bodies,
     /// responses and their futures (WASI's own, such as a cached stdout stream, do not
     /// count: they do not pile up).

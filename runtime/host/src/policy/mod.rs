@@ -210,6 +210,20 @@ pub const MAX_MEMORY_MIB: usize = 4096;
 pub const MAX_CACHE_KIB: usize = 256 << 10;
 /// The longest `limits.callTimeout` and `limits.requestTimeout`.
 pub const MAX_TIMEOUT: Duration = Duration::from_secs(3600);
+/// What a call keeps after its last request for the provider to answer: one second,
+/// or a tenth of a shorter `callTimeout`. A request starts only while its whole
+/// `requestTimeout` plus this is left before the call's deadline, so no request runs
+/// past it; `callTimeout` must exceed `requestTimeout` by at least this.
+pub fn call_grace(call_timeout: Duration) -> Duration {
+    (call_timeout / 10).min(Duration::from_secs(1))
+}
+
+/// The `requestTimeout` of a policy that sets none: 10 s, or less in a short call, so
+/// that two requests fit in one (`(callTimeout - grace) / 2`).
+pub fn default_request_timeout(call_timeout: Duration) -> Duration {
+    ((call_timeout - call_grace(call_timeout)) / 2).min(Duration::from_secs(10))
+}
+
 /// The largest `limits.maxResponseBytes`.
 pub const MAX_RESPONSE_BYTES: usize = 256 << 20;
 /// The largest `limits.maxConcurrentRequests`.

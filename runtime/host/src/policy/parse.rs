@@ -255,7 +255,7 @@ impl Policy {
             request_timeout: duration(
                 "limits.requestTimeout",
                 raw.limits.request_timeout,
-                egress_defaults.request_timeout,
+                default_request_timeout(instance_limits.call_timeout),
             )?,
             max_response_bytes: raw
                 .limits
@@ -328,6 +328,18 @@ impl Policy {
             MAX_CONCURRENT_REQUESTS as u128,
             "",
         )?;
+        // A request starts only while its whole timeout (and the grace after it) fits
+        // before the call's deadline: a call shorter than that could send nothing.
+        let grace = call_grace(instance_limits.call_timeout);
+        if limits.request_timeout + grace > instance_limits.call_timeout {
+            return Err(invalid(
+                "limits.requestTimeout",
+                &format!(
+                    "{:?} leaves no room for a request in a call: limits.callTimeout ({:?}) must exceed it by at least {:?}",
+                    limits.request_timeout, instance_limits.call_timeout, grace,
+                ),
+            ));
+        }
         if let Some(rate) = limits.requests_per_second
             && !(rate.is_finite()
                 && (MIN_REQUESTS_PER_SECOND..=MAX_REQUESTS_PER_SECOND).contains(&rate))

@@ -280,3 +280,30 @@ fn durations_use_the_go_grammar() {
         "{err}"
     );
 }
+
+#[test]
+fn a_request_must_fit_in_a_call() {
+    let err = parse("limits: {callTimeout: 60s, requestTimeout: 60s}\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("limits.requestTimeout") && err.contains("limits.callTimeout (60s)"),
+        "{err}"
+    );
+    let fits = parse("limits: {callTimeout: 61s, requestTimeout: 60s}\n").unwrap();
+    assert_eq!(fits.egress_limits.request_timeout, Duration::from_secs(60));
+}
+
+#[test]
+fn the_default_request_timeout_leaves_room_for_two_requests() {
+    let timeout = |limits: &str| {
+        parse(&format!("limits: {{{limits}}}\n"))
+            .unwrap()
+            .egress_limits
+            .request_timeout
+    };
+    assert_eq!(timeout(""), Duration::from_secs(10));
+    assert_eq!(timeout("callTimeout: 60s"), Duration::from_secs(10));
+    assert_eq!(timeout("callTimeout: 10s"), Duration::from_millis(4500));
+    assert_eq!(timeout("callTimeout: 1s"), Duration::from_millis(450));
+}

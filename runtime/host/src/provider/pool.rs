@@ -187,13 +187,15 @@ impl Pool {
                 source: mismatch.source,
             })?;
         store.set_epoch_deadline(WasmEngine::deadline_ticks(deadline));
-        store.data_mut().call.deadline = Some(std::time::Instant::now() + deadline);
+        store
+            .data_mut()
+            .begin_call(std::time::Instant::now() + deadline, Vec::new());
         let result = tokio::time::timeout(
             deadline,
             guests.call_initialize(&mut store, &self.cloud_config),
         )
         .await;
-        store.data_mut().call = Default::default();
+        store.data_mut().end_call();
         match result {
             Err(_) => {
                 self.record_trap(TrapKind::Deadline);
@@ -277,9 +279,10 @@ impl Lease {
         instance
             .store
             .set_epoch_deadline(WasmEngine::deadline_ticks(deadline));
-        let scope = &mut instance.store.data_mut().call;
-        scope.deadline = Some(std::time::Instant::now() + deadline);
-        scope.objects = objects;
+        instance
+            .store
+            .data_mut()
+            .begin_call(std::time::Instant::now() + deadline, objects);
         (&mut instance.store, &instance.guests, deadline)
     }
 
@@ -302,7 +305,7 @@ impl Lease {
         match outcome {
             Ok(Ok(result)) => {
                 let mut instance = self.instance.take().expect("lease holds an instance");
-                instance.store.data_mut().call = Default::default();
+                instance.store.data_mut().end_call();
                 let held = instance.store.data_mut().held_http_resources();
                 if held > 0 {
                     // Requests, responses, bodies or fields kept past the call would

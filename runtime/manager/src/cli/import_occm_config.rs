@@ -10,6 +10,7 @@
 //!   `--credentials-dir` (the policy names the files there).
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use wasm_ccm_guest::gcfg;
 
@@ -321,7 +322,7 @@ pub fn convert(text: &str, path: &Path, credentials_dir: &str) -> Result<Importe
     // occm's `[Metadata] request-timeout` times every OpenStack request (`NewOpenStack`:
     // `provider.HTTPClient.Timeout`), 60 s (`defaultTimeOut`) when unset or zero: the
     // host's requestTimeout here.
-    match entries
+    let request_timeout = match entries
         .iter()
         .rev()
         .find(|e| e.section == "metadata" && e.subsection.is_none() && e.name == "requesttimeout")
@@ -334,16 +335,14 @@ pub fn convert(text: &str, path: &Path, credentials_dir: &str) -> Result<Importe
                 ))
             })?;
             if duration.is_zero() {
-                policy.push_str(POLICY_TAIL);
+                OCCM_REQUEST_TIMEOUT
             } else {
-                policy.push_str(&POLICY_TAIL.replace(
-                    &format!("requestTimeout: {OCCM_REQUEST_TIMEOUT}"),
-                    &format!("requestTimeout: {}", timeout.value),
-                ));
+                duration
             }
         }
-        None => policy.push_str(POLICY_TAIL),
-    }
+        None => OCCM_REQUEST_TIMEOUT,
+    };
+    policy.push_str(&policy_tail(request_timeout));
     if !tls.is_empty() {
         policy.push_str("tls:\n");
         for line in tls {
@@ -418,23 +417,36 @@ fn strip_moved(text: &str) -> String {
 
 /// occm's timeout of one OpenStack request when `[Metadata] request-timeout` is unset
 /// (`defaultTimeOut` in `pkg/openstack/openstack.go`).
-const OCCM_REQUEST_TIMEOUT: &str = "60s";
+const OCCM_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// deploy/openstack's `callTimeout`, the least an imported policy gets.
+const DEPLOY_CALL_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The policy after the credential rule: deploy/openstack's limits but occm's request
-/// timeout, and the annotations the provider records on its Services (occm's).
-const POLICY_TAIL: &str = "\
+/// timeout (and a call long enough for two such requests: the host starts a request
+/// only while its whole timeout fits in the call), and the annotations the provider
+/// records on its Services (occm's).
+fn policy_tail(request_timeout: Duration) -> String {
+    let call_timeout = (request_timeout * 2).max(DEPLOY_CALL_TIMEOUT);
+    format!(
+        "\
 limits:
   # Octavia provisions asynchronously: a call waits for it up to this long, then the
-  # controller calls again.
-  callTimeout: 60s
+  # controller calls again. A request starts only while its whole requestTimeout is
+  # left in the call.
+  callTimeout: {call}s
   # One request, as occm times it ([Metadata] request-timeout, else 60s).
-  requestTimeout: 60s
+  requestTimeout: {request}ms
   poolSize: 4
 # The provider records its load balancer on the Service, as occm does
 # (loadbalancer.openstack.org/load-balancer-id and load-balancer-address).
 serviceAnnotations:
   - loadbalancer.openstack.org/
-";
+",
+        call = call_timeout.as_secs_f64().ceil() as u64,
+        request = request_timeout.as_millis(),
+    )
+}
 
 /// The provider's requests (`guests/openstack/allowed-actions.txt`), the
 /// `allowedActions` of its Keystone rule.
@@ -546,8 +558,16 @@ mod tests {
             path,
         )
         .unwrap();
-        assert_eq!(ours.instance_limits, deploy.instance_limits);
-        // The same, but for occm's request timeout (see the test below).
+        // The same, but for occm's request timeout (see the test below) and a call
+        // long enough for two such requests.
+        assert_eq!(
+            wasm_ccm_host::policy::InstanceLimits {
+                call_timeout: deploy.instance_limits.call_timeout,
+                ..ours.instance_limits.clone()
+            },
+            deploy.instance_limits
+        );
+        assert_eq!(ours.instance_limits.call_timeout, Duration::from_secs(120));
         assert_eq!(
             wasm_ccm_host::policy::EgressLimits {
                 request_timeout: deploy.egress_limits.request_timeout,
@@ -657,6 +677,17 @@ mod tests {
             policy.egress_limits.request_timeout,
             std::time::Duration::from_secs(45)
         );
+        assert_eq!(policy.instance_limits.call_timeout, Duration::from_secs(90));
+        // A short request timeout keeps deploy/openstack's call.
+        let text = format!("{OCCM}[Metadata]\nrequest-timeout = 1500ms\n");
+        let imported = convert(&text, Path::new("/in/cloud.conf"), "/c").unwrap();
+        let policy =
+            wasm_ccm_host::policy::Policy::parse(&imported.policy, Path::new("/p/o.yaml")).unwrap();
+        assert_eq!(
+            policy.egress_limits.request_timeout,
+            Duration::from_millis(1500)
+        );
+        assert_eq!(policy.instance_limits.call_timeout, Duration::from_secs(60));
         let err = convert(
             &format!("{OCCM}[Metadata]\nrequest-timeout = soon\n"),
             Path::new("/in/cloud.conf"),

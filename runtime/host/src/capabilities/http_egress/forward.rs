@@ -2,7 +2,7 @@
 //! call, the bounded response, and the metrics and logs of each request.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::Method;
@@ -14,6 +14,12 @@ use super::credentials::keystone::SUBJECT_TOKEN_HEADER;
 use super::credentials::{Injection, Outgoing, check_request};
 use super::{Denial, Destination, Egress, MAX_REQUEST_BODY_BYTES, connect, resolver};
 use crate::metrics::{DeniedLabels, EgressLabels, HostLabels};
+use crate::policy::call_grace;
+
+/// How the message of a request not started for the call's deadline begins (an
+/// `internal-error` to the guest): the guest SDK reads it as "answer `retry-after`
+/// now", not as a failure of the cloud.
+pub const DEADLINE_MARKER: &str = "call deadline:";
 
 impl Egress {
     pub(super) fn record_denial(&self, method: &Method, uri: &str, denial: &Denial) {
@@ -48,26 +54,40 @@ impl Egress {
         request: http::Request<WasiBody>,
         destination: Destination,
         grant: Grant,
+        deadline: Option<Instant>,
     ) -> Result<http::Response<WasiBody>, HttpError> {
         let method = request.method().clone();
         let _permit = rules.limiter.admit().await;
         let started = Instant::now();
+        let timeout = rules.policy.egress_limits.request_timeout;
         let result = match self.broker.intercept(&method, &destination.url) {
             Some(answer) => intercepted(answer),
-            None => {
-                rules
-                    .send(
+            None => match fits(
+                deadline,
+                timeout,
+                call_grace(rules.policy.instance_limits.call_timeout),
+                started,
+            ) {
+                Err(short) => Err(Forward::NotStarted(short)),
+                // One bound for all of it: a login, the request, a renewed credential's
+                // second try and the body.
+                Ok(()) => tokio::time::timeout(
+                    timeout,
+                    rules.send(
                         request,
                         &destination,
                         grant.inject,
                         grant.rule,
                         &self.user_agent,
-                    )
-                    .await
-            }
+                    ),
+                )
+                .await
+                .unwrap_or(Err(Forward::Failed(HttpError::HttpResponseTimeout))),
+            },
         };
         let status = match &result {
             Ok(response) => status_label(response.status()),
+            Err(Forward::NotStarted(_)) => "not_started",
             Err(_) => "error",
         };
         let method_label = match method {
@@ -104,6 +124,12 @@ impl Egress {
             Err(Forward::Denied(denial)) => {
                 self.record_denial(&method, &redact_query(&destination.url), denial)
             }
+            Err(Forward::NotStarted(short)) => tracing::info!(
+                provider = %self.provider,
+                %method,
+                uri = %redact_query(&destination.url),
+                "outbound request not started: {short}"
+            ),
             Err(Forward::Failed(error)) => tracing::warn!(
                 provider = %self.provider,
                 %method,
@@ -114,6 +140,9 @@ impl Egress {
         }
         result.map_err(|e| match e {
             Forward::Denied(_) => HttpError::HttpRequestDenied,
+            Forward::NotStarted(short) => {
+                HttpError::InternalError(Some(format!("{DEADLINE_MARKER} {short}")))
+            }
             Forward::Failed(error) => error,
         })
     }
@@ -251,10 +280,35 @@ fn local_response(
         .map_err(|e| Forward::Failed(HttpError::InternalError(Some(e.to_string()))))
 }
 
+/// Whether a request may start at `now`: only while its whole `timeout` and the
+/// call's `grace` after it are left before `deadline` (none: outside a call), so no
+/// request outlives the call that sent it. The error says what was left.
+fn fits(
+    deadline: Option<Instant>,
+    timeout: Duration,
+    grace: Duration,
+    now: Instant,
+) -> Result<(), String> {
+    let Some(deadline) = deadline else {
+        return Ok(());
+    };
+    let left = deadline.saturating_duration_since(now);
+    if left >= timeout + grace {
+        return Ok(());
+    }
+    Err(format!(
+        "not started: {:.1}s left in the call, and a request may take the policy's \
+         requestTimeout ({timeout:?}) plus {grace:?} for the provider to answer",
+        left.as_secs_f64()
+    ))
+}
+
 /// How forwarding failed.
 enum Forward {
     /// Refused at connection time (a name resolving to a link-local address).
     Denied(Denial),
+    /// Not started: it could outlive the call's deadline (the message says by what).
+    NotStarted(String),
     /// A transport failure reported to the guest as this error code.
     Failed(HttpError),
 }
@@ -374,4 +428,24 @@ fn classify(err: reqwest::Error) -> Forward {
     } else {
         HttpError::InternalError(Some(err.to_string()))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_starts_only_while_its_timeout_and_the_grace_fit() {
+        let now = Instant::now();
+        let (timeout, grace) = (Duration::from_secs(20), Duration::from_secs(1));
+        assert!(fits(None, timeout, grace, now).is_ok(), "outside a call");
+        let deadline = |left_ms| Some(now + Duration::from_millis(left_ms));
+        assert!(fits(deadline(21_000), timeout, grace, now).is_ok());
+        let short = fits(deadline(20_999), timeout, grace, now).unwrap_err();
+        assert!(
+            short.contains("21.0s left") && short.contains("requestTimeout (20s)"),
+            "{short}"
+        );
+        assert!(fits(Some(now), timeout, grace, now + Duration::from_secs(1)).is_err());
+    }
 }

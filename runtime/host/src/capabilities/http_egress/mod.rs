@@ -44,6 +44,7 @@ pub mod resolver;
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
+use std::time::Instant;
 
 use http::{HeaderMap, Method};
 use tracing::Instrument;
@@ -60,6 +61,7 @@ pub use broker::{Broker, BrokerError};
 pub use credentials::{AwsError, CredentialError, Injection, KeystoneError};
 pub use denial::Denial;
 pub use destination::Destination;
+pub use forward::DEADLINE_MARKER;
 use forward::redact_uri;
 pub use intercept::EgressInterceptor;
 
@@ -105,6 +107,7 @@ impl Egress {
     pub fn hooks(self: &Arc<Self>) -> EgressHooks {
         EgressHooks {
             egress: self.clone(),
+            deadline: None,
         }
     }
 
@@ -151,6 +154,8 @@ impl Egress {
 /// The [`WasiHttpHooks`] installed in each provider store.
 pub struct EgressHooks {
     egress: Arc<Egress>,
+    /// When the host ends the call the instance is running (none between calls).
+    deadline: Option<Instant>,
 }
 
 type ResponseFuture = Box<
@@ -172,7 +177,7 @@ impl WasiHttpHooks for EgressHooks {
         _options: Option<RequestOptions>,
         _fut: Box<dyn Future<Output = Result<(), HttpError>> + Send>,
     ) -> ResponseFuture {
-        let response = self.egress.clone().send(request);
+        let response = self.egress.clone().send(request, self.deadline);
         Box::new(async move {
             Ok((
                 response.await?,
@@ -187,16 +192,31 @@ impl EgressHooks {
     pub(crate) fn egress(&self) -> &Arc<Egress> {
         &self.egress
     }
+
+    /// When the host ends the call the instance is running: no request starts that
+    /// could outlive it.
+    pub(crate) fn deadline(&self) -> Option<Instant> {
+        self.deadline
+    }
+
+    /// Sets (or, between calls, clears) the call's deadline.
+    pub(crate) fn set_deadline(&mut self, deadline: Option<Instant>) {
+        self.deadline = deadline;
+    }
 }
 
 impl Egress {
     /// Sends one request of the provider through the broker: authorized, credentialed,
     /// limited, forwarded and counted. Both ways out of a guest end here:
     /// `wasi:http/outgoing-handler` ([`EgressHooks`]) and the buffered
-    /// `wasm-ccm:http/client` ([`crate::capabilities::http_client`]).
+    /// `wasm-ccm:http/client` ([`crate::capabilities::http_client`]). A request that
+    /// could not finish before `deadline` (the call's) at the policy's
+    /// `requestTimeout` is not started: the provider is told so (see
+    /// [`DEADLINE_MARKER`]) and can answer `retry-after` in time.
     pub(crate) fn send(
         self: Arc<Self>,
         request: http::Request<WasiBody>,
+        deadline: Option<Instant>,
     ) -> impl Future<Output = Result<http::Response<WasiBody>, HttpError>> + Send + 'static {
         // One request, one set of rules: authorized and forwarded under the same policy.
         let rules = self.rules();
@@ -224,7 +244,7 @@ impl Egress {
                 method = %request.method(),
                 destination = %grant.destination,
             );
-            self.forward(rules, request, destination, grant)
+            self.forward(rules, request, destination, grant, deadline)
                 .instrument(span)
                 .await
         }

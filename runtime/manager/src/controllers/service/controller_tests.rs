@@ -327,9 +327,11 @@ async fn error_policy_backs_off_and_keeps_to_retry_after() {
     .await;
     let (svc, state, _store) = one_balanced_service(&throttling).await;
     assert_eq!(failed_attempts(&svc, &state, 3).await, secs(&[7, 7, 7]));
+    // Asked to come back later is not a failure: a Normal event says when.
     let reasons = throttling.reasons("svc").await;
     assert!(
-        reasons.iter().any(|r| r == "SyncLoadBalancerFailed"),
+        reasons.iter().any(|r| r == "SyncLoadBalancerPending")
+            && !reasons.iter().any(|r| r == "SyncLoadBalancerFailed"),
         "{reasons:?}"
     );
 }

@@ -374,14 +374,31 @@ pub(super) async fn reconcile(
         {
             state.ctx.metrics.answer_refused(NAME, field);
         }
-        event(
-            &state,
-            &svc,
-            EventType::Warning,
-            "SyncLoadBalancerFailed",
-            format!("Error syncing load balancer: {err}"),
-        )
-        .await;
+        match err.retry_after() {
+            // The provider asked to be called again (a load balancer still
+            // provisioning, a throttled cloud, a call's time used up): not a failure, as
+            // occm waiting inside one call shows none.
+            Some(_) => {
+                event(
+                    &state,
+                    &svc,
+                    EventType::Normal,
+                    "SyncLoadBalancerPending",
+                    format!("Load balancer not ready yet: {err}"),
+                )
+                .await
+            }
+            None => {
+                event(
+                    &state,
+                    &svc,
+                    EventType::Warning,
+                    "SyncLoadBalancerFailed",
+                    format!("Error syncing load balancer: {err}"),
+                )
+                .await
+            }
+        }
     }
     result?;
     state.backoff.succeeded(&key);
