@@ -86,7 +86,7 @@ async fn routes_are_the_routers_extra_routes_and_the_ports_allow_the_pod_cidrs()
         },
     )
     .await;
-    // The pair follows the route (occm's order).
+    // Each port's allowed address pair for its route.
     wait_until(TIMEOUT, "the ports' pairs", || async {
         pairs(&a.id) == ["10.244.1.0/24"] && pairs(&b.id) == ["10.244.2.0/24"]
     })

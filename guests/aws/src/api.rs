@@ -7,7 +7,7 @@
 use std::time::SystemTime;
 
 use wasm_ccm_guest::cloud_error;
-use wasm_ccm_guest::http::Request;
+use wasm_ccm_guest::http::{self, Request};
 use wasm_ccm_guest::paginate::{self, Page};
 use wasm_ccm_guest::types::CloudError;
 
@@ -112,6 +112,17 @@ pub enum ApiError {
         /// What happened.
         reason: String,
     },
+    /// The host did not start the request (too little of the call's deadline was
+    /// left), which the SDK reads as `retry-after`: nothing reached AWS, and the call
+    /// is repeated after the delay instead of backing off as after a failure.
+    Deferred {
+        /// The action called.
+        action: String,
+        /// The delay the SDK asked for.
+        delay_ms: u64,
+        /// What happened.
+        reason: String,
+    },
 }
 
 impl ApiError {
@@ -119,7 +130,7 @@ impl ApiError {
     pub fn code(&self) -> &str {
         match self {
             ApiError::Aws { code, .. } => code,
-            ApiError::Transport { .. } => "",
+            ApiError::Transport { .. } | ApiError::Deferred { .. } => "",
         }
     }
 
@@ -129,7 +140,7 @@ impl ApiError {
             ApiError::Aws { code, status, .. } => {
                 THROTTLING_CODES.contains(&code.as_str()) || *status == 429 || *status == 503
             }
-            ApiError::Transport { .. } => false,
+            ApiError::Transport { .. } | ApiError::Deferred { .. } => false,
         }
     }
 }
@@ -145,12 +156,16 @@ impl std::fmt::Display for ApiError {
                 ..
             } => write!(f, "{action}: {code}: {message} (HTTP {status})"),
             ApiError::Transport { action, reason } => write!(f, "{action}: {reason}"),
+            ApiError::Deferred { action, reason, .. } => write!(f, "{action} not sent: {reason}"),
         }
     }
 }
 
 impl From<ApiError> for CloudError {
     fn from(error: ApiError) -> Self {
+        if let ApiError::Deferred { delay_ms, .. } = &error {
+            return cloud_error::retry_after(*delay_ms, format!("AWS {error}"));
+        }
         if error.is_throttling() {
             let delay_ms = match &error {
                 ApiError::Aws {
@@ -165,6 +180,20 @@ impl From<ApiError> for CloudError {
             );
         }
         CloudError::Other(format!("AWS {error}"))
+    }
+}
+
+/// A request that produced no answer, as [`ApiError::Deferred`] when the SDK reads it
+/// as `retry-after` (the host would not start it so late in the call); `None` for any
+/// other failure, which AWS may have acted on.
+fn deferred(action: &str, error: &http::Error) -> Option<ApiError> {
+    match CloudError::from(error.clone()) {
+        CloudError::RetryAfter(retry) => Some(ApiError::Deferred {
+            action: action.to_owned(),
+            delay_ms: retry.delay_ms,
+            reason: retry.message,
+        }),
+        _ => None,
     }
 }
 
@@ -217,6 +246,9 @@ impl Api {
             .form(&params.fields(action, self.version))
             .send()
             .map_err(|e| {
+                if let Some(not_sent) = deferred(action, &e) {
+                    return not_sent;
+                }
                 transport(if e.is_denied() {
                     "the host refused the request: the endpoint is not in the provider \
                      policy's allowedOutboundHosts, or its AWS credentials are unavailable \
@@ -380,5 +412,60 @@ mod tests {
             CloudError::from(error("AuthFailure", 401, None)),
             CloudError::Other(m) if m.contains("AuthFailure")
         ));
+    }
+
+    /// A request the host would not start (the SDK's `retry-after`) stays `retry-after`
+    /// with the SDK's delay, so the controller calls again after it rather than backing
+    /// off; a request without an answer for any other reason (AWS may have acted on it)
+    /// is an error naming the action.
+    #[test]
+    fn a_request_the_host_did_not_start_is_retried_after_the_delay() {
+        use wasm_ccm_guest::http::{Error, ErrorKind};
+        use wasm_ccm_guest::testing::MockTransport;
+        use wasm_ccm_guest::types::Retry;
+        let deferred = ApiError::Deferred {
+            action: "CreateListener".into(),
+            delay_ms: 2_000,
+            reason: "too little of the call left".into(),
+        };
+        assert_eq!(deferred.code(), "");
+        assert!(matches!(
+            CloudError::from(deferred),
+            CloudError::RetryAfter(Retry { delay_ms: 2_000, ref message })
+                if message.contains("CreateListener not sent")
+        ));
+        for kind in [
+            ErrorKind::Deadline,
+            ErrorKind::Timeout,
+            ErrorKind::Denied,
+            ErrorKind::Unreachable,
+        ] {
+            let failure = Error::new(kind, "no answer");
+            let cloud = MockTransport::new();
+            cloud.on_sequence("POST", "/", vec![Err(failure.clone())]);
+            let _installed = cloud.install();
+            let api = Api::new(
+                "https://ec2.us-east-1.amazonaws.com".into(),
+                "ec2",
+                "2016-11-15",
+            );
+            let error =
+                CloudError::from(api.call("DescribeInstances", &Params::new()).unwrap_err());
+            if kind == ErrorKind::Deadline {
+                let CloudError::RetryAfter(sdk) = CloudError::from(failure) else {
+                    panic!("the SDK reads a request not sent for the deadline as retry-after");
+                };
+                assert!(
+                    matches!(&error, CloudError::RetryAfter(r)
+                        if r.delay_ms == sdk.delay_ms && r.message.contains("DescribeInstances")),
+                    "{error:?}"
+                );
+            } else {
+                assert!(
+                    matches!(&error, CloudError::Other(m) if m.contains("DescribeInstances")),
+                    "{kind:?}: {error:?}"
+                );
+            }
+        }
     }
 }

@@ -66,18 +66,24 @@ fn security_group_list(
 
 pub fn get(state: &Aws, service: &Service) -> Result<Option<LoadBalancerStatus>, CloudError> {
     let name = default_name(service);
-    match state.elb.load_balancer(&name)? {
-        Some(lb) => Ok(Some(status(&lb.dns_name))),
-        // A delete interrupted after the load balancer went leaves its group: the
-        // controller then calls ensure-load-balancer-deleted again instead of
-        // releasing the Service.
-        None if own_group::find_own_group(state, &name, &state.config.vpc)?.is_some() => {
-            Ok(Some(LoadBalancerStatus {
-                ingress: Vec::new(),
-            }))
-        }
-        None => Ok(None),
+    if let Some(lb) = state.elb.load_balancer(&name)? {
+        return Ok(Some(status(&lb.dns_name)));
     }
+    // A delete interrupted after the load balancer went leaves its group, or (with
+    // named groups) the nodes' rules admitting it: the controller then calls
+    // ensure-load-balancer-deleted again instead of releasing the Service.
+    let vpc = &state.config.vpc;
+    let left = own_group::find_own_group(state, &name, vpc)?.is_some()
+        || (!state.config.disable_security_group_ingress
+            && security_groups::classic_rules_left(
+                state,
+                &name,
+                vpc,
+                &released_groups(state, service, Vec::new(), None),
+            )?);
+    Ok(left.then(|| LoadBalancerStatus {
+        ingress: Vec::new(),
+    }))
 }
 
 pub fn ensure(
@@ -388,6 +394,30 @@ fn sync_instances(
     Ok(())
 }
 
+/// The groups a delete gives up: what the load balancer had (`had`), its own group, and
+/// what the Service and cloud config name (for a delete retried after the load balancer
+/// went).
+fn released_groups(
+    state: &Aws,
+    service: &Service,
+    had: Vec<String>,
+    own: Option<&SecurityGroup>,
+) -> Vec<String> {
+    let mut groups = had;
+    for group in own
+        .map(|o| o.id.clone())
+        .into_iter()
+        .chain(group_list(service, "security-groups"))
+        .chain(group_list(service, "extra-security-groups"))
+        .chain(Some(state.config.elb_security_group.clone()))
+    {
+        if !group.is_empty() && !groups.contains(&group) {
+            groups.push(group);
+        }
+    }
+    groups
+}
+
 pub fn delete(state: &Aws, service: &Service) -> Result<(), CloudError> {
     let name = default_name(service);
     let lb = state.elb.load_balancer(&name)?;
@@ -403,21 +433,11 @@ pub fn delete(state: &Aws, service: &Service) -> Result<(), CloudError> {
     }
     // The nodes' rules after the load balancer: when two load balancers behind one
     // group go at once, the second to look finds the first gone and revokes the rule.
-    // Its groups: what it had, its own, and what the Service and cloud config name
-    // (for a delete retried after the load balancer went).
-    let mut groups: Vec<String> = lb.map(|lb| lb.security_groups).unwrap_or_default();
-    for group in own
-        .iter()
-        .map(|o| o.id.clone())
-        .chain(group_list(service, "security-groups"))
-        .chain(group_list(service, "extra-security-groups"))
-        .chain(Some(state.config.elb_security_group.clone()))
-    {
-        if !group.is_empty() && !groups.contains(&group) {
-            groups.push(group);
-        }
-    }
-    if !state.config.disable_security_group_ingress && !groups.is_empty() {
+    // A delete cut here is called again: `get` finds its own group or these rules
+    // (described for it, so found even when no group is known any more).
+    let had = lb.map(|lb| lb.security_groups).unwrap_or_default();
+    let groups = released_groups(state, service, had, own.as_ref());
+    if !state.config.disable_security_group_ingress {
         let rules = ClassicRules {
             lb: &name,
             source: None,
@@ -431,4 +451,118 @@ pub fn delete(state: &Aws, service: &Service) -> Result<(), CloudError> {
         own_group::delete_own_group(state, &own)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{annotate, service};
+    use super::*;
+    use crate::config::Config;
+    use crate::ec2::Ec2;
+    use crate::elb::Elb;
+    use crate::elbv2::Elbv2;
+    use std::cell::Cell;
+    use std::rc::Rc;
+    use wasm_ccm_guest::http::Response;
+    use wasm_ccm_guest::testing::MockTransport;
+
+    /// The provider of cluster `c1` in `vpc-1`, every API at one address.
+    fn aws() -> Aws {
+        let text = "[Global]\nZone = us-east-1a\nKubernetesClusterID = c1\nVPC = vpc-1\n";
+        let endpoint = "https://aws.test".to_owned();
+        Aws {
+            config: Config::parse(text).unwrap(),
+            ec2: Ec2::new(endpoint.clone()),
+            elb: Elb::new(endpoint.clone()),
+            elbv2: Elbv2::new(endpoint),
+        }
+    }
+
+    fn xml(body: &str) -> Response {
+        Response::new(200).with_body("text/xml", body.to_owned())
+    }
+
+    /// A group of `vpc-1` with an ingress rule of every protocol from `from`, described
+    /// `description`.
+    fn group(id: &str, from: &str, description: &str) -> String {
+        format!(
+            "<item><groupId>{id}</groupId><groupName>{id}</groupName><vpcId>vpc-1</vpcId>\
+             <ipPermissions><item><ipProtocol>-1</ipProtocol><groups><item>\
+             <groupId>{from}</groupId><userId>1</userId><description>{description}</description>\
+             </item></groups></item></ipPermissions></item>"
+        )
+    }
+
+    /// What the cloud answers `body`: no load balancer `a12345678` (and no other), no
+    /// own group, and the groups of `vpc-1` (the nodes' one while `nodes_admit`);
+    /// revoking the nodes' rule clears `nodes_admit`.
+    fn answer(body: &str, nodes_admit: &Cell<bool>) -> Response {
+        let rule = "kubernetes.io/rule/elb=a12345678";
+        let action = |name: &str| body.contains(&format!("Action={name}&"));
+        if action("DescribeLoadBalancers") && body.contains("LoadBalancerNames") {
+            return Response::new(400).with_body(
+                "text/xml",
+                "<ErrorResponse><Error><Code>LoadBalancerNotFound</Code>\
+                 <Message>gone</Message></Error></ErrorResponse>",
+            );
+        }
+        if action("DescribeLoadBalancers") {
+            return xml(
+                "<DescribeLoadBalancersResponse><DescribeLoadBalancersResult>\
+                 <LoadBalancerDescriptions/></DescribeLoadBalancersResult>\
+                 </DescribeLoadBalancersResponse>",
+            );
+        }
+        if action("DescribeSecurityGroups") && body.contains("=group-name&") {
+            return xml("<DescribeSecurityGroupsResponse><securityGroupInfo/>\
+                 </DescribeSecurityGroupsResponse>");
+        }
+        if action("DescribeSecurityGroups") {
+            let mut groups = group("sg-users", "sg-other", rule);
+            if nodes_admit.get() {
+                groups.push_str(&group("sg-nodes", "sg-users", rule));
+            }
+            return xml(&format!(
+                "<DescribeSecurityGroupsResponse><securityGroupInfo>{groups}\
+                 </securityGroupInfo></DescribeSecurityGroupsResponse>"
+            ));
+        }
+        if action("RevokeSecurityGroupIngress") && body.contains("GroupId=sg-nodes") {
+            nodes_admit.set(false);
+            return xml("<RevokeSecurityGroupIngressResponse><return>true</return>\
+                 </RevokeSecurityGroupIngressResponse>");
+        }
+        Response::new(500).with_body("text/plain", format!("unexpected: {body}"))
+    }
+
+    /// A delete cut after a Classic load balancer behind the user's group went, before
+    /// the nodes' rule admitting that group did: `get` still reports the load balancer
+    /// (nothing else of it is left to find), so the controller deletes again instead of
+    /// releasing the Service; that delete revokes the rule, and then `get` finds
+    /// nothing. A rule in the user's group itself (which a delete leaves alone) does not
+    /// count.
+    #[test]
+    fn a_delete_cut_before_the_nodes_rules_went_is_found_again() {
+        let mut svc = service("default", "web");
+        annotate(&mut svc, "security-groups", "sg-users");
+        let nodes_admit = Rc::new(Cell::new(true));
+        let cloud = MockTransport::new();
+        let admitting = nodes_admit.clone();
+        cloud.on_with("POST", "/", move |request| {
+            let body = String::from_utf8_lossy(request.body_bytes()).into_owned();
+            Ok(answer(&body, &admitting))
+        });
+        let _installed = cloud.install();
+        let state = aws();
+        assert_eq!(
+            get(&state, &svc).unwrap(),
+            Some(LoadBalancerStatus {
+                ingress: Vec::new()
+            }),
+            "the nodes' rule is left"
+        );
+        delete(&state, &svc).unwrap();
+        assert!(!nodes_admit.get(), "the delete revoked the nodes' rule");
+        assert_eq!(get(&state, &svc).unwrap(), None);
+    }
 }

@@ -381,6 +381,27 @@ pub fn sync_classic(
     Ok(())
 }
 
+/// Whether a group of the VPC but `groups` (those [`sync_classic`] leaves alone when
+/// it releases them) holds a rule admitting Classic load balancer `lb`, described for
+/// it: what a delete cut after the load balancer went leaves behind when it had no group
+/// of its own. [`sync_classic`] releasing `lb` revokes every such rule, or describes it
+/// for another load balancer it is kept for.
+pub fn classic_rules_left(
+    state: &Aws,
+    lb: &str,
+    vpc: &str,
+    groups: &[String],
+) -> Result<bool, CloudError> {
+    let description = classic_description(lb);
+    let admits = |r: &Rule| {
+        r.protocol == "-1" && matches!(r.source, Source::Group(_)) && r.description == description
+    };
+    Ok(vpc_groups(state, vpc)?
+        .iter()
+        .filter(|g| !groups.contains(&g.id))
+        .any(|g| g.ingress.iter().any(admits)))
+}
+
 /// Every Classic load balancer but `lb`: its name and groups.
 fn other_load_balancers(state: &Aws, lb: &str) -> Result<Vec<(String, Vec<String>)>, CloudError> {
     Ok(state
