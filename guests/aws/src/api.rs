@@ -156,7 +156,7 @@ impl std::fmt::Display for ApiError {
                 ..
             } => write!(f, "{action}: {code}: {message} (HTTP {status})"),
             ApiError::Transport { action, reason } => write!(f, "{action}: {reason}"),
-            ApiError::Deferred { action, reason, .. } => write!(f, "{action} not sent: {reason}"),
+            ApiError::Deferred { action, reason, .. } => write!(f, "{action}: {reason}"),
         }
     }
 }
@@ -432,7 +432,7 @@ mod tests {
         assert!(matches!(
             CloudError::from(deferred),
             CloudError::RetryAfter(Retry { delay_ms: 2_000, ref message })
-                if message.contains("CreateListener not sent")
+                if message.contains("CreateListener: too little of the call left")
         ));
         for kind in [
             ErrorKind::Deadline,

@@ -250,8 +250,37 @@ async fn authenticate(Extract(shared): Extract<Shared>, request: Request, next: 
             .into_response();
     }
     let line = format!("{} {}", request.method(), request.uri().path());
-    shared.with(|s| s.requests.push(line));
-    next.run(request).await
+    let creates = request.method() == axum::http::Method::POST;
+    let latency = shared.with(|s| {
+        s.requests.push(line);
+        s.latency.map(|range| spread(range, s.requests.len()))
+    });
+    let response = next.run(request).await;
+    let lost = creates
+        && response.status().is_success()
+        && shared.with(|s| {
+            let lose = s.lost_answers > 0;
+            s.lost_answers = s.lost_answers.saturating_sub(1);
+            lose
+        });
+    let delay = if lost {
+        Some(shared.with(|s| s.lost_answer_delay))
+    } else {
+        latency
+    };
+    if let Some(delay) = delay {
+        tokio::time::sleep(delay).await;
+    }
+    response
+}
+
+/// The `n`th request's delay in `range`: spread over it, the same in every run.
+fn spread(
+    (low, high): (std::time::Duration, std::time::Duration),
+    n: usize,
+) -> std::time::Duration {
+    let step = (n as u64).wrapping_mul(7919) % 1000;
+    low + high.saturating_sub(low).mul_f64(step as f64 / 1000.0)
 }
 
 /// A JSON answer.

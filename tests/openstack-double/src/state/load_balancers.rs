@@ -221,9 +221,13 @@ impl State {
     }
 
     /// Starts an operation on a load balancer: `PENDING_<what>` for
-    /// [`State::provisioning_time`].
+    /// [`State::provisioning_time`] ([`State::creation_time`] for `CREATE`, if set).
     pub fn start_operation(&mut self, id: &str, what: &str) {
-        let until = Instant::now() + self.provisioning_time;
+        let time = match self.creation_time {
+            Some(creation) if what == "CREATE" => creation,
+            _ => self.provisioning_time,
+        };
+        let until = Instant::now() + time;
         if let Some(lb) = self.load_balancers.get_mut(id) {
             lb.provisioning_status = format!("PENDING_{what}");
             lb.busy_until = Some(until);

@@ -35,6 +35,22 @@ pub struct State {
     pub flavors: BTreeMap<String, String>,
     /// How long an Octavia operation keeps its load balancer `PENDING_*`.
     pub provisioning_time: Duration,
+    /// Every authenticated request is answered after a delay in this range (spread
+    /// over it request by request), once its work is done: a slow cloud, whose answer
+    /// a client that stops waiting never reads although the change took effect. None
+    /// by default.
+    pub latency: Option<(Duration, Duration)>,
+    /// The answers of the next this many successful `POST`s (creations) are withheld
+    /// for [`State::lost_answer_delay`] once their work is done, as a cloud whose
+    /// answer a client stops waiting for: the object exists, the client never learns
+    /// its ID.
+    pub lost_answers: u32,
+    /// How long a lost answer is withheld (60 s by default: longer than a request
+    /// timeout).
+    pub lost_answer_delay: Duration,
+    /// How long a new load balancer stays `PENDING_CREATE` (an amphora booting), when
+    /// longer than [`State::provisioning_time`].
+    pub creation_time: Option<Duration>,
     /// Octavia's API version, `(2, minor)`: its version document lists `v2.0` to it,
     /// and fields newer than it are refused as unknown attributes (timeouts 2.1, tags
     /// 2.5, `flavor_id` 2.6, `allowed_cidrs` 2.12, `availability_zone` 2.14, HTTP
@@ -77,6 +93,10 @@ impl Default for State {
             monitors: BTreeMap::new(),
             flavors: BTreeMap::new(),
             provisioning_time: Duration::from_millis(300),
+            latency: None,
+            lost_answers: 0,
+            lost_answer_delay: Duration::from_secs(60),
+            creation_time: None,
             octavia_version: (2, 27),
             default_provider: "amphora".into(),
             network_extensions: [
