@@ -89,7 +89,9 @@ async fn kubectl_until(
     what: &str,
     done: impl Fn(&str) -> bool,
 ) -> String {
-    let deadline = Instant::now() + Duration::from_secs(90);
+    // Several provider calls on a loaded machine (the OpenStack policy's call is 60 s,
+    // a slow call ends in retry-after and the next resumes it): minutes, not seconds.
+    let deadline = Instant::now() + Duration::from_secs(300);
     loop {
         let out = tokio::process::Command::new(kubectl())
             .arg("--kubeconfig")

@@ -20,13 +20,19 @@
 #   RevokeSecurityGroupIngress find it by its protocol, ports and group;
 # - a TCP, UDP, TCP_UDP or TLS target group has `preserve_client_ip.enabled` (true, as
 #   for instance targets) and `proxy_protocol_v2.enabled` (false) among its attributes;
+# - (a test's knob, not AWS) `POST /moto-peer/latency` with "LOW HIGH" in seconds answers
+#   every later API request after a delay spread over that range, once its work is
+#   done (a slow cloud whose answer a client that stops waiting never reads); "0 0"
+#   turns it off;
 # - DescribeInstanceTopology (moto answers 500): every instance asked for, with three
 #   network nodes (`nn-` and 17 hex digits, the top layer first) when it is running
 #   and of a type EC2 gives a topology for, none otherwise. The two upper layers are
 #   the zone's, the lowest the instance's own.
 import fnmatch
 import hashlib
+import itertools
 import sys
+import time
 
 import moto.ec2.models.route_tables as route_tables
 import moto.ec2.models.security_groups as security_groups
@@ -34,6 +40,7 @@ import moto.elb.models as elb
 import moto.elbv2.models as elbv2
 from moto.core.responses import ActionResult
 from moto.ec2.responses.instances import InstanceResponse
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication
 from moto.server import main
 
 _created = elb.LoadBalancer.__init__
@@ -228,6 +235,28 @@ elbv2.ELBv2Backend.create_load_balancer = _v2_created
 elbv2.ELBv2Backend.modify_listener = _listener_modified
 elbv2.ELBv2Backend.delete_listener = _listener_deleted
 elbv2.FakeTargetGroup.__init__ = _group_created_with_attributes
+
+_latency = [0.0, 0.0]
+_answered = itertools.count(1)
+_dispatch = DomainDispatcherApplication.__call__
+
+
+def _slow_dispatch(self, environ, start_response):
+    if environ.get("PATH_INFO") == "/moto-peer/latency":
+        size = int(environ.get("CONTENT_LENGTH") or 0)
+        low, high = environ["wsgi.input"].read(size).decode().split()
+        _latency[:] = [float(low), float(high)]
+        start_response("204 No Content", [])
+        return [b""]
+    answer = _dispatch(self, environ, start_response)
+    low, high = _latency
+    if high > 0 and not environ.get("PATH_INFO", "").startswith("/moto-api"):
+        spread = (next(_answered) * 7919) % 1000 / 1000
+        time.sleep(low + (high - low) * spread)
+    return answer
+
+
+DomainDispatcherApplication.__call__ = _slow_dispatch
 
 if __name__ == "__main__":
     sys.argv[0] = "moto_server"

@@ -100,6 +100,19 @@ impl Moto {
         format!("http://127.0.0.1:{}", self.port)
     }
 
+    /// Answers every later API request after a delay spread over `low..=high`, once
+    /// its work is done (zero turns it off); moto's own API is not slowed.
+    pub async fn set_latency(&self, low: Duration, high: Duration) {
+        let response = self
+            .client
+            .post(format!("{}/moto-peer/latency", self.url()))
+            .body(format!("{} {}", low.as_secs_f64(), high.as_secs_f64()))
+            .send()
+            .await
+            .unwrap();
+        assert!(response.status().is_success(), "latency");
+    }
+
     /// Turns request authentication on: after `free` more requests, every request
     /// must be signed with a key moto's IAM knows and be allowed by its policies.
     pub async fn enable_auth(&self, free: u32) {

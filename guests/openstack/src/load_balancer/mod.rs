@@ -248,8 +248,23 @@ impl OpenStack {
     /// neither by then.
     fn wait_settled(&self, id: &str) -> Result<Value, CloudError> {
         let mut poll = Poll::new();
+        let mut seen: Option<String> = None;
         loop {
-            let Some(lb) = self.get_load_balancer_by_id(id)? else {
+            let read = match (self.get_load_balancer_by_id(id), &seen) {
+                // Asked to come back (the call's time is up, the cloud throttles):
+                // saying what the load balancer was doing.
+                (Err(CloudError::RetryAfter(retry)), Some(status)) => {
+                    return Err(cloud_error::retry_after(
+                        retry.delay_ms,
+                        format!(
+                            "load balancer {id} is {status}; resuming later: {}",
+                            retry.message
+                        ),
+                    ));
+                }
+                (read, _) => read?,
+            };
+            let Some(lb) = read else {
                 return Err(cloud_error::other(format!(
                     "load balancer {id} disappeared"
                 )));
@@ -257,7 +272,8 @@ impl OpenStack {
             match lb["provisioning_status"].as_str().unwrap_or_default() {
                 "ACTIVE" | "ERROR" => return Ok(lb),
                 status => {
-                    poll.pause(|| format!("load balancer {id} is {status}; resuming later"))?
+                    poll.pause(|| format!("load balancer {id} is {status}; resuming later"))?;
+                    seen = Some(status.to_owned());
                 }
             }
         }

@@ -297,7 +297,7 @@ fn fits(
         return Ok(());
     }
     Err(format!(
-        "not started: {:.1}s left in the call, and a request may take the policy's \
+        "{:.1}s left in the call, and a request may take the policy's \
          requestTimeout ({timeout:?}) plus {grace:?} for the provider to answer",
         left.as_secs_f64()
     ))
