@@ -53,7 +53,7 @@ async fn a_slow_aws_is_served_without_a_call_cut() {
         served == 2
     })
     .await;
-    assert_eq!(load_balancer_names(moto).await, [nlb.clone()]);
+    assert_eq!(load_balancer_names(moto).await, [nlb]);
     assert_eq!(
         target_group_names(moto).await.len(),
         1,
@@ -62,7 +62,7 @@ async fn a_slow_aws_is_served_without_a_call_cut() {
     assert!(classic_load_balancer(moto, &classic).await.is_some());
     assert_eq!(
         moto.classic_load_balancer_names().await.unwrap(),
-        [classic.clone()]
+        [classic]
     );
     for name in ["slow-nlb", "slow-clb"] {
         let client = stack.client();
