@@ -60,10 +60,7 @@ async fn a_slow_aws_is_served_without_a_call_cut() {
         "one target group for the one port"
     );
     assert!(classic_load_balancer(moto, &classic).await.is_some());
-    assert_eq!(
-        moto.classic_load_balancer_names().await.unwrap(),
-        [classic]
-    );
+    assert_eq!(moto.classic_load_balancer_names().await.unwrap(), [classic]);
     for name in ["slow-nlb", "slow-clb"] {
         let client = stack.client();
         let failed = wasm_ccm_tests::events::notes(&client, name, "SyncLoadBalancerFailed").await;

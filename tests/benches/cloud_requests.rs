@@ -24,7 +24,13 @@
 //! `CLOUD=openstack` runs the OpenStack provider against the real Keystone and the
 //! OpenStack double (`source scripts/ensure-keystone.sh` first; default 200 servers,
 //! deploy/openstack's policy, a router for routes), counting the requests the double
-//! served by path and the host's Keystone logins.
+//! served by path and the host's Keystone logins. Both phases run in a project holding
+//! the cluster's servers only, then in one 10 times the cluster (9 servers outside the
+//! cluster for each Node; `PROJECTS=1,10` sets the multiples), and a summary prints each
+//! project's batched join and steady state. The goals, at `NODES=1000` in either
+//! project: at most 50 requests for the Nodes joining (batched), at most 0.5 requests
+//! per node per hour steady:
+//! `source scripts/ensure-keystone.sh && scripts/build-guests.sh && cargo build --bin wasm-ccm && CLOUD=openstack NODES=1000 WASM_CCM_BIN=target/debug/wasm-ccm cargo bench -p wasm-ccm-tests --bench cloud_requests`.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -241,9 +247,43 @@ fn take_openstack_requests(cloud: &openstack_double::OpenStackDouble) -> BTreeMa
     counts
 }
 
+/// The project sizes the OpenStack phases run in, as multiples of the cluster
+/// (`PROJECTS`, default `1,10`), smallest first (servers are only added): 1 is a
+/// project holding the cluster's servers only, 10 one holding 9 more servers outside
+/// the cluster for each of the cluster's.
+fn project_multiples() -> Vec<usize> {
+    let text = std::env::var("PROJECTS").unwrap_or_else(|_| "1,10".into());
+    let mut multiples: Vec<usize> = text
+        .split(',')
+        .filter_map(|m| m.trim().parse().ok())
+        .filter(|m| *m >= 1)
+        .collect();
+    assert!(
+        !multiples.is_empty(),
+        "PROJECTS lists no multiple: `{text}`"
+    );
+    multiples.sort_unstable();
+    multiples.dedup();
+    multiples
+}
+
+/// What one project's phases cost, for the summary.
+struct ProjectCost {
+    /// Servers in the project.
+    servers: usize,
+    /// Requests until every Node joining at once was initialized, batched.
+    joining: u64,
+    /// Steady state requests per node per hour.
+    steady: f64,
+}
+
 /// The same phases for the OpenStack provider against the real Keystone and the
 /// OpenStack double (deploy/openstack's policy: an application credential), counted at
-/// the double; Keystone logins from `wasm_ccm_credential_logins_total`.
+/// the double; Keystone logins from `wasm_ccm_credential_logins_total`. They run once
+/// per project size ([`project_multiples`]): the cluster's servers alone, then beside
+/// servers outside the cluster (`other-…`, on a network of their own), all made at
+/// least a day before (a steady project: none changed lately), and a summary compares
+/// them.
 async fn openstack(nodes: usize, window: Duration) {
     use openstack_double::state::NewServer;
     // Services cache token validations (keystonemiddleware: 5 min).
@@ -277,6 +317,60 @@ async fn openstack(nodes: usize, window: Duration) {
         ),
     )
     .unwrap();
+    let mut costs = Vec::new();
+    let mut others = 0;
+    for multiple in project_multiples() {
+        let servers = cloud.with_state(|s| {
+            for j in others..nodes * (multiple - 1) {
+                let mut other = NewServer::named(
+                    &format!("other-{j:05}"),
+                    &format!("172.16.{}.{}", j / 250 % 256, j % 250 + 2),
+                );
+                other.interfaces[0].0 = "project".into();
+                s.add_server(other);
+            }
+            s.age_servers(Duration::from_secs(86_400));
+            s.servers.len()
+        });
+        others = others.max(nodes * (multiple - 1));
+        let project = format!("a project of {servers} servers ({multiple}x the cluster)");
+        let cost =
+            openstack_project(&world, dir.path(), &cloud_config, nodes, window, &project).await;
+        costs.push(cost);
+        println!();
+    }
+    print_project_costs(nodes, &costs);
+}
+
+/// The summary of [`openstack`]: each project's batched join and steady state.
+fn print_project_costs(nodes: usize, costs: &[ProjectCost]) {
+    println!(
+        "openstack provider, {nodes} nodes, by project size (goals at 1,000 nodes: at most \
+         50 requests for the nodes joining, at most 0.5 per node per hour steady)"
+    );
+    println!(
+        "| servers in the project | joining, batched: cloud requests | \
+         steady state: requests per node per hour |\n| ---: | ---: | ---: |"
+    );
+    for cost in costs {
+        println!(
+            "| {} | {} | {:.3} |",
+            cost.servers, cost.joining, cost.steady
+        );
+    }
+}
+
+/// Both join modes then the steady state, in the project `world` holds now.
+async fn openstack_project(
+    world: &wasm_ccm_tests::openstack::OpenStackWorld,
+    dir: &std::path::Path,
+    cloud_config: &std::path::Path,
+    nodes: usize,
+    window: Duration,
+    project: &str,
+) -> ProjectCost {
+    let cloud = &world.cloud;
+    let servers = cloud.with_state(|s| s.servers.len());
     let node_resource = resources::find("", "v1", "nodes").unwrap();
     let logins = |text: &str| {
         metric(
@@ -285,10 +379,11 @@ async fn openstack(nodes: usize, window: Duration) {
         )
     };
     print_join_header(
-        "openstack provider against Keystone and the OpenStack double",
+        &format!("openstack provider against Keystone and the OpenStack double, {project}"),
         nodes,
     );
     let mut serving = None;
+    let mut last_total = 0;
     for (mode, extra) in JOIN_MODES {
         // The previous mode's controller manager stops first (killed on drop): its
         // periodic passes must not count in this mode's requests.
@@ -301,19 +396,12 @@ async fn openstack(nodes: usize, window: Duration) {
                 .create(node_resource, "", tainted_node(&format!("node-{i:04}")))
                 .unwrap();
         }
-        let kubeconfig = dir.path().join("kubeconfig");
+        let kubeconfig = dir.join("kubeconfig");
         api.write_kubeconfig(&kubeconfig).unwrap();
         take_openstack_requests(cloud);
         let port = listening_port();
         let started = Instant::now();
-        let ccm = spawn_ccm(
-            "openstack",
-            dir.path(),
-            &cloud_config,
-            &kubeconfig,
-            port,
-            extra,
-        );
+        let ccm = spawn_ccm("openstack", dir, cloud_config, &kubeconfig, port, extra);
         wait_initialized(port, nodes, started).await;
         let joined_in = started.elapsed();
         let joining = take_openstack_requests(cloud);
@@ -321,9 +409,10 @@ async fn openstack(nodes: usize, window: Duration) {
             .await
             .map(|(_, b)| b)
             .unwrap_or_default();
+        let total = joining.values().sum::<u64>();
+        last_total = total;
         println!(
-            "| {mode} | {} ({}; Keystone logins: {}) | {:.1} s |",
-            joining.values().sum::<u64>(),
+            "| {mode} | {total} ({}; Keystone logins: {}) | {:.1} s |",
             joining
                 .iter()
                 .map(|(r, n)| format!("{r}: {n}"))
@@ -352,16 +441,23 @@ async fn openstack(nodes: usize, window: Duration) {
             .unwrap_or_default(),
     );
     println!();
+    let per_node_hour = |n: u64| n as f64 * 3600.0 / elapsed / nodes as f64;
     print_table(
         &format!(
-            "steady state, {nodes} initialized Ready nodes, {elapsed:.0} s window, default periods \
-             (Keystone logins in the window: {}; tokens live 1 h)",
+            "steady state, {nodes} initialized Ready nodes, {project}, {elapsed:.0} s window, \
+             default periods (Keystone logins in the window: {}; tokens live 1 h)",
             after - before
         ),
         &steady,
-        |n| n as f64 * 3600.0 / elapsed / nodes as f64,
+        per_node_hour,
         "per node per hour",
     );
+    ProjectCost {
+        servers,
+        // The last join mode is the batched one (the defaults).
+        joining: last_total,
+        steady: per_node_hour(steady.values().sum()),
+    }
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]

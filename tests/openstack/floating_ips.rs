@@ -173,6 +173,77 @@ async fn internal_lb_in_the_cloud_config_cannot_be_undone_by_an_annotation() {
     .await;
 }
 
+/// A `[LoadBalancerClass "name"]` in occm's order (`checkService`,
+/// `createOctaviaLoadBalancer`): its floating network beats the Service's annotation,
+/// and its `subnet-id` the annotation's for an external Service's VIP (an internal
+/// Service's VIP is the annotation's, occm's `getSubnetID`). The members' subnet is
+/// `[LoadBalancer] subnet-id`, before the class's and the annotation's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_class_beats_the_annotations_as_occm() {
+    let stack = OpenStackStack::start(|cloud| {
+        let (public2, class_subnet) = cloud.with_state(|s| {
+            let public2 = s.network("public2", true);
+            s.subnet(&public2, "198.18.0.0/24");
+            let private2 = s.network("private2", false);
+            (public2, s.subnet(&private2, "10.9.0.0/24"))
+        });
+        format!(
+            "{}[LoadBalancerClass \"pinned\"]\nfloating-network-id = {public2}\n\
+             subnet-id = {class_subnet}\n",
+            lb_cloud_config(cloud)
+        )
+    })
+    .await;
+    stack.add_node_a().await;
+    let (public, config_subnet, class_subnet) = stack.cloud.with_state(|s| {
+        let private = s.network_id("private").unwrap();
+        let private2 = s.network_id("private2").unwrap();
+        (
+            s.network_id("public").unwrap(),
+            s.subnet_of(&private).unwrap().id.clone(),
+            s.subnet_of(&private2).unwrap().id.clone(),
+        )
+    });
+    let services: Api<Service> = Api::namespaced(stack.client(), "default");
+    let annotations = |internal: &str| {
+        json!({"loadbalancer.openstack.org/class": "pinned",
+               "loadbalancer.openstack.org/floating-network-id": public,
+               "loadbalancer.openstack.org/subnet-id": config_subnet,
+               INTERNAL: internal})
+    };
+    for service in [
+        load_balancer_service("pinned", annotations("false")),
+        load_balancer_service("inside", annotations("true")),
+    ] {
+        services
+            .create(&PostParams::default(), &service)
+            .await
+            .unwrap();
+    }
+    let (_ccm, _log) = stack.controller_manager(listening_port());
+    wait_served(&services, "pinned").await;
+    wait_served(&services, "inside").await;
+    let ip = ingress_ip(&services.get("pinned").await.unwrap()).unwrap();
+    assert!(
+        ip.starts_with("198.18.0."),
+        "the class's floating network: {ip}"
+    );
+    stack.cloud.with_state(|s| {
+        let lb = |name: &str| {
+            s.load_balancers
+                .values()
+                .find(|lb| lb.name == format!("kube_service_kubernetes_default_{name}"))
+                .unwrap()
+        };
+        assert_eq!(lb("pinned").vip_subnet_id, class_subnet);
+        assert_eq!(lb("inside").vip_subnet_id, config_subnet);
+        assert!(!s.members.is_empty());
+        for member in s.members.values() {
+            assert_eq!(member.subnet_id.as_deref(), Some(config_subnet.as_str()));
+        }
+    });
+}
+
 /// Boolean annotations as occm's `getBoolFromServiceAnnotation` reads them: exactly
 /// `true` or `false`. `True` on a Service occm made external is ignored, with a Warning
 /// naming it: the Service stays external and keeps occm's floating IP. `true` makes

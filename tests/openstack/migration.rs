@@ -90,10 +90,11 @@ async fn load_balancers_occm_made_are_adopted_and_recorded_as_occm_records_them(
         .chars()
         .take(32)
         .collect();
-    let (legacy, legacy_fip) = stack.cloud.with_state(|s| {
+    let (legacy, legacy_fip, legacy_listener) = stack.cloud.with_state(|s| {
         let lb = s.add_load_balancer(&legacy_name);
         let fip = occm_fip(s, &lb, "legacy");
-        (lb, fip)
+        let listener = add_in_tree_listener(s, &lb, &legacy_name);
+        (lb, fip, listener)
     });
     let (_ccm, _log) = stack.controller_manager(listening_port());
     wait_until(TIMEOUT, "node-a initialized", || {
@@ -126,6 +127,11 @@ async fn load_balancers_occm_made_are_adopted_and_recorded_as_occm_records_them(
     stack.cloud.with_state(|s| {
         // by-id and legacy: nothing else was made.
         assert_eq!(s.load_balancers.len(), 2, "{:?}", s.load_balancers);
+        // occm's ensureOctaviaListener: the in-tree listener, found by port and
+        // protocol, keeps its name and gets the Service's tag.
+        let listener = &s.listeners[&legacy_listener];
+        assert_eq!(listener.name, format!("listener_{legacy_name}_0"));
+        assert_eq!(listener.tags, ["kube_service_kubernetes_default_legacy"]);
     });
 
     // The legacy-named load balancer goes with its Service.
@@ -140,6 +146,44 @@ async fn load_balancers_occm_made_are_adopted_and_recorded_as_occm_records_them(
                 .with_state(|s| !s.load_balancers.contains_key(&legacy))
     })
     .await;
+}
+
+/// A listener and its pool on port 80 as the in-tree provider named them on its load
+/// balancer `lb` named `name` (`listener_<name>_<index>`, `pool_<name>_<index>`,
+/// untagged). The listener's ID.
+fn add_in_tree_listener(s: &mut openstack_double::State, lb: &str, name: &str) -> String {
+    use openstack_double::state::{Listener, Pool};
+    let (listener, pool) = (s.id(), s.id());
+    s.listeners.insert(
+        listener.clone(),
+        Listener {
+            id: listener.clone(),
+            name: format!("listener_{name}_0"),
+            loadbalancer_id: lb.to_owned(),
+            protocol: "TCP".into(),
+            protocol_port: 80,
+            default_pool_id: Some(pool.clone()),
+            allowed_cidrs: Vec::new(),
+            tags: Vec::new(),
+            insert_headers: Default::default(),
+            default_tls_container_ref: None,
+            settings: Default::default(),
+        },
+    );
+    s.pools.insert(
+        pool.clone(),
+        Pool {
+            id: pool,
+            name: format!("pool_{name}_0"),
+            loadbalancer_id: lb.to_owned(),
+            listener_id: Some(listener.clone()),
+            protocol: "TCP".into(),
+            lb_algorithm: "ROUND_ROBIN".into(),
+            healthmonitor_id: None,
+            session_persistence: None,
+        },
+    );
+    listener
 }
 
 /// A Service whose `load-balancer-id` names a load balancer that is gone (deleted by

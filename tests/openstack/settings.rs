@@ -492,6 +492,48 @@ async fn an_older_octavia_gets_what_its_version_supports() {
     .await;
 }
 
+/// An Octavia whose version document cannot be read (it answers 500): no optional
+/// feature is assumed, as occm's `IsOctaviaFeatureSupported` answers false when
+/// `getOctaviaVersion` fails. The listener gets neither allowed CIDRs nor the timeout
+/// asked for, and the source ranges and availability zone are left out with occm's
+/// Warnings; the load balancer is served all the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreadable_octavia_version_assumes_no_feature_as_occm() {
+    let stack = OpenStackStack::start(|cloud| {
+        cloud.with_state(|s| s.octavia_versions_fail = true);
+        lb_cloud_config(cloud)
+    })
+    .await;
+    stack.add_node_a().await;
+    let services: Api<Service> = Api::namespaced(stack.client(), "default");
+    let mut web = load_balancer_service(
+        "web",
+        json!({"loadbalancer.openstack.org/availability-zone": "az1",
+               "loadbalancer.openstack.org/timeout-client-data": "9000"}),
+    );
+    let spec = web.spec.as_mut().unwrap();
+    spec.load_balancer_source_ranges = Some(vec!["198.51.100.0/24".into()]);
+    services.create(&PostParams::default(), &web).await.unwrap();
+    let (_ccm, _log) = stack.controller_manager(listening_port());
+    wait_served(&services, "web").await;
+    stack.cloud.with_state(|s| {
+        let listener = s.listeners.values().next().unwrap();
+        assert!(listener.allowed_cidrs.is_empty());
+        assert!(!listener.settings.contains_key("timeout_client_data"));
+        assert_eq!(listener.tags, ["kube_service_kubernetes_default_web"]);
+    });
+    wasm_ccm_tests::events::wait_for_reasons(
+        &stack.client(),
+        "web",
+        &[
+            "LoadBalancerSourceRangesIgnored",
+            "LoadBalancerAvailabilityZonesIgnored",
+        ],
+        super::TIMEOUT,
+    )
+    .await;
+}
+
 /// `provider-requires-serial-api-calls = true`, for an Octavia provider without batch
 /// calls (the double answers 501 to `PUT /lbaas/pools/{id}/members` on its load
 /// balancers): members are created and deleted one call at a time, as occm's

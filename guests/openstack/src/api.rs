@@ -136,12 +136,27 @@ pub fn json(request: Request, what: &str) -> Result<Value, CloudError> {
 /// Every item of a listing under `key`, following the `<key>_links` `next` links
 /// (Nova, Neutron and Octavia page that way).
 pub fn list(first: Request, key: &str, what: &str) -> Result<Vec<Value>, CloudError> {
+    list_dated(first, key, what).map(|(items, _)| items)
+}
+
+/// [`list`], with the `Date` header of the first page's answer (the cloud's clock
+/// when it began answering, as it says it: `Sun, 06 Nov 1994 08:49:37 GMT`).
+pub fn list_dated(
+    first: Request,
+    key: &str,
+    what: &str,
+) -> Result<(Vec<Value>, Option<String>), CloudError> {
     let headers: Vec<(String, Vec<u8>)> = first.headers().to_vec();
     let mut items = Vec::new();
+    let mut date = None;
     let mut request = first;
     let mut seen = Vec::new();
     for _ in 0..MAX_PAGES {
-        let page = json(request, what)?;
+        let response = send(request, what)?;
+        if date.is_none() {
+            date = response.header("date").map(str::to_owned);
+        }
+        let page: Value = cloud_error::json(&response, what)?;
         items.extend(page[key].as_array().cloned().unwrap_or_default());
         let next = page[format!("{key}_links")]
             .as_array()
@@ -149,7 +164,7 @@ pub fn list(first: Request, key: &str, what: &str) -> Result<Vec<Value>, CloudEr
             .and_then(|l| l["href"].as_str())
             .map(str::to_owned);
         let Some(next) = next else {
-            return Ok(items);
+            return Ok((items, date));
         };
         if seen.contains(&next) {
             return Err(cloud_error::other(format!(

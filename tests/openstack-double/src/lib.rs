@@ -190,6 +190,12 @@ async fn versions(
         "/network" => json!({"versions": [{"id": "v2.0", "status": "CURRENT",
             "links": link("/network/v2.0")}]}),
         _ => {
+            if shared.with(|s| s.octavia_versions_fail) {
+                return reply(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    json!({"error": "version document unavailable"}),
+                );
+            }
             let (major, last) = shared.with(|s| s.octavia_version);
             let versions: Vec<Value> = (0..=last)
                 .map(|minor| {

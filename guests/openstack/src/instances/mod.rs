@@ -6,12 +6,14 @@
 //! flavor's name, the zone the server's availability zone; `SHUTOFF` is shut down;
 //! a 404, a deleted server, or (without a provider ID) no server of the Node's name does
 //! not exist, as the contract says (occm answers an error for the last); a provider ID
-//! of another region is an error, as occm. A batch lists the servers once (paged) and
-//! their ports once per 100 servers, whatever the number of Nodes; a batch of at most 8
-//! Nodes with provider IDs reads their servers by ID instead (the lifecycle checks of a
-//! few NotReady Nodes cost a few requests, not a listing of the project). Trunk
-//! subports (the ports' `trunk_details`) cost two more listings per 100 subports, made
-//! only when a port is a trunk's parent.
+//! of another region is an error, as occm. A batch costs what the cluster holds, not
+//! the project ([`cluster`]): the cluster's servers are kept in the shared cache and
+//! brought up to date with one `changes-since` listing (none when one was made in the
+//! last 20 s), Nodes they do not answer are found by name, about 300 a listing; their
+//! ports are listed once per 100 servers. A batch of at most 8 Nodes with provider IDs
+//! reads their servers by ID instead (the lifecycle checks of a few NotReady Nodes cost
+//! a few requests). Trunk subports (the ports' `trunk_details`) cost two more listings
+//! per 100 subports, made only when a port is a trunk's parent.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -26,6 +28,8 @@ use crate::api::{self, COMPUTE_MICROVERSION, Endpoints};
 use crate::labels;
 
 mod addresses;
+mod clock;
+mod cluster;
 mod subports;
 
 pub use addresses::node_addresses;
@@ -35,7 +39,7 @@ pub use subports::{Subports, subport_ids};
 /// 4.6 KB of query, under the 8 KB request lines servers take).
 const PORTS_PER_REQUEST: usize = 100;
 /// A batch of at most this many Nodes, all with provider IDs, reads their servers one
-/// by one instead of listing the project's.
+/// by one instead of using the kept servers ([`cluster`]).
 const FEW_NODES: usize = 8;
 /// How long Nova's flavor list is kept in the shared cache.
 const FLAVORS_TTL: Duration = Duration::from_secs(600);
@@ -260,15 +264,15 @@ impl OpenStack {
     }
 
     /// The servers a batch needs: for a few Nodes that all have provider IDs, each read
-    /// by its ID (the cost follows the batch, not the project); else every server
-    /// (one paged listing).
+    /// by its ID (the cost follows the batch); else the cluster's servers, kept and
+    /// brought up to date ([`cluster`]: the cost follows the cluster, not the project).
     fn batch_servers(&self, nodes: &[Node]) -> Result<Vec<Found>, CloudError> {
         let few = nodes.len() <= FEW_NODES
             && nodes
                 .iter()
                 .all(|n| n.provider_id.as_deref().is_some_and(|p| !p.is_empty()));
         if !few {
-            return self.all_servers();
+            return self.cluster_servers(nodes);
         }
         let mut found = Vec::new();
         for node in nodes {
@@ -282,15 +286,17 @@ impl OpenStack {
                     subports: Subports::new(),
                 }),
                 Ok(None) => {}
-                // The listing answers each Node on its own (one bad provider ID or one
-                // failed read is that Node's error, not the batch's).
-                Err(_) => return self.all_servers(),
+                // The cluster's servers answer each Node on its own (one bad provider
+                // ID is that Node's error, not the batch's; a failed read is tried by
+                // name).
+                Err(_) => return self.cluster_servers(nodes),
             }
         }
         Ok(found)
     }
 
-    /// Every server (one paged listing) with its ports, for a batch.
+    /// Every server of the project (one paged listing), for a batch whose Nodes'
+    /// provider IDs name many servers that are named otherwise ([`cluster`]).
     fn all_servers(&self) -> Result<Vec<Found>, CloudError> {
         let endpoints = Endpoints::get(&self.config)?;
         let compute = self.compute(&endpoints)?;

@@ -65,8 +65,12 @@ impl OpenStack {
                 replaced.push(l["id"].as_str().unwrap_or_default().to_owned());
                 existing = None;
             }
-            let mut settings = json!({"name": name, "tags": [wanted.name],
-                "allowed_cidrs": if wanted.allowed_cidrs.is_empty() { Value::Null } else { json!(wanted.allowed_cidrs) }});
+            let mut settings = json!({"name": name, "tags": [wanted.name]});
+            // Left out (neither sent nor compared) where Octavia lacks them, as occm's
+            // OctaviaFeatureVIPACL: a listener keeps what it has.
+            if !wanted.allowed_cidrs.is_empty() {
+                settings["allowed_cidrs"] = json!(wanted.allowed_cidrs);
+            }
             if wanted.x_forwarded_for {
                 settings["insert_headers"] = json!({"X-Forwarded-For": "true"});
             }
@@ -80,16 +84,12 @@ impl OpenStack {
             }
             let listener = match existing {
                 Some(l) => {
-                    let differs = settings.as_object().into_iter().flatten().any(|(k, v)| {
-                        k != "allowed_cidrs" && l[k] != *v
-                            || k == "allowed_cidrs" && !same_cidrs(&l[k], v)
-                    });
-                    if differs {
+                    if let Some(update) = listener_update(l, &settings, &wanted.name) {
                         let lid = l["id"].as_str().unwrap_or_default();
                         self.change(
                             id,
                             Request::put(&format!("{octavia}/lbaas/listeners/{lid}"))
-                                .json(&json!({"listener": settings})),
+                                .json(&json!({"listener": update})),
                             "update a listener",
                         )?;
                     }
@@ -409,6 +409,34 @@ fn serial_member_name(member: &Value) -> String {
     .collect()
 }
 
+/// What of `settings` the existing listener `l` of the Service `name` lacks, as occm's
+/// `ensureOctaviaListener` updates a listener it found by port and protocol: never its
+/// name (one named otherwise, such as the in-tree provider's `listener_<lb>_<i>` or one
+/// of another port index, keeps it), the Service's name added to its tags when they lack it,
+/// allowed CIDRs as sets, the rest by value. `None` when nothing differs.
+fn listener_update(l: &Value, settings: &Value, name: &str) -> Option<Value> {
+    let update: serde_json::Map<String, Value> = settings
+        .as_object()?
+        .iter()
+        .filter(|(k, v)| match k.as_str() {
+            "name" => false,
+            "tags" => !tags(l).iter().any(|t| t == name),
+            "allowed_cidrs" => !same_cidrs(&l["allowed_cidrs"], v),
+            _ => l[k.as_str()] != **v,
+        })
+        .map(|(k, v)| match k.as_str() {
+            // Added to the listener's own tags, as occm appends it.
+            "tags" => {
+                let mut kept = tags(l);
+                kept.push(name.to_owned());
+                (k.clone(), json!(kept))
+            }
+            _ => (k.clone(), v.clone()),
+        })
+        .collect();
+    (!update.is_empty()).then_some(Value::Object(update))
+}
+
 /// The transport a listener protocol runs on: one listener per port and transport.
 fn transport(protocol: &str) -> &str {
     match protocol {
@@ -522,6 +550,35 @@ mod tests {
         assert_eq!(serial_member_name(&member), "member_node-a_10.0.0.11_30080");
         let long = json!({"name": "n".repeat(300), "address": "10.0.0.11", "protocol_port": 1});
         assert_eq!(serial_member_name(&long).len(), 255);
+    }
+
+    /// occm's ensureOctaviaListener: a listener found by port and protocol keeps its
+    /// name (the in-tree provider's `listener_<lb>_<i>` too); an untagged one gets the
+    /// Service's tag, and only what differs is sent.
+    #[test]
+    fn existing_listeners_keep_their_names_as_occm() {
+        const NAME: &str = "kube_service_kubernetes_default_web";
+        let settings = json!({"name": format!("listener_0_{NAME}"), "tags": [NAME],
+            "connection_limit": -1, "allowed_cidrs": ["0.0.0.0/0"]});
+        let legacy = json!({"name": "listener_a1234567812345678123456781234567_0",
+            "tags": ["team-a"], "connection_limit": -1, "allowed_cidrs": ["0.0.0.0/0"]});
+        assert_eq!(
+            listener_update(&legacy, &settings, NAME),
+            Some(json!({"tags": ["team-a", NAME]}))
+        );
+        // Tagged (among other tags), named otherwise, the same settings: nothing.
+        let tagged = json!({"name": "listener_1_x", "tags": ["team-a", NAME],
+            "connection_limit": -1, "allowed_cidrs": ["0.0.0.0/0"]});
+        assert_eq!(listener_update(&tagged, &settings, NAME), None);
+        let limited = json!({"name": "listener_1_x", "tags": [NAME],
+            "connection_limit": 10, "allowed_cidrs": ["0.0.0.0/0"]});
+        assert_eq!(
+            listener_update(&limited, &settings, NAME),
+            Some(json!({"connection_limit": -1}))
+        );
+        // Allowed CIDRs left out (Octavia lacks them): the listener's stay.
+        let open = json!({"name": "n", "tags": [NAME], "connection_limit": -1});
+        assert_eq!(listener_update(&tagged, &open, NAME), None);
     }
 
     #[test]

@@ -14,27 +14,29 @@
 //! unbound, with `keep-floatingip` or when it is the Service's `loadBalancerIP`).
 
 mod autodetect;
+mod creation;
 mod features;
 mod floating_ip;
 mod floating_subnet;
 mod listeners;
+mod networks;
 mod settings;
 mod shared;
 
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use wasm_ccm_guest::http::Request;
 use wasm_ccm_guest::types::{
     CloudError, IpMode, LoadBalancerIngress, LoadBalancerStatus, Node, Service,
 };
 use wasm_ccm_guest::{
-    LoadBalancer, LoadBalancerName, annotations, cache, cloud_error, deadline, events, url,
+    LoadBalancer, LoadBalancerName, annotations, cloud_error, deadline, events, url,
 };
 
 use crate::OpenStack;
 use crate::api::{self, Endpoints};
-use settings::{PREFIX, Wanted, ours};
+use settings::{PREFIX, ours};
 
 /// The first pause between two reads of a busy load balancer, and its growth: occm's
 /// `WaitActiveAndGetLoadBalancer` back-off (1 s, ×1.2 each time).
@@ -139,16 +141,6 @@ fn no_available_nodes(service: &Service) -> CloudError {
         service.metadata.namespace, service.metadata.name
     ))
 }
-
-/// The shared cache's mark on a load balancer this controller made that has not been
-/// `ACTIVE` yet (it never served): only such a one is deleted when it lands in `ERROR`.
-fn unserved_key(id: &str) -> String {
-    format!("unserved-load-balancer/{id}")
-}
-
-/// How long the mark lasts (the host keeps an entry a day at most); a load balancer
-/// still not settled by then is kept whatever becomes of it.
-const UNSERVED_TTL: Duration = Duration::from_secs(24 * 3600);
 
 impl OpenStack {
     fn octavia(&self) -> Result<String, CloudError> {
@@ -296,133 +288,6 @@ impl OpenStack {
             key,
             &format!("list the load balancer's {key}"),
         )
-    }
-
-    /// Creates the load balancer, or returns the existing one, `ACTIVE`.
-    ///
-    /// As occm's `ensureOctaviaLoadBalancer`, a load balancer in `ERROR` is kept (its
-    /// listeners, its floating IP, the Service's address) and the call fails ("not
-    /// ACTIVE") until it is repaired or deleted in Octavia. The one exception is occm's
-    /// `createOctaviaLoadBalancer`: one this controller has just made that lands in
-    /// `ERROR` before it was ever `ACTIVE` (it never served) is deleted, and the next call
-    /// makes it again.
-    fn ensure_created(
-        &self,
-        wanted: &Wanted,
-        service: &Service,
-        cluster: &str,
-        create: bool,
-    ) -> Result<Value, CloudError> {
-        let lb = match self.find_service_load_balancer(cluster, service)? {
-            Some(lb) if lb["provisioning_status"] == "ERROR" => lb,
-            Some(lb) => {
-                let id = lb["id"].as_str().unwrap_or_default().to_owned();
-                record(service, &id, None);
-                self.wait_settled(&id)?
-            }
-            None if !create => {
-                return Err(CloudError::Other(format!(
-                    "load balancer {} of Service {}/{} does not exist",
-                    wanted.name, service.metadata.namespace, service.metadata.name
-                )));
-            }
-            None => self.create_load_balancer(wanted, service, cluster)?,
-        };
-        let id = lb["id"].as_str().unwrap_or_default().to_owned();
-        if lb["provisioning_status"] != "ERROR" {
-            // ACTIVE: it has served, and is kept from now on whatever becomes of it.
-            cache::delete(&unserved_key(&id));
-            return Ok(lb);
-        }
-        let unserved = cache::get(&unserved_key(&id)).is_some();
-        let sole_owner =
-            shared::owns(&lb, cluster, service) && !shared::has_other_users(&lb, &wanted.name);
-        if !(create && unserved && sole_owner) {
-            // occm records the ID before it checks the status.
-            record(service, &id, None);
-            return Err(not_active(&id, "ERROR"));
-        }
-        // occm's createOctaviaLoadBalancer: "If LB landed in ERROR state we should delete
-        // it and retry the creation later." The ID is cleared (it may have been recorded
-        // by this very call): the next call looks the load balancer up by name and,
-        // finding none, makes it again.
-        let _ = annotations::set(&format!("{PREFIX}{LOAD_BALANCER_ID}"), "");
-        self.start_delete(&lb, service)?;
-        cache::delete(&unserved_key(&id));
-        Err(cloud_error::other(format!(
-            "loadbalancer {id} has gone into ERROR state, please check Octavia for details. \
-             Load balancer was deleted and its creation will be retried"
-        )))
-    }
-
-    /// Makes the Service's load balancer (marked unserved until it is `ACTIVE`) and
-    /// waits for it to settle.
-    fn create_load_balancer(
-        &self,
-        wanted: &Wanted,
-        service: &Service,
-        cluster: &str,
-    ) -> Result<Value, CloudError> {
-        let mut body = json!({
-            "name": wanted.name,
-            "description": format!(
-                "Kubernetes external service {}/{} from cluster {cluster}",
-                service.metadata.namespace, service.metadata.name
-            ),
-            "tags": [wanted.name],
-        });
-        // occm: `port-id` names the VIP port itself; else the VIP subnet or network.
-        if !wanted.vip_port.is_empty() {
-            body["vip_port_id"] = json!(wanted.vip_port);
-        } else if !wanted.vip_subnet.is_empty() {
-            body["vip_subnet_id"] = json!(wanted.vip_subnet);
-        } else {
-            body["vip_network_id"] = json!(wanted.vip_network);
-        }
-        // occm: an internal load balancer's loadBalancerIP is its VIP address.
-        if let Some(ip) = service
-            .load_balancer_ip
-            .as_deref()
-            .filter(|ip| wanted.internal && !ip.is_empty())
-        {
-            body["vip_address"] = json!(ip);
-        }
-        if !self.config.load_balancer.lb_provider.is_empty() {
-            body["provider"] = json!(self.config.load_balancer.lb_provider);
-        }
-        if !wanted.flavor.is_empty() {
-            body["flavor_id"] = json!(wanted.flavor);
-        }
-        if !wanted.zone.is_empty() {
-            body["availability_zone"] = json!(wanted.zone);
-        }
-        let created = api::json(
-            Request::post(&format!("{}/lbaas/loadbalancers", self.octavia()?))
-                .json(&json!({"loadbalancer": body})),
-            "create the load balancer",
-        )?;
-        let id = created["loadbalancer"]["id"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned();
-        // Without the mark (a full cache) it is kept should it land in ERROR: the safe way.
-        if let Err(e) = cache::set(&unserved_key(&id), b"", UNSERVED_TTL) {
-            wasm_ccm_guest::log::warn(
-                "cannot mark the new load balancer as unserved; should it land in ERROR \
-                 it is kept",
-                &[("id", id.as_str()), ("error", &format!("{e:?}"))],
-            );
-        }
-        record(service, &id, None);
-        let _ = events::normal(
-            "CreatingLoadBalancer",
-            &format!(
-                "Octavia load balancer {} ({id}) is being created",
-                wanted.name
-            ),
-            None,
-        );
-        self.wait_settled(&id)
     }
 
     /// The Service's status, as occm's `createLoadBalancerStatus`: the `hostname`
@@ -675,6 +540,8 @@ impl OpenStack {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+    use wasm_ccm_guest::cache;
 
     /// Service `default/web`, no annotations.
     fn service() -> Service {

@@ -6,8 +6,8 @@ use wasm_ccm_guest::{cloud_error, events};
 
 use super::floating_subnet::FloatingSubnet;
 use super::load_balancer_name;
+use super::networks::networks;
 use crate::OpenStack;
-use crate::config::LoadBalancerClass;
 
 /// The annotations' prefix.
 pub(super) const PREFIX: &str = "loadbalancer.openstack.org/";
@@ -239,8 +239,6 @@ impl OpenStack {
             }
         }
         let config = &self.config.load_balancer;
-        // occm: the class's networks stand in for the cloud config's; an annotation
-        // naming one itself still wins.
         let class = match ours(service, "class").filter(|c| !c.is_empty()) {
             None => None,
             Some(name) => match self.config.load_balancer_classes.get(name) {
@@ -253,47 +251,6 @@ impl OpenStack {
                 Some(class) => Some(class),
             },
         };
-        let from_class = |pick: fn(&LoadBalancerClass) -> &String, default: &str| -> String {
-            class
-                .map(pick)
-                .filter(|v| !v.is_empty())
-                .map_or_else(|| default.to_owned(), |v| v.clone())
-        };
-        let subnet_id = from_class(|c| &c.subnet_id, &config.subnet_id);
-        let network_id = from_class(|c| &c.network_id, &config.network_id);
-        let member_subnet_id = from_class(|c| &c.member_subnet_id, &config.member_subnet_id);
-        let floating_network_id =
-            from_class(|c| &c.floating_network_id, &config.floating_network_id);
-        // occm's makeSvcConf: the class's floating subnet, else the annotations', else
-        // the cloud config's (each an ID, else a name pattern and tags).
-        let floating_subnet = class
-            .map(|c| {
-                FloatingSubnet::new(
-                    &c.floating_subnet_id,
-                    &c.floating_subnet,
-                    &c.floating_subnet_tags,
-                )
-            })
-            .filter(FloatingSubnet::configured)
-            .or_else(|| {
-                let annotation = |name| ours(service, name).unwrap_or_default();
-                Some(FloatingSubnet::new(
-                    annotation("floating-subnet-id"),
-                    annotation("floating-subnet"),
-                    annotation("floating-subnet-tags"),
-                ))
-                .filter(FloatingSubnet::configured)
-            })
-            .unwrap_or_else(|| {
-                FloatingSubnet::new(
-                    &config.floating_subnet_id,
-                    &config.floating_subnet,
-                    &config.floating_subnet_tags,
-                )
-            });
-        if let Err(e) = floating_subnet.name_matcher() {
-            return refuse(e);
-        }
         let text = |name: &str, default: &str| ours(service, name).unwrap_or(default).to_owned();
         let number = |name: &str, default: u64| -> Result<u64, CloudError> {
             match ours(service, name) {
@@ -362,6 +319,12 @@ impl OpenStack {
             );
         }
         let internal = config.internal_lb || asked.unwrap_or(false);
+        // occm's checkService order (networks.rs): the class before the annotations
+        // for the floating network and subnet, and an external Service's VIP.
+        let nets = networks(config, class, service, internal);
+        if let Err(e) = nets.floating_subnet.name_matcher() {
+            return refuse(e);
+        }
         let ipv6 = service.ip_families.first() == Some(&IpFamily::Ipv6);
         let source_ranges = source_ranges(service).map_err(|e| {
             let _ = events::warning("UnsupportedLoadBalancerSetting", &e, None);
@@ -374,18 +337,11 @@ impl OpenStack {
         let mut wanted = Wanted {
             name: load_balancer_name(cluster, service),
             internal,
-            vip_subnet: text("subnet-id", &subnet_id),
-            vip_network: text("network-id", &network_id),
-            member_subnet: text(
-                "member-subnet-id",
-                if member_subnet_id.is_empty() {
-                    &subnet_id
-                } else {
-                    &member_subnet_id
-                },
-            ),
-            floating_network: text("floating-network-id", &floating_network_id),
-            floating_subnet,
+            vip_subnet: nets.vip_subnet,
+            vip_network: nets.vip_network,
+            member_subnet: nets.member_subnet,
+            floating_network: nets.floating_network,
+            floating_subnet: nets.floating_subnet,
             vip_port: text("port-id", "").trim().to_owned(),
             lb_method: text("lb-method", &config.lb_method),
             proxy,

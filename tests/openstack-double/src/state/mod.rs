@@ -19,6 +19,9 @@ pub use servers::{NewServer, Server};
 #[derive(Debug, Clone)]
 pub struct State {
     pub servers: BTreeMap<String, Server>,
+    /// Deleted servers (status `DELETED`, `updated` when deleted), by ID: Nova lists
+    /// them under `changes-since` until its database's deleted rows are archived.
+    pub deleted_servers: BTreeMap<String, Server>,
     pub networks: BTreeMap<String, Network>,
     pub subnets: BTreeMap<String, Subnet>,
     pub ports: BTreeMap<String, Port>,
@@ -56,6 +59,9 @@ pub struct State {
     /// 2.5, `flavor_id` 2.6, `allowed_cidrs` 2.12, `availability_zone` 2.14, HTTP
     /// monitors on UDP pools 2.16).
     pub octavia_version: (u32, u32),
+    /// Octavia's version document answers 500 (a proxy in front of the endpoint's
+    /// root, say): its API version cannot be read. False by default.
+    pub octavia_versions_fail: bool,
     /// Octavia's `[api_settings] default_provider_driver`: the provider of a load
     /// balancer created without one (`amphora`, Octavia's own default).
     pub default_provider: String,
@@ -72,6 +78,9 @@ pub struct State {
     pub failing_creations: u32,
     /// `METHOD path` of every authenticated request, in order.
     pub requests: Vec<String>,
+    /// Each server as its `updated` was last stamped for
+    /// ([`State::stamp_server_changes`]).
+    server_marks: BTreeMap<String, Server>,
     next: u64,
     next_ip: u32,
 }
@@ -80,6 +89,7 @@ impl Default for State {
     fn default() -> Self {
         let mut state = Self {
             servers: BTreeMap::new(),
+            deleted_servers: BTreeMap::new(),
             networks: BTreeMap::new(),
             subnets: BTreeMap::new(),
             ports: BTreeMap::new(),
@@ -98,6 +108,7 @@ impl Default for State {
             lost_answer_delay: Duration::from_secs(60),
             creation_time: None,
             octavia_version: (2, 27),
+            octavia_versions_fail: false,
             default_provider: "amphora".into(),
             network_extensions: [
                 "router",
@@ -115,6 +126,7 @@ impl Default for State {
             serial_providers: Vec::new(),
             failing_creations: 0,
             requests: Vec::new(),
+            server_marks: BTreeMap::new(),
             next: 0,
             next_ip: 10,
         };

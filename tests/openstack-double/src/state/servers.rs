@@ -1,7 +1,11 @@
 //! Nova's part of the world: servers (with a port per interface), flavors, and a
-//! server's addresses as Nova shows them.
+//! server's addresses as Nova shows them. As Nova, a server's `updated` changes with
+//! its name, status, flavor, zone or metadata (a test may change those in place: the
+//! change is seen, and stamped, at the next compute request), not with its addresses;
+//! a deleted server stays listed under `changes-since` as `DELETED`.
 
 use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime};
 
 use super::{Port, State};
 
@@ -10,13 +14,29 @@ use super::{Port, State};
 pub struct Server {
     pub id: String,
     pub name: String,
-    /// `ACTIVE`, `SHUTOFF`, `ERROR`, ...
+    /// `ACTIVE`, `SHUTOFF`, `ERROR`, ... (`DELETED` once deleted).
     pub status: String,
     /// The flavor's name (`flavor.original_name` from microversion 2.47).
     pub flavor: String,
     /// `OS-EXT-AZ:availability_zone`.
     pub zone: String,
     pub metadata: BTreeMap<String, String>,
+    /// When the server was made (`created`).
+    pub created: SystemTime,
+    /// When it last changed (`updated`; what `changes-since` compares).
+    pub updated: SystemTime,
+}
+
+impl Server {
+    /// Whether `other` is this server unchanged in what changes its `updated` in Nova
+    /// (its addresses aside).
+    fn unchanged(&self, other: &Server) -> bool {
+        self.name == other.name
+            && self.status == other.status
+            && self.flavor == other.flavor
+            && self.zone == other.zone
+            && self.metadata == other.metadata
+    }
 }
 
 /// A server to add: its name, and its interfaces' networks and addresses.
@@ -74,6 +94,7 @@ impl State {
                 },
             );
         }
+        let now = SystemTime::now();
         let server = Server {
             id: id.clone(),
             name: new.name,
@@ -81,9 +102,35 @@ impl State {
             flavor: new.flavor,
             zone: new.zone,
             metadata: BTreeMap::new(),
+            created: now,
+            updated: now,
         };
+        self.server_marks.insert(id.clone(), server.clone());
         self.servers.insert(id, server.clone());
         server
+    }
+
+    /// Moves every server's `created` and `updated` `by` into the past: a project whose
+    /// servers were made (and last changed) earlier.
+    pub fn age_servers(&mut self, by: Duration) {
+        for server in self.servers.values_mut() {
+            server.created -= by;
+            server.updated -= by;
+        }
+    }
+
+    /// Stamps `updated` now on the servers changed in place since the last stamp (a
+    /// server put in [`State::servers`] by hand is taken as it is).
+    pub fn stamp_server_changes(&mut self) {
+        let now = SystemTime::now();
+        for server in self.servers.values_mut() {
+            match self.server_marks.get(&server.id) {
+                Some(mark) if mark.unchanged(server) => continue,
+                Some(_) => server.updated = now,
+                None => {}
+            }
+            self.server_marks.insert(server.id.clone(), server.clone());
+        }
     }
 
     /// The ID of the flavor named `name`, which is added when missing.
@@ -99,7 +146,12 @@ impl State {
     /// Deletes a server and its ports (and unbinds their floating IPs), with the trunks
     /// on them and their subports.
     pub fn delete_server(&mut self, id: &str) {
-        self.servers.remove(id);
+        if let Some(mut server) = self.servers.remove(id) {
+            server.status = "DELETED".into();
+            server.updated = SystemTime::now();
+            self.deleted_servers.insert(id.to_owned(), server);
+        }
+        self.server_marks.remove(id);
         let ports: Vec<String> = self
             .ports
             .values()
