@@ -106,6 +106,24 @@ fn aws_provider_passes_and_fits_a_config_map() {
     assert!(size < 1 << 20, "{size} bytes");
 }
 
+#[test]
+fn openstack_provider_passes_and_fits_a_config_map() {
+    let file = guest("openstack_provider");
+    let out = check(&file, &[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stdout.contains("provider:  openstack"),
+        "{}",
+        out.stdout
+    );
+    assert!(out.stdout.contains("result:    ok"), "{}", out.stdout);
+    let size = std::fs::metadata(&file).unwrap().len();
+    assert!(
+        size < 1 << 20,
+        "the release provider must fit in a ConfigMap: {size} bytes"
+    );
+}
+
 /// A component built against contract 0.1 still passes, with the version and a
 /// warning; it links only 0.1's imports.
 #[test]

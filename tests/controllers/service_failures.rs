@@ -91,10 +91,11 @@ async fn load_balancer_errors_retry_and_the_finalizer_waits_for_deletion() {
             .is_ok_and(|s| ingress_ip(&s).is_some())
     })
     .await;
+    // Throttled is asked to come back, not failed.
     assert!(
         reasons(&stack.client(), "api")
             .await
-            .contains(&"SyncLoadBalancerFailed".to_string())
+            .contains(&"SyncLoadBalancerPending".to_string())
     );
 
     // Deleting fails once: the Service stays (finalizer) until the provider confirms.

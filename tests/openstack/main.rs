@@ -4,10 +4,12 @@
 //! in with the application credential of the documented policy, the provider never
 //! holds a secret.
 
+mod cluster_name;
 mod deploy;
 mod floating_ips;
 mod migration;
 mod routes;
+mod security_groups;
 mod settings;
 mod shared;
 mod slow_cloud;
@@ -106,13 +108,24 @@ impl OpenStackStack {
         &self,
         port: u16,
     ) -> (tokio::process::Child, Arc<std::sync::Mutex<String>>) {
+        self.controller_manager_with(port, &[])
+    }
+
+    /// [`Self::controller_manager`] with `extra` flags (`--cluster-name=prod`).
+    fn controller_manager_with(
+        &self,
+        port: u16,
+        extra: &[&str],
+    ) -> (tokio::process::Child, Arc<std::sync::Mutex<String>>) {
+        let mut args = vec!["--leader-elect=false"];
+        args.extend_from_slice(extra);
         let mut command = controller_manager_command(
             "openstack",
             self.dir.path(),
             &self.cloud_config,
             &self.kubeconfig,
             port,
-            &["--leader-elect=false"],
+            &args,
         );
         command.env("RUST_LOG", "info");
         wasm_ccm_tests::spawn_logged(command)

@@ -86,6 +86,11 @@ pub struct LoadBalancerConfig {
     /// batch member update, so members are created and deleted one call at a time
     /// (occm's `SeriallyReconcilePoolMembers`).
     pub provider_requires_serial_api_calls: bool,
+    /// `manage-security-groups` (default false): each Service gets occm's security
+    /// group `lb-sg-<uid>-<namespace>-<name>`, opening its node ports, on its member
+    /// Nodes' ports (occm's `ensureAndUpdateOctaviaSecurityGroup`); the group goes with
+    /// the Service either way (occm's `ensureSecurityGroupDeleted`).
+    pub manage_security_groups: bool,
 }
 
 impl Default for LoadBalancerConfig {
@@ -115,6 +120,7 @@ impl Default for LoadBalancerConfig {
             node_selector: String::new(),
             default_tls_container_ref: String::new(),
             provider_requires_serial_api_calls: false,
+            manage_security_groups: false,
         }
     }
 }
@@ -374,12 +380,8 @@ impl Config {
                         "maxsharedlb" => lb.max_shared_lb = number(&value, line, &name)? as usize,
                         "nodeselector" => lb.node_selector = value,
                         "defaulttlscontainerref" => lb.default_tls_container_ref = value,
-                        "managesecuritygroups" if gcfg::boolean(&value, line, &name)? => {
-                            return Err(format!(
-                                "cloud config line {line}: manage-security-groups = true is not \
-                                 supported by this provider yet (listeners' allowed CIDRs carry \
-                                 loadBalancerSourceRanges)"
-                            ));
+                        "managesecuritygroups" => {
+                            lb.manage_security_groups = gcfg::boolean(&value, line, &name)?
                         }
                         "floatingsubnet" => lb.floating_subnet = value,
                         "floatingsubnettags" => lb.floating_subnet_tags = value,
@@ -408,7 +410,7 @@ impl Config {
                             ));
                         }
                         // Octavia checks a TLS reference when the listener is made.
-                        "lbversion" | "containerstore" | "managesecuritygroups" => {}
+                        "lbversion" | "containerstore" => {}
                         // Options occm no longer has.
                         "usetags" | "usevipport" => {}
                         _ => ignored("cloud config: variable not used by this provider; ignored"),
@@ -607,6 +609,32 @@ mod tests {
         assert!(config.load_balancer.provider_requires_serial_api_calls);
         assert!(
             parse("provider-requires-serial-api-calls = maybe\n")
+                .unwrap_err()
+                .contains("line 4")
+        );
+    }
+
+    /// occm's `manage-security-groups`: read (default false), served; a value that is
+    /// not a boolean is an error naming its line, as every boolean.
+    #[test]
+    fn manage_security_groups_is_read() {
+        let parse = |extra: &str| {
+            Config::parse(&format!(
+                "[Global]\nauth-url = https://k/v3\n[LoadBalancer]\n{extra}"
+            ))
+        };
+        assert!(!parse("").unwrap().load_balancer.manage_security_groups);
+        let config = parse("manage-security-groups = true\n").unwrap();
+        assert!(config.load_balancer.manage_security_groups);
+        assert!(config.ignored.is_empty());
+        assert!(
+            !parse("manage-security-groups = false\n")
+                .unwrap()
+                .load_balancer
+                .manage_security_groups
+        );
+        assert!(
+            parse("manage-security-groups = maybe\n")
                 .unwrap_err()
                 .contains("line 4")
         );

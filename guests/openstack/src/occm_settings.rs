@@ -109,7 +109,7 @@ pub const SETTINGS: [(&str, &str, &str, Status); 74] = [
         "LoadBalancer",
         "manage-security-groups",
         "true",
-        Status::Refused,
+        Status::Served,
     ),
     ("LoadBalancer", "internal-lb", "true", Status::Served),
     ("LoadBalancer", "node-selector", "pool=web", Status::Served),

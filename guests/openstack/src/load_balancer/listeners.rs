@@ -445,8 +445,9 @@ fn transport(protocol: &str) -> &str {
     }
 }
 
-/// Whether `node` has every label of `selector` (an empty value: any value).
-fn selected(node: &Node, selector: &[(String, String)]) -> bool {
+/// Whether `node` has every label of `selector` (an empty value: any value): occm's
+/// `filterNodes`.
+pub(super) fn selected(node: &Node, selector: &[(String, String)]) -> bool {
     selector.iter().all(|(key, value)| {
         node.metadata
             .labels

@@ -12,6 +12,8 @@
 //! `retry-after` so the controller calls again and the work resumes where it stopped.
 //! Deletion is Octavia's cascade delete; the floating IP is released first (kept, only
 //! unbound, with `keep-floatingip` or when it is the Service's `loadBalancerIP`).
+//! With `manage-security-groups`, occm's security group opens the node ports on the
+//! members' ports ([`security_groups`]); it goes with the Service.
 
 mod autodetect;
 mod creation;
@@ -20,6 +22,8 @@ mod floating_ip;
 mod floating_subnet;
 mod listeners;
 mod networks;
+mod rename;
+mod security_groups;
 mod settings;
 mod shared;
 
@@ -345,6 +349,9 @@ impl OpenStack {
         }
         self.autodetect(&mut wanted, service, nodes)?;
         let lb = self.ensure_created(&wanted, service, cluster, create)?;
+        // One occm made under another --cluster-name: renamed as occm renames it when
+        // the Service asks for it, else refused by name (occm's lbHasOldClusterName).
+        let lb = self.of_this_cluster(lb, cluster, service)?;
         let owner = shared::owns(&lb, cluster, service);
         if !owner {
             self.check_share(&lb, &wanted)?;
@@ -384,6 +391,8 @@ impl OpenStack {
             lb["id"].as_str().unwrap_or_default(),
             Some(&address),
         );
+        // occm's last step of an ensure and of an update.
+        self.reconcile_security_group(cluster, service, nodes, &wanted, &lb, create)?;
         Ok(self.status(service, address))
     }
 }
@@ -455,14 +464,26 @@ impl LoadBalancer for OpenStack {
         service: Service,
     ) -> Result<(), CloudError> {
         match self.find_service_load_balancer(&cluster_name, &service) {
-            Ok(Some(lb)) => self.delete_or_leave(&cluster_name, &service, &lb)?,
-            Ok(None) => return Ok(()),
+            // One occm made under another --cluster-name is refused by name (neither
+            // left behind nor deleted), or renamed first when the Service asks for it.
+            Ok(Some(lb)) => match self.of_this_cluster_for_deletion(lb, &cluster_name, &service)? {
+                rename::ForDeletion::Ours(lb) => {
+                    self.delete_or_leave(&cluster_name, &service, &lb)?
+                }
+                rename::ForDeletion::Under(theirs, lb) => {
+                    self.delete_or_leave(&theirs, &service, &lb)?
+                }
+            },
+            Ok(None) => {}
             // The annotation names a load balancer that is gone: nothing to delete (a
             // delete cut by the deadline ends here on the next call), but the annotation
             // still goes.
             Err(_) if self.named_gone(&service)? => {}
             Err(e) => return Err(e),
         }
+        // occm's `ensureSecurityGroupDeleted`, whatever `manage-security-groups` says;
+        // also when the load balancer was gone already (a deletion cut after it went).
+        self.ensure_security_group_deleted(&service)?;
         // The Service no longer names it (a Service made a LoadBalancer again gets a new
         // one rather than an error about this one).
         if ours(&service, LOAD_BALANCER_ID).is_some_and(|id| !id.is_empty()) {
@@ -577,14 +598,23 @@ mod tests {
         cache::clear();
         let _ = annotations::recorded();
         let cloud = MockTransport::new();
-        let catalog = json!({"catalog": [{"type": "load-balancer", "endpoints": [
-            {"interface": "public", "region_id": "RegionOne", "url": "http://octavia"}]}]});
+        let catalog = json!({"catalog": [
+            {"type": "load-balancer", "endpoints": [
+                {"interface": "public", "region_id": "RegionOne", "url": "http://octavia"}]},
+            {"type": "network", "endpoints": [
+                {"interface": "public", "region_id": "RegionOne", "url": "http://neutron"}]}]});
         cloud.on(
             "GET",
             "/v3/auth/catalog",
             Response::with_json(200, &catalog),
         );
         cloud.on("GET", "/v2/lbaas/loadbalancers/lb-1", Response::new(404));
+        // No security group of the Service's name (occm's `ensureSecurityGroupDeleted`).
+        cloud.on(
+            "GET",
+            "/v2.0/security-groups",
+            Response::with_json(200, &json!({"security_groups": []})),
+        );
         let _installed = cloud.install();
         let provider = OpenStack {
             config: crate::config::Config::parse("[Global]\nauth-url = https://k/v3\n").unwrap(),
@@ -595,7 +625,9 @@ mod tests {
             .ensure_load_balancer_deleted("kubernetes".into(), service)
             .unwrap();
         assert_eq!(annotations::recorded(), [(key, String::new())]);
-        // Nothing but reads: nothing was there to delete.
+        // Nothing but reads: nothing was there to delete; the security group was looked
+        // for even so.
+        assert_eq!(cloud.count("GET", "/v2.0/security-groups"), 1);
         assert!(
             cloud
                 .requests()

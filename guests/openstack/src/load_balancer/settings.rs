@@ -89,7 +89,7 @@ pub(super) fn boolean(service: &Service, key: &str) -> Option<bool> {
 /// The source ranges as upstream's `GetLoadBalancerSourceRanges` reads them:
 /// `spec.loadBalancerSourceRanges`, else the legacy annotation (comma-separated);
 /// every entry a CIDR. Empty: open to all.
-fn source_ranges(service: &Service) -> Result<Vec<String>, String> {
+pub(super) fn source_ranges(service: &Service) -> Result<Vec<String>, String> {
     let ranges: Vec<String> = if !service.load_balancer_source_ranges.is_empty() {
         service.load_balancer_source_ranges.clone()
     } else {
@@ -176,14 +176,16 @@ pub(super) struct Wanted {
 /// (`IsOctaviaFeatureSupported` is false for OVN, `canUseHTTPMonitor` too): listener
 /// timeouts and flavors silently, source ranges and an availability zone with a
 /// Warning; `externalTrafficPolicy: Local` keeps a monitor of the port's protocol.
-fn without_ovn_features(wanted: &mut Wanted) {
+/// With `manage-security-groups`, source ranges are the security group's rules instead
+/// (occm's `checkService`), so they are not ignored and no Warning says they are.
+fn without_ovn_features(wanted: &mut Wanted, manage_security_groups: bool) {
     wanted
         .listener_settings
         .retain(|(field, _)| !field.starts_with("timeout_"));
     wanted.flavor.clear();
     wanted.health_check_node_port = None;
     wanted.allowed_cidrs.clear();
-    if wanted.source_ranges_given {
+    if wanted.source_ranges_given && !manage_security_groups {
         let _ = events::warning(
             "LoadBalancerSourceRangesIgnored",
             "LoadBalancerSourceRanges are ignored because the Octavia provider (ovn) does not \
@@ -375,7 +377,7 @@ impl OpenStack {
         };
         // occm compares the cloud config's `lb-provider` (default `amphora`) with "ovn".
         if config.lb_provider == "ovn" {
-            without_ovn_features(&mut wanted);
+            without_ovn_features(&mut wanted, config.manage_security_groups);
         }
         Ok(wanted)
     }

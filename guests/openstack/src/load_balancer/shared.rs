@@ -16,8 +16,9 @@ use super::settings::Wanted;
 use super::{legacy_name, load_balancer_name};
 use crate::OpenStack;
 
-/// The prefix of occm's load balancer names and of the tags naming Services.
-const SERVICE_PREFIX: &str = "kube_service_";
+/// The prefix of occm's load balancer names and of the tags naming Services (occm's
+/// `servicePrefix`).
+pub(super) const SERVICE_PREFIX: &str = "kube_service_";
 
 /// Whether `lb` is the Service's own: named as occm names it, or with the legacy name.
 pub(super) fn owns(lb: &Value, cluster: &str, service: &Service) -> bool {

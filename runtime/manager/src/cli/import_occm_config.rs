@@ -7,12 +7,20 @@
 //!   occm did (application credential, or user and password with the project);
 //! - `credentials/…`: the secret (and the CA bundle and client certificate
 //!   the file named), for the `wasm-ccm-credentials` Secret, mounted at
-//!   `--credentials-dir` (the policy names the files there).
+//!   `--credentials-dir` (the policy names the files there);
+//! - `cluster-name.yaml`: occm's `--cluster-name` (a flag, not in `cloud.conf`: given
+//!   with `--cluster-name`, read from occm's Deployment or DaemonSet with
+//!   `--occm-deployment`, else occm's default `kubernetes`, with a note), as
+//!   deploy/openstack's patch of the Deployment. It is part of every load balancer's
+//!   name (`kube_service_<cluster>_<namespace>_<name>`): the provider refuses by name
+//!   the load balancers occm made under another one.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use wasm_ccm_guest::gcfg;
+
+use super::occm_deployment::{self, Found, OCCM_DEFAULT};
 
 /// `wasm-ccm import-occm-config`'s arguments.
 #[derive(Debug, Clone, clap::Args)]
@@ -25,10 +33,19 @@ pub struct Args {
     /// Where the credentials Secret is mounted (the policy names the files there).
     #[arg(long, default_value = "/etc/wasm-ccm/credentials")]
     pub credentials_dir: String,
+    /// occm's --cluster-name (a flag, not in cloud.conf), for cluster-name.yaml.
+    /// Without it or --occm-deployment: occm's default, `kubernetes` (with a note).
+    #[arg(long, value_name = "NAME", conflicts_with = "occm_deployment")]
+    pub cluster_name: Option<String>,
+    /// occm's Deployment, DaemonSet or Pod as YAML or JSON (`kubectl -n kube-system get
+    /// ds openstack-cloud-controller-manager -o yaml`), or a file of its flags: the
+    /// --cluster-name occm runs with is read there (`$(CLUSTER_NAME)` from its env).
+    #[arg(long, value_name = "FILE")]
+    pub occm_deployment: Option<PathBuf>,
 }
 
-/// Runs `wasm-ccm import-occm-config`: the files written on stdout, or the error on
-/// stderr.
+/// Runs `wasm-ccm import-occm-config`: the files written and the cluster name on
+/// stdout (a note on stderr when it is occm's default), or the error on stderr.
 pub fn main(args: Args) -> std::process::ExitCode {
     let imported = std::fs::read_to_string(&args.cloud_conf)
         .map_err(|source| ImportError::Io {
@@ -36,12 +53,108 @@ pub fn main(args: Args) -> std::process::ExitCode {
             source,
         })
         .and_then(|text| convert(&text, &args.cloud_conf, &args.credentials_dir))
-        .and_then(|imported| write(&imported, &args.out));
-    super::exit::exit_code(imported.map(|written| {
+        .and_then(|imported| {
+            let cluster = cluster_name(&args)?;
+            let mut written = write(&imported, &args.out)?;
+            written.push(write_cluster_name(&cluster, &args.out)?);
+            Ok((written, cluster))
+        });
+    super::exit::exit_code(imported.map(|(written, cluster)| {
         for path in written {
             println!("wrote {}", path.display());
         }
+        println!("cluster name \"{}\" ({})", cluster.name, cluster.source);
+        if cluster.defaulted {
+            eprintln!("note: {}", default_note(&cluster));
+        }
     }))
+}
+
+/// occm's cluster name: `--cluster-name`, else the one `--occm-deployment`'s occm runs
+/// with, else occm's default.
+fn cluster_name(args: &Args) -> Result<Found, ImportError> {
+    let found = match (&args.cluster_name, &args.occm_deployment) {
+        (Some(name), _) => Found {
+            name: name.clone(),
+            source: "--cluster-name".into(),
+            defaulted: false,
+        },
+        (None, Some(path)) => {
+            let text = std::fs::read_to_string(path).map_err(|source| ImportError::Io {
+                path: path.clone(),
+                source,
+            })?;
+            occm_deployment::cluster_name(&text).map_err(|reason| ImportError::Invalid {
+                path: path.clone(),
+                reason,
+            })?
+        }
+        (None, None) => Found {
+            name: OCCM_DEFAULT.into(),
+            source: "occm's default: neither --cluster-name nor --occm-deployment given".into(),
+            defaulted: true,
+        },
+    };
+    if found.name.trim().is_empty() {
+        return Err(ImportError::ClusterName(format!(
+            "the cluster name ({}) is empty",
+            found.source
+        )));
+    }
+    Ok(found)
+}
+
+/// What is said when the cluster name is occm's default.
+fn default_note(cluster: &Found) -> String {
+    format!(
+        "cluster-name.yaml says occm's default cluster name, \"{OCCM_DEFAULT}\" ({}). If occm \
+         ran with another --cluster-name (CLUSTER_NAME in occm's manifests, cluster.name in \
+         its chart), run again with --cluster-name NAME or --occm-deployment FILE: wasm-ccm \
+         refuses by name the load balancers occm made under another cluster name.",
+        cluster.source
+    )
+}
+
+/// deploy/openstack's `cluster-name.yaml` for `cluster`: the Deployment's container
+/// gets `CLUSTER_NAME`, which deployment-patch.yaml passes as
+/// `--cluster-name=$(CLUSTER_NAME)` (each `$` doubled: kubelet expands the value).
+fn cluster_name_patch(cluster: &Found) -> String {
+    format!(
+        "\
+# The cluster's name, wasm-ccm's --cluster-name (deployment-patch.yaml passes
+# --cluster-name=$(CLUSTER_NAME)): part of every load balancer's name and tags
+# (kube_service_<cluster>_<namespace>_<name>). Coming from occm it must be occm's
+# --cluster-name: a load balancer occm made under another one is refused by name.
+# `wasm-ccm import-occm-config` writes this file; this name: {source}.
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: wasm-ccm
+  namespace: kube-system
+spec:
+  template:
+    spec:
+      containers:
+        - name: wasm-ccm
+          env:
+            - name: CLUSTER_NAME
+              value: {value}
+",
+        source = cluster.source.replace('\n', " "),
+        value = quoted(&cluster.name.replace('$', "$$")),
+    )
+}
+
+/// Writes `cluster-name.yaml` under `out`: its path.
+fn write_cluster_name(cluster: &Found, out: &Path) -> Result<PathBuf, ImportError> {
+    let path = out.join("cluster-name.yaml");
+    let io = |source| ImportError::Io {
+        path: path.clone(),
+        source,
+    };
+    std::fs::create_dir_all(out).map_err(io)?;
+    std::fs::write(&path, cluster_name_patch(cluster)).map_err(io)?;
+    Ok(path)
 }
 
 /// Why a `cloud.conf` cannot be converted.
@@ -56,14 +169,18 @@ pub enum ImportError {
         #[source]
         source: std::io::Error,
     },
-    /// The `cloud.conf` is not valid gcfg, or lacks or misuses a setting.
+    /// The `cloud.conf` is not valid gcfg, or lacks or misuses a setting; or occm's
+    /// Deployment (`--occm-deployment`) gives no cluster name.
     #[error("{path}: {reason}")]
     Invalid {
-        /// The `cloud.conf`.
+        /// The `cloud.conf`, or occm's Deployment.
         path: PathBuf,
         /// What is wrong.
         reason: String,
     },
+    /// The cluster name cannot be used.
+    #[error("{0}")]
+    ClusterName(String),
 }
 
 /// The converted files, as text (see [`write`]).
@@ -695,6 +812,126 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.to_string().contains("request-timeout"), "{err}");
+    }
+
+    /// `import-occm-config`'s arguments as a command line gives them.
+    fn args(extra: &[&str]) -> Result<Args, clap::Error> {
+        use clap::Parser;
+        #[derive(clap::Parser)]
+        struct Command {
+            #[command(flatten)]
+            args: Args,
+        }
+        let mut words = vec!["import-occm-config", "/in/cloud.conf", "--out", "/out"];
+        words.extend_from_slice(extra);
+        Command::try_parse_from(words).map(|c| c.args)
+    }
+
+    /// The value a cluster-name.yaml gives `CLUSTER_NAME` in the Deployment's container.
+    fn cluster_name_in(patch: &str) -> serde_json::Value {
+        let patch: serde_json::Value = serde_saphyr::from_str(patch).unwrap();
+        assert_eq!(patch["kind"], "Deployment");
+        assert_eq!(patch["metadata"]["name"], "wasm-ccm");
+        let container = &patch["spec"]["template"]["spec"]["containers"][0];
+        assert_eq!(container["name"], "wasm-ccm");
+        assert_eq!(container["env"][0]["name"], "CLUSTER_NAME");
+        container["env"][0]["value"].clone()
+    }
+
+    /// `--cluster-name`: occm's name in cluster-name.yaml (a `$` doubled: kubelet
+    /// expands the value); with `--occm-deployment` too, refused; with neither, occm's
+    /// default and a note saying how to give another; an empty one, refused.
+    #[test]
+    fn the_cluster_name_is_given_or_occms_default() {
+        let found = cluster_name(&args(&["--cluster-name", "prod"]).unwrap()).unwrap();
+        assert_eq!(found.name, "prod");
+        assert!(!found.defaulted);
+        assert_eq!(cluster_name_in(&cluster_name_patch(&found)), "prod");
+        let dollar = Found {
+            name: "a$(b)".into(),
+            ..found
+        };
+        assert_eq!(cluster_name_in(&cluster_name_patch(&dollar)), "a$$(b)");
+        assert!(args(&["--cluster-name", "prod", "--occm-deployment", "/d.yaml"]).is_err());
+        let default = cluster_name(&args(&[]).unwrap()).unwrap();
+        assert_eq!(default.name, "kubernetes");
+        assert!(default.defaulted);
+        let note = default_note(&default);
+        assert!(
+            note.contains("--cluster-name NAME") && note.contains("--occm-deployment FILE"),
+            "{note}"
+        );
+        assert!(matches!(
+            cluster_name(&args(&["--cluster-name", " "]).unwrap()),
+            Err(ImportError::ClusterName(_))
+        ));
+    }
+
+    /// `--occm-deployment`: the name occm's DaemonSet runs with (`$(CLUSTER_NAME)` from
+    /// its env), written where deploy/openstack reads it; a file without occm is named
+    /// in the error.
+    #[test]
+    fn the_cluster_name_is_read_from_occms_daemonset() {
+        let dir = std::env::temp_dir().join(format!("occm-deployment-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let daemonset = dir.join("occm.yaml");
+        std::fs::write(
+            &daemonset,
+            r#"kind: DaemonSet
+metadata: {name: occm, namespace: kube-system}
+spec:
+  template:
+    spec:
+      containers:
+        - name: occm
+          image: registry.k8s.io/provider-os/openstack-cloud-controller-manager:v1.36.0
+          args: ["/bin/openstack-cloud-controller-manager", "--cluster-name=$(CLUSTER_NAME)"]
+          env: [{name: CLUSTER_NAME, value: prod}]
+"#,
+        )
+        .unwrap();
+        let given = args(&["--occm-deployment", daemonset.to_str().unwrap()]).unwrap();
+        let found = cluster_name(&given).unwrap();
+        assert_eq!(found.name, "prod");
+        assert!(!found.defaulted);
+        assert!(
+            found.source.contains("DaemonSet kube-system/occm"),
+            "{}",
+            found.source
+        );
+        let out = dir.join("out");
+        let written = write_cluster_name(&found, &out).unwrap();
+        assert_eq!(written, out.join("cluster-name.yaml"));
+        let text = std::fs::read_to_string(&written).unwrap();
+        assert_eq!(cluster_name_in(&text), "prod");
+        std::fs::write(&daemonset, "kind: ConfigMap\n").unwrap();
+        let err = cluster_name(&given).unwrap_err().to_string();
+        assert!(
+            err.contains("occm.yaml") && err.contains("--cluster-name"),
+            "{err}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// deploy/openstack's cluster-name.yaml is what the import writes for occm's
+    /// default, and its Deployment passes it as `--cluster-name`.
+    #[test]
+    fn deploy_openstacks_cluster_name_is_the_imports_default() {
+        let deploy: serde_json::Value = serde_saphyr::from_str(include_str!(
+            "../../../../deploy/openstack/cluster-name.yaml"
+        ))
+        .unwrap();
+        let default = cluster_name(&args(&[]).unwrap()).unwrap();
+        let imported: serde_json::Value =
+            serde_saphyr::from_str(&cluster_name_patch(&default)).unwrap();
+        assert_eq!(deploy, imported);
+        let patch = include_str!("../../../../deploy/openstack/deployment-patch.yaml");
+        assert!(
+            patch.contains("- --cluster-name=$(CLUSTER_NAME)\n"),
+            "{patch}"
+        );
+        let kustomization = include_str!("../../../../deploy/openstack/kustomization.yaml");
+        assert!(kustomization.contains("- path: cluster-name.yaml\n"));
     }
 
     #[test]

@@ -12,6 +12,7 @@ pub mod conformance;
 mod exit;
 pub mod import_occm_config;
 pub mod new;
+mod occm_deployment;
 pub mod sandboxed;
 
 use std::process::ExitCode;
@@ -40,8 +41,9 @@ pub enum Command {
     New(new::Args),
     /// Convert cloud-provider-openstack's cloud.conf (with its Keystone secret) into the
     /// OpenStack provider's files under OUT: cloud-config/cloud.conf without secrets,
-    /// providers/openstack.yaml (the policy's keystone rule), and credentials/
-    /// (the secret, for the credentials Secret).
+    /// providers/openstack.yaml (the policy's keystone rule), credentials/ (the secret,
+    /// for the credentials Secret), and cluster-name.yaml (occm's --cluster-name, from
+    /// --cluster-name or --occm-deployment, for deploy/openstack).
     ImportOccmConfig(import_occm_config::Args),
     /// Drive a provider against its (real or emulated) cloud (credential files only
     /// inside --credentials-dir, none without it) and check the contract's rules;

@@ -1,5 +1,6 @@
 //! Neutron (network API v2.0): networks, subnets, ports (their allowed address
-//! pairs, a trunk parent's `trunk_details`), floating IPs, a router's extra routes (`add_extraroutes` /
+//! pairs and security groups, a trunk parent's `trunk_details`), security groups and
+//! their rules, floating IPs, a router's extra routes (`add_extraroutes` /
 //! `remove_extraroutes`, the `extraroute-atomic` extension) and the extension list.
 //! Lists filter on any field given in the query, as Neutron does.
 //! This module holds the routes, the error bodies, the query filters and the
@@ -9,6 +10,7 @@ mod floating_ips;
 mod networks;
 mod ports;
 mod routers;
+mod security_groups;
 
 use std::collections::HashMap;
 
@@ -16,7 +18,7 @@ use axum::Router;
 use axum::extract::State as Extract;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, put};
+use axum::routing::{delete, get, put};
 use serde_json::{Value, json};
 
 use crate::{Shared, reply};
@@ -24,8 +26,13 @@ use floating_ips::{
     create_floating_ip, delete_floating_ip, list_floating_ips, show_floating_ip, update_floating_ip,
 };
 use networks::{list_networks, list_subnets, show_network, show_subnet};
-use ports::{list_ports, show_port, update_port};
+use ports::{delete_port_tag, list_ports, show_port, update_port};
 use routers::{add_extraroutes, remove_extraroutes, show_router, update_router};
+use security_groups::{
+    create_security_group, create_security_group_rule, delete_security_group,
+    delete_security_group_rule, list_security_group_rules, list_security_groups,
+    show_security_group, show_security_group_rule,
+};
 
 pub(crate) fn router() -> Router<Shared> {
     Router::new()
@@ -36,6 +43,23 @@ pub(crate) fn router() -> Router<Shared> {
         .route("/subnets/{id}", get(show_subnet))
         .route("/ports", get(list_ports))
         .route("/ports/{id}", get(show_port).put(update_port))
+        .route("/ports/{id}/tags/{tag}", delete(delete_port_tag))
+        .route(
+            "/security-groups",
+            get(list_security_groups).post(create_security_group),
+        )
+        .route(
+            "/security-groups/{id}",
+            get(show_security_group).delete(delete_security_group),
+        )
+        .route(
+            "/security-group-rules",
+            get(list_security_group_rules).post(create_security_group_rule),
+        )
+        .route(
+            "/security-group-rules/{id}",
+            get(show_security_group_rule).delete(delete_security_group_rule),
+        )
         .route(
             "/floatingips",
             get(list_floating_ips).post(create_floating_ip),

@@ -122,6 +122,8 @@ impl State {
                 fixed_ips: vec![(subnet.to_owned(), address.clone())],
                 allowed_address_pairs: Vec::new(),
                 port_security_enabled: true,
+                security_groups: Vec::new(),
+                tags: Vec::new(),
             },
         );
         self.load_balancers.insert(

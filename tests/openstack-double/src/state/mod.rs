@@ -1,11 +1,13 @@
 //! The double's world: servers and their ports (and trunks), networks and subnets, a
-//! router, floating IPs, and Octavia load balancers with their listeners, pools, members
-//! and health monitors. Everything a test may set up or inspect goes through [`State`].
+//! router, floating IPs, security groups and their rules, and Octavia load balancers
+//! with their listeners, pools, members and health monitors. Everything a test may set
+//! up or inspect goes through [`State`].
 //! This module holds [`State`] itself (its defaults and IDs); the resources of each
 //! service and what a test does with them are in the modules below.
 
 mod load_balancers;
 mod networks;
+mod security_groups;
 mod servers;
 
 use std::collections::BTreeMap;
@@ -13,6 +15,7 @@ use std::time::Duration;
 
 pub use load_balancers::{HealthMonitor, Listener, LoadBalancer, Member, Pool};
 pub use networks::{FloatingIp, Network, Port, Router, Subnet, Trunk};
+pub use security_groups::{SecurityGroup, SecurityGroupRule};
 pub use servers::{NewServer, Server};
 
 /// Every resource of the double, and what it was asked.
@@ -29,6 +32,10 @@ pub struct State {
     pub trunks: BTreeMap<String, Trunk>,
     pub floating_ips: BTreeMap<String, FloatingIp>,
     pub routers: BTreeMap<String, Router>,
+    /// Neutron security groups, by ID (the project's `default` one from the start).
+    pub security_groups: BTreeMap<String, SecurityGroup>,
+    /// Their rules, by ID.
+    pub security_group_rules: BTreeMap<String, SecurityGroupRule>,
     pub load_balancers: BTreeMap<String, LoadBalancer>,
     pub listeners: BTreeMap<String, Listener>,
     pub pools: BTreeMap<String, Pool>,
@@ -96,6 +103,8 @@ impl Default for State {
             trunks: BTreeMap::new(),
             floating_ips: BTreeMap::new(),
             routers: BTreeMap::new(),
+            security_groups: BTreeMap::new(),
+            security_group_rules: BTreeMap::new(),
             load_balancers: BTreeMap::new(),
             listeners: BTreeMap::new(),
             pools: BTreeMap::new(),
@@ -120,6 +129,8 @@ impl Default for State {
                 "revision-if-match",
                 "trunk",
                 "trunk-details",
+                "security-group",
+                "port-security",
             ]
             .map(String::from)
             .to_vec(),
@@ -170,9 +181,13 @@ impl Default for State {
                 fixed_ips: vec![(subnet.clone(), ip.into())],
                 allowed_address_pairs: Vec::new(),
                 port_security_enabled: false,
+                security_groups: Vec::new(),
+                tags: Vec::new(),
             };
             state.ports.insert(id, port);
         }
+        // The project's `default` security group, made last so the IDs above stay.
+        state.add_default_security_group();
         state
     }
 }

@@ -39,8 +39,14 @@ pub struct Port {
     pub fixed_ips: Vec<(String, String)>,
     /// `(ip_address, mac_address)`.
     pub allowed_address_pairs: Vec<(String, String)>,
-    /// `port_security_enabled` (Neutron refuses allowed address pairs without it).
+    /// `port_security_enabled` (Neutron refuses allowed address pairs and security
+    /// groups without it).
     pub port_security_enabled: bool,
+    /// The IDs of its security groups (a server's port starts in the project's
+    /// `default` one, as Nova makes it).
+    pub security_groups: Vec<String>,
+    /// Its tags (the `standard-attr-tag` extension).
+    pub tags: Vec<String>,
 }
 
 /// A Neutron trunk: a parent port (a server's interface) carrying subports, each a
@@ -195,6 +201,8 @@ impl State {
             fixed_ips: vec![(subnet.clone(), self.free_ip_in(&subnet))],
             allowed_address_pairs: Vec::new(),
             port_security_enabled: true,
+            security_groups: vec![self.default_security_group()],
+            tags: Vec::new(),
         };
         self.ports.insert(id, port.clone());
         port
@@ -244,6 +252,8 @@ impl State {
             fixed_ips: vec![(subnet, ip.to_owned())],
             allowed_address_pairs: Vec::new(),
             port_security_enabled: true,
+            security_groups: vec![self.default_security_group()],
+            tags: Vec::new(),
         };
         self.ports.insert(id.clone(), port.clone());
         let trunk = self.trunks.get_mut(&trunk).expect("the trunk");

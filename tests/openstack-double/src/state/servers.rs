@@ -68,6 +68,7 @@ impl State {
     pub fn add_server(&mut self, new: NewServer) -> Server {
         self.flavor_id(&new.flavor);
         let id = self.id();
+        let default_group = self.default_security_group();
         for (network_name, ip) in &new.interfaces {
             let network = self.network(network_name, false);
             let subnet = match self.subnet_of(&network) {
@@ -91,6 +92,8 @@ impl State {
                     fixed_ips: vec![(subnet, ip.clone())],
                     allowed_address_pairs: Vec::new(),
                     port_security_enabled: true,
+                    security_groups: vec![default_group.clone()],
+                    tags: Vec::new(),
                 },
             );
         }
