@@ -226,12 +226,8 @@ impl Rules {
                 builder = builder.header(name, value);
             }
         }
-        let body = tokio::time::timeout(
-            limits.request_timeout,
-            read_limited(response, limits.max_response_bytes - header_bytes),
-        )
-        .await
-        .map_err(|_| Forward::Failed(HttpError::ConnectionReadTimeout))??;
+        // The caller bounds the whole request, body included, by `requestTimeout`.
+        let body = read_limited(response, limits.max_response_bytes - header_bytes).await?;
         builder
             .body(
                 Full::new(body)
@@ -247,7 +243,6 @@ impl Rules {
             .request(request.method, request.url)
             .headers(request.headers)
             .body(request.body)
-            .timeout(self.policy.egress_limits.request_timeout)
             .send()
             .await
             .map_err(classify)

@@ -374,31 +374,22 @@ pub(super) async fn reconcile(
         {
             state.ctx.metrics.answer_refused(NAME, field);
         }
-        match err.retry_after() {
-            // The provider asked to be called again (a load balancer still
-            // provisioning, a throttled cloud, a call's time used up): not a failure, as
-            // occm waiting inside one call shows none.
-            Some(_) => {
-                event(
-                    &state,
-                    &svc,
-                    EventType::Normal,
-                    "SyncLoadBalancerPending",
-                    format!("Load balancer not ready yet: {err}"),
-                )
-                .await
-            }
-            None => {
-                event(
-                    &state,
-                    &svc,
-                    EventType::Warning,
-                    "SyncLoadBalancerFailed",
-                    format!("Error syncing load balancer: {err}"),
-                )
-                .await
-            }
-        }
+        // The provider asked to be called again (a load balancer still provisioning, a
+        // throttled cloud, a call's time used up): not a failure, as occm waiting inside
+        // one call shows none.
+        let (kind, reason, message) = match err.retry_after() {
+            Some(_) => (
+                EventType::Normal,
+                "SyncLoadBalancerPending",
+                format!("Load balancer not ready yet: {err}"),
+            ),
+            None => (
+                EventType::Warning,
+                "SyncLoadBalancerFailed",
+                format!("Error syncing load balancer: {err}"),
+            ),
+        };
+        event(&state, &svc, kind, reason, message).await;
     }
     result?;
     state.backoff.succeeded(&key);
