@@ -204,3 +204,141 @@ async fn a_wrong_secret_is_a_clear_error_held_without_a_login_storm() {
     assert!(text.contains(&expected), "{text}");
     assert!(!text.contains(wrong), "{text}");
 }
+
+/// The trustee's password of the trust tests.
+const TRUSTEE_PASSWORD: &str = "trustee-password-7f3a";
+
+/// occm's `trust-id` with `trustee-id`/`trustee-password` (a Magnum cluster's): the
+/// host logs in as the trustee, scoped to the trust, and the endpoint gets a token
+/// Keystone says is the trust's, in the trustor's project.
+#[tokio::test(flavor = "current_thread")]
+async fn a_trust_logs_in_as_its_trustee_scoped_to_the_trust() {
+    let cloud = Cloud::start(Settings::default()).await;
+    let trustee = cloud
+        .keystone
+        .create_user("cluster-trustee", TRUSTEE_PASSWORD, &cloud.project_id)
+        .await;
+    let trust = cloud
+        .keystone
+        .create_trust(
+            USER,
+            &cloud.user_id,
+            PASSWORD,
+            PROJECT,
+            &cloud.project_id,
+            &trustee,
+        )
+        .await;
+    let loaded = cloud
+        .provider(
+            &format!(
+                "      userId: {trustee}\n      passwordFile: secret\n      trustId: {trust}\n"
+            ),
+            TRUSTEE_PASSWORD,
+        )
+        .await;
+    let servers = get(
+        &loaded.provider,
+        &format!("{}/compute/v2.1/servers", cloud.service.url),
+    )
+    .await
+    .unwrap();
+    assert_eq!(label(&servers, "status"), "200", "{servers:?}");
+    let token = cloud.service.accepted()[0].clone();
+    let body = cloud.keystone.token_body(&token).await.unwrap();
+    assert_eq!(body["OS-TRUST:trust"]["id"], trust.as_str(), "{body}");
+    assert_eq!(body["user"]["id"], trustee.as_str(), "{body}");
+    assert_eq!(body["project"]["id"], cloud.project_id.as_str(), "{body}");
+    assert_eq!(loaded.logins("success"), 1);
+}
+
+/// occm's `use-clouds`: a clouds.yaml kept whole in the Secret. Its entry's application
+/// credential logs in; the Secret rotated (a new credential, the old one deleted) is
+/// read at the next login; an entry whose `auth_url` is not the rule's is refused by
+/// name before anything is sent, and no secret of the file is logged.
+#[tokio::test(flavor = "current_thread")]
+async fn a_clouds_yaml_entry_logs_in_and_a_rotated_file_is_read_at_the_next_login() {
+    let (logs, _guard) = CapturedLogs::install_at(tracing::Level::DEBUG);
+    let cloud = Cloud::start(Settings::default()).await;
+    let clouds = |id: &str, secret: &str| {
+        format!(
+            "clouds:\n  openstack:\n    auth_type: v3applicationcredential\n    \
+             region_name: RegionOne\n    auth:\n      auth_url: {}\n      \
+             application_credential_id: {id}\n      application_credential_secret: {secret}\n  \
+             elsewhere:\n    auth:\n      auth_url: https://elsewhere.example.com/v3\n      \
+             user_id: u\n      password: {secret}\n      project_id: p\n",
+            cloud.keystone.auth_url()
+        )
+    };
+    let (first_id, first_secret) = cloud.application_credential("clouds-first").await;
+    let loaded = cloud
+        .provider_with_file(
+            "      cloudsFile: clouds.yaml\n      cloud: openstack\n",
+            "clouds.yaml",
+            &clouds(&first_id, &first_secret),
+        )
+        .await;
+    let servers = format!("{}/compute/v2.1/servers", cloud.service.url);
+    let first = get(&loaded.provider, &servers).await.unwrap();
+    assert_eq!(label(&first, "status"), "200", "{first:?}");
+    let token = cloud.service.accepted()[0].clone();
+    let body = cloud.keystone.token_body(&token).await.unwrap();
+    assert_eq!(
+        body["application_credential"]["id"],
+        first_id.as_str(),
+        "{body}"
+    );
+
+    // Rotated: the Secret holds a new credential, the old one is deleted.
+    let (second_id, second_secret) = cloud.application_credential("clouds-second").await;
+    std::fs::write(
+        loaded.dir.dir.path().join("clouds.yaml"),
+        clouds(&second_id, &second_secret),
+    )
+    .unwrap();
+    cloud
+        .keystone
+        .delete_application_credential(&cloud.user_id, &first_id)
+        .await;
+    let second = get(&loaded.provider, &servers).await.unwrap();
+    assert_eq!(label(&second, "status"), "200", "{second:?}");
+    let accepted = cloud.service.accepted();
+    let body = cloud
+        .keystone
+        .token_body(accepted.last().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(
+        body["application_credential"]["id"],
+        second_id.as_str(),
+        "{body}"
+    );
+    assert_eq!(loaded.logins("success"), 2);
+
+    // An entry for another identity endpoint: refused by name, nothing sent there.
+    let elsewhere = cloud
+        .provider_with_file(
+            "      cloudsFile: clouds.yaml\n      cloud: elsewhere\n",
+            "clouds.yaml",
+            &clouds(&second_id, &second_secret),
+        )
+        .await;
+    let refused = get(&elsewhere.provider, &servers).await;
+    assert!(refused.is_err(), "{refused:?}");
+    assert_eq!(elsewhere.logins("success"), 0);
+    let text = logs.text();
+    assert!(
+        text.contains(
+            "clouds.yaml: clouds.elsewhere.auth.auth_url `https://elsewhere.example.com/v3` is \
+             not the rule's authUrl"
+        ),
+        "{text}"
+    );
+    for secret in [&first_secret, &second_secret] {
+        assert!(
+            !text.contains(secret.as_str()),
+            "a secret was logged: {text}"
+        );
+        assert!(!format!("{refused:?}").contains(secret.as_str()));
+    }
+}

@@ -105,6 +105,8 @@ pub struct Cloud {
     pub service: Service,
     /// The user's ID.
     pub user_id: String,
+    /// The project's ID.
+    pub project_id: String,
 }
 
 /// The user the tests log in as.
@@ -141,22 +143,28 @@ impl Cloud {
             keystone,
             service,
             user_id,
+            project_id: project,
         }
     }
 
     /// The hostile fixture under a policy with `keystone` as the only rule and nothing
     /// in `allowedOutboundHosts`; `secret` is written to `secret`.
     pub async fn provider(&self, keystone: &str, secret: &str) -> Loaded {
+        self.provider_with_file(keystone, "secret", secret).await
+    }
+
+    /// [`Self::provider`], the Secret file named `file`.
+    pub async fn provider_with_file(&self, keystone: &str, file: &str, secret: &str) -> Loaded {
         let policy = format!(
             "credentials:\n  - destination: {url}\n    keystone:\n      authUrl: {url}/v3\n      region: RegionOne\n{keystone}limits:\n  callTimeout: 20s\n  poolSize: 1\n",
             url = self.keystone.url(),
         );
         let dir = ProviderDir::new("fixture_hostile", "hostile", &policy, TOKEN);
-        std::fs::write(dir.dir.path().join("secret"), secret).unwrap();
+        std::fs::write(dir.dir.path().join(file), secret).unwrap();
         let loader = loader();
         let provider = loader.load(&dir.wasm, Vec::new()).await.unwrap();
         Loaded {
-            _dir: dir,
+            dir,
             provider,
             loader,
         }
@@ -172,7 +180,8 @@ impl Cloud {
 
 /// The hostile fixture under a Keystone rule, with its loader (and metrics).
 pub struct Loaded {
-    _dir: ProviderDir,
+    /// Its directory: the component, the policy and the Secret files.
+    pub dir: ProviderDir,
     /// The provider.
     pub provider: Provider,
     /// Its loader (and metrics).

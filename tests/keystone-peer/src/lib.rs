@@ -466,6 +466,66 @@ impl Keystone {
         )
     }
 
+    /// Creates a trust from `trustor` (logging in with its password, scoped to
+    /// `project`, as Magnum does for a cluster) to `trustee_id`, delegating the
+    /// `member` role on the project without impersonation: the trust's ID.
+    pub async fn create_trust(
+        &self,
+        trustor: &str,
+        trustor_id: &str,
+        password: &str,
+        project: &str,
+        project_id: &str,
+        trustee_id: &str,
+    ) -> String {
+        let token = self
+            .password_login(trustor, password, project)
+            .await
+            .unwrap();
+        let body = json!({"trust": {
+            "trustor_user_id": trustor_id,
+            "trustee_user_id": trustee_id,
+            "project_id": project_id,
+            "impersonation": false,
+            "roles": [{"name": "member"}],
+        }});
+        let response = self
+            .client
+            .post(format!("{}/OS-TRUST/trusts", self.auth_url()))
+            .header("x-auth-token", token)
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap();
+        let status = response.status();
+        let body: Value = serde_json::from_str(&response.text().await.unwrap()).unwrap_or_default();
+        body["trust"]["id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("creating a trust: HTTP {status}: {body}"))
+            .to_owned()
+    }
+
+    /// What Keystone says of `token` (`GET /v3/auth/tokens`): its `token` object.
+    pub async fn token_body(&self, token: &str) -> Result<Value, String> {
+        let admin = self.admin_token().await?;
+        let response = self
+            .client
+            .get(format!("{}/auth/tokens", self.auth_url()))
+            .header("x-auth-token", &admin)
+            .header("x-subject-token", token)
+            .send()
+            .await
+            .map_err(|e| e.to_string())?;
+        let status = response.status();
+        let text = response.text().await.map_err(|e| e.to_string())?;
+        if !status.is_success() {
+            return Err(format!("GET /v3/auth/tokens: HTTP {status}: {text}"));
+        }
+        let body: Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+        Ok(body["token"].clone())
+    }
+
     /// Deletes an application credential (tokens it issued stop validating).
     pub async fn delete_application_credential(&self, user_id: &str, id: &str) {
         self.admin(

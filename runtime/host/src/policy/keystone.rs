@@ -22,6 +22,20 @@
 //!       passwordFile: password
 //!       projectName: kubernetes            # or projectId
 //!       projectDomainName: Default         # or projectDomainId
+//!   - destination: https://keystone.example.com:5000
+//!     keystone:
+//!       authUrl: https://keystone.example.com:5000/v3
+//!       # Or a trust (a Magnum cluster's): the trustee's password, scoped to the trust.
+//!       userId: 3b5e6a0c1f9d4e0e8f1b2a3c4d5e6f70   # the trustee
+//!       passwordFile: trustee-password
+//!       trustId: 0c6a3d2f9e8b4c7a8f1e2d3c4b5a6978
+//!   - destination: https://keystone.example.com:5000
+//!     keystone:
+//!       authUrl: https://keystone.example.com:5000/v3
+//!       # Or a clouds.yaml kept whole in the Secret: its entry's `auth` (a password,
+//!       # an application credential, or either with a trust), read at each login.
+//!       cloudsFile: clouds.yaml
+//!       cloud: openstack
 //! ```
 //!
 //! The host logs in (`POST <authUrl>/auth/tokens`) with the secret read from its file,
@@ -32,7 +46,9 @@
 //! which the host answers from the login's catalog; every other request to the
 //! identity endpoint (the rule's `destination`, which must match `authUrl`) is
 //! refused, and `identity` is never one of `services`: with a token, Keystone creates
-//! credentials. Identifiers (IDs and names) are written here; only the secret is a file.
+//! credentials. Identifiers (IDs and names) are written here; only the secret is a file,
+//! or, with `cloudsFile`, a clouds.yaml entry whose `auth_url` must be the rule's `authUrl`
+//! (its region and interface are the rule's: they say which endpoints get the token).
 //! A plain `http://` catalog endpoint that is not loopback gets the token only with the
 //! rule's `allowPlaintext: true`.
 
@@ -78,15 +94,31 @@ pub enum KeystoneMethod {
         /// The file holding its secret.
         secret_file: PathBuf,
     },
-    /// A user's password, scoped to a project.
+    /// A user's password, scoped to a project or a trust.
     Password {
-        /// The user.
+        /// The user (with a trust, the trustee).
         user: Identity,
         /// The file holding the password.
         password_file: PathBuf,
-        /// The project the token is scoped to.
-        project: Identity,
+        /// What the token is scoped to.
+        scope: Scope,
     },
+    /// The `auth` of an entry of a clouds.yaml file (a Secret), read at each login.
+    CloudsYaml {
+        /// The clouds.yaml file.
+        file: PathBuf,
+        /// The entry under `clouds:`.
+        cloud: String,
+    },
+}
+
+/// What a password login's token is scoped to.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Scope {
+    /// A project.
+    Project(Identity),
+    /// A trust, by ID: the trustor's project and roles (`OS-TRUST:trust`).
+    Trust(String),
 }
 
 /// An object Keystone names by ID, or by name within a domain (or, for an
@@ -121,6 +153,7 @@ impl KeystoneCredential {
         match &self.method {
             KeystoneMethod::ApplicationCredential { secret_file, .. } => vec![secret_file],
             KeystoneMethod::Password { password_file, .. } => vec![password_file],
+            KeystoneMethod::CloudsYaml { file, .. } => vec![file],
         }
     }
 
@@ -150,6 +183,9 @@ pub(super) struct RawKeystone {
     project_name: Option<String>,
     project_domain_id: Option<String>,
     project_domain_name: Option<String>,
+    trust_id: Option<String>,
+    clouds_file: Option<PathBuf>,
+    cloud: Option<String>,
 }
 
 /// `id`, or `name` within the domain `domain_id` or `domain_name`.
@@ -279,10 +315,33 @@ impl RawKeystone {
             || self.project_name.is_some()
             || self.project_domain_id.is_some()
             || self.project_domain_name.is_some();
+        if let Some(file) = self.clouds_file.clone() {
+            return Ok(KeystoneCredential {
+                method: self.clouds_yaml(resolve(file))?,
+                auth_url,
+                region: self.region.clone(),
+                interface,
+                services,
+                allow_plaintext,
+            });
+        }
+        if self.cloud.is_some() {
+            return Err(invalid(
+                "cloud",
+                "names an entry of cloudsFile: set cloudsFile too",
+            ));
+        }
         let method = match (
             self.application_credential_secret_file.clone(),
             self.password_file.clone(),
         ) {
+            (Some(_), None) if self.trust_id.is_some() => {
+                return Err(invalid(
+                    "trustId",
+                    "a trust logs in with its trustee's password (userId and passwordFile), \
+                     not an application credential",
+                ));
+            }
             (Some(secret_file), None) => {
                 if has_project {
                     return Err(invalid(
@@ -330,17 +389,30 @@ impl RawKeystone {
                          not passwordFile",
                     ));
                 }
-                let project = identity(
-                    "project",
-                    self.project_id.clone(),
-                    self.project_name.clone(),
-                    self.project_domain_id.clone(),
-                    self.project_domain_name.clone(),
-                )?;
+                let scope = match self.trust_id.clone() {
+                    Some(_) if has_project => {
+                        return Err(invalid(
+                            "trustId",
+                            "a trust is scoped to its trustor's project already: leave out the \
+                             project fields",
+                        ));
+                    }
+                    Some(trust) if trust.trim().is_empty() => {
+                        return Err(invalid("trustId", "is empty"));
+                    }
+                    Some(trust) => Scope::Trust(trust),
+                    None => Scope::Project(identity(
+                        "project",
+                        self.project_id.clone(),
+                        self.project_name.clone(),
+                        self.project_domain_id.clone(),
+                        self.project_domain_name.clone(),
+                    )?),
+                };
                 KeystoneMethod::Password {
                     user: user(&self)?,
                     password_file: resolve(password_file),
-                    project,
+                    scope,
                 }
             }
             _ => {
@@ -362,8 +434,56 @@ impl RawKeystone {
     }
 }
 
+impl RawKeystone {
+    /// `cloudsFile` (resolved to `file`) and `cloud`: the login's identity is the
+    /// entry's, so no identity field may be written beside them.
+    fn clouds_yaml(&self, file: PathBuf) -> Result<KeystoneMethod, Invalid> {
+        let written = [
+            (
+                "applicationCredentialId",
+                self.application_credential_id.is_some(),
+            ),
+            (
+                "applicationCredentialName",
+                self.application_credential_name.is_some(),
+            ),
+            (
+                "applicationCredentialSecretFile",
+                self.application_credential_secret_file.is_some(),
+            ),
+            ("userId", self.user_id.is_some()),
+            ("userName", self.user_name.is_some()),
+            ("userDomainId", self.user_domain_id.is_some()),
+            ("userDomainName", self.user_domain_name.is_some()),
+            ("passwordFile", self.password_file.is_some()),
+            ("projectId", self.project_id.is_some()),
+            ("projectName", self.project_name.is_some()),
+            ("projectDomainId", self.project_domain_id.is_some()),
+            ("projectDomainName", self.project_domain_name.is_some()),
+            ("trustId", self.trust_id.is_some()),
+        ];
+        if let Some(&(field, _)) = written.iter().find(|(_, set)| *set) {
+            return Err(invalid(
+                field,
+                "with cloudsFile, the clouds.yaml entry's `auth` says who logs in: leave this out",
+            ));
+        }
+        let cloud = self
+            .cloud
+            .clone()
+            .filter(|c| !c.trim().is_empty())
+            .ok_or_else(|| {
+                invalid(
+                    "cloud",
+                    "name the clouds.yaml entry to log in with (occm's `cloud`)",
+                )
+            })?;
+        Ok(KeystoneMethod::CloudsYaml { file, cloud })
+    }
+}
+
 /// `authUrl` as the v3 root: `http(s)://host[:port][/path]/v3`, `/v3` added when absent.
-fn auth_url(text: &str) -> Result<url::Url, Invalid> {
+pub(crate) fn auth_url(text: &str) -> Result<url::Url, Invalid> {
     let bad = |reason: &str| invalid("authUrl", format!("`{text}` {reason}"));
     let mut url = url::Url::parse(text).map_err(|e| bad(&format!("is not a URL: {e}")))?;
     if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
@@ -456,6 +576,47 @@ mod tests {
                 "applicationCredentialSecretFile",
             ),
             ("userId: u\n", "applicationCredentialSecretFile"),
+        ] {
+            let text = format!("authUrl: https://keystone.example.com:5000/v3\n{yaml}");
+            let err = check(&text).unwrap_err();
+            assert!(err.starts_with(&format!("{field}:")), "{yaml}: {err}");
+        }
+    }
+
+    #[test]
+    fn a_trust_is_a_trustee_s_password_and_a_clouds_yaml_entry_stands_alone() {
+        let k = check(
+            "authUrl: https://keystone.example.com:5000/v3\n\
+             userId: trustee\npasswordFile: pw\ntrustId: t1\n",
+        )
+        .unwrap();
+        assert!(matches!(
+            &k.method,
+            KeystoneMethod::Password { scope: Scope::Trust(t), .. } if t == "t1"
+        ));
+        let clouds = check(
+            "authUrl: https://keystone.example.com:5000/v3\n\
+             cloudsFile: clouds.yaml\ncloud: openstack\n",
+        )
+        .unwrap();
+        assert_eq!(clouds.files(), vec![Path::new("/creds/clouds.yaml")]);
+        for (yaml, field) in [
+            (
+                "userId: u\npasswordFile: pw\ntrustId: t\nprojectId: p\n",
+                "trustId",
+            ),
+            (
+                "applicationCredentialId: a\napplicationCredentialSecretFile: s\ntrustId: t\n",
+                "trustId",
+            ),
+            ("userId: u\npasswordFile: pw\ntrustId: ' '\n", "trustId"),
+            ("cloudsFile: c\n", "cloud"),
+            ("cloudsFile: c\ncloud: openstack\nuserId: u\n", "userId"),
+            ("cloudsFile: c\ncloud: o\npasswordFile: p\n", "passwordFile"),
+            (
+                "cloud: openstack\nuserId: u\npasswordFile: pw\nprojectId: p\n",
+                "cloud",
+            ),
         ] {
             let text = format!("authUrl: https://keystone.example.com:5000/v3\n{yaml}");
             let err = check(&text).unwrap_err();

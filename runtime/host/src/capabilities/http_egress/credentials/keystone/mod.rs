@@ -28,6 +28,7 @@ use http::HeaderValue;
 use serde_json::json;
 
 mod catalog;
+mod clouds;
 mod guard;
 mod request;
 
@@ -37,9 +38,9 @@ use super::files::{Confinement, CredentialError};
 use super::login::{FAILURE_HOLD, read_capped, refresh_time, transport_reason};
 use super::{Applied, BoxFuture, CredentialKind, Outgoing};
 use crate::metrics::{LoginLabels, ProviderLabel, ProviderMetrics};
-use crate::policy::keystone::KeystoneCredential;
+use crate::policy::keystone::{KeystoneCredential, KeystoneMethod};
 use catalog::Endpoint;
-use request::{TokenBody, error_message, login_body};
+use request::{Login, TokenBody, error_message, login_body};
 
 /// The header the token travels in.
 pub const TOKEN_HEADER: &str = "x-auth-token";
@@ -408,8 +409,11 @@ impl KeystoneSession {
 
     /// One `POST <authUrl>/auth/tokens`.
     async fn request_token(&self, client: &reqwest::Client) -> Result<Token, KeystoneError> {
-        let secret = self.confinement.read_trimmed(self.credential.files()[0])?;
-        let body = login_body(&self.credential.method, &secret);
+        let file = self.credential.files()[0];
+        let text = self.confinement.read_trimmed(file)?;
+        let (login, secret) =
+            who_logs_in(&self.credential, file, text).map_err(KeystoneError::File)?;
+        let body = login_body(&login, &secret);
         let fail = |reason: String| KeystoneError::Login {
             auth_url: self.credential.auth_url.to_string(),
             reason,
@@ -467,5 +471,29 @@ impl KeystoneSession {
             catalog_body,
             verified: Mutex::new(None),
         })
+    }
+}
+
+/// Who a rule logs in as, and the secret, from its file's `text`: the policy's written
+/// identity with the file's secret, or a clouds.yaml entry.
+fn who_logs_in(
+    credential: &KeystoneCredential,
+    file: &std::path::Path,
+    text: String,
+) -> Result<(Login, String), String> {
+    match &credential.method {
+        KeystoneMethod::ApplicationCredential { id, .. } => {
+            Ok((Login::ApplicationCredential(id.clone()), text))
+        }
+        KeystoneMethod::Password { user, scope, .. } => Ok((
+            Login::Password {
+                user: user.clone(),
+                scope: scope.clone(),
+            },
+            text,
+        )),
+        KeystoneMethod::CloudsYaml { cloud, .. } => {
+            clouds::login(file, &text, cloud, &credential.auth_url)
+        }
     }
 }

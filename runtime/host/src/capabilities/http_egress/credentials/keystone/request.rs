@@ -3,7 +3,7 @@
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::policy::keystone::{Identity, KeystoneMethod, Within};
+use crate::policy::keystone::{Identity, Scope, Within};
 
 #[derive(Deserialize)]
 pub(super) struct TokenBody {
@@ -39,10 +39,24 @@ fn reference(identity: &Identity) -> Value {
     }
 }
 
+/// Who logs in: a rule's method with its secret file read (or a clouds.yaml entry).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Login {
+    /// An application credential.
+    ApplicationCredential(Identity),
+    /// A user's password, and the token's scope.
+    Password {
+        /// The user.
+        user: Identity,
+        /// A project or a trust.
+        scope: Scope,
+    },
+}
+
 /// The `POST /v3/auth/tokens` body.
-pub(super) fn login_body(method: &KeystoneMethod, secret: &str) -> Value {
-    match method {
-        KeystoneMethod::ApplicationCredential { id, .. } => {
+pub(super) fn login_body(login: &Login, secret: &str) -> Value {
+    match login {
+        Login::ApplicationCredential(id) => {
             let mut credential = reference(id);
             credential["secret"] = json!(secret);
             json!({"auth": {"identity": {
@@ -50,12 +64,16 @@ pub(super) fn login_body(method: &KeystoneMethod, secret: &str) -> Value {
                 "application_credential": credential,
             }}})
         }
-        KeystoneMethod::Password { user, project, .. } => {
+        Login::Password { user, scope } => {
             let mut user = reference(user);
             user["password"] = json!(secret);
+            let scope = match scope {
+                Scope::Project(project) => json!({"project": reference(project)}),
+                Scope::Trust(id) => json!({"OS-TRUST:trust": {"id": id}}),
+            };
             json!({"auth": {
                 "identity": {"methods": ["password"], "password": {"user": user}},
-                "scope": {"project": reference(project)},
+                "scope": scope,
             }})
         }
     }
@@ -67,29 +85,25 @@ mod tests {
 
     #[test]
     fn login_bodies_name_the_credential_as_keystone_expects() {
-        let app = KeystoneMethod::ApplicationCredential {
-            id: Identity::Named {
-                name: "ccm".into(),
-                within: Box::new(Within::User(Identity::Named {
-                    name: "k8s".into(),
-                    within: Box::new(Within::DomainName("Default".into())),
-                })),
-            },
-            secret_file: "s".into(),
-        };
+        let app = Login::ApplicationCredential(Identity::Named {
+            name: "ccm".into(),
+            within: Box::new(Within::User(Identity::Named {
+                name: "k8s".into(),
+                within: Box::new(Within::DomainName("Default".into())),
+            })),
+        });
         assert_eq!(
             login_body(&app, "shh"),
             json!({"auth": {"identity": {"methods": ["application_credential"],
                 "application_credential": {"name": "ccm", "secret": "shh",
                     "user": {"name": "k8s", "domain": {"name": "Default"}}}}}})
         );
-        let password = KeystoneMethod::Password {
+        let password = Login::Password {
             user: Identity::Id("u1".into()),
-            password_file: "p".into(),
-            project: Identity::Named {
+            scope: Scope::Project(Identity::Named {
                 name: "k8s".into(),
                 within: Box::new(Within::DomainId("default".into())),
-            },
+            }),
         };
         assert_eq!(
             login_body(&password, "pw"),
