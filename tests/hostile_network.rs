@@ -5,7 +5,7 @@
 //!
 //! These tests aim at addresses off this machine, so they run only inside a private
 //! network namespace (`unshare -rn`: nothing but loopback, and `169.254.169.254`,
-//! `192.0.2.10` and `192.0.2.11` bound on it, the last two standing for AWS hosts):
+//! `192.0.2.10` and `192.0.2.11` bound on it, standing for a cloud's hosts):
 //! even if the code under test were wrong, no packet could leave. The one
 //! ordinary test, [`network_rules_hold_in_a_private_network_namespace`], re-runs this
 //! binary's `netns_` tests there; run any other way they refuse to start.
@@ -59,7 +59,7 @@ fn network_rules_hold_in_a_private_network_namespace() {
         out.status.success(),
         "tests in the network namespace failed:\n{stdout}\n{stderr}"
     );
-    let expected = 7;
+    let expected = 8;
     assert!(
         stdout.contains(&format!("test result: ok. {expected} passed")),
         "expected {expected} tests to pass in the namespace:\n{stdout}\n{stderr}"
@@ -464,4 +464,76 @@ async fn netns_aws_keys_never_sign_for_a_foreign_service_s_host() {
         ec2.bytes.load(Ordering::SeqCst) > 0
     })
     .await;
+}
+
+/// occm sends the Keystone token to every endpoint of the catalog, plain `http://` ones
+/// included; the host does only when the keystone rule says `allowPlaintext: true`.
+/// Without it, a request to such an endpoint (Nova at `nova.cloud.example`, 192.0.2.10
+/// here, behind a Keystone the rule reaches) is refused by name before anything is
+/// sent; with it, the endpoint gets a token Keystone accepts.
+#[tokio::test(flavor = "current_thread")]
+#[ignore = "run inside a private network namespace by network_rules_hold_in_a_private_network_namespace"]
+async fn netns_a_plain_http_catalog_endpoint_gets_the_token_only_when_the_rule_says_so() {
+    use wasm_ccm_tests::keystone::{PASSWORD, PROJECT, Service, USER, get};
+    inside_the_namespace();
+    let (logs, _guard) = wasm_ccm_tests::CapturedLogs::install_at(tracing::Level::DEBUG);
+    let keystone = Arc::new(keystone_peer::Keystone::start().await);
+    let project = keystone.create_project(PROJECT).await;
+    keystone.create_user(USER, PASSWORD, &project).await;
+    let nova = Service::start_on(keystone.clone(), "192.0.2.10:0").await;
+    let port = nova.url.rsplit(':').next().unwrap().to_owned();
+    let endpoint = format!("http://nova.cloud.example:{port}/compute/v2.1");
+    keystone
+        .register_endpoint("compute", "nova", "public", &endpoint)
+        .await;
+    let servers = format!("{endpoint}/servers");
+    for allow in [false, true] {
+        let policy = format!(
+            "credentials:\n  - destination: {url}\n{plaintext}    keystone:\n      \
+             authUrl: {url}/v3\n      region: RegionOne\n      userName: {USER}\n      \
+             userDomainName: Default\n      passwordFile: secret\n      \
+             projectName: {PROJECT}\n      projectDomainId: default\n",
+            url = keystone.url(),
+            plaintext = if allow {
+                "    allowPlaintext: true\n"
+            } else {
+                ""
+            },
+        );
+        let dir = wasm_ccm_tests::ProviderDir::new(
+            "fixture_hostile",
+            "hostile",
+            &policy,
+            wasm_ccm_tests::TOKEN,
+        );
+        std::fs::write(dir.dir.path().join("secret"), PASSWORD).unwrap();
+        let loader = loader_with(&[("nova.cloud.example", "192.0.2.10")]);
+        let provider = loader.load(&dir.wasm, Vec::new()).await.unwrap();
+        let answer = get(&provider, &servers).await;
+        if allow {
+            let answer = answer.unwrap();
+            assert_eq!(
+                wasm_ccm_tests::label(&answer, "status"),
+                "200",
+                "{answer:?}"
+            );
+            assert_eq!(nova.accepted().len(), 1, "one token, accepted by Keystone");
+        } else {
+            let refused = answer.unwrap_err();
+            assert!(refused.contains(DENIED), "{refused}");
+            assert_eq!(
+                denied(&loader.metrics().encode(), "keystone_plaintext"),
+                1.0
+            );
+            assert!(nova.received().is_empty(), "nothing reached Nova");
+            let text = logs.text();
+            assert!(
+                text.contains(&format!(
+                    "{endpoint} is a plain http:// endpoint of the Keystone catalog: the host \
+                     sends it the token only when the keystone rule says `allowPlaintext: true`"
+                )),
+                "{text}"
+            );
+        }
+    }
 }

@@ -63,7 +63,13 @@ async fn serve(
 impl Service {
     /// Serves on 127.0.0.1, validating tokens with `keystone`.
     pub async fn start(keystone: Arc<Keystone>) -> Self {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        Self::start_on(keystone, "127.0.0.1:0").await
+    }
+
+    /// Serves on `addr` (an address bound in a private network namespace), validating
+    /// tokens with `keystone`; its `url` is `http://<addr>`.
+    pub async fn start_on(keystone: Arc<Keystone>, addr: &str) -> Self {
+        let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let accepted = Arc::new(Mutex::new(Vec::new()));
         let received = Arc::new(Mutex::new(Vec::new()));

@@ -117,6 +117,9 @@ impl Rules {
                     let catalog = Injection::KeystoneCatalog(session.clone());
                     return grant(label, catalog, index, headers).map(Some);
                 }
+                CatalogMatch::Plaintext(endpoint) => {
+                    return Err(Denial::KeystonePlaintext(endpoint));
+                }
                 CatalogMatch::Endpoint(label) => {
                     let token = Injection::Credential(session.clone());
                     return grant(label, token, index, headers).map(Some);

@@ -57,6 +57,13 @@ pub enum Denial {
          service catalog with GET {0}"
     )]
     KeystoneIdentity(String),
+    /// A plain `http://` endpoint of the Keystone catalog, without the rule's
+    /// `allowPlaintext: true`.
+    #[error(
+        "{0} is a plain http:// endpoint of the Keystone catalog: the host sends it the token \
+         only when the keystone rule says `allowPlaintext: true` (as occm does without asking)"
+    )]
+    KeystonePlaintext(String),
     /// The request asks the server to take it for another method than the one it
     /// carries (a method override), on a request the host adds a credential to.
     #[error(
@@ -75,7 +82,7 @@ pub enum Denial {
 
 impl Denial {
     /// Every value [`Self::reason`] takes (the address rules' labels included).
-    pub const REASONS: [&'static str; 14] = [
+    pub const REASONS: [&'static str; 15] = [
         "bad_uri",
         "method",
         "not_allowed",
@@ -87,6 +94,7 @@ impl Denial {
         "loopback",
         "guest_credential_header",
         "keystone_identity",
+        "keystone_plaintext",
         "method_override",
         "action",
         "credential_unavailable",
@@ -103,6 +111,7 @@ impl Denial {
             Denial::Loopback(_) => "loopback",
             Denial::GuestCredentialHeader(_) => "guest_credential_header",
             Denial::KeystoneIdentity(_) => "keystone_identity",
+            Denial::KeystonePlaintext(_) => "keystone_plaintext",
             Denial::MethodOverride(_) => "method_override",
             Denial::Action(_) => "action",
             Denial::Credential(_) => "credential_unavailable",
@@ -129,6 +138,7 @@ mod tests {
             Denial::Loopback("127.0.0.1".into()),
             Denial::GuestCredentialHeader("authorization".into()),
             Denial::KeystoneIdentity("/v3".into()),
+            Denial::KeystonePlaintext("http://nova:8774/v2.1".into()),
             Denial::MethodOverride("_method".into()),
             Denial::Action("ec2:TerminateInstances".into()),
             Denial::Credential("missing".into()),

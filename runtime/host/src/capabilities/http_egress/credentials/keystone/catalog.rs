@@ -15,6 +15,18 @@ pub(super) struct Endpoint {
     pub(super) url: url::Url,
 }
 
+/// What a login's catalog holds for a rule.
+#[derive(Debug, Default)]
+pub(super) struct Allowed {
+    /// The endpoints that get the token.
+    pub(super) endpoints: Vec<Endpoint>,
+    /// Every identity endpoint.
+    pub(super) identity: Vec<url::Url>,
+    /// Plain `http://` endpoints (not loopback) the rule would allow but for its
+    /// `allowPlaintext`: refused by name.
+    pub(super) plaintext: Vec<url::Url>,
+}
+
 /// The catalog's endpoints `rule` allows, and every identity endpoint (plain
 /// `http://` endpoints that are not loopback are left out, and logged for `provider`,
 /// unless the rule allows plaintext).
@@ -22,9 +34,10 @@ pub(super) fn allowed(
     rule: &KeystoneCredential,
     catalog: &[Value],
     provider: &ProviderLabel,
-) -> (Vec<Endpoint>, Vec<url::Url>) {
+) -> Allowed {
     let mut endpoints = Vec::new();
     let mut identity = Vec::new();
+    let mut plaintext = Vec::new();
     for service in catalog {
         let kind = service["type"].as_str().unwrap_or_default();
         for endpoint in service["endpoints"].as_array().into_iter().flatten() {
@@ -61,6 +74,7 @@ pub(super) fn allowed(
                     service = kind,
                     "a plain http:// catalog endpoint does not get the Keystone token without the rule's allowPlaintext: true"
                 );
+                plaintext.push(url);
                 continue;
             }
             endpoints.push(Endpoint {
@@ -69,7 +83,11 @@ pub(super) fn allowed(
             });
         }
     }
-    (endpoints, identity)
+    Allowed {
+        endpoints,
+        identity,
+        plaintext,
+    }
 }
 
 /// Whether `url` lies under `base`: same origin, and `base`'s path is a prefix of its
@@ -183,11 +201,22 @@ mod tests {
             endpoint("http://[::1]:9876/"),
             endpoint("http://localhost:9876/"),
         ];
-        let (endpoints, _) = allowed(&rule, &catalog, &ProviderLabel::new("test"));
-        let hosts: Vec<_> = endpoints
+        let found = allowed(&rule, &catalog, &ProviderLabel::new("test"));
+        let hosts: Vec<_> = found
+            .endpoints
             .iter()
             .map(|e| e.url.host_str().unwrap())
             .collect();
         assert_eq!(hosts, ["127.0.0.1", "[::1]", "localhost"]);
+        // Kept apart, to be refused by name.
+        assert_eq!(found.plaintext, [url("http://127.attacker.example:9876/")]);
+        // With the rule's word, every one gets it, as occm sends it.
+        let rule = KeystoneCredential {
+            allow_plaintext: true,
+            ..rule
+        };
+        let found = allowed(&rule, &catalog, &ProviderLabel::new("test"));
+        assert_eq!(found.endpoints.len(), 4);
+        assert!(found.plaintext.is_empty());
     }
 }

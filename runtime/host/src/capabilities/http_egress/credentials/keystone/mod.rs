@@ -89,6 +89,8 @@ pub struct Token {
     endpoints: Vec<Endpoint>,
     /// Every identity endpoint of the catalog (never given the token by a match).
     identity: Vec<url::Url>,
+    /// The plain `http://` endpoints the rule would allow but for `allowPlaintext`.
+    plaintext: Vec<url::Url>,
     /// `GET <authUrl>/auth/catalog`'s answer.
     catalog_body: Bytes,
     /// When Keystone last said the token is valid, after an endpoint answered 401.
@@ -111,6 +113,9 @@ pub enum CatalogMatch {
     Endpoint(String),
     /// Under an identity endpoint, or the rule's `authUrl`: refused.
     Identity,
+    /// A plain `http://` endpoint of a service the rule allows, without its
+    /// `allowPlaintext: true`: its URL.
+    Plaintext(String),
     /// Not in the catalog (or not allowed by the rule).
     None,
 }
@@ -258,12 +263,17 @@ impl KeystoneSession {
         if token.identity.iter().any(|id| catalog::under(id, url)) {
             return CatalogMatch::Identity;
         }
-        match token.endpoints.iter().find(|e| catalog::under(&e.url, url)) {
-            Some(endpoint) => CatalogMatch::Endpoint(format!(
+        if let Some(endpoint) = token.endpoints.iter().find(|e| catalog::under(&e.url, url)) {
+            return CatalogMatch::Endpoint(format!(
                 "{} ({})",
                 endpoint.url.as_str().trim_end_matches('/'),
                 endpoint.service
-            )),
+            ));
+        }
+        match token.plaintext.iter().find(|e| catalog::under(e, url)) {
+            Some(endpoint) => {
+                CatalogMatch::Plaintext(endpoint.as_str().trim_end_matches('/').to_owned())
+            }
             None => CatalogMatch::None,
         }
     }
@@ -455,7 +465,11 @@ impl KeystoneSession {
             ))
         })?;
         let catalog = parsed.token.catalog.unwrap_or_default();
-        let (endpoints, identity) = catalog::allowed(&self.credential, &catalog, &self.provider);
+        let catalog::Allowed {
+            endpoints,
+            identity,
+            plaintext,
+        } = catalog::allowed(&self.credential, &catalog, &self.provider);
         let catalog_body = json!({
             "catalog": catalog,
             "links": {"self": self.credential.catalog_url(), "previous": null, "next": null},
@@ -468,6 +482,7 @@ impl KeystoneSession {
             refresh_at: refresh_time(requested, expires_at),
             endpoints,
             identity,
+            plaintext,
             catalog_body,
             verified: Mutex::new(None),
         })
