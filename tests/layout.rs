@@ -4,7 +4,9 @@
 //!   `k8s-openapi`;
 //! - `wasm-ccm`, the shipped controller manager, links neither the API server double
 //!   nor the simulated cloud;
-//! - only `wasm-ccm-playground` links those.
+//! - only `wasm-ccm-playground` links those;
+//! - the OpenStack provider shares occm's key table with `wasm-ccm import-occm-config`
+//!   (`occm-config`) without the import (`occm-import`): it links no host.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -78,6 +80,18 @@ fn only_the_playground_links_the_doubles() {
         "openstack-double",
     ] {
         assert!(deps.contains(needed), "playground lacks {needed}: {deps:?}");
+    }
+}
+
+#[test]
+fn the_openstack_provider_links_no_host() {
+    let deps = normal_dependencies("openstack-provider");
+    assert!(deps.contains("occm-config"), "{deps:?}");
+    for forbidden in ["occm-import", "wasm-ccm-host", "wasmtime", "serde-saphyr"] {
+        assert!(
+            !deps.contains(forbidden),
+            "openstack-provider depends on {forbidden}"
+        );
     }
 }
 

@@ -374,7 +374,8 @@ fn copy_dir(from: &Path, to: &Path) {
 }
 
 /// The README's move, run as given: `import-occm-config --occm-deployment` on occm's
-/// DaemonSet (occm's own manifest, `CLUSTER_NAME` `prod`), the documented `cp` into
+/// DaemonSet (occm's own manifest, `CLUSTER_NAME` `prod`: the fixture the importer's
+/// unit tests read, guests/openstack/occm-import/fixtures/), the documented `cp` into
 /// deploy/openstack: the rendered Deployment runs `--cluster-name=$(CLUSTER_NAME)` with
 /// `CLUSTER_NAME` `prod`. Without the DaemonSet, occm's default `kubernetes`, noted.
 #[test]
@@ -401,29 +402,7 @@ fn the_imported_cluster_name_is_what_deploy_openstack_runs_with() {
     let daemonset = dir.path().join("occm.yaml");
     std::fs::write(
         &daemonset,
-        "apiVersion: apps/v1
-kind: DaemonSet
-metadata:
-  name: openstack-cloud-controller-manager
-  namespace: kube-system
-spec:
-  template:
-    spec:
-      containers:
-        - name: openstack-cloud-controller-manager
-          image: registry.k8s.io/provider-os/openstack-cloud-controller-manager:v1.36.0
-          args:
-            - /bin/openstack-cloud-controller-manager
-            - --v=1
-            - --cluster-name=$(CLUSTER_NAME)
-            - --cloud-config=$(CLOUD_CONFIG)
-            - --cloud-provider=openstack
-          env:
-            - name: CLOUD_CONFIG
-              value: /etc/config/cloud.conf
-            - name: CLUSTER_NAME
-              value: prod
-",
+        include_str!("../../guests/openstack/occm-import/fixtures/occm-daemonset.yaml"),
     )
     .unwrap();
     let import = |extra: &[&str]| {

@@ -27,6 +27,7 @@
 //! here with a warning naming its line. Variables this provider does not use are
 //! logged and ignored too.
 
+use occm_config::policy_keys;
 use wasm_ccm_guest::gcfg;
 
 /// `[LoadBalancer]`, with occm's defaults.
@@ -185,42 +186,6 @@ pub struct Config {
     pub load_balancer_classes: std::collections::BTreeMap<String, LoadBalancerClass>,
 }
 
-/// `[Global]` variables that hold secrets: refused.
-const SECRETS: [&str; 4] = [
-    "password",
-    "applicationcredentialsecret",
-    "trusteepassword",
-    "token",
-];
-
-/// `[Global]` variables the host's policy holds instead (identity, TLS, clouds.yaml).
-const POLICY_VARIABLES: [&str; 24] = [
-    "username",
-    "userid",
-    "tenantid",
-    "tenantname",
-    "projectid",
-    "projectname",
-    "domainid",
-    "domainname",
-    "tenantdomainid",
-    "tenantdomainname",
-    "projectdomainid",
-    "projectdomainname",
-    "userdomainid",
-    "userdomainname",
-    "applicationcredentialid",
-    "applicationcredentialname",
-    "trustid",
-    "trusteeid",
-    "cafile",
-    "certfile",
-    "keyfile",
-    "tlsinsecure",
-    "useclouds",
-    "cloudsfile",
-];
-
 /// Logs a variable that is ignored (`why`) with where it is, and notes it in `ignored`
 /// as `section/name` (`section` as read: lowercase, a subsection quoted after it).
 fn ignore(ignored: &mut Vec<String>, why: &str, section: &str, name: &str, line: usize) {
@@ -337,7 +302,9 @@ impl Config {
                     "regionalproviderids" => {
                         config.regional_provider_ids = gcfg::boolean(&value, line, &name)?
                     }
-                    secret if SECRETS.contains(&secret) => {
+                    // occm's keys the host holds (`policy_keys`): secrets refused, the
+                    // rest of the login, TLS and clouds.yaml the policy's.
+                    secret if policy_keys::refused(secret) => {
                         return Err(format!(
                             "cloud config line {line}: [Global] holds a secret ({name}): the host \
                              logs in to Keystone for the provider, so the secret goes in a file in \
@@ -346,8 +313,7 @@ impl Config {
                              never in the cloud config"
                         ));
                     }
-                    policy if POLICY_VARIABLES.contains(&policy) => {}
-                    "cloud" => {}
+                    policy if policy_keys::held_by_policy(policy) => {}
                     _ => ignored("cloud config: variable not used by this provider; ignored"),
                 },
                 "loadbalancer" => {

@@ -4,7 +4,9 @@
 //! logs in to Keystone and adds the token to every request for the catalog's
 //! endpoints, so the provider holds no secret. Where to start:
 //! - [`config`]: occm's `cloud.conf` (`[Global]`, `[LoadBalancer]`, `[Networking]`,
-//!   `[Route]`), secrets refused;
+//!   `[Route]`), secrets refused (occm's `[Global]` keys the host holds are the
+//!   `occm-config` crate's table, `occm-config/`, shared with `wasm-ccm
+//!   import-occm-config`);
 //! - [`api`]: the service catalog, JSON requests, errors, pagination;
 //! - [`instances`] (`instances-v2` and `instances-batch` with Nova servers and their
 //!   Neutron ports), [`load_balancer`] (Octavia), [`routes`] (the router's extra

@@ -288,6 +288,21 @@ mod tests {
         }
     }
 
+    /// The `[Global]` settings the policy holds are the host's keys
+    /// (`occm_config::policy_keys`, which `wasm-ccm import-occm-config` moves out of
+    /// `cloud.conf` too), each one the provider refuses or skips; the others are not.
+    #[test]
+    fn global_policy_settings_are_the_hosts_keys() {
+        use occm_config::policy_keys::{InProvider, find};
+        for (section, key, _, status) in SETTINGS {
+            if section != "Global" {
+                continue;
+            }
+            let held = find(&gcfg_name(key)).is_some_and(|k| k.provider != InProvider::NotKnown);
+            assert_eq!(status == Status::Policy, held, "[Global] {key}");
+        }
+    }
+
     /// The README's table "occm's settings": `| [section] key | status |` rows.
     #[test]
     fn the_readme_table_is_this_list() {

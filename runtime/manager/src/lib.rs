@@ -17,9 +17,11 @@
 //! - [`cli`]: the subcommands (`check`, `call`, `conformance`, `new`,
 //!   `import-occm-config`); `main.rs` parses the command line and dispatches.
 //!
-//! Crates: this one depends on `wasm-ccm-host` (which knows nothing of Kubernetes);
-//! the playground (`wasm-ccm-playground`) depends on both, and is the only one that
-//! links the API server double and the simulated cloud.
+//! Crates: this one depends on `wasm-ccm-host` (which knows nothing of Kubernetes)
+//! and, for `import-occm-config`, on `occm-config` (occm's cloud.conf tooling, next to
+//! the OpenStack provider, which shares its key table); the playground
+//! (`wasm-ccm-playground`) depends on this crate and the host, and is the only one
+//! that links the API server double and the simulated cloud.
 
 #![deny(unsafe_code)]
 

@@ -2,9 +2,10 @@
 //! `check` (validate a component and its policy), `call` (one export under the real
 //! sandbox), `conformance` (the contract's rules against a cloud), `new` (a provider
 //! crate) and `import-occm-config` (occm's cloud.conf to the OpenStack provider's
-//! files). Each has its module ([`sandboxed`]: the component, policy and credentials
-//! directory `check`, `call` and `conformance` take); [`run`] dispatches, `main.rs` only
-//! parses the command line.
+//! files; the work is the `occm-config` crate's, next to the provider). Each has its
+//! module ([`sandboxed`]: the component, policy and credentials directory `check`,
+//! `call` and `conformance` take); [`run`] dispatches, `main.rs` only parses the
+//! command line.
 
 pub mod call;
 pub mod check;
@@ -12,7 +13,6 @@ pub mod conformance;
 mod exit;
 pub mod import_occm_config;
 pub mod new;
-mod occm_deployment;
 pub mod sandboxed;
 
 use std::process::ExitCode;

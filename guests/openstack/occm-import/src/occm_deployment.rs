@@ -258,39 +258,9 @@ mod tests {
 
     /// occm's own DaemonSet (manifests/controller-manager/
     /// openstack-cloud-controller-manager-ds.yaml, v1.36.0), the cluster name changed,
-    /// among the other objects of the file.
-    const OCCM_DAEMONSET: &str = "\
-apiVersion: v1
-kind: ServiceAccount
-metadata:
-  name: cloud-controller-manager
-  namespace: kube-system
----
-apiVersion: apps/v1
-kind: DaemonSet
-metadata:
-  name: openstack-cloud-controller-manager
-  namespace: kube-system
-spec:
-  template:
-    spec:
-      containers:
-        - name: openstack-cloud-controller-manager
-          image: registry.k8s.io/provider-os/openstack-cloud-controller-manager:v1.36.0
-          args:
-            - /bin/openstack-cloud-controller-manager
-            - --v=1
-            - --cluster-name=$(CLUSTER_NAME)
-            - --cloud-config=$(CLOUD_CONFIG)
-            - --cloud-provider=openstack
-            - --use-service-account-credentials=false
-            - --bind-address=127.0.0.1
-          env:
-            - name: CLOUD_CONFIG
-              value: /etc/config/cloud.conf
-            - name: CLUSTER_NAME
-              value: prod
-";
+    /// among the other objects of the file (tests/openstack/cluster_name.rs imports it
+    /// with `wasm-ccm import-occm-config`).
+    const OCCM_DAEMONSET: &str = include_str!("../fixtures/occm-daemonset.yaml");
 
     #[test]
     fn occms_daemonset_gives_its_cluster_name_env() {
