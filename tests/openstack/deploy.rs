@@ -60,54 +60,172 @@ fn secret_keys(command: &str, dir: &std::path::Path) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_occm_cloud_conf_is_imported_and_serves() {
     let stack = OpenStackStack::start(|_| String::new()).await;
+    let conf = format!(
+        "[Global]\nauth-url = {}/v3\nregion = RegionOne\nusername = kubernetes-ccm\n\
+         password = ccm-password\ntenant-name = kubernetes\ndomain-name = Default\n\
+         [Networking]\ninternal-network-name = private\n",
+        stack.keystone.url()
+    );
+    let policy = import_and_serve(&stack, &conf, &[], &[], "password").await;
+    assert!(policy.contains("allowPlaintext: true"), "as occm: {policy}");
+}
+
+/// A Magnum cluster's cloud.conf: the trustee's ID and password and the trust
+/// (`user-id`, `password`, `trust-id`, as Magnum writes them), imported as a trust rule;
+/// the host logs in as the trustee scoped to the trust, and the cluster is served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_magnum_trust_is_imported_and_serves() {
+    let stack = OpenStackStack::start(|_| String::new()).await;
+    let id_of = |path: &'static str, key: &'static str| {
+        let keystone = stack.keystone.clone();
+        async move {
+            let found = keystone
+                .admin(reqwest::Method::GET, path, None)
+                .await
+                .unwrap();
+            found[key][0]["id"].as_str().unwrap().to_owned()
+        }
+    };
+    let project = id_of("/v3/projects?name=kubernetes", "projects").await;
+    let trustor = id_of("/v3/users?name=kubernetes-ccm", "users").await;
+    let trustee = stack
+        .keystone
+        .create_user("magnum-trustee", "trustee-password", &project)
+        .await;
+    let trust = stack
+        .keystone
+        .create_trust(
+            "kubernetes-ccm",
+            &trustor,
+            "ccm-password",
+            "kubernetes",
+            &project,
+            &trustee,
+        )
+        .await;
+    let conf = format!(
+        "[Global]\nauth-url={}/v3\nuser-id={trustee}\npassword=trustee-password\n\
+         trust-id={trust}\nregion=RegionOne\n\
+         [Networking]\ninternal-network-name = private\n",
+        stack.keystone.url()
+    );
+    let policy = import_and_serve(&stack, &conf, &[], &[], "password").await;
+    assert!(
+        policy.contains(&format!("trustId: \"{trust}\"")),
+        "{policy}"
+    );
+}
+
+/// occm with `use-clouds`: its clouds.yaml (given with `--clouds-file`), whose entry
+/// holds the application credential and the region, is kept in the Secret with only
+/// that entry; the host logs in with it and the cluster is served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_occm_clouds_yaml_is_imported_and_serves() {
+    let stack = OpenStackStack::start(|_| String::new()).await;
+    let users = stack
+        .keystone
+        .admin(reqwest::Method::GET, "/v3/users?name=kubernetes-ccm", None)
+        .await
+        .unwrap();
+    let user = users["users"][0]["id"].as_str().unwrap();
+    let (id, secret) = stack
+        .keystone
+        .create_application_credential(
+            "kubernetes-ccm",
+            user,
+            "ccm-password",
+            "kubernetes",
+            "from-clouds-yaml",
+        )
+        .await;
+    let clouds = format!(
+        "clouds:\n  openstack:\n    auth_type: v3applicationcredential\n    \
+         region_name: RegionOne\n    auth:\n      auth_url: {}/v3\n      \
+         application_credential_id: {id}\n      application_credential_secret: {secret}\n  \
+         admin:\n    auth:\n      auth_url: {}/v3\n      username: admin\n      \
+         password: admin-secret-never-copied\n",
+        stack.keystone.url(),
+        stack.keystone.url()
+    );
+    let conf = "[Global]\nuse-clouds = true\nclouds-file = /etc/openstack/clouds.yaml\n\
+                cloud = openstack\n[Networking]\ninternal-network-name = private\n";
+    let policy = import_and_serve(
+        &stack,
+        conf,
+        &[("clouds.yaml", clouds.as_str())],
+        &["--clouds-file", "clouds.yaml"],
+        "clouds.yaml",
+    )
+    .await;
+    assert!(policy.contains("cloud: \"openstack\""), "{policy}");
+    assert!(policy.contains("region: \"RegionOne\""), "{policy}");
+}
+
+/// Runs the README's move on occm's `conf` (with `files` beside it, and `args` added to
+/// `import-occm-config`, run where they are), expects the Secret's one key `key`, and
+/// runs the controller manager on what was written until a Node is initialized: the
+/// policy written.
+async fn import_and_serve(
+    stack: &OpenStackStack,
+    conf: &str,
+    files: &[(&str, &str)],
+    args: &[&str],
+    key: &str,
+) -> String {
     stack
         .cloud
         .with_state(|s| s.add_server(NewServer::named("node-a", "10.0.0.11")));
     let out = TempDir::new("occm-import");
     let occm = out.path().join("occm-cloud.conf");
-    std::fs::write(
-        &occm,
-        format!(
-            "[Global]\nauth-url = {}/v3\nregion = RegionOne\nusername = kubernetes-ccm\n\
-             password = ccm-password\ntenant-name = kubernetes\ndomain-name = Default\n\
-             [Networking]\ninternal-network-name = private\n",
-            stack.keystone.url()
-        ),
-    )
-    .unwrap();
+    std::fs::write(&occm, conf).unwrap();
+    for (name, content) in files {
+        std::fs::write(out.path().join(name), content).unwrap();
+    }
     // The README's layout: `--out ./openstack`, the Secret made from its credentials/.
     let imported = out.path().join("openstack");
     let credentials = imported.join("credentials");
-    let status = tokio::process::Command::new(wasm_ccm_tests::wasm_ccm_bin())
+    let run = tokio::process::Command::new(wasm_ccm_tests::wasm_ccm_bin())
+        .current_dir(out.path())
         .arg("import-occm-config")
         .arg(&occm)
         .arg("--out")
         .arg(&imported)
         .arg("--credentials-dir")
         .arg(&credentials)
-        .status()
+        .args(args)
+        .output()
         .await
         .unwrap();
-    assert!(status.success());
+    assert!(
+        run.status.success(),
+        "import-occm-config: {}",
+        String::from_utf8_lossy(&run.stderr)
+    );
     // The README's command makes a Secret whose keys, mounted at --credentials-dir, are
     // the files the policy names.
     let commands = documented_secret_commands();
     let keys = secret_keys(&commands[1], out.path());
-    assert_eq!(keys, ["password"]);
+    assert_eq!(keys, [key]);
     let policy = std::fs::read_to_string(imported.join("providers/openstack.yaml")).unwrap();
     assert!(
-        policy.contains(&format!(
-            "passwordFile: {}",
-            credentials.join(&keys[0]).display()
-        )),
+        policy.contains(&credentials.join(key).display().to_string()),
         "{policy}"
     );
     let cloud_conf = imported.join("cloud-config/cloud.conf");
     let text = std::fs::read_to_string(&cloud_conf).unwrap();
-    assert!(
-        !text.contains("ccm-password") && text.contains("internal-network-name"),
-        "{text}"
-    );
+    let kept = std::fs::read_to_string(credentials.join(key)).unwrap();
+    for secret in [
+        "ccm-password",
+        "trustee-password",
+        "admin-secret-never-copied",
+    ] {
+        assert!(
+            !text.contains(secret) && !policy.contains(secret),
+            "{secret}"
+        );
+    }
+    assert!(!kept.contains("admin-secret-never-copied"), "{kept}");
+    assert!(text.contains("internal-network-name"), "{text}");
     let providers = imported.join("providers");
     std::fs::copy(
         guest("openstack_provider"),
@@ -144,6 +262,7 @@ async fn an_occm_cloud_conf_is_imported_and_serves() {
         initialized(&nodes, "node-a")
     })
     .await;
+    policy
 }
 
 /// `kubectl kustomize deploy/openstack/` renders, and the provider loads with its

@@ -6,31 +6,46 @@ use std::path::Path;
 
 use wasm_ccm_guest::gcfg;
 
+use super::global::Global;
+use super::login::login;
 use super::policy::{policy_tail, provider_actions, request_timeout};
 use super::{ImportError, Imported, quoted};
 use occm_config::policy_keys;
 
-/// The `[Global]` values read.
-#[derive(Default)]
-struct Global {
-    values: Vec<(String, String)>,
-}
-
-impl Global {
-    fn get(&self, names: &[&str]) -> Option<&str> {
-        names.iter().find_map(|n| {
-            self.values
-                .iter()
-                .find(|(k, v)| k == n && !v.is_empty())
-                .map(|(_, v)| v.as_str())
-        })
-    }
-}
-
 /// Converts `text` (occm's `cloud.conf`, read from `path`, whose relative `ca-file`,
 /// `cert-file` and `key-file` are read against `path`'s directory) for a credentials
-/// Secret mounted at `credentials_dir`.
+/// Secret mounted at `credentials_dir`, as [`convert_with`] with the other settings'
+/// defaults.
 pub fn convert(text: &str, path: &Path, credentials_dir: &str) -> Result<Imported, ImportError> {
+    convert_with(
+        text,
+        path,
+        &Convert {
+            credentials_dir,
+            ..Convert::default()
+        },
+    )
+}
+
+/// How [`convert_with`] converts.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Convert<'a> {
+    /// Where the credentials Secret is mounted (the policy names the files there).
+    pub credentials_dir: &'a str,
+    /// With `use-clouds`: the clouds.yaml occm reads (else `[Global] clouds-file`, read
+    /// against the `cloud.conf`'s directory).
+    pub clouds_file: Option<&'a Path>,
+    /// The token goes only to `https://` catalog endpoints (occm sends it to plain
+    /// `http://` ones too, which the policy then says with `allowPlaintext: true`).
+    pub https_endpoints_only: bool,
+}
+
+/// Converts `text` (occm's `cloud.conf`, read from `path`) as `options` say.
+pub fn convert_with(
+    text: &str,
+    path: &Path,
+    options: &Convert<'_>,
+) -> Result<Imported, ImportError> {
     let invalid = |reason: String| ImportError::Invalid {
         path: path.to_owned(),
         reason,
@@ -45,126 +60,24 @@ pub fn convert(text: &str, path: &Path, credentials_dir: &str) -> Result<Importe
                 .push((entry.name.clone(), entry.value.clone()));
         }
     }
-    // Booleans as gcfg reads them (`yes`, `on`, `1`, any case; a bare name is true).
-    let flag = |name: &str| -> Result<bool, ImportError> {
-        match global.values.iter().rev().find(|(k, _)| k == name) {
-            None => Ok(false),
-            Some((_, v)) => gcfg::boolean(v, 0, name).map_err(|_| {
-                invalid(format!(
-                    "[Global] {name} `{v}` is not a boolean (true or false)"
-                ))
-            }),
-        }
-    };
-    if global.get(&["token"]).is_some() {
-        return Err(invalid(
-            "[Global] token (a fixed Keystone token) is not supported: it expires and cannot \
-             be renewed; use an application credential (application-credential-id and \
-             application-credential-secret)"
-                .into(),
-        ));
-    }
-    if flag("useclouds")? {
-        return Err(invalid(
-            "use-clouds reads clouds.yaml, which this converter does not: write the cloud's \
-             settings in [Global] (auth-url, region, application-credential-id, ...)"
-                .into(),
-        ));
-    }
-    if flag("tlsinsecure")? {
-        return Err(invalid(
-            "tls-insecure = true is not supported: give the cloud's CA with ca-file".into(),
-        ));
-    }
-    if global.get(&["trustid"]).is_some() {
-        return Err(invalid(
-            "trust-based logins (trust-id) are not supported: use an application credential".into(),
-        ));
-    }
-    let auth_url = global
-        .get(&["authurl"])
-        .ok_or_else(|| invalid("[Global] auth-url is required".into()))?;
+    let credentials_dir = options.credentials_dir;
+    let secret_path = |name: &str| format!("{}/{name}", credentials_dir.trim_end_matches('/'));
+    let login = login(&global, path, options.clouds_file, &secret_path).map_err(invalid)?;
+    let auth_url = login.auth_url.as_str();
     let url = url::Url::parse(auth_url)
         .map_err(|e| invalid(format!("[Global] auth-url `{auth_url}`: {e}")))?;
     let origin = url.origin().ascii_serialization();
-    let secret_path = |name: &str| format!("{}/{name}", credentials_dir.trim_end_matches('/'));
     let mut rule = vec![format!("      authUrl: {}", quoted(auth_url))];
-    if let Some(region) = global.get(&["region"]) {
-        rule.push(format!("      region: {}", quoted(region)));
-    }
-    if let Some(interface) = global.get(&["osendpointtype", "interface", "endpointtype"])
-        && interface != "public"
-    {
-        rule.push(format!("      interface: {}", quoted(interface)));
-    }
-    let mut secrets = Vec::new();
-    if let Some(secret) = global.get(&["applicationcredentialsecret"]) {
-        match (
-            global.get(&["applicationcredentialid"]),
-            global.get(&["applicationcredentialname"]),
-        ) {
-            (Some(id), _) => rule.push(format!("      applicationCredentialId: {}", quoted(id))),
-            (None, Some(name)) => {
-                rule.push(format!("      applicationCredentialName: {}", quoted(name)));
-                rule.extend(user_lines(&global).map_err(invalid)?);
-            }
-            (None, None) => {
-                return Err(invalid(
-                    "application-credential-secret needs application-credential-id or -name".into(),
-                ));
-            }
-        }
-        rule.push(format!(
-            "      applicationCredentialSecretFile: {}",
-            secret_path("application-credential-secret")
-        ));
-        secrets.push((
-            "application-credential-secret".to_owned(),
-            secret.as_bytes().to_vec(),
-        ));
-    } else if let Some(password) = global.get(&["password"]) {
-        rule.extend(user_lines(&global).map_err(invalid)?);
-        rule.push(format!("      passwordFile: {}", secret_path("password")));
-        match (
-            global.get(&["projectid", "tenantid"]),
-            global.get(&["projectname", "tenantname"]),
-        ) {
-            (Some(id), _) => rule.push(format!("      projectId: {}", quoted(id))),
-            (None, Some(name)) => {
-                rule.push(format!("      projectName: {}", quoted(name)));
-                match (
-                    global.get(&["projectdomainid", "tenantdomainid", "domainid"]),
-                    global.get(&["projectdomainname", "tenantdomainname", "domainname"]),
-                ) {
-                    (Some(id), _) => rule.push(format!("      projectDomainId: {}", quoted(id))),
-                    (None, Some(name)) => {
-                        rule.push(format!("      projectDomainName: {}", quoted(name)))
-                    }
-                    (None, None) => {
-                        return Err(invalid(
-                            "tenant-name/project-name needs its domain (project-domain-name, \
-                             project-domain-id or domain-name)"
-                                .into(),
-                        ));
-                    }
-                }
-            }
-            (None, None) => {
-                return Err(invalid(
-                    "a password login needs the project (tenant-id/project-id or \
-                     tenant-name/project-name)"
-                        .into(),
-                ));
-            }
-        }
-        secrets.push(("password".to_owned(), password.as_bytes().to_vec()));
-    } else {
-        return Err(invalid(
-            "no secret to log in with: neither application-credential-secret nor password".into(),
-        ));
-    }
-    let plaintext = url.scheme() == "http"
+    rule.extend(login.rule);
+    let mut secrets = login.secrets;
+    let keystone_plaintext = url.scheme() == "http"
         && !matches!(url.host_str(), Some("127.0.0.1" | "localhost" | "[::1]"));
+    if keystone_plaintext && options.https_endpoints_only {
+        return Err(invalid(format!(
+            "--https-endpoints-only with the plain http:// auth-url `{auth_url}`: the token \
+             would cross the network unencrypted at the login already"
+        )));
+    }
     let mut policy = format!(
         "# The OpenStack provider's policy (schema: docs/policy.md), converted\n\
          # from occm's cloud.conf by `wasm-ccm import-occm-config`. The host logs in to\n\
@@ -173,10 +86,22 @@ pub fn convert(text: &str, path: &Path, credentials_dir: &str) -> Result<Importe
          credentials:\n  - destination: {}\n",
         quoted(&origin)
     );
-    if plaintext {
-        policy.push_str(
-            "    # auth-url is plain http: the token crosses the network unencrypted.\n    allowPlaintext: true\n",
-        );
+    if !options.https_endpoints_only {
+        let why: &[&str] = if keystone_plaintext {
+            &[
+                "auth-url is plain http: the token crosses the network unencrypted, to the",
+                "catalog's plain http:// endpoints too, as occm sends it.",
+            ]
+        } else {
+            &[
+                "As occm: the token also goes to the catalog's plain http:// endpoints, if any",
+                "(unencrypted). Import with --https-endpoints-only to keep it on https.",
+            ]
+        };
+        for line in why {
+            policy.push_str(&format!("    # {line}\n"));
+        }
+        policy.push_str("    allowPlaintext: true\n");
     }
     policy.push_str("    keystone:\n");
     for line in rule {
@@ -189,17 +114,19 @@ pub fn convert(text: &str, path: &Path, credentials_dir: &str) -> Result<Importe
     for action in provider_actions() {
         policy.push_str(&format!("      - {action}\n"));
     }
-    let base = path.parent().unwrap_or(Path::new("."));
-    let read = |file: &str| {
-        let file = base.join(file);
-        std::fs::read(&file).map_err(|source| ImportError::Io { path: file, source })
+    let read = |file: &Path| {
+        std::fs::read(file).map_err(|source| ImportError::Io {
+            path: file.to_owned(),
+            source,
+        })
     };
     let mut tls = Vec::new();
-    if let Some(ca) = global.get(&["cafile"]) {
+    let [ca, cert, key] = &login.tls;
+    if let Some(ca) = ca {
         secrets.push(("ca.pem".to_owned(), read(ca)?));
         tls.push(format!("  caBundleFile: {}", secret_path("ca.pem")));
     }
-    match (global.get(&["certfile"]), global.get(&["keyfile"])) {
+    match (cert, key) {
         (Some(cert), Some(key)) => {
             secrets.push(("client.crt".to_owned(), read(cert)?));
             secrets.push(("client.key".to_owned(), read(key)?));
@@ -225,34 +152,32 @@ pub fn convert(text: &str, path: &Path, credentials_dir: &str) -> Result<Importe
         }
     }
     Ok(Imported {
-        cloud_conf: strip_moved(text),
+        cloud_conf: with_global(&strip_moved(text), &login.provider_global),
         policy,
         secrets,
     })
 }
 
-/// The user lines of the rule: `userId`, or `userName` and its domain.
-fn user_lines(global: &Global) -> Result<Vec<String>, String> {
-    if let Some(id) = global.get(&["userid"]) {
-        return Ok(vec![format!("      userId: {}", quoted(id))]);
+/// `text` with `settings` added at the top of its (first) `[Global]` section, each
+/// with a note that it came from clouds.yaml.
+fn with_global(text: &str, settings: &[(&'static str, String)]) -> String {
+    if settings.is_empty() {
+        return text.to_owned();
     }
-    let name = global
-        .get(&["username"])
-        .ok_or("the login needs the user (user-id, or username and its domain)")?;
-    let domain = match (
-        global.get(&["userdomainid", "domainid"]),
-        global.get(&["userdomainname", "domainname"]),
-    ) {
-        (Some(id), _) => format!("      userDomainId: {}", quoted(id)),
-        (None, Some(domain)) => format!("      userDomainName: {}", quoted(domain)),
-        (None, None) => {
-            return Err(
-                "username needs its domain (user-domain-name, user-domain-id or domain-name)"
-                    .into(),
-            );
+    let mut out = String::new();
+    let mut added = false;
+    for line in text.lines() {
+        out.push_str(line);
+        out.push('\n');
+        if !added && line.trim().eq_ignore_ascii_case("[global]") {
+            out.push_str("# From the clouds.yaml entry occm read (use-clouds):\n");
+            for (name, value) in settings {
+                out.push_str(&format!("{name} = {}\n", quoted(value)));
+            }
+            added = true;
         }
-    };
-    Ok(vec![format!("      userName: {}", quoted(name)), domain])
+    }
+    out
 }
 
 /// `text` without the `[Global]` variables that moved, with a note where they went.

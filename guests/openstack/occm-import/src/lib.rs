@@ -28,13 +28,15 @@
 
 mod cloud_conf;
 mod cluster;
+mod global;
+mod login;
 pub mod occm_deployment;
 mod policy;
 
 use std::path::{Path, PathBuf};
 
 pub use crate::occm_deployment::{Found, OCCM_DEFAULT};
-pub use cloud_conf::convert;
+pub use cloud_conf::{Convert, convert, convert_with};
 pub use cluster::{cluster_name, default_note, write_cluster_name};
 pub use policy::provider_actions;
 
@@ -52,6 +54,10 @@ pub struct Options<'a> {
     /// occm's Deployment, DaemonSet or Pod (YAML or JSON), or a file of its flags,
     /// where the cluster name is read when not given.
     pub occm_deployment: Option<&'a Path>,
+    /// With `use-clouds`: the clouds.yaml occm reads.
+    pub clouds_file: Option<&'a Path>,
+    /// The token goes only to `https://` catalog endpoints.
+    pub https_endpoints_only: bool,
 }
 
 /// What [`run`] did.
@@ -70,7 +76,15 @@ pub fn run(options: &Options<'_>) -> Result<Outcome, ImportError> {
         path: options.cloud_conf.to_owned(),
         source,
     })?;
-    let imported = convert(&text, options.cloud_conf, options.credentials_dir)?;
+    let imported = convert_with(
+        &text,
+        options.cloud_conf,
+        &Convert {
+            credentials_dir: options.credentials_dir,
+            clouds_file: options.clouds_file,
+            https_endpoints_only: options.https_endpoints_only,
+        },
+    )?;
     let cluster = cluster_name(options.cluster_name, options.occm_deployment)?;
     let mut written = write(&imported, options.out)?;
     written.push(write_cluster_name(&cluster, options.out)?);
@@ -186,6 +200,8 @@ mod tests {
             credentials_dir: "/etc/wasm-ccm/credentials",
             cluster_name: Some("prod"),
             occm_deployment: None,
+            clouds_file: None,
+            https_endpoints_only: false,
         };
         let outcome = run(&options).unwrap();
         assert_eq!(

@@ -34,6 +34,16 @@ pub struct Args {
     /// --cluster-name occm runs with is read there (`$(CLUSTER_NAME)` from its env).
     #[arg(long, value_name = "FILE")]
     pub occm_deployment: Option<PathBuf>,
+    /// With `use-clouds = true`: the clouds.yaml occm reads (copied from its node or
+    /// Secret). Without it, cloud.conf's clouds-file, read against cloud.conf's
+    /// directory. Only the entry used is written, to credentials/clouds.yaml.
+    #[arg(long, value_name = "FILE")]
+    pub clouds_file: Option<PathBuf>,
+    /// The Keystone token goes only to the catalog's https:// endpoints. Without it,
+    /// the policy says `allowPlaintext: true`, as occm sends the token to plain http://
+    /// endpoints too.
+    #[arg(long)]
+    pub https_endpoints_only: bool,
 }
 
 /// Runs `wasm-ccm import-occm-config`: the files written and the cluster name on
@@ -45,6 +55,8 @@ pub fn main(args: Args) -> std::process::ExitCode {
         credentials_dir: &args.credentials_dir,
         cluster_name: args.cluster_name.as_deref(),
         occm_deployment: args.occm_deployment.as_deref(),
+        clouds_file: args.clouds_file.as_deref(),
+        https_endpoints_only: args.https_endpoints_only,
     };
     super::exit::exit_code(import::run(&options).map(|outcome| {
         for path in outcome.written {

@@ -512,3 +512,18 @@ fn who_logs_in(
         }
     }
 }
+
+/// Whether the entry `cloud` of a clouds.yaml (`text`, the file `path`) is one the host
+/// logs in with under a rule whose `authUrl` is `auth_url` (as written in a policy;
+/// `wasm-ccm import-occm-config` checks what it writes): why not, naming the file,
+/// entry and field, never a value.
+pub fn check_clouds_entry(
+    path: &std::path::Path,
+    text: &str,
+    cloud: &str,
+    auth_url: &str,
+) -> Result<(), String> {
+    let auth_url = crate::policy::keystone::auth_url(auth_url)
+        .map_err(|e| format!("authUrl: {}", e.reason))?;
+    clouds::login(path, text, cloud, &auth_url).map(|_| ())
+}
