@@ -4,10 +4,12 @@
 //! in with the application credential of the documented policy, the provider never
 //! holds a secret.
 
+mod cloud_config;
 mod cluster_name;
 mod deploy;
 mod floating_ips;
 mod migration;
+mod octavia;
 mod routes;
 mod security_groups;
 mod settings;
