@@ -18,6 +18,21 @@
 //! assert_eq!(cloud.requests().len(), 3);
 //! assert_eq!(cloud.requests()[2].method().as_str(), "DELETE");
 //! ```
+//!
+//! [`node`] and [`service`] make the contract's objects for a test, every field empty
+//! but the name; set what the test is about on them:
+//!
+//! ```
+//! use wasm_ccm_guest::testing::{node, service};
+//!
+//! let mut web = service("default", "web");
+//! web.metadata.uid = "1234-5678".into();
+//! let worker = wasm_ccm_guest::types::Node {
+//!     provider_id: Some("openstack:///4f2c".into()),
+//!     ..node("worker-1")
+//! };
+//! assert_eq!(worker.metadata.name, "worker-1");
+//! ```
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -25,6 +40,9 @@ use std::rc::Rc;
 
 use crate::http::{Error, ErrorKind, Request, Response};
 use crate::transport::{self, Installed, Transport};
+use crate::types::{
+    LoadBalancerStatus, Node, ObjectMeta, Service, ServiceType, SessionAffinity, TrafficPolicy,
+};
 
 /// A computed answer.
 type Responder = Box<dyn Fn(&Request) -> Result<Response, Error>>;
@@ -162,6 +180,56 @@ impl Transport for MockTransport {
             }
             Answer::With(answer) => answer(request),
         }
+    }
+}
+
+/// Object metadata with only a name and namespace.
+fn meta(namespace: &str, name: &str) -> ObjectMeta {
+    ObjectMeta {
+        name: name.into(),
+        namespace: namespace.into(),
+        uid: String::new(),
+        labels: Vec::new(),
+        annotations: Vec::new(),
+        deletion_timestamp: None,
+    }
+}
+
+/// Node `name`, every other field empty: no provider ID, address, label or condition.
+pub fn node(name: &str) -> Node {
+    Node {
+        metadata: meta("", name),
+        provider_id: None,
+        pod_cidrs: Vec::new(),
+        taints: Vec::new(),
+        addresses: Vec::new(),
+        conditions: Vec::new(),
+        unschedulable: false,
+    }
+}
+
+/// Service `namespace/name` of type LoadBalancer, every other field empty or the API
+/// server's default: no port, UID or annotation, no affinity, `Cluster` traffic.
+pub fn service(namespace: &str, name: &str) -> Service {
+    Service {
+        metadata: meta(namespace, name),
+        service_type: ServiceType::LoadBalancer,
+        ports: Vec::new(),
+        session_affinity: SessionAffinity::None,
+        load_balancer_source_ranges: Vec::new(),
+        external_traffic_policy: TrafficPolicy::Cluster,
+        health_check_node_port: 0,
+        ip_families: Vec::new(),
+        load_balancer_class: None,
+        load_balancer_ip: None,
+        status: LoadBalancerStatus {
+            ingress: Vec::new(),
+        },
+        external_ips: Vec::new(),
+        cluster_ips: Vec::new(),
+        ip_family_policy: None,
+        session_affinity_timeout_seconds: None,
+        allocate_load_balancer_node_ports: None,
     }
 }
 

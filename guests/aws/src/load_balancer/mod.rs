@@ -413,37 +413,13 @@ impl LoadBalancerExport for Aws {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use wasm_ccm_guest::types::{ObjectMeta, Protocol, ServicePort, ServiceType, TrafficPolicy};
+    use wasm_ccm_guest::types::{Protocol, ServicePort};
 
     /// A Service of type LoadBalancer with no ports, UID `1234-5678`.
     pub fn service(namespace: &str, name: &str) -> Service {
-        Service {
-            metadata: ObjectMeta {
-                name: name.into(),
-                namespace: namespace.into(),
-                uid: "1234-5678".into(),
-                labels: Vec::new(),
-                annotations: Vec::new(),
-                deletion_timestamp: None,
-            },
-            service_type: ServiceType::LoadBalancer,
-            ports: Vec::new(),
-            session_affinity: SessionAffinity::None,
-            load_balancer_source_ranges: Vec::new(),
-            external_traffic_policy: TrafficPolicy::Cluster,
-            health_check_node_port: 0,
-            ip_families: Vec::new(),
-            load_balancer_class: None,
-            load_balancer_ip: None,
-            status: LoadBalancerStatus {
-                ingress: Vec::new(),
-            },
-            external_ips: Vec::new(),
-            cluster_ips: Vec::new(),
-            ip_family_policy: None,
-            session_affinity_timeout_seconds: None,
-            allocate_load_balancer_node_ports: None,
-        }
+        let mut service = wasm_ccm_guest::testing::service(namespace, name);
+        service.metadata.uid = "1234-5678".into();
+        service
     }
 
     /// A TCP port `port` on node port `node_port`.

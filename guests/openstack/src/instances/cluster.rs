@@ -406,7 +406,7 @@ mod tests {
     use wasm_ccm_guest::InstancesBatch;
     use wasm_ccm_guest::http::{Request, Response};
     use wasm_ccm_guest::testing::MockTransport;
-    use wasm_ccm_guest::types::{BoolAnswer, ObjectMeta};
+    use wasm_ccm_guest::types::BoolAnswer;
 
     /// The kept servers' cache key with the catalog of [`provider`].
     const KEY: &str = "servers/http://nova/v2.1";
@@ -434,20 +434,8 @@ mod tests {
     /// Node `name`, with `openstack:///<server>` when `server` is given.
     fn node(name: &str, server: Option<&str>) -> Node {
         Node {
-            metadata: ObjectMeta {
-                name: name.into(),
-                namespace: String::new(),
-                uid: String::new(),
-                labels: Vec::new(),
-                annotations: Vec::new(),
-                deletion_timestamp: None,
-            },
             provider_id: server.map(|s| format!("openstack:///{s}")),
-            pod_cidrs: Vec::new(),
-            taints: Vec::new(),
-            addresses: Vec::new(),
-            conditions: Vec::new(),
-            unschedulable: false,
+            ..wasm_ccm_guest::testing::node(name)
         }
     }
 

@@ -512,31 +512,20 @@ mod tests {
 
     #[test]
     fn members_take_an_address_of_the_family_internal_first() {
-        use wasm_ccm_guest::types::{NodeAddress, ObjectMeta};
+        use wasm_ccm_guest::types::NodeAddress;
         let addr = |t, a: &str| NodeAddress {
             address_type: t,
             address: a.into(),
         };
-        let node = Node {
-            metadata: ObjectMeta {
-                name: "n".into(),
-                namespace: String::new(),
-                uid: String::new(),
-                labels: vec![("pool".into(), "web".into())],
-                annotations: Vec::new(),
-                deletion_timestamp: None,
-            },
-            provider_id: None,
-            pod_cidrs: Vec::new(),
-            taints: Vec::new(),
+        let mut node = Node {
             addresses: vec![
                 addr(NodeAddressType::ExternalIp, "203.0.113.5"),
                 addr(NodeAddressType::ExternalIp, "2001:db8::5"),
                 addr(NodeAddressType::InternalIp, "10.0.0.5"),
             ],
-            conditions: Vec::new(),
-            unschedulable: false,
+            ..wasm_ccm_guest::testing::node("n")
         };
+        node.metadata.labels = vec![("pool".into(), "web".into())];
         assert_eq!(member_address(&node, false), Some("10.0.0.5"));
         assert_eq!(member_address(&node, true), Some("2001:db8::5"));
         assert!(selected(&node, &[("pool".into(), "web".into())]));

@@ -912,25 +912,14 @@ mod tests {
     }
 
     fn node(name: &str, provider_id: &str, address: &str) -> Node {
-        use wasm_ccm_guest::types::{NodeAddress, NodeAddressType, ObjectMeta};
+        use wasm_ccm_guest::types::{NodeAddress, NodeAddressType};
         Node {
-            metadata: ObjectMeta {
-                name: name.into(),
-                namespace: String::new(),
-                uid: String::new(),
-                labels: Vec::new(),
-                annotations: Vec::new(),
-                deletion_timestamp: None,
-            },
             provider_id: Some(provider_id.into()),
-            pod_cidrs: Vec::new(),
-            taints: Vec::new(),
             addresses: vec![NodeAddress {
                 address_type: NodeAddressType::InternalIp,
                 address: address.into(),
             }],
-            conditions: Vec::new(),
-            unschedulable: false,
+            ..wasm_ccm_guest::testing::node(name)
         }
     }
 }

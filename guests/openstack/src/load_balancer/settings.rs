@@ -386,40 +386,16 @@ impl OpenStack {
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
-    use wasm_ccm_guest::types::{LoadBalancerStatus, ObjectMeta, ServiceType};
 
     /// Service `default/web` with `annotations` (the load balancer tests' too).
     pub(in crate::load_balancer) fn service(annotations: &[(&str, &str)]) -> Service {
-        Service {
-            metadata: ObjectMeta {
-                name: "web".into(),
-                namespace: "default".into(),
-                uid: "1234-5678".into(),
-                labels: Vec::new(),
-                annotations: annotations
-                    .iter()
-                    .map(|(k, v)| (k.to_string(), v.to_string()))
-                    .collect(),
-                deletion_timestamp: None,
-            },
-            service_type: ServiceType::LoadBalancer,
-            ports: Vec::new(),
-            session_affinity: SessionAffinity::None,
-            load_balancer_source_ranges: Vec::new(),
-            external_traffic_policy: TrafficPolicy::Cluster,
-            health_check_node_port: 0,
-            ip_families: Vec::new(),
-            load_balancer_class: None,
-            load_balancer_ip: None,
-            status: LoadBalancerStatus {
-                ingress: Vec::new(),
-            },
-            external_ips: Vec::new(),
-            cluster_ips: Vec::new(),
-            ip_family_policy: None,
-            session_affinity_timeout_seconds: None,
-            allocate_load_balancer_node_ports: None,
-        }
+        let mut service = wasm_ccm_guest::testing::service("default", "web");
+        service.metadata.uid = "1234-5678".into();
+        service.metadata.annotations = annotations
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        service
     }
 
     /// The provider with `extra` in the cloud config's `[LoadBalancer]`.
