@@ -508,22 +508,13 @@ impl Keystone {
 
     /// What Keystone says of `token` (`GET /v3/auth/tokens`): its `token` object.
     pub async fn token_body(&self, token: &str) -> Result<Value, String> {
-        let admin = self.admin_token().await?;
-        let response = self
-            .client
-            .get(format!("{}/auth/tokens", self.auth_url()))
-            .header("x-auth-token", &admin)
-            .header("x-subject-token", token)
-            .send()
-            .await
-            .map_err(|e| e.to_string())?;
-        let status = response.status();
-        let text = response.text().await.map_err(|e| e.to_string())?;
-        if !status.is_success() {
-            return Err(format!("GET /v3/auth/tokens: HTTP {status}: {text}"));
+        match self.subject(token).await? {
+            (status, text) if (200..300).contains(&status) => {
+                let body: Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+                Ok(body["token"].clone())
+            }
+            (status, text) => Err(format!("GET /v3/auth/tokens: HTTP {status}: {text}")),
         }
-        let body: Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
-        Ok(body["token"].clone())
     }
 
     /// Deletes an application credential (tokens it issued stop validating).
@@ -569,6 +560,14 @@ impl Keystone {
     /// expired while a loaded machine delayed this request): that token is dropped and
     /// the validation asked again, once, with a new one.
     pub async fn validate(&self, token: &str) -> Result<bool, String> {
+        Ok((200..300).contains(&self.subject(token).await?.0))
+    }
+
+    /// `GET /v3/auth/tokens` for `token` with the administrator's token: the status and
+    /// body. A 401 refuses the administrator's token (it expired while a loaded machine
+    /// delayed this request): that token is dropped and the request sent again, once,
+    /// with a new one.
+    async fn subject(&self, token: &str) -> Result<(u16, String), String> {
         for _ in 0..2 {
             let admin = self.admin_token().await?;
             let response = self
@@ -581,7 +580,7 @@ impl Keystone {
                 .map_err(|e| e.to_string())?;
             match response.status().as_u16() {
                 401 => self.drop_admin_token(&admin).await,
-                status => return Ok((200..300).contains(&status)),
+                status => return Ok((status, response.text().await.map_err(|e| e.to_string())?)),
             }
         }
         Err("Keystone refused two administrator tokens in a row".into())
