@@ -109,6 +109,23 @@ fn scenarios() -> Vec<Scenario> {
             json!({"ports": [{"name": "http", "port": 80}, {"name": "https", "port": 443}]}),
         ),
         s("os-keep-fip", json!({"keep-floatingip": "true"}), plain()),
+        // occm's getBoolFromServiceAnnotation takes only "true" and "false": any other
+        // spelling is the default (external, no X-Forwarded-For, a monitor).
+        s(
+            "os-bool-loose",
+            json!({"service.beta.kubernetes.io/openstack-internal-load-balancer": "True",
+                   "x-forwarded-for": "1", "enable-health-monitor": "no"}),
+            plain(),
+        ),
+        // ... so `yes` keeps no floating IP when the Service goes.
+        s(
+            "os-keep-fip-yes",
+            json!({"keep-floatingip": "yes"}),
+            plain(),
+        ),
+        // Its load balancer is put in ERROR in the second phase: kept as it is, its
+        // sync failing, as occm's ensureOctaviaLoadBalancer.
+        s("os-error", json!({}), plain()),
     ]
 }
 
@@ -210,12 +227,19 @@ async fn run(side: Side) -> Vec<Flat> {
     let dir = TempDir::new("openstack-oracle");
     world.cloud.with_state(|s| {
         s.provisioning_time = Duration::ZERO;
+        // An Octavia whose default provider is OVN: occm asks for amphora when the
+        // cloud.conf names no lb-provider.
+        s.default_provider = "ovn".into();
         for (name, ip) in [
             ("node-a", "10.0.0.11"),
             ("node-b", "10.0.0.12"),
             ("node-c", "10.0.0.13"),
         ] {
-            s.add_server(NewServer::named(name, ip));
+            let server = s.add_server(NewServer::named(name, ip));
+            // A trunk subport: occm's nodeAddresses reads its address too.
+            if name == "node-b" {
+                s.add_subport(&server.id, "vlan-net", "192.168.0.12");
+            }
         }
     });
     // occm's cloud.conf; wasm-ccm gets what import-occm-config makes of it.
@@ -314,6 +338,37 @@ async fn run(side: Side) -> Vec<Flat> {
     )
     .await;
     steady(&ccm, TIMEOUT, STEADY, async || take(&world, &client).await).await;
+    // `os-error`'s load balancer goes to ERROR; then its port changes.
+    world.cloud.with_state(|s| {
+        let lb = s
+            .load_balancers
+            .values_mut()
+            .find(|lb| lb.name == format!("{LB_PREFIX}os-error"))
+            .unwrap();
+        lb.provisioning_status = "ERROR".into();
+    });
+    let error = all.iter().position(|s| s.name == "os-error").unwrap();
+    services
+        .patch(
+            "os-error",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"ports": [{"name": "http", "port": 8081,
+                "targetPort": 8080, "nodePort": 30000 + 10 * error, "protocol": "TCP"}]}})),
+        )
+        .await
+        .unwrap();
+    wait_until(
+        TIMEOUT,
+        &format!("{side:?}: os-error's sync failed"),
+        || async {
+            ccm.alive();
+            wasm_ccm_tests::events::reasons(&client, "os-error")
+                .await
+                .iter()
+                .any(|reason| reason == "SyncLoadBalancerFailed")
+        },
+    )
+    .await;
     services
         .patch(
             "os-default",
@@ -346,7 +401,7 @@ async fn run(side: Side) -> Vec<Flat> {
     });
     world.cloud.with_state(|s| s.delete_server(&gone));
     set_ready(&nodes, "node-a", "Unknown").await;
-    for name in ["os-proxy", "os-keep-fip"] {
+    for name in ["os-proxy", "os-keep-fip", "os-keep-fip-yes"] {
         services
             .delete(name, &DeleteParams::default())
             .await
@@ -357,7 +412,7 @@ async fn run(side: Side) -> Vec<Flat> {
         nodes.get_opt("node-a").await.unwrap().is_none()
     })
     .await;
-    for name in ["os-proxy", "os-keep-fip"] {
+    for name in ["os-proxy", "os-keep-fip", "os-keep-fip-yes"] {
         wait_until(TIMEOUT, &format!("{side:?}: {name} gone"), || async {
             ccm.alive();
             services.get_opt(name).await.unwrap().is_none()
