@@ -65,7 +65,7 @@ pub fn initialize_metrics(metrics: &crate::metrics::ProviderMetrics, provider: &
     metrics.initialize(
         provider,
         &kinds,
-        &crate::capabilities::http_egress::Denial::REASONS,
+        &crate::capabilities::http_egress::Denial::reasons().collect::<Vec<_>>(),
     );
 }
 

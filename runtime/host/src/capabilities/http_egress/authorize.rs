@@ -1,11 +1,12 @@
 //! Authorization of one request under the policy in force: the method, the address
-//! rules, Keystone's catalog, the allowlist, and the credential the host adds.
+//! rules, what a credential kind claims first (a login's catalog), the allowlist, and
+//! the credential the host adds.
 
 use std::sync::Arc;
 
 use http::{HeaderMap, Method};
 
-use super::credentials::{self, CatalogMatch, Injection};
+use super::credentials::{self, Injection, Route};
 use super::{Denial, Destination, rate_limit};
 use crate::policy::{Policy, address};
 
@@ -23,8 +24,7 @@ pub(super) struct Rules {
 pub struct Grant {
     /// The allowlist pattern that matched (the `host` metric label).
     pub destination: String,
-    /// The credential (a header, an AWS signature, a Keystone token), if the
-    /// destination has one.
+    /// The credential (a header, a signature, a token), if the destination has one.
     pub inject: Option<Injection>,
     /// The index of the credential rule in the policy, whose `allowedActions` the
     /// request is checked against before the credential is added.
@@ -46,7 +46,7 @@ impl Rules {
         {
             return Err(Denial::Never { ip, never });
         }
-        if let Some(grant) = self.keystone(method, destination, headers)? {
+        if let Some(grant) = self.routed(method, destination, headers)? {
             return Ok(grant);
         }
         let (scheme, host, port) = (destination.scheme(), &destination.host, destination.port);
@@ -72,7 +72,8 @@ impl Rules {
             .iter()
             .enumerate()
             .position(|(i, rule)| {
-                !self.credentials.is_keystone(i) && rule.destination.matches(scheme, host, port)
+                self.credentials.kind(i).by_destination()
+                    && rule.destination.matches(scheme, host, port)
             })
         else {
             return Ok(Grant {
@@ -89,58 +90,46 @@ impl Rules {
         )
     }
 
-    /// A request Keystone rules decide: the catalog (answered by the host), the
-    /// identity API (refused), an endpoint of the last login's catalog (the token).
-    fn keystone(
+    /// A request a credential kind claims before the allowlist
+    /// ([`credentials::CredentialKind::route`]): in rule order, the first kind that does
+    /// not pass decides.
+    fn routed(
         &self,
         method: &Method,
         destination: &Destination,
         headers: &HeaderMap,
     ) -> Result<Option<Grant>, Denial> {
-        for (index, session) in self.credentials.keystone() {
-            let (index, rule) = (Some(*index), session.credential());
-            match session.classify(&destination.url) {
-                CatalogMatch::None => continue,
-                CatalogMatch::Identity => {
-                    let catalog = rule.catalog_url();
-                    let url = &destination.url;
-                    let is_catalog = url.query().is_none()
-                        && format!("{}{}", url.origin().ascii_serialization(), url.path())
-                            == catalog;
-                    if !is_catalog || *method != Method::GET {
-                        return Err(Denial::KeystoneIdentity(catalog));
-                    }
-                    let label = index.map_or_else(
-                        || rule.auth_url.to_string(),
-                        |i| self.policy.credentials[i].destination.to_string(),
-                    );
-                    let catalog = Injection::KeystoneCatalog(session.clone());
-                    return grant(label, catalog, index, headers).map(Some);
+        for (index, kind) in self.credentials.kinds() {
+            let (label, injection) = match kind.route(method, &destination.url) {
+                Route::Pass => continue,
+                Route::Refuse { reason, message } => {
+                    return Err(Denial::Kind { reason, message });
                 }
-                CatalogMatch::Plaintext(endpoint) => {
-                    return Err(Denial::KeystonePlaintext(endpoint));
-                }
-                CatalogMatch::Endpoint(label) => {
-                    let token = Injection::Credential(session.clone());
-                    return grant(label, token, index, headers).map(Some);
-                }
-            }
+                Route::Local => (
+                    self.policy.credentials[index].destination.to_string(),
+                    Injection::Local(kind.clone()),
+                ),
+                Route::Credential { label } => (label, Injection::Credential(kind.clone())),
+            };
+            return grant(label, injection, Some(index), headers).map(Some);
         }
         Ok(None)
     }
 
-    /// Whether a Keystone rule has not logged in yet, so its catalog's endpoints are
-    /// not known: a request denied now may be allowed after [`Self::log_in`].
-    pub(super) fn keystone_pending(&self) -> bool {
-        self.credentials.keystone().any(|(_, s)| !s.has_catalog())
+    /// Whether a kind does not know yet what it claims (before a first login): a
+    /// request refused now may be allowed after [`Self::log_in`].
+    pub(super) fn awaiting_login(&self) -> bool {
+        self.credentials
+            .kinds()
+            .any(|(_, kind)| kind.awaits_login())
     }
 
-    /// Logs in for every Keystone rule that has not yet (failures are logged and held
-    /// by the session; the request they were for is then refused as not allowed).
+    /// Logs in for every kind that awaits it (failures are logged and held by the
+    /// kind; the request they were for is then refused as not allowed).
     pub(super) async fn log_in(&self) {
-        for (_, session) in self.credentials.keystone() {
-            if !session.has_catalog() {
-                let _ = session.token(&self.client).await;
+        for (_, kind) in self.credentials.kinds() {
+            if kind.awaits_login() {
+                kind.log_in(&self.client).await;
             }
         }
     }

@@ -51,19 +51,15 @@ pub enum Denial {
         "the provider set its own `{0}` header on a destination whose credentials the host injects"
     )]
     GuestCredentialHeader(String),
-    /// A request to Keystone's identity API other than reading the catalog.
-    #[error(
-        "the identity API is the host's (it logs in for the provider); the provider reads the \
-         service catalog with GET {0}"
-    )]
-    KeystoneIdentity(String),
-    /// A plain `http://` endpoint of the Keystone catalog, without the rule's
-    /// `allowPlaintext: true`.
-    #[error(
-        "{0} is a plain http:// endpoint of the Keystone catalog: the host sends it the token \
-         only when the keystone rule says `allowPlaintext: true` (as occm does without asking)"
-    )]
-    KeystonePlaintext(String),
+    /// Refused by a credential kind before the allowlist
+    /// ([`super::credentials::Route::Refuse`]: the identity API of a Keystone rule, ...).
+    #[error("{message}")]
+    Kind {
+        /// The kind's metric label ([`super::credentials::DENIAL_REASONS`]).
+        reason: &'static str,
+        /// Why, for the log.
+        message: String,
+    },
     /// The request asks the server to take it for another method than the one it
     /// carries (a method override), on a request the host adds a credential to.
     #[error(
@@ -81,8 +77,9 @@ pub enum Denial {
 }
 
 impl Denial {
-    /// Every value [`Self::reason`] takes (the address rules' labels included).
-    pub const REASONS: [&'static str; 15] = [
+    /// Every value [`Self::reason`] takes but the credential kinds' own
+    /// ([`Self::reasons`]).
+    const GENERIC_REASONS: [&'static str; 13] = [
         "bad_uri",
         "method",
         "not_allowed",
@@ -93,12 +90,18 @@ impl Denial {
         "tunnel",
         "loopback",
         "guest_credential_header",
-        "keystone_identity",
-        "keystone_plaintext",
         "method_override",
         "action",
         "credential_unavailable",
     ];
+
+    /// Every value [`Self::reason`] takes: the address rules' labels and the credential
+    /// kinds' included.
+    pub fn reasons() -> impl Iterator<Item = &'static str> {
+        Self::GENERIC_REASONS
+            .into_iter()
+            .chain(super::credentials::DENIAL_REASONS.iter().copied())
+    }
 
     /// A short label for metrics and logs.
     pub fn reason(&self) -> &'static str {
@@ -110,8 +113,7 @@ impl Denial {
             Denial::NeverByName { label, .. } => label,
             Denial::Loopback(_) => "loopback",
             Denial::GuestCredentialHeader(_) => "guest_credential_header",
-            Denial::KeystoneIdentity(_) => "keystone_identity",
-            Denial::KeystonePlaintext(_) => "keystone_plaintext",
+            Denial::Kind { reason, .. } => reason,
             Denial::MethodOverride(_) => "method_override",
             Denial::Action(_) => "action",
             Denial::Credential(_) => "credential_unavailable",
@@ -123,8 +125,8 @@ impl Denial {
 mod tests {
     use super::*;
 
-    /// `REASONS` (the metric's pre-initialized series) lists every label a denial can
-    /// carry: each variant's, and each address rule's.
+    /// `reasons()` (the metric's pre-initialized series) lists every label a denial can
+    /// carry: each variant's, each address rule's and each credential kind's.
     #[test]
     fn every_reason_is_listed() {
         let mut denials = vec![
@@ -137,8 +139,6 @@ mod tests {
             },
             Denial::Loopback("127.0.0.1".into()),
             Denial::GuestCredentialHeader("authorization".into()),
-            Denial::KeystoneIdentity("/v3".into()),
-            Denial::KeystonePlaintext("http://nova:8774/v2.1".into()),
             Denial::MethodOverride("_method".into()),
             Denial::Action("ec2:TerminateInstances".into()),
             Denial::Credential("missing".into()),
@@ -160,10 +160,18 @@ mod tests {
                 message: String::new(),
             });
         }
+        // Each kind's refusals, under its own labels.
+        for reason in super::super::credentials::DENIAL_REASONS {
+            denials.push(Denial::Kind {
+                reason,
+                message: String::new(),
+            });
+        }
+        let reasons: Vec<_> = Denial::reasons().collect();
         for denial in &denials {
             assert!(
-                Denial::REASONS.contains(&denial.reason()),
-                "{:?} is not in Denial::REASONS",
+                reasons.contains(&denial.reason()),
+                "{:?} is not in Denial::reasons()",
                 denial.reason()
             );
         }

@@ -10,8 +10,7 @@ use http_body_util::{BodyExt, Full};
 use wasmtime_wasi_http::{Error as HttpError, WasiBody};
 
 use super::authorize::{Grant, Rules};
-use super::credentials::keystone::SUBJECT_TOKEN_HEADER;
-use super::credentials::{Injection, Outgoing, check_request};
+use super::credentials::{self, Injection, Outgoing, check_request};
 use super::{Denial, Destination, Egress, MAX_REQUEST_BODY_BYTES, connect, resolver};
 use crate::metrics::{DeniedLabels, EgressLabels, HostLabels};
 use crate::policy::call_grace;
@@ -180,12 +179,12 @@ impl Rules {
         let kind = match inject {
             None => None,
             Some(Injection::Credential(kind)) => Some(kind),
-            Some(Injection::KeystoneCatalog(session)) => {
-                let catalog = session
-                    .catalog(&self.client)
+            Some(Injection::Local(kind)) => {
+                let (content_type, body) = kind
+                    .local_answer(&self.client)
                     .await
-                    .map_err(|e| Forward::Denied(Denial::Credential(e.to_string())))?;
-                return local_response(http::StatusCode::OK, "application/json", catalog);
+                    .map_err(|reason| Forward::Denied(Denial::Credential(reason)))?;
+                return local_response(http::StatusCode::OK, content_type, body);
             }
         };
         // Kept for a second try only when the credential may need replacing.
@@ -221,8 +220,8 @@ impl Rules {
         }
         let mut builder = http::Response::builder().status(status);
         for (name, value) in response.headers() {
-            // A token in an answer (Keystone's header) never reaches the guest.
-            if name != SUBJECT_TOKEN_HEADER {
+            // A token in an answer (a login's header) never reaches the guest.
+            if !credentials::hides_response_header(name.as_str()) {
                 builder = builder.header(name, value);
             }
         }

@@ -223,8 +223,8 @@ impl Egress {
         let checked = check(&rules, &request);
         async move {
             let checked = match checked {
-                // Not allowed before the first Keystone login: the catalog may allow it.
-                Err(Denial::NotAllowed { .. }) if rules.keystone_pending() => {
+                // Not allowed before a kind's first login: what it learns may allow it.
+                Err(Denial::NotAllowed { .. }) if rules.awaiting_login() => {
                     rules.log_in().await;
                     check(&rules, &request)
                 }

@@ -134,24 +134,100 @@ pub trait CredentialKind: Send + Sync + std::fmt::Debug {
     ) -> BoxFuture<'a, Option<Outgoing>> {
         Box::pin(async { None })
     }
+
+    /// Whether a request to the rule's destination gets this credential (the first
+    /// rule whose destination matches, after the allowlist). `false`: only what
+    /// [`Self::route`] claims does (Keystone: its catalog's endpoints, not the
+    /// identity endpoint the rule names).
+    fn by_destination(&self) -> bool {
+        true
+    }
+
+    /// Claims a request before the allowlist is read: a credential for it, an answer
+    /// the kind gives itself, or a refusal; [`Route::Pass`] leaves it to the allowlist.
+    fn route(&self, _method: &Method, _url: &url::Url) -> Route {
+        Route::Pass
+    }
+
+    /// Whether what [`Self::route`] claims is not known yet (before a first login): a
+    /// request refused as not allowed is authorized again after [`Self::log_in`].
+    fn awaits_login(&self) -> bool {
+        false
+    }
+
+    /// Logs in, so that [`Self::route`] knows what it claims (failures are the kind's
+    /// to log and hold).
+    fn log_in<'a>(&'a self, _client: &'a reqwest::Client) -> BoxFuture<'a, ()> {
+        Box::pin(async {})
+    }
+
+    /// The answer to a request [`Self::route`] claimed as [`Route::Local`]: its content
+    /// type and body, or why there is none (never a secret).
+    fn local_answer<'a>(
+        &'a self,
+        _client: &'a reqwest::Client,
+    ) -> BoxFuture<'a, Result<(&'static str, Bytes), String>> {
+        Box::pin(async { Err("this credential answers no request itself".to_owned()) })
+    }
 }
+
+/// What a kind makes of a request before the allowlist ([`CredentialKind::route`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Route {
+    /// Not the kind's: the allowlist decides.
+    Pass,
+    /// The kind's credential goes with it; `label` is the `host` metric label.
+    Credential {
+        /// What the request is counted under (e.g. the catalog endpoint).
+        label: String,
+    },
+    /// The kind answers it itself ([`CredentialKind::local_answer`]).
+    Local,
+    /// Refused, with a metric label of the kind's ([`DENIAL_REASONS`]) and why.
+    Refuse {
+        /// The `reason` label of `wasm_ccm_egress_denied_total`.
+        reason: &'static str,
+        /// Why, for the log.
+        message: String,
+    },
+}
+
+/// Response headers no provider gets, whatever its policy: a kind's login answers
+/// carry them (Keystone's `X-Subject-Token`).
+const HIDDEN_RESPONSE_HEADERS: &[&str] = &[keystone::SUBJECT_TOKEN_HEADER];
+
+/// Whether response header `name` (lower case) is removed from every answer.
+pub fn hides_response_header(name: &str) -> bool {
+    HIDDEN_RESPONSE_HEADERS.contains(&name)
+}
+
+/// The `reason` labels kinds refuse requests with ([`Route::Refuse`]).
+pub const DENIAL_REASONS: &[&str] = keystone::DENIAL_REASONS;
 
 /// What a rule adds to a request.
 #[derive(Debug, Clone)]
 pub enum Injection {
     /// A credential of one of the kinds.
     Credential(Arc<dyn CredentialKind>),
-    /// No request at all: the host answers `GET <authUrl>/auth/catalog` itself.
-    KeystoneCatalog(Arc<KeystoneSession>),
+    /// No request at all: the kind answers it ([`CredentialKind::local_answer`]).
+    Local(Arc<dyn CredentialKind>),
+}
+
+impl Injection {
+    /// The kind.
+    pub fn kind(&self) -> &Arc<dyn CredentialKind> {
+        match self {
+            Injection::Credential(kind) | Injection::Local(kind) => kind,
+        }
+    }
 }
 
 impl PartialEq for Injection {
     fn eq(&self, other: &Self) -> bool {
+        let same = std::ptr::addr_eq(Arc::as_ptr(self.kind()), Arc::as_ptr(other.kind()));
         match (self, other) {
-            (Injection::Credential(a), Injection::Credential(b)) => {
-                std::ptr::addr_eq(Arc::as_ptr(a), Arc::as_ptr(b))
-            }
-            (Injection::KeystoneCatalog(a), Injection::KeystoneCatalog(b)) => Arc::ptr_eq(a, b),
+            (Injection::Credential(_), Injection::Credential(_))
+            | (Injection::Local(_), Injection::Local(_)) => same,
             _ => false,
         }
     }
@@ -168,11 +244,9 @@ impl Injection {
         override_header(headers).or_else(|| {
             headers.keys().find_map(|name| {
                 let name = name.as_str();
-                let refused = match self {
-                    Injection::Credential(kind) => kind.refuses_header(name),
-                    Injection::KeystoneCatalog(session) => session.refuses_header(name),
-                };
-                refused.then(|| Denial::GuestCredentialHeader(name.to_owned()))
+                self.kind()
+                    .refuses_header(name)
+                    .then(|| Denial::GuestCredentialHeader(name.to_owned()))
             })
         })
     }
@@ -206,7 +280,6 @@ pub fn check_request(
 pub struct CredentialStore {
     rules: Vec<CredentialRule>,
     kinds: Vec<Arc<dyn CredentialKind>>,
-    keystone: Vec<(usize, Arc<KeystoneSession>)>,
     confinement: Arc<Confinement>,
 }
 
@@ -230,20 +303,15 @@ impl CredentialStore {
             .transpose()?;
         let confinement = Arc::new(Confinement { dir });
         let mut web_identities = aws::WebIdentities::new();
-        let mut keystone = Vec::new();
         let mut kinds: Vec<Arc<dyn CredentialKind>> = Vec::new();
-        for (index, rule) in rules.iter().enumerate() {
+        for rule in rules {
             kinds.push(match &rule.credential {
                 Credential::Aws(credential) => Arc::new(AwsSigner::new(
                     credential,
                     &confinement,
                     &mut web_identities,
                 )),
-                Credential::Keystone(credential) => {
-                    let session = sessions.session(credential, &confinement);
-                    keystone.push((index, session.clone()));
-                    session
-                }
+                Credential::Keystone(credential) => sessions.session(credential, &confinement),
                 header => {
                     Arc::new(HeaderCredential::new(header, &confinement).ok_or_else(|| {
                         CredentialError::Invalid {
@@ -265,7 +333,6 @@ impl CredentialStore {
         let store = Self {
             rules: rules.to_vec(),
             kinds,
-            keystone,
             confinement,
         };
         store.check()?;
@@ -301,15 +368,14 @@ impl CredentialStore {
         Ok(())
     }
 
-    /// The Keystone sessions with their rule's index, in rule order.
-    pub fn keystone(&self) -> impl Iterator<Item = &(usize, Arc<KeystoneSession>)> {
-        self.keystone.iter()
+    /// Every rule's kind, with the rule's index, in rule order.
+    pub fn kinds(&self) -> impl Iterator<Item = (usize, &Arc<dyn CredentialKind>)> {
+        self.kinds.iter().enumerate()
     }
 
-    /// Whether rule number `index` is a Keystone rule (whose destination, the identity
-    /// endpoint, gets nothing injected by a match: see [`Self::keystone`]).
-    pub fn is_keystone(&self, index: usize) -> bool {
-        self.keystone.iter().any(|(i, _)| *i == index)
+    /// Rule number `index`'s kind.
+    pub fn kind(&self, index: usize) -> &Arc<dyn CredentialKind> {
+        &self.kinds[index]
     }
 
     /// What rule number `index` adds to a request.

@@ -36,7 +36,7 @@ pub use guard::is_credential_header;
 
 use super::files::{Confinement, CredentialError};
 use super::login::{FAILURE_HOLD, read_capped, refresh_time, transport_reason};
-use super::{Applied, BoxFuture, CredentialKind, Outgoing};
+use super::{Applied, BoxFuture, CredentialKind, Outgoing, Route};
 use crate::metrics::{LoginLabels, ProviderLabel, ProviderMetrics};
 use crate::policy::keystone::{KeystoneCredential, KeystoneMethod};
 use catalog::Endpoint;
@@ -46,6 +46,11 @@ use request::{Login, TokenBody, error_message, login_body};
 pub const TOKEN_HEADER: &str = "x-auth-token";
 /// The header Keystone returns a token in; removed from every answer to a provider.
 pub const SUBJECT_TOKEN_HEADER: &str = "x-subject-token";
+
+/// The `reason` labels of the requests Keystone rules refuse: to the identity API
+/// (other than reading the catalog), and to a plain `http://` catalog endpoint without
+/// the rule's `allowPlaintext`.
+pub const DENIAL_REASONS: &[&str] = &["keystone_identity", "keystone_plaintext"];
 
 /// A 401 makes the host ask Keystone about its token at most this often.
 pub const VERIFY_INTERVAL: std::time::Duration = std::time::Duration::from_secs(10);
@@ -212,6 +217,67 @@ impl CredentialKind for KeystoneSession {
 
     fn renews(&self) -> bool {
         true
+    }
+
+    /// The identity endpoint is not where the token goes: the catalog's endpoints are.
+    fn by_destination(&self) -> bool {
+        false
+    }
+
+    /// The catalog (answered by the host), the identity API (refused), a plain
+    /// `http://` endpoint without `allowPlaintext` (refused by name), an endpoint of the
+    /// last login's catalog (the token).
+    fn route(&self, method: &http::Method, url: &url::Url) -> Route {
+        match self.classify(url) {
+            CatalogMatch::None => Route::Pass,
+            CatalogMatch::Identity => {
+                let catalog = self.credential.catalog_url();
+                let is_catalog = url.query().is_none()
+                    && format!("{}{}", url.origin().ascii_serialization(), url.path()) == catalog;
+                if is_catalog && *method == http::Method::GET {
+                    Route::Local
+                } else {
+                    Route::Refuse {
+                        reason: "keystone_identity",
+                        message: format!(
+                            "the identity API is the host's (it logs in for the provider); the \
+                             provider reads the service catalog with GET {catalog}"
+                        ),
+                    }
+                }
+            }
+            CatalogMatch::Plaintext(endpoint) => Route::Refuse {
+                reason: "keystone_plaintext",
+                message: format!(
+                    "{endpoint} is a plain http:// endpoint of the Keystone catalog: the host \
+                     sends it the token only when the keystone rule says `allowPlaintext: true` \
+                     (as occm does without asking)"
+                ),
+            },
+            CatalogMatch::Endpoint(label) => Route::Credential { label },
+        }
+    }
+
+    /// The catalog's endpoints are known after the first login.
+    fn awaits_login(&self) -> bool {
+        !self.has_catalog()
+    }
+
+    fn log_in<'a>(&'a self, client: &'a reqwest::Client) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            let _ = self.token(client).await;
+        })
+    }
+
+    /// `GET <authUrl>/auth/catalog`: the last login's catalog.
+    fn local_answer<'a>(
+        &'a self,
+        client: &'a reqwest::Client,
+    ) -> BoxFuture<'a, Result<(&'static str, Bytes), String>> {
+        Box::pin(async move {
+            let catalog = self.catalog(client).await.map_err(|e| e.to_string())?;
+            Ok(("application/json", catalog))
+        })
     }
 
     /// A token Keystone revoked (or that expired early): a new login's, when
