@@ -4,18 +4,26 @@
 //! `import-occm-config` makes of that file, each against a fresh real kube-apiserver,
 //! Keystone and OpenStack double. After each phase converges, what each left (every
 //! load balancer, listener, pool, member, health monitor, floating IP, route and
-//! allowed-address pair as the double holds them; each Service's status, annotations
-//! and finalizers, the events' reasons; each Node's provider ID, addresses, labels and
-//! taints) is compared with the IDs and addresses that differ between two runs replaced
-//! by what they stand for. The test prints a table and fails on a difference that
-//! guests/openstack/README.md does not list.
+//! allowed-address pair as the double holds them, every security group with its rules
+//! and the groups of each server's ports; each Service's status, annotations and
+//! finalizers, the events' reasons; each Node's provider ID, addresses, labels and
+//! taints) is compared with the IDs and addresses (and the Services' UIDs in occm's
+//! group names) that differ between two runs replaced by what they stand for. Each test
+//! prints a table and fails on a difference that guests/openstack/README.md does not
+//! list.
+//!
+//! Two runs of each side: [`annotations`], occm's Service annotations with the
+//! `cloud.conf` as it comes; [`security_groups_and_serial_calls`], fewer Services with
+//! `manage-security-groups` (a group per Service on its Nodes' ports) and
+//! `provider-requires-serial-api-calls` for an Octavia provider without the batch
+//! member update (members made and deleted one call at a time).
 
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Service};
 use kube::Api;
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
-use openstack_double::state::{NewServer, State};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use openstack_double::state::{NewServer, SecurityGroupRule, State};
 use serde_json::{Value, json};
 use wasm_ccm_tests::kube_apiserver::KubeApiServer;
 use wasm_ccm_tests::openstack::{OpenStackWorld, import_occm_config};
@@ -129,6 +137,98 @@ fn scenarios() -> Vec<Scenario> {
     ]
 }
 
+/// The scenarios of [`security_groups_and_serial_calls`]: a group's rules for one TCP
+/// port, for a health check node port beside it, and for two ports (one removed later).
+fn security_group_scenarios() -> Vec<Scenario> {
+    let s = |name, spec: Value| Scenario {
+        name,
+        annotations: json!({}),
+        spec,
+    };
+    vec![
+        s("os-sg-default", json!({})),
+        s(
+            "os-sg-local",
+            json!({"externalTrafficPolicy": "Local", "healthCheckNodePort": 32100}),
+        ),
+        s(
+            "os-sg-two-ports",
+            json!({"ports": [{"name": "http", "port": 80}, {"name": "https", "port": 443}]}),
+        ),
+    ]
+}
+
+/// What one run of both sides is made of beyond the world every run has (three
+/// servers, node-b's trunk subport, an Octavia whose default provider is OVN, Nodes
+/// node-a and node-b, node-c joining in the second phase and node-a's server deleted in
+/// the third).
+struct Variant {
+    /// Names the run's temporary directory.
+    label: &'static str,
+    /// Lines added to occm's `[LoadBalancer]` (each ending in a newline).
+    load_balancer: &'static str,
+    /// The double made ready further, after the servers.
+    setup: fn(&mut State),
+    scenarios: fn() -> Vec<Scenario>,
+    /// Second phase: this scenario's load balancer is put in `ERROR`, then its port
+    /// changed, and its sync fails.
+    errored: Option<&'static str>,
+    /// Second phase: this scenario's one port becomes 8080 (its node port kept).
+    port_changed: &'static str,
+    /// Second phase: this scenario's ports become its first (`http`, 80) alone.
+    port_removed: &'static str,
+    /// Third phase: these Services are deleted.
+    deleted: &'static [&'static str],
+    /// The provider has no batch member update: no `PUT /lbaas/pools/{id}/members`
+    /// may be asked, members are made one `POST` at a time.
+    serial: bool,
+    /// node-c joins with its provider ID (its kubelet's `--provider-id`), as a cluster
+    /// whose load balancers reach each Node's server (security groups) needs: one
+    /// joining without it fails every sync that meets it on both sides until it is
+    /// initialized, and which sync meets it first is timing.
+    joins_with_provider_id: bool,
+}
+
+/// occm's Service annotations, the `cloud.conf` as it comes.
+fn annotations() -> Variant {
+    Variant {
+        label: "openstack-oracle",
+        load_balancer: "",
+        setup: |_| {},
+        scenarios,
+        errored: Some("os-error"),
+        port_changed: "os-default",
+        port_removed: "os-two-ports",
+        deleted: &["os-proxy", "os-keep-fip", "os-keep-fip-yes"],
+        serial: false,
+        joins_with_provider_id: false,
+    }
+}
+
+/// The provider named in the `cloud.conf` by [`security_groups_and_serial_calls`],
+/// which the double serves without batch member updates (occm warns about a provider
+/// it does not know, and goes on).
+const SERIAL_PROVIDER: &str = "vendor";
+
+/// `manage-security-groups = true` (occm's loadbalancer_sg.go) and
+/// `provider-requires-serial-api-calls = true` with `lb-provider` an Octavia provider
+/// without the batch member update (occm's `SeriallyReconcilePoolMembers`), in one run.
+fn security_groups_and_serial_calls() -> Variant {
+    Variant {
+        label: "openstack-oracle-sg",
+        load_balancer: "lb-provider = vendor\nprovider-requires-serial-api-calls = true\n\
+                        manage-security-groups = true\n",
+        setup: |s| s.serial_providers = vec![SERIAL_PROVIDER.to_owned()],
+        scenarios: security_group_scenarios,
+        errored: None,
+        port_changed: "os-sg-default",
+        port_removed: "os-sg-two-ports",
+        deleted: &["os-sg-local"],
+        serial: true,
+        joins_with_provider_id: true,
+    }
+}
+
 /// Scenario `index`'s Service, with fixed node ports (`30000 + 10 * index` on).
 fn service(index: usize, scenario: &Scenario) -> Service {
     let annotations: serde_json::Map<String, Value> = scenario
@@ -169,9 +269,22 @@ fn service(index: usize, scenario: &Scenario) -> Service {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn occm_and_wasm_ccm_leave_the_same_cloud() {
-    let theirs = run(Side::Occm).await;
-    let ours = run(Side::WasmCcm).await;
-    let groups: Vec<String> = scenarios()
+    compare(&annotations()).await;
+}
+
+/// `manage-security-groups` and `provider-requires-serial-api-calls` (with a provider
+/// that has no batch member update), beside occm.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn occm_and_wasm_ccm_leave_the_same_security_groups_and_serial_members() {
+    compare(&security_groups_and_serial_calls()).await;
+}
+
+/// Runs occm, then wasm-ccm, through `variant`; fails on a difference the README does
+/// not list.
+async fn compare(variant: &Variant) {
+    let theirs = run(Side::Occm, variant).await;
+    let ours = run(Side::WasmCcm, variant).await;
+    let groups: Vec<String> = (variant.scenarios)()
         .iter()
         .map(|s| s.name.to_owned())
         .chain(["nodes", "routes", "floating IPs"].map(String::from))
@@ -188,8 +301,9 @@ async fn occm_and_wasm_ccm_leave_the_same_cloud() {
     .check("guests/openstack/README.md");
 }
 
-/// The scenario a key belongs to: the Service its load balancer's name (or a child's)
-/// or its object names, else `nodes`, `routes` or `floating IPs`.
+/// The scenario a key belongs to: the Service its load balancer's name (or a child's),
+/// its object names or its security group's name names, else `nodes` (other security
+/// groups, and ports' other groups, too), `routes` or `floating IPs`.
 fn scenario_of(key: &str) -> String {
     let named = |at: usize| {
         key[at..]
@@ -197,6 +311,17 @@ fn scenario_of(key: &str) -> String {
             .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
             .collect::<String>()
     };
+    // `sg/lb-sg-<uid of web>-default-web…` and `port/<server>/<ip>/sg/lb-sg-…`: the
+    // Service's name ends occm's group name (namespace `default`).
+    if key.starts_with("sg/") || key.starts_with("port/") {
+        const NAMESPACE: &str = "-default-";
+        if key.contains("lb-sg-")
+            && let Some(at) = key.rfind(NAMESPACE)
+        {
+            return named(at + NAMESPACE.len());
+        }
+        return "nodes".into();
+    }
     if let Some(at) = key.find(LB_PREFIX) {
         return named(at + LB_PREFIX.len());
     }
@@ -215,8 +340,8 @@ fn scenario_of(key: &str) -> String {
     group_of(key, &groups)
 }
 
-/// Runs one side through every phase; a snapshot after each.
-async fn run(side: Side) -> Vec<Flat> {
+/// Runs one side through every phase of `variant`; a snapshot after each.
+async fn run(side: Side, variant: &Variant) -> Vec<Flat> {
     let server = KubeApiServer::start().await;
     let client = server.client().await;
     // keystonemiddleware's token cache as clouds run it (300 s).
@@ -224,7 +349,7 @@ async fn run(side: Side) -> Vec<Flat> {
         token_cache: Duration::from_secs(300),
     })
     .await;
-    let dir = TempDir::new("openstack-oracle");
+    let dir = TempDir::new(variant.label);
     world.cloud.with_state(|s| {
         s.provisioning_time = Duration::ZERO;
         // An Octavia whose default provider is OVN: occm asks for amphora when the
@@ -241,10 +366,11 @@ async fn run(side: Side) -> Vec<Flat> {
                 s.add_subport(&server.id, "vlan-net", "192.168.0.12");
             }
         }
+        (variant.setup)(s);
     });
     // occm's cloud.conf; wasm-ccm gets what import-occm-config makes of it.
     let conf = dir.path().join("cloud.conf");
-    std::fs::write(&conf, world.occm_cloud_conf("")).unwrap();
+    std::fs::write(&conf, world.occm_cloud_conf(variant.load_balancer)).unwrap();
     let nodes: Api<Node> = Api::all(client.clone());
     for (name, cidr, ip) in [
         ("node-a", "10.244.1.0/24", "10.0.0.11"),
@@ -292,7 +418,7 @@ async fn run(side: Side) -> Vec<Flat> {
         )
         .await;
     }
-    let all = scenarios();
+    let all = (variant.scenarios)();
     for (index, scenario) in all.iter().enumerate() {
         services
             .create(&PostParams::default(), &service(index, scenario))
@@ -321,11 +447,20 @@ async fn run(side: Side) -> Vec<Flat> {
     // load balancer updates settle first: a Service's own sync racing the node sync of
     // the same load balancer can find it busy (Octavia's PENDING_UPDATE), which occm
     // records as UpdateLoadBalancerFailed and retries, so the events depended on timing.
+    let mut joining = kubelet_node_with_node_ip("node-c", Some("10.244.3.0/24"), "10.0.0.13");
+    if variant.joins_with_provider_id {
+        let server = world.cloud.with_state(|s| {
+            s.servers
+                .values()
+                .find(|v| v.name == "node-c")
+                .unwrap()
+                .id
+                .clone()
+        });
+        joining.spec.get_or_insert_default().provider_id = Some(format!("openstack:///{server}"));
+    }
     nodes
-        .create(
-            &PostParams::default(),
-            &kubelet_node_with_node_ip("node-c", Some("10.244.3.0/24"), "10.0.0.13"),
-        )
+        .create(&PostParams::default(), &joining)
         .await
         .unwrap();
     wait_until(
@@ -338,59 +473,63 @@ async fn run(side: Side) -> Vec<Flat> {
     )
     .await;
     steady(&ccm, TIMEOUT, STEADY, async || take(&world, &client).await).await;
-    // `os-error`'s load balancer goes to ERROR; then its port changes.
-    world.cloud.with_state(|s| {
-        let lb = s
-            .load_balancers
-            .values_mut()
-            .find(|lb| lb.name == format!("{LB_PREFIX}os-error"))
+    let index = |name: &str| all.iter().position(|s| s.name == name).unwrap();
+    // The errored scenario's load balancer goes to ERROR; then its port changes.
+    if let Some(errored) = variant.errored {
+        world.cloud.with_state(|s| {
+            let lb = s
+                .load_balancers
+                .values_mut()
+                .find(|lb| lb.name == format!("{LB_PREFIX}{errored}"))
+                .unwrap();
+            lb.provisioning_status = "ERROR".into();
+        });
+        services
+            .patch(
+                errored,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"ports": [{"name": "http", "port": 8081,
+                    "targetPort": 8080, "nodePort": 30000 + 10 * index(errored),
+                    "protocol": "TCP"}]}})),
+            )
+            .await
             .unwrap();
-        lb.provisioning_status = "ERROR".into();
-    });
-    let error = all.iter().position(|s| s.name == "os-error").unwrap();
-    services
-        .patch(
-            "os-error",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"ports": [{"name": "http", "port": 8081,
-                "targetPort": 8080, "nodePort": 30000 + 10 * error, "protocol": "TCP"}]}})),
+        wait_until(
+            TIMEOUT,
+            &format!("{side:?}: {errored}'s sync failed"),
+            || async {
+                ccm.alive();
+                wasm_ccm_tests::events::reasons(&client, errored)
+                    .await
+                    .iter()
+                    .any(|reason| reason == "SyncLoadBalancerFailed")
+            },
         )
-        .await
-        .unwrap();
-    wait_until(
-        TIMEOUT,
-        &format!("{side:?}: os-error's sync failed"),
-        || async {
-            ccm.alive();
-            wasm_ccm_tests::events::reasons(&client, "os-error")
-                .await
-                .iter()
-                .any(|reason| reason == "SyncLoadBalancerFailed")
-        },
-    )
-    .await;
+        .await;
+    }
     services
         .patch(
-            "os-default",
+            variant.port_changed,
             &PatchParams::default(),
             &Patch::Merge(json!({"spec": {"ports": [{"name": "http", "port": 8080,
-                "targetPort": 8080, "nodePort": 30000, "protocol": "TCP"}]}})),
+                "targetPort": 8080, "nodePort": 30000 + 10 * index(variant.port_changed),
+                "protocol": "TCP"}]}})),
         )
         .await
         .unwrap();
-    let two = all.iter().position(|s| s.name == "os-two-ports").unwrap();
     services
         .patch(
-            "os-two-ports",
+            variant.port_removed,
             &PatchParams::default(),
             &Patch::Merge(json!({"spec": {"ports": [{"name": "http", "port": 80,
-                "targetPort": 8080, "nodePort": 30000 + 10 * two, "protocol": "TCP"}]}})),
+                "targetPort": 8080, "nodePort": 30000 + 10 * index(variant.port_removed),
+                "protocol": "TCP"}]}})),
         )
         .await
         .unwrap();
     snapshots.push(steady(&ccm, TIMEOUT, STEADY, async || take(&world, &client).await).await);
 
-    // 3. Removed: a server deleted (its Node goes), two Services deleted.
+    // 3. Removed: a server deleted (its Node goes), Services deleted.
     let gone = world.cloud.with_state(|s| {
         s.servers
             .values()
@@ -401,7 +540,7 @@ async fn run(side: Side) -> Vec<Flat> {
     });
     world.cloud.with_state(|s| s.delete_server(&gone));
     set_ready(&nodes, "node-a", "Unknown").await;
-    for name in ["os-proxy", "os-keep-fip", "os-keep-fip-yes"] {
+    for &name in variant.deleted {
         services
             .delete(name, &DeleteParams::default())
             .await
@@ -412,7 +551,7 @@ async fn run(side: Side) -> Vec<Flat> {
         nodes.get_opt("node-a").await.unwrap().is_none()
     })
     .await;
-    for name in ["os-proxy", "os-keep-fip", "os-keep-fip-yes"] {
+    for &name in variant.deleted {
         wait_until(TIMEOUT, &format!("{side:?}: {name} gone"), || async {
             ccm.alive();
             services.get_opt(name).await.unwrap().is_none()
@@ -420,6 +559,31 @@ async fn run(side: Side) -> Vec<Flat> {
         .await;
     }
     snapshots.push(steady(&ccm, TIMEOUT, STEADY, async || take(&world, &client).await).await);
+    if variant.serial {
+        // Members were made one call at a time, never by the batch update the provider
+        // lacks (the double answers it 501).
+        let (batch, created) = world.cloud.with_state(|s| {
+            let member_calls = |method: &str| -> Vec<String> {
+                s.requests
+                    .iter()
+                    .filter(|r| r.starts_with(method) && r.ends_with("/members"))
+                    .cloned()
+                    .collect()
+            };
+            (member_calls("PUT "), member_calls("POST ").len())
+        });
+        assert!(
+            batch.is_empty(),
+            "{side:?} asked {SERIAL_PROVIDER}'s load balancers for the batch member update: \
+             {batch:?}\n{}",
+            ccm.log()
+        );
+        assert!(
+            created > 0,
+            "{side:?} made no member one at a time\n{}",
+            ccm.log()
+        );
+    }
     // `ORACLE_LOG=1` prints each side's log (with `--nocapture`).
     if std::env::var_os("ORACLE_LOG").is_some() {
         eprintln!("{side:?}'s log:\n{}", ccm.log());
@@ -428,15 +592,56 @@ async fn run(side: Side) -> Vec<Flat> {
 }
 
 async fn take(world: &OpenStackWorld, client: &kube::Client) -> Flat {
-    let (mut flat, names) = world.cloud.with_state(|s| cloud(s));
+    // The Services' UIDs (in occm's security groups' names) before the cloud: a group
+    // is deleted before its Service goes, so every group named for a Service gone
+    // from this list is gone from the cloud too.
+    let services: Api<Service> = Api::namespaced(client.clone(), "default");
+    let uids: Vec<(String, String)> = services
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|s| Some((s.metadata.uid?, s.metadata.name?)))
+        .collect();
+    let (mut flat, names) = world.cloud.with_state(|s| cloud(s, &uids));
     flat.extend(oracle::cluster(client, &names).await);
     flat
 }
 
+/// A security group rule as the snapshot holds it: `direction ethertype protocol
+/// min-max remote` (`any` for what the rule leaves open; a remote group by its ID,
+/// which the snapshot's names replace).
+fn rule_text(r: &SecurityGroupRule) -> String {
+    let any = |v: Option<String>| v.unwrap_or_else(|| "any".to_owned());
+    let remote = r
+        .remote_ip_prefix
+        .clone()
+        .or_else(|| r.remote_group_id.as_ref().map(|g| format!("group {g}")));
+    format!(
+        "{} {} {} {}-{} {}",
+        r.direction,
+        r.ethertype,
+        any(r.protocol.clone()),
+        any(r.port_range_min.map(|p| p.to_string())),
+        any(r.port_range_max.map(|p| p.to_string())),
+        any(remote)
+    )
+}
+
 /// What the double holds, keyed by names, with every ID and every address the double
-/// hands out in turn (VIPs, floating IPs) replaced by what it stands for.
-fn cloud(s: &State) -> (Flat, Names) {
+/// hands out in turn (VIPs, floating IPs) replaced by what it stands for, and the
+/// Services' UIDs (`uids`: UID and name) in security groups' names too.
+fn cloud(s: &State, uids: &[(String, String)]) -> (Flat, Names) {
     let mut names = Names::new();
+    for (uid, name) in uids {
+        names.add(uid.clone(), format!("<uid of {name}>"));
+    }
+    // After the UIDs: a group's meaning holds its name with the UID replaced.
+    for group in s.security_groups.values() {
+        let name = names.apply(&group.name);
+        names.add(group.id.clone(), format!("<sg:{name}>"));
+    }
     for server in s.servers.values() {
         names.add(server.id.clone(), format!("<server:{}>", server.name));
     }
@@ -562,6 +767,45 @@ fn cloud(s: &State) -> (Flat, Names) {
             format!("pairs/{}", port.id),
             format!("{:?}", port.allowed_address_pairs),
         );
+    }
+    // Every security group by its name (occm's `lb-sg-<uid>-<namespace>-<name>`, the
+    // UID replaced by the names): its rules, sorted, and its description. Two groups
+    // of one name are both shown, `||` between them.
+    fn add(flat: &mut Flat, key: String, value: String) {
+        flat.entry(key)
+            .and_modify(|v| {
+                v.push_str(" || ");
+                v.push_str(&value);
+            })
+            .or_insert(value);
+    }
+    for group in s.security_groups.values() {
+        let mut rules: Vec<String> = s.rules_of(&group.id).iter().map(rule_text).collect();
+        rules.sort();
+        add(&mut flat, format!("sg/{}", group.name), rules.join("; "));
+        add(
+            &mut flat,
+            format!("sg/{}/description", group.name),
+            group.description.clone(),
+        );
+    }
+    // The groups of each server's port (by the server and the port's first fixed IP),
+    // a key per group: one of a Service's groups is that Service's difference.
+    for port in s.ports.values() {
+        let Some(server) = s.servers.get(&port.device_id) else {
+            continue;
+        };
+        let ip = port.fixed_ips.first().map_or("", |(_, ip)| ip.as_str());
+        for id in &port.security_groups {
+            let group = s
+                .security_groups
+                .get(id)
+                .map_or(id.as_str(), |g| g.name.as_str());
+            flat.insert(
+                format!("port/{}/{ip}/sg/{group}", server.name),
+                "on the port".into(),
+            );
+        }
     }
     let flat = flat
         .into_iter()

@@ -350,8 +350,9 @@ impl OpenStack {
     /// The members of `pool` as occm's `SeriallyReconcilePoolMembers` makes them with
     /// `provider-requires-serial-api-calls` (for Octavia providers without the batch
     /// update): in the Nodes' order, a member is created (`POST
-    /// /lbaas/pools/{id}/members`, named `member_<node>_<address>_<port>` as occm names
-    /// it there) for each one of `desired` no member has the address and port of; then
+    /// /lbaas/pools/{id}/members` with its name, address and port only, named
+    /// `member_<node>_<address>_<port>` as occm names it there) for each one of
+    /// `desired` no member has the address and port of; then
     /// each member left over is deleted (`DELETE /lbaas/pools/{id}/members/{member}`,
     /// one already gone is fine); each call is followed by a wait for `ACTIVE`. A member
     /// that is there is left as it is: occm updates none.
@@ -374,8 +375,13 @@ impl OpenStack {
                 current.retain(|m| !same(m, member));
                 continue;
             }
-            let mut body = member.clone();
-            body["name"] = json!(serial_member_name(member));
+            // occm's CreateMemberOpts there: the name, the address and the port only
+            // (no subnet, no monitor port: the provider's defaults).
+            let body = json!({
+                "name": serial_member_name(member),
+                "address": member["address"],
+                "protocol_port": member["protocol_port"],
+            });
             self.change(
                 lb,
                 Request::post(&format!("{octavia}/lbaas/pools/{pool}/members"))
