@@ -187,3 +187,34 @@ fn the_sdk_packages_for_crates_io() {
         );
     }
 }
+
+/// The HTTP broker names no cloud: every credential kind reaches it through
+/// `CredentialKind` (runtime/host/src/capabilities/http_egress/credentials/), so a new
+/// cloud's kind adds no line to the broker's own files (their tests aside).
+#[test]
+fn the_broker_names_no_cloud() {
+    let host = Path::new(env!("CARGO_MANIFEST_DIR")).join("../runtime/host/src");
+    let egress = host.join("capabilities/http_egress");
+    let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(&egress)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|e| e == "rs"))
+        .collect();
+    files.push(host.join("metrics.rs"));
+    assert!(files.len() > 8, "{files:?}");
+    for file in files {
+        let text = std::fs::read_to_string(&file).unwrap();
+        let code = text.split("#[cfg(test)]\nmod tests").next().unwrap();
+        for (number, line) in code.lines().enumerate() {
+            let lower = line.to_ascii_lowercase();
+            for cloud in ["keystone", "aws", "amazon", "openstack", "huawei", "sigv4"] {
+                assert!(
+                    !lower.contains(cloud),
+                    "{}:{}: `{line}` names a cloud ({cloud}): it belongs in its credential kind",
+                    file.display(),
+                    number + 1
+                );
+            }
+        }
+    }
+}

@@ -43,7 +43,7 @@ pub struct DeniedLabels {
 pub struct LoginLabels {
     /// The provider's name.
     pub provider: String,
-    /// The credential kind that logged in (`keystone`).
+    /// The credential kind that logged in: its key in the policy.
     pub kind: String,
     /// `success` or `failure`.
     pub result: String,
@@ -312,7 +312,7 @@ impl Metrics {
         );
         registry.register(
             "credential_logins",
-            "Logins the host made for providers' credentials (Keystone tokens), by result",
+            "Logins the host made for providers' credentials (tokens of the kinds that log in), by result",
             provider.credential_logins.clone(),
         );
         Self {

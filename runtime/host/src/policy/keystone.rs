@@ -166,7 +166,7 @@ impl KeystoneCredential {
 /// The `keystone` fields of a credential rule, as written.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub(super) struct RawKeystone {
+pub struct RawKeystone {
     auth_url: String,
     region: Option<String>,
     interface: Option<String>,
@@ -479,6 +479,28 @@ impl RawKeystone {
                 )
             })?;
         Ok(KeystoneMethod::CloudsYaml { file, cloud })
+    }
+}
+
+impl super::CredentialSpec for KeystoneCredential {
+    type Raw = RawKeystone;
+
+    fn validate(raw: RawKeystone, rule: &super::RuleContext<'_>) -> Result<Self, Invalid> {
+        raw.validate(rule.destination, rule.allow_plaintext, rule.resolve)
+    }
+
+    fn files(&self) -> Vec<&Path> {
+        KeystoneCredential::files(self)
+    }
+
+    /// One login, one rule.
+    fn duplicate(&self, earlier: &Self, first: usize) -> Option<String> {
+        (self == earlier).then(|| {
+            format!(
+                "the same Keystone login as credentials[{first}]: one login gets one rule (and \
+                 one allowedActions); merge them"
+            )
+        })
     }
 }
 

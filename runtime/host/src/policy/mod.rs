@@ -40,12 +40,14 @@ pub mod annotations;
 pub mod aws;
 pub mod duration;
 pub mod keystone;
+mod kinds;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use allowlist::{HostPattern, PatternError};
 pub use duration::{DurationError, parse_duration};
+pub use kinds::{Credential, CredentialSpec, KEYS as CREDENTIAL_KEYS, RuleContext};
 
 /// Errors reading a policy file.
 #[derive(Debug, thiserror::Error)]
@@ -147,50 +149,6 @@ pub struct CredentialRule {
     /// `allowedActions`: the only API actions the credential may be used for (any
     /// when absent).
     pub allowed_actions: Option<actions::AllowedActions>,
-}
-
-/// A credential read by the host from mounted files; the guest never sees it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Credential {
-    /// `Authorization: Bearer <file contents>`.
-    Bearer {
-        /// The file holding the token.
-        token_file: PathBuf,
-    },
-    /// `Authorization: Basic base64(user:password)`.
-    Basic {
-        /// The file holding the user name.
-        username_file: PathBuf,
-        /// The file holding the password.
-        password_file: PathBuf,
-    },
-    /// `<name>: <file contents>`.
-    Header {
-        /// The header name, lowercase.
-        name: String,
-        /// The file holding its value.
-        value_file: PathBuf,
-    },
-    /// AWS Signature Version 4 over the whole request, computed by the host.
-    Aws(aws::AwsCredential),
-    /// A Keystone v3 token, obtained by the host, for the catalog's endpoints.
-    Keystone(keystone::KeystoneCredential),
-}
-
-impl Credential {
-    /// The Secret files this credential is read from.
-    pub fn files(&self) -> Vec<&Path> {
-        match self {
-            Credential::Bearer { token_file } => vec![token_file],
-            Credential::Basic {
-                username_file,
-                password_file,
-            } => vec![username_file, password_file],
-            Credential::Header { value_file, .. } => vec![value_file],
-            Credential::Aws(aws) => aws.files(),
-            Credential::Keystone(keystone) => keystone.files(),
-        }
-    }
 }
 
 /// The most the HTTP transport buffers of a response head before the broker sees it
@@ -353,7 +311,8 @@ impl Policy {
 }
 
 /// A field of a credential kind's rule (`aws`, `keystone`) that is wrong, and why.
-pub(crate) struct RuleInvalid {
+#[derive(Debug)]
+pub struct RuleInvalid {
     /// The field under the kind's key, e.g. `webIdentity.roleArn` or `authUrl`.
     pub field: &'static str,
     /// What is wrong.
@@ -361,7 +320,7 @@ pub(crate) struct RuleInvalid {
 }
 
 /// A [`RuleInvalid`] of `field`.
-pub(crate) fn rule_invalid(field: &'static str, reason: impl Into<String>) -> RuleInvalid {
+pub fn rule_invalid(field: &'static str, reason: impl Into<String>) -> RuleInvalid {
     RuleInvalid {
         field,
         reason: reason.into(),

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use super::kinds::RawCredential;
 use super::*;
 
 #[derive(Deserialize)]
@@ -28,34 +29,6 @@ struct RawTls {
     ca_bundle_file: Option<PathBuf>,
     client_certificate_file: Option<PathBuf>,
     client_key_file: Option<PathBuf>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct RawCredential {
-    destination: String,
-    #[serde(default)]
-    allow_plaintext: bool,
-    bearer_token_file: Option<PathBuf>,
-    basic: Option<RawBasic>,
-    header: Option<RawHeader>,
-    aws: Option<aws::RawAws>,
-    keystone: Option<keystone::RawKeystone>,
-    allowed_actions: Option<Vec<String>>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct RawBasic {
-    username_file: PathBuf,
-    password_file: PathBuf,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct RawHeader {
-    name: String,
-    value_file: PathBuf,
 }
 
 #[derive(Deserialize, Default)]
@@ -127,46 +100,21 @@ impl Policy {
                     ),
                 ));
             }
-            let mut kinds = Vec::new();
-            if let Some(file) = raw.bearer_token_file {
-                kinds.push(Credential::Bearer {
-                    token_file: resolve(file),
-                });
-            }
-            if let Some(basic) = raw.basic {
-                kinds.push(Credential::Basic {
-                    username_file: resolve(basic.username_file),
-                    password_file: resolve(basic.password_file),
-                });
-            }
-            if let Some(header) = raw.header {
-                if http::HeaderName::from_bytes(header.name.as_bytes()).is_err() {
-                    return Err(invalid(
-                        &format!("{field}.header.name"),
-                        &format!("`{}` is not a valid HTTP header name", header.name),
-                    ));
-                }
-                kinds.push(Credential::Header {
-                    name: header.name.to_ascii_lowercase(),
-                    value_file: resolve(header.value_file),
-                });
-            }
-            if let Some(raw_aws) = raw.aws {
-                let credential = raw_aws
-                    .validate(&destination, resolve)
-                    .map_err(|e| invalid(&format!("{field}.aws.{}", e.field), &e.reason))?;
-                kinds.push(Credential::Aws(credential));
-            }
-            if let Some(raw_keystone) = raw.keystone {
-                let credential = raw_keystone
-                    .validate(&destination, raw.allow_plaintext, resolve)
-                    .map_err(|e| invalid(&format!("{field}.keystone.{}", e.field), &e.reason))?;
-                kinds.push(Credential::Keystone(credential));
-            }
+            let mut raw = raw;
+            let rule = RuleContext {
+                destination: &destination,
+                allow_plaintext: raw.allow_plaintext,
+                resolve: &resolve,
+            };
+            let mut kinds = raw
+                .kinds(&rule)
+                .map_err(|e| invalid(&format!("{field}.{}", e.field), &e.reason))?;
             if kinds.len() != 1 {
+                let keys: Vec<String> = CREDENTIAL_KEYS.iter().map(|k| format!("`{k}`")).collect();
+                let (last, rest) = keys.split_last().expect("kinds are registered");
                 return Err(invalid(
                     &field,
-                    "set exactly one of `bearerTokenFile`, `basic`, `header`, `aws` or `keystone`",
+                    &format!("set exactly one of {} or {last}", rest.join(", ")),
                 ));
             }
             let credential = kinds.remove(0);
@@ -178,45 +126,26 @@ impl Policy {
                         "is empty, which would refuse every request: list the actions, or remove the field to allow any",
                     ));
                 }
-                Some(entries) => Some(
-                    match credential {
-                        Credential::Aws(_) => actions::AllowedActions::parse_aws(&entries),
-                        _ => actions::AllowedActions::parse_requests(&entries),
-                    }
-                    .map_err(|(i, reason)| {
+                Some(entries) => {
+                    Some(credential.parse_actions(&entries).map_err(|(i, reason)| {
                         invalid(&format!("{field}.allowedActions[{i}]"), &reason)
-                    })?,
-                ),
-            };
-            if let (Credential::Aws(aws), Some(actions)) = (&credential, &allowed_actions) {
-                let signed = aws.service.iter().chain(&aws.services).map(String::as_str);
-                if let Some(service) = signed
-                    .chain(actions.aws_services())
-                    .find(|service| aws::actions::aws_protocol(service).is_none())
-                {
-                    return Err(invalid(
-                        &format!("{field}.allowedActions"),
-                        &format!(
-                            "`{service}` names its actions by method and path (a REST protocol), \
-                             which the host does not read: allowedActions can guard only Query \
-                             and JSON protocol services (ec2, elasticloadbalancing, ...); sign for \
-                             `{service}` in a rule without allowedActions, or leave it out"
-                        ),
-                    ));
+                    })?)
                 }
+            };
+            if let Some(actions) = &allowed_actions {
+                credential
+                    .check_actions(actions)
+                    .map_err(|reason| invalid(&format!("{field}.allowedActions"), &reason))?;
             }
-            if let Credential::Keystone(keystone) = &credential
-                && let Some(first) = credentials.iter().position(|r: &CredentialRule| {
-                    r.credential == Credential::Keystone(keystone.clone())
-                })
+            if let Some(reason) =
+                credentials
+                    .iter()
+                    .enumerate()
+                    .find_map(|(first, r): (usize, &CredentialRule)| {
+                        credential.duplicate(&r.credential, first)
+                    })
             {
-                return Err(invalid(
-                    &format!("{field}.keystone"),
-                    &format!(
-                        "the same Keystone login as credentials[{first}]: one login gets one \
-                         rule (and one allowedActions); merge them"
-                    ),
-                ));
+                return Err(invalid(&format!("{field}.{}", credential.key()), &reason));
             }
             credentials.push(CredentialRule {
                 destination,

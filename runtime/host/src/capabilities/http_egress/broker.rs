@@ -103,13 +103,13 @@ impl Broker {
         provider: Arc<ProviderLabel>,
         policy: Arc<Policy>,
     ) -> Result<Arc<Egress>, BrokerError> {
-        let keystone = credentials::Sessions::new(provider.clone(), self.metrics.clone());
+        let sessions = credentials::Sessions::new(provider.clone(), self.metrics.clone());
         let user_agent = http::HeaderValue::try_from(format!("{USER_AGENT} (provider {provider})"))
             .unwrap_or_else(|_| http::HeaderValue::from_static(USER_AGENT));
         Ok(Arc::new(Egress {
             user_agent,
-            rules: RwLock::new(Arc::new(self.rules(policy, &keystone)?)),
-            keystone,
+            rules: RwLock::new(Arc::new(self.rules(policy, &sessions)?)),
+            sessions,
             broker: self.clone(),
             denial_log: Mutex::new(LogLimiter::default()),
             metrics: self.metrics.clone(),
@@ -117,12 +117,12 @@ impl Broker {
         }))
     }
 
-    /// What a policy makes of a provider's egress (Keystone rules take their sessions
-    /// from `keystone`).
+    /// What a policy makes of a provider's egress (kinds that log in take their
+    /// sessions from `sessions`).
     pub(super) fn rules(
         &self,
         policy: Arc<Policy>,
-        keystone: &credentials::Sessions,
+        sessions: &credentials::Sessions,
     ) -> Result<Rules, BrokerError> {
         let client = if policy.tls_ca_bundle.is_none() && policy.tls_client_certificate.is_none() {
             self.client.clone()
@@ -139,7 +139,7 @@ impl Broker {
             credentials: credentials::CredentialStore::new(
                 &policy.credentials,
                 self.credentials_dir.as_deref(),
-                keystone,
+                sessions,
             )?,
             policy,
             client,
@@ -151,7 +151,7 @@ impl Broker {
     fn dedicated_client(&self, policy: &Policy) -> Result<reqwest::Client, BrokerError> {
         let mut builder = client_builder(&self.resolver);
         if let Some(path) = &policy.tls_ca_bundle {
-            // A trust anchor decides where credentials may go (the Keystone login
+            // A trust anchor decides where credentials may go (a kind's login
             // included): it comes from the mounted Secret like they do.
             let path = credentials::confined_path(self.credentials_dir.as_deref(), path)?;
             builder = builder.tls_certs_merge(ca_certificates(&path)?);

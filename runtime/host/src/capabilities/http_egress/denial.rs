@@ -52,7 +52,7 @@ pub enum Denial {
     )]
     GuestCredentialHeader(String),
     /// Refused by a credential kind before the allowlist
-    /// ([`super::credentials::Route::Refuse`]: the identity API of a Keystone rule, ...).
+    /// ([`super::credentials::Route::Refuse`]: what the kind keeps for itself, ...).
     #[error("{message}")]
     Kind {
         /// The kind's metric label ([`super::credentials::DENIAL_REASONS`]).

@@ -58,7 +58,7 @@ use authorize::Rules;
 #[cfg(test)]
 use broker::install_crypto_provider;
 pub use broker::{Broker, BrokerError};
-pub use credentials::{AwsError, CredentialError, Injection, KeystoneError};
+pub use credentials::{CredentialError, Injection};
 pub use denial::Denial;
 pub use destination::Destination;
 pub use forward::DEADLINE_MARKER;
@@ -85,8 +85,8 @@ pub struct Egress {
     provider: Arc<ProviderLabel>,
     /// What the policy in force says; replaced as a whole when the policy changes.
     rules: RwLock<Arc<Rules>>,
-    /// Keystone logins, kept when the policy is replaced.
-    keystone: credentials::Sessions,
+    /// The credential kinds' sessions (logins), kept when the policy is replaced.
+    sessions: credentials::Sessions,
     broker: Broker,
     metrics: Arc<ProviderMetrics>,
     denial_log: Mutex<LogLimiter>,
@@ -124,11 +124,11 @@ impl Egress {
     /// credential file outside the credentials directory), nothing is allowed any
     /// more (fail closed) and the error says why.
     pub fn replace_policy(&self, policy: Arc<Policy>) -> Result<(), BrokerError> {
-        let (rules, result) = match self.broker.rules(policy, &self.keystone) {
+        let (rules, result) = match self.broker.rules(policy, &self.sessions) {
             Ok(rules) => (rules, Ok(())),
             Err(err) => (
                 self.broker
-                    .rules(Arc::new(Policy::default()), &self.keystone)
+                    .rules(Arc::new(Policy::default()), &self.sessions)
                     .expect("the deny-all policy always builds"),
                 Err(err),
             ),

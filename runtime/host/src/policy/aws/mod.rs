@@ -172,10 +172,10 @@ impl AwsCredential {
 /// removes the header before the request leaves.
 pub const SERVICE_HEADER: &str = "x-wasm-ccm-aws-service";
 
-/// The `aws` field of a credential rule as written.
+/// The `aws` fields of a credential rule, as written.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub(super) struct RawAws {
+pub struct RawAws {
     region: Option<String>,
     service: Option<String>,
     #[serde(default)]
@@ -403,6 +403,48 @@ impl RawWebIdentity {
             sts_endpoint,
             session_name,
         })
+    }
+}
+
+impl super::CredentialSpec for AwsCredential {
+    type Raw = RawAws;
+
+    fn validate(raw: RawAws, rule: &super::RuleContext<'_>) -> Result<Self, Invalid> {
+        raw.validate(rule.destination, rule.resolve)
+    }
+
+    fn files(&self) -> Vec<&Path> {
+        AwsCredential::files(self)
+    }
+
+    /// `service:Action` patterns.
+    fn parse_actions(
+        &self,
+        entries: &[String],
+    ) -> Result<super::actions::AllowedActions, (usize, String)> {
+        super::actions::AllowedActions::parse_aws(entries)
+    }
+
+    /// Only Query and JSON protocol services name their actions where the host reads
+    /// them.
+    fn check_actions(&self, actions: &super::actions::AllowedActions) -> Result<(), String> {
+        let signed = self
+            .service
+            .iter()
+            .chain(&self.services)
+            .map(String::as_str);
+        match signed
+            .chain(actions.aws_services())
+            .find(|service| actions::aws_protocol(service).is_none())
+        {
+            Some(service) => Err(format!(
+                "`{service}` names its actions by method and path (a REST protocol), which the \
+                 host does not read: allowedActions can guard only Query and JSON protocol \
+                 services (ec2, elasticloadbalancing, ...); sign for `{service}` in a rule \
+                 without allowedActions, or leave it out"
+            )),
+            None => Ok(()),
+        }
     }
 }
 

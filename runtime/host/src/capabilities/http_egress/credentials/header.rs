@@ -37,7 +37,7 @@ impl HeaderCredential {
         let name = match credential {
             Credential::Bearer { .. } | Credential::Basic { .. } => http::header::AUTHORIZATION,
             Credential::Header { name, .. } => HeaderName::from_bytes(name.as_bytes()).ok()?,
-            Credential::Aws(_) | Credential::Keystone(_) => return None,
+            _ => return None,
         };
         Some(Self {
             credential: credential.clone(),
@@ -83,9 +83,7 @@ impl HeaderCredential {
             Credential::Header { value_file, .. } => {
                 sensitive(files.read_trimmed(value_file)?, value_file)
             }
-            Credential::Aws(_) | Credential::Keystone(_) => {
-                unreachable!("a header credential is made only for header kinds")
-            }
+            _ => unreachable!("a header credential is made only for header kinds"),
         }
     }
 }

@@ -1,17 +1,30 @@
 //! Credentials the host adds to outbound requests: a header read from Secret files
-//! ([`header`]: bearer, basic, any named header), an AWS SigV4 signature ([`aws`]), or
+//! ([`header`]: bearer, basic, any named header), an AWS SigV4 signature (`aws`), or
 //! a Keystone token the host logs in for ([`keystone`]). Each kind is a
 //! [`CredentialKind`]: the broker asks every kind the same questions (what the guest
 //! may not set, whether its destination honours method overrides, which action
 //! `allowedActions` sees, how the credential is added, whether a 401 calls for a fresh
-//! one), so a rule about credentials is written once, in its kind. What holds for every
-//! kind is written once here: method overrides ([`method_override`]) are refused on
-//! every request whose rule has `allowedActions`, before the actions are checked
-//! ([`check_request`]).
+//! one, which requests it claims before the allowlist, what it answers itself), so a
+//! rule about credentials is written once, in its kind, and the broker names no cloud.
+//! What holds for every kind is written once here: method overrides
+//! ([`method_override`]) are refused on every request whose rule has `allowedActions`,
+//! before the actions are checked ([`check_request`]).
 //!
 //! Secret files are read only inside the credentials directory ([`files`]).
+//!
+//! # Adding a kind
+//! 1. Its policy type in `policy/<kind>.rs`, implementing
+//!    [`CredentialSpec`](crate::policy::CredentialSpec) (its fields, their checks, its
+//!    files, its `allowedActions` grammar).
+//! 2. Its broker module here, `<kind>/`: a [`CredentialKind`], and [`BuildKind`] on the
+//!    policy type to make it ([`BuildContext`] gives the credentials directory, the
+//!    provider's metrics, sessions kept across reloads and per-policy state).
+//! 3. One line in the registry, `credential_kinds!` at the bottom of `policy/kinds.rs`;
+//!    its response headers no provider may see in [`HIDDEN_RESPONSE_HEADERS`] and its
+//!    denial labels in [`DENIAL_REASONS`], if it has any.
 
 mod aws;
+mod build;
 mod files;
 mod header;
 pub mod keystone;
@@ -30,10 +43,11 @@ use super::Denial;
 use crate::policy::actions::{ActionDenied, AllowedActions};
 use crate::policy::{Credential, CredentialRule};
 pub use aws::{AwsError, AwsSigner, SIGNING_HEADERS};
+pub use build::{BuildContext, BuildKind, Logins, Sessions};
 use files::Confinement;
 pub use files::{CredentialError, confined_path, read_secret_file};
 pub use header::HeaderCredential;
-pub use keystone::{CatalogMatch, KeystoneError, KeystoneSession, Sessions};
+pub use keystone::{CatalogMatch, KeystoneError, KeystoneSession};
 pub use method_overrides::{METHOD_OVERRIDE_HEADERS, method_override, override_header};
 
 /// A future a [`CredentialKind`] returns.
@@ -194,7 +208,7 @@ pub enum Route {
 
 /// Response headers no provider gets, whatever its policy: a kind's login answers
 /// carry them (Keystone's `X-Subject-Token`).
-const HIDDEN_RESPONSE_HEADERS: &[&str] = &[keystone::SUBJECT_TOKEN_HEADER];
+pub const HIDDEN_RESPONSE_HEADERS: &[&str] = &[keystone::SUBJECT_TOKEN_HEADER];
 
 /// Whether response header `name` (lower case) is removed from every answer.
 pub fn hides_response_header(name: &str) -> bool {
@@ -275,6 +289,18 @@ pub fn check_request(
     Ok(())
 }
 
+/// The kind of a built-in header rule (`bearerTokenFile`, `basic`, `header`).
+pub fn header_kind(
+    header: &Credential,
+    ctx: &BuildContext<'_>,
+) -> Result<Arc<dyn CredentialKind>, CredentialError> {
+    HeaderCredential::new(header, ctx.confinement())
+        .map(|kind| Arc::new(kind) as Arc<dyn CredentialKind>)
+        .ok_or_else(|| CredentialError::Invalid {
+            path: header.files()[0].to_owned(),
+        })
+}
+
 /// The credentials of a policy's rules, by rule index.
 #[derive(Debug)]
 pub struct CredentialStore {
@@ -284,8 +310,8 @@ pub struct CredentialStore {
 }
 
 impl CredentialStore {
-    /// A store for `rules`, reading files only inside `dir` when given; Keystone rules
-    /// take their session from `sessions` (kept across policy reloads).
+    /// A store for `rules`, reading files only inside `dir` when given; kinds that keep
+    /// a session (a login) take it from `sessions`, kept across policy reloads.
     pub fn new(
         rules: &[CredentialRule],
         dir: Option<&Path>,
@@ -302,34 +328,15 @@ impl CredentialStore {
             })
             .transpose()?;
         let confinement = Arc::new(Confinement { dir });
-        let mut web_identities = aws::WebIdentities::new();
-        let mut kinds: Vec<Arc<dyn CredentialKind>> = Vec::new();
-        for rule in rules {
-            kinds.push(match &rule.credential {
-                Credential::Aws(credential) => Arc::new(AwsSigner::new(
-                    credential,
-                    &confinement,
-                    &mut web_identities,
-                )),
-                Credential::Keystone(credential) => sessions.session(credential, &confinement),
-                header => {
-                    Arc::new(HeaderCredential::new(header, &confinement).ok_or_else(|| {
-                        CredentialError::Invalid {
-                            path: header.files()[0].to_owned(),
-                        }
-                    })?)
-                }
-            });
-        }
-        sessions.retain(
-            &rules
-                .iter()
-                .filter_map(|rule| match &rule.credential {
-                    Credential::Keystone(k) => Some(k),
-                    _ => None,
-                })
-                .collect::<Vec<_>>(),
-        );
+        let mut ctx = BuildContext::new(&confinement, sessions);
+        let kinds = rules
+            .iter()
+            .map(|rule| {
+                ctx.kind = rule.credential.key();
+                rule.credential.build(&mut ctx)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        sessions.sweep();
         let store = Self {
             rules: rules.to_vec(),
             kinds,
@@ -433,6 +440,37 @@ mod tests {
     /// decides nothing and the same requests pass, except to Keystone, whose pecan
     /// honours `_method` whatever the rule says. Override headers are refused on every
     /// request the host adds a credential to.
+    /// A kind's session (a Keystone login and its token) outlives a policy reload that
+    /// keeps its rule; a changed rule gets a new one, and a rule's session is dropped
+    /// once a policy without it is built.
+    #[test]
+    fn sessions_outlive_a_reload_that_keeps_their_rule() {
+        let rule = |credential: &str| {
+            format!(
+                "credentials:\n  - destination: 'https://keystone.example.com:5000'\n    \
+                 keystone: {{authUrl: 'https://keystone.example.com:5000/v3', \
+                 applicationCredentialId: {credential}, applicationCredentialSecretFile: s}}\n"
+            )
+        };
+        let store = |text: &str, sessions: &Sessions| {
+            let policy = Policy::parse(text, Path::new("/p/p.yaml")).unwrap();
+            CredentialStore::new(&policy.credentials, None, sessions).unwrap()
+        };
+        let same = |a: &CredentialStore, b: &CredentialStore| {
+            std::ptr::addr_eq(Arc::as_ptr(a.kind(0)), Arc::as_ptr(b.kind(0)))
+        };
+        let sessions = sessions();
+        let first = store(&rule("a1"), &sessions);
+        let reloaded = store(&rule("a1"), &sessions);
+        assert!(same(&first, &reloaded), "the same rule keeps its session");
+        let changed = store(&rule("a2"), &sessions);
+        assert!(!same(&first, &changed), "a changed rule logs in anew");
+        // Neither rule is in this policy: both sessions go, so a1 comes back new.
+        store("credentials: []\n", &sessions);
+        let again = store(&rule("a1"), &sessions);
+        assert!(!same(&first, &again), "a dropped session is not reused");
+    }
+
     #[test]
     fn method_overrides_are_refused_for_every_kind_with_allowed_actions() {
         let rules = [

@@ -260,6 +260,21 @@ impl AwsSigner {
         Ok(credentials)
     }
 }
+impl super::BuildKind for AwsCredential {
+    /// A signer; rules of one policy with the same web identity share its keys.
+    fn build(
+        &self,
+        ctx: &mut super::BuildContext<'_>,
+    ) -> Result<Arc<dyn super::CredentialKind>, super::CredentialError> {
+        let confinement = ctx.confinement().clone();
+        Ok(Arc::new(AwsSigner::new(
+            self,
+            &confinement,
+            ctx.shared::<WebIdentities>(),
+        )))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::login::{REFRESH_BEFORE_EXPIRY, refresh_time};

@@ -19,7 +19,6 @@
 //! Sessions outlive policy reloads ([`Sessions`]): a hot swap that keeps the rule
 //! keeps its token.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Instant, SystemTime};
 
@@ -34,10 +33,11 @@ mod request;
 
 pub use guard::is_credential_header;
 
+use super::build::{BuildContext, BuildKind, Logins};
 use super::files::{Confinement, CredentialError};
 use super::login::{FAILURE_HOLD, read_capped, refresh_time, transport_reason};
 use super::{Applied, BoxFuture, CredentialKind, Outgoing, Route};
-use crate::metrics::{LoginLabels, ProviderLabel, ProviderMetrics};
+use crate::metrics::ProviderLabel;
 use crate::policy::keystone::{KeystoneCredential, KeystoneMethod};
 use catalog::Endpoint;
 use request::{Login, TokenBody, error_message, login_body};
@@ -134,7 +134,7 @@ pub struct KeystoneSession {
     /// When a 401 last made the host log in.
     forced: Mutex<Option<Instant>>,
     provider: Arc<ProviderLabel>,
-    metrics: Arc<ProviderMetrics>,
+    logins: Logins,
 }
 
 impl std::fmt::Debug for KeystoneSession {
@@ -145,51 +145,28 @@ impl std::fmt::Debug for KeystoneSession {
     }
 }
 
-/// A provider's Keystone sessions by rule, kept across policy reloads.
-pub struct Sessions {
-    by_rule: Mutex<HashMap<KeystoneCredential, Arc<KeystoneSession>>>,
-    provider: Arc<ProviderLabel>,
-    metrics: Arc<ProviderMetrics>,
-}
-
-impl Sessions {
-    /// No sessions yet, for `provider`.
-    pub fn new(provider: Arc<ProviderLabel>, metrics: Arc<ProviderMetrics>) -> Self {
-        Self {
-            by_rule: Mutex::new(HashMap::new()),
-            provider,
-            metrics,
-        }
-    }
-
-    /// The session of `credential`: the existing one (and its token) if the rule did
-    /// not change.
-    pub fn session(
+impl BuildKind for KeystoneCredential {
+    /// The rule's session: the one of the same rule under the previous policy (its
+    /// token kept), else a new one.
+    fn build(
         &self,
-        credential: &KeystoneCredential,
-        confinement: &Arc<Confinement>,
-    ) -> Arc<KeystoneSession> {
-        let mut by_rule = self.by_rule.lock().unwrap_or_else(|p| p.into_inner());
-        by_rule
-            .entry(credential.clone())
-            .or_insert_with(|| {
-                Arc::new(KeystoneSession {
-                    credential: credential.clone(),
-                    confinement: confinement.clone(),
-                    current: RwLock::new(None),
-                    login: tokio::sync::Mutex::new(None),
-                    forced: Mutex::new(None),
-                    provider: self.provider.clone(),
-                    metrics: self.metrics.clone(),
-                })
-            })
-            .clone()
-    }
-
-    /// Forgets the sessions of rules no longer in `keep`.
-    pub fn retain(&self, keep: &[&KeystoneCredential]) {
-        let mut by_rule = self.by_rule.lock().unwrap_or_else(|p| p.into_inner());
-        by_rule.retain(|rule, _| keep.contains(&rule));
+        ctx: &mut BuildContext<'_>,
+    ) -> Result<Arc<dyn CredentialKind>, CredentialError> {
+        let (confinement, provider, logins) = (
+            ctx.confinement().clone(),
+            ctx.provider().clone(),
+            ctx.logins(),
+        );
+        let session = ctx.session(self, || KeystoneSession {
+            credential: self.clone(),
+            confinement,
+            current: RwLock::new(None),
+            login: tokio::sync::Mutex::new(None),
+            forced: Mutex::new(None),
+            provider,
+            logins,
+        });
+        Ok(session)
     }
 }
 
@@ -443,14 +420,7 @@ impl KeystoneSession {
             return usable().ok_or_else(|| error.clone());
         }
         let result = self.request_token(client).await;
-        self.metrics
-            .credential_logins
-            .get_or_create(&LoginLabels {
-                provider: self.provider.to_string(),
-                kind: "keystone".into(),
-                result: if result.is_ok() { "success" } else { "failure" }.into(),
-            })
-            .inc();
+        self.logins.count(result.is_ok());
         match result {
             Ok(token) => {
                 let token = Arc::new(token);
