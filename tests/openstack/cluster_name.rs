@@ -9,11 +9,12 @@
 
 use std::path::Path;
 
-use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::core::v1::{Node, Service};
 use kube::Api;
 use kube::api::{DeleteParams, PostParams};
-use openstack_double::state::{HealthMonitor, Listener, Pool};
+use openstack_double::state::NewServer;
 use serde_json::json;
+use wasm_ccm_tests::openstack::{OccmLeft, occm_left};
 use wasm_ccm_tests::{TempDir, events, guest, ingress_ip, listening_port, wait_until};
 
 use super::migration::load_balancer_service;
@@ -25,84 +26,6 @@ const RENAME_FROM: &str = "wasm-ccm.io/rename-from-cluster-name";
 /// The cloud config: the double's networks, and health monitors (so occm's is kept).
 fn with_monitors(cloud: &openstack_double::OpenStackDouble) -> String {
     format!("{}create-monitor = true\n", lb_cloud_config(cloud))
-}
-
-/// What occm, run with `--cluster-name=<cluster>`, left for Service `default/web`.
-struct Left {
-    lb: String,
-    listener: String,
-    pool: String,
-    monitor: String,
-    fip: String,
-    address: String,
-}
-
-/// occm's load balancer for `default/web` under `cluster`: named and tagged
-/// `kube_service_<cluster>_default_web`, a TCP listener on port 80 (`listener_0_<lb>`,
-/// tagged `<lb>`), its pool (`pool_0_<lb>`) and TCP health monitor (`monitor_0_<lb>`,
-/// occm's default settings), and a floating IP on its VIP with occm's description.
-fn occm_left(s: &mut openstack_double::State, cluster: &str) -> Left {
-    let name = format!("kube_service_{cluster}_default_web");
-    let lb = s.add_load_balancer(&name);
-    let (listener, pool, monitor) = (s.id(), s.id(), s.id());
-    s.listeners.insert(
-        listener.clone(),
-        Listener {
-            id: listener.clone(),
-            name: format!("listener_0_{name}"),
-            loadbalancer_id: lb.clone(),
-            protocol: "TCP".into(),
-            protocol_port: 80,
-            default_pool_id: Some(pool.clone()),
-            allowed_cidrs: Vec::new(),
-            tags: vec![name.clone()],
-            insert_headers: Default::default(),
-            default_tls_container_ref: None,
-            settings: Default::default(),
-        },
-    );
-    s.pools.insert(
-        pool.clone(),
-        Pool {
-            id: pool.clone(),
-            name: format!("pool_0_{name}"),
-            loadbalancer_id: lb.clone(),
-            listener_id: Some(listener.clone()),
-            protocol: "TCP".into(),
-            lb_algorithm: "ROUND_ROBIN".into(),
-            healthmonitor_id: Some(monitor.clone()),
-            session_persistence: None,
-        },
-    );
-    s.monitors.insert(
-        monitor.clone(),
-        HealthMonitor {
-            id: monitor.clone(),
-            name: format!("monitor_0_{name}"),
-            pool_id: pool.clone(),
-            kind: "TCP".into(),
-            delay: 5,
-            timeout: 3,
-            max_retries: 1,
-            max_retries_down: 3,
-            url_path: None,
-            http_method: None,
-            expected_codes: None,
-        },
-    );
-    let port = s.load_balancers[&lb].vip_port_id.clone();
-    let fip = s.add_floating_ip(
-        &port,
-        &format!("Floating IP for Kubernetes external service default/web from cluster {cluster}"),
-    );
-    Left {
-        lb,
-        listener,
-        pool,
-        monitor,
-        fip: fip.id,
-        address: fip.floating_ip_address,
-    }
 }
 
 /// The writes to Octavia and to floating IPs the double recorded (`METHOD path`).
@@ -122,15 +45,31 @@ fn made_a_load_balancer(s: &openstack_double::State) -> bool {
         .any(|r| r.starts_with("POST ") && r.ends_with("/lbaas/loadbalancers"))
 }
 
-/// Starts the stack with node-a, what occm left under `cluster`, and Service `web`
-/// naming occm's load balancer (with `extra` annotations).
+/// Starts the stack with node-a, what occm left under `cluster` for `default/web`
+/// (the harness's [`occm_left`]: its load balancer, a TCP listener on port 80, its pool
+/// without members, its health monitor and a floating IP), and Service `web` naming
+/// occm's load balancer (with `extra` annotations).
 async fn occm_made(
     cluster: &str,
     extra: serde_json::Value,
-) -> (OpenStackStack, Left, Api<Service>) {
+) -> (OpenStackStack, OccmLeft, Api<Service>) {
     let stack = OpenStackStack::start(with_monitors).await;
-    stack.add_node_a().await;
-    let left = stack.cloud.with_state(|s| occm_left(s, cluster));
+    // node-a as kubelet registers it with `--node-ip`: its InternalIP from the start.
+    // (Without one, a Node's first address comes just after its provider ID, and a node
+    // sync that the provider ID starts may find none, as upstream's would.)
+    stack
+        .cloud
+        .with_state(|s| s.add_server(NewServer::named("node-a", "10.0.0.11")));
+    Api::<Node>::all(stack.client())
+        .create(
+            &PostParams::default(),
+            &wasm_ccm_tests::kubelet_node_with_node_ip("node-a", None, "10.0.0.11"),
+        )
+        .await
+        .unwrap();
+    let left = stack
+        .cloud
+        .with_state(|s| occm_left(s, cluster, "web", &[]));
     let mut annotations = json!({ ID: left.lb });
     annotations
         .as_object_mut()
