@@ -12,9 +12,9 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
+use super::RuleInvalid;
 use super::actions::AllowedActions;
 use super::allowlist::HostPattern;
-use super::{RuleInvalid, aws, keystone};
 use crate::capabilities::http_egress::CredentialError;
 use crate::capabilities::http_egress::credentials::{BuildContext, BuildKind, CredentialKind};
 
@@ -240,7 +240,9 @@ pub(super) struct RuleInvalidAt {
 
 credential_kinds! {
     /// AWS Signature Version 4 over the whole request, computed by the host.
-    aws => Aws(aws::AwsCredential),
+    aws => Aws(super::aws::AwsCredential),
     /// A Keystone v3 token, obtained by the host, for the catalog's endpoints.
-    keystone => Keystone(keystone::KeystoneCredential),
+    keystone => Keystone(super::keystone::KeystoneCredential),
+    /// Huawei Cloud's `SDK-HMAC-SHA256` over the whole request, computed by the host.
+    huaweicloud => HuaweiCloud(super::huaweicloud::HuaweiCloudCredential),
 }

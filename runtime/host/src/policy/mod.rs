@@ -39,6 +39,7 @@ pub mod allowlist;
 pub mod annotations;
 pub mod aws;
 pub mod duration;
+pub mod huaweicloud;
 pub mod keystone;
 mod kinds;
 

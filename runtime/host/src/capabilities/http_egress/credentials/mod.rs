@@ -27,6 +27,7 @@ mod aws;
 mod build;
 mod files;
 mod header;
+mod huaweicloud;
 pub mod keystone;
 mod login;
 mod method_overrides;
