@@ -185,6 +185,142 @@ fn sdk_date(now: SystemTime) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy::{Credential, Policy};
+
+    /// A signer for the rule `huaweicloud` (keys in files under a fresh directory).
+    fn signer(dir: &std::path::Path, huaweicloud: &str) -> Arc<dyn CredentialKind> {
+        let text = format!(
+            "credentials:\n  - destination: https://*.ap-southeast-1.myhuaweicloud.com\n    \
+             huaweicloud: {huaweicloud}\n"
+        );
+        let policy = Policy::parse(&text, &dir.join("p.yaml")).unwrap();
+        let Credential::HuaweiCloud(rule) = &policy.credentials[0].credential else {
+            panic!("a huaweicloud rule");
+        };
+        let sessions = super::super::Sessions::new(
+            crate::metrics::ProviderLabel::new("test"),
+            crate::metrics::Metrics::new().provider().clone(),
+        );
+        let confinement = Arc::new(Confinement { dir: None });
+        let mut ctx = BuildContext::new(&confinement, &sessions);
+        rule.build(&mut ctx).unwrap()
+    }
+
+    fn outgoing(url: &str, body: &str) -> Outgoing {
+        let mut headers = http::HeaderMap::new();
+        headers.insert("content-type", HeaderValue::from_static("application/json"));
+        Outgoing {
+            method: http::Method::POST,
+            url: url::Url::parse(url).unwrap(),
+            headers,
+            body: bytes::Bytes::from(body.to_owned()),
+        }
+    }
+
+    /// What a verifier computes from the request as sent: the signed headers named in
+    /// `Authorization`, with the values sent (`host` from the URL).
+    fn verify(request: &Outgoing, secret_key: &str) -> bool {
+        let authorization = request.headers["authorization"].to_str().unwrap();
+        let part = |key: &str| {
+            authorization
+                .split(", ")
+                .find_map(|p| p.split_once(&format!("{key}=")).map(|(_, v)| v.to_owned()))
+                .unwrap()
+        };
+        let headers: Vec<(String, String)> = part("SignedHeaders")
+            .split(';')
+            .map(|name| {
+                let value = match name {
+                    "host" => request.url.host_str().unwrap().to_owned(),
+                    _ => request.headers[name].to_str().unwrap().to_owned(),
+                };
+                (name.to_owned(), value)
+            })
+            .collect();
+        let date = request.headers["x-sdk-date"].to_str().unwrap();
+        let to_sign = sign::ToSign {
+            method: request.method.as_str(),
+            path: request.url.path(),
+            query: request.url.query(),
+            headers: &headers,
+            body: &request.body,
+            date,
+        };
+        part("Signature") == sign::signature(&to_sign, secret_key)
+    }
+
+    /// Signed over what is sent, with the project and a temporary key's token; the keys
+    /// read again once their files change; no signature for a host whose service the
+    /// rule does not name; none of the signing headers may come from the provider.
+    #[tokio::test]
+    async fn requests_are_signed_as_sent_and_rotated_keys_are_used() {
+        let dir = std::env::temp_dir().join(format!("wasm-ccm-hwc-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("ak"), "AK1").unwrap();
+        std::fs::write(dir.join("sk"), "SK1").unwrap();
+        std::fs::write(dir.join("token"), "T1").unwrap();
+        let kind = signer(
+            &dir,
+            "{accessKeyIdFile: ak, secretAccessKeyFile: sk, securityTokenFile: token, \
+             projectId: p0123}",
+        );
+        super::super::super::install_crypto_provider();
+        let client = reqwest::Client::builder().no_proxy().build().unwrap();
+        let url =
+            "https://ecs.ap-southeast-1.myhuaweicloud.com/v1/p0123/cloudservers/action?limit=1&a=b";
+        let mut request = outgoing(url, r#"{"os-stop": {}}"#);
+        kind.apply(&mut request, &client).await.unwrap();
+        assert!(verify(&request, "SK1"), "{:?}", request.headers);
+        let authorization = request.headers["authorization"].to_str().unwrap();
+        assert!(
+            authorization.starts_with("SDK-HMAC-SHA256 Access=AK1, "),
+            "{authorization}"
+        );
+        assert!(
+            authorization.contains(
+                "SignedHeaders=content-type;host;x-project-id;x-sdk-date;x-security-token,"
+            ),
+            "{authorization}"
+        );
+        assert_eq!(request.headers["x-project-id"], "p0123");
+        assert_eq!(request.headers["x-security-token"], "T1");
+        assert!(request.headers["authorization"].is_sensitive());
+        // A byte of the body changed: the signature no longer holds.
+        let mut tampered = request.clone();
+        tampered.body = bytes::Bytes::from_static(br#"{"os-start": {}}"#);
+        assert!(!verify(&tampered, "SK1"));
+
+        // Rotated (a new file, as a Secret's update writes one).
+        std::fs::write(dir.join("ak.new"), "AK2").unwrap();
+        std::fs::rename(dir.join("ak.new"), dir.join("ak")).unwrap();
+        std::fs::write(dir.join("sk.new"), "SK2-longer").unwrap();
+        std::fs::rename(dir.join("sk.new"), dir.join("sk")).unwrap();
+        let mut again = outgoing(url, "{}");
+        kind.apply(&mut again, &client).await.unwrap();
+        assert!(verify(&again, "SK2-longer"));
+        assert!(
+            again.headers["authorization"]
+                .to_str()
+                .unwrap()
+                .contains("Access=AK2,")
+        );
+
+        let mut iam = outgoing(
+            "https://iam.ap-southeast-1.myhuaweicloud.com/v3/auth/tokens",
+            "{}",
+        );
+        let refused = kind.apply(&mut iam, &client).await.unwrap_err();
+        assert!(
+            refused.contains("names no service the rule signs for"),
+            "{refused}"
+        );
+        assert!(!iam.headers.contains_key("authorization"));
+        for header in SIGNING_HEADERS {
+            assert!(kind.refuses_header(header), "{header}");
+        }
+        assert!(!kind.refuses_header("content-type"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn the_date_is_the_sdk_s_basic_format() {
