@@ -49,6 +49,9 @@ pub struct HuaweiCloudCredential {
     pub services: Vec<String>,
     /// The service of a destination whose host name says none.
     pub service: Option<String>,
+    /// For a wildcard destination (`*.<suffix>`), the suffix: a service's host is
+    /// `<service>.<suffix>`, one label before it.
+    pub suffix: Option<String>,
 }
 
 impl HuaweiCloudCredential {
@@ -63,17 +66,23 @@ impl HuaweiCloudCredential {
     }
 
     /// The service a request to `host` is signed for, if the rule signs for it: the
-    /// host's first label when it is one of `services`, else the rule's `service`.
+    /// host's first label when it is one of `services` (and, under a wildcard
+    /// destination, the one label before its suffix), else the rule's `service` (a
+    /// destination of one host). Never for a host named for a service that hands out
+    /// credentials.
     pub fn service_for(&self, host: &str) -> Option<&str> {
-        let first = host.split('.').next().unwrap_or_default();
-        if let Some(service) = self
-            .services
-            .iter()
-            .find(|s| s.eq_ignore_ascii_case(first) && host.contains('.'))
+        let host = host.to_ascii_lowercase();
+        let (first, rest) = host.split_once('.').unwrap_or((&host, ""));
+        if CREDENTIAL_SERVICES.contains(&first) {
+            return None;
+        }
+        let under_suffix = self.suffix.as_deref().is_none_or(|suffix| rest == suffix);
+        if let Some(service) = self.services.iter().find(|s| *s == first)
+            && under_suffix
         {
             return Some(service);
         }
-        self.service.as_deref()
+        self.service.as_deref().filter(|_| self.suffix.is_none())
     }
 }
 
@@ -142,6 +151,23 @@ impl super::CredentialSpec for HuaweiCloudCredential {
             ));
         }
         https_or_loopback(rule.destination)?;
+        let written = rule.destination.to_string();
+        let host = written
+            .split_once("://")
+            .map_or(written.as_str(), |(_, rest)| rest);
+        let host = host
+            .split([':', '/'])
+            .next()
+            .unwrap_or_default()
+            .to_ascii_lowercase();
+        let suffix = host.strip_prefix("*.").map(str::to_owned);
+        let first = host.split('.').next().unwrap_or_default();
+        if CREDENTIAL_SERVICES.contains(&first) {
+            return Err(invalid(
+                "destination",
+                format!("`{written}` is a service that hands out credentials: never signed for"),
+            ));
+        }
         Ok(HuaweiCloudCredential {
             access_key_id_file: (rule.resolve)(raw.access_key_id_file),
             secret_access_key_file: (rule.resolve)(raw.secret_access_key_file),
@@ -149,6 +175,7 @@ impl super::CredentialSpec for HuaweiCloudCredential {
             project_id: raw.project_id,
             services,
             service: raw.service,
+            suffix,
         })
     }
 
@@ -202,10 +229,14 @@ mod tests {
             rule.service_for("ecs.ap-southeast-1.myhuaweicloud.com"),
             Some("ecs")
         );
-        assert_eq!(
-            rule.service_for("iam.ap-southeast-1.myhuaweicloud.com"),
-            None
-        );
+        for not_signed in [
+            "iam.ap-southeast-1.myhuaweicloud.com",
+            // A bucket named `ecs` under another service: not one label before the suffix.
+            "ecs.obs.ap-southeast-1.myhuaweicloud.com",
+            "ecs.ap-southeast-2.myhuaweicloud.com",
+        ] {
+            assert_eq!(rule.service_for(not_signed), None, "{not_signed}");
+        }
         let single = check("http://127.0.0.1:8443", &format!("{KEYS}service: ecs\n")).unwrap();
         assert_eq!(single.service_for("127.0.0.1"), Some("ecs"));
         for (destination, extra, field) in [
@@ -226,6 +257,11 @@ mod tests {
                 "projectId:",
             ),
             ("http://*.myhuaweicloud.com", "", "destination:"),
+            (
+                "https://iam.ap-southeast-1.myhuaweicloud.com",
+                "service: ecs\n",
+                "destination:",
+            ),
         ] {
             let err = check(destination, &format!("{KEYS}{extra}")).unwrap_err();
             assert!(err.starts_with(field), "{extra}: {err}");

@@ -400,7 +400,7 @@ impl RawKeystone {
                     Some(trust) if trust.trim().is_empty() => {
                         return Err(invalid("trustId", "is empty"));
                     }
-                    Some(trust) => Scope::Trust(trust),
+                    Some(trust) => Scope::Trust(trust.trim().to_owned()),
                     None => Scope::Project(identity(
                         "project",
                         self.project_id.clone(),

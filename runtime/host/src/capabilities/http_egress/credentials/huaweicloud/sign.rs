@@ -62,7 +62,11 @@ fn canonical_query(query: Option<&str>) -> String {
         .filter(|pair| !pair.is_empty())
         .map(|pair| {
             let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-            (decode(key), decode(value))
+            // Form decoding, as the gateway reads a query: `+` is a space.
+            (
+                decode(&key.replace('+', " ")),
+                decode(&value.replace('+', " ")),
+            )
         })
         .collect();
     pairs.sort();
@@ -166,7 +170,7 @@ mod tests {
         let request = ToSign {
             method: "POST",
             path: "/v1/p%201/servers~x/%E4%BD%A0",
-            query: Some("b=2&a=z&a=y&flag&sp=a%20b"),
+            query: Some("b=2&a=z&a=y&flag&sp=a+b"),
             headers: &headers,
             body: b"{}",
             date: "20240102T030405Z",

@@ -55,7 +55,13 @@ pub(super) fn login(
         .ok_or_else(|| format!("{} is missing", at("auth")))?;
     let field = |name: &str| text_of(auth.get(name));
     let written = field("auth_url").ok_or_else(|| format!("{} is missing", at("auth.auth_url")))?;
-    let url = auth_url(&written).map_err(|e| format!("{}: {}", at("auth.auth_url"), e.reason))?;
+    // The reason is not given: it quotes the URL, which may carry a password.
+    let url = auth_url(&written).map_err(|_| {
+        format!(
+            "{} is not an http(s) URL of the identity API without user info, query or fragment",
+            at("auth.auth_url")
+        )
+    })?;
     if &url != rule_auth_url {
         return Err(format!(
             "{} `{written}` is not the rule's authUrl `{rule_auth_url}`: the host logs in only \
@@ -244,6 +250,11 @@ mod tests {
                 "clouds.openstack.auth.project_id (or project_name, or trust_id) is missing",
             ),
             ("clouds: [", "/creds/clouds.yaml is not YAML"),
+            (
+                "clouds:\n  openstack:\n    auth:\n      \
+                 auth_url: https://ccm:hunter2@keystone.example.com:5000/v3\n",
+                "clouds.openstack.auth.auth_url is not an http(s) URL",
+            ),
             (
                 "clouds:\n  openstack:\n    auth: {password: hunter2\n",
                 "/creds/clouds.yaml is not YAML",
