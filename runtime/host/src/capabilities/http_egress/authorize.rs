@@ -91,19 +91,21 @@ impl Rules {
     }
 
     /// A request a credential kind claims before the allowlist
-    /// ([`credentials::CredentialKind::route`]): in rule order, the first kind that does
-    /// not pass decides.
+    /// ([`credentials::CredentialKind::route`]): in rule order, the first kind that
+    /// claims it decides; a kind's refusal holds only when no later kind claims it.
     fn routed(
         &self,
         method: &Method,
         destination: &Destination,
         headers: &HeaderMap,
     ) -> Result<Option<Grant>, Denial> {
+        let mut refused = None;
         for (index, kind) in self.credentials.kinds() {
             let (label, injection) = match kind.route(method, &destination.url) {
                 Route::Pass => continue,
                 Route::Refuse { reason, message } => {
-                    return Err(Denial::Kind { reason, message });
+                    refused.get_or_insert(Denial::Kind { reason, message });
+                    continue;
                 }
                 Route::Local => (
                     self.policy.credentials[index].destination.to_string(),
@@ -113,7 +115,7 @@ impl Rules {
             };
             return grant(label, injection, Some(index), headers).map(Some);
         }
-        Ok(None)
+        refused.map_or(Ok(None), Err)
     }
 
     /// Whether a kind does not know yet what it claims (before a first login): a

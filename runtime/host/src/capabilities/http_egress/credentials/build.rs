@@ -138,6 +138,8 @@ trait Shelf: Send {
     fn as_any(&mut self) -> &mut dyn Any;
     /// Drops the sessions not asked for since the last sweep.
     fn sweep(&mut self);
+    /// Forgets what was asked for.
+    fn forget_asked(&mut self);
 }
 
 impl<K: Eq + Hash + Clone + Send + 'static, S: Send + Sync + 'static> Shelf for Kept<K, S> {
@@ -148,6 +150,10 @@ impl<K: Eq + Hash + Clone + Send + 'static, S: Send + Sync + 'static> Shelf for 
     fn sweep(&mut self) {
         let asked = std::mem::take(&mut self.asked);
         self.sessions.retain(|key, _| asked.contains(key));
+    }
+
+    fn forget_asked(&mut self) {
+        self.asked.clear();
     }
 }
 
@@ -184,6 +190,15 @@ impl Sessions {
             .entry(key.clone())
             .or_insert_with(|| Arc::new(make()))
             .clone()
+    }
+
+    /// Before a policy is built: nothing asked for yet (a build that failed midway
+    /// keeps nothing alive by having asked).
+    pub(super) fn begin(&self) {
+        let mut shelves = self.shelves.lock().unwrap_or_else(|p| p.into_inner());
+        for shelf in shelves.values_mut() {
+            shelf.forget_asked();
+        }
     }
 
     /// After a policy was built: the sessions its rules did not ask for are dropped.

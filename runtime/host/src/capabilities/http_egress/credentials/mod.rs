@@ -329,6 +329,7 @@ impl CredentialStore {
             })
             .transpose()?;
         let confinement = Arc::new(Confinement { dir });
+        sessions.begin();
         let mut ctx = BuildContext::new(&confinement, sessions);
         let kinds = rules
             .iter()
