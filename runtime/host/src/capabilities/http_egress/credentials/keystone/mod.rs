@@ -50,7 +50,11 @@ pub const SUBJECT_TOKEN_HEADER: &str = "x-subject-token";
 /// The `reason` labels of the requests Keystone rules refuse: to the identity API
 /// (other than reading the catalog), and to a plain `http://` catalog endpoint without
 /// the rule's `allowPlaintext`.
-pub const DENIAL_REASONS: &[&str] = &["keystone_identity", "keystone_plaintext"];
+pub const DENIAL_REASONS: &[&str] = &[IDENTITY_REFUSED, PLAINTEXT_REFUSED];
+/// A request to the identity API other than reading the catalog.
+const IDENTITY_REFUSED: &str = "keystone_identity";
+/// A plain `http://` catalog endpoint without the rule's `allowPlaintext`.
+const PLAINTEXT_REFUSED: &str = "keystone_plaintext";
 
 /// A 401 makes the host ask Keystone about its token at most this often.
 pub const VERIFY_INTERVAL: std::time::Duration = std::time::Duration::from_secs(10);
@@ -215,7 +219,7 @@ impl CredentialKind for KeystoneSession {
                     Route::Local
                 } else {
                     Route::Refuse {
-                        reason: "keystone_identity",
+                        reason: IDENTITY_REFUSED,
                         message: format!(
                             "the identity API is the host's (it logs in for the provider); the \
                              provider reads the service catalog with GET {catalog}"
@@ -224,7 +228,7 @@ impl CredentialKind for KeystoneSession {
                 }
             }
             CatalogMatch::Plaintext(endpoint) => Route::Refuse {
-                reason: "keystone_plaintext",
+                reason: PLAINTEXT_REFUSED,
                 message: format!(
                     "{endpoint} is a plain http:// endpoint of the Keystone catalog: the host \
                      sends it the token only when the keystone rule says `allowPlaintext: true` \
