@@ -189,7 +189,7 @@ impl Rules {
         };
         // Kept for a second try only when the credential may need replacing.
         let mut retry = None;
-        if let Some(kind) = kind {
+        if let Some(kind) = kind.clone() {
             let actions = rule
                 .and_then(|i| self.policy.credentials.get(i))
                 .and_then(|r| r.allowed_actions.as_ref());
@@ -226,7 +226,11 @@ impl Rules {
             }
         }
         // The caller bounds the whole request, body included, by `requestTimeout`.
+        let answer_headers = kind.as_ref().map(|_| response.headers().clone());
         let body = read_limited(response, limits.max_response_bytes - header_bytes).await?;
+        if let (Some(kind), Some(headers)) = (&kind, &answer_headers) {
+            kind.answered(status, headers, &body);
+        }
         builder
             .body(
                 Full::new(body)

@@ -150,6 +150,11 @@ pub trait CredentialKind: Send + Sync + std::fmt::Debug {
         Box::pin(async { None })
     }
 
+    /// Sees the destination's answer to a request this kind completed (status, headers
+    /// and body, as the guest gets them), to log what only the kind can explain: a
+    /// signature refused because the host's clock is off.
+    fn answered(&self, _status: http::StatusCode, _headers: &HeaderMap, _body: &[u8]) {}
+
     /// Whether a request to the rule's destination gets this credential (the first
     /// rule whose destination matches, after the allowlist). `false`: only what
     /// [`Self::route`] claims does (Keystone: its catalog's endpoints, not the

@@ -166,6 +166,56 @@ impl CredentialKind for HuaweiCloudSigner {
         let signed = self.sign(request).map(|()| None);
         Box::pin(async move { signed })
     }
+
+    fn answered(&self, status: http::StatusCode, headers: &http::HeaderMap, body: &[u8]) {
+        let Some(skew) = expired_signature(status, headers, body, SystemTime::now()) else {
+            return;
+        };
+        match skew {
+            Some(seconds) => tracing::warn!(
+                clock_skew_seconds = seconds,
+                "Huawei Cloud refused the signature as expired: this host's clock is {}s {} \
+                 the cloud's (its `Date`), and an `X-Sdk-Date` may be at most 15 minutes off; \
+                 fix the node's time synchronization (NTP)",
+                seconds.unsigned_abs(),
+                if seconds < 0 { "ahead of" } else { "behind" },
+            ),
+            None => tracing::warn!(
+                "Huawei Cloud refused the signature as expired (an `X-Sdk-Date` may be at most \
+                 15 minutes off the cloud's time) and its answer has no `Date` to compare \
+                 with: check the node's time synchronization (NTP)"
+            ),
+        }
+    }
+}
+
+/// What API Gateway answers when a request's `X-Sdk-Date` is more than 15 minutes off
+/// its own clock (`APIGW.0301`, "Incorrect IAM authentication information: calc ak sk
+/// signature fail:signature expired").
+const EXPIRED: &str = "signature expired";
+
+/// For an answer refusing a signature as expired: the cloud's clock (the answer's
+/// `Date`) minus `now`, in seconds, if the answer has a `Date`. `None` for any other
+/// answer.
+fn expired_signature(
+    status: http::StatusCode,
+    headers: &http::HeaderMap,
+    body: &[u8],
+    now: SystemTime,
+) -> Option<Option<i64>> {
+    if status != http::StatusCode::UNAUTHORIZED || !String::from_utf8_lossy(body).contains(EXPIRED)
+    {
+        return None;
+    }
+    let cloud = headers
+        .get(http::header::DATE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| {
+            aws_smithy_types::DateTime::from_str(v, aws_smithy_types::date_time::Format::HttpDate)
+                .ok()
+        });
+    let now = aws_smithy_types::DateTime::from(now);
+    Some(cloud.map(|cloud| cloud.secs() - now.secs()))
 }
 
 /// `X-Sdk-Date`: UTC `YYYYMMDDTHHMMSSZ`.
@@ -320,6 +370,35 @@ mod tests {
         }
         assert!(!kind.refuses_header("content-type"));
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A 401 saying the signature expired gives the cloud's clock minus ours, from the
+    /// answer's `Date`; other answers give nothing.
+    #[test]
+    fn an_expired_signature_is_measured_against_the_answer_s_date() {
+        let now = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_136_214_245);
+        let mut headers = http::HeaderMap::new();
+        // 20 minutes after `now` (2006-01-02T15:04:05Z).
+        headers.insert(
+            "date",
+            HeaderValue::from_static("Mon, 02 Jan 2006 15:24:05 GMT"),
+        );
+        let body = br#"{"error_msg":"Incorrect IAM authentication information: calc ak sk signature fail:signature expired","error_code":"APIGW.0301","request_id":"r"}"#;
+        let unauthorized = http::StatusCode::UNAUTHORIZED;
+        assert_eq!(
+            expired_signature(unauthorized, &headers, body, now),
+            Some(Some(1200))
+        );
+        assert_eq!(
+            expired_signature(unauthorized, &http::HeaderMap::new(), body, now),
+            Some(None)
+        );
+        let other = br#"{"error_msg":"Incorrect IAM authentication information: verify aksk signature fail","error_code":"APIGW.0301"}"#;
+        assert_eq!(expired_signature(unauthorized, &headers, other, now), None);
+        assert_eq!(
+            expired_signature(http::StatusCode::FORBIDDEN, &headers, body, now),
+            None
+        );
     }
 
     #[test]
