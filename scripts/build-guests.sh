@@ -8,7 +8,7 @@ if ! rustup target list --installed 2>/dev/null | grep -qx wasm32-wasip2; then
     rustup target add wasm32-wasip2
 fi
 
-packages=(reference-provider aws-provider openstack-provider)
+packages=(reference-provider aws-provider openstack-provider huaweicloud-provider)
 # Every fixture; guests/fixtures/multi-memory's component is assembled by its build
 # script (several core modules with a memory each, composed into one component) and
 # written to the same directory.
@@ -29,3 +29,5 @@ cp target/wasm32-wasip2/release/reference_provider.wasm deploy/providers/simclou
 cp target/wasm32-wasip2/release/aws_provider.wasm deploy/aws/providers/aws.wasm
 # And the OpenStack provider for deploy/openstack/.
 cp target/wasm32-wasip2/release/openstack_provider.wasm deploy/openstack/providers/openstack.wasm
+# And the Huawei Cloud provider for deploy/huaweicloud/.
+cp target/wasm32-wasip2/release/huaweicloud_provider.wasm deploy/huaweicloud/providers/huaweicloud.wasm

@@ -12,6 +12,9 @@ source scripts/ensure-kubectl.sh
 source scripts/ensure-moto.sh
 # tests/keystone.rs runs the real Keystone on 127.0.0.1.
 source scripts/ensure-keystone.sh
+# tests/huaweicloud/ re-signs what the host signed with Huawei Cloud's own SDK, and
+# drives tests/huaweicloud-double with its official clients.
+source scripts/ensure-huaweicloud-sdk.sh
 # tests/monitoring.rs checks the alerting rules with promtool and scrapes the secure
 # port with prometheus (both from Debian's prometheus package).
 source scripts/ensure-promtool.sh
@@ -24,7 +27,7 @@ source scripts/ensure-kube-apiserver.sh
 # cloud-provider-aws, built from their Go modules (once; reused from target/kube/bin/).
 source scripts/ensure-upstream-ccm.sh
 # The SDK's and the providers' own unit tests and doc examples, natively (mock transport).
-cargo test --locked -p wasm-ccm-guest -p reference-provider -p aws-provider -p openstack-provider -- "$@"
+cargo test --locked -p wasm-ccm-guest -p reference-provider -p aws-provider -p openstack-provider -p huaweicloud-provider -- "$@"
 # Every test binary of the workspace and the doc tests, a few binaries at a time (most
 # wait on servers and processes more than they compute; WASM_CCM_TEST_JOBS sets how
 # many, scripts/run-tests.py says how).
