@@ -12,7 +12,7 @@
 //! - [`vendor`]: a vendor's provider and policy in an operator's home directory, for the
 //!   tools' confinement of credential files;
 //! - the peers: [`aws`] (moto), [`keystone`], [`openstack`] (Keystone and the OpenStack
-//!   double), [`kube_apiserver`] (the real API server), [`https`] (the secure port);
+//!   double), [`huaweicloud`] (the Huawei Cloud double and Huawei's SDK as a judge), [`kube_apiserver`] (the real API server), [`https`] (the secure port);
 //! - [`oracle`] and [`upstream`]: comparing upstream's controller managers with ours.
 //!
 //! Guests are built once by `scripts/build-guests.sh` (the README's test command runs
@@ -24,6 +24,7 @@ pub mod bench;
 pub mod events;
 pub mod fixtures;
 pub mod https;
+pub mod huaweicloud;
 /// A real Keystone with a service double in its catalog.
 pub mod keystone;
 pub mod kube_apiserver;

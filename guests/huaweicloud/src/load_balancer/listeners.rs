@@ -62,7 +62,7 @@ pub(super) fn find<'a>(listeners: &'a [Value], protocol: &str, port: i32) -> Opt
 fn common_body(service: &Service, settings: &Settings, protocol: &str, port: i32) -> Value {
     let mut body = json!({
         "name": names::listener(service, protocol, port),
-        "insert_headers": {"x_forwarded_host": settings.x_forwarded_host},
+        "insert_headers": {"X-Forwarded-Host": settings.x_forwarded_host},
     });
     // The API refuses a keepalive timeout on a shared ELB's UDP listener (upstream
     // sends it all the same).
