@@ -52,17 +52,19 @@ impl HuaweiWorld {
     /// `credentials` (written there by [`Self::install_documented_policy`]).
     pub fn documented_policy(&self, credentials: &Path) -> String {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-        let text = std::fs::read_to_string(root.join("deploy/huaweicloud/providers/huaweicloud.yaml"))
-            .expect("deploy/huaweicloud's policy");
+        let text =
+            std::fs::read_to_string(root.join("deploy/huaweicloud/providers/huaweicloud.yaml"))
+                .expect("deploy/huaweicloud's policy");
         assert!(
             text.contains(DOCUMENTED_DESTINATION)
                 && text.contains(DOCUMENTED_PROJECT)
                 && text.contains(DOCUMENTED_CREDENTIALS),
             "the documented policy's placeholders changed"
         );
-        let text = text
-            .replace(DOCUMENTED_PROJECT, PROJECT)
-            .replace(DOCUMENTED_CREDENTIALS, &format!("{}/", credentials.display()));
+        let text = text.replace(DOCUMENTED_PROJECT, PROJECT).replace(
+            DOCUMENTED_CREDENTIALS,
+            &format!("{}/", credentials.display()),
+        );
         let documented: Value = serde_saphyr::from_str(&text).expect("deploy/huaweicloud's policy");
         let rule = &documented["credentials"][0];
         assert_eq!(rule["destination"], DOCUMENTED_DESTINATION);
@@ -72,7 +74,9 @@ impl HuaweiWorld {
             let endpoint = self.cloud.endpoint(service);
             let mut rule = rule.clone();
             rule["destination"] = json!(endpoint);
-            let huaweicloud = rule["huaweicloud"].as_object_mut().expect("a huaweicloud rule");
+            let huaweicloud = rule["huaweicloud"]
+                .as_object_mut()
+                .expect("a huaweicloud rule");
             huaweicloud.remove("services");
             huaweicloud.insert("service".into(), json!(name));
             rules.push(rule);
@@ -86,10 +90,18 @@ impl HuaweiWorld {
     }
 
     /// Writes [`Self::documented_policy`] as `dir/huaweicloud.yaml` and the key files
-    /// it names under `dir` (the credentials directory).
-    pub fn install_documented_policy(&self, dir: &Path) {
-        std::fs::write(dir.join("huaweicloud.yaml"), self.documented_policy(dir)).unwrap();
-        self.write_keys(dir, &self.key);
+    /// it names in `dir/credentials/` (the Secret's mount: a directory of its own, as
+    /// `wasm-ccm conformance` wants one); that directory.
+    pub fn install_documented_policy(&self, dir: &Path) -> PathBuf {
+        let credentials = dir.join("credentials");
+        std::fs::create_dir_all(&credentials).unwrap();
+        std::fs::write(
+            dir.join("huaweicloud.yaml"),
+            self.documented_policy(&credentials),
+        )
+        .unwrap();
+        self.write_keys(&credentials, &self.key);
+        credentials
     }
 
     /// Writes `key` into the files the documented policy reads under `dir` (the
@@ -102,7 +114,8 @@ impl HuaweiWorld {
     /// The provider's cloud config for this double: `[Global]` region and project,
     /// `[Endpoints]` the double's, then `extra`.
     pub fn cloud_conf(&self, extra: &str) -> String {
-        let mut text = format!("[Global]\nregion = {REGION}\nproject-id = {PROJECT}\n[Endpoints]\n");
+        let mut text =
+            format!("[Global]\nregion = {REGION}\nproject-id = {PROJECT}\n[Endpoints]\n");
         for (service, name) in SERVICES {
             text.push_str(&format!("{name} = {}\n", self.cloud.endpoint(service)));
         }

@@ -119,10 +119,7 @@ async fn a_shared_service_gets_its_elb_listeners_members_and_an_eip() {
         assert_eq!(pools[0].lb_algorithm, "LEAST_CONNECTIONS");
         assert_eq!(s.healthmonitors().len(), 1);
     });
-    assert_eq!(
-        members_at(world, 80),
-        [("192.168.0.11".to_string(), 30080)]
-    );
+    assert_eq!(members_at(world, 80), [("192.168.0.11".to_string(), 30080)]);
 
     // A Node joins: its server becomes a member.
     world
@@ -169,14 +166,20 @@ async fn a_shared_service_gets_its_elb_listeners_members_and_an_eip() {
     assert_eq!(world.cloud.with_state(|s| s.pools().len()), 1);
 
     // A Node leaves: its member goes.
-    nodes.delete("node-b", &DeleteParams::default()).await.unwrap();
+    nodes
+        .delete("node-b", &DeleteParams::default())
+        .await
+        .unwrap();
     wait_until(TIMEOUT, "node-b no longer a member", || async {
         members_at(world, 8443) == [("192.168.0.11".to_string(), 30081)]
     })
     .await;
 
     // Deleted: the ELB goes, and the EIP made for it is released.
-    services.delete("web", &DeleteParams::default()).await.unwrap();
+    services
+        .delete("web", &DeleteParams::default())
+        .await
+        .unwrap();
     wait_until(TIMEOUT, "the ELB and its EIP gone", || async {
         world
             .cloud
@@ -200,7 +203,9 @@ async fn a_shared_service_gets_its_elb_listeners_members_and_an_eip() {
 async fn keep_eip_keeps_the_address_and_an_adopted_elb_stays() {
     let stack = start_with_nodes(&[("node-a", "192.168.0.11")]).await;
     let world = &stack.world;
-    let existing = world.cloud.with_state(|s| s.add_load_balancer("shared-ingress"));
+    let existing = world
+        .cloud
+        .with_state(|s| s.add_load_balancer("shared-ingress"));
     let services: Api<Service> = Api::namespaced(stack.client(), "default");
     for svc in [
         service(
@@ -231,7 +236,10 @@ async fn keep_eip_keeps_the_address_and_an_adopted_elb_stays() {
         ingress(&services, "adopted").await.as_deref(),
         Some(existing.vip_address.as_str())
     );
-    assert_eq!(members_at(world, 8080), [("192.168.0.11".to_string(), 30090)]);
+    assert_eq!(
+        members_at(world, 8080),
+        [("192.168.0.11".to_string(), 30090)]
+    );
     wasm_ccm_tests::events::wait_for_reasons(
         &stack.client(),
         "classless",
@@ -242,16 +250,27 @@ async fn keep_eip_keeps_the_address_and_an_adopted_elb_stays() {
     let kept_eip = world.cloud.with_state(|s| s.eips()[0].clone());
 
     for name in ["kept", "adopted"] {
-        services.delete(name, &DeleteParams::default()).await.unwrap();
+        services
+            .delete(name, &DeleteParams::default())
+            .await
+            .unwrap();
     }
-    wait_until(TIMEOUT, "kept's ELB gone, the adopted one's listener gone", || async {
-        world.cloud.with_state(|s| {
-            s.load_balancers().len() == 1 && s.listeners().is_empty()
-        })
-    })
+    wait_until(
+        TIMEOUT,
+        "kept's ELB gone, the adopted one's listener gone",
+        || async {
+            world
+                .cloud
+                .with_state(|s| s.load_balancers().len() == 1 && s.listeners().is_empty())
+        },
+    )
     .await;
     world.cloud.with_state(|s| {
-        assert_eq!(s.load_balancers()[0].id, existing.id, "the adopted ELB stays");
+        assert_eq!(
+            s.load_balancers()[0].id,
+            existing.id,
+            "the adopted ELB stays"
+        );
         let eips = s.eips();
         assert_eq!(eips.len(), 1, "the kept EIP stays");
         assert_eq!(eips[0].id, kept_eip.id);

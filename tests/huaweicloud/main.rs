@@ -5,11 +5,12 @@
 //! SDK judges what the host signs ([`signing`]) and drives the double itself
 //! ([`sdk_clients`]).
 
+mod deploy;
 mod load_balancers;
 mod sdk_clients;
 mod signing;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -35,6 +36,8 @@ struct HuaweiStack {
     world: HuaweiWorld,
     api: kube_double::ApiServer,
     dir: TempDir,
+    /// The key files' directory (the credentials Secret's mount), inside `dir`.
+    credentials: PathBuf,
     kubeconfig: PathBuf,
     cloud_config: PathBuf,
 }
@@ -53,7 +56,7 @@ impl HuaweiStack {
             dir.path().join("huaweicloud.wasm"),
         )
         .unwrap();
-        world.install_documented_policy(dir.path());
+        let credentials = world.install_documented_policy(dir.path());
         let kubeconfig = dir.path().join("kubeconfig");
         api.write_kubeconfig(&kubeconfig).unwrap();
         let cloud_config = dir.path().join("cloud.conf");
@@ -62,6 +65,7 @@ impl HuaweiStack {
             world,
             api,
             dir,
+            credentials,
             kubeconfig,
             cloud_config,
         }
@@ -107,12 +111,10 @@ fn kubelet_node(name: &str, provider_id: Option<&str>) -> Node {
 /// A kubelet Node with its InternalIP (kubelet's `--node-ip`).
 fn kubelet_node_with_ip(name: &str, ip: &str) -> Node {
     let mut node = kubelet_node(name, None);
-    node.status.as_mut().unwrap().addresses = Some(vec![
-        k8s_openapi::api::core::v1::NodeAddress {
-            type_: "InternalIP".into(),
-            address: ip.into(),
-        },
-    ]);
+    node.status.as_mut().unwrap().addresses = Some(vec![k8s_openapi::api::core::v1::NodeAddress {
+        type_: "InternalIP".into(),
+        address: ip.into(),
+    }]);
     node
 }
 
@@ -199,7 +201,10 @@ async fn nodes_are_initialized_and_their_lifecycle_follows_ecs() {
         label(&node_b, "topology.kubernetes.io/zone"),
         Some("ap-southeast-1b")
     );
-    assert_eq!(label(&node_b, "topology.kubernetes.io/region"), Some(REGION));
+    assert_eq!(
+        label(&node_b, "topology.kubernetes.io/region"),
+        Some(REGION)
+    );
     assert_eq!(
         node_addresses(&nodes, "node-b").await,
         [("InternalIP".to_string(), "192.168.0.12".to_string())]
@@ -268,7 +273,9 @@ async fn a_signature_refused_as_expired_is_logged_with_the_clock_skew() {
         .unwrap();
     let (_ccm, log) = stack.controller_manager(listening_port(), &[]);
     wait_until(TIMEOUT, "the clock skew in the log", || async {
-        log.lock().unwrap().contains("refused the signature as expired")
+        log.lock()
+            .unwrap()
+            .contains("refused the signature as expired")
     })
     .await;
     let text = log.lock().unwrap().clone();
@@ -285,7 +292,5 @@ async fn a_signature_refused_as_expired_is_logged_with_the_clock_skew() {
         .unwrap_or_else(|| panic!("no clock_skew_seconds in {line}"));
     assert!((1190..=1210).contains(&skew), "{line}");
     // The Node stays uninitialized: nothing was learned.
-    assert!(
-        taint_keys(&nodes.get("node-a").await.unwrap()).contains(&UNINITIALIZED.to_string())
-    );
+    assert!(taint_keys(&nodes.get("node-a").await.unwrap()).contains(&UNINITIALIZED.to_string()));
 }

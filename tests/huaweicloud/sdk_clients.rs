@@ -36,7 +36,9 @@ async fn huawei_s_own_clients_drive_the_double() {
     assert_eq!(statuses[0], "PENDING_CREATE");
     assert_eq!(statuses.last().unwrap(), "ACTIVE");
     world.cloud.with_state(|s| {
-        let lb = s.load_balancer(made["load_balancer_id"].as_str().unwrap()).unwrap();
+        let lb = s
+            .load_balancer(made["load_balancer_id"].as_str().unwrap())
+            .unwrap();
         assert_eq!(lb.name, "sdk-lb");
         let eip = s.eip(made["eip_id"].as_str().unwrap()).unwrap();
         assert_eq!(eip.port_id.as_deref(), Some(lb.vip_port_id.as_str()));

@@ -105,7 +105,11 @@ async fn huawei_s_sdk_signs_what_the_host_signed_and_a_changed_byte_is_refused()
         .into_iter()
         .filter(|r| r.refused.is_none())
         .collect();
-    assert_eq!(received.len(), sent, "every request reached the double, accepted");
+    assert_eq!(
+        received.len(),
+        sent,
+        "every request reached the double, accepted"
+    );
     let requests: Vec<serde_json::Value> = received
         .iter()
         .map(|r| {
@@ -165,13 +169,20 @@ async fn huawei_s_sdk_signs_what_the_host_signed_and_a_changed_byte_is_refused()
     };
     let status = |r: reqwest::Response| r.status().as_u16();
     assert_ne!(
-        status(resend(&original.target, &original.headers, &original.body).await.unwrap()),
+        status(
+            resend(&original.target, &original.headers, &original.body)
+                .await
+                .unwrap()
+        ),
         401,
         "the request as signed"
     );
     let flipped_path = flip_first(&original.target, |c| c.is_ascii_lowercase());
     let (path, query) = original.target.split_once('?').unwrap();
-    let flipped_query = format!("{path}?{}", flip_first(query, |c| c.is_ascii_alphanumeric()));
+    let flipped_query = format!(
+        "{path}?{}",
+        flip_first(query, |c| c.is_ascii_alphanumeric())
+    );
     let mut flipped_header = original.headers.clone();
     for (name, value) in flipped_header.iter_mut() {
         if name == "x-project-id" {
@@ -181,13 +192,29 @@ async fn huawei_s_sdk_signs_what_the_host_signed_and_a_changed_byte_is_refused()
     let mut flipped_body = original.body.clone();
     flipped_body[1] ^= 0x01;
     for (what, response) in [
-        ("path", resend(&flipped_path, &original.headers, &original.body)),
-        ("query", resend(&flipped_query, &original.headers, &original.body)),
-        ("signed header", resend(&original.target, &flipped_header, &original.body)),
-        ("body", resend(&original.target, &original.headers, &flipped_body)),
+        (
+            "path",
+            resend(&flipped_path, &original.headers, &original.body),
+        ),
+        (
+            "query",
+            resend(&flipped_query, &original.headers, &original.body),
+        ),
+        (
+            "signed header",
+            resend(&original.target, &flipped_header, &original.body),
+        ),
+        (
+            "body",
+            resend(&original.target, &original.headers, &flipped_body),
+        ),
     ] {
         let response = response.await.unwrap();
-        assert_eq!(response.status().as_u16(), 401, "a changed byte in the {what}");
+        assert_eq!(
+            response.status().as_u16(),
+            401,
+            "a changed byte in the {what}"
+        );
         let body = response.text().await.unwrap();
         assert!(body.contains("APIGW.0301"), "{what}: {body}");
     }

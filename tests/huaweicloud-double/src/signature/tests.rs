@@ -171,7 +171,12 @@ fn any_flipped_byte_fails() {
     )));
     // `+` is a space, as the gateway reads it; `%2B` is a plus.
     assert!(check(path, "a=1&b=x+y", &headers, &body).is_ok());
-    assert!(signature_refused(check(path, "a=1&b=x%2By", &headers, &body)));
+    assert!(signature_refused(check(
+        path,
+        "a=1&b=x%2By",
+        &headers,
+        &body
+    )));
     let mut flipped = body.clone();
     flipped[5] ^= 1;
     assert!(signature_refused(check(path, query, &headers, &flipped)));
