@@ -239,7 +239,7 @@ pub(super) async fn delete(
             Ok(lb) => lb,
             Err(e) => return e,
         };
-        if !s.members.get(&id).is_some_and(|m| m.pool_id == pool) {
+        if s.members.get(&id).is_none_or(|m| m.pool_id != pool) {
             return not_found("member", &id);
         }
         s.members.remove(&id);
