@@ -496,6 +496,43 @@ async fn playground_runs_the_openstack_provider_against_keystone_and_the_double(
     );
 }
 
+/// `--cloud huaweicloud`: the Huawei Cloud double, deploy/huaweicloud's policy made for
+/// it, the shared ELB's EIP as the Service's address, and the printed command (Huawei's
+/// own Python SDK, signing with the key) sees the servers and the load balancer.
+#[tokio::test]
+async fn playground_runs_the_huaweicloud_provider_against_the_double() {
+    let dir = TempDir::new("playground-huaweicloud");
+    let kubeconfig = dir.path().join("kubeconfig");
+    let (_child, output) = playground(
+        "huaweicloud",
+        "huaweicloud_provider",
+        &["--nodes", "2"],
+        &dir,
+    )
+    .await;
+    assert!(output.contains("Huawei Cloud double:"), "{output}");
+    assert!(output.contains("provider: huaweicloud loaded"), "{output}");
+    kubectl_until(
+        &kubeconfig,
+        &[
+            "get",
+            "service",
+            "web",
+            "-o",
+            "jsonpath={.status.loadBalancer.ingress[0].ip}",
+        ],
+        "the shared ELB's EIP",
+        |ip| ip.starts_with("203.0.113."),
+    )
+    .await;
+    let printed = run_printed(&output, "huaweicloudsdkecs").await;
+    assert!(printed.contains("('node-1', 'ACTIVE')"), "{printed}");
+    assert!(
+        printed.contains("('k8s_service_kubernetes_default_web', 'ACTIVE')"),
+        "{printed}"
+    );
+}
+
 /// `--apiserver real`: the playground runs kube-apiserver and etcd (as
 /// scripts/ensure-kube-apiserver.sh builds them) instead of the double; kubectl and
 /// the controllers talk to the real server, the simulated kubelets post status to it,

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use huaweicloud_double::{HuaweiCloudDouble, Key, Service, Settings};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// The region the double serves and the cloud configs name.
 pub const REGION: &str = "ap-southeast-1";
@@ -66,25 +66,11 @@ impl HuaweiWorld {
             &format!("{}/", credentials.display()),
         );
         let documented: Value = serde_saphyr::from_str(&text).expect("deploy/huaweicloud's policy");
-        let rule = &documented["credentials"][0];
-        assert_eq!(rule["destination"], DOCUMENTED_DESTINATION);
-        let mut rules = Vec::new();
-        let mut hosts = Vec::new();
-        for (service, name) in SERVICES {
-            let endpoint = self.cloud.endpoint(service);
-            let mut rule = rule.clone();
-            rule["destination"] = json!(endpoint);
-            let huaweicloud = rule["huaweicloud"]
-                .as_object_mut()
-                .expect("a huaweicloud rule");
-            huaweicloud.remove("services");
-            huaweicloud.insert("service".into(), json!(name));
-            rules.push(rule);
-            hosts.push(json!(endpoint));
-        }
-        let mut policy = documented.clone();
-        policy["credentials"] = Value::Array(rules);
-        policy["allowedOutboundHosts"] = Value::Array(hosts);
+        assert_eq!(
+            documented["credentials"][0]["destination"],
+            DOCUMENTED_DESTINATION
+        );
+        let policy = self.cloud.policy_for(&documented);
         // JSON is YAML.
         serde_json::to_string_pretty(&policy).unwrap()
     }

@@ -25,6 +25,8 @@ pub enum Instances {
     Moto(Arc<moto_peer::Moto>),
     /// The OpenStack double: the `ACTIVE` Nova server named as the Node.
     OpenStack(Arc<openstack_double::OpenStackDouble>),
+    /// The Huawei Cloud double: the `ACTIVE` ECS server named as the Node.
+    HuaweiCloud(Arc<huaweicloud_double::HuaweiCloudDouble>),
 }
 
 impl Instances {
@@ -44,6 +46,13 @@ impl Instances {
                     .values()
                     .filter(|server| server.status == "ACTIVE")
                     .map(|server| server.name.clone())
+                    .collect()
+            })),
+            Instances::HuaweiCloud(cloud) => Some(cloud.with_state(|s| {
+                s.servers()
+                    .into_iter()
+                    .filter(|server| server.status == "ACTIVE")
+                    .map(|server| server.name)
                     .collect()
             })),
         }

@@ -10,6 +10,7 @@
 
 mod aws;
 mod cluster;
+mod huaweicloud;
 mod kubelets;
 mod openstack;
 mod playground;
@@ -23,7 +24,8 @@ use clap::Parser;
 /// Run wasm-ccm on this machine with no cluster and no cloud account: the Kubernetes
 /// API server double, the simulated cloud and the reference provider (or AWS emulated
 /// by moto and the AWS provider, with --cloud aws; or Keystone, the OpenStack double
-/// and the OpenStack provider, with --cloud openstack), with seeded nodes and a
+/// and the OpenStack provider, with --cloud openstack; or the Huawei Cloud double and
+/// the Huawei Cloud provider, with --cloud huaweicloud), with seeded nodes and a
 /// LoadBalancer Service. Stays up until Ctrl-C or SIGTERM.
 #[derive(Parser)]
 #[command(name = "wasm-ccm-playground", version, about)]
@@ -54,7 +56,9 @@ struct Cli {
     /// (AWS emulated by moto on 127.0.0.1, started from $MOTO_SERVER or
     /// target/tools-venv/bin/moto_server, and the AWS provider), `openstack` (the real
     /// Keystone from $KEYSTONE_VENV or target/tools-venv and the OpenStack API double on
-    /// 127.0.0.1, and the OpenStack provider), or `none` (any
+    /// 127.0.0.1, and the OpenStack provider), `huaweicloud` (the Huawei Cloud double on
+    /// 127.0.0.1, verifying each request's signature, and the Huawei Cloud provider), or
+    /// `none` (any
     /// provider, --provider, reaching its own cloud under --policy with --cloud-config).
     #[arg(long, value_enum, default_value_t = playground::Cloud::Simcloud)]
     cloud: playground::Cloud,

@@ -43,6 +43,7 @@ pub async fn run(options: Options) -> Result<(), PlaygroundError> {
         Cloud::Simcloud => seed_simcloud(&cluster, &options, &providers).await?,
         Cloud::Aws => crate::aws::seed(&cluster, &options, &providers).await?,
         Cloud::Openstack => crate::openstack::seed(&cluster, &options, &providers).await?,
+        Cloud::Huaweicloud => crate::huaweicloud::seed(&cluster, &options, &providers).await?,
         Cloud::None => seed_nodes_only(&cluster, &options).await?,
     };
     // The author's own policy and cloud config replace the generated ones.

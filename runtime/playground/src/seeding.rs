@@ -59,6 +59,10 @@ pub enum Cloud {
     /// OpenStack: the real Keystone and the OpenStack API double on 127.0.0.1, with the
     /// OpenStack provider (`openstack`).
     Openstack,
+    /// Huawei Cloud: the Huawei Cloud double on 127.0.0.1 (ECS, shared ELB, VPC and
+    /// EIPs, every request's signature verified), with the Huawei Cloud provider
+    /// (`huaweicloud`).
+    Huaweicloud,
     /// No emulated cloud: the provider given by `--provider` reaches its own cloud (or
     /// its author's emulator) under `--policy`, configured by `--cloud-config`.
     None,
@@ -71,6 +75,7 @@ impl Cloud {
             Cloud::Simcloud => Some("simcloud"),
             Cloud::Aws => Some("aws"),
             Cloud::Openstack => Some("openstack"),
+            Cloud::Huaweicloud => Some("huaweicloud"),
             Cloud::None => None,
         }
     }
@@ -81,6 +86,7 @@ impl Cloud {
             Cloud::Simcloud => Some("target/wasm32-wasip2/release/reference_provider.wasm"),
             Cloud::Aws => Some("target/wasm32-wasip2/release/aws_provider.wasm"),
             Cloud::Openstack => Some("target/wasm32-wasip2/release/openstack_provider.wasm"),
+            Cloud::Huaweicloud => Some("target/wasm32-wasip2/release/huaweicloud_provider.wasm"),
             Cloud::None => None,
         }
         .map(PathBuf::from)

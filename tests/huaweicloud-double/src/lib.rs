@@ -301,6 +301,32 @@ impl HuaweiCloudDouble {
         format!("http://{addr}")
     }
 
+    /// A wasm-ccm provider policy with a `huaweicloud` rule for a wildcard destination
+    /// (deploy/huaweicloud's, parsed), made for this double: the rule once per
+    /// service, each for the service's endpoint and naming its `service` (a destination
+    /// of one host), the keys, project and `allowedActions` unchanged, and the
+    /// endpoints as `allowedOutboundHosts`.
+    pub fn policy_for(&self, documented: &Value) -> Value {
+        let rule = &documented["credentials"][0];
+        let mut rules = Vec::new();
+        let mut hosts = Vec::new();
+        for service in Service::ALL {
+            let endpoint = self.endpoint(service);
+            let mut rule = rule.clone();
+            rule["destination"] = Value::String(endpoint.clone());
+            if let Some(kind) = rule["huaweicloud"].as_object_mut() {
+                kind.remove("services");
+                kind.insert("service".into(), Value::String(service.name().into()));
+            }
+            rules.push(rule);
+            hosts.push(Value::String(endpoint));
+        }
+        let mut policy = documented.clone();
+        policy["credentials"] = Value::Array(rules);
+        policy["allowedOutboundHosts"] = Value::Array(hosts);
+        policy
+    }
+
     /// Runs `f` on the world.
     pub fn with_state<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
         self.shared.with(f)
