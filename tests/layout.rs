@@ -60,6 +60,7 @@ fn the_shipped_binary_links_no_test_doubles() {
         "keystone-peer",
         "kube-apiserver-peer",
         "openstack-double",
+        "huaweicloud-double",
         "wasm-ccm-playground",
     ] {
         assert!(!deps.contains(forbidden), "wasm-ccm depends on {forbidden}");
@@ -78,6 +79,7 @@ fn only_the_playground_links_the_doubles() {
         "keystone-peer",
         "kube-apiserver-peer",
         "openstack-double",
+        "huaweicloud-double",
     ] {
         assert!(deps.contains(needed), "playground lacks {needed}: {deps:?}");
     }
@@ -91,6 +93,18 @@ fn the_openstack_provider_links_no_host() {
         assert!(
             !deps.contains(forbidden),
             "openstack-provider depends on {forbidden}"
+        );
+    }
+}
+
+#[test]
+fn the_huaweicloud_provider_links_no_host() {
+    let deps = normal_dependencies("huaweicloud-provider");
+    assert!(deps.contains("wasm-ccm-guest"), "{deps:?}");
+    for forbidden in ["wasm-ccm-host", "wasmtime", "huaweicloud-double", "hmac"] {
+        assert!(
+            !deps.contains(forbidden),
+            "huaweicloud-provider depends on {forbidden}"
         );
     }
 }
