@@ -294,3 +294,89 @@ async fn a_signature_refused_as_expired_is_logged_with_the_clock_skew() {
     // The Node stays uninitialized: nothing was learned.
     assert!(taint_keys(&nodes.get("node-a").await.unwrap()).contains(&UNINITIALIZED.to_string()));
 }
+
+/// Temporary keys (with their security token, `securityTokenFile`) rotated in the
+/// Secret while the controller manager runs, the old one revoked at the cloud: the next
+/// Node is initialized with the new key and token, without a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rotated_temporary_key_is_used_without_a_restart() {
+    let stack = HuaweiStack::start(|_| String::new()).await;
+    let temporary = |n: u32| {
+        huaweicloud_double::Key::temporary(
+            format!("HPUATEMPORARY000000{n}"),
+            format!("sk-temporary-Qw8eR4tY6uI2oP0a-{n}"),
+            format!("security-token-Zx9cV7bN5mM3-{n}"),
+        )
+    };
+    let (first, second) = (temporary(1), temporary(2));
+    // The documented policy with the optional security token file.
+    let policy_path = stack.dir.path().join("huaweicloud.yaml");
+    let mut policy: serde_json::Value =
+        serde_saphyr::from_str(&std::fs::read_to_string(&policy_path).unwrap()).unwrap();
+    let token_file = stack.credentials.join("security-token");
+    for rule in policy["credentials"].as_array_mut().unwrap() {
+        rule["huaweicloud"]["securityTokenFile"] = json!(token_file.display().to_string());
+    }
+    std::fs::write(&policy_path, policy.to_string()).unwrap();
+    let install = |key: &huaweicloud_double::Key| {
+        stack.world.write_keys(&stack.credentials, key);
+        std::fs::write(&token_file, key.security_token.as_deref().unwrap()).unwrap();
+    };
+    stack.world.cloud.add_key(first.clone());
+    stack.world.cloud.remove_key(&stack.world.key.access_key_id);
+    install(&first);
+    let nodes: Api<Node> = Api::all(stack.client());
+    stack.world.cloud.with_state(|s| {
+        s.add_server(NewServer::named("node-a", "192.168.0.11"));
+        s.add_server(NewServer::named("node-b", "192.168.0.12"));
+    });
+    nodes
+        .create(&PostParams::default(), &kubelet_node("node-a", None))
+        .await
+        .unwrap();
+    let (_ccm, log) = stack.controller_manager(listening_port(), &[]);
+    wait_until(TIMEOUT, "node-a initialized", || {
+        initialized(&nodes, "node-a")
+    })
+    .await;
+
+    // Rotation: the second key replaces the first, which the cloud revokes.
+    stack.world.cloud.add_key(second.clone());
+    stack.world.cloud.remove_key(&first.access_key_id);
+    install(&second);
+    let rotated = stack.world.cloud.journal().len();
+    nodes
+        .create(&PostParams::default(), &kubelet_node("node-b", None))
+        .await
+        .unwrap();
+    wait_until(TIMEOUT, "node-b initialized with the new key", || {
+        initialized(&nodes, "node-b")
+    })
+    .await;
+    let journal = stack.world.cloud.journal();
+    let accepted: Vec<_> = journal[rotated..]
+        .iter()
+        .filter(|r| r.refused.is_none())
+        .collect();
+    assert!(!accepted.is_empty());
+    for request in accepted.iter().rev().take(3) {
+        assert!(
+            request
+                .header("authorization")
+                .is_some_and(|a| a.contains(&format!("Access={},", second.access_key_id))),
+            "{request:?}"
+        );
+        assert_eq!(
+            request.header("x-security-token"),
+            second.security_token.as_deref()
+        );
+    }
+    let log = log.lock().unwrap().clone();
+    for key in [&first, &second] {
+        assert!(!log.contains(&key.secret_access_key), "{log}");
+        assert!(
+            !log.contains(key.security_token.as_deref().unwrap()),
+            "{log}"
+        );
+    }
+}

@@ -24,6 +24,7 @@ mod api;
 mod config;
 mod instances;
 mod load_balancer;
+pub mod settings;
 
 use wasm_ccm_guest::types::{CloudError, LoadBalancerStatus, Node, Service};
 use wasm_ccm_guest::{LoadBalancer, LoadBalancerName, Provider};

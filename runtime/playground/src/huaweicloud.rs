@@ -68,7 +68,7 @@ pub(crate) async fn seed(
     write(
         &providers.join("huaweicloud.yaml"),
         // JSON is YAML.
-        &serde_json::to_string_pretty(&cloud.policy_for(&documented)).unwrap_or_default(),
+        serde_json::to_string_pretty(&cloud.policy_for(&documented)).unwrap_or_default(),
     )?;
     let (ecs, elb, vpc) = (
         cloud.endpoint(Service::Ecs),

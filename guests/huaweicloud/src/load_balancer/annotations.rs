@@ -55,6 +55,28 @@ pub(super) const RESPONSE_TIMEOUT: &str = "kubernetes.io/elb.response-timeout";
 pub(super) const TRANSPARENT_CLIENT_IP: &str = "kubernetes.io/elb.enable-transparent-client-ip";
 /// Documented by upstream's usage guide for shared ELBs (no code of upstream reads it).
 pub(super) const CONNECTION_LIMIT: &str = "kubernetes.io/elb.connection-limit";
+/// Every annotation read here (the README's table, `crate::settings`, is these).
+#[cfg(test)]
+pub(crate) const READ: [&str; 18] = [
+    CLASS,
+    ID,
+    SUBNET_ID,
+    EIP_ID,
+    KEEP_EIP,
+    EIP_AUTO_CREATE,
+    ALGORITHM,
+    SESSION_FLAG,
+    SESSION_OPTION,
+    HEALTH_FLAG,
+    HEALTH_OPTION,
+    X_FORWARDED_HOST,
+    TLS_CONTAINER,
+    IDLE_TIMEOUT,
+    REQUEST_TIMEOUT,
+    RESPONSE_TIMEOUT,
+    TRANSPARENT_CLIENT_IP,
+    CONNECTION_LIMIT,
+];
 /// Upstream's `LoadBalancerClass` (`spec.loadBalancerClass`).
 pub(super) const LOAD_BALANCER_CLASS: &str = "huaweicloud.com/elb";
 

@@ -15,7 +15,7 @@
 //! it while its deadline allows and otherwise answers `retry-after`, the next call
 //! resuming where this one stopped ([`wait`]).
 
-mod annotations;
+pub(crate) mod annotations;
 mod cloud;
 mod eip;
 mod listeners;
