@@ -6,15 +6,17 @@
 # use it; nothing it installs talks to anything but 127.0.0.1 there.
 HUAWEICLOUD_SDK_VERSION=3.1.219
 venv=target/tools-venv
-if ! "$venv/bin/pip" show huaweicloudsdkcore 2>/dev/null | grep -qx "Version: $HUAWEICLOUD_SDK_VERSION" \
-    || ! "$venv/bin/pip" show huaweicloudsdkvpc 2>/dev/null | grep -qx "Version: $HUAWEICLOUD_SDK_VERSION"; then
+packages=(huaweicloudsdkcore huaweicloudsdkecs huaweicloudsdkelb huaweicloudsdkeip huaweicloudsdkvpc)
+huaweicloud_sdk_installed() {
+    local package
+    for package in "${packages[@]}"; do
+        "$venv/bin/pip" show "$package" 2>/dev/null | grep -qx "Version: $HUAWEICLOUD_SDK_VERSION" || return 1
+    done
+}
+if ! huaweicloud_sdk_installed; then
     echo "installing huaweicloudsdk{core,ecs,elb,eip,vpc} $HUAWEICLOUD_SDK_VERSION into $venv (PyPI)"
     [[ -x "$venv/bin/pip" ]] || python3 -m venv "$venv"
     "$venv/bin/pip" install --quiet --disable-pip-version-check \
-        "huaweicloudsdkcore==$HUAWEICLOUD_SDK_VERSION" \
-        "huaweicloudsdkecs==$HUAWEICLOUD_SDK_VERSION" \
-        "huaweicloudsdkelb==$HUAWEICLOUD_SDK_VERSION" \
-        "huaweicloudsdkeip==$HUAWEICLOUD_SDK_VERSION" \
-        "huaweicloudsdkvpc==$HUAWEICLOUD_SDK_VERSION"
+        "${packages[@]/%/==$HUAWEICLOUD_SDK_VERSION}"
 fi
 export HUAWEICLOUD_SDK_PYTHON="$PWD/$venv/bin/python"

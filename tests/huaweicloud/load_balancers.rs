@@ -29,8 +29,12 @@ fn vpc_config(world: &HuaweiWorld) -> String {
     format!("[Vpc]\nsubnet-id = {subnet}\n")
 }
 
+/// The stack with servers and their Nodes; every change to a load balancer leaves it
+/// `PENDING_UPDATE` for a read, as ELB does, so a change made before it is ACTIVE again
+/// is refused (409).
 async fn start_with_nodes(names: &[(&str, &str)]) -> HuaweiStack {
     let stack = HuaweiStack::start(vpc_config).await;
+    stack.world.cloud.with_state(|s| s.pending_on_change = true);
     let nodes: Api<Node> = Api::all(stack.client());
     for (name, ip) in names {
         stack
@@ -165,13 +169,32 @@ async fn a_shared_service_gets_its_elb_listeners_members_and_an_eip() {
     .await;
     assert_eq!(world.cloud.with_state(|s| s.pools().len()), 1);
 
+    // Only the node port changes: the listener is updated, then the members move.
+    services
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"ports": [{"name": "http", "port": 8443,
+                "targetPort": 8080, "nodePort": 30082, "protocol": "TCP"}]}})),
+        )
+        .await
+        .unwrap();
+    wait_until(TIMEOUT, "both members on 30082", || async {
+        members_at(world, 8443)
+            == [
+                ("192.168.0.11".to_string(), 30082),
+                ("192.168.0.12".to_string(), 30082),
+            ]
+    })
+    .await;
+
     // A Node leaves: its member goes.
     nodes
         .delete("node-b", &DeleteParams::default())
         .await
         .unwrap();
     wait_until(TIMEOUT, "node-b no longer a member", || async {
-        members_at(world, 8443) == [("192.168.0.11".to_string(), 30081)]
+        members_at(world, 8443) == [("192.168.0.11".to_string(), 30082)]
     })
     .await;
 
@@ -198,7 +221,7 @@ async fn a_shared_service_gets_its_elb_listeners_members_and_an_eip() {
 
 /// `keep-eip`: the EIP made for a Service outlives its ELB, unbound. `elb.id`: an
 /// existing ELB gets the Service's listener, and only that listener goes with the
-/// Service. A Service without `elb.class` gets upstream's error as a Warning.
+/// Service (another Service's listener on it stays). A Service without `elb.class` gets upstream's error as a Warning.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keep_eip_keeps_the_address_and_an_adopted_elb_stays() {
     let stack = start_with_nodes(&[("node-a", "192.168.0.11")]).await;
@@ -221,12 +244,18 @@ async fn keep_eip_keeps_the_address_and_an_adopted_elb_stays() {
             8080,
             30090,
         ),
+        service(
+            "neighbour",
+            json!({SHARED: "shared", "kubernetes.io/elb.id": existing.id}),
+            9090,
+            30091,
+        ),
         service("classless", json!({}), 80, 30100),
     ] {
         services.create(&PostParams::default(), &svc).await.unwrap();
     }
     let (_ccm, _log) = stack.controller_manager(listening_port(), &[]);
-    for name in ["kept", "adopted"] {
+    for name in ["kept", "adopted", "neighbour"] {
         wait_until(TIMEOUT, &format!("{name} served"), || async {
             ingress(&services, name).await.is_some()
         })
@@ -255,13 +284,17 @@ async fn keep_eip_keeps_the_address_and_an_adopted_elb_stays() {
             .await
             .unwrap();
     }
+    // kept's ELB goes; of the adopted ELB's listeners, only the deleted Service's.
     wait_until(
         TIMEOUT,
         "kept's ELB gone, the adopted one's listener gone",
         || async {
-            world
-                .cloud
-                .with_state(|s| s.load_balancers().len() == 1 && s.listeners().is_empty())
+            world.cloud.with_state(|s| {
+                let listeners = s.listeners();
+                s.load_balancers().len() == 1
+                    && listeners.len() == 1
+                    && listeners[0].protocol_port == 9090
+            })
         },
     )
     .await;
@@ -271,6 +304,7 @@ async fn keep_eip_keeps_the_address_and_an_adopted_elb_stays() {
             existing.id,
             "the adopted ELB stays"
         );
+        assert_eq!(s.listeners()[0].loadbalancer_id, existing.id);
         let eips = s.eips();
         assert_eq!(eips.len(), 1, "the kept EIP stays");
         assert_eq!(eips[0].id, kept_eip.id);

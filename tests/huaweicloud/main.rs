@@ -91,7 +91,8 @@ impl HuaweiStack {
             port,
             &args,
         );
-        command.env("RUST_LOG", "info");
+        // The host's trace too: what it logs of the requests it signs is checked for keys.
+        command.env("RUST_LOG", "info,wasm_ccm_host=trace");
         wasm_ccm_tests::spawn_logged(command)
     }
 }

@@ -183,9 +183,11 @@ impl ApiError {
         &self.message
     }
 
-    /// True for a 404: the resource does not exist.
+    /// True for a 404 the service gave: the resource does not exist. API Gateway's own
+    /// 404 (`APIGW.*`, "the API does not exist": a wrong endpoint or path, a proxy in
+    /// the way) says nothing about the resource and is an error like any other.
     pub fn is_not_found(&self) -> bool {
-        self.status == Some(404)
+        self.status == Some(404) && !self.code.starts_with("APIGW.")
     }
 
     /// True for a 409: the resource is busy (or in a state that refuses the change).
@@ -687,6 +689,37 @@ mod tests {
             let (c, m) = error_body(&json_error(400, body.clone()));
             assert_eq!((c.as_str(), m.as_str()), (code, message), "{body}");
         }
+        // A 404 of the service is "not found"; API Gateway's own (no such API: a wrong
+        // endpoint) is not.
+        let client = Client::new(
+            &crate::config::Config::parse("[Global]\nregion = r1\nproject-id = p1\n").unwrap(),
+        );
+        let cloud = MockTransport::new();
+        cloud.on(
+            "GET",
+            "/v1/p1/cloudservers/gone",
+            json_error(
+                404,
+                json!({"error": {"code": "Ecs.0114", "message": "not found"}}),
+            ),
+        );
+        cloud.on(
+            "GET",
+            "/v1/p1/cloudservers/elsewhere",
+            json_error(
+                404,
+                json!({"error_code": "APIGW.0101", "error_msg": "The API does not exist"}),
+            ),
+        );
+        let _installed = cloud.install();
+        let gone: Option<Value> = client
+            .get_found(Service::Ecs, "/v1/{project_id}/cloudservers/gone")
+            .unwrap();
+        assert_eq!(gone, None);
+        let elsewhere = client
+            .get_found::<Value>(Service::Ecs, "/v1/{project_id}/cloudservers/elsewhere")
+            .unwrap_err();
+        assert_eq!(elsewhere.code(), "APIGW.0101");
         let text = Response::new(502).with_body("text/html", "<html>bad gateway</html>");
         assert_eq!(
             error_body(&text),

@@ -89,8 +89,15 @@ impl HuaweiCloud {
             {
                 Ok(servers) => {
                     for id in chunk {
-                        let server = servers.iter().find(|s| s.id == *id && s.exists()).cloned();
-                        by_id.insert((*id).to_owned(), Ok(server));
+                        // An ID ECS does not know is answered as an entry of nulls (its
+                        // `fault`): gone. One the answer leaves out (a page cut short,
+                        // a server another permission hides) is read by its ID, so only a
+                        // 404 says it is gone, as upstream decides.
+                        let found = match servers.iter().find(|s| s.id == *id) {
+                            Some(server) => Ok(Some(server.clone()).filter(Server::exists)),
+                            None => self.server_by_id(id).map_err(CloudError::from),
+                        };
+                        by_id.insert((*id).to_owned(), found);
                     }
                 }
                 Err(e) if e.status() == Some(400) => {
@@ -117,8 +124,9 @@ mod tests {
     use crate::instances::tests::{DETAIL, listing, node, param, provider, server};
 
     /// 150 Nodes with provider IDs: two listings (100 + 50 IDs), whatever the project
-    /// holds; an ID ECS does not know (a `null` entry) or leaves out is gone; a bad
-    /// provider ID is its Node's error only.
+    /// holds; an ID ECS does not know (a `null` entry) is gone; one it leaves out is read
+    /// by its ID (gone on a 404, an error on anything else); a bad provider ID is its
+    /// Node's error only.
     #[test]
     fn a_batch_costs_a_listing_per_hundred_nodes() {
         let cloud = MockTransport::new();
@@ -137,6 +145,14 @@ mod tests {
                 .collect();
             Ok(listing(servers))
         });
+        cloud.on(
+            "GET",
+            "/v1/p1/cloudservers/s-missing",
+            Response::with_json(
+                404,
+                &json!({"error": {"code": "Ecs.0114", "message": "Instance not found"}}),
+            ),
+        );
         let _installed = cloud.install();
         let provider = provider("");
         let mut nodes: Vec<_> = (0..147)
@@ -160,6 +176,7 @@ mod tests {
         assert_eq!(exist[149], Ok(false));
         assert!(matches!(exist[150], Err(CloudError::Other(_))));
         assert_eq!(cloud.count("GET", DETAIL), 2);
+        assert_eq!(cloud.count("GET", "/v1/p1/cloudservers/s-missing"), 1);
 
         let shutdown = provider.instances_shutdown(nodes).unwrap();
         assert_eq!(shutdown[0], Ok(false));

@@ -112,9 +112,11 @@ fn create(
 }
 
 /// Upstream's `updateListener` (`PUT /v3/{project_id}/elb/listeners/{id}`), at every
-/// ensure as upstream; here the TLS container follows the annotation too.
+/// ensure as upstream; here the TLS container follows the annotation too. The ELB is
+/// `PENDING_UPDATE` after it: waited for, so the changes after it are not refused.
 fn update(
     cloud: &Cloud,
+    lb_id: &str,
     listener: &Value,
     service: &Service,
     settings: &Settings,
@@ -127,7 +129,7 @@ fn update(
         &json!({ "listener": common_body(service, settings, protocol, port) }),
         &format!("update the {protocol} listener of port {port}"),
     )?;
-    Ok(())
+    wait::active(cloud, lb_id).map(drop)
 }
 
 /// `kubernetes.io/elb.connection-limit` (documented upstream, read by none of its
@@ -232,7 +234,7 @@ pub(super) fn reconcile(
     for (port, protocol) in wanted {
         let listener = match find(&listeners, protocol, port.port) {
             Some(listener) => {
-                update(cloud, listener, service, settings)?;
+                update(cloud, lb_id, listener, service, settings)?;
                 listener.clone()
             }
             None => create(cloud, lb_id, service, settings, protocol, port.port)?,

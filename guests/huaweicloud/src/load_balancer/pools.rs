@@ -152,9 +152,9 @@ fn member_port(service: &Service, port: &ServicePort) -> Result<i32, CloudError>
 
 /// Upstream's `addOrRemoveMembers`, with the Nodes the controller selects (upstream
 /// takes the hosts of the Service's ready Pods, found through its own Kubernetes
-/// client): a member per Node at the node port, in the ELB's subnet (upstream looks
-/// the Node's own subnet up through ECS); members of Nodes no longer selected go. A
-/// Node without an address is skipped, as upstream skips it.
+/// client): a member per Node at the node port, in the subnet of the Node's interface
+/// holding that address (upstream's `getNodeSubnetIDByHostIP`); members of Nodes no
+/// longer selected go. A Node without an address is skipped, as upstream skips it.
 pub(super) fn reconcile_members(
     cloud: &Cloud,
     lb: &Value,
@@ -185,10 +185,12 @@ pub(super) fn reconcile_members(
         })
     };
     for address in wanted.iter().copied().filter(|a| !exists(a)) {
+        let node = nodes.iter().find(|n| node_address(n) == Some(address));
+        let subnet = member_subnet(cloud, lb, node, address)?;
         let member = json!({
             "address": address,
             "protocol_port": node_port,
-            "subnet_id": text(lb, "vip_subnet_id"),
+            "subnet_id": subnet,
         });
         cloud.post(
             Endpoint::Elb,
@@ -206,6 +208,48 @@ pub(super) fn reconcile_members(
         }
     }
     Ok(())
+}
+
+/// The subnet (its `neutron_subnet_id`) of the member at `address`: upstream's
+/// `getNodeSubnetIDByHostIP`, the `subnet_id` of the fixed IP `address` among the
+/// interfaces of the Node's ECS (`os-interface`); upstream's error when none holds it.
+/// A Node without a provider ID yet (not initialized) gets the ELB's own subnet.
+fn member_subnet(
+    cloud: &Cloud,
+    lb: &Value,
+    node: Option<&Node>,
+    address: &str,
+) -> Result<String, CloudError> {
+    let Some(provider_id) = node
+        .and_then(|n| n.provider_id.as_deref())
+        .filter(|id| !id.is_empty())
+    else {
+        return Ok(text(lb, "vip_subnet_id").to_owned());
+    };
+    let id = crate::instances::parse_provider_id(provider_id)?;
+    let interfaces = cloud
+        .find(
+            Endpoint::Ecs,
+            &format!(
+                "/v1/{{project_id}}/cloudservers/{}/os-interface",
+                encode(&id)
+            ),
+            &format!("list the interfaces of ECS {id}"),
+        )?
+        .unwrap_or_default();
+    interfaces["interfaceAttachments"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|i| i["fixed_ips"].as_array().into_iter().flatten())
+        .find(|ip| text(ip, "ip_address") == address)
+        .map(|ip| text(ip, "subnet_id").to_owned())
+        .filter(|subnet| !subnet.is_empty())
+        .ok_or_else(|| {
+            CloudError::Other(format!(
+                "failed to get node subnet ID with private IP: {address}"
+            ))
+        })
 }
 
 fn list_members(cloud: &Cloud, pool_id: &str) -> Result<Vec<Value>, CloudError> {

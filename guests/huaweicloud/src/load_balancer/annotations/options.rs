@@ -53,7 +53,7 @@ pub(crate) struct EipOptions {
     pub share_id: String,
     /// `traffic` (upstream's default) or `bandwidth`.
     pub charge_mode: String,
-    /// The EIP type, e.g. `5_bgp`; empty lets the API choose.
+    /// The EIP type, e.g. `5_bgp` (required: the API has no default).
     pub ip_type: String,
 }
 
@@ -296,6 +296,15 @@ pub(super) fn eip_options(service: &Service) -> Result<Option<EipOptions>, Cloud
         ip_type: text("ip_type")?,
     };
     let origin = Origin::Annotation(key);
+    // The EIP API requires a type (`publicip.type`); upstream sends an empty one and
+    // fails after making the ELB.
+    if options.ip_type.is_empty() {
+        return Err(invalid(
+            service,
+            origin,
+            "`ip_type` is required (the EIP's type, e.g. 5_bgp or 5_sbgp: the region's)",
+        ));
+    }
     match options.share_type.as_str() {
         "PER" if options.bandwidth_size <= 0 => Err(invalid(
             service,
