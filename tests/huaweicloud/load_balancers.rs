@@ -311,3 +311,75 @@ async fn keep_eip_keeps_the_address_and_an_adopted_elb_stays() {
         assert_eq!(eips[0].port_id, None, "unbound");
     });
 }
+
+/// Changed annotations change the ELB in place: the pool's algorithm, the health
+/// monitor's timing and the listener's connection limit; an EIP named by `elb.eip-id`
+/// is bound as the status and, with the Service gone, unbound but kept (it is the
+/// user's).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn changed_annotations_change_the_elb_in_place_and_a_named_eip_is_kept() {
+    let stack = start_with_nodes(&[("node-a", "192.168.0.11")]).await;
+    let world = &stack.world;
+    let eip = world.cloud.with_state(|s| s.add_eip(None));
+    let services: Api<Service> = Api::namespaced(stack.client(), "default");
+    let web = service(
+        "web",
+        json!({SHARED: "shared", "kubernetes.io/elb.eip-id": eip.id,
+               "kubernetes.io/elb.health-check-flag": "on"}),
+        80,
+        30080,
+    );
+    services.create(&PostParams::default(), &web).await.unwrap();
+    let (_ccm, _log) = stack.controller_manager(listening_port(), &[]);
+    wait_until(TIMEOUT, "web served", || async {
+        ingress(&services, "web").await.is_some()
+    })
+    .await;
+    assert_eq!(
+        ingress(&services, "web").await.as_deref(),
+        Some(eip.public_ip_address.as_str())
+    );
+    services
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {
+                "kubernetes.io/elb.lb-algorithm": "SOURCE_IP",
+                "kubernetes.io/elb.health-check-option":
+                    r#"{"delay": 7, "timeout": 4, "max_retries": 2}"#,
+                "kubernetes.io/elb.connection-limit": "100"}}})),
+        )
+        .await
+        .unwrap();
+    wait_until(
+        TIMEOUT,
+        "the pool, monitor and listener changed",
+        || async {
+            world.cloud.with_state(|s| {
+                let pool = s.pools();
+                let monitor = s.healthmonitors();
+                let listener = s.listeners();
+                pool.len() == 1
+                    && pool[0].lb_algorithm == "SOURCE_IP"
+                    && monitor.len() == 1
+                    && (monitor[0].delay, monitor[0].timeout, monitor[0].max_retries) == (7, 4, 2)
+                    && listener.len() == 1
+                    && listener[0].connection_limit == 100
+            })
+        },
+    )
+    .await;
+    services
+        .delete("web", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_until(TIMEOUT, "the ELB gone", || async {
+        world.cloud.with_state(|s| s.load_balancers().is_empty())
+    })
+    .await;
+    world.cloud.with_state(|s| {
+        let eips = s.eips();
+        assert_eq!(eips.len(), 1, "the named EIP is the user's: kept");
+        assert_eq!(eips[0].port_id, None, "unbound");
+    });
+}
