@@ -8,7 +8,7 @@ if ! rustup target list --installed 2>/dev/null | grep -qx wasm32-wasip2; then
     rustup target add wasm32-wasip2
 fi
 
-packages=(reference-provider aws-provider openstack-provider huaweicloud-provider)
+packages=(reference-provider aws-provider openstack-provider huaweicloud-provider k3s-provider)
 # Every fixture; guests/fixtures/multi-memory's component is assembled by its build
 # script (several core modules with a memory each, composed into one component) and
 # written to the same directory.

@@ -27,7 +27,7 @@ source scripts/ensure-kube-apiserver.sh
 # cloud-provider-aws, built from their Go modules (once; reused from target/kube/bin/).
 source scripts/ensure-upstream-ccm.sh
 # The SDK's and the providers' own unit tests and doc examples, natively (mock transport).
-cargo test --locked -p wasm-ccm-guest -p reference-provider -p aws-provider -p openstack-provider -p huaweicloud-provider -- "$@"
+cargo test --locked -p wasm-ccm-guest -p reference-provider -p aws-provider -p openstack-provider -p huaweicloud-provider -p k3s-provider -- "$@"
 # Every test binary of the workspace and the doc tests, a few binaries at a time (most
 # wait on servers and processes more than they compute; WASM_CCM_TEST_JOBS sets how
 # many, scripts/run-tests.py says how).
