@@ -16,6 +16,7 @@ pub(crate) mod convert;
 mod error;
 #[cfg(test)]
 pub(crate) mod fake;
+pub(crate) mod methods;
 mod provider;
 pub mod provider_annotations;
 pub mod provider_events;
@@ -29,6 +30,8 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, NodeAddress, Service};
 use wasm_ccm_host::provider::SharedProvider;
 use wasm_ccm_host::provider::{Exports, Interface};
+
+use methods::cloud_trait;
 
 pub use error::Error;
 pub use provider::ProviderCloud;
@@ -139,135 +142,7 @@ pub struct Route {
     pub target_node_provider_id: Option<String>,
 }
 
-/// The cloud as the controllers see it. Methods take and return Kubernetes objects.
-///
-/// Load balancer and route methods have default bodies answering
-/// [`Error::NotExported`], so an implementation with instances only (the benchmarks'
-/// native port) writes just those.
-pub trait Cloud: Send + Sync {
-    /// The provider's name (upstream `ProviderName()`).
-    fn name(&self) -> &str;
-
-    /// The loaded version answering ([`wasm_ccm_host::provider::Provider::serial`]:
-    /// another load, even of the same component with another cloud config, is another
-    /// version); 0 for a cloud that is not a provider component.
-    fn version(&self) -> u64 {
-        0
-    }
-
-    /// The version under canary asked beside the serving one
-    /// ([`shadow::ShadowCloud`]), if any.
-    fn candidate_version(&self) -> Option<u64> {
-        None
-    }
-
-    /// Whether the provider serves `requirement`.
-    fn meets(&self, requirement: Requirement) -> bool;
-
-    /// Instance metadata for initializing `node`: provider ID, type, addresses, zone,
-    /// region and additional labels.
-    fn instance_metadata<'a>(&'a self, node: &'a Node) -> CloudFuture<'a, InstanceMetadata>;
-
-    /// The Node's current addresses, for the periodic status update; `None` when the
-    /// provider has no instances interface.
-    fn node_addresses<'a>(&'a self, node: &'a Node) -> CloudFuture<'a, Option<Vec<NodeAddress>>>;
-
-    /// Whether the Node's instance exists; `None` when the provider cannot tell.
-    fn instance_exists<'a>(&'a self, node: &'a Node) -> CloudFuture<'a, Option<bool>>;
-
-    /// Whether the Node's instance is shut down; `None` when the provider cannot tell.
-    fn instance_shutdown<'a>(&'a self, node: &'a Node) -> CloudFuture<'a, Option<bool>>;
-
-    /// Whether the provider answers calls about several Nodes in one call (the
-    /// contract's `instances-batch`); without it the batch methods below ask per Node.
-    fn batches(&self) -> bool {
-        false
-    }
-
-    /// [`Cloud::instance_metadata`] for each of `nodes`.
-    fn instances_metadata<'a>(
-        &'a self,
-        nodes: &'a [Arc<Node>],
-    ) -> BatchFuture<'a, InstanceMetadata> {
-        Box::pin(each(nodes, |node| self.instance_metadata(node)))
-    }
-
-    /// [`Cloud::node_addresses`] for each of `nodes`.
-    fn nodes_addresses<'a>(
-        &'a self,
-        nodes: &'a [Arc<Node>],
-    ) -> BatchFuture<'a, Option<Vec<NodeAddress>>> {
-        Box::pin(each(nodes, |node| self.node_addresses(node)))
-    }
-
-    /// [`Cloud::instance_exists`] for each of `nodes`.
-    fn instances_exist<'a>(&'a self, nodes: &'a [Arc<Node>]) -> BatchFuture<'a, Option<bool>> {
-        Box::pin(each(nodes, |node| self.instance_exists(node)))
-    }
-
-    /// [`Cloud::instance_shutdown`] for each of `nodes`.
-    fn instances_shutdown<'a>(&'a self, nodes: &'a [Arc<Node>]) -> BatchFuture<'a, Option<bool>> {
-        Box::pin(each(nodes, |node| self.instance_shutdown(node)))
-    }
-
-    /// The Service's load balancer status, `None` when it does not exist.
-    fn get_load_balancer<'a>(
-        &'a self,
-        _cluster: &'a str,
-        _service: &'a Service,
-    ) -> CloudFuture<'a, Option<LoadBalancerStatus>> {
-        not_exported(Requirement::LoadBalancer)
-    }
-
-    /// Creates or updates the Service's load balancer on `nodes`.
-    fn ensure_load_balancer<'a>(
-        &'a self,
-        _cluster: &'a str,
-        _service: &'a Service,
-        _nodes: &'a [Arc<Node>],
-    ) -> CloudFuture<'a, LoadBalancerStatus> {
-        not_exported(Requirement::LoadBalancer)
-    }
-
-    /// Points the Service's load balancer at `nodes`.
-    fn update_load_balancer<'a>(
-        &'a self,
-        _cluster: &'a str,
-        _service: &'a Service,
-        _nodes: &'a [Arc<Node>],
-    ) -> CloudFuture<'a, ()> {
-        not_exported(Requirement::LoadBalancer)
-    }
-
-    /// Deletes the Service's load balancer; succeeds when it is already gone.
-    fn ensure_load_balancer_deleted<'a>(
-        &'a self,
-        _cluster: &'a str,
-        _service: &'a Service,
-    ) -> CloudFuture<'a, ()> {
-        not_exported(Requirement::LoadBalancer)
-    }
-
-    /// The cluster's routes.
-    fn list_routes<'a>(&'a self, _cluster: &'a str) -> CloudFuture<'a, Vec<Route>> {
-        not_exported(Requirement::Routes)
-    }
-
-    /// Creates `route`; `name_hint` is unique per route (the Node UID).
-    fn create_route<'a>(
-        &'a self,
-        _cluster: &'a str,
-        _name_hint: &'a str,
-        _route: &'a Route,
-    ) -> CloudFuture<'a, ()> {
-        not_exported(Requirement::Routes)
-    }
-
-    /// Deletes `route`.
-    fn delete_route<'a>(&'a self, _cluster: &'a str, _route: &'a Route) -> CloudFuture<'a, ()> {
-        not_exported(Requirement::Routes)
-    }
-}
+methods::cloud_methods!(cloud_trait);
 
 fn not_exported<'a, T: Send + 'a>(requirement: Requirement) -> CloudFuture<'a, T> {
     Box::pin(std::future::ready(Err(Error::NotExported(
