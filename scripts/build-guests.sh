@@ -31,3 +31,5 @@ cp target/wasm32-wasip2/release/aws_provider.wasm deploy/aws/providers/aws.wasm
 cp target/wasm32-wasip2/release/openstack_provider.wasm deploy/openstack/providers/openstack.wasm
 # And the Huawei Cloud provider for deploy/huaweicloud/.
 cp target/wasm32-wasip2/release/huaweicloud_provider.wasm deploy/huaweicloud/providers/huaweicloud.wasm
+# And the K3s provider for deploy/k3s/.
+cp target/wasm32-wasip2/release/k3s_provider.wasm deploy/k3s/providers/k3s.wasm

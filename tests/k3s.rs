@@ -174,3 +174,26 @@ async fn nodes_get_k3s_s_fields_from_the_agent_s_annotations() {
     let log = log.lock().unwrap().clone();
     assert!(log.contains("address annotations not yet set"), "{log}");
 }
+
+/// `kubectl kustomize deploy/k3s/` renders, and the provider loads with its policy (no
+/// host) and cloud config; the Deployment runs it as K3s runs its cloud controller.
+#[tokio::test]
+async fn the_deploy_k3s_example_renders_and_loads() {
+    let wasm_ccm_tests::RenderedExample {
+        policy,
+        cloud_conf,
+        deployment,
+    } = wasm_ccm_tests::rendered_example("k3s", "k3s");
+    let args = deployment["spec"]["template"]["spec"]["containers"][0]["args"].to_string();
+    for flag in ["--allow-untagged-cloud", "--configure-cloud-routes=false"] {
+        assert!(args.contains(flag), "{flag}: {args}");
+    }
+    let dir = TempDir::new("deploy-k3s");
+    std::fs::copy(guest("k3s_provider"), dir.path().join("k3s.wasm")).unwrap();
+    std::fs::write(dir.path().join("k3s.yaml"), &policy).unwrap();
+    let provider = wasm_ccm_tests::loader()
+        .load(&dir.path().join("k3s.wasm"), cloud_conf.into_bytes())
+        .await
+        .unwrap_or_else(|e| panic!("loading the K3s provider with deploy/k3s's files: {e}"));
+    assert_eq!(provider.name(), "k3s");
+}
