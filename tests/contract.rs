@@ -13,7 +13,7 @@ use wasm_ccm_host::contract::Version;
 use wasm_ccm_host::provider::CloudError;
 use wasm_ccm_tests::types::CloudError as WitError;
 use wasm_ccm_tests::{
-    ProviderDir, Simulated, TOKEN, act, cloud_config, hostile, loader, node, policy_for,
+    ProviderDir, Simulated, TOKEN, act, cloud_config, hostile, lb_service, loader, node, policy_for,
 };
 
 fn label<'a>(info: &'a wasm_ccm_tests::types::InstanceInfo, key: &str) -> &'a str {
@@ -303,4 +303,120 @@ async fn a_contract_0_1_component_loads_and_answers() {
         .unwrap();
     assert_eq!(zone.failure_domain, "zone-a");
     assert!(provider.call_has_cluster_id().await.unwrap());
+}
+
+/// Annotations collected by a test sink.
+#[derive(Default)]
+struct CollectedAnnotations(
+    Mutex<Vec<wasm_ccm_host::capabilities::annotations::ServiceAnnotations>>,
+);
+
+impl wasm_ccm_host::capabilities::annotations::AnnotationSink for CollectedAnnotations {
+    fn apply(&self, set: wasm_ccm_host::capabilities::annotations::ServiceAnnotations) {
+        self.0.lock().unwrap().push(set);
+    }
+}
+
+/// A component built against contract 0.2 with its own bindings (guests/fixtures/
+/// contract-0-2, frozen) loads and answers with every 0.2 import it uses: the cache
+/// shared by its instances, the deadline, events about the batch's Node, and an
+/// annotation on the Service under its policy's prefix (refused without it).
+#[tokio::test]
+async fn a_contract_0_2_component_loads_and_answers() {
+    let events = Arc::new(Collected::default());
+    let written = Arc::new(CollectedAnnotations::default());
+    let loader = loader()
+        .with_event_sink(events.clone())
+        .with_annotation_sink(written.clone());
+    let policy = "serviceAnnotations:\n  - frozen.example.com/\n";
+    let dir = ProviderDir::new("fixture_contract_0_2", "frozen", policy, TOKEN);
+    let provider = loader.load(&dir.wasm, Vec::new()).await.unwrap();
+    assert_eq!(provider.contract_version(), Version::V0_2);
+    assert_eq!(provider.call_provider_name().await.unwrap(), "frozen");
+
+    let v2 = provider.instances_v2().unwrap();
+    let a = node("node-a", None, &[]);
+    for calls in ["1", "2"] {
+        let info = v2.instance_metadata(&a).await.unwrap();
+        assert_eq!(info.provider_id, "frozen://node-a");
+        assert_eq!(label(&info, "frozen/calls"), calls, "counted in the cache");
+        assert_eq!(label(&info, "frozen/deadline"), "ok");
+    }
+    assert!(
+        !v2.instance_exists(&node("gone-b", None, &[]))
+            .await
+            .unwrap()
+    );
+    assert!(
+        v2.instance_shutdown(&node("off-c", None, &[]))
+            .await
+            .unwrap()
+    );
+
+    let batch = provider.instances_batch().unwrap();
+    let answers = batch
+        .instances_metadata(&[a.clone(), node("gone-b", None, &[])])
+        .await
+        .unwrap();
+    assert_eq!(label(answers[0].as_ref().unwrap(), "frozen/calls"), "3");
+    assert!(
+        matches!(answers[1], Err(WitError::InstanceNotFound)),
+        "{answers:?}"
+    );
+    let recorded = events.0.lock().unwrap().clone();
+    assert_eq!(recorded.len(), 1, "{recorded:?}");
+    assert_eq!(recorded[0].reason, "Batched");
+    assert_eq!(recorded[0].object.name, "node-a");
+
+    let lb = provider.load_balancer().unwrap();
+    let web = lb_service("default", "web", "uid-web");
+    assert_eq!(
+        lb.get_load_balancer("kubernetes", &web).await.unwrap(),
+        None
+    );
+    let status = lb
+        .ensure_load_balancer("kubernetes", &web, &[a.clone()])
+        .await
+        .unwrap();
+    assert_eq!(status.ingress[0].ip.as_deref(), Some("192.0.2.1"));
+    assert_eq!(
+        lb.get_load_balancer("kubernetes", &web).await.unwrap(),
+        Some(status)
+    );
+    let written = written.0.lock().unwrap().clone();
+    assert_eq!(written.len(), 1, "{written:?}");
+    assert_eq!(
+        written[0].annotations,
+        [(
+            "frozen.example.com/ensured".to_string(),
+            "192.0.2.1".to_string()
+        )]
+    );
+    lb.ensure_load_balancer_deleted("kubernetes", &web)
+        .await
+        .unwrap();
+    assert_eq!(
+        lb.get_load_balancer("kubernetes", &web).await.unwrap(),
+        None
+    );
+    assert_eq!(
+        provider
+            .load_balancer_name()
+            .unwrap()
+            .get_load_balancer_name("kubernetes", &web)
+            .await
+            .unwrap(),
+        "frozen-web"
+    );
+
+    // Without the prefix in its policy, the annotation is refused and the call fails.
+    let dir = ProviderDir::new("fixture_contract_0_2", "frozen", "", TOKEN);
+    let provider = loader.load(&dir.wasm, Vec::new()).await.unwrap();
+    let err = provider
+        .load_balancer()
+        .unwrap()
+        .ensure_load_balancer("kubernetes", &web, &[a])
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("NotAllowed"), "{err}");
 }
