@@ -375,7 +375,7 @@ async fn a_contract_0_2_component_loads_and_answers() {
         None
     );
     let status = lb
-        .ensure_load_balancer("kubernetes", &web, &[a.clone()])
+        .ensure_load_balancer("kubernetes", &web, std::slice::from_ref(&a))
         .await
         .unwrap();
     assert_eq!(status.ingress[0].ip.as_deref(), Some("192.0.2.1"));

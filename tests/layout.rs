@@ -133,8 +133,8 @@ fn wit_files(dir: &Path) -> std::collections::BTreeMap<String, String> {
 #[test]
 fn the_sdk_carries_the_contract_at_its_version() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let link = std::fs::read_link(root.join("wit"))
-        .expect("wit/ is a symbolic link to guests/sdk/wit");
+    let link =
+        std::fs::read_link(root.join("wit")).expect("wit/ is a symbolic link to guests/sdk/wit");
     assert_eq!(link, Path::new("guests/sdk/wit"));
     let contract = wit_files(&root.join("guests/sdk/wit"));
     assert!(contract.contains_key("provider.wit"), "{contract:?}");
