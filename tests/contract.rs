@@ -318,9 +318,9 @@ impl wasm_ccm_host::capabilities::annotations::AnnotationSink for CollectedAnnot
 }
 
 /// A component built against contract 0.2 with its own bindings (guests/fixtures/
-/// contract-0-2, frozen) loads and answers with every 0.2 import it uses: the cache
-/// shared by its instances, the deadline, events about the batch's Node, and an
-/// annotation on the Service under its policy's prefix (refused without it).
+/// contract-0-2) loads and answers with every 0.2 import it uses: the cache across
+/// calls, the deadline, events about the batch's Node, and an annotation on the Service
+/// under its policy's prefix (refused without it).
 #[tokio::test]
 async fn a_contract_0_2_component_loads_and_answers() {
     let events = Arc::new(Collected::default());

@@ -2,8 +2,11 @@
 //! annotated as the K3s agent annotates them (`k3s.io/internal-ip`, `external-ip`,
 //! `internal-dns`, `external-dns`, `hostname`, and the labels K3s falls back to) get
 //! the fields K3s's embedded cloud provider gives them; a Node annotated late is
-//! initialized once annotated; a Node K3s already initialized keeps what it has. The
-//! provider reaches nothing: its policy allows no host.
+//! initialized once annotated; a Node K3s's own cloud controller initialized before
+//! keeps its provider ID and stays (it always exists). The provider reaches nothing:
+//! its policy allows no host. (K3s's agent annotates its Node only while K3s's cloud
+//! controller is on, which is why deploy/k3s keeps it on with its Node controllers
+//! off.)
 
 use std::time::Duration;
 
@@ -76,6 +79,13 @@ async fn nodes_get_k3s_s_fields_from_the_agent_s_annotations() {
         // Not annotated yet.
         agent_node("agent-late", json!({}), json!({})),
     ];
+    // Initialized by K3s's own cloud controller before wasm-ccm took over, and NotReady.
+    let before: Node = serde_json::from_value(json!({
+        "metadata": {"name": "agent-before", "annotations": {"k3s.io/internal-ip": "10.0.0.8"}},
+        "spec": {"providerID": "k3s://agent-before"},
+    }))
+    .unwrap();
+    nodes.create(&PostParams::default(), &before).await.unwrap();
     for node in &created {
         nodes.create(&PostParams::default(), node).await.unwrap();
     }
@@ -86,7 +96,7 @@ async fn nodes_get_k3s_s_fields_from_the_agent_s_annotations() {
         &cloud_config,
         &server.kubeconfig(),
         port,
-        // K3s runs its cloud controller so: it tags nothing with a cluster ID.
+        // As deploy/k3s runs it: K3s's provider tags nothing with a cluster ID.
         &[
             "--leader-elect=false",
             "--configure-cloud-routes=false",
@@ -171,6 +181,13 @@ async fn nodes_get_k3s_s_fields_from_the_agent_s_annotations() {
         node_addresses(&nodes, "agent-late").await == pairs(&[("InternalIP", "10.0.0.9")])
     })
     .await;
+    // The Node K3s initialized keeps its provider ID and is not deleted: its instance
+    // always exists, whatever its readiness.
+    let before = nodes.get("agent-before").await.unwrap();
+    assert_eq!(
+        before.spec.as_ref().unwrap().provider_id.as_deref(),
+        Some("k3s://agent-before")
+    );
     let log = log.lock().unwrap().clone();
     assert!(log.contains("address annotations not yet set"), "{log}");
 }

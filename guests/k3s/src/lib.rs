@@ -23,8 +23,9 @@
 //! the cargo feature `rke2` (provider name `rke2`, provider IDs `rke2://<node>`,
 //! annotations `rke2.io/internal-ip`, ...).
 //!
-//! K3s answers `HasClusterID` false (it tags nothing), and so does this provider:
-//! the controller manager runs it with `--allow-untagged-cloud`, as K3s runs its own.
+//! K3s answers `HasClusterID` false (it tags nothing), and so does this provider: the
+//! controller manager runs it with `--allow-untagged-cloud`, which upstream's
+//! controller manager needs for such a provider (K3s's own skips that check).
 //!
 //! Build: `cargo build --target wasm32-wasip2 --release -p k3s-provider`.
 
