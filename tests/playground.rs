@@ -533,6 +533,46 @@ async fn playground_runs_the_huaweicloud_provider_against_the_double() {
     );
 }
 
+/// `--cloud k3s`: no cloud, Nodes annotated as the K3s agent annotates them; the K3s
+/// provider, run with deploy/k3s's policy and flags, initializes them from the
+/// annotations (`k3s://` provider IDs, the agent's address).
+#[tokio::test]
+async fn playground_runs_the_k3s_provider_on_annotated_nodes() {
+    let dir = TempDir::new("playground-k3s");
+    let kubeconfig = dir.path().join("kubeconfig");
+    let (_child, output) = playground("k3s", "k3s_provider", &["--nodes", "2"], &dir).await;
+    assert!(output.contains("provider: k3s loaded"), "{output}");
+    assert!(
+        output.contains("instance-metadata(node-1) -> k3s://node-1"),
+        "{output}"
+    );
+    kubectl_until(
+        &kubeconfig,
+        &["get", "nodes", "-o", "jsonpath={.items[*].spec.providerID}"],
+        "both Nodes initialized",
+        |ids| {
+            ids.split_whitespace()
+                .filter(|i| i.starts_with("k3s://"))
+                .count()
+                == 2
+        },
+    )
+    .await;
+    kubectl_until(
+        &kubeconfig,
+        &[
+            "get",
+            "node",
+            "node-1",
+            "-o",
+            "jsonpath={.status.addresses[?(@.type==\"InternalIP\")].address}",
+        ],
+        "node-1's InternalIP from its annotation",
+        |ip| ip == "10.0.0.11",
+    )
+    .await;
+}
+
 /// `--apiserver real`: the playground runs kube-apiserver and etcd (as
 /// scripts/ensure-kube-apiserver.sh builds them) instead of the double; kubectl and
 /// the controllers talk to the real server, the simulated kubelets post status to it,

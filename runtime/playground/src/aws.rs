@@ -80,6 +80,8 @@ pub(crate) async fn seed(
             .first()
             .map(|i| i.private_dns_name.clone())
             .unwrap_or_default(),
+        demo_annotations: Vec::new(),
+        flags: Vec::new(),
         about: vec![
             format!(
                 "AWS emulator (moto):      {url}  (VPC {}, request authentication on)",

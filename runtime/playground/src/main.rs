@@ -11,6 +11,7 @@
 mod aws;
 mod cluster;
 mod huaweicloud;
+mod k3s;
 mod kubelets;
 mod openstack;
 mod playground;
@@ -25,7 +26,8 @@ use clap::Parser;
 /// API server double, the simulated cloud and the reference provider (or AWS emulated
 /// by moto and the AWS provider, with --cloud aws; or Keystone, the OpenStack double
 /// and the OpenStack provider, with --cloud openstack; or the Huawei Cloud double and
-/// the Huawei Cloud provider, with --cloud huaweicloud), with seeded nodes and a
+/// the Huawei Cloud provider, with --cloud huaweicloud; or Nodes annotated as the K3s
+/// agent annotates them and the K3s provider, with --cloud k3s), with seeded nodes and a
 /// LoadBalancer Service. Stays up until Ctrl-C or SIGTERM.
 #[derive(Parser)]
 #[command(name = "wasm-ccm-playground", version, about)]
@@ -57,8 +59,9 @@ struct Cli {
     /// target/tools-venv/bin/moto_server, and the AWS provider), `openstack` (the real
     /// Keystone from $KEYSTONE_VENV or target/tools-venv and the OpenStack API double on
     /// 127.0.0.1, and the OpenStack provider), `huaweicloud` (the Huawei Cloud double on
-    /// 127.0.0.1, verifying each request's signature, and the Huawei Cloud provider), or
-    /// `none` (any
+    /// 127.0.0.1, verifying each request's signature, and the Huawei Cloud provider), `k3s`
+    /// (no cloud: Nodes annotated as the K3s agent annotates them, and the K3s provider),
+    /// or `none` (any
     /// provider, --provider, reaching its own cloud under --policy with --cloud-config).
     #[arg(long, value_enum, default_value_t = playground::Cloud::Simcloud)]
     cloud: playground::Cloud,

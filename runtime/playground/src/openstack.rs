@@ -95,6 +95,8 @@ pub(crate) async fn seed(
     Ok(Seeded {
         cloud_config,
         demo_node: "node-1".into(),
+        demo_annotations: Vec::new(),
+        flags: Vec::new(),
         about: vec![
             format!(
                 "Keystone:                 {}/v3  (admin / {})",

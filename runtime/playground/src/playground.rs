@@ -44,6 +44,7 @@ pub async fn run(options: Options) -> Result<(), PlaygroundError> {
         Cloud::Aws => crate::aws::seed(&cluster, &options, &providers).await?,
         Cloud::Openstack => crate::openstack::seed(&cluster, &options, &providers).await?,
         Cloud::Huaweicloud => crate::huaweicloud::seed(&cluster, &options, &providers).await?,
+        Cloud::K3s => crate::k3s::seed(&cluster, &options, &providers).await?,
         Cloud::None => seed_nodes_only(&cluster, &options).await?,
     };
     // The author's own policy and cloud config replace the generated ones.
@@ -88,7 +89,14 @@ pub async fn run(options: Options) -> Result<(), PlaygroundError> {
             path: installed.clone(),
             source,
         })?;
-        demonstrate_provider(&installed, &cloud_config, &seeded.demo_node, &credentials).await;
+        demonstrate_provider(
+            &installed,
+            &cloud_config,
+            &seeded.demo_node,
+            &seeded.demo_annotations,
+            &credentials,
+        )
+        .await;
     } else {
         println!(
             "provider: {} not found; build it with scripts/build-guests.sh (or pass --provider)",
@@ -101,11 +109,16 @@ pub async fn run(options: Options) -> Result<(), PlaygroundError> {
             "controllers: not started (--without-ccm); run a controller manager against the kubeconfig above:"
         );
         println!(
-            "  wasm-ccm --cloud-provider {name} --providers-dir {} --credentials-dir {} --cloud-config {} --kubeconfig {} --leader-elect=false --cluster-cidr=10.244.0.0/16",
+            "  wasm-ccm --cloud-provider {name} --providers-dir {} --credentials-dir {} --cloud-config {} --kubeconfig {} --leader-elect=false --cluster-cidr=10.244.0.0/16{}",
             providers.display(),
             credentials.display(),
             cloud_config.display(),
-            options.kubeconfig_out.display()
+            options.kubeconfig_out.display(),
+            seeded
+                .flags
+                .iter()
+                .map(|f| format!(" {f}"))
+                .collect::<String>()
         );
     } else if installed.exists() {
         println!(
@@ -117,6 +130,7 @@ pub async fn run(options: Options) -> Result<(), PlaygroundError> {
             credentials.clone(),
             cloud_config.clone(),
             options.kubeconfig_out.clone(),
+            seeded.flags.clone(),
         )));
     } else {
         println!("controllers: not started (no provider component to run)");
@@ -262,6 +276,8 @@ async fn seed_nodes_only(cluster: &Cluster, options: &Options) -> Result<Seeded,
     Ok(Seeded {
         cloud_config,
         demo_node: "node-1".into(),
+        demo_annotations: Vec::new(),
+        flags: Vec::new(),
         about: vec![
             "cloud:                    none emulated; the provider reaches its own under --policy"
                 .into(),
@@ -324,6 +340,8 @@ async fn seed_simcloud(
     Ok(Seeded {
         cloud_config,
         demo_node: "node-1".into(),
+        demo_annotations: Vec::new(),
+        flags: Vec::new(),
         about: vec![format!(
             "simulated cloud:          {url}  (admin API: {url}/admin/...)"
         )],
@@ -345,6 +363,7 @@ async fn run_controllers(
     credentials_dir: PathBuf,
     cloud_config: PathBuf,
     kubeconfig: PathBuf,
+    flags: Vec<String>,
 ) {
     // The same flags as the command line (so defaults never drift), for this cluster.
     #[derive(clap::Parser)]
@@ -352,7 +371,7 @@ async fn run_controllers(
         #[command(flatten)]
         daemon: wasm_ccm::daemon::DaemonArgs,
     }
-    let argv: Vec<std::ffi::OsString> = vec![
+    let mut argv: Vec<std::ffi::OsString> = vec![
         "wasm-ccm".into(),
         format!("--cloud-provider={provider}").into(),
         "--providers-dir".into(),
@@ -370,6 +389,7 @@ async fn run_controllers(
         "--bind-address=127.0.0.1".into(),
         "--secure-port=0".into(),
     ];
+    argv.extend(flags.into_iter().map(Into::into));
     let args = match <Flags as clap::Parser>::try_parse_from(argv) {
         Ok(flags) => flags.daemon,
         Err(err) => {
@@ -384,7 +404,13 @@ async fn run_controllers(
 
 /// Loads the provider against its cloud, its policy's files read only inside
 /// `credentials` as the controllers read them, and shows its answer for `node`.
-async fn demonstrate_provider(wasm: &Path, cloud_config: &Path, node: &str, credentials: &Path) {
+async fn demonstrate_provider(
+    wasm: &Path,
+    cloud_config: &Path,
+    node: &str,
+    annotations: &[(String, String)],
+    credentials: &Path,
+) {
     let config = std::fs::read(cloud_config).unwrap_or_default();
     let engine = EngineSettings {
         max_instances: 8,
@@ -406,7 +432,8 @@ async fn demonstrate_provider(wasm: &Path, cloud_config: &Path, node: &str, cred
                 provider.exports().names().join(", ")
             );
             if let Some(v2) = provider.instances_v2() {
-                let view = Node::named(node);
+                let mut view = Node::named(node);
+                view.metadata.annotations = annotations.to_vec();
                 match tokio::time::timeout(Duration::from_secs(10), v2.instance_metadata(&view))
                     .await
                 {

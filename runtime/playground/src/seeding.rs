@@ -59,6 +59,9 @@ pub enum Cloud {
     /// OpenStack: the real Keystone and the OpenStack API double on 127.0.0.1, with the
     /// OpenStack provider (`openstack`).
     Openstack,
+    /// K3s: no cloud but the cluster, Nodes annotated as the K3s agent annotates them,
+    /// with the K3s provider (`k3s`).
+    K3s,
     /// Huawei Cloud: the Huawei Cloud double on 127.0.0.1 (ECS, shared ELB, VPC and
     /// EIPs, every request's signature verified), with the Huawei Cloud provider
     /// (`huaweicloud`).
@@ -76,6 +79,7 @@ impl Cloud {
             Cloud::Aws => Some("aws"),
             Cloud::Openstack => Some("openstack"),
             Cloud::Huaweicloud => Some("huaweicloud"),
+            Cloud::K3s => Some("k3s"),
             Cloud::None => None,
         }
     }
@@ -87,6 +91,7 @@ impl Cloud {
             Cloud::Aws => Some("target/wasm32-wasip2/release/aws_provider.wasm"),
             Cloud::Openstack => Some("target/wasm32-wasip2/release/openstack_provider.wasm"),
             Cloud::Huaweicloud => Some("target/wasm32-wasip2/release/huaweicloud_provider.wasm"),
+            Cloud::K3s => Some("target/wasm32-wasip2/release/k3s_provider.wasm"),
             Cloud::None => None,
         }
         .map(PathBuf::from)
@@ -99,6 +104,10 @@ pub(crate) struct Seeded {
     pub(crate) cloud_config: PathBuf,
     /// A node to demonstrate `instance-metadata` on.
     pub(crate) demo_node: String,
+    /// Its annotations, as the provider sees them (the K3s agent's addresses).
+    pub(crate) demo_annotations: Vec<(String, String)>,
+    /// Flags the controller manager runs with for this cloud (beyond the playground's).
+    pub(crate) flags: Vec<String>,
     /// Lines describing the cloud.
     pub(crate) about: Vec<String>,
     /// Commands to try.
