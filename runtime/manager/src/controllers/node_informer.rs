@@ -137,6 +137,27 @@ impl NodeInformer {
     }
 }
 
+/// Drops what no controller reads before a Node is cached, as kube-controller-manager
+/// trims its informers: the managed fields and the kubelet's reports of its images,
+/// versions, resources and volumes (the bulk of a Node). The cloud-node controller
+/// reads a Node whole from the API server before it writes one back; the other
+/// controllers patch.
+fn trim(node: &mut Node) {
+    node.metadata.managed_fields = None;
+    if let Some(status) = node.status.as_mut() {
+        status.images = None;
+        status.node_info = None;
+        status.capacity = None;
+        status.allocatable = None;
+        status.volumes_attached = None;
+        status.volumes_in_use = None;
+        status.daemon_endpoints = None;
+        status.config = None;
+        status.features = None;
+        status.runtime_handlers = None;
+    }
+}
+
 async fn watch(
     api: Api<Node>,
     store: Store<Node>,
@@ -145,7 +166,9 @@ async fn watch(
     ready: tokio::sync::watch::Sender<bool>,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
-    let stream = watcher(api, watcher::Config::default()).default_backoff();
+    let stream = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .modify(trim);
     futures_util::pin_mut!(stream);
     loop {
         let event = tokio::select! {
@@ -209,5 +232,46 @@ async fn watch(
                 ready.send_replace(true);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The cache keeps what the controllers read (metadata but the managed fields, the
+    /// spec, addresses and conditions) and drops the kubelet's reports.
+    #[test]
+    fn a_cached_node_keeps_what_the_controllers_read() {
+        let mut node: Node = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "n1", "labels": {"a": "b"}, "annotations": {"c": "d"},
+                         "managedFields": [{"manager": "kubelet", "operation": "Update"}]},
+            "spec": {"providerID": "x://1", "podCIDRs": ["10.244.1.0/24"],
+                     "taints": [{"key": "k", "effect": "NoSchedule"}]},
+            "status": {
+                "addresses": [{"type": "InternalIP", "address": "10.0.0.1"}],
+                "conditions": [{"type": "Ready", "status": "True"}],
+                "capacity": {"cpu": "4"}, "allocatable": {"cpu": "4"},
+                "images": [{"names": ["registry.example/app:1"], "sizeBytes": 1}],
+                "nodeInfo": {"architecture": "amd64", "bootID": "", "containerRuntimeVersion": "",
+                             "kernelVersion": "", "kubeProxyVersion": "", "kubeletVersion": "",
+                             "machineID": "", "operatingSystem": "linux", "osImage": "",
+                             "systemUUID": ""},
+                "volumesInUse": ["v"],
+                "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}}
+            }
+        }))
+        .unwrap();
+        let kept = (node.metadata.labels.clone(), node.spec.clone());
+        trim(&mut node);
+        assert_eq!(node.metadata.managed_fields, None);
+        assert_eq!((node.metadata.labels.clone(), node.spec.clone()), kept);
+        assert!(node.metadata.annotations.is_some());
+        let status = node.status.unwrap();
+        assert_eq!(status.addresses.unwrap().len(), 1);
+        assert_eq!(status.conditions.unwrap().len(), 1);
+        assert!(status.capacity.is_none() && status.allocatable.is_none());
+        assert!(status.images.is_none() && status.node_info.is_none());
+        assert!(status.volumes_in_use.is_none() && status.daemon_endpoints.is_none());
     }
 }
