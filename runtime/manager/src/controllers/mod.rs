@@ -103,6 +103,7 @@ pub const ALL: [Controller; 4] = [
                     cluster_name: settings.cluster_name.clone(),
                     cluster_cidrs: settings.cluster_cidrs.clone(),
                     period: settings.route_reconciliation_period,
+                    watch_based: settings.watch_based_routes,
                 },
                 stop,
             ))
@@ -128,6 +129,8 @@ pub struct Settings {
     pub node_monitor_period: Duration,
     /// `--route-reconciliation-period`.
     pub route_reconciliation_period: Duration,
+    /// `--feature-gates=CloudControllerManagerWatchBasedRoutesReconciliation=true`.
+    pub watch_based_routes: bool,
     /// `--concurrent-node-syncs`.
     pub concurrent_node_syncs: u16,
     /// `--concurrent-service-syncs`.

@@ -4,6 +4,7 @@
 //! table in [`crate::controllers::ALL`]).
 
 pub mod client_limits;
+pub mod feature_gates;
 mod from_flags;
 pub mod health;
 pub mod leader;

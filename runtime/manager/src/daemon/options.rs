@@ -54,6 +54,10 @@ pub struct DaemonArgs {
     /// Period of the route controller.
     #[arg(long, default_value = "10s", value_parser = parse_go_duration)]
     pub route_reconciliation_period: Duration,
+    /// Feature gates, as upstream's `Name=true,...`: only
+    /// `CloudControllerManagerWatchBasedRoutesReconciliation` (off by default) is known.
+    #[arg(long, default_value = "", value_parser = super::feature_gates::parse)]
+    pub feature_gates: super::feature_gates::FeatureGates,
     /// Period of the cloud-node-lifecycle controller.
     #[arg(long, default_value = "5s", value_parser = parse_go_duration)]
     pub node_monitor_period: Duration,
@@ -198,6 +202,7 @@ impl DaemonArgs {
             node_status_update_frequency: self.node_status_update_frequency,
             node_monitor_period: self.node_monitor_period,
             route_reconciliation_period: self.route_reconciliation_period,
+            watch_based_routes: self.feature_gates.watch_based_routes,
             concurrent_node_syncs: self.concurrent_node_syncs,
             concurrent_service_syncs: self.concurrent_service_syncs,
             instances_batch_size: usize::from(self.instances_batch_size),

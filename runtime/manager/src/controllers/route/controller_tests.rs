@@ -184,6 +184,7 @@ async fn reconcile_as_upstream() {
             cluster_name: "kubernetes".into(),
             cluster_cidrs: vec![Cidr::parse("10.120.0.0/16").expect("a CIDR")],
             period: Duration::from_secs(10),
+            watch_based: false,
         };
         let recorder = ctx.recorder("route-controller");
         assert!(reconcile(&ctx, &options, &recorder).await, "{}", case.name);

@@ -23,6 +23,7 @@ use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
+use super::node_informer::NodeEvent;
 use super::{Context, node_event, tick};
 use crate::cloud::{self, Route};
 
@@ -154,7 +155,19 @@ pub struct Options {
     pub cluster_cidrs: Vec<Cidr>,
     /// `--route-reconciliation-period`.
     pub period: Duration,
+    /// Upstream's `CloudControllerManagerWatchBasedRoutesReconciliation` gate: reconcile
+    /// on the Node changes that can change routes, at most once per
+    /// [`MIN_RESYNC_INTERVAL`], instead of every `period`.
+    pub watch_based: bool,
 }
+
+/// Upstream's `minRouteResyncInterval`: with watch-based reconciliation, the least time
+/// between two reconciles however many Node changes come.
+pub const MIN_RESYNC_INTERVAL: Duration = Duration::from_secs(10);
+
+/// With watch-based reconciliation, a reconcile even without a Node change, as the
+/// informer's periodic resync makes one upstream (between 12 and 24 h there).
+pub const WATCH_RESYNC_INTERVAL: Duration = Duration::from_secs(12 * 3600);
 
 fn pod_cidrs(node: &Node) -> Vec<String> {
     let spec = node.spec.as_ref();
@@ -436,8 +449,13 @@ pub async fn reconcile(
 pub async fn run(ctx: Context, options: Options, shutdown: tokio::sync::watch::Receiver<bool>) {
     // Upstream's event source for this controller has an underscore.
     let recorder = ctx.recorder("route_controller");
+    // Subscribed before the first list is read: no change falls in between.
+    let changes = options.watch_based.then(|| ctx.nodes.subscribe());
     if !ctx.nodes.ready().await {
         return;
+    }
+    if let Some(changes) = changes {
+        return watch_based(ctx, options, recorder, changes, shutdown).await;
     }
     loop {
         let started = Instant::now();
@@ -449,10 +467,85 @@ pub async fn run(ctx: Context, options: Options, shutdown: tokio::sync::watch::R
     }
 }
 
+/// Whether a Node change can change the routes (upstream's `handleNodeUpdate`): a Node
+/// added or deleted, its pod CIDRs or its addresses changed.
+fn changes_routes(event: &NodeEvent) -> bool {
+    match event {
+        NodeEvent::Added(_) | NodeEvent::Deleted(_) => true,
+        NodeEvent::Updated { old, new } => {
+            pod_cidrs(old) != pod_cidrs(new)
+                || !same_addresses(&node_addresses(old), &node_addresses(new))
+        }
+    }
+}
+
+fn node_addresses(node: &Node) -> Vec<NodeAddress> {
+    node.status
+        .as_ref()
+        .and_then(|s| s.addresses.clone())
+        .unwrap_or_default()
+}
+
+/// Upstream's watch-based route reconciliation: a reconcile at start (the informer's
+/// first list adds every Node), then one whenever a Node change can change the routes
+/// (or the subscription fell behind), one after a failed reconcile, and one every
+/// [`WATCH_RESYNC_INTERVAL`]; never two within [`MIN_RESYNC_INTERVAL`], however many
+/// changes come (they are folded into the next).
+async fn watch_based(
+    ctx: Context,
+    options: Options,
+    recorder: crate::events::Recorder,
+    mut changes: tokio::sync::broadcast::Receiver<NodeEvent>,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    use tokio::sync::broadcast::error::{RecvError, TryRecvError};
+    let mut pending = true;
+    let mut last: Option<tokio::time::Instant> = None;
+    loop {
+        if !pending {
+            let resync = tokio::time::sleep(WATCH_RESYNC_INTERVAL);
+            tokio::pin!(resync);
+            while !pending {
+                tokio::select! {
+                    _ = shutdown.wait_for(|stop| *stop) => return,
+                    () = &mut resync => pending = true,
+                    change = changes.recv() => match change {
+                        Ok(event) => pending = changes_routes(&event),
+                        Err(RecvError::Lagged(_)) => pending = true,
+                        Err(RecvError::Closed) => return,
+                    },
+                }
+            }
+        }
+        if let Some(last) = last {
+            tokio::select! {
+                _ = shutdown.wait_for(|stop| *stop) => return,
+                () = tokio::time::sleep_until(last + MIN_RESYNC_INTERVAL) => {}
+            }
+        }
+        // Changes so far are this reconcile's.
+        loop {
+            match changes.try_recv() {
+                Ok(_) | Err(TryRecvError::Lagged(_)) => {}
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Closed) => return,
+            }
+        }
+        let started = Instant::now();
+        last = Some(tokio::time::Instant::now());
+        let ok = reconcile(&ctx, &options, &recorder).await;
+        ctx.metrics.record(NAME, started, ok);
+        // A failed reconcile is tried again, rate limited as upstream requeues it.
+        pending = !ok;
+    }
+}
+
 #[cfg(test)]
 mod controller_tests;
 #[cfg(test)]
 mod period_tests;
+#[cfg(test)]
+mod watch_tests;
 
 #[cfg(test)]
 mod tests {

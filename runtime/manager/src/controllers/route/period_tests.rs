@@ -46,6 +46,7 @@ async fn a_failed_route_is_created_again_each_period_until_it_is_made() {
         cluster_name: "kubernetes".into(),
         cluster_cidrs: vec![Cidr::parse("10.120.0.0/16").expect("a CIDR")],
         period: PERIOD,
+        watch_based: false,
     };
     let start = Instant::now();
     cluster.run(|ctx, stop| run(ctx, options, stop));
