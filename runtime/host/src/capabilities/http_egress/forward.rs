@@ -226,9 +226,10 @@ impl Rules {
             }
         }
         // The caller bounds the whole request, body included, by `requestTimeout`.
-        let answer_headers = kind.as_ref().map(|_| response.headers().clone());
+        let observer = kind.as_ref().filter(|kind| kind.observes(status));
+        let answer_headers = observer.map(|_| response.headers().clone());
         let body = read_limited(response, limits.max_response_bytes - header_bytes).await?;
-        if let (Some(kind), Some(headers)) = (&kind, &answer_headers) {
+        if let (Some(kind), Some(headers)) = (observer, &answer_headers) {
             kind.answered(status, headers, &body);
         }
         builder

@@ -155,6 +155,12 @@ pub trait CredentialKind: Send + Sync + std::fmt::Debug {
     /// signature refused because the host's clock is off.
     fn answered(&self, _status: http::StatusCode, _headers: &HeaderMap, _body: &[u8]) {}
 
+    /// Whether [`Self::answered`] wants to see an answer of `status`: only then are its
+    /// headers kept for it, so an answer the kind has nothing to say about costs nothing.
+    fn observes(&self, _status: http::StatusCode) -> bool {
+        false
+    }
+
     /// Whether a request to the rule's destination gets this credential (the first
     /// rule whose destination matches, after the allowlist). `false`: only what
     /// [`Self::route`] claims does (Keystone: its catalog's endpoints, not the

@@ -167,6 +167,10 @@ impl CredentialKind for HuaweiCloudSigner {
         Box::pin(async move { signed })
     }
 
+    fn observes(&self, status: http::StatusCode) -> bool {
+        status == http::StatusCode::UNAUTHORIZED
+    }
+
     fn answered(&self, status: http::StatusCode, headers: &http::HeaderMap, body: &[u8]) {
         let Some(skew) = expired_signature(status, headers, body, SystemTime::now()) else {
             return;
