@@ -61,10 +61,10 @@ fn reference_provider_passes() {
     assert_eq!(out.code, 0, "{}", out.stderr);
     for expected in [
         "provider:  simcloud",
-        "contract:  wasm-ccm:provider@0.2.0",
+        "contract:  wasm-ccm:provider@0.3.0",
         "exports:   identity, instances-v2, instances-batch, instances, zones, load-balancer, routes, clusters",
         "wasm-ccm:http/client@0.1.0",
-        "wasm-ccm:provider/logging@0.2.0",
+        "wasm-ccm:provider/logging@0.3.0",
         "of the 1 MiB ConfigMap limit",
         "result:    ok",
     ] {
@@ -143,7 +143,7 @@ fn a_contract_0_1_component_passes_with_a_warning() {
         );
     }
     assert!(
-        !out.stdout.contains("wasm-ccm:provider/types@0.2.0")
+        !out.stdout.contains("wasm-ccm:provider/types@0.3.0")
             && out.stdout.contains("wasm-ccm:provider/types@0.1.0"),
         "a 0.1 component links 0.1's imports, nothing of 0.2:\n{}",
         out.stdout
@@ -167,7 +167,7 @@ fn json_report_lists_exports() {
     let report: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
     assert_eq!(report["provider"], "simcloud");
     assert_eq!(report["exports"].as_array().unwrap().len(), 8);
-    assert_eq!(report["contractVersion"], "0.2.0");
+    assert_eq!(report["contractVersion"], "0.3.0");
     assert_eq!(report["warnings"], serde_json::json!([]));
     assert_eq!(report["configMapLimitBytes"], 1 << 20);
 }
@@ -224,7 +224,7 @@ fn component_of_another_world_is_rejected() {
 fn missing_identity_is_rejected() {
     assert_rejected(
         &guest("fixture_no_identity"),
-        "does not export the required interface wasm-ccm:provider/identity@0.2.0",
+        "does not export the required interface wasm-ccm:provider/identity@0.3.0",
     );
 }
 

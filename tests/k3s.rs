@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Node, Service};
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::json;
@@ -213,4 +213,230 @@ async fn the_deploy_k3s_example_renders_and_loads() {
         .await
         .unwrap_or_else(|e| panic!("loading the K3s provider with deploy/k3s's files: {e}"));
     assert_eq!(provider.name(), "k3s");
+}
+
+/// A LoadBalancer Service in `namespace` serving `port`, optionally asking for `ip`
+/// with kube-vip's annotation.
+fn lb_service(namespace: &str, name: &str, port: i32, ip: Option<&str>) -> Service {
+    let annotations = match ip {
+        Some(ip) => json!({"kube-vip.io/loadbalancerIPs": ip}),
+        None => json!({}),
+    };
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": namespace, "annotations": annotations},
+        "spec": {"type": "LoadBalancer", "ports": [{"port": port, "protocol": "TCP"}]},
+    }))
+    .unwrap()
+}
+
+/// Every Service's (namespace/name, port, ingress address) in `namespaces`.
+async fn assigned(
+    client: &kube::Client,
+    namespaces: &[&str],
+) -> Vec<(String, i32, Option<String>)> {
+    let mut out = Vec::new();
+    for ns in namespaces {
+        let services: Api<Service> = Api::namespaced(client.clone(), ns);
+        for s in services.list(&Default::default()).await.unwrap() {
+            if s.spec.as_ref().and_then(|s| s.type_.as_deref()) != Some("LoadBalancer") {
+                continue;
+            }
+            let port = s.spec.as_ref().unwrap().ports.as_ref().unwrap()[0].port;
+            out.push((
+                format!("{ns}/{}", s.metadata.name.clone().unwrap()),
+                port,
+                wasm_ccm_tests::ingress_ip(&s),
+            ));
+        }
+    }
+    out
+}
+
+/// The writes of Service status the audit log has seen.
+fn status_writes(server: &KubeApiServer) -> usize {
+    server
+        .audit()
+        .iter()
+        .filter(|a| a.resource == "services/status" && (a.verb == "patch" || a.verb == "update"))
+        .count()
+}
+
+/// Addresses from the pools, as kube-vip-cloud-provider hands them out: 30 Services in
+/// a namespace with its own shared pool and in `default` with the global range get
+/// distinct addresses (shared in the namespace only by Services with disjoint ports);
+/// the controller manager restarted midway assigns nothing again (the audit log shows no
+/// status write) and nothing twice; an address asked for that another Service holds is
+/// refused with a Warning; the addresses are recorded in `kube-vip.io/loadbalancerIPs`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn load_balancer_addresses_come_from_the_pools_once_across_a_restart() {
+    let server = KubeApiServer::start().await;
+    let client = server.client().await;
+    let dir = TempDir::new("k3s-lb");
+    std::fs::copy(guest("k3s_provider"), dir.path().join("k3s.wasm")).unwrap();
+    // The policy deploy/k3s gives.
+    std::fs::copy(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/k3s/providers/k3s.yaml"),
+        dir.path().join("k3s.yaml"),
+    )
+    .unwrap();
+    let cloud_config = dir.path().join("cloud.conf");
+    std::fs::write(
+        &cloud_config,
+        "[Pools \"apps\"]\ncidr = 10.10.0.0/28\nallow-share = true\n\
+         [Pools]\nrange-global = 10.20.0.1-10.20.0.40\n",
+    )
+    .unwrap();
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    namespaces
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "apps"}})).unwrap(),
+        )
+        .await
+        .unwrap();
+    let nodes: Api<Node> = Api::all(client.clone());
+    nodes
+        .create(
+            &PostParams::default(),
+            &agent_node(
+                "agent-a",
+                json!({"k3s.io/internal-ip": "10.0.0.5"}),
+                json!({}),
+            ),
+        )
+        .await
+        .unwrap();
+    let apps: Api<Service> = Api::namespaced(client.clone(), "apps");
+    let default: Api<Service> = Api::namespaced(client.clone(), "default");
+    let create = |i: usize| {
+        let (apps, default) = (apps.clone(), default.clone());
+        async move {
+            // In apps, ports alternate 80/443: two Services may share an address.
+            let port = if i % 2 == 0 { 80 } else { 443 };
+            apps.create(
+                &PostParams::default(),
+                &lb_service("apps", &format!("app-{i}"), port, None),
+            )
+            .await
+            .unwrap();
+            default
+                .create(
+                    &PostParams::default(),
+                    &lb_service("default", &format!("web-{i}"), 80, None),
+                )
+                .await
+                .unwrap();
+        }
+    };
+    let start = |port: u16| {
+        let mut command = controller_manager_command(
+            "k3s",
+            dir.path(),
+            &cloud_config,
+            &server.kubeconfig(),
+            port,
+            &[
+                "--leader-elect=false",
+                "--configure-cloud-routes=false",
+                "--allow-untagged-cloud",
+            ],
+        );
+        command.env("RUST_LOG", "info");
+        wasm_ccm_tests::spawn_logged(command)
+    };
+    let all_assigned = |want: usize| {
+        let client = client.clone();
+        async move {
+            let got = assigned(&client, &["apps", "default"]).await;
+            got.len() == want && got.iter().all(|(_, _, ip)| ip.is_some())
+        }
+    };
+    for i in 0..8 {
+        create(i).await;
+    }
+    let (mut first, first_log) = start(listening_port());
+    wait_until(TIMEOUT, "16 Services assigned", || all_assigned(16)).await;
+    first.kill().await.unwrap();
+    let before = assigned(&client, &["apps", "default"]).await;
+    let writes = status_writes(&server);
+
+    // Restarted: every Service is synced again, and keeps its address.
+    let (_second, second_log) = start(listening_port());
+    wait_until(
+        TIMEOUT,
+        "the restarted manager synced every Service",
+        || async {
+            second_log
+                .lock()
+                .unwrap()
+                .matches("address assigned")
+                .count()
+                >= 16
+        },
+    )
+    .await;
+    assert_eq!(assigned(&client, &["apps", "default"]).await, before);
+    assert_eq!(
+        status_writes(&server),
+        writes,
+        "a status was written again after the restart"
+    );
+
+    for i in 8..15 {
+        create(i).await;
+    }
+    wait_until(TIMEOUT, "30 Services assigned", || all_assigned(30)).await;
+    let after = assigned(&client, &["apps", "default"]).await;
+    let mut by_ip: std::collections::BTreeMap<String, Vec<(String, i32)>> = Default::default();
+    for (name, port, ip) in &after {
+        by_ip
+            .entry(ip.clone().unwrap())
+            .or_default()
+            .push((name.clone(), *port));
+    }
+    for (ip, holders) in &by_ip {
+        if ip.starts_with("10.20.0.") {
+            assert_eq!(holders.len(), 1, "{ip} given twice: {holders:?}");
+            assert!(holders[0].0.starts_with("default/"), "{holders:?}");
+        } else {
+            assert!(ip.starts_with("10.10.0."), "{ip} is in no pool");
+            let mut ports: Vec<i32> = holders.iter().map(|h| h.1).collect();
+            ports.dedup();
+            assert_eq!(
+                ports.len(),
+                holders.len(),
+                "{ip} shared by Services with the same port: {holders:?}"
+            );
+            assert!(
+                holders.iter().all(|h| h.0.starts_with("apps/")),
+                "{holders:?}"
+            );
+        }
+    }
+    // 15 in default, one address each; 15 in apps, paired.
+    assert_eq!(by_ip.len(), 15 + 8, "{by_ip:?}");
+    let web0 = default.get("web-0").await.unwrap();
+    let held = wasm_ccm_tests::ingress_ip(&web0).unwrap();
+    assert_eq!(
+        web0.metadata
+            .annotations
+            .unwrap()
+            .get("kube-vip.io/loadbalancerIPs"),
+        Some(&held)
+    );
+
+    // Asking for an address another Service holds: refused with a Warning, unassigned.
+    default
+        .create(
+            &PostParams::default(),
+            &lb_service("default", "greedy", 80, Some(&held)),
+        )
+        .await
+        .unwrap();
+    wasm_ccm_tests::events::wait_for_reason(&client, "greedy", "RequestedAddressInUse", TIMEOUT)
+        .await;
+    let greedy = default.get("greedy").await.unwrap();
+    assert_eq!(wasm_ccm_tests::ingress_ip(&greedy), None);
+    let first_log = first_log.lock().unwrap().clone();
+    assert!(first_log.contains("address assigned"), "{first_log}");
 }

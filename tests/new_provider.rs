@@ -133,7 +133,7 @@ async fn a_new_provider_builds_tests_checks_and_runs() {
     assert!(!dir.join("wit").exists());
     let world = std::fs::read_to_string(dir.join("contract/world.wit")).unwrap();
     assert!(
-        world.contains("export wasm-ccm:provider/routes@0.2.0;"),
+        world.contains("export wasm-ccm:provider/routes@0.3.0;"),
         "{world}"
     );
     let report = check(&wasm, &dir);

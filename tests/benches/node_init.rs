@@ -157,6 +157,7 @@ async fn initialize(nodes: usize, workers: u16, native: bool, batch: bool) -> (D
             &controllers::node_lifecycle::guard::Answer::LABELS,
         )),
         instance: "bench".into(),
+        services: Default::default(),
     };
     let before = w.cloud.total_requests();
     let started = Instant::now();

@@ -37,15 +37,15 @@ mod bindings {
         inline: "
             package wasm-ccm:aws;
             world aws {
-                export wasm-ccm:provider/identity@0.2.0;
-                export wasm-ccm:provider/instances-v2@0.2.0;
-                export wasm-ccm:provider/instances-batch@0.2.0;
-                export wasm-ccm:provider/load-balancer@0.2.0;
-                export wasm-ccm:provider/routes@0.2.0;
+                export wasm-ccm:provider/identity@0.3.0;
+                export wasm-ccm:provider/instances-v2@0.3.0;
+                export wasm-ccm:provider/instances-batch@0.3.0;
+                export wasm-ccm:provider/load-balancer@0.3.0;
+                export wasm-ccm:provider/routes@0.3.0;
             }
         ",
         world: "wasm-ccm:aws/aws",
-        with: { "wasm-ccm:provider/types@0.2.0": wasm_ccm_guest::types },
+        with: { "wasm-ccm:provider/types@0.3.0": wasm_ccm_guest::types },
     });
 }
 

@@ -36,15 +36,15 @@ mod bindings {
         inline: "
             package wasm-ccm:huaweicloud;
             world huaweicloud {
-                export wasm-ccm:provider/identity@0.2.0;
-                export wasm-ccm:provider/instances-v2@0.2.0;
-                export wasm-ccm:provider/instances-batch@0.2.0;
-                export wasm-ccm:provider/load-balancer@0.2.0;
-                export wasm-ccm:provider/load-balancer-name@0.2.0;
+                export wasm-ccm:provider/identity@0.3.0;
+                export wasm-ccm:provider/instances-v2@0.3.0;
+                export wasm-ccm:provider/instances-batch@0.3.0;
+                export wasm-ccm:provider/load-balancer@0.3.0;
+                export wasm-ccm:provider/load-balancer-name@0.3.0;
             }
         ",
         world: "wasm-ccm:huaweicloud/huaweicloud",
-        with: { "wasm-ccm:provider/types@0.2.0": wasm_ccm_guest::types },
+        with: { "wasm-ccm:provider/types@0.3.0": wasm_ccm_guest::types },
     });
 }
 

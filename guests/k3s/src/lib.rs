@@ -11,9 +11,10 @@
 //! - [`config`]: the cloud config, gcfg `[Pools]` sections holding
 //!   kube-vip-cloud-provider's ConfigMap keys (`cidr-<namespace>`, `range-global`, ...);
 //! - [`pools`]: kube-vip-cloud-provider's address allocation rules, pure and
-//!   unit-tested, used by the load-balancer export once contract 0.3's service listing
-//!   exists (it needs the Services already holding addresses, which no host import
-//!   gives yet, so `load-balancer` is not exported).
+//!   unit-tested;
+//! - [`load_balancer`]: `load-balancer`, addresses from those pools recorded in
+//!   `kube-vip.io/loadbalancerIPs`, the Services already holding addresses read with
+//!   contract 0.3's `services` import.
 //!
 //! # K3s or RKE2
 //!
@@ -31,6 +32,7 @@
 
 pub mod config;
 pub mod instances;
+pub mod load_balancer;
 pub mod pools;
 
 use wasm_ccm_guest::Provider;
@@ -42,13 +44,14 @@ mod bindings {
         inline: "
             package wasm-ccm:k3s;
             world k3s {
-                export wasm-ccm:provider/identity@0.2.0;
-                export wasm-ccm:provider/instances-v2@0.2.0;
-                export wasm-ccm:provider/instances-batch@0.2.0;
+                export wasm-ccm:provider/identity@0.3.0;
+                export wasm-ccm:provider/instances-v2@0.3.0;
+                export wasm-ccm:provider/instances-batch@0.3.0;
+                export wasm-ccm:provider/load-balancer@0.3.0;
             }
         ",
         world: "wasm-ccm:k3s/k3s",
-        with: { "wasm-ccm:provider/types@0.2.0": wasm_ccm_guest::types },
+        with: { "wasm-ccm:provider/types@0.3.0": wasm_ccm_guest::types },
     });
 }
 
@@ -91,7 +94,7 @@ pub struct K3s {
 }
 
 impl K3s {
-    /// The address pools of the cloud config (for the load-balancer export to come).
+    /// The address pools of the cloud config.
     pub fn pools(&self) -> &pools::PoolConfig {
         &self.config.pools
     }
@@ -114,7 +117,7 @@ impl Provider for K3s {
 }
 
 wasm_ccm_guest::export_provider!(K3s with_types_in bindings,
-    exports: [instances_v2, instances_batch]);
+    exports: [instances_v2, instances_batch, load_balancer]);
 
 #[cfg(test)]
 mod tests {

@@ -32,16 +32,16 @@ mod bindings {
         inline: "
             package wasm-ccm:openstack;
             world openstack {
-                export wasm-ccm:provider/identity@0.2.0;
-                export wasm-ccm:provider/instances-v2@0.2.0;
-                export wasm-ccm:provider/instances-batch@0.2.0;
-                export wasm-ccm:provider/load-balancer@0.2.0;
-                export wasm-ccm:provider/load-balancer-name@0.2.0;
-                export wasm-ccm:provider/routes@0.2.0;
+                export wasm-ccm:provider/identity@0.3.0;
+                export wasm-ccm:provider/instances-v2@0.3.0;
+                export wasm-ccm:provider/instances-batch@0.3.0;
+                export wasm-ccm:provider/load-balancer@0.3.0;
+                export wasm-ccm:provider/load-balancer-name@0.3.0;
+                export wasm-ccm:provider/routes@0.3.0;
             }
         ",
         world: "wasm-ccm:openstack/openstack",
-        with: { "wasm-ccm:provider/types@0.2.0": wasm_ccm_guest::types },
+        with: { "wasm-ccm:provider/types@0.3.0": wasm_ccm_guest::types },
     });
 }
 
@@ -74,6 +74,16 @@ impl Provider for OpenStack {
     /// occm tags nothing with a cluster ID; its load balancers carry the cluster name.
     fn has_cluster_id(&self) -> bool {
         true
+    }
+
+    /// occm's `LoadBalancer()` answers `false` for `[LoadBalancer] enabled = false`, so
+    /// the service controller does not run: the same here.
+    fn declined_interfaces(&self) -> Vec<&'static str> {
+        if self.config.load_balancer.enabled {
+            Vec::new()
+        } else {
+            vec!["load-balancer", "load-balancer-name"]
+        }
     }
 }
 

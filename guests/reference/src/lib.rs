@@ -30,19 +30,19 @@ mod bindings {
         inline: "
             package wasm-ccm:reference;
             world provider {
-                include wasm-ccm:provider/host-capabilities@0.2.0;
-                export wasm-ccm:provider/identity@0.2.0;
-                export wasm-ccm:provider/instances-v2@0.2.0;
-                export wasm-ccm:provider/instances-batch@0.2.0;
-                export wasm-ccm:provider/instances@0.2.0;
-                export wasm-ccm:provider/zones@0.2.0;
-                export wasm-ccm:provider/load-balancer@0.2.0;
-                export wasm-ccm:provider/routes@0.2.0;
-                export wasm-ccm:provider/clusters@0.2.0;
+                include wasm-ccm:provider/host-capabilities@0.3.0;
+                export wasm-ccm:provider/identity@0.3.0;
+                export wasm-ccm:provider/instances-v2@0.3.0;
+                export wasm-ccm:provider/instances-batch@0.3.0;
+                export wasm-ccm:provider/instances@0.3.0;
+                export wasm-ccm:provider/zones@0.3.0;
+                export wasm-ccm:provider/load-balancer@0.3.0;
+                export wasm-ccm:provider/routes@0.3.0;
+                export wasm-ccm:provider/clusters@0.3.0;
             }
         ",
         world: "wasm-ccm:reference/provider",
-        with: { "wasm-ccm:provider/types@0.2.0": wasm_ccm_guest::types },
+        with: { "wasm-ccm:provider/types@0.3.0": wasm_ccm_guest::types },
         generate_all,
     });
 }

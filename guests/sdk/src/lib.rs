@@ -16,6 +16,7 @@
 //! | [`events`] | Kubernetes Events on the object of the current call |
 //! | [`annotations`] | annotations on the Service of the current load-balancer call (under the policy's `serviceAnnotations`) |
 //! | [`deadline`] | the time left for the current call |
+//! | [`services`] | the cluster's LoadBalancer Services, read-only (which addresses are taken) |
 //! | [`gcfg`] | cloud configs in gcfg (git-config) syntax, as Kubernetes cloud providers write them |
 //! | [`http`] | requests with every method, JSON/form/raw bodies, query building; transport errors that keep their [`ErrorKind`](http::ErrorKind) |
 //! | [`cloud_error`] | HTTP answers to the contract's [`CloudError`](types::CloudError): 429/503 with `Retry-After` (seconds or HTTP-date) → `retry-after`, 404 → not found |
@@ -40,10 +41,10 @@
 //!     wit_bindgen::generate!({
 //!         path: "contract",
 //!         inline: "package example:cloud;
-//!                  world cloud { export wasm-ccm:provider/identity@0.2.0;
-//!                                export wasm-ccm:provider/instances-v2@0.2.0; }",
+//!                  world cloud { export wasm-ccm:provider/identity@0.3.0;
+//!                                export wasm-ccm:provider/instances-v2@0.3.0; }",
 //!         world: "example:cloud/cloud",
-//!         with: { "wasm-ccm:provider/types@0.2.0": wasm_ccm_guest::types },
+//!         with: { "wasm-ccm:provider/types@0.3.0": wasm_ccm_guest::types },
 //!     });
 //! }
 //! ```
@@ -87,10 +88,10 @@
 //! #     wit_bindgen::generate!({
 //! #         path: "wit",
 //! #         inline: "package example:cloud;
-//! #                  world cloud { export wasm-ccm:provider/identity@0.2.0;
-//! #                                export wasm-ccm:provider/instances-v2@0.2.0; }",
+//! #                  world cloud { export wasm-ccm:provider/identity@0.3.0;
+//! #                                export wasm-ccm:provider/instances-v2@0.3.0; }",
 //! #         world: "example:cloud/cloud",
-//! #         with: { "wasm-ccm:provider/types@0.2.0": wasm_ccm_guest::types },
+//! #         with: { "wasm-ccm:provider/types@0.3.0": wasm_ccm_guest::types },
 //! #     });
 //! # }
 //! // Exported, with the bindings above:
@@ -113,6 +114,7 @@ pub mod log;
 pub mod paginate;
 pub mod provider;
 pub mod provider_id;
+pub mod services;
 pub mod testing;
 pub mod transport;
 pub mod url;
@@ -126,7 +128,7 @@ pub use transport::{Transport, WasiHttp};
 /// The contract's shared records (`wasm-ccm:provider/types`): nodes, services,
 /// load balancer status, routes and [`CloudError`](types::CloudError). A provider's
 /// bindings take them from here with
-/// `with: { "wasm-ccm:provider/types@0.2.0": wasm_ccm_guest::types }`.
+/// `with: { "wasm-ccm:provider/types@0.3.0": wasm_ccm_guest::types }`.
 pub use contract_types::wasm_ccm::provider::types;
 
 /// The contract's types, generated from this crate's copy of the contract (with
@@ -138,7 +140,7 @@ pub mod contract_types {
         inline: "
             package wasm-ccm:guest-types;
             world types {
-                import wasm-ccm:provider/types@0.2.0;
+                import wasm-ccm:provider/types@0.3.0;
             }
         ",
         world: "wasm-ccm:guest-types/types",
@@ -148,7 +150,7 @@ pub mod contract_types {
 }
 
 /// The imports: the contract's `host-capabilities` (`wasi:http/outgoing-handler`,
-/// `logging`, `cache`, `events`, `deadline`, `annotations`) and `wasm-ccm:http/client`, the host's
+/// `logging`, `cache`, `events`, `deadline`, `annotations`, `services`) and `wasm-ccm:http/client`, the host's
 /// buffered HTTP client that [`http`] sends with.
 #[doc(hidden)]
 pub mod bindings {
@@ -157,11 +159,12 @@ pub mod bindings {
         inline: "
             package wasm-ccm:guest-imports;
             world imports {
-                include wasm-ccm:provider/host-capabilities@0.2.0;
+                include wasm-ccm:provider/host-capabilities@0.3.0;
                 import wasm-ccm:http/client@0.1.0;
             }
         ",
         world: "wasm-ccm:guest-imports/imports",
+        with: { "wasm-ccm:provider/types@0.3.0": crate::types },
         generate_all,
     });
 }

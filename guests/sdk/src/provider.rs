@@ -15,7 +15,7 @@
 //! `exports` lists the interfaces the provider's world exports (`instances_v2`,
 //! `instances_batch`, `instances`, `zones`, `load_balancer`, `load_balancer_name`,
 //! `routes`, `clusters`); `identity` is always exported. The bindings must take the contract's types from this crate:
-//! `with: { "wasm-ccm:provider/types@0.2.0": wasm_ccm_guest::types }`.
+//! `with: { "wasm-ccm:provider/types@0.3.0": wasm_ccm_guest::types }`.
 
 use crate::types::{
     BoolAnswer, CloudError, InstanceInfo, LoadBalancerStatus, MetadataAnswer, Node, NodeAddress,
@@ -35,6 +35,15 @@ pub trait Provider: Sized + 'static {
     /// True when the provider tags its resources with a cluster ID.
     fn has_cluster_id(&self) -> bool {
         true
+    }
+
+    /// Exported interfaces this configuration turns off, by WIT name (e.g.
+    /// `"load-balancer"` for a cloud config that disables load balancers): the host
+    /// treats them as not exported, so their controllers do not run. Asked once, after
+    /// [`initialize`](Self::initialize); a name the provider does not export fails the
+    /// load. None by default.
+    fn declined_interfaces(&self) -> Vec<&'static str> {
+        Vec::new()
     }
 }
 
@@ -238,6 +247,16 @@ macro_rules! export_provider {
                 }
                 fn has_cluster_id() -> bool {
                     state().is_some_and(|provider| $crate::Provider::has_cluster_id(&*provider))
+                }
+                fn declined_interfaces() -> ::std::vec::Vec<::std::string::String> {
+                    state()
+                        .map(|provider| {
+                            $crate::Provider::declined_interfaces(&*provider)
+                                .into_iter()
+                                .map(::std::string::String::from)
+                                .collect()
+                        })
+                        .unwrap_or_default()
                 }
             }
             $($( $crate::__export_interface!($interface, Export, P, with, state, $bindings); )*)?

@@ -10,6 +10,9 @@
 //! - [`deadline`]: the `deadline` import, the time left for the current call;
 //! - [`annotations`]: the `annotations` import, annotations on a load-balancer call's
 //!   Service through the embedder's [`annotations::AnnotationSink`];
+//! - [`services`]: the `services` import, the cluster's LoadBalancer Services
+//!   (read-only) from the embedder's [`services::ServiceSource`];
+//! - [`compat`]: older contract versions' imports, answered by the current capabilities;
 //! - [`wasi`]: the closed WASI context (no files, no environment, no sockets);
 //! - [`memory_budget`]: `limits.memoryMiB`, over all the instance's linear memories and
 //!   tables together.
@@ -18,12 +21,14 @@
 //! [`Shared`] is what all instances of one provider version share.
 
 pub mod annotations;
+pub mod compat;
 pub mod deadline;
 pub mod events;
 pub mod http_client;
 pub mod http_egress;
 pub mod logging;
 pub mod memory_budget;
+pub mod services;
 pub mod shared_cache;
 pub mod wasi;
 
@@ -54,6 +59,8 @@ pub struct Shared {
     pub events: events::Events,
     /// The `annotations` import's sink and the policy's prefixes.
     pub annotations: annotations::Annotations,
+    /// The `services` import's source and the policy's annotation prefixes.
+    pub services: services::Services,
 }
 
 /// The call an instance is running: what it is about and until when it may run.

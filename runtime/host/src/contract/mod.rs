@@ -4,11 +4,13 @@
 //! [`crate::capabilities`], and the table of optional interfaces, with their export
 //! lookups and typed call handles, is [`crate::provider::interfaces`].
 //!
-//! The current version (`wasm-ccm:provider@0.2.0`, [`types`]) is what the rest of the
+//! The current version (`wasm-ccm:provider@0.3.0`, [`types`]) is what the rest of the
 //! host and the controller manager speak. Components built against an older version
-//! keep loading unchanged: [`v0_1`] holds that version's bindings and the adapter
-//! converting its records to and from the current ones, so a call handle reaches a
-//! 0.1 component exactly as it reaches a 0.2 one.
+//! keep loading unchanged: [`v0_2`] holds 0.2's bindings (its records are the current
+//! ones, so its calls need no conversion; its imports answer through the current
+//! capabilities), [`v0_1`] holds 0.1's and the adapter converting its records to and
+//! from the current ones, so a call handle reaches an older component exactly as it
+//! reaches a current one.
 //!
 //! The world-level `Provider` type that `bindgen!` generates is not used to
 //! instantiate guests: it requires every optional export. Instead each exported
@@ -33,12 +35,15 @@ pub(crate) mod bindings {
 }
 
 pub mod v0_1;
+pub mod v0_2;
 
 /// The records and variants that cross the boundary (`wasm-ccm:provider/types`).
 pub use self::bindings::wasm_ccm::provider::types;
 /// The host-side imports of the current version: `annotations`, `cache`, `deadline`,
-/// `events`, `logging` (implemented in [`crate::capabilities`]).
-pub use self::bindings::wasm_ccm::provider::{annotations, cache, deadline, events, logging};
+/// `events`, `logging`, `services` (implemented in [`crate::capabilities`]).
+pub use self::bindings::wasm_ccm::provider::{
+    annotations, cache, deadline, events, logging, services,
+};
 
 /// The WIT package every provider is checked against.
 pub const PACKAGE: &str = "wasm-ccm:provider";
@@ -53,19 +58,23 @@ pub enum Version {
     /// `wasm-ccm:provider@0.2.0`: batched instance calls, the shared cache, events,
     /// deadlines, richer views, optional `get-load-balancer-name`.
     V0_2,
+    /// `wasm-ccm:provider@0.3.0`: the `services` import (the cluster's LoadBalancer
+    /// Services, read-only) and `identity.declined-interfaces`.
+    V0_3,
 }
 
 impl Version {
     /// The version new providers are built against.
-    pub const CURRENT: Version = Version::V0_2;
+    pub const CURRENT: Version = Version::V0_3;
     /// Every version the host loads, oldest first.
-    pub const ALL: [Version; 2] = [Version::V0_1, Version::V0_2];
+    pub const ALL: [Version; 3] = [Version::V0_1, Version::V0_2, Version::V0_3];
 
-    /// The package version, e.g. `0.2.0`.
+    /// The package version, e.g. `0.3.0`.
     pub const fn as_str(self) -> &'static str {
         match self {
             Version::V0_1 => "0.1.0",
             Version::V0_2 => "0.2.0",
+            Version::V0_3 => "0.3.0",
         }
     }
 
@@ -146,13 +155,15 @@ mod tests {
     fn versions_parse_and_name_interfaces() {
         assert_eq!(Version::parse("0.1.0"), Some(Version::V0_1));
         assert_eq!(Version::parse("0.2.0"), Some(Version::V0_2));
-        assert_eq!(Version::parse("0.3.0"), None);
+        assert_eq!(Version::parse("0.3.0"), Some(Version::V0_3));
+        assert_eq!(Version::parse("0.4.0"), None);
         assert!(Version::V0_1.is_deprecated());
+        assert!(Version::V0_2.is_deprecated());
         assert!(!Version::CURRENT.is_deprecated());
         assert_eq!(
             Version::V0_1.interface_name("routes"),
             "wasm-ccm:provider/routes@0.1.0"
         );
-        assert_eq!(Version::V0_2.to_string(), "wasm-ccm:provider@0.2.0");
+        assert_eq!(Version::V0_3.to_string(), "wasm-ccm:provider@0.3.0");
     }
 }

@@ -5,42 +5,60 @@
 
 /// Calls a WIT function on a pooled instance of a provider.
 ///
-/// - `guest_call!(handle.0, "function", about OBJECTS, |guests, store| { v0_2 => CALL,
+/// - `guest_call!(handle.0, "function", about OBJECTS, |guests, store| { current => CALL,
 ///   v0_1 => CALL })` inside a handle's `impl` (the interface is `Self::INTERFACE`) for
-///   a function returning `result<_, cloud-error>`; the 0.1 call's answer is converted
-///   with [`Adapt`](crate::contract::v0_1::Adapt), and `v0_1 => unsupported` marks a
-///   function 0.1 components never export;
+///   a function returning `result<_, cloud-error>`. `CALL` for `current` serves 0.3 and
+///   0.2 components alike (0.2's records are the current ones); the 0.1 call's answer is
+///   converted with [`Adapt`](crate::contract::v0_1::Adapt), and `v0_1 => unsupported`
+///   marks a function 0.1 components never export;
 /// - `guest_call!(infallible provider, "interface", "function", about OBJECTS, ...)` for
-///   a function that cannot return a cloud error.
+///   a function that cannot return a cloud error;
+/// - `guest_call!(infallible provider, "interface", "function", about OBJECTS, |g, store|
+///   { since_v0_3 => CALL })` for a function older components do not have (the caller
+///   checks the version first).
 ///
 /// `OBJECTS` are the Kubernetes objects the call is about (events land on them).
 macro_rules! guest_call {
     ($provider:expr, $function:literal, about $about:expr, |$g:ident, $store:ident| {
-        v0_2 => $current:expr, v0_1 => unsupported $(,)?
+        current => $current:expr, v0_1 => unsupported $(,)?
     }) => {
-        $crate::provider::call::guest_call!(@run $provider, Self::INTERFACE.wit_name(), $function, $about,
-            |$g, $store| $current, unsupported,
+        $crate::provider::call::guest_call!(@body $provider, Self::INTERFACE.wit_name(), $function, $about,
+            |$g, $store, deadline| $current, [same], [unsupported],
             |r: Result<_, $crate::contract::types::CloudError>| r.map_err($crate::provider::CloudError::from))
     };
     ($provider:expr, $function:literal, about $about:expr, |$g:ident, $store:ident| {
-        v0_2 => $current:expr, v0_1 => $old:expr $(,)?
+        current => $current:expr, v0_1 => $old:expr $(,)?
     }) => {
-        $crate::provider::call::guest_call!(@run $provider, Self::INTERFACE.wit_name(), $function, $about,
-            |$g, $store| $current, fallible $old,
+        $crate::provider::call::guest_call!(@body $provider, Self::INTERFACE.wit_name(), $function, $about,
+            |$g, $store, deadline| $current, [same], [fallible $old],
             |r: Result<_, $crate::contract::types::CloudError>| r.map_err($crate::provider::CloudError::from))
     };
     (infallible $provider:expr, $interface:literal, $function:literal, about $about:expr, |$g:ident, $store:ident| {
-        v0_2 => $current:expr, v0_1 => $old:expr $(,)?
+        since_v0_3 => $current:expr $(,)?
     }) => {
-        $crate::provider::call::guest_call!(@run $provider, $interface, $function, $about,
-            |$g, $store| $current, infallible $old,
+        $crate::provider::call::guest_call!(@body $provider, $interface, $function, $about,
+            |$g, $store, deadline| $current, [unsupported], [unsupported],
             Ok::<_, std::convert::Infallible>)
     };
-    (@old $deadline:ident, unsupported) => {
+    (infallible $provider:expr, $interface:literal, $function:literal, about $about:expr, |$g:ident, $store:ident| {
+        current => $current:expr, v0_1 => $old:expr $(,)?
+    }) => {
+        $crate::provider::call::guest_call!(@body $provider, $interface, $function, $about,
+            |$g, $store, deadline| $current, [same], [infallible $old],
+            Ok::<_, std::convert::Infallible>)
+    };
+    (@v0_2 $deadline:ident, [same], $current:expr, $wrap:expr) => {
+        tokio::time::timeout($deadline, $current).await.map(|r| r.map($wrap))
+    };
+    (@v0_2 $deadline:ident, [unsupported], $current:expr, $wrap:expr) => {
+        // Never reached: the caller checks the version first.
+        Ok(Err(wasmtime::Error::msg("not part of contract 0.2")))
+    };
+    (@old $deadline:ident, [unsupported]) => {
         // Never reached: 0.1 components do not export the interface, so no handle exists.
         Ok(Err(wasmtime::Error::msg("not part of contract 0.1")))
     };
-    (@old $deadline:ident, fallible $old:expr) => {
+    (@old $deadline:ident, [fallible $old:expr]) => {
         tokio::time::timeout($deadline, $old).await.map(|r| {
             r.map(|r: Result<_, $crate::contract::v0_1::types::CloudError>| {
                 r.map($crate::contract::v0_1::Adapt::adapt).map_err(|e| {
@@ -51,23 +69,13 @@ macro_rules! guest_call {
             })
         })
     };
-    (@old $deadline:ident, infallible $old:expr) => {
+    (@old $deadline:ident, [infallible $old:expr]) => {
         tokio::time::timeout($deadline, $old).await.map(|r| {
             r.map(|v| Ok::<_, std::convert::Infallible>($crate::contract::v0_1::Adapt::adapt(v)))
         })
     };
-    (@run $provider:expr, $interface:expr, $function:literal, $about:expr,
-        |$g:ident, $store:ident| $current:expr, $($old:tt)+) => {
-        $crate::provider::call::guest_call!(@go $provider, $interface, $function, $about,
-            |$g, $store, deadline| $current, [$($old)+])
-    };
-    (@go $provider:expr, $interface:expr, $function:literal, $about:expr,
-        |$g:ident, $store:ident, $deadline:ident| $current:expr, [$($old:tt)+]) => {
-        $crate::provider::call::guest_call!(@body $provider, $interface, $function, $about,
-            |$g, $store, $deadline| $current, $($old)+)
-    };
     (@body $provider:expr, $interface:expr, $function:literal, $about:expr,
-        |$g:ident, $store:ident, $deadline:ident| $current:expr, $kind:ident $($old:expr)?, $wrap:expr) => {{
+        |$g:ident, $store:ident, $deadline:ident| $current:expr, [$($v02:tt)+], [$($old:tt)+], $wrap:expr) => {{
         use tracing::Instrument as _;
         let provider: &$crate::provider::Provider = $provider;
         let interface: &'static str = $interface;
@@ -91,12 +99,16 @@ macro_rules! guest_call {
             let outcome = {
                 let ($store, guests, $deadline) = lease.arm(about);
                 match guests {
-                    $crate::provider::Guests::V0_2($g) => {
+                    $crate::provider::Guests::V0_3($g) => {
                         tokio::time::timeout($deadline, $current).await.map(|r| r.map($wrap))
                     }
                     #[allow(unused_variables)]
+                    $crate::provider::Guests::V0_2($g) => {
+                        $crate::provider::call::guest_call!(@v0_2 $deadline, [$($v02)+], $current, $wrap)
+                    }
+                    #[allow(unused_variables)]
                     $crate::provider::Guests::V0_1($g) => {
-                        $crate::provider::call::guest_call!(@old $deadline, $kind $($old)?)
+                        $crate::provider::call::guest_call!(@old $deadline, [$($old)+])
                     }
                 }
             };

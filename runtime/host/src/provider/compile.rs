@@ -13,6 +13,7 @@ use super::pool;
 use super::{Exports, Indices};
 use crate::capabilities::annotations::Annotations;
 use crate::capabilities::events::Events;
+use crate::capabilities::services::Services;
 use crate::capabilities::{HostState, Shared, shared_cache::Cache};
 use crate::contract::Version;
 use crate::metrics::ProviderLabel;
@@ -159,6 +160,7 @@ impl ProviderLoader {
             cache: Cache::new(0, name.clone(), self.metrics.provider().clone()),
             events: Events::new(None, name.clone(), self.metrics.provider().clone()),
             annotations: Annotations::new(None, Vec::new()),
+            services: Services::new(None, Vec::new()),
         });
         let mut store = pool::new_store(
             &self.engine,

@@ -289,6 +289,19 @@ pub enum LoadError {
         #[source]
         source: wasmtime::Error,
     },
+    /// `identity.declined-interfaces` named something the component does not export.
+    #[error(
+        "{path}: identity.declined-interfaces names `{name}`, which is not an optional interface \
+         the component exports (it exports: {exports})"
+    )]
+    Declined {
+        /// The file.
+        path: PathBuf,
+        /// The name as declined (sanitized).
+        name: String,
+        /// The optional interfaces it exports.
+        exports: String,
+    },
     /// `provider-name` or `initialize` failed.
     #[error("{path}: {source}")]
     Initialize {
@@ -357,7 +370,7 @@ impl LoadError {
             Self::InterfaceMismatch { .. } => "interface_mismatch",
             Self::UnsupportedImport { .. } => "unsupported_import",
             Self::Instantiate { .. } => "instantiate",
-            Self::Initialize { .. } => "initialize",
+            Self::Initialize { .. } | Self::Declined { .. } => "initialize",
             Self::Egress { .. } => "egress",
             Self::Policy(_) => "policy",
             Self::Source(_) => "read",

@@ -134,24 +134,24 @@ impl Surface {
     }
 }
 
-/// The host's own imports, in every version it links.
-const CONTRACT_IMPORTS: [&str; 6] = [
-    "logging",
-    "types",
-    "cache",
-    "events",
-    "deadline",
-    "annotations",
+/// The host's own imports, each with the first contract version that has it (later
+/// versions keep it).
+const CONTRACT_IMPORTS: [(&str, Version); 7] = [
+    ("logging", Version::V0_1),
+    ("types", Version::V0_1),
+    ("cache", Version::V0_2),
+    ("events", Version::V0_2),
+    ("deadline", Version::V0_2),
+    ("annotations", Version::V0_2),
+    ("services", Version::V0_3),
 ];
 
 fn is_host_import(name: &str) -> bool {
     if name.starts_with(&format!("{PACKAGE}/")) {
-        // Of our own package, only these are imports (0.1 has logging and types).
         return Version::ALL.iter().any(|v| {
-            CONTRACT_IMPORTS.iter().any(|i| {
-                name == v.interface_name(i)
-                    && (*v != Version::V0_1 || *i == "logging" || *i == "types")
-            })
+            CONTRACT_IMPORTS
+                .iter()
+                .any(|(i, since)| v >= since && name == v.interface_name(i))
         });
     }
     name == crate::capabilities::http_client::INTERFACE
@@ -236,7 +236,7 @@ mod tests {
             Err(LoadError::MissingIdentity { .. })
         ));
         assert!(matches!(
-            surface(&["wasm-ccm:provider/identity@0.3.0"], &[]).check_exports(p),
+            surface(&["wasm-ccm:provider/identity@0.4.0"], &[]).check_exports(p),
             Err(LoadError::IncompatibleVersion { .. })
         ));
     }
@@ -250,7 +250,9 @@ mod tests {
                 "wasi:http/outgoing-handler@0.2.12",
                 "wasm-ccm:provider/logging@0.1.0",
                 "wasm-ccm:provider/cache@0.2.0",
+                "wasm-ccm:provider/services@0.3.0",
                 "wasm-ccm:http/client@0.1.0",
+                "wasm-ccm:provider/services@0.2.0",
                 "wasm-ccm:http/client@0.2.0",
                 "wasm-ccm:provider/cache@0.1.0",
                 "wasi:http/incoming-handler@0.2.12",
@@ -262,6 +264,7 @@ mod tests {
             s.unsupported_imports(),
             vec![
                 "wasm-ccm:http/client@0.2.0",
+                "wasm-ccm:provider/services@0.2.0",
                 "wasm-ccm:provider/cache@0.1.0",
                 "wasi:http/incoming-handler@0.2.12",
                 "wasm-ccm:provider/instances@0.1.0",

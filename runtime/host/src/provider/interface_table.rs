@@ -31,6 +31,11 @@ impl Exports {
         Self(self.0 | interface.bit())
     }
 
+    /// These exports without `interface`.
+    pub fn without(self, interface: Interface) -> Self {
+        Self(self.0 & !interface.bit())
+    }
+
     /// The exported interfaces, in contract order.
     pub fn iter(self) -> impl Iterator<Item = Interface> {
         Interface::ALL
@@ -158,6 +163,11 @@ macro_rules! interface_table {
         impl Interface {
             /// Every optional interface, in contract order.
             pub const ALL: &'static [Interface] = &[$(Interface::$variant),*];
+
+            /// The interface with this WIT name.
+            pub fn from_wit_name(name: &str) -> Option<Interface> {
+                Self::ALL.iter().copied().find(|i| i.wit_name() == name)
+            }
 
             /// The interface's WIT name, e.g. `load-balancer`.
             pub fn wit_name(self) -> &'static str {

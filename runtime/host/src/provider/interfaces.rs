@@ -43,8 +43,24 @@ interface_table! {
 }
 
 /// The current contract's export lookups and handles.
-pub(crate) mod exports_v0_2 {
+pub(crate) mod exports_v0_3 {
     use crate::contract::bindings;
+
+    guest_exports! {
+        instances_v2 => InstancesV2, "instances-v2";
+        instances_batch => InstancesBatch, "instances-batch";
+        instances => Instances, "instances";
+        zones => Zones, "zones";
+        load_balancer => LoadBalancer, "load-balancer";
+        load_balancer_name => LoadBalancerName, "load-balancer-name";
+        routes => Routes, "routes";
+        clusters => Clusters, "clusters";
+    }
+}
+
+/// Contract 0.2's export lookups and handles (its records are the current ones).
+pub(crate) mod exports_v0_2 {
+    use crate::contract::v0_2::bindings;
 
     guest_exports! {
         instances_v2 => InstancesV2, "instances-v2";
@@ -77,16 +93,20 @@ pub(crate) mod exports_v0_1 {
 pub(crate) enum Indices {
     /// Built against 0.1 (adapted).
     V0_1(exports_v0_1::Indices),
-    /// Built against the current contract.
+    /// Built against 0.2.
     V0_2(exports_v0_2::Indices),
+    /// Built against the current contract.
+    V0_3(exports_v0_3::Indices),
 }
 
 /// Typed export handles of one instance.
 pub(crate) enum Guests {
     /// Built against 0.1 (adapted).
     V0_1(exports_v0_1::Guests),
-    /// Built against the current contract.
+    /// Built against 0.2.
     V0_2(exports_v0_2::Guests),
+    /// Built against the current contract.
+    V0_3(exports_v0_3::Guests),
 }
 
 impl Indices {
@@ -99,6 +119,7 @@ impl Indices {
         Ok(match version {
             crate::contract::Version::V0_1 => Self::V0_1(exports_v0_1::Indices::new(pre, exports)?),
             crate::contract::Version::V0_2 => Self::V0_2(exports_v0_2::Indices::new(pre, exports)?),
+            crate::contract::Version::V0_3 => Self::V0_3(exports_v0_3::Indices::new(pre, exports)?),
         })
     }
 
@@ -111,6 +132,7 @@ impl Indices {
         Ok(match self {
             Self::V0_1(i) => Guests::V0_1(i.load(store, instance)?),
             Self::V0_2(i) => Guests::V0_2(i.load(store, instance)?),
+            Self::V0_3(i) => Guests::V0_3(i.load(store, instance)?),
         })
     }
 }
@@ -124,6 +146,7 @@ impl Guests {
         match self {
             Self::V0_1(g) => g.identity.call_provider_name(store).await,
             Self::V0_2(g) => g.identity.call_provider_name(store).await,
+            Self::V0_3(g) => g.identity.call_provider_name(store).await,
         }
     }
 
@@ -136,6 +159,7 @@ impl Guests {
         match self {
             Self::V0_1(g) => g.identity.call_initialize(store, cloud_config).await,
             Self::V0_2(g) => g.identity.call_initialize(store, cloud_config).await,
+            Self::V0_3(g) => g.identity.call_initialize(store, cloud_config).await,
         }
     }
 }
@@ -157,7 +181,7 @@ impl Provider {
     /// [`Provider::name`]).
     pub async fn call_provider_name(&self) -> Result<String, ProviderError> {
         guest_call!(infallible self, "identity", "provider-name", about Vec::new(), |g, store| {
-            v0_2 => g.identity.call_provider_name(store),
+            current => g.identity.call_provider_name(store),
             v0_1 => g.identity.call_provider_name(store),
         })
     }
@@ -165,8 +189,19 @@ impl Provider {
     /// `identity.has-cluster-id`, called on a pooled instance.
     pub async fn call_has_cluster_id(&self) -> Result<bool, ProviderError> {
         guest_call!(infallible self, "identity", "has-cluster-id", about Vec::new(), |g, store| {
-            v0_2 => g.identity.call_has_cluster_id(store),
+            current => g.identity.call_has_cluster_id(store),
             v0_1 => g.identity.call_has_cluster_id(store),
+        })
+    }
+
+    /// `identity.declined-interfaces` (contract 0.3), called on a pooled instance; an
+    /// older component declines nothing.
+    pub async fn call_declined_interfaces(&self) -> Result<Vec<String>, ProviderError> {
+        if self.contract_version() < crate::contract::Version::V0_3 {
+            return Ok(Vec::new());
+        }
+        guest_call!(infallible self, "identity", "declined-interfaces", about Vec::new(), |g, store| {
+            since_v0_3 => g.identity.call_declined_interfaces(store),
         })
     }
 }
@@ -175,7 +210,7 @@ impl InstancesV2<'_> {
     /// `instance-exists`: false only when the instance definitely does not exist.
     pub async fn instance_exists(&self, node: &Node) -> Result<bool, ProviderError> {
         guest_call!(self.0, "instance-exists", about node_ref(node), |g, store| {
-            v0_2 => g.instances_v2().call_instance_exists(store, node),
+            current => g.instances_v2().call_instance_exists(store, node),
             v0_1 => g.instances_v2().call_instance_exists(store, &down(node)),
         })
     }
@@ -183,7 +218,7 @@ impl InstancesV2<'_> {
     /// `instance-shutdown`.
     pub async fn instance_shutdown(&self, node: &Node) -> Result<bool, ProviderError> {
         guest_call!(self.0, "instance-shutdown", about node_ref(node), |g, store| {
-            v0_2 => g.instances_v2().call_instance_shutdown(store, node),
+            current => g.instances_v2().call_instance_shutdown(store, node),
             v0_1 => g.instances_v2().call_instance_shutdown(store, &down(node)),
         })
     }
@@ -191,7 +226,7 @@ impl InstancesV2<'_> {
     /// `instance-metadata`.
     pub async fn instance_metadata(&self, node: &Node) -> Result<InstanceInfo, ProviderError> {
         guest_call!(self.0, "instance-metadata", about node_ref(node), |g, store| {
-            v0_2 => g.instances_v2().call_instance_metadata(store, node),
+            current => g.instances_v2().call_instance_metadata(store, node),
             v0_1 => g.instances_v2().call_instance_metadata(store, &down(node)),
         })
     }
@@ -202,7 +237,7 @@ impl InstancesBatch<'_> {
     /// an error (see [`check_answers`]).
     pub async fn instances_exist(&self, nodes: &[Node]) -> Result<Vec<BoolAnswer>, ProviderError> {
         let answers = guest_call!(self.0, "instances-exist", about nodes_ref(nodes), |g, store| {
-            v0_2 => g.instances_batch().call_instances_exist(store, nodes),
+            current => g.instances_batch().call_instances_exist(store, nodes),
             v0_1 => unsupported,
         })?;
         check_answers(self.0, "instances-exist", nodes.len(), answers)
@@ -214,7 +249,7 @@ impl InstancesBatch<'_> {
         nodes: &[Node],
     ) -> Result<Vec<BoolAnswer>, ProviderError> {
         let answers = guest_call!(self.0, "instances-shutdown", about nodes_ref(nodes), |g, store| {
-            v0_2 => g.instances_batch().call_instances_shutdown(store, nodes),
+            current => g.instances_batch().call_instances_shutdown(store, nodes),
             v0_1 => unsupported,
         })?;
         check_answers(self.0, "instances-shutdown", nodes.len(), answers)
@@ -226,7 +261,7 @@ impl InstancesBatch<'_> {
         nodes: &[Node],
     ) -> Result<Vec<MetadataAnswer>, ProviderError> {
         let answers = guest_call!(self.0, "instances-metadata", about nodes_ref(nodes), |g, store| {
-            v0_2 => g.instances_batch().call_instances_metadata(store, nodes),
+            current => g.instances_batch().call_instances_metadata(store, nodes),
             v0_1 => unsupported,
         })?;
         check_answers(self.0, "instances-metadata", nodes.len(), answers)
@@ -258,7 +293,7 @@ impl Instances<'_> {
     /// `node-addresses`.
     pub async fn node_addresses(&self, node_name: &str) -> Result<Vec<NodeAddress>, ProviderError> {
         guest_call!(self.0, "node-addresses", about Vec::new(), |g, store| {
-            v0_2 => g.instances().call_node_addresses(store, node_name),
+            current => g.instances().call_node_addresses(store, node_name),
             v0_1 => g.instances().call_node_addresses(store, node_name),
         })
     }
@@ -269,7 +304,7 @@ impl Instances<'_> {
         provider_id: &str,
     ) -> Result<Vec<NodeAddress>, ProviderError> {
         guest_call!(self.0, "node-addresses-by-provider-id", about Vec::new(), |g, store| {
-            v0_2 => g.instances().call_node_addresses_by_provider_id(store, provider_id),
+            current => g.instances().call_node_addresses_by_provider_id(store, provider_id),
             v0_1 => g.instances().call_node_addresses_by_provider_id(store, provider_id),
         })
     }
@@ -277,7 +312,7 @@ impl Instances<'_> {
     /// `instance-id`.
     pub async fn instance_id(&self, node_name: &str) -> Result<String, ProviderError> {
         guest_call!(self.0, "instance-id", about Vec::new(), |g, store| {
-            v0_2 => g.instances().call_instance_id(store, node_name),
+            current => g.instances().call_instance_id(store, node_name),
             v0_1 => g.instances().call_instance_id(store, node_name),
         })
     }
@@ -285,7 +320,7 @@ impl Instances<'_> {
     /// `instance-type`.
     pub async fn instance_type(&self, node_name: &str) -> Result<String, ProviderError> {
         guest_call!(self.0, "instance-type", about Vec::new(), |g, store| {
-            v0_2 => g.instances().call_instance_type(store, node_name),
+            current => g.instances().call_instance_type(store, node_name),
             v0_1 => g.instances().call_instance_type(store, node_name),
         })
     }
@@ -296,7 +331,7 @@ impl Instances<'_> {
         provider_id: &str,
     ) -> Result<String, ProviderError> {
         guest_call!(self.0, "instance-type-by-provider-id", about Vec::new(), |g, store| {
-            v0_2 => g.instances().call_instance_type_by_provider_id(store, provider_id),
+            current => g.instances().call_instance_type_by_provider_id(store, provider_id),
             v0_1 => g.instances().call_instance_type_by_provider_id(store, provider_id),
         })
     }
@@ -308,7 +343,7 @@ impl Instances<'_> {
         key_data: &[u8],
     ) -> Result<(), ProviderError> {
         guest_call!(self.0, "add-ssh-key-to-all-instances", about Vec::new(), |g, store| {
-            v0_2 => g.instances().call_add_ssh_key_to_all_instances(store, user, key_data),
+            current => g.instances().call_add_ssh_key_to_all_instances(store, user, key_data),
             v0_1 => g.instances().call_add_ssh_key_to_all_instances(store, user, key_data),
         })
     }
@@ -316,7 +351,7 @@ impl Instances<'_> {
     /// `current-node-name`.
     pub async fn current_node_name(&self, hostname: &str) -> Result<String, ProviderError> {
         guest_call!(self.0, "current-node-name", about Vec::new(), |g, store| {
-            v0_2 => g.instances().call_current_node_name(store, hostname),
+            current => g.instances().call_current_node_name(store, hostname),
             v0_1 => g.instances().call_current_node_name(store, hostname),
         })
     }
@@ -327,7 +362,7 @@ impl Instances<'_> {
         provider_id: &str,
     ) -> Result<bool, ProviderError> {
         guest_call!(self.0, "instance-exists-by-provider-id", about Vec::new(), |g, store| {
-            v0_2 => g.instances().call_instance_exists_by_provider_id(store, provider_id),
+            current => g.instances().call_instance_exists_by_provider_id(store, provider_id),
             v0_1 => g.instances().call_instance_exists_by_provider_id(store, provider_id),
         })
     }
@@ -338,7 +373,7 @@ impl Instances<'_> {
         provider_id: &str,
     ) -> Result<bool, ProviderError> {
         guest_call!(self.0, "instance-shutdown-by-provider-id", about Vec::new(), |g, store| {
-            v0_2 => g.instances().call_instance_shutdown_by_provider_id(store, provider_id),
+            current => g.instances().call_instance_shutdown_by_provider_id(store, provider_id),
             v0_1 => g.instances().call_instance_shutdown_by_provider_id(store, provider_id),
         })
     }
@@ -348,7 +383,7 @@ impl Zones<'_> {
     /// `get-zone`: the zone of the machine the caller runs on.
     pub async fn get_zone(&self) -> Result<Zone, ProviderError> {
         guest_call!(self.0, "get-zone", about Vec::new(), |g, store| {
-            v0_2 => g.zones().call_get_zone(store),
+            current => g.zones().call_get_zone(store),
             v0_1 => g.zones().call_get_zone(store),
         })
     }
@@ -356,7 +391,7 @@ impl Zones<'_> {
     /// `get-zone-by-provider-id`.
     pub async fn get_zone_by_provider_id(&self, provider_id: &str) -> Result<Zone, ProviderError> {
         guest_call!(self.0, "get-zone-by-provider-id", about Vec::new(), |g, store| {
-            v0_2 => g.zones().call_get_zone_by_provider_id(store, provider_id),
+            current => g.zones().call_get_zone_by_provider_id(store, provider_id),
             v0_1 => g.zones().call_get_zone_by_provider_id(store, provider_id),
         })
     }
@@ -364,7 +399,7 @@ impl Zones<'_> {
     /// `get-zone-by-node-name`.
     pub async fn get_zone_by_node_name(&self, node_name: &str) -> Result<Zone, ProviderError> {
         guest_call!(self.0, "get-zone-by-node-name", about Vec::new(), |g, store| {
-            v0_2 => g.zones().call_get_zone_by_node_name(store, node_name),
+            current => g.zones().call_get_zone_by_node_name(store, node_name),
             v0_1 => g.zones().call_get_zone_by_node_name(store, node_name),
         })
     }
@@ -378,7 +413,7 @@ impl LoadBalancer<'_> {
         service: &Service,
     ) -> Result<Option<LoadBalancerStatus>, ProviderError> {
         guest_call!(self.0, "get-load-balancer", about service_ref(service), |g, store| {
-            v0_2 => g.load_balancer().call_get_load_balancer(store, cluster_name, service),
+            current => g.load_balancer().call_get_load_balancer(store, cluster_name, service),
             v0_1 => g.load_balancer().call_get_load_balancer(store, cluster_name, &down(service)),
         })
     }
@@ -391,7 +426,7 @@ impl LoadBalancer<'_> {
         nodes: &[Node],
     ) -> Result<LoadBalancerStatus, ProviderError> {
         guest_call!(self.0, "ensure-load-balancer", about service_ref(service), |g, store| {
-            v0_2 => g.load_balancer().call_ensure_load_balancer(store, cluster_name, service, nodes),
+            current => g.load_balancer().call_ensure_load_balancer(store, cluster_name, service, nodes),
             v0_1 => g.load_balancer().call_ensure_load_balancer(
                 store, cluster_name, &down(service), &down::<_, Vec<_>>(nodes.to_vec())),
         })
@@ -405,7 +440,7 @@ impl LoadBalancer<'_> {
         nodes: &[Node],
     ) -> Result<(), ProviderError> {
         guest_call!(self.0, "update-load-balancer", about service_ref(service), |g, store| {
-            v0_2 => g.load_balancer().call_update_load_balancer(store, cluster_name, service, nodes),
+            current => g.load_balancer().call_update_load_balancer(store, cluster_name, service, nodes),
             v0_1 => g.load_balancer().call_update_load_balancer(
                 store, cluster_name, &down(service), &down::<_, Vec<_>>(nodes.to_vec())),
         })
@@ -418,7 +453,7 @@ impl LoadBalancer<'_> {
         service: &Service,
     ) -> Result<(), ProviderError> {
         guest_call!(self.0, "ensure-load-balancer-deleted", about service_ref(service), |g, store| {
-            v0_2 => g.load_balancer().call_ensure_load_balancer_deleted(store, cluster_name, service),
+            current => g.load_balancer().call_ensure_load_balancer_deleted(store, cluster_name, service),
             v0_1 => g.load_balancer().call_ensure_load_balancer_deleted(store, cluster_name, &down(service)),
         })
     }
@@ -433,7 +468,7 @@ impl LoadBalancerName<'_> {
     ) -> Result<String, ProviderError> {
         guest_call!(infallible self.0, "load-balancer-name", "get-load-balancer-name",
             about service_ref(service), |g, store| {
-            v0_2 => g.load_balancer_name().call_get_load_balancer_name(store, cluster_name, service),
+            current => g.load_balancer_name().call_get_load_balancer_name(store, cluster_name, service),
             v0_1 => g.load_balancer().call_get_load_balancer_name(store, cluster_name, &down(service)),
         })
     }
@@ -443,7 +478,7 @@ impl Routes<'_> {
     /// `list-routes`.
     pub async fn list_routes(&self, cluster_name: &str) -> Result<Vec<Route>, ProviderError> {
         guest_call!(self.0, "list-routes", about Vec::new(), |g, store| {
-            v0_2 => g.routes().call_list_routes(store, cluster_name),
+            current => g.routes().call_list_routes(store, cluster_name),
             v0_1 => g.routes().call_list_routes(store, cluster_name),
         })
     }
@@ -456,7 +491,7 @@ impl Routes<'_> {
         route: &Route,
     ) -> Result<(), ProviderError> {
         guest_call!(self.0, "create-route", about Vec::new(), |g, store| {
-            v0_2 => g.routes().call_create_route(store, cluster_name, name_hint, route),
+            current => g.routes().call_create_route(store, cluster_name, name_hint, route),
             v0_1 => g.routes().call_create_route(store, cluster_name, name_hint, &down(route)),
         })
     }
@@ -468,7 +503,7 @@ impl Routes<'_> {
         route: &Route,
     ) -> Result<(), ProviderError> {
         guest_call!(self.0, "delete-route", about Vec::new(), |g, store| {
-            v0_2 => g.routes().call_delete_route(store, cluster_name, route),
+            current => g.routes().call_delete_route(store, cluster_name, route),
             v0_1 => g.routes().call_delete_route(store, cluster_name, &down(route)),
         })
     }
@@ -478,7 +513,7 @@ impl Clusters<'_> {
     /// `list-clusters`.
     pub async fn list_clusters(&self) -> Result<Vec<String>, ProviderError> {
         guest_call!(self.0, "list-clusters", about Vec::new(), |g, store| {
-            v0_2 => g.clusters().call_list_clusters(store),
+            current => g.clusters().call_list_clusters(store),
             v0_1 => g.clusters().call_list_clusters(store),
         })
     }
@@ -486,7 +521,7 @@ impl Clusters<'_> {
     /// `master`.
     pub async fn master(&self, cluster_name: &str) -> Result<String, ProviderError> {
         guest_call!(self.0, "master", about Vec::new(), |g, store| {
-            v0_2 => g.clusters().call_master(store, cluster_name),
+            current => g.clusters().call_master(store, cluster_name),
             v0_1 => g.clusters().call_master(store, cluster_name),
         })
     }

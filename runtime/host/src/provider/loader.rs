@@ -12,10 +12,11 @@ use super::compile_cache::{CompileCache, sha256_hex};
 use super::error::{FindError, LoadError, ProviderError};
 use super::pool::{Pool, Prepared};
 use super::source::{Fingerprint, ProviderSource};
-use super::{Inner, Provider};
+use super::{Exports, Inner, Provider};
 use crate::capabilities::annotations::{AnnotationSink, Annotations};
 use crate::capabilities::events::{EventSink, Events};
 use crate::capabilities::http_egress::{Broker, EgressSettings};
+use crate::capabilities::services::{ServiceSource, Services};
 use crate::capabilities::{HostState, Shared, shared_cache::Cache};
 use crate::contract::{self, Version};
 use crate::engine::{EngineError, EngineSettings, WasmEngine};
@@ -34,6 +35,7 @@ pub struct ProviderLoader {
     pub(super) memory_budget: Option<u64>,
     pub(super) events: Option<Arc<dyn EventSink>>,
     pub(super) annotations: Option<Arc<dyn AnnotationSink>>,
+    pub(super) services: Option<Arc<dyn ServiceSource>>,
 }
 
 /// Whether a version is loaded to serve, or as a hot-swap candidate.
@@ -88,23 +90,18 @@ impl ProviderLoader {
                 )
             })
             .and_then(|()| {
+                contract::services::add_to_linker::<HostState, HasSelf<HostState>>(
+                    &mut linker,
+                    |s| s,
+                )
+            })
+            .and_then(|()| {
                 crate::capabilities::http_client::client::add_to_linker::<
                     HostState,
                     HasSelf<HostState>,
                 >(&mut linker, |s| s)
             })
-            .and_then(|()| {
-                contract::v0_1::logging::add_to_linker::<HostState, HasSelf<HostState>>(
-                    &mut linker,
-                    |s| s,
-                )
-            })
-            .and_then(|()| {
-                contract::v0_1::types::add_to_linker::<HostState, HasSelf<HostState>>(
-                    &mut linker,
-                    |s| s,
-                )
-            })
+            .and_then(|()| crate::capabilities::compat::add_to_linker(&mut linker))
             .map_err(EngineError::Create)?;
         let broker = Broker::new(egress, metrics.provider().clone())
             .map_err(|e| EngineError::Create(wasmtime::Error::msg(e.to_string())))?;
@@ -117,6 +114,7 @@ impl ProviderLoader {
             memory_budget: None,
             events: None,
             annotations: None,
+            services: None,
         })
     }
 
@@ -131,6 +129,13 @@ impl ProviderLoader {
     /// `sink`; without one they are only logged.
     pub fn with_annotation_sink(mut self, sink: Arc<dyn AnnotationSink>) -> Self {
         self.annotations = Some(sink);
+        self
+    }
+
+    /// Answers the `services` import from `source`; without one it answers `not-ready`
+    /// (nothing can be said of which addresses are taken).
+    pub fn with_service_source(mut self, source: Arc<dyn ServiceSource>) -> Self {
+        self.services = Some(source);
         self
     }
 
@@ -371,6 +376,7 @@ impl ProviderLoader {
         let compiled = self.compile_off_runtime(path, bytes).await?;
         let limits = policy.instance_limits.clone();
         let annotation_prefixes = policy.service_annotations.clone();
+        let services = Services::new(self.services.clone(), annotation_prefixes.clone());
         let name = self.verify(&compiled, &limits).await?;
         if let Some(expected) = expected
             && name != expected
@@ -404,6 +410,7 @@ impl ProviderLoader {
                 self.metrics.provider().clone(),
             ),
             annotations: Annotations::new(self.annotations.clone(), annotation_prefixes),
+            services,
         });
         let pool = Arc::new(Pool::new(
             label,
@@ -433,14 +440,29 @@ impl ProviderLoader {
                 sha256,
                 version: compiled.version,
                 exports: compiled.exports,
+                declined: Exports::NONE,
                 has_cluster_id: false,
                 pool,
             }),
         };
         let has_cluster_id = provider.call_has_cluster_id().await.map_err(init_error)?;
-        Arc::get_mut(&mut provider.inner)
-            .expect("the provider has not been shared yet")
-            .has_cluster_id = has_cluster_id;
+        let declined_names = provider
+            .call_declined_interfaces()
+            .await
+            .map_err(init_error)?;
+        let declined = declined_exports(path, provider.exports(), &declined_names)?;
+        let inner =
+            Arc::get_mut(&mut provider.inner).expect("the provider has not been shared yet");
+        inner.has_cluster_id = has_cluster_id;
+        inner.declined = declined;
+        inner.exports = declined.iter().fold(inner.exports, Exports::without);
+        if declined != Exports::NONE {
+            tracing::info!(
+                provider = provider.name(),
+                declined = ?declined.names(),
+                "the provider's configuration declines these interfaces; their controllers do not run"
+            );
+        }
         if compiled.version.is_deprecated() {
             tracing::warn!(
                 provider = provider.name(),
@@ -464,6 +486,24 @@ impl ProviderLoader {
     }
 }
 
+/// The exports `names` (a provider's `identity.declined-interfaces`) decline: each
+/// must be an optional interface the component exports, so a typo cannot silently
+/// leave an interface on.
+fn declined_exports(path: &Path, exports: Exports, names: &[String]) -> Result<Exports, LoadError> {
+    let mut declined = Exports::NONE;
+    for name in names {
+        let interface = super::Interface::from_wit_name(name)
+            .filter(|i| exports.contains(*i))
+            .ok_or_else(|| LoadError::Declined {
+                path: path.to_owned(),
+                name: crate::capabilities::logging::sanitize(name),
+                exports: exports.names().join(", "),
+            })?;
+        declined = declined.with(interface);
+    }
+    Ok(declined)
+}
+
 /// A provider name: what `--cloud-provider` names, the scheme of provider IDs, a label
 /// of every metric. 1 to 63 of `[a-z0-9.-]`, starting and ending alphanumeric.
 pub(super) fn is_provider_name(name: &str) -> bool {
@@ -477,6 +517,25 @@ pub(super) fn is_provider_name(name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::is_provider_name;
+
+    #[test]
+    fn only_exported_interfaces_can_be_declined() {
+        use super::super::{Exports, Interface};
+        let path = std::path::Path::new("p.wasm");
+        let exports: Exports = [Interface::InstancesV2, Interface::LoadBalancer]
+            .into_iter()
+            .collect();
+        let declined = super::declined_exports(path, exports, &["load-balancer".into()]).unwrap();
+        assert!(declined.contains(Interface::LoadBalancer));
+        assert!(!declined.contains(Interface::InstancesV2));
+        for bad in ["routes", "identity", "load_balancer", ""] {
+            let err = super::declined_exports(path, exports, &[bad.into()]).unwrap_err();
+            assert!(
+                err.to_string().contains("instances-v2, load-balancer"),
+                "{err}"
+            );
+        }
+    }
 
     #[test]
     fn provider_names_are_dns_like() {

@@ -84,6 +84,7 @@ struct Inner {
     sha256: String,
     version: crate::contract::Version,
     exports: Exports,
+    declined: Exports,
     has_cluster_id: bool,
     pool: Arc<pool::Pool>,
 }
@@ -143,9 +144,16 @@ impl Provider {
         self.inner.has_cluster_id
     }
 
-    /// The optional interfaces the component exports.
+    /// The optional interfaces the component exports and serves: those its
+    /// configuration declines (`identity.declined-interfaces`) are not among them.
     pub fn exports(&self) -> Exports {
         self.inner.exports
+    }
+
+    /// The exported interfaces its configuration declines (contract 0.3's
+    /// `identity.declined-interfaces`, read after `initialize`).
+    pub fn declined(&self) -> Exports {
+        self.inner.declined
     }
 
     /// The instance limits from the provider's policy.

@@ -367,7 +367,7 @@ fn files(name: &str, exports: &[&Export], sdk: &Sdk) -> Vec<(String, String)> {
         .collect();
     let world_exports: String = exports
         .iter()
-        .map(|e| format!("    export wasm-ccm:provider/{}@0.2.0;\n", e.wit))
+        .map(|e| format!("    export wasm-ccm:provider/{}@{{{{contract}}}};\n", e.wit))
         .collect();
     let values = [
         ("name", name),
@@ -375,6 +375,7 @@ fn files(name: &str, exports: &[&Export], sdk: &Sdk) -> Vec<(String, String)> {
         ("crate_file", &crate_name.replace('-', "_")),
         ("Struct", ty.as_str()),
         ("exports_list", exports_list.as_str()),
+        ("contract", wasm_ccm_host::contract::PACKAGE_VERSION),
     ];
     let impls: String = exports.iter().map(|e| fill(e.code, &values)).collect();
     let tests: String = exports.iter().map(|e| fill(e.tests, &values)).collect();
@@ -517,7 +518,7 @@ mod tests {
         let files = files(
             "acme",
             &chosen("instances-v2").unwrap(),
-            &Sdk::Version("0.2.0".into()),
+            &Sdk::Version("0.3.0".into()),
         );
         let paths: Vec<&str> = files.iter().map(|(p, _)| p.as_str()).collect();
         assert!(paths.contains(&"contract/deps/wasm-ccm-provider/provider.wit"));
@@ -526,6 +527,6 @@ mod tests {
         assert!(!lib.contains("{{"), "{lib}");
         assert!(lib.contains("impl InstancesV2 for Acme"));
         let cargo = &files.iter().find(|(p, _)| p == "Cargo.toml").unwrap().1;
-        assert!(cargo.contains("wasm-ccm-guest = \"0.2.0\""), "{cargo}");
+        assert!(cargo.contains("wasm-ccm-guest = \"0.3.0\""), "{cargo}");
     }
 }

@@ -201,6 +201,25 @@ pub fn service(s: &k8s::Service) -> wit::Service {
     }
 }
 
+/// A Service of type `LoadBalancer` as the `services` import shows it (the host keeps
+/// only the annotations under the provider's policy prefixes).
+pub fn load_balancer_service(
+    s: &k8s::Service,
+) -> wasm_ccm_host::capabilities::services::LoadBalancerService {
+    let view = service(s);
+    wasm_ccm_host::capabilities::services::LoadBalancerService {
+        namespace: view.metadata.namespace,
+        name: view.metadata.name,
+        uid: view.metadata.uid,
+        load_balancer_class: view.load_balancer_class,
+        ports: view.ports,
+        load_balancer_ip: view.load_balancer_ip,
+        ingress: view.status.ingress,
+        annotations: view.metadata.annotations,
+        deleting: view.metadata.deletion_timestamp.is_some(),
+    }
+}
+
 /// A Kubernetes LoadBalancerStatus as the provider view.
 fn load_balancer_status(s: &k8s::LoadBalancerStatus) -> wit::LoadBalancerStatus {
     wit::LoadBalancerStatus {

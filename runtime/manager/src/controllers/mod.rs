@@ -162,6 +162,8 @@ pub struct Context {
     pub instance: String,
     /// The Nodes, shared by every controller.
     pub nodes: node_informer::NodeInformer,
+    /// The service controller's Services, for the providers' `services` import.
+    pub services: service::ServiceView,
 }
 
 impl Context {

@@ -214,6 +214,7 @@ fn context(
         )),
         instance: "in-process".into(),
         nodes,
+        services: super::service::ServiceView::default(),
     };
     (ctx, informer)
 }

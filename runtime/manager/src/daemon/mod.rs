@@ -88,7 +88,9 @@ pub async fn run(args: DaemonArgs) -> Result<(), DaemonError> {
     let client = from_flags::kube_client(&args, config.clone())?;
     let health = from_flags::serve_health(&args, config, &metrics).await?;
     let identity = from_flags::identity();
-    let loader = from_flags::loader(&args, &metrics, &client, &identity)?;
+    let services = crate::controllers::service::ServiceView::default();
+    let loader = from_flags::loader(&args, &metrics, &client, &identity)?
+        .with_service_source(Arc::new(services.clone()));
     let (provider, serving) = loader
         .find(&args.providers_dir, &name, args.cloud_config.as_deref())
         .await?;
@@ -142,6 +144,7 @@ pub async fn run(args: DaemonArgs) -> Result<(), DaemonError> {
         cloud: SharedCloud::provider_with_canary(shared, canary_slot),
         metrics: controller_metrics,
         instance: identity,
+        services,
     };
     from_flags::start_controllers(&planned, &ctx, &settings, &health, &stop_rx, &mut tasks);
     health.controllers_running.store(true, Ordering::Relaxed);

@@ -31,6 +31,7 @@ mod predicates;
 mod requeue_tests;
 mod state;
 mod sync;
+mod view;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -50,6 +51,7 @@ use crate::cloud;
 use crate::events::{Event, EventType};
 pub use predicates::{eligible, parse_bool, wants_load_balancer};
 use state::State;
+pub use view::ServiceView;
 
 /// The controller's name: in `--controllers`, metrics and logs.
 pub const NAME: &str = "service";
@@ -190,6 +192,10 @@ async fn watch_services(
             },
         };
         writer.apply_watcher_event(&event);
+        if matches!(event, watcher::Event::InitDone) {
+            // Listed: providers may now read which Services hold addresses.
+            state.ctx.services.fill(state.services.clone());
+        }
         match event {
             watcher::Event::Apply(svc) => {
                 if let Some(svc) = state.services.get(&ObjectRef::from_obj(&svc)) {
