@@ -1,8 +1,10 @@
-//! Contract 0.2's additions through real components: batched instance calls answer as
+//! The contract's additions through real components: batched instance calls answer as
 //! the single calls do (with one cloud request), the shared cache is shared by a
 //! version's instances and starts empty for a new version, events reach the
-//! embedder's sink only when valid, the deadline import tells the time left, and a
-//! 0.1 component loads and answers through the adapter.
+//! embedder's sink only when valid, the deadline import tells the time left (0.2); the
+//! `services` import lists what the embedder's source holds and is `not-ready` without
+//! one, and a provider's configuration declines interfaces (0.3); 0.1 and 0.2
+//! components load and answer unchanged.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -419,4 +421,123 @@ async fn a_contract_0_2_component_loads_and_answers() {
         .await
         .unwrap_err();
     assert!(err.to_string().contains("NotAllowed"), "{err}");
+}
+
+/// `identity.declined-interfaces` (0.3): what the configuration declines is not served,
+/// and a name the component does not export fails the load, naming it and the exports.
+#[tokio::test]
+async fn a_declined_interface_is_not_served_and_a_wrong_name_fails_the_load() {
+    let dir = ProviderDir::new("fixture_hostile", "hostile", "", TOKEN);
+    let loader = loader();
+    let provider = loader
+        .load(&dir.wasm, b"decline instances-v2".to_vec())
+        .await
+        .unwrap();
+    assert_eq!(provider.contract_version(), Version::V0_3);
+    assert!(provider.instances_v2().is_none());
+    assert_eq!(provider.declined().names(), ["instances-v2"]);
+    assert_eq!(
+        provider.call_declined_interfaces().await.unwrap(),
+        ["instances-v2"]
+    );
+    let served = loader.load(&dir.wasm, Vec::new()).await.unwrap();
+    assert!(served.instances_v2().is_some());
+    assert!(served.declined().names().is_empty());
+    for wrong in ["routes", "identity", "instances_v2"] {
+        let err = loader
+            .load(&dir.wasm, format!("decline {wrong}").into_bytes())
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(&format!("`{wrong}`")) && err.contains("it exports: instances-v2"),
+            "{err}"
+        );
+    }
+}
+
+/// Services as an embedder's source lists them.
+struct Listed(Option<Vec<wasm_ccm_host::capabilities::services::LoadBalancerService>>);
+
+impl wasm_ccm_host::capabilities::services::ServiceSource for Listed {
+    fn load_balancer_services(
+        &self,
+    ) -> Option<Vec<wasm_ccm_host::capabilities::services::LoadBalancerService>> {
+        self.0.clone()
+    }
+}
+
+/// The `services` import (0.3) through the K3s provider: the Services the embedder's
+/// source lists hold their addresses (only annotations under the policy's prefixes are
+/// shown), and without a listing the provider is told `not-ready` and retries, never
+/// taking it for "nothing is taken".
+#[tokio::test]
+async fn the_services_import_answers_from_the_embedder_s_source() {
+    use wasm_ccm_host::capabilities::services::LoadBalancerService;
+    let policy = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/k3s/providers/k3s.yaml"),
+    )
+    .unwrap();
+    let dir = ProviderDir::new("k3s_provider", "k3s", &policy, TOKEN);
+    let config = b"[Pools]\ncidr-global = 10.0.0.0/29\n".to_vec();
+    let holder = |name: &str, ip: &str, annotations: Vec<(String, String)>| LoadBalancerService {
+        namespace: "default".into(),
+        name: name.into(),
+        uid: format!("uid-{name}"),
+        load_balancer_class: None,
+        ports: lb_service("default", name, "u").ports,
+        load_balancer_ip: None,
+        ingress: vec![wasm_ccm_tests::types::LoadBalancerIngress {
+            ip: Some(ip.into()),
+            hostname: None,
+            ip_mode: None,
+            ports: Vec::new(),
+        }],
+        annotations,
+        deleting: false,
+    };
+    let source = Listed(Some(vec![
+        holder("a", "10.0.0.1", Vec::new()),
+        // Shown: under kube-vip.io/ (the policy's prefix).
+        holder(
+            "b",
+            "10.0.0.9",
+            vec![("kube-vip.io/loadbalancerIPs".into(), "10.0.0.2".into())],
+        ),
+        // Not shown: outside the prefixes, so 10.0.0.3 stays free.
+        holder(
+            "c",
+            "10.0.0.1",
+            vec![("example.com/loadbalancerIPs".into(), "10.0.0.3".into())],
+        ),
+    ]));
+    let provider = loader()
+        .with_service_source(Arc::new(source))
+        .load(&dir.wasm, config.clone())
+        .await
+        .unwrap();
+    let lb = provider.load_balancer().unwrap();
+    let status = lb
+        .ensure_load_balancer("kubernetes", &lb_service("default", "new", "uid-new"), &[])
+        .await
+        .unwrap();
+    assert_eq!(status.ingress[0].ip.as_deref(), Some("10.0.0.3"));
+
+    // No source (or one not listed yet): not-ready, retried.
+    for loader in [
+        loader(),
+        loader().with_service_source(Arc::new(Listed(None))),
+    ] {
+        let provider = loader.load(&dir.wasm, config.clone()).await.unwrap();
+        let err = provider
+            .load_balancer()
+            .unwrap()
+            .ensure_load_balancer("kubernetes", &lb_service("default", "new", "uid-new"), &[])
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err.cloud(), Some(CloudError::RetryAfter { .. })),
+            "{err}"
+        );
+    }
 }

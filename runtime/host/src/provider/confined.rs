@@ -174,7 +174,8 @@ pub struct ToolLoader {
 impl ToolLoader {
     /// The loader of the component at `component`, under the policy at `policy` (else
     /// the one next to the component), with credential files confined to
-    /// `credentials_dir` (`--credentials-dir`; none read without it).
+    /// `credentials_dir` (`--credentials-dir`; none read without it). Its providers'
+    /// `services` import lists no Service: a tool runs outside any cluster.
     pub fn new(
         engine: &EngineSettings,
         component: &Path,
@@ -188,7 +189,11 @@ impl ToolLoader {
             credentials_dir,
             &[("component", component), ("policy", policy_path.as_path())],
         )?;
-        let loader = ProviderLoader::with_options(engine, &files.egress(), Metrics::new())?;
+        // Outside a cluster no Service holds anything (the `services` import).
+        let loader = ProviderLoader::with_options(engine, &files.egress(), Metrics::new())?
+            .with_service_source(std::sync::Arc::new(
+                crate::capabilities::services::NoServices,
+            ));
         Ok(Self {
             loader,
             files,

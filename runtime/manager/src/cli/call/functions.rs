@@ -104,6 +104,7 @@ fn status(s: &super::wit::LoadBalancerStatus) -> Value {
 functions! {
     "identity"."provider-name"() => |p| outcome(p.call_provider_name().await, |n| json!(n));
     "identity"."has-cluster-id"() => |p| outcome(p.call_has_cluster_id().await, |b| json!(b));
+    "identity"."declined-interfaces"() => |p| outcome(p.call_declined_interfaces().await, |d| json!(d));
     "instances-v2"."instance-exists"(n: a_node "node") => |p| outcome(
         export(p.instances_v2(), "instances-v2")?.instance_exists(&n).await, |b| json!(b));
     "instances-v2"."instance-shutdown"(n: a_node "node") => |p| outcome(
