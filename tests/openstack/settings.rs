@@ -1,6 +1,7 @@
 //! occm's Service settings served as occm serves them: session affinity, the legacy
 //! source ranges annotation, listener timeouts back to their defaults; classes and
-//! status host names; members, monitors and listener kinds.
+//! status host names; members, monitors and listener kinds; load balancers turned off
+//! (`[LoadBalancer] enabled = false`).
 
 use k8s_openapi::api::core::v1::Service;
 use kube::Api;
@@ -326,4 +327,49 @@ async fn members_monitors_and_listener_kinds_as_occm() {
             Some("https://barbican.example.com/v1/containers/abc")
         );
     });
+}
+
+/// occm's `LoadBalancer()` answers false for `[LoadBalancer] enabled = false`, so its
+/// service controller does not run: the provider declines `load-balancer` and the
+/// controller manager does not start it. A LoadBalancer Service is left alone (no
+/// finalizer, no event) and no Octavia call is made; the Nodes are still served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn load_balancers_turned_off_leave_services_alone_as_occm() {
+    let stack = OpenStackStack::start(|_| "[LoadBalancer]\nenabled = false\n".into()).await;
+    stack.add_node_a().await;
+    let services: Api<Service> = Api::namespaced(stack.client(), "default");
+    services
+        .create(
+            &PostParams::default(),
+            &load_balancer_service("web", json!({})),
+        )
+        .await
+        .unwrap();
+    let (_ccm, log) = stack.controller_manager(listening_port());
+    wait_until(TIMEOUT, "the service controller left out", || async {
+        let log = log.lock().unwrap();
+        log.contains("declines these interfaces")
+            && log.contains("started controller controller=\"cloud-node\"")
+    })
+    .await;
+    let log = log.lock().unwrap().clone();
+    assert!(
+        log.contains(r#"declined=["load-balancer", "load-balancer-name"]"#),
+        "{log}"
+    );
+    assert!(
+        !log.contains("started controller controller=\"service\""),
+        "{log}"
+    );
+    let web = services.get("web").await.unwrap();
+    assert!(web.metadata.finalizers.is_none(), "{web:?}");
+    assert!(
+        wasm_ccm_tests::events::reasons(&stack.client(), "web")
+            .await
+            .is_empty(),
+        "no event about the Service"
+    );
+    stack
+        .cloud
+        .with_state(|s| assert!(s.load_balancers.is_empty()));
 }
