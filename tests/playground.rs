@@ -534,8 +534,9 @@ async fn playground_runs_the_huaweicloud_provider_against_the_double() {
 }
 
 /// `--cloud k3s`: no cloud, Nodes annotated as the K3s agent annotates them; the K3s
-/// provider, run with deploy/k3s's policy and flags, initializes them from the
-/// annotations (`k3s://` provider IDs, the agent's address).
+/// provider, run with deploy/k3s's policy, cloud config and flags, initializes them from
+/// the annotations (`k3s://` provider IDs, the agent's address) and gives the Service an
+/// address from the documented pool.
 #[tokio::test]
 async fn playground_runs_the_k3s_provider_on_annotated_nodes() {
     let dir = TempDir::new("playground-k3s");
@@ -569,6 +570,21 @@ async fn playground_runs_the_k3s_provider_on_annotated_nodes() {
         ],
         "node-1's InternalIP from its annotation",
         |ip| ip == "10.0.0.11",
+    )
+    .await;
+    // The Service gets the first address of deploy/k3s's pool, recorded where kube-vip
+    // reads it.
+    kubectl_until(
+        &kubeconfig,
+        &[
+            "get",
+            "service",
+            "web",
+            "-o",
+            "jsonpath={.status.loadBalancer.ingress[0].ip} {.metadata.annotations.kube-vip\\.io/loadbalancerIPs}",
+        ],
+        "the Service's address from the pool",
+        |out| out == "192.0.2.10 192.0.2.10",
     )
     .await;
 }

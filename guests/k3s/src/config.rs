@@ -38,7 +38,7 @@ use crate::pools::{GLOBAL, Pool, PoolConfig};
 /// What `initialize` read.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Config {
-    /// The address pools, for the load-balancer export to come.
+    /// The address pools the load-balancer export hands addresses out from.
     pub pools: PoolConfig,
 }
 

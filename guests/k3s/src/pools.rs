@@ -1,8 +1,7 @@
 //! Address pools for LoadBalancer Services: kube-vip-cloud-provider's allocation rules
 //! (kube-vip/kube-vip-cloud-provider `pkg/provider/loadBalancer.go`, `pkg/ipam/`),
-//! pure: used by the load-balancer export once contract 0.3's service listing exists
-//! (the export needs the Services already holding addresses, which no host import
-//! gives yet). Its inputs are plain values, so the export only feeds it:
+//! pure. Its inputs are plain values, so the export ([`crate::load_balancer`]) only
+//! feeds it:
 //! [`PoolConfig`] (kube-vip's ConfigMap keys, from the cloud config's `[Pools]`
 //! sections, see [`crate::config`]), a [`Request`] (the Service) and the [`Holder`]s
 //! (the Services holding addresses); [`PoolConfig::allocate`] answers.

@@ -45,7 +45,7 @@ pub(crate) async fn seed(
         demo_annotations: agent_annotations(1, "node-1"),
         about: vec![
             "cloud:                    none: the Nodes, annotated as the K3s agent annotates them (k3s.io/internal-ip)".into(),
-            "load balancers:           not served by the K3s provider yet (the Service stays pending)".into(),
+            "load balancers:           addresses from deploy/k3s's pool (range-global 192.0.2.10-192.0.2.20), recorded in kube-vip.io/loadbalancerIPs".into(),
         ],
         try_lines: Vec::new(),
         flags: vec![
