@@ -252,33 +252,35 @@ async fn assigned(
     out
 }
 
-/// The writes of Service status the audit log has seen.
-fn status_writes(server: &KubeApiServer) -> usize {
+/// The writes of Service status the audit log has seen: `namespace/name` each.
+fn status_writes(server: &KubeApiServer) -> Vec<String> {
     server
         .audit()
         .iter()
         .filter(|a| a.resource == "services/status" && (a.verb == "patch" || a.verb == "update"))
-        .count()
+        .map(|a| format!("{}/{}", a.namespace, a.name))
+        .collect()
 }
 
 /// Addresses from the pools, as kube-vip-cloud-provider hands them out: 30 Services in
 /// a namespace with its own shared pool and in `default` with the global range get
 /// distinct addresses (shared in the namespace only by Services with disjoint ports);
 /// the controller manager restarted midway assigns nothing again (the audit log shows no
-/// status write) and nothing twice; an address asked for that another Service holds is
-/// refused with a Warning; the addresses are recorded in `kube-vip.io/loadbalancerIPs`.
+/// status write) and nothing twice; a new version hot-swapped in keeps every address;
+/// an address asked for that another Service holds is refused with a Warning; the
+/// addresses are recorded in `kube-vip.io/loadbalancerIPs`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn load_balancer_addresses_come_from_the_pools_once_across_a_restart() {
     let server = KubeApiServer::start().await;
     let client = server.client().await;
     let dir = TempDir::new("k3s-lb");
-    std::fs::copy(guest("k3s_provider"), dir.path().join("k3s.wasm")).unwrap();
-    // The policy deploy/k3s gives.
-    std::fs::copy(
+    // Published as the kubelet publishes the ConfigMap, with the policy deploy/k3s gives.
+    let v1 = std::fs::read(guest("k3s_provider")).unwrap();
+    let policy = std::fs::read(
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/k3s/providers/k3s.yaml"),
-        dir.path().join("k3s.yaml"),
     )
     .unwrap();
+    wasm_ccm_tests::kubelet_publish(dir.path(), &[("k3s.wasm", &v1), ("k3s.yaml", &policy)]);
     let cloud_config = dir.path().join("cloud.conf");
     std::fs::write(
         &cloud_config,
@@ -312,7 +314,7 @@ async fn load_balancer_addresses_come_from_the_pools_once_across_a_restart() {
         let (apps, default) = (apps.clone(), default.clone());
         async move {
             // In apps, ports alternate 80/443: two Services may share an address.
-            let port = if i % 2 == 0 { 80 } else { 443 };
+            let port = if i.is_multiple_of(2) { 80 } else { 443 };
             apps.create(
                 &PostParams::default(),
                 &lb_service("apps", &format!("app-{i}"), port, None),
@@ -361,7 +363,8 @@ async fn load_balancer_addresses_come_from_the_pools_once_across_a_restart() {
     let writes = status_writes(&server);
 
     // Restarted: every Service is synced again, and keeps its address.
-    let (_second, second_log) = start(listening_port());
+    let port = listening_port();
+    let (_second, second_log) = start(port);
     wait_until(
         TIMEOUT,
         "the restarted manager synced every Service",
@@ -377,8 +380,8 @@ async fn load_balancer_addresses_come_from_the_pools_once_across_a_restart() {
     .await;
     assert_eq!(assigned(&client, &["apps", "default"]).await, before);
     assert_eq!(
-        status_writes(&server),
-        writes,
+        status_writes(&server)[writes.len()..],
+        [] as [String; 0],
         "a status was written again after the restart"
     );
 
@@ -425,6 +428,35 @@ async fn load_balancer_addresses_come_from_the_pools_once_across_a_restart() {
         Some(&held)
     );
 
+    // A new version hot-swapped in (its cache empty) keeps every address, and hands out
+    // the next free one.
+    let v2 = wasm_ccm_tests::with_custom_section(&v1, "v2");
+    let sha = wasm_ccm_host::provider::compile_cache::sha256_hex(&v2);
+    wasm_ccm_tests::kubelet_publish(dir.path(), &[("k3s.wasm", &v2), ("k3s.yaml", &policy)]);
+    wait_until(TIMEOUT, "the new version serving", || async {
+        wasm_ccm_tests::metrics(port).await.contains(&format!(
+            "wasm_ccm_provider_info{{provider=\"k3s\",sha256=\"{sha}\"}} 1"
+        ))
+    })
+    .await;
+    default
+        .create(
+            &PostParams::default(),
+            &lb_service("default", "after-swap", 80, None),
+        )
+        .await
+        .unwrap();
+    wait_until(TIMEOUT, "31 Services assigned", || all_assigned(31)).await;
+    let swapped = assigned(&client, &["apps", "default"]).await;
+    for entry in &after {
+        assert!(swapped.contains(entry), "{entry:?} changed in the swap");
+    }
+    let fresh = swapped
+        .iter()
+        .find(|(n, _, _)| n == "default/after-swap")
+        .unwrap();
+    assert!(!by_ip.contains_key(fresh.2.as_ref().unwrap()), "{fresh:?}");
+
     // Asking for an address another Service holds: refused with a Warning, unassigned.
     default
         .create(
@@ -439,4 +471,58 @@ async fn load_balancer_addresses_come_from_the_pools_once_across_a_restart() {
     assert_eq!(wasm_ccm_tests::ingress_ip(&greedy), None);
     let first_log = first_log.lock().unwrap().clone();
     assert!(first_log.contains("address assigned"), "{first_log}");
+}
+
+/// `wasm-ccm conformance` passes for the K3s provider with deploy/k3s's policy and cloud
+/// config: Nodes as the agent annotates them (`--node-json`), a LoadBalancer Service
+/// from the pool, and `--every-node-exists` (its instances are the Nodes). The checks
+/// that need a request to throttle are skipped: it sends none.
+#[tokio::test]
+async fn conformance_passes_with_deploy_k3s_s_policy_and_cloud_config() {
+    let dir = TempDir::new("k3s-conformance");
+    let deploy = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/k3s");
+    let wasm = dir.path().join("k3s.wasm");
+    std::fs::copy(guest("k3s_provider"), &wasm).unwrap();
+    let mut args: Vec<std::ffi::OsString> = vec![
+        "--policy".into(),
+        deploy.join("providers/k3s.yaml").into(),
+        "--cloud-config".into(),
+        deploy.join("cloud-config/cloud.conf").into(),
+        "--every-node-exists".into(),
+    ];
+    for (i, name) in ["agent-a", "agent-b"].into_iter().enumerate() {
+        let file = dir.path().join(format!("{name}.json"));
+        let node = agent_node(
+            name,
+            json!({"k3s.io/internal-ip": format!("10.0.0.{}", 5 + i), "k3s.io/hostname": name}),
+            json!({}),
+        );
+        std::fs::write(&file, serde_json::to_vec(&node).unwrap()).unwrap();
+        args.extend(["--node-json".into(), file.into()]);
+    }
+    let service = dir.path().join("service.json");
+    std::fs::write(
+        &service,
+        serde_json::to_vec(&lb_service("default", "conformance", 80, None)).unwrap(),
+    )
+    .unwrap();
+    args.extend(["--service".into(), service.into()]);
+    let table = wasm_ccm_tests::conformance(&wasm, &args).await;
+    assert!(
+        table.contains("| instance-exists(agent-a) is true | pass |"),
+        "{table}"
+    );
+    assert!(
+        table.contains("| ensure-load-balancer twice gives the same status | pass |"),
+        "{table}"
+    );
+    assert!(
+        table.contains("| get-load-balancer finds it | pass |"),
+        "{table}"
+    );
+    assert!(
+        table.contains("| a node that does not exist is false or instance-not-found | skip |"),
+        "{table}"
+    );
+    assert!(table.contains("0 failed"), "{table}");
 }

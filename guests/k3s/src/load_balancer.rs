@@ -243,7 +243,8 @@ impl K3s {
 }
 
 impl wasm_ccm_guest::LoadBalancer for K3s {
-    /// The addresses the Service holds (its annotation), or none.
+    /// The addresses the Service holds (its annotation, else what this provider handed
+    /// it lately and the Service does not show yet), or none.
     fn get_load_balancer(
         &self,
         _cluster_name: String,
@@ -255,7 +256,13 @@ impl wasm_ccm_guest::LoadBalancer for K3s {
             .iter()
             .find(|(k, _)| k == LOADBALANCER_IPS)
             .and_then(|(_, v)| parse_address_list(v).ok())
-            .filter(|a| !a.is_empty());
+            .filter(|a| !a.is_empty())
+            .or_else(|| {
+                recent()
+                    .into_iter()
+                    .find(|r| r.uid == service.metadata.uid)
+                    .map(|r| r.holder.addresses)
+            });
         Ok(held.map(|addresses| status(&addresses)))
     }
 
@@ -480,8 +487,16 @@ mod tests {
         let k3s = k3s();
         let a = service("other", "a", &[80]);
         assert_eq!(ensure(&k3s, &a).unwrap(), "192.168.1.10");
-        k3s.ensure_load_balancer_deleted("kubernetes".into(), a)
+        let found = k3s
+            .get_load_balancer("kubernetes".into(), a.clone())
             .unwrap();
+        assert_eq!(
+            found.unwrap().ingress[0].ip.as_deref(),
+            Some("192.168.1.10")
+        );
+        k3s.ensure_load_balancer_deleted("kubernetes".into(), a.clone())
+            .unwrap();
+        assert_eq!(k3s.get_load_balancer("kubernetes".into(), a).unwrap(), None);
         assert_eq!(
             ensure(&k3s, &service("other", "b", &[80])).unwrap(),
             "192.168.1.10"

@@ -161,6 +161,8 @@ pub struct Audited {
     pub group: String,
     pub resource: String,
     pub namespace: String,
+    /// `objectRef.name` (empty for a list or a non-resource request).
+    pub name: String,
     /// `responseStatus.code`.
     pub code: u16,
 }
@@ -424,6 +426,7 @@ impl KubeApiServer {
                     group: text(&object["apiGroup"]),
                     resource,
                     namespace: text(&object["namespace"]),
+                    name: text(&object["name"]),
                     code: e["responseStatus"]["code"].as_u64().unwrap_or(0) as u16,
                 }
             })

@@ -51,6 +51,19 @@ pub const MAX_RESOURCES: usize = 256;
 /// The most memory one header-fields resource may use (roughly its bytes in memory).
 pub const MAX_FIELDS_BYTES: usize = 64 << 10;
 
+/// What the embedder plugs into the capabilities, each optional: where events and
+/// annotations go, where the `services` import reads. Set on the loader
+/// (`ProviderLoader::with_event_sink`, ...); every version it loads shares them.
+#[derive(Clone, Default)]
+pub struct Embedder {
+    /// The `events` import's sink (none: logged only).
+    pub events: Option<Arc<dyn events::EventSink>>,
+    /// The `annotations` import's sink (none: logged only).
+    pub annotations: Option<Arc<dyn annotations::AnnotationSink>>,
+    /// The `services` import's source (none: `not-ready`).
+    pub services: Option<Arc<dyn services::ServiceSource>>,
+}
+
 /// What every instance of one provider version shares.
 pub struct Shared {
     /// The `cache` import's store.
@@ -61,6 +74,32 @@ pub struct Shared {
     pub annotations: annotations::Annotations,
     /// The `services` import's source and the policy's annotation prefixes.
     pub services: services::Services,
+}
+
+impl Shared {
+    /// The capabilities of the version labelled `label`: `embedder`'s plug-ins, the
+    /// policy's cache size and Service annotation prefixes.
+    pub fn new(
+        embedder: &Embedder,
+        policy: &crate::policy::Policy,
+        label: &Arc<ProviderLabel>,
+        metrics: &Arc<ProviderMetrics>,
+    ) -> Self {
+        let prefixes = policy.service_annotations.clone();
+        Self {
+            cache: shared_cache::Cache::new(
+                policy.instance_limits.cache_bytes,
+                label.clone(),
+                metrics.clone(),
+            ),
+            events: events::Events::new(embedder.events.clone(), label.clone(), metrics.clone()),
+            annotations: annotations::Annotations::new(
+                embedder.annotations.clone(),
+                prefixes.clone(),
+            ),
+            services: services::Services::new(embedder.services.clone(), prefixes),
+        }
+    }
 }
 
 /// The call an instance is running: what it is about and until when it may run.

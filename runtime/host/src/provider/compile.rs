@@ -11,10 +11,7 @@ use super::inspect::{self, Surface, WasmKind};
 use super::loader::{ProviderLoader, is_provider_name};
 use super::pool;
 use super::{Exports, Indices};
-use crate::capabilities::annotations::Annotations;
-use crate::capabilities::events::Events;
-use crate::capabilities::services::Services;
-use crate::capabilities::{HostState, Shared, shared_cache::Cache};
+use crate::capabilities::{Embedder, HostState, Shared};
 use crate::contract::Version;
 use crate::metrics::ProviderLabel;
 use crate::policy::{InstanceLimits, Policy};
@@ -156,12 +153,20 @@ impl ProviderLoader {
                 path: path.clone(),
                 source,
             })?;
-        let shared = Arc::new(Shared {
-            cache: Cache::new(0, name.clone(), self.metrics.provider().clone()),
-            events: Events::new(None, name.clone(), self.metrics.provider().clone()),
-            annotations: Annotations::new(None, Vec::new()),
-            services: Services::new(None, Vec::new()),
-        });
+        // Nothing plugged in, no cache: only `provider-name` runs.
+        let nothing = Policy {
+            instance_limits: InstanceLimits {
+                cache_bytes: 0,
+                ..limits.clone()
+            },
+            ..Policy::default()
+        };
+        let shared = Arc::new(Shared::new(
+            &Embedder::default(),
+            &nothing,
+            &name,
+            self.metrics.provider(),
+        ));
         let mut store = pool::new_store(
             &self.engine,
             &name,

@@ -263,8 +263,8 @@ mod tests {
         assert_eq!(
             s.unsupported_imports(),
             vec![
-                "wasm-ccm:http/client@0.2.0",
                 "wasm-ccm:provider/services@0.2.0",
+                "wasm-ccm:http/client@0.2.0",
                 "wasm-ccm:provider/cache@0.1.0",
                 "wasi:http/incoming-handler@0.2.12",
                 "wasm-ccm:provider/instances@0.1.0",

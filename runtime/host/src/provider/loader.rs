@@ -13,11 +13,11 @@ use super::error::{FindError, LoadError, ProviderError};
 use super::pool::{Pool, Prepared};
 use super::source::{Fingerprint, ProviderSource};
 use super::{Exports, Inner, Provider};
-use crate::capabilities::annotations::{AnnotationSink, Annotations};
-use crate::capabilities::events::{EventSink, Events};
+use crate::capabilities::annotations::AnnotationSink;
+use crate::capabilities::events::EventSink;
 use crate::capabilities::http_egress::{Broker, EgressSettings};
-use crate::capabilities::services::{ServiceSource, Services};
-use crate::capabilities::{HostState, Shared, shared_cache::Cache};
+use crate::capabilities::services::ServiceSource;
+use crate::capabilities::{Embedder, HostState, Shared};
 use crate::contract::{self, Version};
 use crate::engine::{EngineError, EngineSettings, WasmEngine};
 use crate::metrics::{Metrics, ProviderLabel};
@@ -33,9 +33,7 @@ pub struct ProviderLoader {
     pub(super) metrics: Metrics,
     pub(super) cache: Option<CompileCache>,
     pub(super) memory_budget: Option<u64>,
-    pub(super) events: Option<Arc<dyn EventSink>>,
-    pub(super) annotations: Option<Arc<dyn AnnotationSink>>,
-    pub(super) services: Option<Arc<dyn ServiceSource>>,
+    pub(super) embedder: Embedder,
 }
 
 /// Whether a version is loaded to serve, or as a hot-swap candidate.
@@ -112,30 +110,28 @@ impl ProviderLoader {
             metrics,
             cache: None,
             memory_budget: None,
-            events: None,
-            annotations: None,
-            services: None,
+            embedder: Embedder::default(),
         })
     }
 
     /// Sends the events providers record (the `events` import) to `sink`; without one
     /// they are only logged.
     pub fn with_event_sink(mut self, sink: Arc<dyn EventSink>) -> Self {
-        self.events = Some(sink);
+        self.embedder.events = Some(sink);
         self
     }
 
     /// Sends the Service annotations providers set (the `annotations` import) to
     /// `sink`; without one they are only logged.
     pub fn with_annotation_sink(mut self, sink: Arc<dyn AnnotationSink>) -> Self {
-        self.annotations = Some(sink);
+        self.embedder.annotations = Some(sink);
         self
     }
 
     /// Answers the `services` import from `source`; without one it answers `not-ready`
     /// (nothing can be said of which addresses are taken).
     pub fn with_service_source(mut self, source: Arc<dyn ServiceSource>) -> Self {
-        self.services = Some(source);
+        self.embedder.services = Some(source);
         self
     }
 
@@ -375,8 +371,6 @@ impl ProviderLoader {
         let sha256 = sha256_hex(&bytes);
         let compiled = self.compile_off_runtime(path, bytes).await?;
         let limits = policy.instance_limits.clone();
-        let annotation_prefixes = policy.service_annotations.clone();
-        let services = Services::new(self.services.clone(), annotation_prefixes.clone());
         let name = self.verify(&compiled, &limits).await?;
         if let Some(expected) = expected
             && name != expected
@@ -391,6 +385,12 @@ impl ProviderLoader {
             Load::Candidate => ProviderLabel::CANDIDATE,
             Load::Serving => &name,
         });
+        let shared = Arc::new(Shared::new(
+            &self.embedder,
+            &policy,
+            &label,
+            self.metrics.provider(),
+        ));
         let egress = self
             .broker
             .egress(label.clone(), Arc::new(policy))
@@ -398,20 +398,6 @@ impl ProviderLoader {
                 path: path.to_owned(),
                 source,
             })?;
-        let shared = Arc::new(Shared {
-            cache: Cache::new(
-                limits.cache_bytes,
-                label.clone(),
-                self.metrics.provider().clone(),
-            ),
-            events: Events::new(
-                self.events.clone(),
-                label.clone(),
-                self.metrics.provider().clone(),
-            ),
-            annotations: Annotations::new(self.annotations.clone(), annotation_prefixes),
-            services,
-        });
         let pool = Arc::new(Pool::new(
             label,
             Prepared {

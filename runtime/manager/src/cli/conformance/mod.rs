@@ -5,11 +5,15 @@
 //! checks the contract's rules, printing a pass/fail table.
 //!
 //! - `initialize` refuses a cloud config that is not one (an error, not a trap).
-//! - For each `--node` (an existing instance): `instance-exists` is true,
-//!   `instance-metadata` gives a provider ID `<provider-name>://...`, `instance-exists`
-//!   by that provider ID is true too, and `instance-shutdown` answers; a node that
-//!   does not exist is `false` or `instance-not-found`, never `true`, and has no
-//!   metadata (legacy `instances` when there is no `instances-v2`).
+//! - For each `--node` (an existing instance, by name) and `--node-json` (a Kubernetes
+//!   Node, for a provider that reads its annotations or labels): `instance-exists` is
+//!   true, `instance-metadata` gives a provider ID `<provider-name>://...`,
+//!   `instance-exists` by that provider ID is true too, and `instance-shutdown`
+//!   answers; a node that does not exist is `false` or `instance-not-found`, never
+//!   `true`, and has no metadata (legacy `instances` when there is no `instances-v2`).
+//!   With `--every-node-exists` (a provider whose instances are the Node objects
+//!   themselves, as K3s's) that rule is not checked: every Node it is asked about
+//!   exists.
 //! - With `--service` (a Kubernetes Service of type LoadBalancer): `ensure` twice gives
 //!   the same status, `get` finds it, `update` to all nodes but one and back works and
 //!   keeps the status, one `ensure-load-balancer-deleted` leaves `get` with none (the
@@ -18,7 +22,9 @@
 //!   check creates is touched.
 //! - Throttling: the host answers one request `429` with `Retry-After: 7` itself
 //!   (nothing reaches the cloud); the provider must answer `retry-after` of at least
-//!   7 s (upstream `api.RetryError`), not another error, nor retry on its own.
+//!   7 s (upstream `api.RetryError`), not another error, nor retry on its own. A
+//!   provider that sends no request (its cloud is not reached over HTTP) is not
+//!   checked.
 //! - With `--elsewhere-service` (a Service another controller serves, by the
 //!   provider's own convention): `ensure` answers `implemented-elsewhere` and nothing
 //!   is created.
@@ -57,6 +63,14 @@ pub struct Conformance {
     /// A node whose instance exists in the cloud (repeatable).
     #[arg(long = "node")]
     pub nodes: Vec<String>,
+    /// A file holding a Kubernetes Node (JSON) whose instance exists (repeatable): for
+    /// a provider that reads the Node's annotations or labels.
+    #[arg(long = "node-json")]
+    pub node_files: Vec<PathBuf>,
+    /// The provider's instances are the Node objects themselves (K3s): every Node it is
+    /// asked about exists, so the rule for a node that does not exist is not checked.
+    #[arg(long)]
+    pub every_node_exists: bool,
     /// A Kubernetes Service of type LoadBalancer (JSON) to create, update and delete a
     /// load balancer for.
     #[arg(long)]
@@ -186,13 +200,25 @@ pub async fn run(request: &Conformance) -> Result<Report, CallError> {
     let provider = loader.load(config).await?;
     let name = provider.name().to_owned();
 
+    let mut given: Vec<Value> = request.nodes.iter().cloned().map(Value::String).collect();
+    for file in &request.node_files {
+        given.extend(read_json(Some(file))?);
+    }
     let mut hosts = Vec::new();
-    for node_name in &request.nodes {
-        let mut host = node(&Value::String(node_name.clone()))?;
-        instance_checks(&provider, &name, node_name, &mut host, &mut report).await;
+    for value in &given {
+        let mut host = node(value)?;
+        let node_name = host.metadata.name.clone();
+        instance_checks(&provider, &name, &node_name, &mut host, &mut report).await;
         hosts.push(host);
     }
-    absent_node_check(&provider, &mut report).await;
+    if request.every_node_exists {
+        report.record(
+            "a node that does not exist is false or instance-not-found",
+            Outcome::Skip("--every-node-exists: the instances are the Nodes".into()),
+        );
+    } else {
+        absent_node_check(&provider, &mut report).await;
+    }
     batch_checks(&provider, &hosts, &mut report).await;
     throttling_check(loader.broker(), &provider, &mut report).await;
 

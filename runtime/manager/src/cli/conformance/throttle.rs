@@ -19,6 +19,7 @@ const THROTTLE_RETRY_AFTER: Duration = Duration::from_secs(7);
 /// demand.
 pub struct Throttle {
     left: std::sync::Mutex<u32>,
+    answered: std::sync::atomic::AtomicU32,
     retry_after: Duration,
 }
 
@@ -27,8 +28,14 @@ impl Throttle {
     pub fn new(requests: u32, retry_after: Duration) -> Self {
         Self {
             left: std::sync::Mutex::new(requests),
+            answered: std::sync::atomic::AtomicU32::new(0),
             retry_after,
         }
+    }
+
+    /// The requests throttled so far.
+    pub fn answered(&self) -> u32 {
+        self.answered.load(std::sync::atomic::Ordering::Relaxed)
     }
 }
 
@@ -43,6 +50,8 @@ impl EgressInterceptor for Throttle {
             return None;
         }
         *left -= 1;
+        self.answered
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         http::Response::builder()
             .status(http::StatusCode::TOO_MANY_REQUESTS)
             .header(http::header::CONTENT_TYPE, "text/plain")
@@ -74,10 +83,18 @@ pub(super) async fn throttling_check(broker: &Broker, provider: &Provider, repor
     let Ok(host) = node(&Value::String(name)) else {
         return;
     };
-    broker.set_interceptor(Some(Arc::new(Throttle::new(1, THROTTLE_RETRY_AFTER))));
+    let throttle = Arc::new(Throttle::new(1, THROTTLE_RETRY_AFTER));
+    broker.set_interceptor(Some(throttle.clone()));
     let result = v2.instance_exists(&host).await;
     // Whether or not the provider sent anything, nothing else is throttled.
     broker.set_interceptor(None);
+    if result.is_ok() && throttle.answered() == 0 {
+        report.record(
+            rule,
+            Outcome::Skip("the provider sent no request: there was nothing to throttle".into()),
+        );
+        return;
+    }
     let wanted = THROTTLE_RETRY_AFTER.as_millis();
     report.record(
         rule,
