@@ -462,6 +462,7 @@ struct Listed(Option<Vec<wasm_ccm_host::capabilities::services::LoadBalancerServ
 impl wasm_ccm_host::capabilities::services::ServiceSource for Listed {
     fn load_balancer_services(
         &self,
+        _annotation: &dyn Fn(&str) -> bool,
     ) -> Option<Vec<wasm_ccm_host::capabilities::services::LoadBalancerService>> {
         self.0.clone()
     }

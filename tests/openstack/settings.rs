@@ -373,3 +373,26 @@ async fn load_balancers_turned_off_leave_services_alone_as_occm() {
         .cloud
         .with_state(|s| assert!(s.load_balancers.is_empty()));
 }
+
+/// A new cloud config turning load balancers off while the service controller runs is
+/// refused by hot swap, saying the configuration declines `load-balancer`: the running
+/// version keeps serving the controller.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn turning_load_balancers_off_by_hot_swap_is_refused_as_declined() {
+    let stack = OpenStackStack::start(lb_cloud_config).await;
+    let (_ccm, log) = stack.controller_manager(listening_port());
+    wait_until(TIMEOUT, "the service controller started", || async {
+        log.lock()
+            .unwrap()
+            .contains("started controller controller=\"service\"")
+    })
+    .await;
+    let config = std::fs::read_to_string(&stack.cloud_config).unwrap();
+    std::fs::write(&stack.cloud_config, format!("{config}enabled = false\n")).unwrap();
+    wait_until(TIMEOUT, "the new cloud config refused", || async {
+        log.lock().unwrap().contains(
+            "its configuration declines load-balancer, which the running service controller uses",
+        )
+    })
+    .await;
+}

@@ -9,121 +9,63 @@
 //!
 //! Which addresses are taken comes from the host's `services` import (every
 //! LoadBalancer Service: its ingress and its `kube-vip.io/loadbalancerIPs`), so after
-//! a restart nothing is given twice, plus the addresses this provider handed out in the
-//! last minutes (kept in the shared cache), which the host's view of the Services may
-//! not show yet.
+//! a restart nothing is given twice, plus the addresses this provider handed out lately
+//! ([`recent`]), which the host's view of the Services may not show yet. Allocating
+//! runs under a lock in the shared cache, so concurrent syncs and the provider's
+//! instances never give one address twice.
 //!
 //! - A Service keeps what it holds: its `kube-vip.io/loadbalancerIPs`, else
 //!   `spec.loadBalancerIP`, else its ingress addresses are asked for again, and granted
-//!   while they are in the pool and not held by another Service (unless shareable).
+//!   while they are in the pool and not held by another Service (unless shareable). An
+//!   address it holds that a pool change left outside every pool is kept, with a
+//!   Warning (`AddressOutsidePool`); ingress addresses from another implementation
+//!   (ServiceLB's node addresses) are not asked for: the Service gets a pool address.
 //! - A requested address that cannot be granted, an exhausted pool or a namespace
 //!   without a pool is a Warning event on the Service (`NoAddressAvailable`,
 //!   `RequestedAddressInUse`, ...) and an error, retried by the controller.
-//! - Deleting frees the address: the Service is no longer listed.
+//! - Deleting (or a change of type) frees the address: the annotation is emptied and
+//!   the Service is no longer listed.
+
+mod recent;
 
 use std::net::IpAddr;
-use std::time::Duration;
 
 use wasm_ccm_guest::types::{
     CloudError, IpMode, LoadBalancerIngress, LoadBalancerStatus, Node, Service,
 };
-use wasm_ccm_guest::{annotations, cache, events, services};
+use wasm_ccm_guest::{annotations, events, services};
 
 use crate::K3s;
-use crate::pools::{Allocation, Holder, Request, parse_address_list};
+use crate::pools::{AllocError, Allocation, Holder, Request, parse_address_list};
+use recent::Recent;
 
 /// kube-vip's annotation holding a Service's addresses, comma-separated.
 pub const LOADBALANCER_IPS: &str = "kube-vip.io/loadbalancerIPs";
 /// kube-vip's annotation naming the interface the address is advertised on.
 pub const SERVICE_INTERFACE: &str = "kube-vip.io/serviceInterface";
-/// The shared cache's key for the addresses handed out lately.
-const RECENT_KEY: &str = "k3s/recent-allocations";
-/// How long a handed-out address counts as taken without the host listing it.
-const RECENT_TTL: Duration = Duration::from_secs(300);
 
-/// One address assignment made lately: `uid namespace name ports addresses`.
-#[derive(Debug, Clone, PartialEq)]
-struct Recent {
-    uid: String,
-    holder: Holder,
+/// Where a Service's request comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Asked {
+    /// `kube-vip.io/loadbalancerIPs` (set by the user, or by this provider before).
+    Annotation,
+    /// `spec.loadBalancerIP`.
+    Spec,
+    /// Its status (what it was given, maybe by another implementation).
+    Status,
+    /// Nothing.
+    Nothing,
 }
 
-impl Recent {
-    fn encode(&self) -> String {
-        let ports: Vec<String> = self.holder.ports.iter().map(i32::to_string).collect();
-        let addresses: Vec<String> = self
-            .holder
-            .addresses
-            .iter()
-            .map(IpAddr::to_string)
-            .collect();
-        format!(
-            "{} {} {} {} {}",
-            self.uid,
-            self.holder.namespace,
-            self.holder.name,
-            if ports.is_empty() {
-                "-".into()
-            } else {
-                ports.join(",")
-            },
-            addresses.join(",")
-        )
-    }
-
-    fn decode(line: &str) -> Option<Recent> {
-        let mut fields = line.split(' ');
-        let (uid, namespace, name, ports, addresses) = (
-            fields.next()?,
-            fields.next()?,
-            fields.next()?,
-            fields.next()?,
-            fields.next()?,
-        );
-        let ports = if ports == "-" {
-            Vec::new()
-        } else {
-            ports
-                .split(',')
-                .map(|p| p.parse().ok())
-                .collect::<Option<_>>()?
-        };
-        Some(Recent {
-            uid: uid.into(),
-            holder: Holder {
-                namespace: namespace.into(),
-                name: name.into(),
-                ports,
-                addresses: parse_address_list(addresses).ok()?,
-            },
-        })
-    }
+fn ingress_addresses(ingress: &[LoadBalancerIngress]) -> Vec<IpAddr> {
+    ingress
+        .iter()
+        .filter_map(|i| i.ip.as_deref()?.parse().ok())
+        .collect()
 }
 
-fn recent() -> Vec<Recent> {
-    cache::get(RECENT_KEY)
-        .map(|bytes| {
-            String::from_utf8_lossy(&bytes)
-                .lines()
-                .filter_map(Recent::decode)
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-fn store_recent(entries: &[Recent]) {
-    let text: Vec<String> = entries.iter().map(Recent::encode).collect();
-    if let Err(e) = cache::set(RECENT_KEY, text.join("\n").as_bytes(), RECENT_TTL) {
-        wasm_ccm_guest::log::warn(
-            "cannot keep the addresses handed out lately",
-            &[("error", &format!("{e:?}"))],
-        );
-    }
-}
-
-/// The addresses `service` asks for: kube-vip's annotation, else
-/// `spec.loadBalancerIP`, else what its status holds.
-fn requested(service: &Service) -> Result<Vec<IpAddr>, String> {
+/// The addresses `service` asks for, and where from.
+fn requested(service: &Service) -> Result<(Vec<IpAddr>, Asked), String> {
     if let Some((_, value)) = service
         .metadata
         .annotations
@@ -131,7 +73,9 @@ fn requested(service: &Service) -> Result<Vec<IpAddr>, String> {
         .find(|(k, _)| k == LOADBALANCER_IPS)
         .filter(|(_, v)| !v.is_empty())
     {
-        return parse_address_list(value).map_err(|e| format!("{LOADBALANCER_IPS}: {e}"));
+        return parse_address_list(value)
+            .map(|a| (a, Asked::Annotation))
+            .map_err(|e| format!("{LOADBALANCER_IPS}: {e}"));
     }
     if let Some(ip) = service
         .load_balancer_ip
@@ -140,15 +84,15 @@ fn requested(service: &Service) -> Result<Vec<IpAddr>, String> {
     {
         return ip
             .parse()
-            .map(|ip| vec![ip])
+            .map(|ip| (vec![ip], Asked::Spec))
             .map_err(|_| format!("spec.loadBalancerIP: `{ip}` is not an IP address"));
     }
-    Ok(service
-        .status
-        .ingress
-        .iter()
-        .filter_map(|i| i.ip.as_deref()?.parse().ok())
-        .collect())
+    let held = ingress_addresses(&service.status.ingress);
+    if held.is_empty() {
+        Ok((held, Asked::Nothing))
+    } else {
+        Ok((held, Asked::Status))
+    }
 }
 
 fn status(addresses: &[IpAddr]) -> LoadBalancerStatus {
@@ -171,24 +115,27 @@ fn service_name(service: &Service) -> String {
     format!("{}/{}", service.metadata.namespace, service.metadata.name)
 }
 
-/// The Services holding addresses: those the host lists (but `service`) and those
-/// handed out lately that it does not list yet.
-fn holders(service: &Service, lately: &[Recent]) -> Result<Vec<Holder>, CloudError> {
+/// The Services holding addresses but `service`: those the host lists, each with
+/// what this provider handed it lately added (the listing may not show it yet), and
+/// those handed addresses lately that the host does not list yet. Entries the
+/// listing has caught up with are dropped from `lately`.
+fn holders(service: &Service, lately: &mut Vec<Recent>) -> Result<Vec<Holder>, CloudError> {
     let listed = services::list().map_err(services::not_ready)?;
     let mut holders: Vec<Holder> = Vec::new();
-    let mut seen: Vec<&str> = Vec::new();
     for s in &listed {
+        let mut addresses = ingress_addresses(&s.ingress);
+        if let Some((_, value)) = s.annotations.iter().find(|(k, _)| k == LOADBALANCER_IPS) {
+            addresses.extend(parse_address_list(value).unwrap_or_default());
+        }
+        // Caught up: the listing shows what was handed out.
+        lately.retain(|r| {
+            r.uid != s.uid || !r.holder.addresses.iter().all(|a| addresses.contains(a))
+        });
         if s.uid == service.metadata.uid {
             continue;
         }
-        seen.push(&s.uid);
-        let mut addresses: Vec<IpAddr> = s
-            .ingress
-            .iter()
-            .filter_map(|i| i.ip.as_deref()?.parse().ok())
-            .collect();
-        if let Some((_, value)) = s.annotations.iter().find(|(k, _)| k == LOADBALANCER_IPS) {
-            addresses.extend(parse_address_list(value).unwrap_or_default());
+        for r in lately.iter().filter(|r| r.uid == s.uid) {
+            addresses.extend(r.holder.addresses.iter().copied());
         }
         addresses.sort();
         addresses.dedup();
@@ -202,44 +149,82 @@ fn holders(service: &Service, lately: &[Recent]) -> Result<Vec<Holder>, CloudErr
     holders.extend(
         lately
             .iter()
-            .filter(|r| r.uid != service.metadata.uid && !seen.contains(&r.uid.as_str()))
+            .filter(|r| r.uid != service.metadata.uid && !listed.iter().any(|s| s.uid == r.uid))
             .map(|r| r.holder.clone()),
     );
     Ok(holders)
 }
 
 impl K3s {
-    /// kube-vip's `syncLoadBalancer` for one Service.
+    /// kube-vip's `syncLoadBalancer` for one Service, under the allocation lock.
     fn assign(&self, service: &Service) -> Result<Allocation, CloudError> {
         let name = service_name(service);
         let refuse = |reason: &str, message: String| {
             let _ = events::warning(reason, &message, None);
             CloudError::Other(format!("service {name}: {message}"))
         };
-        let requested = requested(service).map_err(|m| refuse("InvalidRequestedAddress", m))?;
-        let mut lately = recent();
-        let holders = holders(service, &lately)?;
-        let request = Request::for_service(service, requested);
-        let allocation = self
-            .pools()
-            .allocate(&request, &holders)
+        let (asked, from) = requested(service).map_err(|m| refuse("InvalidRequestedAddress", m))?;
+        recent::locked(&service.metadata.uid, || {
+            let mut lately = recent::load();
+            let holders = holders(service, &mut lately)?;
+            let allocate = |asked: Vec<IpAddr>| {
+                self.pools()
+                    .allocate(&Request::for_service(service, asked), &holders)
+            };
+            let allocation = match allocate(asked.clone()) {
+                // Ingress from another implementation: a pool address instead.
+                Err(AllocError::RequestedNotInPool { .. }) if from == Asked::Status => {
+                    allocate(Vec::new())
+                }
+                // What it holds, left outside the pools by a change of the config: kept.
+                Err(AllocError::RequestedNotInPool { key, .. })
+                    if from == Asked::Annotation
+                        && asked == ingress_addresses(&service.status.ingress) =>
+                {
+                    let _ = events::warning(
+                        "AddressOutsidePool",
+                        &format!("keeps {}, which pool {key} no longer holds", join(&asked)),
+                        None,
+                    );
+                    Ok(Allocation {
+                        addresses: asked.clone(),
+                        pool: key,
+                        interface: self
+                            .pools()
+                            .interface(&service.metadata.namespace)
+                            .map(str::to_owned),
+                        warning: None,
+                    })
+                }
+                other => other,
+            }
             .map_err(|e| refuse(e.reason(), e.to_string()))?;
-        if let Some(warning) = &allocation.warning {
-            let _ = events::warning("PartialDualStack", warning, None);
-        }
-        lately.retain(|r| r.uid != service.metadata.uid);
-        lately.push(Recent {
-            uid: service.metadata.uid.clone(),
-            holder: Holder {
-                namespace: service.metadata.namespace.clone(),
-                name: service.metadata.name.clone(),
-                ports: request.ports.clone(),
-                addresses: allocation.addresses.clone(),
-            },
-        });
-        store_recent(&lately);
-        Ok(allocation)
+            if let Some(warning) = &allocation.warning {
+                let _ = events::warning("PartialDualStack", warning, None);
+            }
+            lately.retain(|r| r.uid != service.metadata.uid);
+            lately.push(Recent {
+                uid: service.metadata.uid.clone(),
+                at: recent::now(),
+                holder: Holder {
+                    namespace: service.metadata.namespace.clone(),
+                    name: service.metadata.name.clone(),
+                    ports: service.ports.iter().map(|p| p.port).collect(),
+                    addresses: allocation.addresses.clone(),
+                },
+            });
+            recent::store(&lately);
+            Ok(allocation)
+        })
     }
+}
+
+fn join(addresses: &[IpAddr]) -> String {
+    addresses
+        .iter()
+        .map(IpAddr::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 impl wasm_ccm_guest::LoadBalancer for K3s {
@@ -258,7 +243,7 @@ impl wasm_ccm_guest::LoadBalancer for K3s {
             .and_then(|(_, v)| parse_address_list(v).ok())
             .filter(|a| !a.is_empty())
             .or_else(|| {
-                recent()
+                recent::load()
                     .into_iter()
                     .find(|r| r.uid == service.metadata.uid)
                     .map(|r| r.holder.addresses)
@@ -273,8 +258,8 @@ impl wasm_ccm_guest::LoadBalancer for K3s {
         _nodes: Vec<Node>,
     ) -> Result<LoadBalancerStatus, CloudError> {
         let allocation = self.assign(&service)?;
-        let joined: Vec<String> = allocation.addresses.iter().map(IpAddr::to_string).collect();
-        let written = annotations::ensure(&service, LOADBALANCER_IPS, &joined.join(","));
+        let joined = join(&allocation.addresses);
+        let written = annotations::ensure(&service, LOADBALANCER_IPS, &joined);
         if let Some(interface) = &allocation.interface {
             let _ = annotations::ensure(&service, SERVICE_INTERFACE, interface);
         }
@@ -293,7 +278,7 @@ impl wasm_ccm_guest::LoadBalancer for K3s {
             "address assigned",
             &[
                 ("service", &service_name(&service)),
-                ("addresses", &joined.join(",")),
+                ("addresses", &joined),
                 ("pool", &allocation.pool),
             ],
         );
@@ -310,18 +295,30 @@ impl wasm_ccm_guest::LoadBalancer for K3s {
         Ok(())
     }
 
-    /// Frees the address: the Service stops counting as a holder (the host no longer
-    /// lists it once gone, and it leaves the addresses handed out lately now).
+    /// Frees the address: the annotation is emptied (a Service made a LoadBalancer
+    /// again asks for nothing), the Service leaves the addresses handed out lately, and
+    /// the host no longer lists it once it is gone or of another type.
     fn ensure_load_balancer_deleted(
         &self,
         _cluster_name: String,
         service: Service,
     ) -> Result<(), CloudError> {
-        let mut lately = recent();
-        let before = lately.len();
-        lately.retain(|r| r.uid != service.metadata.uid);
-        if lately.len() != before {
-            store_recent(&lately);
+        recent::locked(&service.metadata.uid, || {
+            let mut lately = recent::load();
+            let before = lately.len();
+            lately.retain(|r| r.uid != service.metadata.uid);
+            if lately.len() != before {
+                recent::store(&lately);
+            }
+            Ok(())
+        })?;
+        let annotated = service
+            .metadata
+            .annotations
+            .iter()
+            .any(|(k, v)| k == LOADBALANCER_IPS && !v.is_empty());
+        if annotated && service.metadata.deletion_timestamp.is_none() {
+            let _ = annotations::set(LOADBALANCER_IPS, "");
         }
         Ok(())
     }
@@ -503,29 +500,75 @@ mod tests {
         );
     }
 
-    #[test]
-    fn recent_entries_round_trip() {
-        let r = Recent {
-            uid: "u".into(),
-            holder: Holder {
-                namespace: "ns".into(),
-                name: "n".into(),
-                ports: vec![80, 443],
-                addresses: vec!["10.0.0.1".parse().unwrap(), "fd00::1".parse().unwrap()],
-            },
-        };
-        assert_eq!(Recent::decode(&r.encode()), Some(r.clone()));
-        let portless = Recent {
-            holder: Holder {
-                ports: Vec::new(),
-                ..r.holder
-            },
-            ..r
-        };
-        assert_eq!(Recent::decode(&portless.encode()), Some(portless));
+    fn cache_reset() {
+        wasm_ccm_guest::cache::clear();
+        let _ = annotations::recorded();
+        let _ = events::recorded();
     }
 
-    fn cache_reset() {
-        cache::delete(RECENT_KEY);
+    #[test]
+    fn an_address_handed_out_counts_until_the_listing_shows_it() {
+        cache_reset();
+        let k3s = k3s();
+        let a = service("default", "a", &[80]);
+        let b = service("default", "b", &[80]);
+        // The host lists `a` before its status shows the address it was given.
+        services::set_for_test(Some(vec![]));
+        assert_eq!(ensure(&k3s, &a).unwrap(), "10.0.0.1");
+        let mut unaddressed = listed(&a, "10.0.0.1");
+        unaddressed.ingress.clear();
+        unaddressed.annotations.clear();
+        services::set_for_test(Some(vec![unaddressed]));
+        assert_eq!(ensure(&k3s, &b).unwrap(), "10.0.0.2");
+    }
+
+    #[test]
+    fn ingress_from_another_implementation_is_replaced_by_a_pool_address() {
+        cache_reset();
+        services::set_for_test(Some(Vec::new()));
+        let mut migrated = service("default", "a", &[80]);
+        // ServiceLB gave it the node's address.
+        migrated.status = status(&["172.16.0.5".parse().unwrap()]);
+        assert_eq!(ensure(&k3s(), &migrated).unwrap(), "10.0.0.1");
+    }
+
+    #[test]
+    fn an_address_a_pool_change_left_outside_is_kept_with_a_warning() {
+        cache_reset();
+        services::set_for_test(Some(Vec::new()));
+        let mut held = service("default", "a", &[80]);
+        held.metadata.annotations = vec![(LOADBALANCER_IPS.into(), "10.9.9.9".into())];
+        held.status = status(&["10.9.9.9".parse().unwrap()]);
+        assert_eq!(ensure(&k3s(), &held).unwrap(), "10.9.9.9");
+        let reasons: Vec<String> = events::recorded().into_iter().map(|(_, r, _)| r).collect();
+        assert_eq!(reasons, ["AddressOutsidePool"]);
+        // Asked for, not held: refused.
+        held.status = LoadBalancerStatus {
+            ingress: Vec::new(),
+        };
+        assert!(ensure(&k3s(), &held).is_err());
+    }
+
+    #[test]
+    fn deletion_empties_the_annotation_of_a_service_that_stays() {
+        cache_reset();
+        services::set_for_test(Some(Vec::new()));
+        let mut a = service("default", "a", &[80]);
+        a.metadata.annotations = vec![(LOADBALANCER_IPS.into(), "10.0.0.1".into())];
+        k3s()
+            .ensure_load_balancer_deleted("kubernetes".into(), a.clone())
+            .unwrap();
+        assert_eq!(
+            annotations::recorded(),
+            [(LOADBALANCER_IPS.to_string(), String::new())]
+        );
+        a.metadata.deletion_timestamp = Some("2026-01-01T00:00:00Z".into());
+        k3s()
+            .ensure_load_balancer_deleted("kubernetes".into(), a)
+            .unwrap();
+        assert!(
+            annotations::recorded().is_empty(),
+            "a Service going away is not patched"
+        );
     }
 }

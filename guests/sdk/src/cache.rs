@@ -37,6 +37,14 @@ pub fn set(key: &str, value: &[u8], ttl: Duration) -> Result<(), CacheError> {
     imp::set(key, value, ttl.as_millis().min(u128::from(u64::MAX)) as u64)
 }
 
+/// Stores `value` under `key` for `ttl` only when `key` holds no live value, in one
+/// step across the provider's instances: `Ok(true)` when stored, `Ok(false)` when a
+/// value was there (kept). For claiming a name, or a short lock around a
+/// read-modify-write of shared entries.
+pub fn add(key: &str, value: &[u8], ttl: Duration) -> Result<bool, CacheError> {
+    imp::add(key, value, ttl.as_millis().min(u128::from(u64::MAX)) as u64)
+}
+
 /// Removes `key`.
 pub fn delete(key: &str) {
     imp::delete(key)
@@ -68,6 +76,10 @@ mod imp {
 
     pub fn set(key: &str, value: &[u8], ttl_ms: u64) -> Result<(), CacheError> {
         cache::set(key, value, ttl_ms)
+    }
+
+    pub fn add(key: &str, value: &[u8], ttl_ms: u64) -> Result<bool, CacheError> {
+        cache::add(key, value, ttl_ms)
     }
 
     pub fn delete(key: &str) {
@@ -103,6 +115,13 @@ mod imp {
         let expires = Instant::now() + Duration::from_millis(ttl_ms);
         CACHE.with(|c| c.borrow_mut().insert(key.into(), (value.to_vec(), expires)));
         Ok(())
+    }
+
+    pub fn add(key: &str, value: &[u8], ttl_ms: u64) -> Result<bool, CacheError> {
+        if get(key).is_some() {
+            return Ok(false);
+        }
+        set(key, value, ttl_ms).map(|()| true)
     }
 
     pub fn delete(key: &str) {

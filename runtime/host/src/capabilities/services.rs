@@ -15,7 +15,10 @@
 //! struct Fixed(Vec<LoadBalancerService>);
 //!
 //! impl ServiceSource for Fixed {
-//!     fn load_balancer_services(&self) -> Option<Vec<LoadBalancerService>> {
+//!     fn load_balancer_services(
+//!         &self,
+//!         _annotation: &dyn Fn(&str) -> bool,
+//!     ) -> Option<Vec<LoadBalancerService>> {
 //!         Some(self.0.clone())
 //!     }
 //! }
@@ -29,9 +32,14 @@ use crate::contract::services::{Host, ServicesError};
 
 /// Where the Services come from; implemented by the embedder.
 pub trait ServiceSource: Send + Sync + 'static {
-    /// Every Service of type `LoadBalancer` with all its annotations (the host filters
-    /// them), or `None` while they have not been listed yet. Must not block.
-    fn load_balancer_services(&self) -> Option<Vec<LoadBalancerService>>;
+    /// Every Service of type `LoadBalancer`, or `None` while they have not been listed
+    /// yet. Of each Service's annotations only the keys `annotation` accepts need be
+    /// given (the host drops the others anyway): the source need not copy the rest.
+    /// Must not block.
+    fn load_balancer_services(
+        &self,
+        annotation: &dyn Fn(&str) -> bool,
+    ) -> Option<Vec<LoadBalancerService>>;
 }
 
 /// No cluster: no Service holds anything. For tools that call a provider outside a
@@ -39,7 +47,10 @@ pub trait ServiceSource: Send + Sync + 'static {
 pub struct NoServices;
 
 impl ServiceSource for NoServices {
-    fn load_balancer_services(&self) -> Option<Vec<LoadBalancerService>> {
+    fn load_balancer_services(
+        &self,
+        _annotation: &dyn Fn(&str) -> bool,
+    ) -> Option<Vec<LoadBalancerService>> {
         Some(Vec::new())
     }
 }
@@ -59,15 +70,14 @@ impl Services {
 
     /// The Services a provider sees, ordered by namespace and name.
     pub fn list(&self) -> Result<Vec<LoadBalancerService>, ServicesError> {
+        let shown = |key: &str| crate::policy::annotations::key_allowed(&self.prefixes, key);
         let mut services = self
             .source
             .as_ref()
-            .and_then(|s| s.load_balancer_services())
+            .and_then(|s| s.load_balancer_services(&shown))
             .ok_or(ServicesError::NotReady)?;
         for service in &mut services {
-            service
-                .annotations
-                .retain(|(key, _)| crate::policy::annotations::key_allowed(&self.prefixes, key));
+            service.annotations.retain(|(key, _)| shown(key));
         }
         services.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
         Ok(services)
@@ -108,7 +118,10 @@ mod tests {
     struct Fixed(Option<Vec<LoadBalancerService>>);
 
     impl ServiceSource for Fixed {
-        fn load_balancer_services(&self) -> Option<Vec<LoadBalancerService>> {
+        fn load_balancer_services(
+            &self,
+            _annotation: &dyn Fn(&str) -> bool,
+        ) -> Option<Vec<LoadBalancerService>> {
             self.0.clone()
         }
     }

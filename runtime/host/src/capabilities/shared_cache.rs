@@ -134,6 +134,23 @@ impl Cache {
 
     /// Stores `value` under `key` for `ttl` (at most [`MAX_TTL`]).
     pub fn set(&self, key: &str, value: Vec<u8>, ttl: Duration) -> Result<(), CacheError> {
+        self.store(key, value, ttl, false).map(|_| ())
+    }
+
+    /// [`Self::set`] only when `key` holds no live value, in one step (no other
+    /// instance's call comes between the check and the store): `Ok(false)` when it
+    /// holds one, which is kept.
+    pub fn add(&self, key: &str, value: Vec<u8>, ttl: Duration) -> Result<bool, CacheError> {
+        self.store(key, value, ttl, true)
+    }
+
+    fn store(
+        &self,
+        key: &str,
+        value: Vec<u8>,
+        ttl: Duration,
+        only_if_absent: bool,
+    ) -> Result<bool, CacheError> {
         if key.is_empty() || key.len() > MAX_KEY_BYTES {
             return Err(CacheError::InvalidKey);
         }
@@ -143,6 +160,11 @@ impl Cache {
         }
         let now = Instant::now();
         let mut entries = self.entries.lock().expect("cache lock");
+        if only_if_absent && entries.map.get(key).is_some_and(|e| e.expires > now) {
+            drop(entries);
+            self.count("hit");
+            return Ok(false);
+        }
         entries.remove(key);
         if entries.bytes + needed > self.capacity {
             entries.remove_expired(now);
@@ -166,7 +188,7 @@ impl Cache {
         for _ in 0..evicted {
             self.count("evicted");
         }
-        Ok(())
+        Ok(true)
     }
 
     /// Removes `key`.
@@ -193,6 +215,12 @@ impl Host for HostState {
         self.shared
             .cache
             .set(&key, value, Duration::from_millis(ttl_ms))
+    }
+
+    async fn add(&mut self, key: String, value: Vec<u8>, ttl_ms: u64) -> Result<bool, CacheError> {
+        self.shared
+            .cache
+            .add(&key, value, Duration::from_millis(ttl_ms))
     }
 
     async fn delete(&mut self, key: String) {
@@ -230,6 +258,39 @@ mod tests {
         assert_eq!(c.get("e"), Some(vec![5; 9]));
         c.delete("a");
         assert_eq!(c.get("a"), None);
+    }
+
+    #[test]
+    fn add_stores_only_over_nothing_or_an_expired_value() {
+        let c = cache(1024);
+        assert_eq!(
+            c.add("lock", b"a".to_vec(), Duration::from_secs(60)),
+            Ok(true)
+        );
+        assert_eq!(
+            c.add("lock", b"b".to_vec(), Duration::from_secs(60)),
+            Ok(false)
+        );
+        assert_eq!(
+            c.get("lock"),
+            Some(b"a".to_vec()),
+            "the first value is kept"
+        );
+        c.set("gone", b"x".to_vec(), Duration::from_millis(0))
+            .unwrap();
+        assert_eq!(
+            c.add("gone", b"y".to_vec(), Duration::from_secs(60)),
+            Ok(true)
+        );
+        c.delete("lock");
+        assert_eq!(
+            c.add("lock", b"c".to_vec(), Duration::from_secs(60)),
+            Ok(true)
+        );
+        assert_eq!(
+            c.add("", b"c".to_vec(), Duration::from_secs(60)),
+            Err(CacheError::InvalidKey)
+        );
     }
 
     #[test]

@@ -1,13 +1,14 @@
 //! Contract 0.2 (`wasm-ccm:provider@0.2.0`, frozen in `wit/v0.2/`): its bindings.
 //!
-//! 0.3 changed no record: it added the `services` import and
+//! 0.3 changed no record: it added the `services` import, `cache.add` and
 //! `identity.declined-interfaces`. So 0.2's `types` are bound to the current ones
 //! (`with`), and a 0.2 component's exports are called with the same values as a
 //! current component's. What differs:
 //! - its imports are 0.2's interfaces (`logging`, `cache`, `events`, `deadline`,
 //!   `annotations` at `@0.2.0`): they answer through the current capabilities
 //!   ([`crate::capabilities::compat`]);
-//! - it cannot import `services`, and declines no interface.
+//! - it cannot import `services` (a component importing it with 0.2 exports is
+//!   refused: `inspect.rs`), and declines no interface.
 
 // Generated from `wit/v0.2/`; the WIT documents each item. Both versions of the
 // package are in scope when generating, so bindgen names the module `provider0_2_0`;

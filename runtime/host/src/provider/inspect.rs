@@ -114,6 +114,24 @@ impl Surface {
                 });
             }
         };
+        // Imports of a later version than the exports: the component mixes contracts.
+        let later: Vec<&String> = self
+            .imports
+            .iter()
+            .filter(|n| n.starts_with(&format!("{PACKAGE}/")))
+            .filter(|n| {
+                version_of(n)
+                    .as_deref()
+                    .and_then(Version::parse)
+                    .is_some_and(|v| v > version)
+            })
+            .collect();
+        if let Some(import) = later.first() {
+            return Err(LoadError::IncompatibleVersion {
+                path: path.to_owned(),
+                found: format!("exports of {version} and the import {import}"),
+            });
+        }
         let has = |name: &str| self.exports.contains(&version.interface_name(name));
         if !has("identity") {
             return Err(LoadError::MissingIdentity {
@@ -239,6 +257,25 @@ mod tests {
             surface(&["wasm-ccm:provider/identity@0.4.0"], &[]).check_exports(p),
             Err(LoadError::IncompatibleVersion { .. })
         ));
+        // A 0.2 component cannot import what 0.3 brought.
+        let err = surface(
+            &["wasm-ccm:provider/identity@0.2.0"],
+            &[
+                "wasm-ccm:provider/services@0.3.0",
+                "wasm-ccm:provider/cache@0.2.0",
+            ],
+        )
+        .check_exports(p)
+        .unwrap_err();
+        assert!(err.to_string().contains("services@0.3.0"), "{err}");
+        assert!(
+            surface(
+                &["wasm-ccm:provider/identity@0.3.0"],
+                &["wasm-ccm:provider/services@0.3.0"]
+            )
+            .check_exports(p)
+            .is_ok()
+        );
     }
 
     #[test]

@@ -26,6 +26,19 @@ pub struct Sandboxed {
 }
 
 impl Sandboxed {
+    /// Whether the policy allows no host and names no credential, so the provider can
+    /// send nothing (false when the policy cannot be read: the checks then run).
+    pub fn reaches_nothing(&self) -> bool {
+        let path = self
+            .policy
+            .clone()
+            .unwrap_or_else(|| wasm_ccm_host::policy::Policy::path_for(&self.file));
+        std::fs::read_to_string(&path)
+            .ok()
+            .and_then(|text| wasm_ccm_host::policy::Policy::parse(&text, &path).ok())
+            .is_some_and(|p| p.allowed_outbound_hosts.is_empty() && p.credentials.is_empty())
+    }
+
     /// The loader of this component (at most `max_instances` instances), its policy's
     /// files confined to `--credentials-dir`.
     pub fn loader(&self, max_instances: u32) -> Result<ToolLoader, ConfineError> {

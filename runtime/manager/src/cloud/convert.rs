@@ -201,22 +201,42 @@ pub fn service(s: &k8s::Service) -> wit::Service {
     }
 }
 
-/// A Service of type `LoadBalancer` as the `services` import shows it (the host keeps
-/// only the annotations under the provider's policy prefixes).
+/// A Service of type `LoadBalancer` as the `services` import shows it, with only the
+/// annotations `annotation` accepts (the provider's policy prefixes).
 pub fn load_balancer_service(
     s: &k8s::Service,
+    annotation: &dyn Fn(&str) -> bool,
 ) -> wasm_ccm_host::capabilities::services::LoadBalancerService {
-    let view = service(s);
+    // The view of the Service without its annotations and labels (copied only as
+    // asked), so a large annotation (last-applied-configuration) is never cloned.
+    let bare = service(&k8s::Service {
+        metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+            name: s.metadata.name.clone(),
+            namespace: s.metadata.namespace.clone(),
+            uid: s.metadata.uid.clone(),
+            deletion_timestamp: s.metadata.deletion_timestamp.clone(),
+            ..Default::default()
+        },
+        spec: s.spec.clone(),
+        status: s.status.clone(),
+    });
     wasm_ccm_host::capabilities::services::LoadBalancerService {
-        namespace: view.metadata.namespace,
-        name: view.metadata.name,
-        uid: view.metadata.uid,
-        load_balancer_class: view.load_balancer_class,
-        ports: view.ports,
-        load_balancer_ip: view.load_balancer_ip,
-        ingress: view.status.ingress,
-        annotations: view.metadata.annotations,
-        deleting: view.metadata.deletion_timestamp.is_some(),
+        namespace: bare.metadata.namespace,
+        name: bare.metadata.name,
+        uid: bare.metadata.uid,
+        load_balancer_class: bare.load_balancer_class,
+        ports: bare.ports,
+        load_balancer_ip: bare.load_balancer_ip,
+        ingress: bare.status.ingress,
+        annotations: s
+            .metadata
+            .annotations
+            .iter()
+            .flatten()
+            .filter(|(k, _)| annotation(k))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+        deleting: bare.metadata.deletion_timestamp.is_some(),
     }
 }
 

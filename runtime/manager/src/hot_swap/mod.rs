@@ -60,13 +60,16 @@ pub enum ReloadError {
     /// Compiling, checking, instantiating or initializing the component failed.
     #[error(transparent)]
     Load(#[from] LoadError),
-    /// The component no longer exports an interface a running controller uses.
+    /// The component no longer exports an interface a running controller uses, or its
+    /// configuration declines it (`identity.declined-interfaces`).
     #[error(
-        "{path}: does not export {interface}, which the running {controller} controller uses; \
+        "{path}: {how} {interface}, which the running {controller} controller uses; \
          keeping the running version (to drop the controller, restart with --controllers=*,-{controller})"
     )]
     InterfaceDropped {
         path: PathBuf,
+        /// `does not export`, or `its configuration declines`.
+        how: &'static str,
         interface: &'static str,
         controller: &'static str,
     },
@@ -369,8 +372,17 @@ impl Reloader {
             .await?;
         for controller in &self.settings.controllers {
             if !controller.needs.met_by(provider.exports()) {
+                let declined = provider
+                    .declined()
+                    .iter()
+                    .fold(provider.exports(), wasm_ccm_host::provider::Exports::with);
                 return Err(ReloadError::InterfaceDropped {
                     path: path.clone(),
+                    how: if controller.needs.met_by(declined) {
+                        "its configuration declines"
+                    } else {
+                        "does not export"
+                    },
                     interface: controller.needs.interface(),
                     controller: controller.name,
                 });

@@ -23,8 +23,8 @@
 //! - Throttling: the host answers one request `429` with `Retry-After: 7` itself
 //!   (nothing reaches the cloud); the provider must answer `retry-after` of at least
 //!   7 s (upstream `api.RetryError`), not another error, nor retry on its own. A
-//!   provider that sends no request (its cloud is not reached over HTTP) is not
-//!   checked.
+//!   provider whose policy allows no host (and names no credential) is not checked
+//!   when it sends nothing.
 //! - With `--elsewhere-service` (a Service another controller serves, by the
 //!   provider's own convention): `ensure` answers `implemented-elsewhere` and nothing
 //!   is created.
@@ -220,7 +220,13 @@ pub async fn run(request: &Conformance) -> Result<Report, CallError> {
         absent_node_check(&provider, &mut report).await;
     }
     batch_checks(&provider, &hosts, &mut report).await;
-    throttling_check(loader.broker(), &provider, &mut report).await;
+    throttling_check(
+        loader.broker(),
+        &provider,
+        request.provider.reaches_nothing(),
+        &mut report,
+    )
+    .await;
 
     match (&service_json, provider.load_balancer()) {
         (Some(svc), Some(_)) => {

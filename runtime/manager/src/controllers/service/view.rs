@@ -24,7 +24,10 @@ impl ServiceView {
 }
 
 impl ServiceSource for ServiceView {
-    fn load_balancer_services(&self) -> Option<Vec<LoadBalancerService>> {
+    fn load_balancer_services(
+        &self,
+        annotation: &dyn Fn(&str) -> bool,
+    ) -> Option<Vec<LoadBalancerService>> {
         let store = self.0.read().expect("the view's lock is never poisoned");
         let store = store.as_ref()?;
         Some(
@@ -34,7 +37,7 @@ impl ServiceSource for ServiceView {
                 .filter(|s| {
                     s.spec.as_ref().and_then(|spec| spec.type_.as_deref()) == Some("LoadBalancer")
                 })
-                .map(|s| convert::load_balancer_service(s))
+                .map(|s| convert::load_balancer_service(s, annotation))
                 .collect(),
         )
     }
@@ -58,7 +61,7 @@ mod tests {
     #[test]
     fn not_ready_until_listed_then_only_load_balancers() {
         let view = ServiceView::default();
-        assert!(view.load_balancer_services().is_none());
+        assert!(view.load_balancer_services(&|_| true).is_none());
         let (reader, mut writer) = kube::runtime::reflector::store::<Service>();
         writer.apply_watcher_event(&watcher::Event::Init);
         writer.apply_watcher_event(&watcher::Event::InitApply(service("lb", "LoadBalancer")));
@@ -66,12 +69,18 @@ mod tests {
         writer.apply_watcher_event(&watcher::Event::InitDone);
         // The controller fills the view on InitDone.
         view.fill(reader);
-        let listed = view.load_balancer_services().expect("listed");
+        let listed = view.load_balancer_services(&|_| true).expect("listed");
         assert_eq!(listed.len(), 1);
         assert_eq!(listed[0].name, "lb");
         assert_eq!(listed[0].uid, "u-lb");
         assert_eq!(listed[0].ingress[0].ip.as_deref(), Some("10.0.0.1"));
         assert_eq!(listed[0].ports[0].port, 80);
         assert!(!listed[0].deleting);
+        assert_eq!(listed[0].annotations.len(), 1);
+        let none = view.load_balancer_services(&|_| false).expect("listed");
+        assert!(
+            none[0].annotations.is_empty(),
+            "only the annotations asked for are copied"
+        );
     }
 }
