@@ -12,7 +12,9 @@
 //!    10 s): requests per node per hour, by route.
 //!
 //! `scripts/build-guests.sh && cargo build --bin wasm-ccm && WASM_CCM_BIN=target/debug/wasm-ccm cargo bench -p wasm-ccm-tests --bench cloud_requests`
-//! (`NODES=…`, `WINDOW_SECS=…`; request counts do not depend on the build profile).
+//! (`NODES=…`, `WINDOW_SECS=…`; request counts do not depend on the build profile;
+//! `EXTRA_FLAGS="--kube-api-qps=200 --feature-gates=…"` adds flags to every controller
+//! manager it starts).
 //!
 //! `CLOUD=aws` runs the AWS provider against moto instead (`source scripts/ensure-moto.sh`
 //! first; default 200 instances, named by private DNS name as on EC2, request
@@ -99,6 +101,16 @@ async fn wait_initialized(port: u16, nodes: usize, started: Instant) {
     }
 }
 
+/// `EXTRA_FLAGS`, split on spaces: flags given to every controller manager the bench
+/// starts (`--kube-api-qps=200`, `--feature-gates=...`).
+fn extra_flags() -> Vec<String> {
+    std::env::var("EXTRA_FLAGS")
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect()
+}
+
 /// `wasm-ccm` (`WASM_CCM_BIN`, else this build's) for `provider` in `dir` (also the
 /// credentials directory), every controller at upstream's default periods.
 fn spawn_ccm(
@@ -124,6 +136,7 @@ fn spawn_ccm(
         .arg("--kubeconfig")
         .arg(kubeconfig)
         .args(extra)
+        .args(extra_flags())
         .env("RUST_LOG", "warn")
         .kill_on_drop(true)
         .spawn()
