@@ -330,7 +330,7 @@ mod tests {
     use wasm_ccm_guest::LoadBalancer;
     use wasm_ccm_guest::Provider;
     use wasm_ccm_guest::services::LoadBalancerService;
-    use wasm_ccm_guest::types::{ObjectMeta, Protocol, ServicePort, ServiceType};
+    use wasm_ccm_guest::types::{Protocol, ServicePort};
 
     fn k3s() -> K3s {
         K3s::initialize(
@@ -340,33 +340,8 @@ mod tests {
     }
 
     fn service(namespace: &str, name: &str, ports: &[i32]) -> Service {
-        let mut s = Service {
-            metadata: ObjectMeta {
-                name: name.into(),
-                namespace: namespace.into(),
-                uid: format!("uid-{namespace}-{name}"),
-                labels: Vec::new(),
-                annotations: Vec::new(),
-                deletion_timestamp: None,
-            },
-            service_type: ServiceType::LoadBalancer,
-            ports: Vec::new(),
-            session_affinity: wasm_ccm_guest::types::SessionAffinity::None,
-            load_balancer_source_ranges: Vec::new(),
-            external_traffic_policy: wasm_ccm_guest::types::TrafficPolicy::Cluster,
-            health_check_node_port: 0,
-            ip_families: Vec::new(),
-            load_balancer_class: None,
-            load_balancer_ip: None,
-            status: LoadBalancerStatus {
-                ingress: Vec::new(),
-            },
-            external_ips: Vec::new(),
-            cluster_ips: Vec::new(),
-            ip_family_policy: None,
-            session_affinity_timeout_seconds: None,
-            allocate_load_balancer_node_ports: None,
-        };
+        let mut s = wasm_ccm_guest::testing::service(namespace, name);
+        s.metadata.uid = format!("uid-{namespace}-{name}");
         s.ports = ports
             .iter()
             .map(|p| ServicePort {

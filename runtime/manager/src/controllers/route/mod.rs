@@ -474,16 +474,9 @@ fn changes_routes(event: &NodeEvent) -> bool {
         NodeEvent::Added(_) | NodeEvent::Deleted(_) => true,
         NodeEvent::Updated { old, new } => {
             pod_cidrs(old) != pod_cidrs(new)
-                || !same_addresses(&node_addresses(old), &node_addresses(new))
+                || !same_addresses(&cloud::node_addresses(old), &cloud::node_addresses(new))
         }
     }
-}
-
-fn node_addresses(node: &Node) -> Vec<NodeAddress> {
-    node.status
-        .as_ref()
-        .and_then(|s| s.addresses.clone())
-        .unwrap_or_default()
 }
 
 /// Upstream's watch-based route reconciliation: a reconcile at start (the informer's
