@@ -125,7 +125,7 @@ impl Request {
 
 /// A Service holding addresses (kube-vip's Services labelled `implementation:
 /// kube-vip`, with their `kube-vip.io/loadbalancerIPs`).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Holder {
     /// `metadata.namespace`.
     pub namespace: String,

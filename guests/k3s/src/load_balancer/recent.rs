@@ -3,16 +3,15 @@
 //! syncs never interleave): what a Service holds before the host's view of the
 //! Services shows it.
 //!
-//! An entry is `uid at namespace name ports addresses`; it counts until the host lists
-//! the Service with those addresses, or for [`RECENT_TTL`] at most.
+//! An entry counts until the host lists the Service with the addresses it was given,
+//! or for [`RECENT_TTL`] at most.
 
-use std::net::IpAddr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use wasm_ccm_guest::cache;
 use wasm_ccm_guest::types::{CloudError, Retry};
 
-use crate::pools::{Holder, parse_address_list};
+use crate::pools::Holder;
 
 /// The shared cache's key for the addresses handed out lately.
 const RECENT_KEY: &str = "k3s/recent-allocations";
@@ -24,7 +23,7 @@ const LOCK_TTL: Duration = Duration::from_secs(10);
 pub const RECENT_TTL: Duration = Duration::from_secs(300);
 
 /// One address assignment made lately.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Recent {
     /// The Service's UID.
     pub uid: String,
@@ -42,79 +41,17 @@ pub fn now() -> u64 {
         .unwrap_or(0)
 }
 
-impl Recent {
-    pub fn encode(&self) -> String {
-        let ports: Vec<String> = self.holder.ports.iter().map(i32::to_string).collect();
-        let addresses: Vec<String> = self
-            .holder
-            .addresses
-            .iter()
-            .map(IpAddr::to_string)
-            .collect();
-        format!(
-            "{} {} {} {} {} {}",
-            self.uid,
-            self.at,
-            self.holder.namespace,
-            self.holder.name,
-            if ports.is_empty() {
-                "-".into()
-            } else {
-                ports.join(",")
-            },
-            addresses.join(",")
-        )
-    }
-
-    pub fn decode(line: &str) -> Option<Recent> {
-        let mut fields = line.split(' ');
-        let (uid, at, namespace, name, ports, addresses) = (
-            fields.next()?,
-            fields.next()?,
-            fields.next()?,
-            fields.next()?,
-            fields.next()?,
-            fields.next()?,
-        );
-        let ports = if ports == "-" {
-            Vec::new()
-        } else {
-            ports
-                .split(',')
-                .map(|p| p.parse().ok())
-                .collect::<Option<_>>()?
-        };
-        Some(Recent {
-            uid: uid.into(),
-            at: at.parse().ok()?,
-            holder: Holder {
-                namespace: namespace.into(),
-                name: name.into(),
-                ports,
-                addresses: parse_address_list(addresses).ok()?,
-            },
-        })
-    }
-}
-
 /// The entries younger than [`RECENT_TTL`].
 pub fn load() -> Vec<Recent> {
     let oldest = now().saturating_sub(RECENT_TTL.as_secs());
-    cache::get(RECENT_KEY)
-        .map(|bytes| {
-            String::from_utf8_lossy(&bytes)
-                .lines()
-                .filter_map(Recent::decode)
-                .filter(|r| r.at >= oldest)
-                .collect()
-        })
-        .unwrap_or_default()
+    let mut entries: Vec<Recent> = cache::get_json(RECENT_KEY).unwrap_or_default();
+    entries.retain(|r| r.at >= oldest);
+    entries
 }
 
 /// Replaces the entries.
 pub fn store(entries: &[Recent]) {
-    let text: Vec<String> = entries.iter().map(Recent::encode).collect();
-    if let Err(e) = cache::set(RECENT_KEY, text.join("\n").as_bytes(), RECENT_TTL) {
+    if let Err(e) = cache::set_json(RECENT_KEY, &entries, RECENT_TTL) {
         wasm_ccm_guest::log::warn(
             "cannot keep the addresses handed out lately",
             &[("error", &format!("{e:?}"))],
@@ -147,6 +84,7 @@ mod tests {
 
     #[test]
     fn entries_round_trip_and_expire() {
+        cache::clear();
         let r = Recent {
             uid: "u".into(),
             at: now(),
@@ -157,15 +95,6 @@ mod tests {
                 addresses: vec!["10.0.0.1".parse().unwrap(), "fd00::1".parse().unwrap()],
             },
         };
-        assert_eq!(Recent::decode(&r.encode()), Some(r.clone()));
-        let portless = Recent {
-            holder: Holder {
-                ports: Vec::new(),
-                ..r.holder.clone()
-            },
-            ..r.clone()
-        };
-        assert_eq!(Recent::decode(&portless.encode()), Some(portless));
         let old = Recent {
             at: now() - RECENT_TTL.as_secs() - 1,
             ..r.clone()
