@@ -41,3 +41,39 @@ pub fn bench_wasm_ccm_bin() -> std::path::PathBuf {
         None => crate::wasm_ccm_bin(),
     }
 }
+
+/// A process's resident memory and CPU time, read from `/proc/<pid>`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ProcessUsage {
+    /// Resident set now (`VmRSS`), KiB.
+    pub rss_kib: u64,
+    /// Peak resident set (`VmHWM`), KiB.
+    pub peak_rss_kib: u64,
+    /// User and system CPU time so far, seconds.
+    pub cpu_secs: f64,
+}
+
+/// `pid`'s [`ProcessUsage`]; `None` once it is gone.
+pub fn process_usage(pid: u32) -> Option<ProcessUsage> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kib = |field: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(field))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The fields after the command's closing parenthesis: state is the first, utime and
+    // stime the 12th and 13th.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    // SAFETY: sysconf reads a constant of the system; no memory is passed.
+    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    Some(ProcessUsage {
+        rss_kib: kib("VmRSS:"),
+        peak_rss_kib: kib("VmHWM:"),
+        cpu_secs: ticks as f64 / per_second,
+    })
+}

@@ -101,6 +101,8 @@ pub struct Settings {
     pub kube_apiserver: Option<PathBuf>,
     /// The etcd binary (else `$ETCD`, else target/kube/bin/).
     pub etcd: Option<PathBuf>,
+    /// The audit policy (YAML); every request's metadata when `None`.
+    pub audit_policy: Option<String>,
 }
 
 /// A running kube-apiserver and its etcd.
@@ -109,6 +111,7 @@ pub struct KubeApiServer {
     etcd: Child,
     port: u16,
     dir: PathBuf,
+    ca: TestCa,
 }
 
 /// The binary `name` (`kube-apiserver`, `etcd`): `given`, else `$VARIABLE`, else the
@@ -233,8 +236,10 @@ impl KubeApiServer {
         write("admin.key", &admin.key_pem)?;
         write(
             "audit-policy.yaml",
-            "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\n\
-             rules:\n- level: Metadata\n",
+            settings.audit_policy.as_deref().unwrap_or(
+                "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\n\
+                 rules:\n- level: Metadata\n",
+            ),
         )?;
         let signing = KeyPair::generate().expect("a service account signing key");
         write("sa.key", &signing.serialize_pem())?;
@@ -309,6 +314,7 @@ impl KubeApiServer {
             etcd,
             port: secure,
             dir: path,
+            ca,
         };
         server.write_kubeconfig(&server.kubeconfig(), None)?;
         server.wait_ready().await?;
@@ -359,6 +365,44 @@ impl KubeApiServer {
             path: path.to_owned(),
             source,
         })
+    }
+
+    /// Writes a kubeconfig at `path` authenticating as `user` in `groups` with a client
+    /// certificate of the server's CA (kept beside it as `<path>.crt` and `<path>.key`),
+    /// as kube-controller-manager and kubelets authenticate.
+    pub fn write_user_kubeconfig(
+        &self,
+        path: &Path,
+        user: &str,
+        groups: &[&str],
+    ) -> Result<(), Error> {
+        let issued = self.ca.client(user, groups);
+        let (cert, key) = (path.with_extension("crt"), path.with_extension("key"));
+        for (file, text) in [(&cert, &issued.cert_pem), (&key, &issued.key_pem)] {
+            std::fs::write(file, text).map_err(|source| Error::Write {
+                path: file.to_path_buf(),
+                source,
+            })?;
+        }
+        let text = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster:\n    server: {}\n    \
+             certificate-authority: {}\ncontexts:\n- name: test\n  context:\n    cluster: test\n    \
+             user: test\ncurrent-context: test\nusers:\n- name: test\n  user:\n    \
+             client-certificate: {}\n    client-key: {}\n",
+            self.url(),
+            self.dir.join("ca.crt").display(),
+            cert.display(),
+            key.display(),
+        );
+        std::fs::write(path, text).map_err(|source| Error::Write {
+            path: path.to_owned(),
+            source,
+        })
+    }
+
+    /// The process IDs of kube-apiserver and etcd (to read their resource use).
+    pub fn pids(&self) -> (u32, u32) {
+        (self.apiserver.id(), self.etcd.id())
     }
 
     /// A client with the admin's credentials; panics when none can be made (a test peer).

@@ -167,6 +167,13 @@ pub async fn run(ctx: Context, options: Options, shutdown: tokio::sync::watch::R
     );
 }
 
+/// Drops what no controller reads before a Service is cached: its managed fields (often
+/// larger than the rest of it). The controller only patches Services, so nothing
+/// dropped here is written back.
+fn trim(svc: &mut Service) {
+    svc.metadata.managed_fields = None;
+}
+
 /// The Service watch: keeps the store, triggers a reconcile for each Service changed,
 /// and cleans up after each one deleted (also one found missing when the watch lists
 /// again: upstream's `DeletedFinalStateUnknown`).
@@ -177,7 +184,9 @@ async fn watch_services(
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
     let api: Api<Service> = Api::all(state.ctx.client.clone());
-    let stream = watcher(api, watcher::Config::default()).default_backoff();
+    let stream = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .modify(trim);
     futures_util::pin_mut!(stream);
     loop {
         let event = tokio::select! {
