@@ -381,7 +381,7 @@ async fn main() {
             ),
         )
         .unwrap();
-    let uri: http::Uri = get_url.parse().unwrap();
+    let uri: String = get_url.clone();
     let headers = http::HeaderMap::new();
     let method = http::Method::GET;
     let authorize = measure(batches(200), 1000, || async {

@@ -606,13 +606,18 @@ async fn main() {
         let made = Instant::now();
         let served = eventually(Duration::from_secs(3600), || async {
             api.list(&Default::default()).await.is_ok_and(|l| {
-                l.items.iter().all(|s| {
-                    s.status
-                        .as_ref()
-                        .and_then(|s| s.load_balancer.as_ref())
-                        .and_then(|l| l.ingress.as_ref())
-                        .is_some_and(|i| !i.is_empty())
-                })
+                l.items
+                    .iter()
+                    .filter(|s| {
+                        s.spec.as_ref().and_then(|s| s.type_.as_deref()) == Some("LoadBalancer")
+                    })
+                    .all(|s| {
+                        s.status
+                            .as_ref()
+                            .and_then(|s| s.load_balancer.as_ref())
+                            .and_then(|l| l.ingress.as_ref())
+                            .is_some_and(|i| !i.is_empty())
+                    })
             })
         })
         .await;

@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, Once, RwLock};
 use std::time::Duration;
 
-use super::authorize::Rules;
 use super::credentials::{self, CredentialError};
+use super::rules::Rules;
 use super::{Egress, EgressInterceptor, EgressSettings, connect, rate_limit, resolver};
 use crate::capabilities::logging::LogLimiter;
 use crate::metrics::{ProviderLabel, ProviderMetrics};

@@ -1,10 +1,14 @@
 //! HTTP egress: the broker that is a provider's only way to the network.
 //!
 //! Guests send over `wasi:http/outgoing-handler` (wasmtime hands every request to
-//! [`EgressHooks::send_request`]) or, a whole request in one call, over the host's
-//! `wasm-ccm:http/client` ([`crate::capabilities::http_client`]); both end in
-//! `Egress::send`, which
-//! 1. parses the destination once ([`destination`]) and checks it: the method (no
+//! [`EgressHooks`]) or, a whole request in one call, over the host's
+//! `wasm-ccm:http/client` ([`crate::capabilities::http_client`]); both hand
+//! [`Egress::send_buffered`] an [`exchange::GuestRequest`] and get an
+//! [`exchange::Buffered`] answer back (the request body and the answer are read
+//! whole, the answer up to the policy's size limit). It
+//!
+//! 1. checks the request under `wasi:http`'s rules for guests, whichever way it came
+//!    ([`exchange`]), and parses the destination once ([`destination`]) and checks it: the method (no
 //!    `TRACE`, no `CONNECT`), the address rules of [`crate::policy::address`] (metadata
 //!    and host-local addresses never; loopback only through a pattern naming it), and
 //!    the provider policy's allowlist (deny by default). Names are checked again on
@@ -15,8 +19,8 @@
 //!    asking the server for another method than the one `allowedActions` checked
 //!    ([`credentials::method_override`]),
 //! 3. waits for the provider's concurrency and rate limits ([`rate_limit`]),
-//! 4. buffers the request body and forwards it with the shared pooled `reqwest` client
-//!    (or the provider's own, when its policy names a CA bundle),
+//! 4. forwards it with the shared pooled `reqwest` client (or the provider's own, when
+//!    its policy names a CA bundle),
 //! 5. reads the response body up to the policy's size limit and hands it back,
 //! 6. counts the request in [`crate::metrics`], inside a `tracing` span that is a
 //!    child of the provider call that caused it.
@@ -25,45 +29,44 @@
 //! entry it matched, and denied requests are labelled by reason only.
 //!
 //! Where things are: [`broker`] builds each provider's [`Egress`] (and the clients)
-//! and holds the embedder's [`intercept`]or, if any; `authorize` holds step 1 and the
-//! credential choice, [`credentials`] what is injected (one
-//! [`credentials::CredentialKind`] per kind, a folder per cloud), `forward` steps 3 to
-//! 6, [`Denial`] the reasons a request is refused.
+//! and holds the embedder's [`intercept`]or, if any; `egress` holds [`Egress`] and the
+//! one path of a request; `rules` the policy in force ([`Grant`]: step 1 and the
+//! credential choice; steps 2, 4 and 5 as sent); [`credentials`] what is injected (one
+//! [`credentials::CredentialKind`] per kind, a folder per cloud); `forward` the
+//! deadline, the bounded response and the error and metric labels; [`Denial`] the
+//! reasons a request is refused.
 
-mod authorize;
 pub mod broker;
 mod connect;
 pub mod credentials;
 mod denial;
 pub mod destination;
+mod egress;
+pub mod exchange;
 mod forward;
 pub mod intercept;
 pub mod rate_limit;
 pub mod resolver;
+mod rules;
 
 use std::net::IpAddr;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::Arc;
 use std::time::Instant;
 
-use http::{HeaderMap, Method};
-use tracing::Instrument;
 use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody, WasiHttpHooks};
 
-use crate::capabilities::logging::LogLimiter;
-use crate::metrics::{ProviderLabel, ProviderMetrics};
-use crate::policy::Policy;
-pub use authorize::Grant;
-use authorize::Rules;
 #[cfg(test)]
 use broker::install_crypto_provider;
 pub use broker::{Broker, BrokerError};
 pub use credentials::{CredentialError, Injection};
 pub use denial::Denial;
 pub use destination::Destination;
+pub use egress::Egress;
+use exchange::GuestRequest;
 pub use forward::DEADLINE_MARKER;
-use forward::redact_uri;
 pub use intercept::EgressInterceptor;
+pub use rules::Grant;
 
 /// Largest request body a guest may send.
 pub use crate::policy::MAX_REQUEST_BODY_BYTES;
@@ -78,77 +81,6 @@ pub struct EgressSettings {
     /// them unconfined (tools and tests). The controller manager always sets it
     /// (`--credentials-dir`).
     pub credentials_dir: Option<PathBuf>,
-}
-
-/// Per-provider egress state shared by all of the provider's instances.
-pub struct Egress {
-    provider: Arc<ProviderLabel>,
-    /// What the policy in force says; replaced as a whole when the policy changes.
-    rules: RwLock<Arc<Rules>>,
-    /// The credential kinds' sessions (logins), kept when the policy is replaced.
-    sessions: credentials::Sessions,
-    broker: Broker,
-    metrics: Arc<ProviderMetrics>,
-    denial_log: Mutex<LogLimiter>,
-    /// `wasm-ccm/<version> (provider <name>)`, for requests whose provider sets none.
-    user_agent: http::HeaderValue,
-}
-
-impl std::fmt::Debug for Egress {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Egress")
-            .field("provider", &self.provider)
-            .finish_non_exhaustive()
-    }
-}
-
-impl Egress {
-    /// The hooks to install in one store.
-    pub fn hooks(self: &Arc<Self>) -> EgressHooks {
-        EgressHooks {
-            egress: self.clone(),
-            deadline: None,
-        }
-    }
-
-    /// The rules in force.
-    fn rules(&self) -> Arc<Rules> {
-        self.rules
-            .read()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .clone()
-    }
-
-    /// Puts `policy`'s egress rules in force for every instance of the provider, from
-    /// the next request on. If they cannot be built (an unreadable CA bundle, a
-    /// credential file outside the credentials directory), nothing is allowed any
-    /// more (fail closed) and the error says why.
-    pub fn replace_policy(&self, policy: Arc<Policy>) -> Result<(), BrokerError> {
-        let (rules, result) = match self.broker.rules(policy, &self.sessions) {
-            Ok(rules) => (rules, Ok(())),
-            Err(err) => (
-                self.broker
-                    .rules(Arc::new(Policy::default()), &self.sessions)
-                    .expect("the deny-all policy always builds"),
-                Err(err),
-            ),
-        };
-        *self
-            .rules
-            .write()
-            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Arc::new(rules);
-        result
-    }
-
-    /// Checks a request to `destination` against the address rules and the policy.
-    pub fn authorize(
-        &self,
-        method: &Method,
-        destination: &Destination,
-        headers: &HeaderMap,
-    ) -> Result<Grant, Denial> {
-        self.rules().authorize(method, destination, headers)
-    }
 }
 
 /// The [`WasiHttpHooks`] installed in each provider store.
@@ -177,10 +109,12 @@ impl WasiHttpHooks for EgressHooks {
         _options: Option<RequestOptions>,
         _fut: Box<dyn Future<Output = Result<(), HttpError>> + Send>,
     ) -> ResponseFuture {
-        let response = self.egress.clone().send(request, self.deadline);
+        let (egress, deadline) = (self.egress.clone(), self.deadline);
         Box::new(async move {
+            let request = GuestRequest::from_wasi(request).await?;
+            let answer = egress.send_buffered(request, deadline).await?;
             Ok((
-                response.await?,
+                answer.into_wasi(),
                 Box::new(async { Ok(()) }) as Box<dyn Future<Output = _> + Send>,
             ))
         })
@@ -188,6 +122,13 @@ impl WasiHttpHooks for EgressHooks {
 }
 
 impl EgressHooks {
+    fn new(egress: Arc<Egress>) -> Self {
+        Self {
+            egress,
+            deadline: None,
+        }
+    }
+
     /// The provider's egress.
     pub(crate) fn egress(&self) -> &Arc<Egress> {
         &self.egress
@@ -205,64 +146,13 @@ impl EgressHooks {
     }
 }
 
-impl Egress {
-    /// Sends one request of the provider through the broker: authorized, credentialed,
-    /// limited, forwarded and counted. Both ways out of a guest end here:
-    /// `wasi:http/outgoing-handler` ([`EgressHooks`]) and the buffered
-    /// `wasm-ccm:http/client` ([`crate::capabilities::http_client`]). A request that
-    /// could not finish before `deadline` (the call's) at the policy's
-    /// `requestTimeout` is not started: the provider is told so (see
-    /// [`DEADLINE_MARKER`]) and can answer `retry-after` in time.
-    pub(crate) fn send(
-        self: Arc<Self>,
-        request: http::Request<WasiBody>,
-        deadline: Option<Instant>,
-    ) -> impl Future<Output = Result<http::Response<WasiBody>, HttpError>> + Send + 'static {
-        // One request, one set of rules: authorized and forwarded under the same policy.
-        let rules = self.rules();
-        let checked = check(&rules, &request);
-        async move {
-            let checked = match checked {
-                // Not allowed before a kind's first login: what it learns may allow it.
-                Err(Denial::NotAllowed { .. }) if rules.awaiting_login() => {
-                    rules.log_in().await;
-                    check(&rules, &request)
-                }
-                checked => checked,
-            };
-            let (destination, grant) = match checked {
-                Ok(allowed) => allowed,
-                Err(denial) => {
-                    self.record_denial(request.method(), &redact_uri(request.uri()), &denial);
-                    return Err(HttpError::HttpRequestDenied);
-                }
-            };
-            // A child of the provider call span current while the guest runs.
-            let span = tracing::debug_span!(
-                "egress",
-                provider = %self.provider,
-                method = %request.method(),
-                destination = %grant.destination,
-            );
-            self.forward(rules, request, destination, grant, deadline)
-                .instrument(span)
-                .await
-        }
-    }
-}
-
-/// Authorizes `request` under `rules`.
-fn check(rules: &Rules, request: &http::Request<WasiBody>) -> Result<(Destination, Grant), Denial> {
-    let destination = Destination::parse(request.uri())?;
-    let grant = rules.authorize(request.method(), &destination, request.headers())?;
-    Ok((destination, grant))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::metrics::ProviderLabel;
+    use crate::policy::Policy;
     use forward::status_label;
-    use http::HeaderValue;
+    use http::{HeaderMap, HeaderValue, Method};
     use std::path::Path;
 
     fn egress(policy: &str) -> Arc<Egress> {
@@ -348,7 +238,7 @@ mod tests {
             "allowedOutboundHosts: ['https://a.example.com']\ncredentials: [{{destination: 'https://a.example.com', bearerTokenFile: '{}/token'}}]",
             dir.display()
         ));
-        let destination = Destination::parse(&"https://a.example.com/".parse().unwrap()).unwrap();
+        let destination = Destination::parse("https://a.example.com/").unwrap();
         // Refused on every credentialed request, even without allowedActions; `_` is
         // read as `-` by servers that map headers to CGI variables.
         for header in [
@@ -369,7 +259,7 @@ mod tests {
     }
 
     fn authorize(e: &Egress, method: Method, uri: &str) -> Result<Grant, Denial> {
-        let destination = Destination::parse(&uri.parse().unwrap())?;
+        let destination = Destination::parse(uri)?;
         e.authorize(&method, &destination, &HeaderMap::new())
     }
 
@@ -474,8 +364,7 @@ mod tests {
             "allowedOutboundHosts: ['https://ec2.us-east-1.amazonaws.com']\n\
              credentials: [{destination: 'https://ec2.us-east-1.amazonaws.com', aws: {services: [ec2], accessKeyIdFile: /nonexistent/id, secretAccessKeyFile: /nonexistent/key}}]",
         );
-        let destination =
-            Destination::parse(&"https://ec2.us-east-1.amazonaws.com/".parse().unwrap()).unwrap();
+        let destination = Destination::parse("https://ec2.us-east-1.amazonaws.com/").unwrap();
         let grant = e
             .authorize(&Method::POST, &destination, &HeaderMap::new())
             .unwrap();
@@ -516,7 +405,7 @@ mod tests {
             dir.display()
         );
         let e = egress(&policy);
-        let destination = Destination::parse(&"https://a.example.com/".parse().unwrap()).unwrap();
+        let destination = Destination::parse("https://a.example.com/").unwrap();
         let grant = e
             .authorize(&Method::GET, &destination, &HeaderMap::new())
             .unwrap();

@@ -1,12 +1,17 @@
-//! Authorization of one request under the policy in force: the method, the address
-//! rules, what a credential kind claims first (a login's catalog), the allowlist, and
-//! the credential the host adds.
+//! A policy's egress rules: the authorization of one request under the policy in
+//! force (the method, the address rules, what a credential kind claims first — a
+//! login's catalog —, the allowlist, and the credential the host adds), and the
+//! request as sent under them (the credential applied, renewed once on a 401, the
+//! answer read within the policy's size limit).
 
 use std::sync::Arc;
 
 use http::{HeaderMap, Method};
+use wasmtime_wasi_http::Error as HttpError;
 
-use super::credentials::{self, Injection, Route};
+use super::credentials::{self, Injection, Outgoing, Route, check_request};
+use super::exchange::{Buffered, GuestRequest};
+use super::forward::{Forward, classify, header_section_bytes, read_limited};
 use super::{Denial, Destination, rate_limit};
 use crate::policy::{Policy, address};
 
@@ -134,6 +139,115 @@ impl Rules {
                 kind.log_in(&self.client).await;
             }
         }
+    }
+
+    /// Sends `request`, authorized for `destination` with `inject` under credential
+    /// rule `rule`, and reads the answer whole.
+    pub(super) async fn send(
+        &self,
+        request: GuestRequest,
+        destination: &Destination,
+        inject: Option<Injection>,
+        rule: Option<usize>,
+        user_agent: &http::HeaderValue,
+    ) -> Result<Buffered, Forward> {
+        let GuestRequest {
+            method,
+            mut headers,
+            body,
+            ..
+        } = request;
+        // The cloud's logs say who called, unless the provider says it itself.
+        headers
+            .entry(http::header::USER_AGENT)
+            .or_insert_with(|| user_agent.clone());
+        let mut outgoing = Outgoing {
+            method,
+            url: destination.url.clone(),
+            headers,
+            body,
+        };
+        let kind = match inject {
+            None => None,
+            Some(Injection::Credential(kind)) => Some(kind),
+            Some(Injection::Local(kind)) => {
+                let (content_type, body) = kind
+                    .local_answer(&self.client)
+                    .await
+                    .map_err(|reason| Forward::Denied(Denial::Credential(reason)))?;
+                let mut headers = HeaderMap::new();
+                let content_type = http::HeaderValue::try_from(content_type)
+                    .map_err(|e| Forward::Failed(HttpError::InternalError(Some(e.to_string()))))?;
+                headers.insert(http::header::CONTENT_TYPE, content_type);
+                return Ok(Buffered {
+                    status: http::StatusCode::OK,
+                    headers,
+                    body,
+                });
+            }
+        };
+        // Kept for a second try only when the credential may need replacing.
+        let mut retry = None;
+        if let Some(kind) = kind.clone() {
+            let actions = rule
+                .and_then(|i| self.policy.credentials.get(i))
+                .and_then(|r| r.allowed_actions.as_ref());
+            check_request(&*kind, actions, &outgoing).map_err(Forward::Denied)?;
+            let applied = kind
+                .apply(&mut outgoing, &self.client)
+                .await
+                .map_err(|reason| Forward::Denied(Denial::Credential(reason)))?;
+            if kind.renews() {
+                retry = Some((kind, applied, outgoing.clone()));
+            }
+        }
+        let mut response = self.request(outgoing).await?;
+        if response.status() == http::StatusCode::UNAUTHORIZED
+            && let Some((kind, applied, request)) = retry
+            && let Some(again) = kind.renew(applied, request, &self.client).await
+        {
+            response = self.request(again).await?;
+        }
+        let limits = &self.policy.egress_limits;
+        let status = response.status();
+        // Headers count against `maxResponseBytes` like the body: the guest holds both.
+        let header_bytes = header_section_bytes(response.headers());
+        if header_bytes > limits.max_response_bytes {
+            return Err(Forward::Failed(HttpError::HttpResponseHeaderSectionSize(
+                Some(u32::try_from(header_bytes).unwrap_or(u32::MAX)),
+            )));
+        }
+        let mut headers = std::mem::take(response.headers_mut());
+        // The caller bounds the whole request, body included, by `requestTimeout`.
+        let body = read_limited(response, limits.max_response_bytes - header_bytes).await?;
+        if let Some(kind) = kind.as_ref().filter(|kind| kind.observes(status)) {
+            kind.answered(status, &headers, &body);
+        }
+        // A token in an answer (a login's header) never reaches the guest.
+        let hidden: Vec<http::HeaderName> = headers
+            .keys()
+            .filter(|name| credentials::hides_response_header(name.as_str()))
+            .cloned()
+            .collect();
+        for name in hidden {
+            headers.remove(name);
+        }
+        Ok(Buffered {
+            status,
+            headers,
+            body,
+        })
+    }
+
+    /// One upstream request, up to its response's headers.
+    async fn request(&self, request: Outgoing) -> Result<reqwest::Response, Forward> {
+        self.client
+            .request(request.method, request.url)
+            .headers(request.headers)
+            .body(request.body)
+            .send()
+            .await
+            .map_err(classify)
     }
 }
 
