@@ -378,6 +378,71 @@ async fn routes_lifecycle() {
     assert!(err.to_string().contains("no such instance"), "{err}");
 }
 
+/// Routes for Nodes not initialized yet (no provider ID: the pod CIDR came first) find
+/// their instances by name: for a cluster joining at once, one listing kept in the
+/// shared cache, not a lookup each; a name the cache holds for an instance since
+/// replaced is looked up again.
+#[tokio::test]
+async fn routes_by_node_name_cost_one_listing() {
+    let sim = Simulated::start().await;
+    let routes = sim.provider.routes().expect("routes exported");
+    for i in 0..20 {
+        sim.cloud
+            .with_state(|s| s.create_instance(NewInstance::named(&format!("n-{i}"))));
+    }
+    sim.cloud.with_state(|s| s.requests.clear());
+    for i in 0..20 {
+        let route = Route {
+            name: String::new(),
+            target_node: format!("n-{i}"),
+            target_node_addresses: Vec::new(),
+            destination_cidr: format!("10.244.{i}.0/24"),
+            blackhole: false,
+            enable_node_addresses: false,
+            target_node_provider_id: None,
+        };
+        routes
+            .create_route("kubernetes", &format!("uid-{i}"), &route)
+            .await
+            .unwrap();
+    }
+    let requests = sim.cloud.with_state(|s| s.requests.clone());
+    assert_eq!(requests.get("GET /v1/instances"), Some(&1), "{requests:?}");
+    assert_eq!(requests.get("POST /v1/routes"), Some(&20), "{requests:?}");
+
+    // n-0's instance is replaced by another of the same name: the cached ID is stale.
+    let old = sim
+        .cloud
+        .with_state(|s| s.list_instances(Some("n-0")))
+        .remove(0);
+    sim.cloud.with_state(|s| s.delete_instance(&old.id));
+    let new = sim
+        .cloud
+        .with_state(|s| s.create_instance(NewInstance::named("n-0")));
+    let route = Route {
+        name: String::new(),
+        target_node: "n-0".into(),
+        target_node_addresses: Vec::new(),
+        destination_cidr: "10.245.0.0/24".into(),
+        blackhole: false,
+        enable_node_addresses: false,
+        target_node_provider_id: None,
+    };
+    routes
+        .create_route("kubernetes", "uid-again", &route)
+        .await
+        .unwrap();
+    let listed = routes.list_routes("kubernetes").await.unwrap();
+    let again = listed
+        .iter()
+        .find(|r| r.destination_cidr == "10.245.0.0/24")
+        .expect("the route");
+    assert_eq!(
+        again.target_node_provider_id.as_deref(),
+        Some(format!("simcloud://{}", new.id).as_str())
+    );
+}
+
 #[tokio::test]
 async fn clusters() {
     let sim = Simulated::start().await;

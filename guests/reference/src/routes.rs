@@ -45,6 +45,30 @@ impl SimCloud {
         }
         Ok(names)
     }
+
+    /// The ID of the instance named `name` (a Node's), from the shared cache when it
+    /// knows exactly one, else from a fresh listing kept there: a route created for
+    /// each Node of a cluster joining at once costs one listing, not one lookup each.
+    fn instance_id(&self, name: &str, fresh: bool) -> Result<String, CloudError> {
+        let find = |names: &HashMap<String, String>| {
+            let mut ids = names.iter().filter(|(_, n)| *n == name).map(|(id, _)| id);
+            match (ids.next(), ids.next()) {
+                (Some(id), None) => Some(id.clone()),
+                _ => None,
+            }
+        };
+        if !fresh
+            && let Some(names) = cache::get_json::<HashMap<String, String>>(NAMES_KEY)
+            && let Some(id) = find(&names)
+        {
+            return Ok(id);
+        }
+        find(&self.instance_names(&[], true)?).ok_or_else(|| {
+            CloudError::Other(format!(
+                "cannot route to node {name}: no such instance (or more than one by that name)"
+            ))
+        })
+    }
 }
 
 impl Routes for SimCloud {
@@ -77,34 +101,35 @@ impl Routes for SimCloud {
         name_hint: String,
         route: Route,
     ) -> Result<(), CloudError> {
-        // The target's provider ID names its instance; a Node without one is looked up.
-        let target = match route.target_node_provider_id.as_deref() {
-            Some(pid) => crate::instance_id_from_provider_id(pid)?.to_owned(),
-            None => {
-                self.cloud
-                    .instance_by_name(&route.target_node)?
-                    .ok_or_else(|| {
-                        CloudError::Other(format!(
-                            "cannot route {} to node {}: no such instance",
-                            route.destination_cidr, route.target_node
-                        ))
-                    })?
-                    .id
-            }
-        };
         // One route per IP family for a dual-stack node: the name says which.
         let family = if route.destination_cidr.contains(':') {
             "-ipv6"
         } else {
             ""
         };
-        self.cloud.create_route(&CloudRoute {
-            name: format!("{cluster_name}-{name_hint}{family}"),
-            cluster: cluster_name.clone(),
-            destination_cidr: route.destination_cidr,
-            target_instance: target,
-            blackhole: false,
-        })
+        let create = |target: String| {
+            self.cloud.create_route(&CloudRoute {
+                name: format!("{cluster_name}-{name_hint}{family}"),
+                cluster: cluster_name.clone(),
+                destination_cidr: route.destination_cidr.clone(),
+                target_instance: target,
+                blackhole: false,
+            })
+        };
+        // The target's provider ID names its instance; a Node without one yet (its
+        // pod CIDR came before its initialization) is found by name.
+        if let Some(pid) = route.target_node_provider_id.as_deref() {
+            return create(crate::instance_id_from_provider_id(pid)?.to_owned());
+        }
+        let cached = self.instance_id(&route.target_node, false)?;
+        match create(cached.clone()) {
+            // A name kept in the cache may now be another instance's: look again.
+            Err(err) => match self.instance_id(&route.target_node, true)? {
+                fresh if fresh != cached => create(fresh),
+                _ => Err(err),
+            },
+            created => created,
+        }
     }
 
     fn delete_route(&self, _cluster_name: String, route: Route) -> Result<(), CloudError> {
