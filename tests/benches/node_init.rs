@@ -244,7 +244,7 @@ async fn daemon_peak_rss(
     }
     // Let the lifecycle controller make a pass over all nodes too.
     tokio::time::sleep(Duration::from_secs(6)).await;
-    let breakdown = rss_breakdown(pid);
+    let breakdown = wasm_ccm_tests::rss_breakdown(pid);
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let kib = status
         .lines()
@@ -256,63 +256,6 @@ async fn daemon_peak_rss(
     let _ = child.kill().await;
     let _ = std::fs::remove_dir_all(&w.dir);
     Some((kib, breakdown))
-}
-
-/// Where a process's resident memory is now, by kind of mapping (KiB), from
-/// `/proc/PID/smaps`: the binary's own pages, the heap and allocator arenas, the
-/// pooling allocator's slots (guest linear memories, tables, stacks: the large
-/// reservations), compiled provider code, and the rest.
-fn rss_breakdown(pid: u32) -> Vec<(&'static str, u64)> {
-    let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps")).unwrap_or_default();
-    let mut kinds: Vec<(&'static str, u64)> = vec![
-        ("the wasm-ccm binary (code and data)", 0),
-        ("heap and allocator arenas", 0),
-        (
-            "guest memories, tables and stacks (pooling allocator slots)",
-            0,
-        ),
-        ("compiled provider code (executable mappings)", 0),
-        ("other (thread stacks, shared libraries)", 0),
-    ];
-    let mut current = 4;
-    let mut last_header = String::new();
-    for line in smaps.lines() {
-        let mut fields = line.split_whitespace();
-        let first = fields.next().unwrap_or_default();
-        if first.contains('-') && first.chars().next().is_some_and(|c| c.is_ascii_hexdigit()) {
-            let (start, end) = first.split_once('-').unwrap();
-            let size = u64::from_str_radix(end, 16).unwrap_or(0)
-                - u64::from_str_radix(start, 16).unwrap_or(0);
-            let perms = fields.next().unwrap_or_default();
-            let path = line.split_whitespace().nth(5).unwrap_or_default();
-            current = if path.ends_with("/wasm-ccm") {
-                0
-            } else if path == "[heap]" {
-                1
-            } else if path.is_empty() && size >= 1 << 30 {
-                2
-            } else if perms.contains('x') && !path.starts_with('/') {
-                3
-            } else if path.is_empty()
-                && u64::from_str_radix(start, 16).unwrap_or(1) % (64 << 20) == 0
-            {
-                // glibc's per-thread arenas: 64 MiB-aligned reservations.
-                1
-            } else {
-                4
-            };
-        } else if first == "Rss:" {
-            let kib = fields.next().and_then(|v| v.parse().ok()).unwrap_or(0);
-            kinds[current].1 += kib;
-            if std::env::var_os("RSS_DEBUG").is_some() && kib > 1024 {
-                eprintln!("{kib} KiB in {}", last_header);
-            }
-        }
-        if first.contains('-') && first.chars().next().is_some_and(|c| c.is_ascii_hexdigit()) {
-            last_header = line.to_owned();
-        }
-    }
-    kinds
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]

@@ -11,8 +11,8 @@
 //!
 //! Three phases, each with a table:
 //! 1. **Joining**: the `NODES` Nodes exist, tainted as kubelet registers them with
-//!    `--cloud-provider=external`, when wasm-ccm starts: the time until every Node is
-//!    initialized.
+//!    `--cloud-provider=external`, Ready and with their pod CIDRs, when wasm-ccm
+//!    starts: the time until every Node is initialized (its routes are made meanwhile).
 //! 2. **Steady state** for `WINDOW_SECS` (300).
 //! 3. **Churn** of `CHURN` percent of the Nodes a minute (1) for `WINDOW_SECS`: each
 //!    minute that many instances are terminated and their Nodes' heartbeats stop (kwok
@@ -63,8 +63,9 @@ rules:
 - level: Metadata
 ";
 
-/// How long kwok may take to make every Node Ready.
-const READY_SECS: u64 = 300;
+/// How long kwok and the controller manager may take to make every Node Ready with a
+/// pod CIDR.
+const READY_SECS: u64 = 900;
 
 /// The last 40 lines of a log.
 fn log_tail(path: &Path) -> String {
@@ -429,23 +430,27 @@ async fn main() {
             )),
         &dir.join("kube-controller-manager.log"),
     );
-    // Every Node Ready (kwok's first stage) before wasm-ccm starts, as in a cluster
-    // whose kubelets are up.
+    // Every Node Ready (kwok's first stage) and given its pod CIDR (the controller
+    // manager's IPAM, at its own client limit) before wasm-ccm starts, as in a cluster
+    // whose kubelets and controller manager were up before the cloud controller
+    // manager: its routes are then all made while the Nodes join.
     let ready_secs = env_number("READY_SECS", READY_SECS);
     let ready = eventually(Duration::from_secs(ready_secs), || async {
         nodes.list(&Default::default()).await.is_ok_and(|l| {
             l.items.iter().all(|n| {
-                n.status
+                let ready = n
+                    .status
                     .as_ref()
                     .and_then(|s| s.conditions.as_ref())
-                    .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+                    .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+                ready && n.spec.as_ref().is_some_and(|s| s.pod_cidr.is_some())
             })
         })
     })
     .await;
     assert!(
         ready,
-        "kwok did not make every Node Ready in {} s; its log ends:\n{}",
+        "not every Node Ready with a pod CIDR in {} s; kwok's log ends:\n{}",
         ready_secs,
         log_tail(&dir.join("kwok.log"))
     );
@@ -517,6 +522,12 @@ async fn main() {
         &take_cloud_requests(&stack),
         count,
     );
+
+    println!("\nwasm-ccm's resident memory by kind after the steady state:\n");
+    println!("| kind | MiB |\n| --- | ---: |");
+    for (kind, kib) in wasm_ccm_tests::rss_breakdown(ccm.pid()) {
+        println!("| {kind} | {:.1} |", kib as f64 / 1024.0);
+    }
 
     // Churn: each minute, `churn` % of the Nodes go (instance terminated, heartbeats
     // stopped) and as many join.

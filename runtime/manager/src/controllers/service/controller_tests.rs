@@ -14,7 +14,7 @@ use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use super::FINALIZER;
-use super::state::State;
+use super::state::{NodeSet, State};
 use super::sync::{error_policy, reconcile};
 use crate::cloud::Cloud;
 use crate::cloud::fake::{INGRESS_IP, Recording};
@@ -450,14 +450,22 @@ async fn update_nodes_in_external_load_balancer() {
             "{description}: only updates: {:?}",
             cluster.taken()
         );
-        // Each updated with the three Nodes: their set is what the sync stored.
+        // Each updated with the three Nodes: their set is what the sync stored, one set
+        // shared by every load balancer (not a copy each).
+        let mut sets: Vec<NodeSet> = Vec::new();
         for (i, type_) in types.iter().enumerate() {
             if *type_ == "LoadBalancer" {
                 let stored = state.set_nodes(&format!("default/s{i}"), Default::default());
-                let names: Vec<String> = stored.unwrap_or_default().into_keys().collect();
+                let stored = stored.unwrap_or_default();
+                let names: Vec<&String> = stored.keys().collect();
                 assert_eq!(names, ["node0", "node1", "node73"], "{description}");
+                sets.push(stored);
             }
         }
+        assert!(
+            sets.windows(2).all(|w| Arc::ptr_eq(&w[0], &w[1])),
+            "{description}: the load balancers' node sets are copies"
+        );
     }
 }
 

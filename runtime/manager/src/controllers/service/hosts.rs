@@ -11,7 +11,7 @@ use kube::runtime::reflector::ObjectRef;
 use tokio::sync::broadcast;
 
 use super::predicates::{eligible, should_sync_updated_node, wants_load_balancer};
-use super::state::{NodeSet, State};
+use super::state::State;
 use super::{EventType, NAME, event, key};
 use crate::cloud::{Cloud, Requirement};
 use crate::controllers::Context;
@@ -26,20 +26,6 @@ pub(super) fn eligible_nodes(ctx: &Context) -> Vec<Arc<Node>> {
         .list()
         .into_iter()
         .filter(|n| eligible(n))
-        .collect()
-}
-
-pub(super) fn node_set(nodes: &[Arc<Node>]) -> NodeSet {
-    nodes
-        .iter()
-        .map(|n| {
-            let provider_id = n
-                .spec
-                .as_ref()
-                .and_then(|s| s.provider_id.clone())
-                .unwrap_or_default();
-            (n.name_any(), provider_id)
-        })
         .collect()
 }
 
@@ -63,7 +49,7 @@ pub(super) async fn sync_nodes(state: &Arc<State>) {
         return;
     }
     let nodes = eligible_nodes(&state.ctx);
-    let set = node_set(&nodes);
+    let set = state.node_set(&nodes);
     let services: Vec<Arc<Service>> = state
         .synced_states()
         .into_iter()

@@ -13,7 +13,7 @@ use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use serde_json::json;
 
-use super::hosts::{eligible_nodes, node_set};
+use super::hosts::eligible_nodes;
 use super::predicates::{has_finalizer, needs_cleanup, needs_update, wants_load_balancer};
 use super::state::{Cached, State};
 use super::{EventType, FINALIZER, NAME, ServiceSyncError, cloud_step, event, key, kube_step};
@@ -163,7 +163,7 @@ async fn sync_service(
         )
         .await;
     }
-    state.set_nodes(&key(&svc), node_set(&nodes));
+    state.set_nodes(&key(&svc), state.node_set(&nodes));
     let status = match lb.ensure_load_balancer(cluster, &svc, &nodes).await {
         Ok(status) => status,
         Err(err) if err.is_implemented_elsewhere() => {
