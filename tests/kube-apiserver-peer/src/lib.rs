@@ -111,7 +111,8 @@ pub struct KubeApiServer {
     etcd: Child,
     port: u16,
     dir: PathBuf,
-    ca: TestCa,
+    /// Boxed: the issuer is large, and the server is held in enums.
+    ca: Box<TestCa>,
 }
 
 /// The binary `name` (`kube-apiserver`, `etcd`): `given`, else `$VARIABLE`, else the
@@ -314,7 +315,7 @@ impl KubeApiServer {
             etcd,
             port: secure,
             dir: path,
-            ca,
+            ca: Box::new(ca),
         };
         server.write_kubeconfig(&server.kubeconfig(), None)?;
         server.wait_ready().await?;
