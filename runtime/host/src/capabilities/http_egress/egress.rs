@@ -137,6 +137,35 @@ impl Egress {
         }
     }
 
+    /// Refuses, before its body is read, a `wasi:http` request the policy in force
+    /// refuses: counted and logged even when the guest never finishes its body. What
+    /// this lets through is decided again, whole, by [`Self::send_buffered`] (as is a
+    /// request refused only until a credential kind's first login).
+    pub(crate) fn refuse_early(
+        &self,
+        method: &Method,
+        uri: &http::Uri,
+        headers: &HeaderMap,
+    ) -> Result<(), HttpError> {
+        let text = uri.to_string();
+        let rules = self.rules();
+        let destination = match Destination::parse(&text) {
+            Ok(destination) => destination,
+            Err(denial) => {
+                self.record_denial(method, &super::exchange::redact(&text), &denial);
+                return Err(HttpError::HttpRequestDenied);
+            }
+        };
+        match rules.authorize(method, &destination, headers) {
+            Ok(_) => Ok(()),
+            Err(Denial::NotAllowed { .. }) if rules.awaiting_login() => Ok(()),
+            Err(denial) => {
+                self.record_denial(method, &redact_query(&destination.url), &denial);
+                Err(HttpError::HttpRequestDenied)
+            }
+        }
+    }
+
     pub(super) fn record_denial(&self, method: &Method, uri: &str, denial: &Denial) {
         self.metrics
             .egress_denied

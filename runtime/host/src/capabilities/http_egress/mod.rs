@@ -110,6 +110,12 @@ impl WasiHttpHooks for EgressHooks {
         _fut: Box<dyn Future<Output = Result<(), HttpError>> + Send>,
     ) -> ResponseFuture {
         let (egress, deadline) = (self.egress.clone(), self.deadline);
+        // `host` is wasmtime's, from the URI: not the guest's header.
+        let mut guest_headers = request.headers().clone();
+        guest_headers.remove(http::header::HOST);
+        if let Err(refused) = egress.refuse_early(request.method(), request.uri(), &guest_headers) {
+            return Box::new(async move { Err(refused) });
+        }
         Box::new(async move {
             let request = GuestRequest::from_wasi(request).await?;
             let answer = egress.send_buffered(request, deadline).await?;
@@ -261,6 +267,39 @@ mod tests {
     fn authorize(e: &Egress, method: Method, uri: &str) -> Result<Grant, Denial> {
         let destination = Destination::parse(uri)?;
         e.authorize(&method, &destination, &HeaderMap::new())
+    }
+
+    /// A `wasi:http` request to a destination the policy refuses is refused (and
+    /// counted) before its body is read: a guest that never finishes the body does not
+    /// hide the attempt.
+    #[tokio::test]
+    async fn a_refused_wasi_request_is_refused_before_its_body() {
+        use http_body_util::BodyExt;
+        let e = egress("allowedOutboundHosts: ['https://a.example.com']");
+        let mut hooks = e.hooks();
+        let never = http_body_util::StreamBody::new(futures_util::stream::pending::<
+            Result<hyper::body::Frame<bytes::Bytes>, HttpError>,
+        >())
+        .boxed_unsync();
+        let request = http::Request::post("http://169.254.169.254/latest/api/token")
+            .body(never)
+            .unwrap();
+        let answer = hooks.send_request(request, None, Box::new(async { Ok(()) }));
+        let answer =
+            tokio::time::timeout(std::time::Duration::from_secs(10), Box::into_pin(answer))
+                .await
+                .expect("refused without waiting for the body");
+        assert!(matches!(answer, Err(HttpError::HttpRequestDenied)));
+        let denied = e
+            .metrics
+            .egress_denied
+            .get_or_create(&crate::metrics::DeniedLabels {
+                provider: "test".into(),
+                host: String::new(),
+                reason: "link_local".into(),
+            })
+            .get();
+        assert_eq!(denied, 1);
     }
 
     #[test]
