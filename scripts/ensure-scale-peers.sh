@@ -75,7 +75,7 @@ _scale_main() {
 _scale_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # shellcheck source=scripts/ensure-kube-apiserver.sh
 source "$_scale_root/scripts/ensure-kube-apiserver.sh"
-if [[ -z "${KUBE_CONTROLLER_MANAGER:-}" || -z "${KWOK:-}" ]]; then
+if [[ -z "${KUBE_CONTROLLER_MANAGER:-}" || -z "${KWOK:-}" || -z "${KWOK_STAGES:-}" ]]; then
     (_scale_main)
     export KUBE_CONTROLLER_MANAGER="$_scale_root/target/kube/bin/kube-controller-manager" \
         KWOK="$_scale_root/target/kube/bin/kwok" KWOK_STAGES="$_scale_root/target/kube/bin/kwok-node-stages.yaml"

@@ -410,37 +410,57 @@ async fn routes_by_node_name_cost_one_listing() {
     assert_eq!(requests.get("GET /v1/instances"), Some(&1), "{requests:?}");
     assert_eq!(requests.get("POST /v1/routes"), Some(&20), "{requests:?}");
 
-    // n-0's instance is replaced by another of the same name: the cached ID is stale.
-    let old = sim
-        .cloud
-        .with_state(|s| s.list_instances(Some("n-0")))
-        .remove(0);
-    sim.cloud.with_state(|s| s.delete_instance(&old.id));
-    let new = sim
-        .cloud
-        .with_state(|s| s.create_instance(NewInstance::named("n-0")));
-    let route = Route {
-        name: String::new(),
-        target_node: "n-0".into(),
-        target_node_addresses: Vec::new(),
-        destination_cidr: "10.245.0.0/24".into(),
-        blackhole: false,
-        enable_node_addresses: false,
-        target_node_provider_id: None,
-    };
-    routes
-        .create_route("kubernetes", "uid-again", &route)
-        .await
-        .unwrap();
-    let listed = routes.list_routes("kubernetes").await.unwrap();
-    let again = listed
-        .iter()
-        .find(|r| r.destination_cidr == "10.245.0.0/24")
-        .expect("the route");
-    assert_eq!(
-        again.target_node_provider_id.as_deref(),
-        Some(format!("simcloud://{}", new.id).as_str())
-    );
+    // n-0's instance is terminated and replaced by another of the same name, and n-1's
+    // deleted and replaced: the cached IDs are stale, and each route goes to the new
+    // instance.
+    for (name, cidr, terminate) in [
+        ("n-0", "10.245.0.0/24", true),
+        ("n-1", "10.245.1.0/24", false),
+    ] {
+        let old = sim
+            .cloud
+            .with_state(|s| s.list_instances(Some(name)))
+            .remove(0);
+        sim.cloud.with_state(|s| {
+            if terminate {
+                s.patch_instance(
+                    &old.id,
+                    InstancePatch {
+                        state: Some(InstanceState::Terminated),
+                        ..InstancePatch::default()
+                    },
+                );
+            } else {
+                s.delete_instance(&old.id);
+            }
+        });
+        let new = sim
+            .cloud
+            .with_state(|s| s.create_instance(NewInstance::named(name)));
+        let route = Route {
+            name: String::new(),
+            target_node: name.into(),
+            target_node_addresses: Vec::new(),
+            destination_cidr: cidr.into(),
+            blackhole: false,
+            enable_node_addresses: false,
+            target_node_provider_id: None,
+        };
+        routes
+            .create_route("kubernetes", &format!("uid-again-{name}"), &route)
+            .await
+            .unwrap();
+        let listed = routes.list_routes("kubernetes").await.unwrap();
+        let again = listed
+            .iter()
+            .find(|r| r.destination_cidr == cidr)
+            .expect("the route");
+        assert_eq!(
+            again.target_node_provider_id.as_deref(),
+            Some(format!("simcloud://{}", new.id).as_str()),
+            "{name}"
+        );
+    }
 }
 
 #[tokio::test]

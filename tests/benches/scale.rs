@@ -1,6 +1,7 @@
 //! `wasm-ccm` on a real control plane at scale: kube-apiserver and etcd, kwok keeping
-//! `NODES` fake Nodes alive as kubelets keep real ones (a status heartbeat every 10
-//! minutes and a Lease of `LEASE_SECS`, 40, renewed every quarter of it), and
+//! `NODES` fake Nodes alive as kubelets keep real ones (a Lease of `LEASE_SECS`, 40,
+//! renewed every quarter of it, and kwok's status heartbeat every 10 minutes, where
+//! kubelet's default is 5), and
 //! kube-controller-manager (its grace period five renewals, upstream's 50 s at 40) running its own node
 //! lifecycle and IPAM controllers, as in a cluster; `wasm-ccm` with the reference
 //! provider against the simulated cloud, installed from deploy/ and running with its
@@ -25,7 +26,7 @@
 //! and each process's resident set and CPU seconds per minute. Then, with `SERVICES`
 //! (0) above zero, that many `LoadBalancer` Services and the resident set they add.
 //!
-//! `source scripts/ensure-scale-peers.sh && scripts/build-guests.sh && cargo build --release --bin wasm-ccm && WASM_CCM_BIN=target/release/wasm-ccm cargo bench -p wasm-ccm-tests --bench scale`
+//! `source scripts/ensure-scale-peers.sh && source scripts/ensure-kubectl.sh && scripts/build-guests.sh && cargo build --release --bin wasm-ccm && WASM_CCM_BIN=target/release/wasm-ccm cargo bench -p wasm-ccm-tests --bench scale`
 //! (`NODES`, `WINDOW_SECS`, `CHURN`, `LEASE_SECS`, `SERVICES`; `EXTRA_FLAGS` adds flags
 //! to wasm-ccm, e.g. `--kube-api-qps=200 --kube-api-burst=400`). Without kwok or
 //! kube-controller-manager built it says how to build them and stops.
@@ -55,7 +56,7 @@ const KWOK_LABEL: &str = "kwok.x-k8s.io/node";
 /// that is 500 a second, which no phase reports).
 const AUDIT_POLICY: &str = "apiVersion: audit.k8s.io/v1
 kind: Policy
-omitStages: [RequestReceived]
+omitStages: [RequestReceived, ResponseStarted]
 rules:
 - level: None
   users: [kwok]
@@ -124,6 +125,14 @@ struct Peer {
 impl Peer {
     fn spawn(name: &'static str, command: &mut tokio::process::Command, log: &Path) -> Self {
         let log = std::fs::File::create(log).expect("a log file");
+        // Killed with the bench, however it ends (a timeout's signal included).
+        // SAFETY: prctl(2) only, between fork and exec: async-signal-safe.
+        unsafe {
+            command.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
         let child = command
             .stdout(Stdio::null())
             .stderr(log)
@@ -232,7 +241,9 @@ fn report(
             .collect::<Vec<_>>()
             .join(", ")
     );
-    println!("| process | RSS MiB (peak) | CPU s per minute |\n| --- | ---: | ---: |");
+    println!(
+        "| process | RSS MiB (peak since it started) | CPU s per minute |\n| --- | ---: | ---: |"
+    );
     for ((name, before), (_, after)) in from.usage.iter().zip(&to.usage) {
         println!(
             "| {name} | {:.1} ({:.1}) | {:.2} |",
@@ -363,7 +374,8 @@ async fn main() {
     }
     let mut stack = Stack::start().await;
     let dir = stack.dir.dir.path().to_owned();
-    let token = server.token("kube-system", "wasm-ccm").await;
+    // Valid for longer than the longest run (a 5,000-Node run with Services).
+    let token = server.token_for("kube-system", "wasm-ccm", 4 * 3600).await;
     let kubeconfig = dir.join("wasm-ccm.kubeconfig");
     server
         .write_kubeconfig(&kubeconfig, Some(&token))
@@ -493,8 +505,8 @@ async fn main() {
     .await;
     assert!(
         joined,
-        "not every Node initialized in an hour; see {}",
-        dir.display()
+        "not every Node initialized in an hour; wasm-ccm's log ends:\n{}",
+        log_tail(&dir.join("wasm-ccm.log"))
     );
     let joined_in = start.at.elapsed();
     let after_join = snapshot(&server, &admin, &processes).await;
@@ -562,7 +574,11 @@ async fn main() {
     }
     let after_churn = snapshot(&server, &admin, &processes).await;
     report(
-        &format!("churn of {per_minute} Nodes a minute ({churn} %)"),
+        &format!(
+            "churn of {per_minute} Nodes a minute ({churn} %): {} went and {} joined",
+            gone.len(),
+            joining.len()
+        ),
         &server,
         &after_steady,
         &after_churn,

@@ -15,6 +15,12 @@ const NAMES_KEY: &str = "simcloud/instance-names";
 /// How long that map is kept: names never change; a route to an instance the map
 /// lacks refreshes it.
 const NAMES_TTL: Duration = Duration::from_secs(600);
+/// The shared cache's key for node name → the ID of the one live (not terminated)
+/// instance of that name, for routes to Nodes without a provider ID yet.
+const LIVE_KEY: &str = "simcloud/live-instance-ids";
+/// How long that map is kept: an instance replaced under the same name is routed to
+/// the old one at most this long (and a route to a terminated one is retried at once).
+const LIVE_TTL: Duration = Duration::from_secs(60);
 
 impl SimCloud {
     /// Instance ID → name for every ID in `ids`: from the shared cache, listing the
@@ -46,28 +52,47 @@ impl SimCloud {
         Ok(names)
     }
 
-    /// The ID of the instance named `name` (a Node's), from the shared cache when it
-    /// knows exactly one, else from a fresh listing kept there: a route created for
-    /// each Node of a cluster joining at once costs one listing, not one lookup each.
-    fn instance_id(&self, name: &str, fresh: bool) -> Result<String, CloudError> {
-        let find = |names: &HashMap<String, String>| {
-            let mut ids = names.iter().filter(|(_, n)| *n == name).map(|(id, _)| id);
-            match (ids.next(), ids.next()) {
-                (Some(id), None) => Some(id.clone()),
-                _ => None,
+    /// The ID of the live instance named `name` (a Node's) and whether it came from
+    /// the shared cache. A route for each Node of a cluster joining at once costs one
+    /// listing of the instances, kept for [`LIVE_TTL`], not a lookup each; a name the
+    /// listing did not have (a Node that joined since, or one whose name more than one
+    /// live instance holds) is looked up on its own.
+    fn instance_id(&self, name: &str) -> Result<Option<(String, bool)>, CloudError> {
+        let live = match cache::get_json::<HashMap<String, String>>(LIVE_KEY) {
+            Some(live) => live,
+            None => {
+                let listed = self.cloud.instances()?;
+                let names: HashMap<String, String> = listed
+                    .iter()
+                    .map(|i| (i.id.clone(), i.name.clone()))
+                    .collect();
+                let mut live: HashMap<String, Option<String>> = HashMap::new();
+                for i in listed.iter().filter(|i| !i.is_terminated()) {
+                    live.entry(i.name.clone())
+                        .and_modify(|id| *id = None)
+                        .or_insert_with(|| Some(i.id.clone()));
+                }
+                let live: HashMap<String, String> = live
+                    .into_iter()
+                    .filter_map(|(name, id)| Some((name, id?)))
+                    .collect();
+                for (key, ttl, value) in
+                    [(NAMES_KEY, NAMES_TTL, &names), (LIVE_KEY, LIVE_TTL, &live)]
+                {
+                    if let Err(e) = cache::set_json(key, value, ttl) {
+                        wasm_ccm_guest::log::warn(
+                            "cannot keep instances in the shared cache",
+                            &[("key", key), ("error", &format!("{e:?}"))],
+                        );
+                    }
+                }
+                live
             }
         };
-        if !fresh
-            && let Some(names) = cache::get_json::<HashMap<String, String>>(NAMES_KEY)
-            && let Some(id) = find(&names)
-        {
-            return Ok(id);
+        if let Some(id) = live.get(name) {
+            return Ok(Some((id.clone(), true)));
         }
-        find(&self.instance_names(&[], true)?).ok_or_else(|| {
-            CloudError::Other(format!(
-                "cannot route to node {name}: no such instance (or more than one by that name)"
-            ))
-        })
+        Ok(self.cloud.instance_by_name(name)?.map(|i| (i.id, false)))
     }
 }
 
@@ -121,14 +146,32 @@ impl Routes for SimCloud {
         if let Some(pid) = route.target_node_provider_id.as_deref() {
             return create(crate::instance_id_from_provider_id(pid)?.to_owned());
         }
-        let cached = self.instance_id(&route.target_node, false)?;
-        match create(cached.clone()) {
-            // A name kept in the cache may now be another instance's: look again.
-            Err(err) => match self.instance_id(&route.target_node, true)? {
-                fresh if fresh != cached => create(fresh),
-                _ => Err(err),
-            },
-            created => created,
+        let no_instance = || {
+            CloudError::Other(format!(
+                "cannot route {} to node {}: no such instance",
+                route.destination_cidr, route.target_node
+            ))
+        };
+        let (id, cached) = self
+            .instance_id(&route.target_node)?
+            .ok_or_else(no_instance)?;
+        match create(id.clone()) {
+            // A cached ID may be an instance since terminated or replaced: unless the
+            // cloud only asked to wait, look the name up alone and try its instance.
+            Err(err) if cached && !matches!(err, CloudError::RetryAfter(_)) => {
+                match self.cloud.instance_by_name(&route.target_node)? {
+                    Some(fresh) if fresh.id == id => Err(err),
+                    Some(fresh) => {
+                        cache::delete(LIVE_KEY);
+                        create(fresh.id)
+                    }
+                    None => {
+                        cache::delete(LIVE_KEY);
+                        Err(no_instance())
+                    }
+                }
+            }
+            done => done,
         }
     }
 

@@ -378,7 +378,12 @@ impl KubeApiServer {
         groups: &[&str],
     ) -> Result<(), Error> {
         let issued = self.ca.client(user, groups);
-        let (cert, key) = (path.with_extension("crt"), path.with_extension("key"));
+        let beside = |extension: &str| {
+            let mut name = path.as_os_str().to_owned();
+            name.push(extension);
+            PathBuf::from(name)
+        };
+        let (cert, key) = (beside(".crt"), beside(".key"));
         for (file, text) in [(&cert, &issued.cert_pem), (&key, &issued.key_pem)] {
             std::fs::write(file, text).map_err(|source| Error::Write {
                 path: file.to_path_buf(),
@@ -419,6 +424,11 @@ impl KubeApiServer {
     /// A token of ServiceAccount `namespace/name` (created when missing) from the
     /// server's `TokenRequest`, valid for an hour.
     pub async fn token(&self, namespace: &str, name: &str) -> String {
+        self.token_for(namespace, name, 3600).await
+    }
+
+    /// [`Self::token`], valid for `seconds`.
+    pub async fn token_for(&self, namespace: &str, name: &str, seconds: i64) -> String {
         let accounts: Api<ServiceAccount> = Api::namespaced(self.client().await, namespace);
         if accounts
             .get_opt(name)
@@ -436,7 +446,7 @@ impl KubeApiServer {
         let request = TokenRequest {
             spec: Some(TokenRequestSpec {
                 audiences: None,
-                expiration_seconds: Some(3600),
+                expiration_seconds: Some(seconds),
                 ..TokenRequestSpec::default()
             }),
             ..TokenRequest::default()

@@ -237,12 +237,23 @@ async fn list_routes(State(s): State<AppState>, Query(q): Query<ClusterQuery>) -
 
 async fn create_route(State(s): State<AppState>, Json(new): Json<NewRoute>) -> Response {
     let mut cloud = s.lock();
-    if !cloud.instances.contains_key(&new.target_instance) {
-        return error(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "InvalidTarget",
-            format!("unknown target instance {}", new.target_instance),
-        );
+    match cloud.instances.get(&new.target_instance) {
+        None => {
+            return error(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "InvalidTarget",
+                format!("unknown target instance {}", new.target_instance),
+            );
+        }
+        // As EC2's CreateRoute refuses an instance in the wrong state.
+        Some(target) if target.state == InstanceState::Terminated => {
+            return error(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "InvalidTarget",
+                format!("target instance {} is terminated", new.target_instance),
+            );
+        }
+        Some(_) => {}
     }
     if new.name.is_empty() {
         return error(
