@@ -16,7 +16,7 @@ use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use sim_cloud::model::NewInstance;
 use wasm_ccm_tests::https::Credentials;
-use wasm_ccm_tests::kube_apiserver::KubeApiServer;
+use wasm_ccm_tests::kube_apiserver::{KubeApiServer, kubectl_admin};
 use wasm_ccm_tests::{
     Stack, initialized, kubelet_node_with_pod_cidr, listening_port, network_available,
     node_addresses, taint_keys, wait_until,
@@ -25,28 +25,6 @@ use wasm_ccm_tests::{
 const TIMEOUT: Duration = Duration::from_secs(90);
 /// The identity deploy/ gives the controller manager.
 const SERVICE_ACCOUNT: &str = "system:serviceaccount:kube-system:wasm-ccm";
-
-fn kubectl() -> String {
-    std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".into())
-}
-
-/// Runs `kubectl` with the server's admin kubeconfig; its output, or a panic naming
-/// the command and what it printed.
-fn kubectl_admin(server: &KubeApiServer, args: &[&str]) -> String {
-    let out = std::process::Command::new(kubectl())
-        .arg("--kubeconfig")
-        .arg(server.kubeconfig())
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("running {}: {e} (set KUBECTL)", kubectl()));
-    assert!(
-        out.status.success(),
-        "kubectl {} failed: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 /// What the scenario observed, compared between the two servers.
 #[derive(Debug, PartialEq)]

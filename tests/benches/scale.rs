@@ -43,6 +43,7 @@ use kube::api::{Patch, PatchParams, PostParams};
 use kube_apiserver_peer::{KubeApiServer, Settings};
 use serde_json::json;
 use sim_cloud::model::NewInstance;
+use wasm_ccm_tests::kube_apiserver::kubectl_admin;
 use wasm_ccm_tests::{ProcessUsage, Stack, http_get, listening_port, metric, process_usage};
 
 /// The identity deploy/ gives wasm-ccm.
@@ -98,23 +99,6 @@ fn kwok_node(name: &str) -> Node {
                              "value": "true", "effect": "NoSchedule"}]}
     }))
     .expect("a Node")
-}
-
-/// Runs `kubectl` with the server's admin kubeconfig.
-fn kubectl_admin(server: &KubeApiServer, args: &[&str]) {
-    let kubectl = std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".into());
-    let out = std::process::Command::new(&kubectl)
-        .arg("--kubeconfig")
-        .arg(server.kubeconfig())
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("running {kubectl}: {e} (source scripts/ensure-kubectl.sh)"));
-    assert!(
-        out.status.success(),
-        "kubectl {} failed: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 /// A process the bench started and reports on; killed when dropped.

@@ -2,3 +2,22 @@
 //! with the playground), re-exported where the tests have always found it.
 
 pub use kube_apiserver_peer::{Audited, KubeApiServer, client_for};
+
+/// Runs `kubectl` (`$KUBECTL`, else `kubectl`) with `server`'s admin kubeconfig: its
+/// output, or a panic naming the command and what it printed.
+pub fn kubectl_admin(server: &KubeApiServer, args: &[&str]) -> String {
+    let kubectl = std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".into());
+    let out = std::process::Command::new(&kubectl)
+        .arg("--kubeconfig")
+        .arg(server.kubeconfig())
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("running {kubectl}: {e} (source scripts/ensure-kubectl.sh)"));
+    assert!(
+        out.status.success(),
+        "kubectl {} failed: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
