@@ -16,7 +16,7 @@ use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use sim_cloud::model::NewInstance;
 use wasm_ccm_tests::https::Credentials;
-use wasm_ccm_tests::kube_apiserver::{KubeApiServer, kubectl_admin};
+use wasm_ccm_tests::kube_apiserver::{KubeApiServer, install_deploy, kubectl_admin};
 use wasm_ccm_tests::{
     Stack, initialized, kubelet_node_with_pod_cidr, listening_port, network_available,
     node_addresses, taint_keys, wait_until,
@@ -240,21 +240,8 @@ async fn the_four_controllers_on_the_double_and_the_real_api_server() {
     };
 
     let server = KubeApiServer::start().await;
-    let deploy = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy");
-    assert!(
-        deploy.join("providers/simcloud.wasm").exists(),
-        "deploy/providers/simcloud.wasm is missing: run scripts/build-guests.sh"
-    );
     // deploy/README.md's install command.
-    kubectl_admin(
-        &server,
-        &[
-            "apply",
-            "--server-side",
-            "-k",
-            &deploy.display().to_string(),
-        ],
-    );
+    install_deploy(&server);
     let mut stack = Stack::start().await;
     let token = server.token("kube-system", "wasm-ccm").await;
     let kubeconfig = stack.dir.dir.path().join("wasm-ccm.kubeconfig");

@@ -378,6 +378,20 @@ async fn routes_lifecycle() {
     assert!(err.to_string().contains("no such instance"), "{err}");
 }
 
+/// A route to Node `node` as the route controller asks for one before the Node has a
+/// provider ID.
+fn route_by_name(node: &str, cidr: &str) -> Route {
+    Route {
+        name: String::new(),
+        target_node: node.into(),
+        target_node_addresses: Vec::new(),
+        destination_cidr: cidr.into(),
+        blackhole: false,
+        enable_node_addresses: false,
+        target_node_provider_id: None,
+    }
+}
+
 /// Routes for Nodes not initialized yet (no provider ID: the pod CIDR came first) find
 /// their instances by name: for a cluster joining at once, one listing kept in the
 /// shared cache, not a lookup each; a name the cache holds for an instance since
@@ -392,15 +406,7 @@ async fn routes_by_node_name_cost_one_listing() {
     }
     sim.cloud.with_state(|s| s.requests.clear());
     for i in 0..20 {
-        let route = Route {
-            name: String::new(),
-            target_node: format!("n-{i}"),
-            target_node_addresses: Vec::new(),
-            destination_cidr: format!("10.244.{i}.0/24"),
-            blackhole: false,
-            enable_node_addresses: false,
-            target_node_provider_id: None,
-        };
+        let route = route_by_name(&format!("n-{i}"), &format!("10.244.{i}.0/24"));
         routes
             .create_route("kubernetes", &format!("uid-{i}"), &route)
             .await
@@ -437,15 +443,7 @@ async fn routes_by_node_name_cost_one_listing() {
         let new = sim
             .cloud
             .with_state(|s| s.create_instance(NewInstance::named(name)));
-        let route = Route {
-            name: String::new(),
-            target_node: name.into(),
-            target_node_addresses: Vec::new(),
-            destination_cidr: cidr.into(),
-            blackhole: false,
-            enable_node_addresses: false,
-            target_node_provider_id: None,
-        };
+        let route = route_by_name(name, cidr);
         routes
             .create_route("kubernetes", &format!("uid-again-{name}"), &route)
             .await

@@ -43,7 +43,7 @@ use kube::api::{Patch, PatchParams, PostParams};
 use kube_apiserver_peer::{KubeApiServer, Settings};
 use serde_json::json;
 use sim_cloud::model::NewInstance;
-use wasm_ccm_tests::kube_apiserver::kubectl_admin;
+use wasm_ccm_tests::kube_apiserver::{install_deploy, kubectl_admin};
 use wasm_ccm_tests::{ProcessUsage, Stack, http_get, listening_port, metric, process_usage};
 
 /// The identity deploy/ gives wasm-ccm.
@@ -331,16 +331,7 @@ async fn main() {
     .await
     .unwrap_or_else(|e| panic!("{e}"));
     let admin = server.client().await;
-    let deploy = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy");
-    kubectl_admin(
-        &server,
-        &[
-            "apply",
-            "--server-side",
-            "-k",
-            &deploy.display().to_string(),
-        ],
-    );
+    install_deploy(&server);
     // kube-controller-manager runs every controller with its own identity here
     // (`--use-service-account-credentials=false`), and kwok writes any Node: both may
     // do anything, as their deployments' roles let them.

@@ -21,3 +21,22 @@ pub fn kubectl_admin(server: &KubeApiServer, args: &[&str]) -> String {
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
+
+/// Installs deploy/ on `server` with deploy/README.md's command (`kubectl apply
+/// --server-side -k deploy`); panics when deploy/'s provider is not built.
+pub fn install_deploy(server: &KubeApiServer) {
+    let deploy = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy");
+    assert!(
+        deploy.join("providers/simcloud.wasm").exists(),
+        "deploy/providers/simcloud.wasm is missing: run scripts/build-guests.sh"
+    );
+    kubectl_admin(
+        server,
+        &[
+            "apply",
+            "--server-side",
+            "-k",
+            &deploy.display().to_string(),
+        ],
+    );
+}
