@@ -13,6 +13,10 @@
 //!   host's buffered `wasm-ccm:http/client`) and over `wasi:http/outgoing-handler`;
 //! - a SigV4-signed POST through the broker (static keys read from files) vs native
 //!   reqwest signing the same request with aws-sigv4;
+//! - a Keystone-authenticated GET through the broker (an application credential's
+//!   token from a real Keystone, cached by the host, sent as `X-Auth-Token` to an
+//!   endpoint of its catalog) vs native reqwest sending the same token, when the
+//!   Keystone venv is there (`source scripts/ensure-keystone.sh`);
 //! - the broker's policy check alone (`Egress::authorize`).
 //!
 //! Needs the guests: `scripts/build-guests.sh`, then
@@ -164,6 +168,70 @@ fn native_sigv4(
         );
     }
     headers
+}
+
+/// A GET through the broker under a Keystone rule and the same GET with native
+/// reqwest and the same token, three times in turn: `None` (the row is skipped) without
+/// the Keystone venv.
+async fn keystone_get(client: &reqwest::Client) -> Option<(Samples, Samples)> {
+    if !keystone_peer::venv().join("bin/gunicorn").exists() {
+        println!("Keystone row skipped: no Keystone venv (source scripts/ensure-keystone.sh)");
+        return None;
+    }
+    let cloud = wasm_ccm_tests::keystone::Cloud::start(keystone_peer::Settings::default()).await;
+    // A fast endpoint of the catalog (the cloud's own service double validates every
+    // token with Keystone, which would be most of what is measured).
+    let server = wasm_ccm_tests::RawServer::start(wasm_ccm_tests::RawBehavior::Respond(
+        std::sync::Arc::new(|_| (200, "{\"networks\": []}".to_owned())),
+    ))
+    .await;
+    let endpoint = format!("http://{}/network", server.addr);
+    cloud
+        .keystone
+        .register_endpoint("network", "neutron", "public", &endpoint)
+        .await;
+    let (id, secret) = cloud.application_credential("bench").await;
+    let loaded = cloud
+        .provider(
+            &format!(
+                "      applicationCredentialId: {id}\n      applicationCredentialSecretFile: secret\n"
+            ),
+            &secret,
+        )
+        .await;
+    let (token, _) = cloud
+        .keystone
+        .login(serde_json::json!({"auth": {"identity": {
+            "methods": ["application_credential"],
+            "application_credential": {"id": id, "secret": secret}}}}))
+        .await
+        .unwrap();
+    let url = format!("{endpoint}/v2.0/networks");
+    let through_broker = || {
+        let (provider, url) = (&loaded.provider, &url);
+        async move {
+            let info = wasm_ccm_tests::keystone::get(provider, url).await.unwrap();
+            assert_eq!(info.additional_labels[0].1, "200", "{info:?}");
+        }
+    };
+    let native = || async {
+        let response = client
+            .get(&url)
+            .header("x-auth-token", &token)
+            .timeout(std::time::Duration::from_secs(10))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        std::hint::black_box(response.bytes().await.unwrap());
+    };
+    let (mut wasm, mut direct) = (Vec::new(), Vec::new());
+    for _ in 0..3 {
+        wasm.extend(measure(batches(60), 20, through_broker).await.0);
+        direct.extend(measure(batches(60), 20, native).await.0);
+    }
+    assert_eq!(loaded.logins("success"), 1, "one login for every request");
+    Some((Samples(wasm), Samples(direct)))
 }
 
 /// Prints a row; returns its ratio.
@@ -370,6 +438,8 @@ async fn main() {
     }
     let (signed_wasm, signed_native) = (Samples(signed_wasm), Samples(signed_native));
 
+    let keystone = keystone_get(&client).await;
+
     // The policy check alone: parsing the destination once, the address rules, the
     // allowlist match and the credential header (cached file).
     let egress = loader
@@ -432,6 +502,13 @@ async fn main() {
         &signed_wasm,
         &signed_native,
     );
+    let keystone_ratio = keystone.as_ref().map(|(wasm, native)| {
+        row(
+            "Keystone-authenticated GET through the broker",
+            wasm,
+            native,
+        )
+    });
     println!(
         "broker policy check alone (allowlist + credential): median {:.3} µs, p90 {:.3} µs",
         authorize.median(),
@@ -469,10 +546,16 @@ async fn main() {
     );
     println!(
         "\nbroker overhead per request over native reqwest (median difference, µs): \
-         buffered {:.1}, wasi:http {:.1}, SigV4-signed {:.1}",
+         buffered {:.1}, wasi:http {:.1}, SigV4-signed {:.1}, Keystone {}",
         get_wasm.median() - get_native.median(),
         get_wasi.median() - get_native.median(),
-        signed_wasm.median() - signed_native.median()
+        signed_wasm.median() - signed_native.median(),
+        keystone
+            .as_ref()
+            .map_or("skipped".to_owned(), |(wasm, native)| format!(
+                "{:.1}",
+                wasm.median() - native.median()
+            ))
     );
     let _ = std::fs::remove_dir_all(&dir);
     if let Some(max) = std::env::var("BENCH_MAX_RATIO")
@@ -483,7 +566,10 @@ async fn main() {
             ("the cloud seam", seam),
             ("the broker", broker),
             ("the signing broker", signed),
-        ] {
+        ]
+        .into_iter()
+        .chain(keystone_ratio.map(|ratio| ("the Keystone broker", ratio)))
+        {
             if ratio > max {
                 println!(
                     "REGRESSION: a call through {what} costs {ratio:.2}x native, more than {max}x"
