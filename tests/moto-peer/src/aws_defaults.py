@@ -24,15 +24,25 @@
 #   every later API request after a delay spread over that range, once its work is
 #   done (a slow cloud whose answer a client that stops waiting never reads); "0 0"
 #   turns it off;
+# - (a test's knob, not AWS) `GET /moto-peer/requests` answers the API requests served
+#   so far, as JSON `{"<access key ID> <Action>": count}` (the key from the signature's
+#   credential scope, `-` when unsigned; the action from the query, the form body or
+#   `X-Amz-Target`); moto's own API is not counted;
 # - DescribeInstanceTopology (moto answers 500): every instance asked for, with three
 #   network nodes (`nn-` and 17 hex digits, the top layer first) when it is running
 #   and of a type EC2 gives a topology for, none otherwise. The two upper layers are
 #   the zone's, the lowest the instance's own.
+import collections
 import fnmatch
 import hashlib
+import io
 import itertools
+import json
+import re
 import sys
+import threading
 import time
+import urllib.parse
 
 import moto.ec2.models.route_tables as route_tables
 import moto.ec2.models.security_groups as security_groups
@@ -241,7 +251,36 @@ _answered = itertools.count(1)
 _dispatch = DomainDispatcherApplication.__call__
 
 
+_requests = collections.Counter()
+_requests_lock = threading.Lock()
+
+
+def _count(environ):
+    """Counts an API request by access key and action; leaves its body readable."""
+    action = environ.get("HTTP_X_AMZ_TARGET", "").rsplit(".", 1)[-1]
+    if not action:
+        query = urllib.parse.parse_qs(environ.get("QUERY_STRING", ""))
+        action = (query.get("Action") or [""])[0]
+    if not action and "form-urlencoded" in environ.get("CONTENT_TYPE", ""):
+        size = int(environ.get("CONTENT_LENGTH") or 0)
+        body = environ["wsgi.input"].read(size)
+        environ["wsgi.input"] = io.BytesIO(body)
+        form = urllib.parse.parse_qs(body.decode(errors="replace"))
+        action = (form.get("Action") or [""])[0]
+    key = re.search(r"Credential=([^/,\s]+)/", environ.get("HTTP_AUTHORIZATION", ""))
+    with _requests_lock:
+        _requests[f"{key.group(1) if key else '-'} {action or '-'}"] += 1
+
+
 def _slow_dispatch(self, environ, start_response):
+    path = environ.get("PATH_INFO", "")
+    if path == "/moto-peer/requests":
+        with _requests_lock:
+            body = json.dumps(dict(_requests)).encode()
+        start_response("200 OK", [("Content-Type", "application/json")])
+        return [body]
+    if not path.startswith(("/moto-api", "/moto-peer")):
+        _count(environ)
     if environ.get("PATH_INFO") == "/moto-peer/latency":
         size = int(environ.get("CONTENT_LENGTH") or 0)
         low, high = environ["wsgi.input"].read(size).decode().split()

@@ -113,6 +113,20 @@ impl Moto {
         assert!(response.status().is_success(), "latency");
     }
 
+    /// The API requests served so far by access key ID and action
+    /// (`"<key ID> <Action>"`, `-` for an unsigned request); moto's own API is not
+    /// counted.
+    pub async fn requests(&self) -> std::collections::BTreeMap<String, u64> {
+        let response = self
+            .client
+            .get(format!("{}/moto-peer/requests", self.url()))
+            .send()
+            .await
+            .unwrap();
+        assert!(response.status().is_success(), "requests");
+        serde_json::from_str(&response.text().await.unwrap()).unwrap()
+    }
+
     /// Turns request authentication on: after `free` more requests, every request
     /// must be signed with a key moto's IAM knows and be allowed by its policies.
     pub async fn enable_auth(&self, free: u32) {
