@@ -140,8 +140,8 @@ impl NodeInformer {
 /// Drops what no controller reads before a Node is cached, as kube-controller-manager
 /// trims its informers: the managed fields and the kubelet's reports of its images,
 /// versions, resources and volumes (the bulk of a Node). The cloud-node controller
-/// reads a Node whole from the API server before it writes one back; the other
-/// controllers patch.
+/// updates a Node from this cache (an update of a Node leaves its status and, with no
+/// managed fields in it, its managed fields as they are); the other controllers patch.
 fn trim(node: &mut Node) {
     node.metadata.managed_fields = None;
     if let Some(status) = node.status.as_mut() {

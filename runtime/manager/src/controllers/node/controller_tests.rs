@@ -82,6 +82,76 @@ async fn an_uninitialized_node_is_initialized() {
     assert_eq!(metadata_calls, 1, "{:?}", cluster.taken());
 }
 
+/// The Node's `verb` requests served so far (the tests read with lists, so every
+/// `get` is the controller's).
+fn node_requests(cluster: &TestCluster, verb: &str) -> u64 {
+    cluster
+        .api
+        .request_counts()
+        .iter()
+        .filter(|(access, _)| access.resource == "nodes" && access.verb == verb)
+        .map(|(_, n)| n)
+        .sum()
+}
+
+/// Waits until every Node of the cluster is untainted, reading with lists.
+async fn wait_all_initialized(cluster: &TestCluster, count: usize) {
+    let nodes: Api<Node> = Api::all(cluster.client.clone());
+    wait_for("every Node initialized", || async {
+        let list = nodes
+            .list(&Default::default())
+            .await
+            .map_err(|e| e.to_string())?;
+        let done = list.items.iter().filter(|n| !uninitialized(n)).count();
+        if done == count {
+            Ok(())
+        } else {
+            Err(format!("{done} of {count} initialized"))
+        }
+    })
+    .await;
+}
+
+/// As upstream's controller reads the Node from its lister: initializing a joining
+/// Node is one update, with no read of the Node from the API server.
+#[tokio::test]
+async fn a_node_is_initialized_from_the_cache_with_one_write() {
+    let mut cluster =
+        TestCluster::start(|calls| Arc::new(Recording::new(1, calls)) as Arc<dyn Cloud>).await;
+    for i in 0..3 {
+        cluster.node(tainted(&format!("node{i}"), None)).await;
+    }
+    cluster.run(|ctx, stop| run(ctx, options(), stop));
+    wait_all_initialized(&cluster, 3).await;
+    assert_eq!(
+        (
+            node_requests(&cluster, "get"),
+            node_requests(&cluster, "update")
+        ),
+        (0, 3)
+    );
+}
+
+/// Upstream's RetryOnConflict: an update refused with a conflict is tried again with
+/// a newer version of the Node: read from the API server when the cache has none yet
+/// (here the refused version is the newest), and the Node is initialized.
+#[tokio::test]
+async fn a_conflicting_initialization_is_retried_with_a_fresh_read() {
+    let mut cluster =
+        TestCluster::start(|calls| Arc::new(Recording::new(1, calls)) as Arc<dyn Cloud>).await;
+    cluster.node(tainted("node0", None)).await;
+    cluster.api.inject_conflicts("nodes", "update", 1);
+    cluster.run(|ctx, stop| run(ctx, options(), stop));
+    wait_all_initialized(&cluster, 1).await;
+    assert_eq!(
+        (
+            node_requests(&cluster, "get"),
+            node_requests(&cluster, "update")
+        ),
+        (1, 2)
+    );
+}
+
 /// "node has provider ID already": the Node's own ID stays, even when the cloud's
 /// answer names another (here `fake://node0`); the rest of the answer is written. (A
 /// real provider's answers pass the seam's checks first, which refuse such an answer:

@@ -362,10 +362,25 @@ async fn sync_node(state: &State, node: &Arc<Node>) -> Result<(), NodeSyncError>
             reason,
         }
     })?;
-    // Retry on conflict, re-reading the Node each time (upstream's RetryOnConflict).
+    // Retry on conflict (upstream's RetryOnConflict, reading the Node from the
+    // informer's cache as upstream reads its lister): a joining Node costs the API
+    // server one write. After a conflict the cache is read again once the watch has
+    // brought a newer version than the one refused, else the API server is asked.
+    // (The cache lacks the status fields no controller reads; an update of a Node
+    // leaves its status as it is.)
     let mut attempt = 0;
+    let mut refused: Option<String> = None;
     let updated = loop {
-        let mut current = state.api.get(&name).await?;
+        let cached = state
+            .ctx
+            .nodes
+            .get(&name)
+            .filter(|n| refused.is_none() || n.metadata.resource_version != refused);
+        let mut current = match cached {
+            Some(node) => Node::clone(&node),
+            None => state.api.get(&name).await?,
+        };
+        let version = current.metadata.resource_version.clone();
         initialize(&mut current, &meta);
         match state
             .api
@@ -375,6 +390,7 @@ async fn sync_node(state: &State, node: &Arc<Node>) -> Result<(), NodeSyncError>
             Ok(updated) => break updated,
             Err(kube::Error::Api(e)) if e.code == 409 && attempt < 20 => {
                 attempt += 1;
+                refused = version;
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
             Err(e) => return Err(e.into()),
