@@ -10,6 +10,14 @@ use wasm_ccm_tests::{RawBehavior, RawServer};
 /// A provider loaded with its policy and a cloud config sending EC2 calls to `url`,
 /// signed with key `AKIAPAGES`.
 async fn scripted_provider(url: &str) -> (TempDir, wasm_ccm_host::provider::Provider) {
+    scripted_provider_with(url, "").await
+}
+
+/// [`scripted_provider`] with `global` lines added to the cloud config's `[Global]`.
+async fn scripted_provider_with(
+    url: &str,
+    global: &str,
+) -> (TempDir, wasm_ccm_host::provider::Provider) {
     let dir = TempDir::new("aws-scripted");
     std::fs::copy(guest("aws_provider"), dir.path().join("aws.wasm")).unwrap();
     std::fs::write(dir.path().join("id"), "AKIAPAGES").unwrap();
@@ -22,7 +30,7 @@ async fn scripted_provider(url: &str) -> (TempDir, wasm_ccm_host::provider::Prov
     )
     .unwrap();
     let config = format!(
-        "[Global]\nRegion = us-east-1\n[ServiceOverride \"1\"]\nService = EC2\nRegion = us-east-1\nURL = {url}\nSigningRegion = us-east-1\n"
+        "[Global]\nRegion = us-east-1\n{global}[ServiceOverride \"1\"]\nService = EC2\nRegion = us-east-1\nURL = {url}\nSigningRegion = us-east-1\n"
     );
     let provider = wasm_ccm_tests::loader()
         .load(&dir.path().join("aws.wasm"), config.into_bytes())
@@ -111,6 +119,59 @@ async fn pagination_and_throttling_against_a_scripted_ec2() {
         unsigned.load(std::sync::atomic::Ordering::SeqCst),
         0,
         "every request is signed"
+    );
+}
+
+/// A lookup by instance IDs follows `NextToken`, as upstream's does whatever it asked:
+/// EC2 may page it (moto does at 100 reservations). Every route of a table whose
+/// instances come back in two pages is listed with its Node; none is skipped as
+/// routing to an unknown instance (which the route controller would make again every
+/// pass).
+#[tokio::test]
+async fn routes_whose_instances_come_in_pages_are_all_listed() {
+    let first = instance_xml("i-0a", "m5.large", "ip-10-0-9-1.ec2.internal");
+    let second = instance_xml("i-0b", "m5.large", "ip-10-0-9-2.ec2.internal");
+    let route = |cidr: &str, id: &str| {
+        format!(
+            "<item><destinationCidrBlock>{cidr}</destinationCidrBlock><instanceId>{id}</instanceId><state>active</state></item>"
+        )
+    };
+    let table = format!(
+        "<DescribeRouteTablesResponse><routeTableSet><item><routeTableId>rtb-1</routeTableId><routeSet>{}{}</routeSet></item></routeTableSet></DescribeRouteTablesResponse>",
+        route("100.64.1.0/24", "i-0a"),
+        route("100.64.2.0/24", "i-0b")
+    );
+    let ec2 = RawServer::start(RawBehavior::Respond(Arc::new(move |request: &str| {
+        let body = request.split("\r\n\r\n").nth(1).unwrap_or_default();
+        if body.contains("Action=DescribeRouteTables") {
+            return (200, table.clone());
+        }
+        if body.contains("Action=DescribeInstances") && body.contains("InstanceId.1=") {
+            return if body.contains("NextToken=page-2") {
+                (200, format!("<DescribeInstancesResponse><reservationSet>{second}</reservationSet></DescribeInstancesResponse>"))
+            } else {
+                (200, format!("<DescribeInstancesResponse><reservationSet>{first}</reservationSet><nextToken>page-2</nextToken></DescribeInstancesResponse>"))
+            };
+        }
+        (400, ec2_error("UnsupportedOperation"))
+    })))
+    .await;
+    let (_dir, provider) = scripted_provider_with(&ec2.url(), "RouteTableID = rtb-1\n").await;
+    let routes = provider.routes().expect("routes exported");
+    let mut listed: Vec<(String, String)> = routes
+        .list_routes("kubernetes")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| (r.destination_cidr, r.target_node))
+        .collect();
+    listed.sort();
+    assert_eq!(
+        listed,
+        [
+            ("100.64.1.0/24".into(), "ip-10-0-9-1.ec2.internal".into()),
+            ("100.64.2.0/24".into(), "ip-10-0-9-2.ec2.internal".into()),
+        ]
     );
 }
 

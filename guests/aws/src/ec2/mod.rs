@@ -144,7 +144,9 @@ impl Ec2 {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
-        match self.describe(&Params::new().list("InstanceId", ids), false) {
+        // Every page: EC2 may page an answer by IDs too (moto at 100 reservations);
+        // upstream's DescribeInstances follows NextToken whatever it asked.
+        match self.describe(&Params::new().list("InstanceId", ids)) {
             Err(e) if is_not_found(&e) && ids.len() > 1 => {
                 let mut found = Vec::new();
                 for id in ids {
@@ -159,10 +161,11 @@ impl Ec2 {
 
     /// Instances matching EC2 filters, every page.
     pub fn instances_filtered(&self, params: Params) -> Result<Vec<Instance>, ApiError> {
-        self.describe(&params.set("MaxResults", "1000"), true)
+        self.describe(&params.set("MaxResults", "1000"))
     }
 
-    fn describe(&self, params: &Params, paginate: bool) -> Result<Vec<Instance>, ApiError> {
+    /// DescribeInstances, every page.
+    fn describe(&self, params: &Params) -> Result<Vec<Instance>, ApiError> {
         let mut instances = Vec::new();
         let read = |root: Node<'_, '_>| {
             for reservation in xml::items(root, "reservationSet") {
@@ -170,12 +173,8 @@ impl Ec2 {
             }
             Ok(())
         };
-        if paginate {
-            self.api
-                .pages("DescribeInstances", params, "NextToken", "nextToken", read)?;
-        } else {
-            self.api.call_read("DescribeInstances", params, read)?;
-        }
+        self.api
+            .pages("DescribeInstances", params, "NextToken", "nextToken", read)?;
         Ok(instances)
     }
 
