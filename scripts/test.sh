@@ -26,6 +26,9 @@ source scripts/ensure-kube-apiserver.sh
 # tests/occm_migration.rs and tests/aws_oracle/ run the upstream occm and
 # cloud-provider-aws, built from their Go modules (once; reused from target/kube/bin/).
 source scripts/ensure-upstream-ccm.sh
+# tests/helm.rs lints and renders deploy/helm/wasm-ccm with helm, built from its Go
+# module (once; reused from target/kube/bin/).
+source scripts/ensure-go-tools.sh helm
 # The SDK's and the providers' own unit tests and doc examples, natively (mock transport).
 cargo test --locked -p wasm-ccm-guest -p reference-provider -p aws-provider -p openstack-provider -p huaweicloud-provider -p k3s-provider -- "$@"
 # Every test binary of the workspace and the doc tests, a few binaries at a time (most

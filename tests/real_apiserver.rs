@@ -3,7 +3,8 @@
 //! controller manager run with the token of the ServiceAccount it creates (a
 //! `TokenRequest`), and the four controllers' main scenarios. Every request the
 //! controller manager makes must be allowed by deploy/'s RBAC: the server's audit log
-//! shows any it refused, and the test fails naming their verbs and resources.
+//! shows any it refused, and the test fails naming their verbs and resources. The Helm
+//! chart (deploy/helm/wasm-ccm) is installed and run the same way.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -227,21 +228,13 @@ async fn scenario(client: kube::Client, stack: &Stack) -> Outcome {
     }
 }
 
-/// One scenario, run unchanged against the API server double and the real server
-/// (where deploy/ is installed as its README says and the controller manager runs with
-/// the token of the ServiceAccount deploy/ creates): the same outcomes. On the real
-/// server, every request the controller manager made was allowed by deploy/'s RBAC:
-/// its audit log shows any it refused, and the test fails naming them.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_four_controllers_on_the_double_and_the_real_api_server() {
-    let on_double = {
-        let stack = Stack::start().await;
-        scenario(stack.client(), &stack).await
-    };
-
+/// The scenario on a real server where `install` installed wasm-ccm, run with the
+/// token of the ServiceAccount it made: what it observed. Every request the controller
+/// manager made must have been allowed by the installed RBAC: its audit log shows any
+/// it refused, and the test fails naming them.
+async fn on_a_real_server(how: &str, install: impl FnOnce(&KubeApiServer)) -> Outcome {
     let server = KubeApiServer::start().await;
-    // deploy/README.md's install command.
-    install_deploy(&server);
+    install(&server);
     let mut stack = Stack::start().await;
     let token = server.token("kube-system", "wasm-ccm").await;
     let kubeconfig = stack.dir.dir.path().join("wasm-ccm.kubeconfig");
@@ -249,8 +242,7 @@ async fn the_four_controllers_on_the_double_and_the_real_api_server() {
         .write_kubeconfig(&kubeconfig, Some(&token))
         .expect("a kubeconfig");
     stack.kubeconfig = kubeconfig;
-    let on_real = scenario(server.client().await, &stack).await;
-    assert_eq!(on_double, on_real);
+    let outcome = scenario(server.client().await, &stack).await;
 
     // Every request of the controller manager was allowed.
     let audited: Vec<_> = server
@@ -269,8 +261,47 @@ async fn the_four_controllers_on_the_double_and_the_real_api_server() {
         .collect();
     assert!(
         refused.is_empty(),
-        "deploy/'s RBAC refused requests of the controller manager: {refused:#?}"
+        "the RBAC {how} installs refused requests of the controller manager: {refused:#?}"
     );
+    outcome
+}
+
+/// One scenario, run unchanged against the API server double and the real server
+/// (where deploy/ is installed as its README says and the controller manager runs with
+/// the token of the ServiceAccount deploy/ creates): the same outcomes, every request
+/// allowed by deploy/'s RBAC.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_four_controllers_on_the_double_and_the_real_api_server() {
+    let on_double = {
+        let stack = Stack::start().await;
+        scenario(stack.client(), &stack).await
+    };
+    // deploy/README.md's install command.
+    let on_real = on_a_real_server("deploy/", install_deploy).await;
+    assert_eq!(on_double, on_real);
+}
+
+/// The Helm chart installed as deploy/helm/wasm-ccm/values.yaml says (`helm template`
+/// applied server-side, the objects `helm install` creates): the same outcomes as on
+/// the double, every request allowed by the chart's RBAC, under its ServiceAccount's
+/// token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_four_controllers_installed_by_the_helm_chart() {
+    let on_double = {
+        let stack = Stack::start().await;
+        scenario(stack.client(), &stack).await
+    };
+    let on_real = on_a_real_server("the Helm chart", |server| {
+        let manifest = wasm_ccm_tests::helm::template(&["--set", "monitoring.enabled=true"]);
+        let file = server.kubeconfig().with_file_name("wasm-ccm-chart.yaml");
+        std::fs::write(&file, manifest).expect("the rendered chart");
+        kubectl_admin(
+            server,
+            &["apply", "--server-side", "-f", &file.display().to_string()],
+        );
+    })
+    .await;
+    assert_eq!(on_double, on_real);
 }
 
 /// `/readyz` of the replica serving on `port` (empty while it does not answer).

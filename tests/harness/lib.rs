@@ -23,6 +23,7 @@ pub mod aws;
 pub mod bench;
 pub mod events;
 pub mod fixtures;
+pub mod helm;
 pub mod https;
 pub mod huaweicloud;
 /// A real Keystone with a service double in its catalog.

@@ -47,6 +47,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use futures_util::{StreamExt, stream};
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Service};
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
@@ -192,10 +193,15 @@ async fn wait_ready(nodes: &Api<Node>, count: usize, dir: &Path) {
     );
 }
 
-/// Deletes every Node (the controller manager measured is stopped), removes the routes
-/// to pod CIDRs, and registers the Nodes of `names` again: the next controller manager
-/// starts where the first did.
-async fn register_again(nodes: &Api<Node>, names: &[String], cloud: &mut Cloud, dir: &Path) {
+/// Deletes every Node and its Lease (the controller manager measured and kwok are
+/// stopped), removes the routes to pod CIDRs, and registers the Nodes of `names` again,
+/// as kubelets re-registering: the next controller manager starts where the first did.
+async fn register_again(
+    nodes: &Api<Node>,
+    admin: &kube::Client,
+    names: &[String],
+    cloud: &mut Cloud,
+) {
     let (present, _) = node_names(nodes).await.expect("the Nodes");
     stream::iter(&present)
         .for_each_concurrent(32, |name| async move {
@@ -207,9 +213,32 @@ async fn register_again(nodes: &Api<Node>, names: &[String], cloud: &mut Cloud, 
     })
     .await;
     assert!(gone, "the Nodes were not deleted in 10 minutes");
+    let leases: Api<Lease> = Api::namespaced(admin.clone(), "kube-node-lease");
+    leases
+        .delete_collection(&DeleteParams::default(), &Default::default())
+        .await
+        .expect("the Nodes' Leases deleted");
     cloud.clear_routes().await;
     register(nodes, names).await;
-    wait_ready(nodes, names.len(), dir).await;
+}
+
+/// kwok keeping the Nodes labelled [`KWOK_LABEL`] alive with a Lease of `lease` seconds.
+fn spawn_kwok(kwok: &Path, config: &Path, stages: &Path, lease: u64, dir: &Path) -> Peer {
+    let port = loopback_port::reserve().expect("a port for kwok");
+    Peer::spawn(
+        "kwok",
+        tokio::process::Command::new(kwok)
+            .arg("--kubeconfig")
+            .arg(config)
+            .arg("--config")
+            .arg(stages)
+            .arg(format!(
+                "--manage-nodes-with-label-selector={KWOK_LABEL}=fake"
+            ))
+            .arg(format!("--node-lease-duration-seconds={lease}"))
+            .arg(format!("--server-address=127.0.0.1:{port}")),
+        &dir.join("kwok.log"),
+    )
 }
 
 /// A kubeconfig with kube-system ServiceAccount `account`'s token, valid for longer
@@ -424,7 +453,7 @@ async fn load_balancers(admin: &kube::Client, services: usize, pid: u32) {
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     wasm_ccm_tests::print_bench_heading("scale");
-    let (Some(kwok), Some(kcm), Some(stages)) = (
+    let (Some(kwok_bin), Some(kcm), Some(stages)) = (
         peer("KWOK"),
         peer("KUBE_CONTROLLER_MANAGER"),
         peer("KWOK_STAGES"),
@@ -510,21 +539,7 @@ async fn main() {
         made.elapsed().as_secs_f64()
     );
 
-    let kwok_port = loopback_port::reserve().expect("a port for kwok");
-    let kwok = Peer::spawn(
-        "kwok",
-        tokio::process::Command::new(kwok)
-            .arg("--kubeconfig")
-            .arg(&kwok_config)
-            .arg("--config")
-            .arg(&stages)
-            .arg(format!(
-                "--manage-nodes-with-label-selector={KWOK_LABEL}=fake"
-            ))
-            .arg(format!("--node-lease-duration-seconds={lease}"))
-            .arg(format!("--server-address=127.0.0.1:{kwok_port}")),
-        &dir.join("kwok.log"),
-    );
+    let mut kwok = spawn_kwok(&kwok_bin, &kwok_config, &stages, lease, dir);
     let kcm = Peer::spawn(
         "kube-controller-manager",
         tokio::process::Command::new(kcm)
@@ -551,7 +566,7 @@ async fn main() {
     wait_ready(&nodes, count, dir).await;
 
     let (server_pid, etcd_pid) = server.pids();
-    let run = Run {
+    let mut run = Run {
         server: &server,
         admin: &admin,
         nodes: &nodes,
@@ -604,7 +619,12 @@ async fn main() {
     let mut sides = vec![(WASM_CCM, ours)];
 
     if upstream {
-        register_again(&nodes, &names, &mut cloud, dir).await;
+        // kwok forgets the Nodes it kept (their Leases go with them) and starts afresh.
+        kwok.stop().await;
+        register_again(&nodes, &admin, &names, &mut cloud).await;
+        kwok = spawn_kwok(&kwok_bin, &kwok_config, &stages, lease, dir);
+        run.others[3] = ("kwok", kwok.pid());
+        wait_ready(&nodes, names.len(), dir).await;
         let mut command = tokio::process::Command::new(wasm_ccm_tests::upstream::aws_ccm());
         command
             .args([
