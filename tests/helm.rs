@@ -135,3 +135,46 @@ fn the_chart_renders_what_deploy_renders() {
         assert_same(what, comparable(rendered), kustomized(dirs, left_out));
     }
 }
+
+/// Values that would break a cluster: a single replica gets no disruption budget (one
+/// of `minAvailable: 1` would block every drain), a web-identity token without an
+/// audience is refused (it would be a token for the API server), and extra flags come
+/// after the chart's, quoted, so one overrides the chart's (the last value wins).
+#[test]
+fn values_that_would_break_a_cluster_are_refused_or_left_out() {
+    let kinds = |args: &[&str]| -> Vec<String> {
+        objects(&template(args))
+            .iter()
+            .map(|o| o["kind"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    };
+    assert!(kinds(&[]).contains(&"PodDisruptionBudget".to_owned()));
+    assert!(!kinds(&["--set", "replicas=1"]).contains(&"PodDisruptionBudget".to_owned()));
+
+    let chart = chart().display().to_string();
+    let refused = wasm_ccm_tests::helm::try_run(&[
+        "template",
+        "wasm-ccm",
+        &chart,
+        "--set",
+        "credentials.webIdentityToken.path=aws/token",
+    ])
+    .expect_err("a token without an audience");
+    assert!(
+        refused.contains("credentials.webIdentityToken.audience is required"),
+        "{refused}"
+    );
+
+    let rendered = objects(&template(&["--set", "extraArgs={--leader-elect=false}"]));
+    let deployment = rendered
+        .iter()
+        .find(|o| o["kind"] == "Deployment")
+        .expect("the Deployment");
+    let args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_array()
+        .expect("args");
+    assert_eq!(
+        args.last().and_then(|a| a.as_str()),
+        Some("--leader-elect=false")
+    );
+}

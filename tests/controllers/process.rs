@@ -255,8 +255,11 @@ async fn json_logs_are_one_object_a_line_with_the_documented_fields() {
 #[tokio::test]
 async fn bad_flags_fail_fast_with_a_clear_message() {
     let stack = Stack::start().await;
+    // A flag given twice takes its last value, as upstream's: `nosuch` is the one used.
     let out = tokio::process::Command::new(wasm_ccm_tests::wasm_ccm_bin())
         .args([
+            "--cloud-provider",
+            "simcloud",
             "--cloud-provider",
             "nosuch",
             "--secure-port",

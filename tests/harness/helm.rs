@@ -27,6 +27,12 @@ pub fn chart() -> PathBuf {
 /// Runs helm with `args` in the repository's root: what it printed, or a panic naming
 /// the command and its errors.
 pub fn run(args: &[&str]) -> String {
+    try_run(args).unwrap_or_else(|e| panic!("helm {} failed: {e}", args.join(" ")))
+}
+
+/// Runs helm with `args` in the repository's root: what it printed, or what it printed
+/// when it failed.
+pub fn try_run(args: &[&str]) -> Result<String, String> {
     let out = std::process::Command::new(helm())
         .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join(".."))
         // No user's helm configuration or cache.
@@ -45,14 +51,12 @@ pub fn run(args: &[&str]) -> String {
         .args(args)
         .output()
         .expect("running helm");
-    assert!(
-        out.status.success(),
-        "helm {} failed: {}{}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("UTF-8")
+    let printed = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
+    if out.status.success() {
+        Ok(printed(&out.stdout))
+    } else {
+        Err(printed(&out.stdout) + &printed(&out.stderr))
+    }
 }
 
 /// `helm template wasm-ccm deploy/helm/wasm-ccm -n kube-system ARGS`: the manifest.
@@ -82,9 +86,10 @@ pub const HELM_LABELS: [&str; 4] = [
 ];
 
 /// `objects` without [`HELM_LABELS`], their base64 values unwrapped (kustomize breaks
-/// a ConfigMap's `binaryData` into lines), the lists merged by name (a Pod's volumes,
-/// its containers' environment and mounts, whose order kustomize's patches change and
-/// the API server ignores) sorted by name, and the objects sorted by kind, namespace and
+/// a ConfigMap's `binaryData` into lines), the lists merged by name whose order does not
+/// matter (a Pod's volumes and its containers' mounts, which kustomize's patches
+/// reorder) sorted by name (the environment keeps its order: `$(VAR)` reads what comes
+/// before it), and the objects sorted by kind, namespace and
 /// name, so two renderings of the same objects compare equal.
 pub fn comparable(mut objects: Vec<serde_json::Value>) -> Vec<serde_json::Value> {
     fn by_name(list: &mut serde_json::Value) {
@@ -99,10 +104,8 @@ pub fn comparable(mut objects: Vec<serde_json::Value>) -> Vec<serde_json::Value>
             }
             if let Some(containers) = pod.get_mut("containers").and_then(|c| c.as_array_mut()) {
                 for container in containers {
-                    for list in ["env", "volumeMounts"] {
-                        if let Some(items) = container.get_mut(list) {
-                            by_name(items);
-                        }
+                    if let Some(mounts) = container.get_mut("volumeMounts") {
+                        by_name(mounts);
                     }
                 }
             }
@@ -144,18 +147,26 @@ pub fn comparable(mut objects: Vec<serde_json::Value>) -> Vec<serde_json::Value>
 
 /// Where `a` and `b` differ: each path (`spec.template...`) with both values, shortened.
 pub fn differences(a: &serde_json::Value, b: &serde_json::Value) -> Vec<String> {
+    fn short(v: &serde_json::Value) -> String {
+        let text = v.to_string();
+        match text.char_indices().nth(160) {
+            Some((end, _)) => format!("{}...", &text[..end]),
+            None => text,
+        }
+    }
     fn walk(path: &str, a: &serde_json::Value, b: &serde_json::Value, out: &mut Vec<String>) {
         use serde_json::Value;
         match (a, b) {
             (Value::Object(x), Value::Object(y)) => {
                 let keys: std::collections::BTreeSet<&String> = x.keys().chain(y.keys()).collect();
                 for key in keys {
-                    let (l, r) = (&x.get(key).cloned(), &y.get(key).cloned());
-                    let (l, r) = (
-                        l.clone().unwrap_or(Value::Null),
-                        r.clone().unwrap_or(Value::Null),
-                    );
-                    walk(&format!("{path}.{key}"), &l, &r, out);
+                    match (x.get(key), y.get(key)) {
+                        (Some(l), Some(r)) => walk(&format!("{path}.{key}"), l, r, out),
+                        (l, r) => {
+                            let side = |v: Option<&Value>| v.map_or("(absent)".into(), short);
+                            out.push(format!("{path}.{key}: {} != {}", side(l), side(r)));
+                        }
+                    }
                 }
             }
             (Value::Array(x), Value::Array(y)) if x.len() == y.len() => {
@@ -163,17 +174,7 @@ pub fn differences(a: &serde_json::Value, b: &serde_json::Value) -> Vec<String> 
                     walk(&format!("{path}[{i}]"), l, r, out);
                 }
             }
-            _ if a != b => {
-                let short = |v: &Value| {
-                    let text = v.to_string();
-                    if text.len() > 160 {
-                        format!("{}...", &text[..160])
-                    } else {
-                        text
-                    }
-                };
-                out.push(format!("{path}: {} != {}", short(a), short(b)));
-            }
+            _ if a != b => out.push(format!("{path}: {} != {}", short(a), short(b))),
             _ => {}
         }
     }

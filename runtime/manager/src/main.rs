@@ -8,12 +8,15 @@ use clap::Parser;
 ///
 /// Without a subcommand it runs the controller manager:
 /// `wasm-ccm --cloud-provider NAME --providers-dir DIR [--kubeconfig FILE] ...`
+/// A flag given twice takes its last value, as upstream's (pflag) do: a chart's or an
+/// overlay's extra arguments may override one set before them.
 #[derive(Parser)]
 #[command(
     name = "wasm-ccm",
     version,
     about,
-    args_conflicts_with_subcommands = true
+    args_conflicts_with_subcommands = true,
+    args_override_self = true
 )]
 struct Cli {
     /// Log format: text or json.

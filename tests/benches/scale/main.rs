@@ -193,8 +193,8 @@ async fn wait_ready(nodes: &Api<Node>, count: usize, dir: &Path) {
     );
 }
 
-/// Deletes every Node and its Lease (the controller manager measured and kwok are
-/// stopped), removes the routes to pod CIDRs, and registers the Nodes of `names` again,
+/// Deletes every Node and its Lease, and the leader Lease (the controller manager
+/// measured and kwok are stopped), removes the routes to pod CIDRs, and registers the Nodes of `names` again,
 /// as kubelets re-registering: the next controller manager starts where the first did.
 async fn register_again(
     nodes: &Api<Node>,
@@ -218,6 +218,17 @@ async fn register_again(
         .delete_collection(&DeleteParams::default(), &Default::default())
         .await
         .expect("the Nodes' Leases deleted");
+    // The leader Lease the stopped controller manager held: the next one would wait a
+    // lease duration for it, which its joining would count.
+    let leader: Api<Lease> = Api::namespaced(admin.clone(), "kube-system");
+    match leader
+        .delete("cloud-controller-manager", &DeleteParams::default())
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 404 => {}
+        Err(e) => panic!("delete the leader Lease: {e}"),
+    }
     cloud.clear_routes().await;
     register(nodes, names).await;
 }

@@ -261,8 +261,10 @@ def _count(environ):
     if not action:
         query = urllib.parse.parse_qs(environ.get("QUERY_STRING", ""))
         action = (query.get("Action") or [""])[0]
-    if not action and "form-urlencoded" in environ.get("CONTENT_TYPE", ""):
-        size = int(environ.get("CONTENT_LENGTH") or 0)
+    size = int(environ.get("CONTENT_LENGTH") or 0)
+    # A body of known length only (a chunked one is left alone, counted without its
+    # action).
+    if not action and size > 0 and "form-urlencoded" in environ.get("CONTENT_TYPE", ""):
         body = environ["wsgi.input"].read(size)
         environ["wsgi.input"] = io.BytesIO(body)
         form = urllib.parse.parse_qs(body.decode(errors="replace"))

@@ -219,17 +219,28 @@ impl Elector {
     }
 
     /// Renews until a renewal fails for longer than the renew deadline; returns then.
+    /// A try still unanswered at the deadline is given up (client-go's renew loop runs
+    /// under a context of the renew deadline): an API server that stops answering
+    /// without closing the connection cannot keep this replica leading past it.
     pub async fn hold(&self) {
         let mut last_renewed = Instant::now();
         loop {
             tokio::time::sleep(self.settings.retry_period).await;
-            match self.try_acquire_or_renew().await {
-                Ok(true) => last_renewed = Instant::now(),
-                Ok(false) => {
+            let left = self
+                .settings
+                .renew_deadline
+                .saturating_sub(last_renewed.elapsed());
+            match tokio::time::timeout(left, self.try_acquire_or_renew()).await {
+                Ok(Ok(true)) => last_renewed = Instant::now(),
+                Ok(Ok(false)) => {
                     tracing::error!(lease = %self.settings.name, "another replica holds the lease");
                     return;
                 }
-                Err(err) => tracing::warn!(error = %err, "error renewing the leader lease"),
+                Ok(Err(err)) => tracing::warn!(error = %err, "error renewing the leader lease"),
+                Err(_) => {
+                    self.forget();
+                    tracing::warn!(lease = %self.settings.name, "no answer to the lease renewal within the renew deadline");
+                }
             }
             if last_renewed.elapsed() > self.settings.renew_deadline {
                 tracing::error!(lease = %self.settings.name, "failed to renew the lease within the renew deadline");

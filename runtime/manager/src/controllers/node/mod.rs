@@ -365,20 +365,24 @@ async fn sync_node(state: &State, node: &Arc<Node>) -> Result<(), NodeSyncError>
     // Retry on conflict (upstream's RetryOnConflict, reading the Node from the
     // informer's cache as upstream reads its lister): a joining Node costs the API
     // server one write. After a conflict the cache is read again once the watch has
-    // brought a newer version than the one refused, else the API server is asked.
-    // (The cache lacks the status fields no controller reads; an update of a Node
-    // leaves its status as it is.)
+    // brought a newer version than the one refused, else (and from then on) the API
+    // server is asked. (The cache lacks the status fields no controller reads; an
+    // update of a Node leaves its status as it is.)
     let mut attempt = 0;
     let mut refused: Option<String> = None;
+    let mut live = false;
     let updated = loop {
         let cached = state
             .ctx
             .nodes
             .get(&name)
-            .filter(|n| refused.is_none() || n.metadata.resource_version != refused);
+            .filter(|n| !live && (refused.is_none() || n.metadata.resource_version != refused));
         let mut current = match cached {
             Some(node) => Node::clone(&node),
-            None => state.api.get(&name).await?,
+            None => {
+                live = true;
+                state.api.get(&name).await?
+            }
         };
         let version = current.metadata.resource_version.clone();
         initialize(&mut current, &meta);
