@@ -26,9 +26,13 @@
 //! `BENCH_SIZE=small BENCH_MAX_RATIO=6 cargo test -p wasm-ccm-tests --bench provider_calls`
 //! measures a tenth of the batches and exits 1 when a call through the sandbox and the
 //! broker costs more than `BENCH_MAX_RATIO` times its native side — a large ratio
-//! regression, never an absolute time.
+//! regression, never an absolute time — or when a GET through the broker costs more
+//! heap allocations beyond native reqwest's than [`MAX_EXTRA_ALLOCATIONS`] (a count,
+//! every thread's, kept by the bench's counting allocator).
 
+use std::alloc::{GlobalAlloc, Layout, System};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use sim_cloud::SimCloud;
@@ -47,6 +51,63 @@ use wasm_ccm::cloud::{Cloud, ProviderCloud};
 use wasm_ccm_host::capabilities::http_egress::Destination;
 
 const TOKEN: &str = "bench-token";
+
+/// The process's heap allocations so far (every thread's: the broker's, the runtime's,
+/// the loopback server's).
+static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+
+/// The system allocator, counting: the allocations a request costs are a count, the
+/// same under any load, where its time is not (what the regression check bounds).
+struct Counting;
+
+// SAFETY: every call is forwarded to the system allocator unchanged.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// Heap allocations per call of `f`, over `calls` calls after a warm-up.
+async fn allocations_per_call<F, Fut>(calls: u64, mut f: F) -> f64
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = ()>,
+{
+    for _ in 0..20 {
+        f().await;
+    }
+    let before = ALLOCATIONS.load(Ordering::Relaxed);
+    for _ in 0..calls {
+        f().await;
+    }
+    (ALLOCATIONS.load(Ordering::Relaxed) - before) as f64 / calls as f64
+}
+
+/// The most heap allocations a plain GET through the broker may cost beyond the same GET
+/// with native reqwest, through the buffered client and over `wasi:http` (the
+/// regression check, `BENCH_MAX_RATIO` set): 52 and 137 measured (2026-11-29), with a
+/// tenth more. A count does not move with the machine's load, so this bound can be
+/// tight where a time's cannot: an added copy, buffer or spawn per request shows.
+const MAX_EXTRA_ALLOCATIONS: [f64; 2] = [58.0, 150.0];
 
 fn guest(name: &str) -> PathBuf {
     let target = std::env::var_os("CARGO_TARGET_DIR")
@@ -371,6 +432,20 @@ async fn main() {
     }
     let (get_wasm, get_wasi, get_native) =
         (Samples(get_wasm), Samples(get_wasi), Samples(get_native));
+    let allocations = [
+        (
+            "plain GET through the broker (buffered client)",
+            allocations_per_call(200, || fetch(&buffered_node)).await,
+        ),
+        (
+            "plain GET through the broker (wasi:http)",
+            allocations_per_call(200, || fetch(&wasi_node)).await,
+        ),
+        (
+            "the same GET with native reqwest",
+            allocations_per_call(200, get_once_native).await,
+        ),
+    ];
     let forward_mean = forward.0 * 1e6 / forward.1.max(1.0);
 
     // A SigV4-signed POST through the broker (static keys from files, as deploy/aws
@@ -557,6 +632,19 @@ async fn main() {
                 wasm.median() - native.median()
             ))
     );
+    println!("\nheap allocations per request (every thread's, the loopback server's included)");
+    println!("| request | allocations |\n| --- | ---: |");
+    for (what, count) in &allocations {
+        println!("| {what} | {count:.1} |");
+    }
+    let extra = [
+        allocations[0].1 - allocations[2].1,
+        allocations[1].1 - allocations[2].1,
+    ];
+    println!(
+        "| the broker's own (buffered GET less native; wasi:http less native) | {:.1}; {:.1} |",
+        extra[0], extra[1]
+    );
     let _ = std::fs::remove_dir_all(&dir);
     if let Some(max) = std::env::var("BENCH_MAX_RATIO")
         .ok()
@@ -578,5 +666,19 @@ async fn main() {
             }
         }
         println!("ratios within {max}x native");
+        for ((way, extra), most) in ["buffered", "wasi:http"]
+            .iter()
+            .zip(extra)
+            .zip(MAX_EXTRA_ALLOCATIONS)
+        {
+            if extra > most {
+                println!(
+                    "REGRESSION: a GET through the broker ({way}) costs {extra:.1} heap \
+                     allocations beyond native reqwest's, more than {most}"
+                );
+                std::process::exit(1);
+            }
+        }
+        println!("the broker's own allocations within {MAX_EXTRA_ALLOCATIONS:?}");
     }
 }
