@@ -332,13 +332,14 @@ async fn phases(
     let cost = report("steady state", ccm, server, phase, &requests, count);
     costs.push(("steady state".to_owned(), cost));
 
-    println!(
-        "\n{}'s resident memory by kind after the steady state:\n",
-        ccm.name
-    );
-    println!("| kind | MiB |\n| --- | ---: |");
-    for (kind, kib) in wasm_ccm_tests::rss_breakdown(process.pid()) {
-        println!("| {kind} | {:.1} |", kib as f64 / 1024.0);
+    // By wasm-ccm's kinds (its binary, the compiled provider, guest memories): not
+    // another process's.
+    if ccm.user == WASM_CCM.user {
+        println!("\nwasm-ccm's resident memory by kind after the steady state:\n");
+        println!("| kind | MiB |\n| --- | ---: |");
+        for (kind, kib) in wasm_ccm_tests::rss_breakdown(process.pid()) {
+            println!("| {kind} | {:.1} |", kib as f64 / 1024.0);
+        }
     }
 
     // Churn: each minute, `churn` % of the Nodes go (instance terminated, heartbeats

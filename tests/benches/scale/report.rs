@@ -69,12 +69,14 @@ pub struct Ccm {
     pub user: &'static str,
 }
 
-/// One moment: the audit log's length, each process's usage, APF's rejections.
+/// One moment: the audit log's length, each process's usage, APF's rejections, the
+/// events recorded so far by component and reason.
 pub struct Snapshot {
     pub at: Instant,
     audited: usize,
     usage: Vec<(&'static str, ProcessUsage)>,
     rejected: f64,
+    events: BTreeMap<(String, String), u64>,
 }
 
 pub async fn snapshot(
@@ -90,7 +92,34 @@ pub async fn snapshot(
             .map(|(name, pid)| (*name, process_usage(*pid).unwrap_or_default()))
             .collect(),
         rejected: apf_rejected(admin).await,
+        events: events(admin).await,
     }
+}
+
+/// Every Event's occurrences (`count`, else 1) by reporting component and reason.
+async fn events(admin: &kube::Client) -> BTreeMap<(String, String), u64> {
+    let api: kube::Api<k8s_openapi::api::core::v1::Event> = kube::Api::all(admin.clone());
+    let mut counts = BTreeMap::new();
+    let Ok(list) = api.list(&Default::default()).await else {
+        return counts;
+    };
+    for event in list.items {
+        let component = event
+            .reporting_component
+            .filter(|c| !c.is_empty())
+            .or_else(|| event.source.and_then(|s| s.component))
+            .unwrap_or_default();
+        let occurrences = event
+            .series
+            .and_then(|s| s.count)
+            .or(event.count)
+            .unwrap_or(1)
+            .max(1) as u64;
+        *counts
+            .entry((component, event.reason.unwrap_or_default()))
+            .or_default() += occurrences;
+    }
+    counts
 }
 
 /// The API server's `apiserver_flowcontrol_rejected_requests_total`, summed.
@@ -171,6 +200,19 @@ pub fn report(
             *n as f64 / minutes
         );
     }
+    let recorded: Vec<String> = to
+        .events
+        .iter()
+        .filter_map(|((component, reason), n)| {
+            let before = from
+                .events
+                .get(&(component.clone(), reason.clone()))
+                .copied();
+            let new = n.saturating_sub(before.unwrap_or(0));
+            (new > 0).then(|| format!("{component} {reason}: {new}"))
+        })
+        .collect();
+    println!("\nevents recorded: {}", recorded.join(", "));
     let cloud_requests = cloud.values().sum::<u64>();
     println!(
         "\nAPF rejections (every flow): {}; cloud requests: {cloud_requests} ({})\n",
