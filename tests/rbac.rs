@@ -188,6 +188,9 @@ async fn deploy_rbac_grants_exactly_the_calls_the_controller_manager_makes() {
             .await
             .unwrap();
     }
+    // A Node changed between the cache's version and the controller's update (a
+    // conflict): the controller reads the Node from the API server and updates it again.
+    stack.api.inject_conflicts("nodes", "update", 1);
     // The secure port as deployed: a scraper's token is reviewed, its access to
     // /metrics too, and the client CA ConfigMap is read.
     stack
