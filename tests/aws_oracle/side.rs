@@ -590,23 +590,8 @@ fn start(
                 cloud_config,
                 &server.kubeconfig(),
             );
-            command
-                .args(["--v=2", &format!("--cluster-name={CLUSTER}")])
-                // The SDK's default chain: these keys, no profile, no metadata service;
-                // any service without an override goes to moto as well.
-                .env("AWS_ACCESS_KEY_ID", &world.provider.id)
-                .env("AWS_SECRET_ACCESS_KEY", &world.provider.secret)
-                .env("AWS_EC2_METADATA_DISABLED", "true")
-                .env("AWS_ENDPOINT_URL", moto.url())
-                .env("AWS_CONFIG_FILE", "/dev/null")
-                .env("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
-                .env("NO_PROXY", "127.0.0.1,localhost")
-                .env_remove("AWS_PROFILE")
-                .env_remove("AWS_ROLE_ARN")
-                .env_remove("AWS_WEB_IDENTITY_TOKEN_FILE")
-                .env_remove("AWS_SESSION_TOKEN")
-                .env_remove("HTTPS_PROXY")
-                .env_remove("HTTP_PROXY");
+            command.args(["--v=2", &format!("--cluster-name={CLUSTER}")]);
+            upstream::aws_ccm_environment(&mut command, &moto.url(), &world.provider);
             spawn_logged(command)
         }
         Side::WasmCcm => {

@@ -45,6 +45,30 @@ pub fn aws_ccm() -> PathBuf {
     binary("AWS_CCM", "aws-cloud-controller-manager", "aws-ccm")
 }
 
+/// cloud-provider-aws's environment against moto: the SDK's default chain with `keys`,
+/// no profile, no metadata service, and every service (any without an override in the
+/// cloud config too) at `moto_url`.
+pub fn aws_ccm_environment<'a>(
+    command: &'a mut tokio::process::Command,
+    moto_url: &str,
+    keys: &crate::moto::Keys,
+) -> &'a mut tokio::process::Command {
+    command
+        .env("AWS_ACCESS_KEY_ID", &keys.id)
+        .env("AWS_SECRET_ACCESS_KEY", &keys.secret)
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env("AWS_ENDPOINT_URL", moto_url)
+        .env("AWS_CONFIG_FILE", "/dev/null")
+        .env("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
+        .env("NO_PROXY", "127.0.0.1,localhost")
+        .env_remove("AWS_PROFILE")
+        .env_remove("AWS_ROLE_ARN")
+        .env_remove("AWS_WEB_IDENTITY_TOKEN_FILE")
+        .env_remove("AWS_SESSION_TOKEN")
+        .env_remove("HTTPS_PROXY")
+        .env_remove("HTTP_PROXY")
+}
+
 /// `program` for `--cloud-provider=provider` with [`SHARED_FLAGS`], the cloud config
 /// and the kubeconfig; killed when dropped or when the test's thread ends.
 pub fn command(

@@ -244,20 +244,7 @@ impl Cloud {
         else {
             panic!("cloud-provider-aws runs against moto only (CLOUD=aws)");
         };
-        command
-            .arg(format!("--cloud-config={}", cloud_config.display()))
-            .env("AWS_ACCESS_KEY_ID", &world.provider.id)
-            .env("AWS_SECRET_ACCESS_KEY", &world.provider.secret)
-            .env("AWS_EC2_METADATA_DISABLED", "true")
-            .env("AWS_ENDPOINT_URL", moto.url())
-            .env("AWS_CONFIG_FILE", "/dev/null")
-            .env("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
-            .env("NO_PROXY", "127.0.0.1,localhost")
-            .env_remove("AWS_PROFILE")
-            .env_remove("AWS_ROLE_ARN")
-            .env_remove("AWS_WEB_IDENTITY_TOKEN_FILE")
-            .env_remove("AWS_SESSION_TOKEN")
-            .env_remove("HTTPS_PROXY")
-            .env_remove("HTTP_PROXY");
+        command.arg(format!("--cloud-config={}", cloud_config.display()));
+        wasm_ccm_tests::upstream::aws_ccm_environment(command, &moto.url(), &world.provider);
     }
 }
