@@ -28,7 +28,7 @@ source scripts/ensure-kube-apiserver.sh
 source scripts/ensure-upstream-ccm.sh
 # tests/helm.rs lints and renders deploy/helm/wasm-ccm with helm, built from its Go
 # module (once; reused from target/kube/bin/).
-source scripts/ensure-go-tools.sh helm
+source scripts/ensure-go-tools.sh
 # The SDK's and the providers' own unit tests and doc examples, natively (mock transport).
 cargo test --locked -p wasm-ccm-guest -p reference-provider -p aws-provider -p openstack-provider -p huaweicloud-provider -p k3s-provider -- "$@"
 # Every test binary of the workspace and the doc tests, a few binaries at a time (most

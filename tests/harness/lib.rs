@@ -32,6 +32,7 @@ pub mod kube_apiserver;
 pub mod metrics;
 pub use moto_peer as moto;
 pub mod objects;
+pub mod oci_registry;
 pub mod openstack;
 pub mod oracle;
 pub mod ports;

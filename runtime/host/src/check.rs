@@ -69,6 +69,9 @@ pub struct CheckOptions {
     /// The directory the policy's credential files must lie in (`--credentials-dir`);
     /// without it none is read.
     pub credentials_dir: Option<std::path::PathBuf>,
+    /// The component ships through an OCI registry (`wasm-ccm push`), not in a
+    /// ConfigMap: the ConfigMap's size limit does not apply.
+    pub for_registry: bool,
 }
 
 /// The policy checked: the one given, or the one next to the component.
@@ -241,7 +244,7 @@ pub async fn check(path: &Path, options: &CheckOptions) -> Result<Report, CheckE
         options.credentials_dir.as_deref(),
     )?;
     let inspection = loader.inspect().await?;
-    if inspection.size > CONFIGMAP_LIMIT_BYTES {
+    if inspection.size > CONFIGMAP_LIMIT_BYTES && !options.for_registry {
         return Err(CheckError::TooLarge {
             path: path.to_owned(),
             size: inspection.size,

@@ -39,3 +39,4 @@ pub mod engine;
 pub mod metrics;
 pub mod policy;
 pub mod provider;
+pub mod tls;

@@ -50,6 +50,8 @@ fn init_tracing(format: &str, default_level: &str) {
 
 fn main() -> ExitCode {
     wasm_ccm::allocator::limit_arenas();
+    // TLS on *ring* for every client and server, before any is built.
+    wasm_ccm_host::tls::install_crypto_provider();
     let mut cli = Cli::parse();
     // The controller manager logs what it does; the tools only warnings (unless -v).
     let level = match (cli.verbosity, cli.command.is_none()) {

@@ -98,6 +98,8 @@ fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
 }
 
 fn main() -> ExitCode {
+    // TLS on *ring* for every client and server, before any is built.
+    wasm_ccm_host::tls::install_crypto_provider();
     let cli = Cli::parse();
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));

@@ -336,6 +336,9 @@ pub enum LoadError {
     /// The component, its policy or the cloud config could not be read.
     #[error(transparent)]
     Source(#[from] super::source::SourceError),
+    /// The component `NAME.source.yaml` names could not be pulled or verified.
+    #[error(transparent)]
+    Fetch(#[from] super::oci::OciError),
 }
 
 impl LoadError {
@@ -373,6 +376,9 @@ impl LoadError {
             Self::Initialize { .. } | Self::Declined { .. } => "initialize",
             Self::Egress { .. } => "egress",
             Self::Policy(_) => "policy",
+            Self::Source(super::source::SourceError::Remote(err)) | Self::Fetch(err) => {
+                err.reason()
+            }
             Self::Source(_) => "read",
             Self::WrongName { .. } => "wrong_provider",
         }

@@ -34,6 +34,8 @@ pub struct ProviderLoader {
     pub(super) cache: Option<CompileCache>,
     pub(super) memory_budget: Option<u64>,
     pub(super) embedder: Embedder,
+    /// Pulls the components `NAME.source.yaml` files name.
+    pub(super) oci: super::oci::OciFetcher,
 }
 
 /// Whether a version is loaded to serve, or as a hot-swap candidate.
@@ -111,6 +113,8 @@ impl ProviderLoader {
             cache: None,
             memory_budget: None,
             embedder: Embedder::default(),
+            // Registry credentials are confined as the policy's credential files are.
+            oci: super::oci::OciFetcher::new(egress.credentials_dir.clone()),
         })
     }
 
@@ -158,6 +162,14 @@ impl ProviderLoader {
         &self.broker
     }
 
+    /// Pulls components named by `NAME.source.yaml` with `fetcher` (its cache, deadline
+    /// and signature requirement) instead of the default: no cache, credentials only
+    /// inside the egress settings' credentials directory.
+    pub fn with_oci_fetcher(mut self, fetcher: super::oci::OciFetcher) -> Self {
+        self.oci = fetcher;
+        self
+    }
+
     /// The engine providers run on.
     pub fn engine(&self) -> &WasmEngine {
         &self.engine
@@ -202,7 +214,8 @@ impl ProviderLoader {
         Ok(source)
     }
 
-    /// Finds the provider named `name` in `dir` and loads it: `NAME.wasm` first, then
+    /// Finds the provider named `name` in `dir` and loads it: `NAME.wasm` (or the
+    /// component `NAME.source.yaml` names) first, then
     /// any other component declaring that name. Each candidate is read once, with the
     /// policy next to it and the cloud config at `cloud_config`; what was read is what
     /// loads, and its [`Fingerprint`] is returned so hot swap can compare later reads.
@@ -218,9 +231,18 @@ impl ProviderLoader {
                 source,
             })?
             .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|x| x == "wasm"))
+            .filter_map(|p| {
+                if p.extension().is_some_and(|x| x == "wasm") {
+                    return Some(p);
+                }
+                // `NAME.source.yaml` stands for `NAME.wasm`, which its source names.
+                let file = p.file_name()?.to_str()?;
+                let name = file.strip_suffix(".source.yaml")?;
+                (!name.is_empty()).then(|| p.with_file_name(format!("{name}.wasm")))
+            })
             .collect();
         candidates.sort();
+        candidates.dedup();
         candidates.sort_by_key(|p| p.file_stem().is_none_or(|s| s != name));
         let mut found = Vec::new();
         for path in candidates {
@@ -317,7 +339,30 @@ impl ProviderLoader {
         load: Load,
     ) -> Result<Provider, LoadError> {
         self.check_policy(path, &policy)?;
+        let source = self.fetch_remote(source).await?;
         self.load_bytes(path, source, policy, expected, load).await
+    }
+
+    /// Pulls the component of a `source` read from `NAME.source.yaml` (digests and
+    /// signature checked: [`super::oci`]); a source holding its component is returned
+    /// as is.
+    async fn fetch_remote(&self, mut source: ProviderSource) -> Result<ProviderSource, LoadError> {
+        let Some(spec) = &source.remote else {
+            return Ok(source);
+        };
+        if !source.component.is_empty() {
+            return Ok(source);
+        }
+        let fetched = self.oci.fetch(spec).await?;
+        tracing::info!(
+            reference = %format!("oci://{}", spec.display_reference()),
+            layer = %fetched.layer_digest,
+            signed_by = %if fetched.signers.is_empty() { "-".to_owned() } else { fetched.signers.join(",") },
+            from_cache = fetched.from_cache,
+            "provider component pulled and verified"
+        );
+        source.component = fetched.component;
+        Ok(source)
     }
 
     /// Checks `policy` (of the component at `path`) against this host: its worst-case

@@ -36,6 +36,7 @@ mod error;
 mod inspect;
 pub mod interfaces;
 mod loader;
+pub mod oci;
 mod pool;
 mod shared;
 mod source;

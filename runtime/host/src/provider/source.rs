@@ -8,17 +8,27 @@
 //! and removes the old directory. Resolving `..data` once and reading every file
 //! from the directory it points to gives one consistent version even while an update
 //! is under way. A plain directory (no `..data`) is read as is.
+//!
+//! In place of `NAME.wasm` the directory may hold `NAME.source.yaml`, naming the
+//! component in an OCI registry by digest ([`super::oci`]). Reading it involves no
+//! network: the source is parsed and fingerprinted, and the loader pulls the component
+//! only when the fingerprint is new, so an unchanged reference never reaches the
+//! registry.
 
 use std::path::{Path, PathBuf};
 
 use super::compile_cache::sha256_hex;
+use super::oci::{self, OciError, SourceSpec};
 use crate::policy::{Policy, PolicyError};
 
 /// What identifies a provider version: a change in any part is a new version.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Fingerprint {
-    /// SHA-256 of the component.
+    /// SHA-256 of the component; for a component from a registry, the hex of the
+    /// manifest digest its source pins.
     pub component: String,
+    /// SHA-256 of `NAME.source.yaml`, `None` for a component in the directory.
+    pub source: Option<String>,
     /// SHA-256 of the policy file, `None` without one.
     pub policy: Option<String>,
     /// SHA-256 of the cloud config (empty without `--cloud-config`).
@@ -28,8 +38,11 @@ pub struct Fingerprint {
 /// One consistent read of the files making up a provider version.
 #[derive(Debug)]
 pub struct ProviderSource {
-    /// The component's bytes.
+    /// The component's bytes; empty for a component from a registry until the loader
+    /// pulled it ([`Self::remote`]).
     pub component: Vec<u8>,
+    /// Where the component comes from when `NAME.source.yaml` names it.
+    pub remote: Option<SourceSpec>,
     /// The policy file's text, `None` without one (no egress, default limits).
     pub policy: Option<String>,
     /// Where the policy came from when not from next to the component (`--policy`).
@@ -64,6 +77,23 @@ pub enum SourceError {
         /// The policy file.
         path: PathBuf,
     },
+    /// Both `NAME.wasm` and `NAME.source.yaml` are present: which one serves would be
+    /// a guess.
+    #[error(
+        "{wasm} and {source} are both present; keep one: the component itself, or its \
+         OCI source",
+        wasm = .wasm.display(),
+        source = .source_file.display()
+    )]
+    Both {
+        /// The component's path.
+        wasm: PathBuf,
+        /// The source's path.
+        source_file: PathBuf,
+    },
+    /// `NAME.source.yaml` is not valid (or names a tag without a digest).
+    #[error(transparent)]
+    Remote(#[from] OciError),
     /// The directory's `..data` kept changing while it was read.
     #[error("{dir} changed while it was read, {READ_ATTEMPTS} times in a row")]
     Unstable {
@@ -181,9 +211,31 @@ impl ProviderSource {
         config_version: Option<&Path>,
     ) -> Result<Self, SourceError> {
         let (dir, file) = split(wasm);
-        let component = read_in(version, &dir, file)?.ok_or_else(|| SourceError::Missing {
-            path: wasm.to_owned(),
-        })?;
+        let source_file = oci::source_path(wasm);
+        let spec_text = read_in(version, &dir, source_file.file_name().unwrap_or_default())?;
+        let (component, remote, source) = match (read_in(version, &dir, file)?, spec_text) {
+            (Some(_), Some(_)) => {
+                return Err(SourceError::Both {
+                    wasm: wasm.to_owned(),
+                    source_file,
+                });
+            }
+            (None, None) => {
+                return Err(SourceError::Missing {
+                    path: wasm.to_owned(),
+                });
+            }
+            (Some(component), None) => (component, None, None),
+            (None, Some(bytes)) => {
+                let text = String::from_utf8(bytes).map_err(|_| OciError::Spec {
+                    path: source_file.clone(),
+                    field: "yaml",
+                    reason: "not UTF-8 text".into(),
+                })?;
+                let spec = SourceSpec::parse(&text, &source_file)?;
+                (Vec::new(), Some(spec), Some(sha256_hex(text.as_bytes())))
+            }
+        };
         let policy_path = Policy::path_for(wasm);
         let policy = read_in(version, &dir, policy_path.file_name().unwrap_or_default())?
             .map(|bytes| {
@@ -203,12 +255,17 @@ impl ProviderSource {
             _ => Vec::new(),
         };
         let fingerprint = Fingerprint {
-            component: sha256_hex(&component),
+            component: match &remote {
+                Some(spec) => spec.digest.trim_start_matches("sha256:").to_owned(),
+                None => sha256_hex(&component),
+            },
+            source,
             policy: policy.as_deref().map(|p| sha256_hex(p.as_bytes())),
             cloud_config: sha256_hex(&cloud_config),
         };
         Ok(Self {
             component,
+            remote,
             policy,
             policy_path: None,
             cloud_config,
@@ -277,5 +334,41 @@ mod tests {
             a.fingerprint, b.fingerprint,
             "a cloud config change is a new version"
         );
+    }
+
+    #[test]
+    fn a_source_file_stands_for_the_component() {
+        let dir = temp("remote");
+        let wasm = dir.0.join("p.wasm");
+        let digest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+        std::fs::write(
+            dir.0.join("p.source.yaml"),
+            format!("reference: oci://127.0.0.1:5000/p@{digest}\n"),
+        )
+        .unwrap();
+        let read = ProviderSource::read(&wasm, None).unwrap();
+        assert!(read.component.is_empty(), "nothing is pulled while reading");
+        assert_eq!(read.remote.as_ref().unwrap().digest, digest);
+        assert_eq!(read.fingerprint.component, &digest[7..]);
+        // Another source text pinning the same digest is another version.
+        std::fs::write(
+            dir.0.join("p.source.yaml"),
+            format!("reference: oci://127.0.0.1:5000/p@{digest}\nmaxSizeMiB: 8\n"),
+        )
+        .unwrap();
+        let again = ProviderSource::read(&wasm, None).unwrap();
+        assert_ne!(read.fingerprint, again.fingerprint);
+        // Both files: which one serves would be a guess.
+        std::fs::write(&wasm, b"component").unwrap();
+        let err = ProviderSource::read(&wasm, None).unwrap_err();
+        assert!(matches!(err, SourceError::Both { .. }), "{err}");
+        assert!(err.to_string().contains("p.source.yaml"), "{err}");
+        // A tag alone is refused while reading.
+        std::fs::remove_file(&wasm).unwrap();
+        std::fs::write(dir.0.join("p.source.yaml"), "reference: oci://r/p:v1\n").unwrap();
+        match ProviderSource::read(&wasm, None) {
+            Err(SourceError::Remote(err)) => assert_eq!(err.reason(), "tag_only"),
+            other => panic!("{other:?}"),
+        }
     }
 }

@@ -37,6 +37,7 @@ pub async fn main(args: Args) -> ExitCode {
         cloud_config: args.cloud_config,
         policy,
         credentials_dir,
+        for_registry: false,
     };
     exit_code(run(&file, args.json, &options).await)
 }

@@ -1,5 +1,6 @@
 //! The subcommands beside the controller manager, for provider authors and operators:
-//! `check` (validate a component and its policy), `call` (one export under the real
+//! `check` (validate a component and its policy), `push` (a component to an OCI
+//! registry), `call` (one export under the real
 //! sandbox), `conformance` (the contract's rules against a cloud), `new` (a provider
 //! crate) and `import-occm-config` (occm's cloud.conf to the OpenStack provider's
 //! files; the work is the `occm-config` crate's, next to the provider). Each has its
@@ -13,6 +14,7 @@ pub mod conformance;
 mod exit;
 pub mod import_occm_config;
 pub mod new;
+pub mod push;
 pub mod sandboxed;
 
 use std::process::ExitCode;
@@ -50,6 +52,11 @@ pub enum Command {
     /// prints a pass/fail table and exits non-zero on a failure. Mutating checks touch
     /// only what they create, and clean it up.
     Conformance(conformance::Conformance),
+    /// Push a provider component to an OCI registry as a WebAssembly artifact (one
+    /// `application/wasm` layer) after `check` passed on it; prints the reference
+    /// pinned by digest for NAME.source.yaml, and the cosign command signing it.
+    /// `wasm-ccm push aws.wasm oci://registry.example.com/providers/aws:1.4.0`
+    Push(push::Args),
 }
 
 /// Runs `command` on `runtime`; its exit code.
@@ -60,5 +67,6 @@ pub fn run(command: Command, runtime: &tokio::runtime::Runtime) -> ExitCode {
         Command::New(args) => new::main(args),
         Command::ImportOccmConfig(args) => import_occm_config::main(args),
         Command::Conformance(args) => runtime.block_on(conformance::main(args)),
+        Command::Push(args) => runtime.block_on(push::main(args)),
     }
 }

@@ -9,6 +9,7 @@ use wasm_ccm_host::capabilities::http_egress::EgressSettings;
 use wasm_ccm_host::engine::EngineSettings;
 use wasm_ccm_host::metrics::Metrics;
 use wasm_ccm_host::provider::compile_cache::CompileCache;
+use wasm_ccm_host::provider::oci::OciFetcher;
 use wasm_ccm_host::provider::{Fingerprint, Provider, ProviderLoader, SharedProvider};
 
 use super::{DaemonArgs, DaemonError, USER_AGENT, client_limits, health, leader};
@@ -69,7 +70,8 @@ pub(super) fn loader(
     let loader = ProviderLoader::with_options(&engine, &egress, metrics.clone())?
         .with_memory_budget(args.provider_memory_budget)
         .with_event_sink(Arc::new(ProviderEvents::new(client.clone(), identity)))
-        .with_annotation_sink(Arc::new(ProviderAnnotations::new(client.clone())));
+        .with_annotation_sink(Arc::new(ProviderAnnotations::new(client.clone())))
+        .with_oci_fetcher(oci_fetcher(args));
     let Some(dir) = &args.compile_cache_dir else {
         return Ok(loader);
     };
@@ -78,6 +80,19 @@ pub(super) fn loader(
         source,
     })?;
     Ok(loader.with_compile_cache(cache))
+}
+
+/// How components named by `NAME.source.yaml` are pulled: registry files confined to
+/// `--credentials-dir`, cached in `--provider-cache-dir`, within
+/// `--provider-pull-timeout`, signed when `--require-signed-providers`.
+pub(super) fn oci_fetcher(args: &DaemonArgs) -> OciFetcher {
+    let fetcher = OciFetcher::new(Some(args.credentials_dir.clone()))
+        .with_timeout(args.provider_pull_timeout)
+        .require_signature(args.require_signed_providers);
+    match &args.provider_cache_dir {
+        Some(dir) => fetcher.with_cache(dir.clone()),
+        None => fetcher,
+    }
 }
 
 /// The Kubernetes client configuration from `--kubeconfig`, or the in-cluster one,

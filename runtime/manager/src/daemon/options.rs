@@ -140,6 +140,21 @@ pub struct DaemonArgs {
     /// providers are cached, so restarts and swaps back to known content skip compiling.
     #[arg(long, env = "WASM_CCM_COMPILE_CACHE_DIR")]
     pub compile_cache_dir: Option<PathBuf>,
+    /// Writable directory (private to this process, e.g. an `emptyDir`) where
+    /// components pulled from an OCI registry (`NAME.source.yaml`) are kept by digest,
+    /// so a restart serves them while the registry is down.
+    #[arg(long, env = "WASM_CCM_PROVIDER_CACHE_DIR")]
+    pub provider_cache_dir: Option<PathBuf>,
+    /// How long pulling and verifying a component from an OCI registry may take, all
+    /// steps together; a registry slower than this is a failed reload, retried on
+    /// the next rescan.
+    #[arg(long, default_value = "2m", value_parser = parse_go_duration)]
+    pub provider_pull_timeout: std::time::Duration,
+    /// Refuse a component without a cosign signature by a key its source trusts: a
+    /// `NAME.source.yaml` must list `verify.keys`, and a `NAME.wasm` in the providers
+    /// directory needs `NAME.wasm.sig` beside it made by a key in `NAME.keys.pem`.
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_go_bool)]
+    pub require_signed_providers: bool,
     /// Watch --providers-dir and --cloud-config and switch to a changed provider
     /// without restarting.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_go_bool)]

@@ -91,15 +91,18 @@ impl ReloadError {
     /// fail on a passing condition (the cloud API briefly unreachable). Such versions
     /// are retried on every rescan; the others only when the content changes.
     pub fn may_pass_later(&self) -> bool {
-        matches!(
-            self,
-            Self::Load(LoadError::Initialize { .. } | LoadError::Instantiate { .. })
-        )
+        match self {
+            Self::Load(LoadError::Initialize { .. } | LoadError::Instantiate { .. }) => true,
+            // The registry down, slow, or the signature not pushed yet.
+            Self::Load(LoadError::Fetch(err)) => err.may_pass_later(),
+            _ => false,
+        }
     }
 
     /// A short, stable name of the failure, for metric labels.
     pub fn reason(&self) -> &'static str {
         match self {
+            Self::Source(SourceError::Remote(err)) => err.reason(),
             Self::Source(_) => "read",
             Self::Load(err) => err.reason(),
             Self::InterfaceDropped { .. } => "interface_dropped",

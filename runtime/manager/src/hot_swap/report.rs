@@ -96,7 +96,11 @@ impl ReloadReporter {
             "untagged_cloud",
             "canary",
         ];
-        for result in results.into_iter().chain(LoadError::REASONS) {
+        for result in results
+            .into_iter()
+            .chain(LoadError::REASONS)
+            .chain(wasm_ccm_host::provider::oci::OciError::REASONS)
+        {
             let _ = self.reloads.get_or_create(&ReloadLabels {
                 provider: provider.into(),
                 result: result.into(),

@@ -2,7 +2,7 @@
 //! its policy names a CA bundle), and each provider's [`Egress`] built from its policy.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, Once, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use super::credentials::{self, CredentialError};
@@ -233,10 +233,7 @@ fn read_ca_bundle(path: &Path) -> std::io::Result<Vec<u8>> {
     Ok(pem)
 }
 
-/// reqwest is built without a default TLS crypto provider; install ring once, as kube does.
+/// reqwest is built without a default TLS crypto provider: *ring*, as kube's.
 pub(super) fn install_crypto_provider() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    });
+    crate::tls::install_crypto_provider();
 }
