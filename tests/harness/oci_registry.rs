@@ -144,35 +144,14 @@ impl Registry {
             .join("data")
     }
 
-    /// Runs cosign with `args` against this registry (its CA and credentials), offline:
-    /// what it printed, or a panic with its errors.
+    /// Runs cosign in this registry's directory: see [`cosign`].
     pub fn cosign(&self, args: &[&str]) -> String {
-        let out = std::process::Command::new(go_tool("COSIGN", "cosign"))
-            .args(args)
-            .current_dir(self.dir.path())
-            .env("COSIGN_PASSWORD", "key-password")
-            .env("HOME", self.dir.path())
-            // No sigstore TUF root is fetched: nothing here needs one.
-            .env("TUF_ROOT", self.dir.path().join("tuf"))
-            .env("SIGSTORE_NO_CACHE", "true")
-            .env_remove("SSL_CERT_FILE")
-            .output()
-            .expect("run cosign");
-        let text = String::from_utf8_lossy(&out.stdout).into_owned()
-            + &String::from_utf8_lossy(&out.stderr);
-        assert!(
-            out.status.success(),
-            "cosign {} failed: {text}",
-            args.join(" ")
-        );
-        text
+        cosign(self.dir.path(), args)
     }
 
-    /// A key pair made by `cosign generate-key-pair`: (private key file, public key PEM).
+    /// A key pair in this registry's directory: see [`key_pair`].
     pub fn key_pair(&self, name: &str) -> (PathBuf, String) {
-        self.cosign(&["generate-key-pair", "--output-key-prefix", name]);
-        let public = std::fs::read_to_string(self.dir.path().join(format!("{name}.pub"))).unwrap();
-        (self.dir.path().join(format!("{name}.key")), public)
+        key_pair(self.dir.path(), name)
     }
 
     /// Signs `reference` (`HOST/REPO@sha256:...`, without `oci://`) with `key`, as a
@@ -220,6 +199,83 @@ impl Registry {
             .status
             .success()
     }
+}
+
+/// Runs cosign with `args` in `dir` (its home, key password `key-password`),
+/// offline: what it printed, or a panic with its errors.
+pub fn cosign(dir: &Path, args: &[&str]) -> String {
+    let out = cosign_command(dir).args(args).output().expect("run cosign");
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "cosign {} failed: {text}",
+        args.join(" ")
+    );
+    text
+}
+
+fn cosign_command(dir: &Path) -> std::process::Command {
+    let mut command = std::process::Command::new(go_tool("COSIGN", "cosign"));
+    command
+        .current_dir(dir)
+        .env("COSIGN_PASSWORD", "key-password")
+        .env("HOME", dir)
+        // No sigstore TUF root is fetched: nothing here needs one.
+        .env("TUF_ROOT", dir.join("tuf"))
+        .env_remove("SSL_CERT_FILE");
+    command
+}
+
+/// A key pair made by `cosign generate-key-pair` in `dir`: (private key file, public
+/// key PEM).
+pub fn key_pair(dir: &Path, name: &str) -> (PathBuf, String) {
+    cosign(dir, &["generate-key-pair", "--output-key-prefix", name]);
+    let public = std::fs::read_to_string(dir.join(format!("{name}.pub"))).unwrap();
+    (dir.join(format!("{name}.key")), public)
+}
+
+/// `cosign sign-blob --key KEY --tlog-upload=false --output-signature SIG FILE`, as the
+/// docs tell a user to sign a component for the providers ConfigMap: the signature.
+pub fn sign_blob(dir: &Path, key: &Path, file: &Path) -> Vec<u8> {
+    let signature = dir.join("signature.tmp");
+    cosign(
+        dir,
+        &[
+            "sign-blob",
+            "--key",
+            &key.display().to_string(),
+            "--tlog-upload=false",
+            "--yes",
+            "--output-signature",
+            &signature.display().to_string(),
+            &file.display().to_string(),
+        ],
+    );
+    let bytes = std::fs::read(&signature).unwrap();
+    std::fs::remove_file(&signature).unwrap();
+    bytes
+}
+
+/// `cosign verify-blob --key PUB --signature SIG --insecure-ignore-tlog FILE`: whether
+/// cosign itself accepts `signature` of `file` by `public` (a PEM file).
+pub fn cosign_verifies_blob(dir: &Path, public: &Path, signature: &[u8], file: &Path) -> bool {
+    let sig = dir.join("verify.sig");
+    std::fs::write(&sig, signature).unwrap();
+    cosign_command(dir)
+        .args([
+            "verify-blob",
+            "--key",
+            &public.display().to_string(),
+            "--signature",
+            &sig.display().to_string(),
+            "--insecure-ignore-tlog=true",
+            &file.display().to_string(),
+        ])
+        .output()
+        .expect("run cosign")
+        .status
+        .success()
 }
 
 /// How a [`FaultyRegistry`] fails.

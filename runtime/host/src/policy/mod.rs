@@ -42,6 +42,7 @@ pub mod duration;
 pub mod huaweicloud;
 pub mod keystone;
 mod kinds;
+pub mod signing;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -114,6 +115,10 @@ pub struct Policy {
     /// `serviceAnnotations`: the key prefixes the provider may write on the Service of
     /// a load-balancer call ([`annotations`]); none by default.
     pub service_annotations: Vec<String>,
+    /// `requireSignature.keys`: a component from the providers directory must have a
+    /// cosign signature (`NAME.wasm.sig`) made by one of these; `None`: no signature
+    /// needed.
+    pub require_signature: Option<Vec<signing::TrustedKey>>,
 }
 
 /// A client certificate chain and its private key (PEM files).
@@ -136,6 +141,7 @@ impl Default for Policy {
             tls_ca_bundle: None,
             tls_client_certificate: None,
             service_annotations: Vec::new(),
+            require_signature: None,
         }
     }
 }

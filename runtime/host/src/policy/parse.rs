@@ -21,6 +21,13 @@ struct RawPolicy {
     tls: Option<RawTls>,
     #[serde(default)]
     service_annotations: Vec<String>,
+    require_signature: Option<RawRequireSignature>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRequireSignature {
+    keys: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -57,6 +64,7 @@ impl Policy {
                 limits: RawLimits::default(),
                 tls: None,
                 service_annotations: Vec::new(),
+                require_signature: None,
             }
         } else {
             serde_saphyr::from_str(text).map_err(|source| PolicyError::Parse {
@@ -315,6 +323,27 @@ impl Policy {
             annotations::check_prefix(prefix)
                 .map_err(|reason| invalid(&format!("serviceAnnotations[{i}]"), &reason))?;
         }
+        let require_signature = match raw.require_signature {
+            None => None,
+            Some(required) if required.keys.is_empty() => {
+                return Err(invalid(
+                    "requireSignature.keys",
+                    "lists no key: name the cosign public keys a signature may be made with",
+                ));
+            }
+            Some(required) => Some(
+                required
+                    .keys
+                    .iter()
+                    .enumerate()
+                    .map(|(i, pem)| {
+                        super::signing::TrustedKey::parse(pem).map_err(|reason| {
+                            invalid(&format!("requireSignature.keys[{i}]"), &reason)
+                        })
+                    })
+                    .collect::<Result<Vec<_>, _>>()?,
+            ),
+        };
         Ok(Self {
             allowed_outbound_hosts,
             credentials,
@@ -323,6 +352,7 @@ impl Policy {
             tls_ca_bundle,
             tls_client_certificate,
             service_annotations: raw.service_annotations,
+            require_signature,
         })
     }
 }

@@ -339,6 +339,10 @@ pub enum LoadError {
     /// The component `NAME.source.yaml` names could not be pulled or verified.
     #[error(transparent)]
     Fetch(#[from] super::oci::OciError),
+    /// The component lacks the signature its policy or `--provider-trusted-keys`
+    /// requires, or carries one by another key.
+    #[error(transparent)]
+    Signature(#[from] super::signature::SignatureError),
 }
 
 impl LoadError {
@@ -380,6 +384,7 @@ impl LoadError {
                 err.reason()
             }
             Self::Source(_) => "read",
+            Self::Signature(err) => err.reason(),
             Self::WrongName { .. } => "wrong_provider",
         }
     }

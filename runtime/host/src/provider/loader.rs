@@ -36,6 +36,8 @@ pub struct ProviderLoader {
     pub(super) embedder: Embedder,
     /// Pulls the components `NAME.source.yaml` files name.
     pub(super) oci: super::oci::OciFetcher,
+    /// `--provider-trusted-keys`: every provider must be signed by one of these.
+    pub(super) trusted_keys: Option<Arc<[crate::policy::signing::TrustedKey]>>,
 }
 
 /// Whether a version is loaded to serve, or as a hot-swap candidate.
@@ -115,6 +117,7 @@ impl ProviderLoader {
             embedder: Embedder::default(),
             // Registry credentials are confined as the policy's credential files are.
             oci: super::oci::OciFetcher::new(egress.credentials_dir.clone()),
+            trusted_keys: None,
         })
     }
 
@@ -167,6 +170,14 @@ impl ProviderLoader {
     /// inside the egress settings' credentials directory.
     pub fn with_oci_fetcher(mut self, fetcher: super::oci::OciFetcher) -> Self {
         self.oci = fetcher;
+        self
+    }
+
+    /// Requires every provider to carry a cosign signature by one of `keys` (the
+    /// operator's `--provider-trusted-keys`): keys a policy or source lists are
+    /// narrowed to these ([`super::signature`]).
+    pub fn with_trusted_keys(mut self, keys: Vec<crate::policy::signing::TrustedKey>) -> Self {
+        self.trusted_keys = Some(keys.into());
         self
     }
 
@@ -339,20 +350,73 @@ impl ProviderLoader {
         load: Load,
     ) -> Result<Provider, LoadError> {
         self.check_policy(path, &policy)?;
-        let source = self.fetch_remote(source).await?;
+        let source = self.fetch_remote(source, &policy).await?;
+        self.check_signature(path, &source, &policy)?;
         self.load_bytes(path, source, policy, expected, load).await
+    }
+
+    /// Checks the signature a component from the providers directory must carry
+    /// (its policy's `requireSignature`, `--provider-trusted-keys`).
+    fn check_signature(
+        &self,
+        path: &Path,
+        source: &ProviderSource,
+        policy: &Policy,
+    ) -> Result<(), LoadError> {
+        if source.remote.is_some() {
+            // Verified against the registry's signatures when pulled.
+            return Ok(());
+        }
+        let listed = policy.require_signature.as_deref().unwrap_or_default();
+        let keys = super::signature::effective_keys(
+            &Policy::path_for(path),
+            "requireSignature.keys",
+            listed,
+            self.trusted_keys.as_deref(),
+        )?;
+        let why = if policy.require_signature.is_some() {
+            "the provider's policy requires a signature (requireSignature)"
+        } else {
+            "--provider-trusted-keys requires a signature"
+        };
+        let signers = super::signature::check_component(
+            path,
+            &source.component,
+            source.signature.as_deref(),
+            &keys,
+            why,
+        )?;
+        if !signers.is_empty() {
+            tracing::info!(file = %path.display(), signed_by = %signers.join(","), "provider signature verified");
+        }
+        Ok(())
     }
 
     /// Pulls the component of a `source` read from `NAME.source.yaml` (digests and
     /// signature checked: [`super::oci`]); a source holding its component is returned
     /// as is.
-    async fn fetch_remote(&self, mut source: ProviderSource) -> Result<ProviderSource, LoadError> {
+    async fn fetch_remote(
+        &self,
+        mut source: ProviderSource,
+        policy: &Policy,
+    ) -> Result<ProviderSource, LoadError> {
         let Some(spec) = &source.remote else {
             return Ok(source);
         };
         if !source.component.is_empty() {
             return Ok(source);
         }
+        let mut spec = spec.clone();
+        spec.keys = super::signature::effective_keys(
+            &spec.path,
+            "verify.keys",
+            &spec.keys,
+            self.trusted_keys.as_deref(),
+        )?;
+        if spec.keys.is_empty() && policy.require_signature.is_some() {
+            return Err(super::signature::SignatureError::Unverified { path: spec.path }.into());
+        }
+        let spec = &spec;
         let fetched = self.oci.fetch(spec).await?;
         tracing::info!(
             reference = %format!("oci://{}", spec.display_reference()),

@@ -39,6 +39,7 @@ mod loader;
 pub mod oci;
 mod pool;
 mod shared;
+pub mod signature;
 mod source;
 
 use std::path::{Path, PathBuf};

@@ -27,7 +27,8 @@ pub struct Fingerprint {
     /// SHA-256 of the component; for a component from a registry, the hex of the
     /// manifest digest its source pins.
     pub component: String,
-    /// SHA-256 of `NAME.source.yaml`, `None` for a component in the directory.
+    /// SHA-256 of `NAME.source.yaml`, or of the signature `NAME.wasm.sig` beside a
+    /// component in the directory; `None` without either.
     pub source: Option<String>,
     /// SHA-256 of the policy file, `None` without one.
     pub policy: Option<String>,
@@ -43,6 +44,9 @@ pub struct ProviderSource {
     pub component: Vec<u8>,
     /// Where the component comes from when `NAME.source.yaml` names it.
     pub remote: Option<SourceSpec>,
+    /// `NAME.wasm.sig` beside a component in the directory, when there is one (a
+    /// cosign signature, base64: [`super::signature`]).
+    pub signature: Option<Vec<u8>>,
     /// The policy file's text, `None` without one (no egress, default limits).
     pub policy: Option<String>,
     /// Where the policy came from when not from next to the component (`--policy`).
@@ -244,6 +248,14 @@ impl ProviderSource {
                 })
             })
             .transpose()?;
+        let signature = match remote {
+            Some(_) => None,
+            None => {
+                let path = super::signature::signature_path(wasm);
+                read_in(version, &dir, path.file_name().unwrap_or_default())?
+            }
+        };
+        let source = source.or_else(|| signature.as_deref().map(sha256_hex));
         let cloud_config = match (cloud_config, config_version) {
             (Some(path), Some(config_version)) => {
                 let (dir, file) = split(path);
@@ -266,6 +278,7 @@ impl ProviderSource {
         Ok(Self {
             component,
             remote,
+            signature,
             policy,
             policy_path: None,
             cloud_config,

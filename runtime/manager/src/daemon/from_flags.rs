@@ -72,6 +72,16 @@ pub(super) fn loader(
         .with_event_sink(Arc::new(ProviderEvents::new(client.clone(), identity)))
         .with_annotation_sink(Arc::new(ProviderAnnotations::new(client.clone())))
         .with_oci_fetcher(oci_fetcher(args));
+    let loader = match &args.provider_trusted_keys {
+        Some(dir) => {
+            let keys = wasm_ccm_host::policy::signing::read_trusted_keys(dir)
+                .map_err(|err| DaemonError::Flags(err.to_string()))?;
+            tracing::info!(dir = %dir.display(), keys = %wasm_ccm_host::policy::signing::key_ids(&keys),
+                "providers must be signed by one of these keys");
+            loader.with_trusted_keys(keys)
+        }
+        None => loader,
+    };
     let Some(dir) = &args.compile_cache_dir else {
         return Ok(loader);
     };
@@ -84,11 +94,10 @@ pub(super) fn loader(
 
 /// How components named by `NAME.source.yaml` are pulled: registry files confined to
 /// `--credentials-dir`, cached in `--provider-cache-dir`, within
-/// `--provider-pull-timeout`, signed when `--require-signed-providers`.
+/// `--provider-pull-timeout`.
 pub(super) fn oci_fetcher(args: &DaemonArgs) -> OciFetcher {
     let fetcher = OciFetcher::new(Some(args.credentials_dir.clone()))
-        .with_timeout(args.provider_pull_timeout)
-        .require_signature(args.require_signed_providers);
+        .with_timeout(args.provider_pull_timeout);
     match &args.provider_cache_dir {
         Some(dir) => fetcher.with_cache(dir.clone()),
         None => fetcher,

@@ -150,11 +150,14 @@ pub struct DaemonArgs {
     /// the next rescan.
     #[arg(long, default_value = "2m", value_parser = parse_go_duration)]
     pub provider_pull_timeout: std::time::Duration,
-    /// Refuse a component without a cosign signature by a key its source trusts: a
-    /// `NAME.source.yaml` must list `verify.keys`, and a `NAME.wasm` in the providers
-    /// directory needs `NAME.wasm.sig` beside it made by a key in `NAME.keys.pem`.
-    #[arg(long, default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_go_bool)]
-    pub require_signed_providers: bool,
+    /// A directory of cosign public keys (`*.pub`, `*.pem`; mount it from an object
+    /// other than the providers ConfigMap). Every provider must then carry a signature
+    /// by one of them: a component from a registry in the registry, one in the
+    /// providers directory as `NAME.wasm.sig` beside it. Keys the ConfigMap lists
+    /// (`verify.keys`, `requireSignature.keys`) are narrowed to these, never added.
+    /// Read at start-up.
+    #[arg(long, env = "WASM_CCM_PROVIDER_TRUSTED_KEYS")]
+    pub provider_trusted_keys: Option<PathBuf>,
     /// Watch --providers-dir and --cloud-config and switch to a changed provider
     /// without restarting.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_go_bool)]

@@ -122,13 +122,6 @@ pub enum OciError {
         /// The trusted keys, by id.
         keys: String,
     },
-    /// Verification is required (`--require-signed-providers`) and the source trusts
-    /// no key.
-    #[error("{path}: signed providers are required (--require-signed-providers) but verify.keys is empty", path = .path.display())]
-    NoKeys {
-        /// The source file.
-        path: PathBuf,
-    },
 }
 
 impl OciError {
@@ -163,7 +156,6 @@ impl OciError {
             Self::TooLarge { .. } => "too_large",
             Self::Unsigned { .. } => "unsigned",
             Self::Untrusted { .. } => "signature",
-            Self::NoKeys { .. } => "unsigned",
         }
     }
 

@@ -62,7 +62,6 @@ pub struct OciFetcher {
     files: FileAccess,
     cache: Option<cache::Cache>,
     timeout: Duration,
-    require_signature: bool,
 }
 
 impl OciFetcher {
@@ -81,7 +80,6 @@ impl OciFetcher {
             files,
             cache: None,
             timeout: DEFAULT_TIMEOUT,
-            require_signature: false,
         }
     }
 
@@ -97,25 +95,9 @@ impl OciFetcher {
         self
     }
 
-    /// Refuses a source that trusts no key (`--require-signed-providers`).
-    pub fn require_signature(mut self, required: bool) -> Self {
-        self.require_signature = required;
-        self
-    }
-
-    /// Whether sources must name keys.
-    pub fn signature_required(&self) -> bool {
-        self.require_signature
-    }
-
     /// Fetches the component `spec` pins: from the cache when it holds it (signed by a
     /// key `spec` still trusts), else from the registry, then into the cache.
     pub async fn fetch(&self, spec: &SourceSpec) -> Result<Fetched, OciError> {
-        if self.require_signature && spec.keys.is_empty() {
-            return Err(OciError::NoKeys {
-                path: spec.path.clone(),
-            });
-        }
         // The files it names are checked (and read) even when the cache holds the
         // component: a source naming a file outside the credentials directory is
         // refused whether or not the registry is reached.

@@ -25,7 +25,7 @@ use oci_client::Reference;
 use serde::Deserialize;
 
 use super::error::OciError;
-use crate::provider::compile_cache::sha256_hex;
+pub use crate::policy::signing::TrustedKey;
 
 /// The file name of a provider's source next to where `NAME.wasm` would be.
 pub fn source_path(wasm: &Path) -> PathBuf {
@@ -53,32 +53,6 @@ pub struct SourceSpec {
     pub keys: Vec<TrustedKey>,
     /// The largest component accepted, in bytes.
     pub max_size: u64,
-}
-
-/// A cosign public key a provider's signature may be made with.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TrustedKey {
-    /// The key, PEM.
-    pub pem: String,
-    /// A short id: the first 16 hex digits of the SHA-256 of its PEM body.
-    pub id: String,
-}
-
-impl TrustedKey {
-    /// Parses a PEM public key cosign signs with (ECDSA P-256/P-384, RSA, Ed25519).
-    pub fn parse(pem: &str) -> Result<Self, String> {
-        sigstore::crypto::CosignVerificationKey::try_from_pem(pem.as_bytes())
-            .map_err(|err| format!("not a public key cosign verifies with: {err}"))?;
-        let body: String = pem
-            .lines()
-            .filter(|line| !line.starts_with("-----"))
-            .flat_map(|line| line.trim().chars())
-            .collect();
-        Ok(Self {
-            pem: pem.trim().to_owned() + "\n",
-            id: sha256_hex(body.as_bytes())[..16].to_owned(),
-        })
-    }
 }
 
 #[derive(Deserialize)]

@@ -53,7 +53,7 @@ pub(super) async fn signers(
         return Err(OciError::Untrusted {
             reference: name,
             count: layers.len(),
-            keys: key_ids(&spec.keys),
+            keys: crate::policy::signing::key_ids(&spec.keys),
         });
     }
     Ok(signers)
@@ -72,12 +72,4 @@ fn signed_by(layers: &[SignatureLayer], keys: &[TrustedKey]) -> Vec<String> {
         })
         .map(|key| key.id.clone())
         .collect()
-}
-
-/// `keys`' ids, comma-separated.
-pub(super) fn key_ids(keys: &[TrustedKey]) -> String {
-    keys.iter()
-        .map(|k| k.id.as_str())
-        .collect::<Vec<_>>()
-        .join(", ")
 }
