@@ -96,6 +96,26 @@ impl OciStack {
         pinned
     }
 
+    /// `wasm-ccm check oci://REFERENCE --key KEY` with the registry's files: whether
+    /// it passed, and what it printed.
+    async fn check_reference(&self, reference: &str, key: &Path) -> (bool, String) {
+        let out = tokio::process::Command::new(wasm_ccm_bin())
+            .arg("check")
+            .arg(format!("oci://{reference}"))
+            .arg("--key")
+            .arg(key)
+            .arg("--registry-credentials")
+            .arg(self.dir().join("registry.json"))
+            .arg("--registry-ca")
+            .arg(&self.registry.ca_file)
+            .output()
+            .await
+            .expect("run wasm-ccm check");
+        let printed = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        (out.status.success(), printed)
+    }
+
     /// A kubelet update of the ConfigMap to `source` (a `NAME.source.yaml`) and the
     /// unchanged policy.
     fn publish(&self, source: &str) {
@@ -214,6 +234,33 @@ async fn a_signed_component_is_pulled_served_swapped_by_reference_and_served_fro
     let ref2 = oci.push(&v2, "v2").await;
     oci.registry.sign(&k1, &ref1);
     oci.registry.sign(&k1, &ref2);
+
+    // `wasm-ccm check oci://` pulls and verifies as the controller manager does.
+    let keys = oci.artifacts.path();
+    let k1_file = public_key_file(keys, "k1", &k1_pub);
+    let (_, k2_pub) = oci.registry.key_pair("k2");
+    let k2_file = public_key_file(keys, "k2", &k2_pub);
+    let (ok, printed) = oci.check_reference(&ref1, &k1_file).await;
+    assert!(ok, "{printed}");
+    let digest = ref1.split_once('@').unwrap().1;
+    assert!(
+        printed.contains(&format!("digest:       {digest}")),
+        "{printed}"
+    );
+    assert!(
+        printed.contains("cosign signature verified, signed by"),
+        "{printed}"
+    );
+    assert!(printed.contains("k1.pub"), "{printed}");
+    assert!(
+        printed.contains("simcloud"),
+        "the component's report follows: {printed}"
+    );
+    let (ok, printed) = oci.check_reference(&ref1, &k2_file).await;
+    assert!(
+        !ok && printed.contains("none made by a trusted key"),
+        "{printed}"
+    );
 
     oci.publish(&source(&ref1, &[&k1_pub]));
     let port = listening_port();

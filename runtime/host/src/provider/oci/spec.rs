@@ -84,6 +84,35 @@ impl SourceSpec {
         };
         let raw: Raw =
             serde_saphyr::from_str(text).map_err(|err| invalid("yaml", err.to_string()))?;
+        Self::build(raw, path)
+    }
+
+    /// A source as the tools take it on their command line: `reference`
+    /// (`oci://...@sha256:...`), the PEM public keys a signature may be made with,
+    /// and the registry's files (read where they are). `origin` names it in errors.
+    pub fn from_parts(
+        reference: &str,
+        keys: Vec<String>,
+        credentials_file: Option<PathBuf>,
+        ca_file: Option<PathBuf>,
+        origin: &Path,
+    ) -> Result<Self, OciError> {
+        let raw = Raw {
+            reference: reference.to_owned(),
+            credentials_file,
+            ca_file,
+            verify: RawVerify { keys },
+            max_size_mib: Some(4096),
+        };
+        Self::build(raw, origin)
+    }
+
+    fn build(raw: Raw, path: &Path) -> Result<Self, OciError> {
+        let invalid = |field, reason: String| OciError::Spec {
+            path: path.to_owned(),
+            field,
+            reason,
+        };
         let written = raw.reference.trim();
         let Some(rest) = written.strip_prefix("oci://") else {
             return Err(invalid(
