@@ -669,3 +669,82 @@ async fn playground_runs_on_the_real_api_server() {
     assert!(status.success(), "{status}");
     assert!(!data.exists(), "{} left behind", data.display());
 }
+
+#[tokio::test]
+async fn playground_takes_a_signed_provider_from_an_oci_registry() {
+    use wasm_ccm_tests::oci_registry::{PASSWORD, Registry};
+    let registry = Registry::start().await;
+    let dir = TempDir::new("playground-oci");
+    let credentials = dir.path().join("registry.json");
+    std::fs::write(&credentials, registry.docker_config(PASSWORD)).unwrap();
+    let pushed = tokio::process::Command::new(wasm_ccm_tests::wasm_ccm_bin())
+        .arg("push")
+        .arg(guest("reference_provider"))
+        .arg(format!("oci://{}/providers/simcloud:v1", registry.host))
+        .arg("--registry-credentials")
+        .arg(&credentials)
+        .arg("--registry-ca")
+        .arg(&registry.ca_file)
+        .output()
+        .await
+        .unwrap();
+    let printed = String::from_utf8_lossy(&pushed.stdout).into_owned();
+    assert!(
+        pushed.status.success(),
+        "{printed}{}",
+        String::from_utf8_lossy(&pushed.stderr)
+    );
+    let pinned = printed
+        .lines()
+        .find_map(|l| l.strip_prefix("reference: "))
+        .unwrap_or_else(|| panic!("{printed}"))
+        .to_owned();
+    let (key, public) = registry.key_pair("release");
+    registry.sign(&key, pinned.trim_start_matches("oci://"));
+    let public_file = dir.path().join("release.pub");
+    std::fs::write(&public_file, public).unwrap();
+
+    let kubeconfig = dir.path().join("kubeconfig");
+    let mut child = tokio::process::Command::new(built_bin("wasm-ccm-playground"))
+        .args(["--cloud", "simcloud", "--nodes", "2"])
+        .arg("--kubeconfig-out")
+        .arg(&kubeconfig)
+        .arg("--work-dir")
+        .arg(dir.path().join("work"))
+        .arg("--provider")
+        .arg(&pinned)
+        .arg("--key")
+        .arg(&public_file)
+        .arg("--registry-credentials")
+        .arg(&credentials)
+        .arg("--registry-ca")
+        .arg(&registry.ca_file)
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let output = started(&mut lines).await;
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    assert!(
+        output.contains(&format!("provider:                 {pinned}")),
+        "{output}"
+    );
+    assert!(
+        output.contains("cosign signature verified, signed by"),
+        "{output}"
+    );
+    assert!(output.contains("provider: simcloud loaded"), "{output}");
+    // The controllers pull it themselves: the source is installed, not the component.
+    let providers = dir.path().join("work/providers");
+    assert!(providers.join("simcloud.source.yaml").is_file());
+    assert!(!providers.join("simcloud.wasm").exists());
+    kubectl_until(
+        &kubeconfig,
+        &["get", "nodes", "-o", "jsonpath={.items[*].spec.providerID}"],
+        "both Nodes initialized by the pulled provider",
+        |ids| ids.matches("simcloud://").count() == 2,
+    )
+    .await;
+    child.kill().await.unwrap();
+}

@@ -13,6 +13,7 @@ mod cluster;
 mod huaweicloud;
 mod k3s;
 mod kubelets;
+mod oci;
 mod openstack;
 mod playground;
 mod seeding;
@@ -66,9 +67,21 @@ struct Cli {
     #[arg(long, value_enum, default_value_t = playground::Cloud::Simcloud)]
     cloud: playground::Cloud,
     /// The provider component (default: the cloud's, as built by
-    /// scripts/build-guests.sh). With --cloud none, any provider.
+    /// scripts/build-guests.sh). With --cloud none, any provider. An
+    /// oci://REGISTRY/REPOSITORY@sha256:... reference is pulled and verified (--key),
+    /// and installed as NAME.source.yaml, which the controllers pull themselves.
     #[arg(long)]
     provider: Option<PathBuf>,
+    /// With an oci:// --provider: a cosign public key its signature must verify with
+    /// (repeatable).
+    #[arg(long = "key", value_name = "FILE")]
+    keys: Vec<PathBuf>,
+    /// With an oci:// --provider: the registry's credentials (a Docker config.json).
+    #[arg(long)]
+    registry_credentials: Option<PathBuf>,
+    /// With an oci:// --provider: a CA bundle (PEM) for the registry's certificate.
+    #[arg(long)]
+    registry_ca: Option<PathBuf>,
     /// The provider's policy (instead of the one generated for the emulated cloud);
     /// relative file paths in it are read relative to it.
     #[arg(long)]
@@ -129,6 +142,9 @@ fn main() -> ExitCode {
         policy: cli.policy,
         credentials_dir: cli.credentials_dir,
         cloud_config: cli.cloud_config,
+        provider_keys: cli.keys,
+        registry_credentials: cli.registry_credentials,
+        registry_ca: cli.registry_ca,
     };
     match runtime.block_on(playground::run(options)) {
         Ok(()) => ExitCode::SUCCESS,

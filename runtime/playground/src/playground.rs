@@ -24,9 +24,14 @@ pub async fn run(options: Options) -> Result<(), PlaygroundError> {
     let cluster = Cluster::start(options.apiserver, &options.api_listen, &options.work_dir).await?;
     cluster.write_kubeconfig(&options.kubeconfig_out)?;
     let providers = options.work_dir.join("providers");
-    let component = options
-        .provider
-        .clone()
+    let pulled = match crate::oci::reference(&options) {
+        Some(reference) => Some(crate::oci::pull(reference, &options).await?),
+        None => None,
+    };
+    let component = pulled
+        .as_ref()
+        .map(|p| p.file.clone())
+        .or_else(|| options.provider.clone())
         .or_else(|| options.cloud.default_provider())
         .ok_or_else(|| {
             PlaygroundError::Usage(
@@ -69,6 +74,9 @@ pub async fn run(options: Options) -> Result<(), PlaygroundError> {
     for line in &seeded.about {
         println!("  {line}");
     }
+    for line in pulled.iter().flat_map(|p| &p.about) {
+        println!("  {line}");
+    }
     println!(
         "  cluster:                  {} nodes tainted {TAINT_UNINITIALIZED}, Service default/web (LoadBalancer)",
         options.nodes
@@ -84,11 +92,25 @@ pub async fn run(options: Options) -> Result<(), PlaygroundError> {
     println!();
 
     let installed = providers.join(format!("{name}.wasm"));
-    if std::fs::metadata(&component).is_ok() {
+    let mut serving = false;
+    if let Some(pulled) = &pulled {
+        // The controllers pull it themselves, as in a cluster.
+        crate::oci::install(pulled, &name, &providers, &credentials, &options)?;
+        serving = true;
+        demonstrate_provider(
+            &installed,
+            &cloud_config,
+            &seeded.demo_node,
+            &seeded.demo_annotations,
+            &credentials,
+        )
+        .await;
+    } else if std::fs::metadata(&component).is_ok() {
         std::fs::copy(&component, &installed).map_err(|source| PlaygroundError::Write {
             path: installed.clone(),
             source,
         })?;
+        serving = true;
         demonstrate_provider(
             &installed,
             &cloud_config,
@@ -103,6 +125,11 @@ pub async fn run(options: Options) -> Result<(), PlaygroundError> {
             component.display()
         );
     }
+    let mut flags = seeded.flags.clone();
+    if pulled.is_some() {
+        let cache = options.work_dir.join("provider-cache");
+        flags.push(format!("--provider-cache-dir={}", cache.display()));
+    }
     let mut controllers = None;
     if options.without_ccm {
         println!(
@@ -114,13 +141,9 @@ pub async fn run(options: Options) -> Result<(), PlaygroundError> {
             credentials.display(),
             cloud_config.display(),
             options.kubeconfig_out.display(),
-            seeded
-                .flags
-                .iter()
-                .map(|f| format!(" {f}"))
-                .collect::<String>()
+            flags.iter().map(|f| format!(" {f}")).collect::<String>()
         );
-    } else if installed.exists() {
+    } else if serving {
         println!(
             "controllers: cloud-node, cloud-node-lifecycle, service and route running with the {name} provider"
         );
@@ -130,7 +153,7 @@ pub async fn run(options: Options) -> Result<(), PlaygroundError> {
             credentials.clone(),
             cloud_config.clone(),
             options.kubeconfig_out.clone(),
-            seeded.flags.clone(),
+            flags,
         )));
     } else {
         println!("controllers: not started (no provider component to run)");

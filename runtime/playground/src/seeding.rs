@@ -37,6 +37,12 @@ pub struct Options {
     pub credentials_dir: Option<PathBuf>,
     /// The provider's cloud config, instead of the one generated for the emulated cloud.
     pub cloud_config: Option<PathBuf>,
+    /// With an `oci://` provider: the cosign public keys its signature may be made with.
+    pub provider_keys: Vec<PathBuf>,
+    /// With an `oci://` provider: the registry's credentials (a Docker config.json).
+    pub registry_credentials: Option<PathBuf>,
+    /// With an `oci://` provider: a CA bundle for the registry's certificate.
+    pub registry_ca: Option<PathBuf>,
 }
 
 /// Which Kubernetes API server the playground runs.
