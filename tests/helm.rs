@@ -178,3 +178,88 @@ fn values_that_would_break_a_cluster_are_refused_or_left_out() {
         Some("--leader-elect=false")
     );
 }
+
+/// `provider.oci` and `provider.trustedKeys` render what the controller manager reads:
+/// a `NAME.source.yaml` it parses, with the keys given, beside the policy (and no
+/// component), and the trusted keys mounted where `--provider-trusted-keys` points.
+#[test]
+fn the_oci_values_render_a_source_and_trusted_keys_the_controller_manager_reads() {
+    use wasm_ccm_host::policy::signing::{TrustedKey, read_trusted_keys};
+    use wasm_ccm_host::provider::oci::SourceSpec;
+    let dir = wasm_ccm_tests::TempDir::new("helm-oci");
+    let key = rcgen::KeyPair::generate().unwrap().public_key_pem();
+    let operator = rcgen::KeyPair::generate().unwrap().public_key_pem();
+    std::fs::write(dir.path().join("release.pub"), &key).unwrap();
+    std::fs::write(dir.path().join("operator.pub"), &operator).unwrap();
+    let reference = "oci://registry.example.com/providers/simcloud@sha256:\
+                     0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+    let key_arg = format!(
+        "provider.oci.keys[0]={}",
+        dir.path().join("release.pub").display()
+    );
+    let operator_arg = format!(
+        "provider.trustedKeys[0]={}",
+        dir.path().join("operator.pub").display()
+    );
+    let rendered = objects(&template(&[
+        "--set",
+        &format!("provider.oci.reference={reference}"),
+        "--set",
+        "provider.oci.credentialsFile=registry/.dockerconfigjson",
+        "--set-file",
+        &key_arg,
+        "--set-file",
+        &operator_arg,
+    ]));
+    let config_map = |name: &str| {
+        rendered
+            .iter()
+            .find(|o| o["kind"] == "ConfigMap" && o["metadata"]["name"] == name)
+            .unwrap_or_else(|| panic!("ConfigMap {name}"))
+            .clone()
+    };
+    let providers = config_map("wasm-ccm-providers");
+    assert!(
+        providers.get("binaryData").is_none(),
+        "no component: {providers}"
+    );
+    assert!(
+        providers["data"]["simcloud.yaml"].is_string(),
+        "the policy stays"
+    );
+    let text = providers["data"]["simcloud.source.yaml"]
+        .as_str()
+        .expect("the source");
+    let spec = SourceSpec::parse(text, Path::new("simcloud.source.yaml")).expect(text);
+    assert_eq!(format!("oci://{}", spec.display_reference()), reference);
+    assert_eq!(
+        spec.credentials_file.as_deref(),
+        Some(Path::new("registry/.dockerconfigjson"))
+    );
+    assert_eq!(spec.keys, vec![TrustedKey::parse(&key).unwrap()]);
+
+    let trusted = config_map("wasm-ccm-trusted-keys");
+    let mounted = dir.path().join("trusted-keys");
+    std::fs::create_dir(&mounted).unwrap();
+    for (file, pem) in trusted["data"].as_object().unwrap() {
+        std::fs::write(mounted.join(file), pem.as_str().unwrap()).unwrap();
+    }
+    assert_eq!(
+        read_trusted_keys(&mounted).unwrap(),
+        vec![TrustedKey::parse(&operator).unwrap()]
+    );
+    let deployment = rendered.iter().find(|o| o["kind"] == "Deployment").unwrap();
+    let pod = &deployment["spec"]["template"]["spec"];
+    let args = pod["containers"][0]["args"].as_array().unwrap();
+    assert!(
+        args.iter()
+            .any(|a| a == "--provider-trusted-keys=/etc/wasm-ccm/trusted-keys")
+    );
+    assert!(
+        pod["containers"][0]["volumeMounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["mountPath"] == "/etc/wasm-ccm/trusted-keys")
+    );
+}

@@ -6,13 +6,17 @@
 //! and renamed into place, so a reader sees a whole entry or none. A hit is hashed
 //! again against its layer digest; its signers are checked against the keys the
 //! source trusts *now*, so dropping a key from the source refuses what only that key
-//! signed, from the cache too.
+//! signed, from the cache too. At most [`KEPT`] entries are kept, the newest.
 
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
 use crate::provider::compile_cache::sha256_hex;
+
+/// How many entries the cache keeps: the serving version, one on its way in, and
+/// the one before (to swap back to without the registry).
+pub(super) const KEPT: usize = 3;
 
 /// A cached component.
 #[derive(Debug)]
@@ -97,8 +101,28 @@ impl Cache {
         })();
         if written.is_err() {
             let _ = std::fs::remove_dir_all(&tmp);
+        } else {
+            self.evict(&dir);
         }
         written
+    }
+
+    /// Removes all but the [`KEPT`] newest entries (never `keep`).
+    fn evict(&self, keep: &Path) {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return;
+        };
+        let mut entries: Vec<(std::time::SystemTime, PathBuf)> = entries
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with("sha256-"))
+            .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+            .collect();
+        entries.sort_by(|a, b| b.0.cmp(&a.0));
+        for (_, path) in entries.into_iter().skip(KEPT) {
+            if path != keep {
+                let _ = std::fs::remove_dir_all(path);
+            }
+        }
     }
 
     /// The directory, for messages.
@@ -134,6 +158,23 @@ mod tests {
             "a tampered entry is not served"
         );
         assert!(!dir.join("sha256-00ff").exists(), "and is removed");
+        // Only the newest entries stay.
+        for i in 0..(KEPT + 2) {
+            let digest = format!("sha256:{i:04}");
+            cache.put(&digest, "r/p", &entry).unwrap();
+            // Distinct modification times, oldest first (a put writes the newest).
+            let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000 + i as u64);
+            if let Ok(dir) = std::fs::File::open(cache.entry_dir(&digest)) {
+                dir.set_modified(at).unwrap();
+            }
+        }
+        let left = std::fs::read_dir(&dir).unwrap().count();
+        assert_eq!(left, KEPT);
+        assert!(
+            cache.get(&format!("sha256:{:04}", KEPT + 1)).is_some(),
+            "the newest stays"
+        );
+        assert!(cache.get("sha256:0000").is_none(), "the oldest went");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
