@@ -117,7 +117,7 @@ impl Cache {
             .filter(|e| e.file_name().to_string_lossy().starts_with("sha256-"))
             .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
             .collect();
-        entries.sort_by(|a, b| b.0.cmp(&a.0));
+        entries.sort_by_key(|entry| std::cmp::Reverse(entry.0));
         for (_, path) in entries.into_iter().skip(KEPT) {
             if path != keep {
                 let _ = std::fs::remove_dir_all(path);
