@@ -272,6 +272,23 @@ async fn a_signed_component_is_pulled_served_swapped_by_reference_and_served_fro
     wait_serving(port, &sha256_hex(&v2)).await;
     assert_eq!(reloads(&metrics(port).await, "success"), 1.0);
 
+    // An image whose one layer holds simcloud.wasm (as `FROM scratch` + `COPY`
+    // builds it, and as an image volume mounts it) serves too.
+    let v3 = with_custom_section(&oci.reference, "image");
+    let image = oci
+        .registry
+        .push_image(
+            "providers/simcloud-image",
+            "v3",
+            &[("etc/os-release", b"ID=scratch\n"), ("simcloud.wasm", &v3)],
+        )
+        .await;
+    oci.registry.sign(&k1, &image);
+    oci.publish(&source(&image, &[&k1_pub]));
+    wait_serving(port, &sha256_hex(&v3)).await;
+    oci.publish(&source(&ref2, &[&k1_pub]));
+    wait_serving(port, &sha256_hex(&v2)).await;
+
     // A restart with the registry down serves the pinned version from the cache.
     drop(ccm);
     oci.registry.stop().await;

@@ -133,6 +133,66 @@ impl Registry {
         serde_json::json!({"auths": {self.host.clone(): {"auth": auth}}}).to_string()
     }
 
+    /// Pushes an image whose one layer (a gzipped tar) holds `files`, as `FROM
+    /// scratch` + `COPY` builds it, to `repository:tag`: the reference pinned by
+    /// digest (without `oci://`).
+    pub async fn push_image(&self, repository: &str, tag: &str, files: &[(&str, &[u8])]) -> String {
+        use oci_client::client::{ClientConfig, Config, ImageLayer};
+        use oci_client::manifest::{IMAGE_CONFIG_MEDIA_TYPE, IMAGE_LAYER_GZIP_MEDIA_TYPE};
+        use std::io::Write;
+        wasm_ccm_host::tls::install_crypto_provider();
+        let mut builder = tar::Builder::new(Vec::new());
+        for (path, bytes) in files {
+            let mut header = tar::Header::new_gnu();
+            header.set_size(bytes.len() as u64);
+            header.set_mode(0o644);
+            header.set_cksum();
+            builder.append_data(&mut header, path, *bytes).unwrap();
+        }
+        let mut gzip = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gzip.write_all(&builder.into_inner().unwrap()).unwrap();
+        let layer = gzip.finish().unwrap();
+        let client = oci_client::Client::try_from(ClientConfig {
+            extra_root_certificates: vec![oci_client::client::Certificate {
+                encoding: oci_client::client::CertificateEncoding::Pem,
+                data: std::fs::read(&self.ca_file).unwrap(),
+            }],
+            ..Default::default()
+        })
+        .unwrap();
+        let reference: oci_client::Reference =
+            format!("{}/{repository}:{tag}", self.host).parse().unwrap();
+        let auth = oci_client::secrets::RegistryAuth::Basic(USER.into(), PASSWORD.into());
+        let config = serde_json::json!({
+            "architecture": "amd64",
+            "os": "linux",
+            "rootfs": {"type": "layers", "diff_ids": []},
+        });
+        client
+            .push(
+                &reference,
+                &[ImageLayer::new(
+                    layer,
+                    IMAGE_LAYER_GZIP_MEDIA_TYPE.into(),
+                    None,
+                )],
+                Config::new(
+                    serde_json::to_vec(&config).unwrap(),
+                    IMAGE_CONFIG_MEDIA_TYPE.into(),
+                    None,
+                ),
+                &auth,
+                None,
+            )
+            .await
+            .expect("push the image");
+        let digest = client
+            .fetch_manifest_digest(&reference, &auth)
+            .await
+            .unwrap();
+        format!("{}/{repository}@{digest}", self.host)
+    }
+
     /// The file holding a blob of the storage (to tamper with it).
     pub fn blob_file(&self, digest: &str) -> PathBuf {
         let hex = digest.trim_start_matches("sha256:");

@@ -81,8 +81,9 @@ pub enum OciError {
     /// other media types.
     #[error(
         "oci://{reference}: not a WebAssembly component artifact: {found} (expected one \
-         layer of media type application/wasm; push with `wasm-ccm push` or \
-         `oras push REF FILE.wasm:application/wasm`)"
+         layer: the component, of media type application/wasm, as `wasm-ccm push` or \
+         `oras push REF FILE.wasm:application/wasm` push it; or an image layer holding \
+         NAME.wasm)"
     )]
     MediaType {
         /// The reference.

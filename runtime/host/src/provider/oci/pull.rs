@@ -1,6 +1,9 @@
 //! Pulling a component by digest: the manifest (hashed against the pinned digest), its
-//! one `application/wasm` layer (announced size against the limit, received bytes
-//! capped at it, hashed against the manifest's digest).
+//! one layer (announced size against the limit, received bytes capped at it, hashed
+//! against the manifest's digest). Two layouts: the WebAssembly OCI artifact (the
+//! layer is the component, `application/wasm`), and an image whose one layer (a tar,
+//! gzipped or not) holds `NAME.wasm`, as `FROM scratch` + `COPY NAME.wasm /` builds
+//! it (the same image mounts as an image volume).
 
 use futures_util::StreamExt;
 use oci_client::Client;
@@ -60,7 +63,7 @@ pub(super) async fn pull(
             reference: name.clone(),
             found: format!("a manifest that is not an image manifest ({err})"),
         })?;
-    let layer = wasm_layer(&name, &manifest)?;
+    let (layer, layout) = component_layer(&name, &manifest)?;
     let announced = u64::try_from(layer.size).unwrap_or(u64::MAX);
     if announced > spec.max_size {
         return Err(OciError::TooLarge {
@@ -110,19 +113,124 @@ pub(super) async fn pull(
             actual,
         });
     }
+    let component = match layout {
+        Layout::Wasm => component,
+        Layout::Tar { gzip } => {
+            let wanted = spec
+                .path
+                .file_name()
+                .and_then(|f| f.to_str())
+                .and_then(|f| f.strip_suffix(".source.yaml"))
+                .map(|name| format!("{name}.wasm"));
+            let limit = spec.max_size;
+            let reference = name.clone();
+            tokio::task::spawn_blocking(move || {
+                extract(&component, gzip, wanted.as_deref(), limit, &reference)
+            })
+            .await
+            .expect("extracting a layer panicked")?
+        }
+    };
     Ok(Pulled {
         component,
         layer_digest: layer.digest.clone(),
     })
 }
 
-/// The manifest's one component layer.
-fn wasm_layer<'m>(
+/// How the component is stored in its layer.
+#[derive(Debug, Clone, Copy)]
+enum Layout {
+    /// The layer is the component.
+    Wasm,
+    /// The layer is a tar archive (gzipped or not) holding it.
+    Tar { gzip: bool },
+}
+
+/// The component `file` (`NAME.wasm`; with none, the archive's one `.wasm` file) in
+/// the tar archive `blob`, at most `limit` bytes; no more than a few times `limit` is
+/// unpacked looking for it.
+fn extract(
+    blob: &[u8],
+    gzip: bool,
+    file: Option<&str>,
+    limit: u64,
+    reference: &str,
+) -> Result<Vec<u8>, OciError> {
+    use std::io::Read;
+    let not_found = |what: String| OciError::MediaType {
+        reference: reference.to_owned(),
+        found: what,
+    };
+    let unpacked: Box<dyn Read> = if gzip {
+        Box::new(flate2::read::GzDecoder::new(blob))
+    } else {
+        Box::new(blob)
+    };
+    // A layer that inflates without end (or holds much else) stops here.
+    let mut archive =
+        tar::Archive::new(unpacked.take(limit.saturating_mul(4).saturating_add(1 << 20)));
+    let wanted = |path: &std::path::Path| match file {
+        Some(file) => path.file_name().is_some_and(|n| n == file),
+        None => path.extension().is_some_and(|x| x == "wasm"),
+    };
+    let described = file.unwrap_or("a .wasm file").to_owned();
+    let unreadable = |err: std::io::Error| {
+        not_found(format!(
+            "an image layer that is not a tar archive holding {described}: {err}"
+        ))
+    };
+    let mut found: Option<Vec<u8>> = None;
+    for entry in archive.entries().map_err(unreadable)? {
+        let mut entry = entry.map_err(unreadable)?;
+        if !entry.header().entry_type().is_file() {
+            continue;
+        }
+        let path = entry.path().map_err(unreadable)?.into_owned();
+        if !wanted(&path) {
+            continue;
+        }
+        if found.is_some() {
+            return Err(not_found(format!(
+                "an image layer holding more than one {described}"
+            )));
+        }
+        if entry.size() > limit {
+            return Err(OciError::TooLarge {
+                reference: reference.to_owned(),
+                size: entry.size(),
+                limit,
+            });
+        }
+        let mut bytes = Vec::with_capacity(entry.size() as usize);
+        entry.read_to_end(&mut bytes).map_err(unreadable)?;
+        found = Some(bytes);
+    }
+    found.ok_or_else(|| not_found(format!("an image layer without {described}")))
+}
+
+/// The manifest's one layer and how the component is stored in it.
+fn component_layer<'m>(
     name: &str,
     manifest: &'m OciImageManifest,
-) -> Result<&'m oci_client::manifest::OciDescriptor, OciError> {
+) -> Result<(&'m oci_client::manifest::OciDescriptor, Layout), OciError> {
+    use oci_client::manifest::{
+        IMAGE_DOCKER_LAYER_GZIP_MEDIA_TYPE, IMAGE_DOCKER_LAYER_TAR_MEDIA_TYPE,
+        IMAGE_LAYER_GZIP_MEDIA_TYPE, IMAGE_LAYER_MEDIA_TYPE,
+    };
     match manifest.layers.as_slice() {
-        [layer] if layer.media_type == WASM_MEDIA_TYPE => Ok(layer),
+        [layer] if layer.media_type == WASM_MEDIA_TYPE => Ok((layer, Layout::Wasm)),
+        [layer]
+            if layer.media_type == IMAGE_LAYER_MEDIA_TYPE
+                || layer.media_type == IMAGE_DOCKER_LAYER_TAR_MEDIA_TYPE =>
+        {
+            Ok((layer, Layout::Tar { gzip: false }))
+        }
+        [layer]
+            if layer.media_type == IMAGE_LAYER_GZIP_MEDIA_TYPE
+                || layer.media_type == IMAGE_DOCKER_LAYER_GZIP_MEDIA_TYPE =>
+        {
+            Ok((layer, Layout::Tar { gzip: true }))
+        }
         layers => Err(OciError::MediaType {
             reference: name.to_owned(),
             found: if layers.is_empty() {
@@ -183,4 +291,62 @@ pub(super) fn chain(err: &dyn std::error::Error) -> String {
         source = next.source();
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn archive(files: &[(&str, &[u8])], gzip: bool) -> Vec<u8> {
+        let mut builder = tar::Builder::new(Vec::new());
+        for (path, bytes) in files {
+            let mut header = tar::Header::new_gnu();
+            header.set_size(bytes.len() as u64);
+            header.set_mode(0o644);
+            header.set_cksum();
+            builder.append_data(&mut header, path, *bytes).unwrap();
+        }
+        let tar = builder.into_inner().unwrap();
+        if !gzip {
+            return tar;
+        }
+        use std::io::Write;
+        let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        encoder.write_all(&tar).unwrap();
+        encoder.finish().unwrap()
+    }
+
+    #[test]
+    fn an_image_layer_gives_up_its_component() {
+        for gzip in [false, true] {
+            let layer = archive(&[("etc/motd", b"hi"), ("./aws.wasm", b"\0asm")], gzip);
+            let got = extract(&layer, gzip, Some("aws.wasm"), 1 << 20, "r/p").unwrap();
+            assert_eq!(got, b"\0asm");
+            // The tools, which know no name, take the one .wasm file.
+            assert_eq!(
+                extract(&layer, gzip, None, 1 << 20, "r/p").unwrap(),
+                b"\0asm"
+            );
+            let err = extract(&layer, gzip, Some("gcp.wasm"), 1 << 20, "r/p").unwrap_err();
+            assert!(err.to_string().contains("without gcp.wasm"), "{err}");
+        }
+        let two = archive(&[("a/aws.wasm", b"1"), ("b/aws.wasm", b"2")], true);
+        let err = extract(&two, true, Some("aws.wasm"), 1 << 20, "r/p").unwrap_err();
+        assert!(err.to_string().contains("more than one aws.wasm"), "{err}");
+        let big = archive(&[("aws.wasm", &[0u8; 4096])], true);
+        let err = extract(&big, true, Some("aws.wasm"), 1024, "r/p").unwrap_err();
+        assert_eq!(err.reason(), "too_large");
+        assert!(extract(b"not a tar", true, Some("aws.wasm"), 1024, "r/p").is_err());
+    }
+
+    #[test]
+    fn a_layer_inflating_past_a_few_times_the_limit_is_not_unpacked_to_the_end() {
+        // 64 MiB of zeros under another name, then the component: the search stops
+        // long before (the limit is 1 MiB).
+        let filler = vec![0u8; 64 << 20];
+        let layer = archive(&[("filler", &filler), ("aws.wasm", b"\0asm")], true);
+        assert!(layer.len() < 1 << 20, "a small layer: {}", layer.len());
+        let err = extract(&layer, true, Some("aws.wasm"), 1 << 20, "r/p").unwrap_err();
+        assert_eq!(err.reason(), "media_type", "{err}");
+    }
 }
