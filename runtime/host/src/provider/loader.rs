@@ -350,83 +350,10 @@ impl ProviderLoader {
         load: Load,
     ) -> Result<Provider, LoadError> {
         self.check_policy(path, &policy)?;
-        let source = self.fetch_remote(source, &policy).await?;
-        self.check_signature(path, &source, &policy)?;
+        let source =
+            super::oci::resolve(&self.oci, self.trusted_keys.as_deref(), source, &policy).await?;
+        super::signature::check_source(path, &source, &policy, self.trusted_keys.as_deref())?;
         self.load_bytes(path, source, policy, expected, load).await
-    }
-
-    /// Checks the signature a component from the providers directory must carry
-    /// (its policy's `requireSignature`, `--provider-trusted-keys`).
-    fn check_signature(
-        &self,
-        path: &Path,
-        source: &ProviderSource,
-        policy: &Policy,
-    ) -> Result<(), LoadError> {
-        if source.remote.is_some() {
-            // Verified against the registry's signatures when pulled.
-            return Ok(());
-        }
-        let listed = policy.require_signature.as_deref().unwrap_or_default();
-        let keys = super::signature::effective_keys(
-            &Policy::path_for(path),
-            "requireSignature.keys",
-            listed,
-            self.trusted_keys.as_deref(),
-        )?;
-        let why = if policy.require_signature.is_some() {
-            "the provider's policy requires a signature (requireSignature)"
-        } else {
-            "--provider-trusted-keys requires a signature"
-        };
-        let signers = super::signature::check_component(
-            path,
-            &source.component,
-            source.signature.as_deref(),
-            &keys,
-            why,
-        )?;
-        if !signers.is_empty() {
-            tracing::info!(file = %path.display(), signed_by = %signers.join(","), "provider signature verified");
-        }
-        Ok(())
-    }
-
-    /// Pulls the component of a `source` read from `NAME.source.yaml` (digests and
-    /// signature checked: [`super::oci`]); a source holding its component is returned
-    /// as is.
-    async fn fetch_remote(
-        &self,
-        mut source: ProviderSource,
-        policy: &Policy,
-    ) -> Result<ProviderSource, LoadError> {
-        let Some(spec) = &source.remote else {
-            return Ok(source);
-        };
-        if !source.component.is_empty() {
-            return Ok(source);
-        }
-        let mut spec = spec.clone();
-        spec.keys = super::signature::effective_keys(
-            &spec.path,
-            "verify.keys",
-            &spec.keys,
-            self.trusted_keys.as_deref(),
-        )?;
-        if spec.keys.is_empty() && policy.require_signature.is_some() {
-            return Err(super::signature::SignatureError::Unverified { path: spec.path }.into());
-        }
-        let spec = &spec;
-        let fetched = self.oci.fetch(spec).await?;
-        tracing::info!(
-            reference = %format!("oci://{}", spec.display_reference()),
-            layer = %fetched.layer_digest,
-            signed_by = %if fetched.signers.is_empty() { "-".to_owned() } else { fetched.signers.join(",") },
-            from_cache = fetched.from_cache,
-            "provider component pulled and verified"
-        );
-        source.component = fetched.component;
-        Ok(source)
     }
 
     /// Checks `policy` (of the component at `path`) against this host: its worst-case

@@ -145,3 +145,40 @@ pub fn check_component(
     }
     Ok(signers)
 }
+
+/// Checks the signature a component from the providers directory (`source`, read for
+/// `path`) must carry: its policy's `requireSignature`, the operator's `trusted` keys.
+/// A component from a registry was verified when it was pulled.
+pub(super) fn check_source(
+    path: &Path,
+    source: &super::ProviderSource,
+    policy: &crate::policy::Policy,
+    trusted: Option<&[TrustedKey]>,
+) -> Result<(), SignatureError> {
+    if source.remote.is_some() {
+        return Ok(());
+    }
+    let listed = policy.require_signature.as_deref().unwrap_or_default();
+    let keys = effective_keys(
+        &crate::policy::Policy::path_for(path),
+        "requireSignature.keys",
+        listed,
+        trusted,
+    )?;
+    let why = if policy.require_signature.is_some() {
+        "the provider's policy requires a signature (requireSignature)"
+    } else {
+        "--provider-trusted-keys requires a signature"
+    };
+    let signers = check_component(
+        path,
+        &source.component,
+        source.signature.as_deref(),
+        &keys,
+        why,
+    )?;
+    if !signers.is_empty() {
+        tracing::info!(file = %path.display(), signed_by = %signers.join(","), "provider signature verified");
+    }
+    Ok(())
+}

@@ -173,3 +173,37 @@ impl OciFetcher {
         })
     }
 }
+
+/// The component of a `source` read from `NAME.source.yaml`, pulled and verified with
+/// the keys its source lists narrowed to the operator's `trusted` ones (and required
+/// when `policy` asks for a signature: [`crate::provider::signature`]); a source
+/// holding its component is returned as is.
+pub(crate) async fn resolve(
+    fetcher: &OciFetcher,
+    trusted: Option<&[TrustedKey]>,
+    mut source: super::ProviderSource,
+    policy: &crate::policy::Policy,
+) -> Result<super::ProviderSource, super::LoadError> {
+    use super::signature::{SignatureError, effective_keys};
+    let Some(spec) = &source.remote else {
+        return Ok(source);
+    };
+    if !source.component.is_empty() {
+        return Ok(source);
+    }
+    let mut spec = spec.clone();
+    spec.keys = effective_keys(&spec.path, "verify.keys", &spec.keys, trusted)?;
+    if spec.keys.is_empty() && policy.require_signature.is_some() {
+        return Err(SignatureError::Unverified { path: spec.path }.into());
+    }
+    let fetched = fetcher.fetch(&spec).await?;
+    tracing::info!(
+        reference = %format!("oci://{}", spec.display_reference()),
+        layer = %fetched.layer_digest,
+        signed_by = %if fetched.signers.is_empty() { "-".to_owned() } else { fetched.signers.join(",") },
+        from_cache = fetched.from_cache,
+        "provider component pulled and verified"
+    );
+    source.component = fetched.component;
+    Ok(source)
+}
