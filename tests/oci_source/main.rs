@@ -289,14 +289,17 @@ async fn a_signed_component_is_pulled_served_swapped_by_reference_and_served_fro
     oci.registry.sign(&k1, &image);
     oci.publish(&source(&image, &[&k1_pub]));
     wait_serving(port, &sha256_hex(&v3)).await;
-    oci.publish(&source(&ref2, &[&k1_pub]));
-    wait_serving(port, &sha256_hex(&v2)).await;
 
-    // A restart with the registry down serves the pinned version from the cache.
+    // A restart with the registry down serves the pinned version from the cache,
+    // checked again as a pull is (the image's layer unpacked again).
     drop(ccm);
     oci.registry.stop().await;
     let port = listening_port();
-    let _ccm = oci.controller_manager(port, &[]);
+    let ccm = oci.controller_manager(port, &[]);
+    wait_serving(port, &sha256_hex(&v3)).await;
+    // And swaps back to a version it pulled before, still without the registry.
+    oci.publish(&source(&ref2, &[&k1_pub]));
     wait_serving(port, &sha256_hex(&v2)).await;
+    drop(ccm);
     oci.registry.run().await;
 }

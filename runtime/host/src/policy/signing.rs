@@ -3,8 +3,8 @@
 //! `--provider-trusted-keys` list them.
 //!
 //! A key is PEM (`cosign generate-key-pair` writes `cosign.pub`): ECDSA P-256/P-384,
-//! RSA or Ed25519. Its id, the first 16 hex digits of the SHA-256 of its PEM body,
-//! names it in messages and in the disk cache's records.
+//! RSA or Ed25519. Its id, the SHA-256 of its PEM body, tells keys apart (the first 16
+//! hex digits name it in messages).
 
 use std::path::{Path, PathBuf};
 
@@ -15,7 +15,8 @@ use sha2::{Digest, Sha256};
 pub struct TrustedKey {
     /// The key, PEM.
     pub pem: String,
-    /// A short id: the first 16 hex digits of the SHA-256 of its PEM body.
+    /// The SHA-256 of its PEM body (64 hex digits): two keys are the same key when
+    /// their ids are equal.
     pub id: String,
 }
 
@@ -31,8 +32,13 @@ impl TrustedKey {
             .collect();
         Ok(Self {
             pem: pem.trim().to_owned() + "\n",
-            id: hex::encode(Sha256::digest(body.as_bytes()))[..16].to_owned(),
+            id: hex::encode(Sha256::digest(body.as_bytes())),
         })
+    }
+
+    /// The first 16 hex digits of [`Self::id`], for messages.
+    pub fn short_id(&self) -> &str {
+        &self.id[..16]
     }
 
     /// Whether this key made `signature` (base64, as `cosign sign-blob
@@ -53,10 +59,10 @@ impl TrustedKey {
     }
 }
 
-/// `keys`' ids, comma-separated.
+/// `keys`' short ids, comma-separated.
 pub fn key_ids(keys: &[TrustedKey]) -> String {
     keys.iter()
-        .map(|k| k.id.as_str())
+        .map(TrustedKey::short_id)
         .collect::<Vec<_>>()
         .join(", ")
 }

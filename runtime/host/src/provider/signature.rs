@@ -68,12 +68,16 @@ pub enum SignatureError {
 }
 
 impl SignatureError {
-    /// A short, stable name of the failure, for metric labels (the same as the
-    /// registry path's: [`super::oci::OciError::reason`]).
+    /// Every value [`Self::reason`] takes.
+    pub const REASONS: [&'static str; 3] = ["unsigned", "signature", "key_not_trusted"];
+
+    /// A short, stable name of the failure, for metric labels (`unsigned` and
+    /// `signature` as the registry path's: [`super::oci::OciError::reason`]).
     pub fn reason(&self) -> &'static str {
         match self {
             Self::Missing { .. } | Self::Unverified { .. } => "unsigned",
-            Self::Untrusted { .. } | Self::NoCommonKey { .. } => "signature",
+            Self::Untrusted { .. } => "signature",
+            Self::NoCommonKey { .. } => "key_not_trusted",
         }
     }
 }
@@ -93,9 +97,10 @@ pub fn effective_keys(
     if listed.is_empty() {
         return Ok(trusted.to_vec());
     }
-    let common: Vec<TrustedKey> = listed
+    // The operator's copy of each key: the listed one only selects it.
+    let common: Vec<TrustedKey> = trusted
         .iter()
-        .filter(|key| trusted.iter().any(|t| t.id == key.id))
+        .filter(|key| listed.iter().any(|l| l.id == key.id))
         .cloned()
         .collect();
     if common.is_empty() {
@@ -135,7 +140,7 @@ pub fn check_component(
     let signers: Vec<String> = keys
         .iter()
         .filter(|key| key.signed(component, signature))
-        .map(|key| key.id.clone())
+        .map(|key| key.short_id().to_owned())
         .collect();
     if signers.is_empty() {
         return Err(SignatureError::Untrusted {

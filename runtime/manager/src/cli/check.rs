@@ -136,8 +136,8 @@ async fn check_reference(
             .keys
             .iter()
             .zip(&args.keys)
-            .filter(|(key, _)| fetched.signers.contains(&key.id))
-            .map(|(key, file)| format!("{} ({})", key.id, file.display()))
+            .filter(|(key, _)| fetched.signers.iter().any(|s| s == key.short_id()))
+            .map(|(key, file)| format!("{} ({})", key.short_id(), file.display()))
             .collect();
         format!("cosign signature verified, signed by {}", by.join(", "))
     };
@@ -162,8 +162,20 @@ async fn check_reference(
         );
         println!("verification: {verification}");
     }
-    let dir = std::env::temp_dir().join(format!("wasm-ccm-check-{}", std::process::id()));
-    let written = std::fs::create_dir_all(&dir).and_then(|()| {
+    // A directory of its own (created here, 0700; never one that was there before).
+    let dir = std::env::temp_dir().join(format!(
+        "wasm-ccm-check-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default()
+    ));
+    let created = {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new().mode(0o700).create(&dir)
+    };
+    let written = created.and_then(|()| {
         let name = spec
             .reference
             .repository()

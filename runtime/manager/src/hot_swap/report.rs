@@ -100,6 +100,7 @@ impl ReloadReporter {
             .into_iter()
             .chain(LoadError::REASONS)
             .chain(wasm_ccm_host::provider::oci::OciError::REASONS)
+            .chain(wasm_ccm_host::provider::signature::SignatureError::REASONS)
         {
             let _ = self.reloads.get_or_create(&ReloadLabels {
                 provider: provider.into(),

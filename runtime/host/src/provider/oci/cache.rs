@@ -1,41 +1,24 @@
-//! The disk cache of pulled components, by manifest digest: a restart serves the
-//! pinned component without the registry.
+//! The disk cache of pulled artifacts, by manifest digest: a restart serves the pinned
+//! component without the registry.
 //!
-//! `DIR/sha256-<hex>/component.wasm` beside `entry.json` (the layer digest and the
-//! keys whose signatures were verified). An entry is written to a temporary directory
-//! and renamed into place, so a reader sees a whole entry or none. A hit is hashed
-//! again against its layer digest; its signers are checked against the keys the
-//! source trusts *now*, so dropping a key from the source refuses what only that key
-//! signed, from the cache too. At most [`KEPT`] entries are kept, the newest.
+//! `DIR/sha256-<hex>/` holds the manifest and the layer as the registry stored them and
+//! the signatures that verified (`signatures.json`). Nothing in it is trusted: a hit is
+//! checked as a pull is (the manifest against the pinned digest, the layer against the
+//! manifest, the size limit, then the component taken out of the layer), and its
+//! signatures are verified again with the keys the source lists *now*, so dropping a
+//! key refuses what only it signed, from the cache too. An entry is written to a
+//! temporary directory and renamed into place, so a reader sees a whole entry or none.
+//! At most [`KEPT`] entries are kept, the most recently used.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
-use serde::{Deserialize, Serialize};
+use super::pull::Artifact;
+use super::verify::StoredSignature;
 
-use crate::provider::compile_cache::sha256_hex;
-
-/// How many entries the cache keeps: the serving version, one on its way in, and
-/// the one before (to swap back to without the registry).
+/// How many entries the cache keeps: the serving version, one on its way in, and the
+/// one before (to swap back to without the registry).
 pub(super) const KEPT: usize = 3;
-
-/// A cached component.
-#[derive(Debug)]
-pub(super) struct Entry {
-    /// The component's bytes (hashed to `layer_digest`).
-    pub component: Vec<u8>,
-    /// The layer's digest.
-    pub layer_digest: String,
-    /// The ids of the keys whose signatures were verified when it was pulled.
-    pub signers: Vec<String>,
-}
-
-#[derive(Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Record {
-    reference: String,
-    layer_digest: String,
-    signers: Vec<String>,
-}
 
 /// The cache in `dir`.
 #[derive(Debug, Clone)]
@@ -52,27 +35,34 @@ impl Cache {
         self.dir.join(digest.replace(':', "-"))
     }
 
-    /// The entry for `digest`, if whole and intact.
-    pub(super) fn get(&self, digest: &str) -> Option<Entry> {
+    /// The entry for `digest`, unchecked (the caller checks it as it checks a pull),
+    /// marked as the most recently used.
+    pub(super) fn get(&self, digest: &str) -> Option<(Artifact, Vec<StoredSignature>)> {
         let dir = self.entry_dir(digest);
-        let record: Record =
-            serde_json::from_slice(&std::fs::read(dir.join("entry.json")).ok()?).ok()?;
-        let component = std::fs::read(dir.join("component.wasm")).ok()?;
-        if format!("sha256:{}", sha256_hex(&component)) != record.layer_digest {
-            tracing::warn!(entry = %dir.display(), "cached provider does not match its digest; pulling it again");
-            let _ = std::fs::remove_dir_all(&dir);
-            return None;
+        let manifest = std::fs::read(dir.join("manifest.json")).ok()?;
+        let layer = std::fs::read(dir.join("layer")).ok()?;
+        let signatures =
+            serde_json::from_slice(&std::fs::read(dir.join("signatures.json")).ok()?).ok()?;
+        if let Ok(entry) = std::fs::File::open(&dir) {
+            let _ = entry.set_modified(std::time::SystemTime::now());
         }
-        Some(Entry {
-            component,
-            layer_digest: record.layer_digest,
-            signers: record.signers,
-        })
+        Some((Artifact { manifest, layer }, signatures))
     }
 
-    /// Stores `entry` for `digest` (pulled as `reference`).
-    pub(super) fn put(&self, digest: &str, reference: &str, entry: &Entry) -> std::io::Result<()> {
+    /// Drops the entry for `digest` (it failed its checks).
+    pub(super) fn remove(&self, digest: &str) {
+        let _ = std::fs::remove_dir_all(self.entry_dir(digest));
+    }
+
+    /// Stores `artifact` and its `signatures` for `digest`.
+    pub(super) fn put(
+        &self,
+        digest: &str,
+        artifact: &Artifact,
+        signatures: &[StoredSignature],
+    ) -> std::io::Result<()> {
         use std::os::unix::fs::DirBuilderExt;
+        static NEXT: AtomicU64 = AtomicU64::new(0);
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
@@ -81,20 +71,16 @@ impl Cache {
         let tmp = self.dir.join(format!(
             ".tmp-{}-{}",
             std::process::id(),
-            digest.replace(':', "-")
+            NEXT.fetch_add(1, Ordering::Relaxed)
         ));
         let _ = std::fs::remove_dir_all(&tmp);
         std::fs::DirBuilder::new().mode(0o700).create(&tmp)?;
         let written = (|| {
-            std::fs::write(tmp.join("component.wasm"), &entry.component)?;
-            let record = Record {
-                reference: reference.to_owned(),
-                layer_digest: entry.layer_digest.clone(),
-                signers: entry.signers.clone(),
-            };
+            std::fs::write(tmp.join("manifest.json"), &artifact.manifest)?;
+            std::fs::write(tmp.join("layer"), &artifact.layer)?;
             std::fs::write(
-                tmp.join("entry.json"),
-                serde_json::to_vec_pretty(&record).map_err(std::io::Error::other)?,
+                tmp.join("signatures.json"),
+                serde_json::to_vec_pretty(signatures).map_err(std::io::Error::other)?,
             )?;
             let _ = std::fs::remove_dir_all(&dir);
             std::fs::rename(&tmp, &dir)
@@ -107,7 +93,7 @@ impl Cache {
         written
     }
 
-    /// Removes all but the [`KEPT`] newest entries (never `keep`).
+    /// Removes all but the [`KEPT`] most recently used entries (never `keep`).
     fn evict(&self, keep: &Path) {
         let Ok(entries) = std::fs::read_dir(&self.dir) else {
             return;
@@ -135,46 +121,55 @@ impl Cache {
 mod tests {
     use super::*;
 
+    fn artifact() -> Artifact {
+        Artifact {
+            manifest: b"{}".to_vec(),
+            layer: b"\0asm".to_vec(),
+        }
+    }
+
     #[test]
-    fn entries_round_trip_and_a_corrupt_one_is_dropped() {
+    fn entries_round_trip_and_the_most_recently_used_stay() {
         let dir = std::env::temp_dir().join(format!("wasm-ccm-oci-cache-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let cache = Cache::new(dir.clone());
-        let digest = "sha256:00ff";
-        assert!(cache.get(digest).is_none());
-        let component = b"\0asm component".to_vec();
-        let entry = Entry {
-            layer_digest: format!("sha256:{}", sha256_hex(&component)),
-            component,
-            signers: vec!["k1".into()],
+        assert!(cache.get("sha256:00ff").is_none());
+        let signatures = vec![StoredSignature {
+            payload: "cGF5bG9hZA==".into(),
+            signature: "c2ln".into(),
+        }];
+        cache.put("sha256:00ff", &artifact(), &signatures).unwrap();
+        let (got, sigs) = cache.get("sha256:00ff").unwrap();
+        assert_eq!(got.layer, b"\0asm");
+        assert_eq!(sigs[0].signature, "c2ln");
+        // Distinct times, oldest first; then a hit makes the oldest the most recent.
+        let stamp = |digest: &str, secs: u64| {
+            let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs);
+            std::fs::File::open(cache.entry_dir(digest))
+                .unwrap()
+                .set_modified(at)
+                .unwrap();
         };
-        cache.put(digest, "r/p@sha256:00ff", &entry).unwrap();
-        let got = cache.get(digest).unwrap();
-        assert_eq!(got.component, entry.component);
-        assert_eq!(got.signers, ["k1"]);
-        std::fs::write(dir.join("sha256-00ff/component.wasm"), b"tampered").unwrap();
-        assert!(
-            cache.get(digest).is_none(),
-            "a tampered entry is not served"
-        );
-        assert!(!dir.join("sha256-00ff").exists(), "and is removed");
-        // Only the newest entries stay.
-        for i in 0..(KEPT + 2) {
+        stamp("sha256:00ff", 1_000);
+        for i in 1..KEPT {
             let digest = format!("sha256:{i:04}");
-            cache.put(&digest, "r/p", &entry).unwrap();
-            // Distinct modification times, oldest first (a put writes the newest).
-            let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000 + i as u64);
-            if let Ok(dir) = std::fs::File::open(cache.entry_dir(&digest)) {
-                dir.set_modified(at).unwrap();
-            }
+            cache.put(&digest, &artifact(), &[]).unwrap();
+            stamp(&digest, 1_000 + i as u64);
         }
-        let left = std::fs::read_dir(&dir).unwrap().count();
-        assert_eq!(left, KEPT);
+        assert!(cache.get("sha256:00ff").is_some(), "used now");
+        cache.put("sha256:new", &artifact(), &[]).unwrap();
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), KEPT);
         assert!(
-            cache.get(&format!("sha256:{:04}", KEPT + 1)).is_some(),
-            "the newest stays"
+            cache.get("sha256:00ff").is_some(),
+            "the recently used one stays"
         );
-        assert!(cache.get("sha256:0000").is_none(), "the oldest went");
+        assert!(cache.get("sha256:new").is_some());
+        assert!(
+            cache.get("sha256:0001").is_none(),
+            "the least recently used went"
+        );
+        cache.remove("sha256:new");
+        assert!(cache.get("sha256:new").is_none());
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -95,89 +95,120 @@ impl OciFetcher {
         self
     }
 
-    /// Fetches the component `spec` pins: from the cache when it holds it (signed by a
-    /// key `spec` still trusts), else from the registry, then into the cache.
+    /// Fetches the component `spec` pins: from the cache when it holds it (checked as
+    /// a pull is, and signed by a key `spec` lists now), else from the registry, then
+    /// into the cache.
     pub async fn fetch(&self, spec: &SourceSpec) -> Result<Fetched, OciError> {
         // The files it names are checked (and read) even when the cache holds the
         // component: a source naming a file outside the credentials directory is
         // refused whether or not the registry is reached.
-        let access = registry_auth::Access::for_spec(spec, &self.files)?;
-        if let Some(hit) = self.cached(spec) {
+        let access = {
+            let (spec, files) = (spec.clone(), self.files.clone());
+            blocking(move || registry_auth::Access::for_spec(&spec, &files)).await?
+        };
+        if let Some(hit) = self.cached(spec).await {
             return Ok(hit);
         }
         let name = spec.display_reference();
-        let fetched = tokio::time::timeout(self.timeout, self.pull_and_verify(spec, access))
-            .await
-            .map_err(|_| OciError::Timeout {
-                reference: name.clone(),
-                after: self.timeout,
-            })??;
-        if let Some(cache) = &self.cache {
-            let entry = cache::Entry {
-                component: fetched.component,
-                layer_digest: fetched.layer_digest,
-                signers: fetched.signers,
-            };
-            if let Err(err) = cache.put(&spec.digest, &name, &entry) {
-                tracing::warn!(cache = %cache.dir().display(), reference = %name, error = %err,
+        let (artifact, verified) =
+            tokio::time::timeout(self.timeout, self.pull_and_verify(spec, access))
+                .await
+                .map_err(|_| OciError::Timeout {
+                    reference: name.clone(),
+                    after: self.timeout,
+                })??;
+        let cache = self.cache.clone();
+        let owned = spec.clone();
+        blocking(move || {
+            if let Some(cache) = &cache
+                && let Err(err) = cache.put(&owned.digest, &artifact, &verified.signatures)
+            {
+                tracing::warn!(cache = %cache.dir().display(), reference = %owned.display_reference(), error = %err,
                     "cannot cache the pulled provider; a restart will pull it again");
             }
-            return Ok(Fetched {
-                component: entry.component,
-                layer_digest: entry.layer_digest,
-                signers: entry.signers,
+            let opened = pull::open(artifact, &owned)?;
+            Ok(Fetched {
+                component: opened.component,
+                layer_digest: opened.layer_digest,
+                signers: verified.signers,
                 from_cache: false,
-            });
-        }
-        Ok(fetched)
+            })
+        })
+        .await
     }
 
-    /// The cached entry for `spec`, when one of its signers is still trusted.
-    fn cached(&self, spec: &SourceSpec) -> Option<Fetched> {
-        let entry = self.cache.as_ref()?.get(&spec.digest)?;
-        let signers: Vec<String> = entry
-            .signers
-            .iter()
-            .filter(|id| spec.keys.iter().any(|key| &key.id == *id))
-            .cloned()
-            .collect();
-        if !spec.keys.is_empty() && signers.is_empty() {
-            // Verified with keys no longer trusted: check the registry again.
-            return None;
-        }
-        Some(Fetched {
-            component: entry.component,
-            layer_digest: entry.layer_digest,
-            signers,
-            from_cache: true,
+    /// The cached artifact for `spec`, when it passes a pull's checks and one of its
+    /// signatures verifies with a key `spec` lists now.
+    async fn cached(&self, spec: &SourceSpec) -> Option<Fetched> {
+        let cache = self.cache.clone()?;
+        let spec = spec.clone();
+        blocking(move || {
+            let Some((artifact, signatures)) = cache.get(&spec.digest) else {
+                return Ok(None);
+            };
+            let signers = verify::check_stored(&signatures, &spec.digest, &spec.keys);
+            if !spec.keys.is_empty() && signers.is_empty() {
+                // Signed by keys no longer listed: ask the registry again.
+                return Ok(None);
+            }
+            match pull::open(artifact, &spec) {
+                Ok(opened) => Ok(Some(Fetched {
+                    component: opened.component,
+                    layer_digest: opened.layer_digest,
+                    signers,
+                    from_cache: true,
+                })),
+                Err(err) => {
+                    tracing::warn!(cache = %cache.dir().display(), reference = %spec.display_reference(), error = %err,
+                        "cached provider failed its checks; pulling it again");
+                    cache.remove(&spec.digest);
+                    Ok(None)
+                }
+            }
         })
+        .await
+        .ok()
+        .flatten()
     }
 
     async fn pull_and_verify(
         &self,
         spec: &SourceSpec,
         access: registry_auth::Access,
-    ) -> Result<Fetched, OciError> {
+    ) -> Result<(pull::Artifact, verify::Verified), OciError> {
         let client = access.client(spec)?;
-        let pulled = pull::pull(&client, &access.auth, spec).await?;
-        let signers = if spec.keys.is_empty() {
-            Vec::new()
+        let artifact = pull::pull(&client, &access.auth, spec).await?;
+        let verified = if spec.keys.is_empty() {
+            verify::Verified {
+                signers: Vec::new(),
+                signatures: Vec::new(),
+            }
         } else {
             verify::signers(access.sigstore_config(), &access.sigstore_auth(), spec).await?
         };
-        Ok(Fetched {
-            component: pulled.component,
-            layer_digest: pulled.layer_digest,
-            signers,
-            from_cache: false,
-        })
+        Ok((artifact, verified))
     }
 }
 
+/// Runs `work` (file I/O, hashing, unpacking) on the blocking pool; a panic in it is
+/// an error, not a crashed reload.
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, OciError> + Send + 'static,
+) -> Result<T, OciError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .unwrap_or_else(|err| {
+            Err(OciError::Pull {
+                reference: String::new(),
+                detail: format!("checking the artifact failed: {err}"),
+            })
+        })
+}
+
 /// The component of a `source` read from `NAME.source.yaml`, pulled and verified with
-/// the keys its source lists narrowed to the operator's `trusted` ones (and required
-/// when `policy` asks for a signature: [`crate::provider::signature`]); a source
-/// holding its component is returned as is.
+/// the keys its source lists, narrowed to the policy's `requireSignature.keys` and to
+/// the operator's `trusted` ones ([`crate::provider::signature`]); a source naming no
+/// registry is returned as is.
 pub(crate) async fn resolve(
     fetcher: &OciFetcher,
     trusted: Option<&[TrustedKey]>,
@@ -188,10 +219,21 @@ pub(crate) async fn resolve(
     let Some(spec) = &source.remote else {
         return Ok(source);
     };
-    if !source.component.is_empty() {
-        return Ok(source);
-    }
     let mut spec = spec.clone();
+    // The policy's keys narrow the source's (or stand for them when it lists none),
+    // then the operator's narrow both.
+    if let Some(required) = &policy.require_signature {
+        spec.keys = if spec.keys.is_empty() {
+            required.clone()
+        } else {
+            effective_keys(
+                &spec.path,
+                "verify.keys",
+                &spec.keys,
+                Some(required.as_slice()),
+            )?
+        };
+    }
     spec.keys = effective_keys(&spec.path, "verify.keys", &spec.keys, trusted)?;
     if spec.keys.is_empty() && policy.require_signature.is_some() {
         return Err(SignatureError::Unverified { path: spec.path }.into());

@@ -20,21 +20,34 @@ pub const WASM_MEDIA_TYPE: &str = "application/wasm";
 /// The config media type of that layout.
 pub const WASM_CONFIG_MEDIA_TYPE: &str = "application/vnd.wasm.config.v0+json";
 
-/// A pulled component.
+/// A pulled artifact: its manifest and its one layer, as the registry stores them.
+/// [`open`] checks them and takes the component out; the cache keeps them as they
+/// are, so a hit is checked the same way.
 #[derive(Debug)]
-pub(super) struct Pulled {
-    /// Its bytes, hashed against the layer's digest.
+pub(super) struct Artifact {
+    /// The manifest's bytes.
+    pub manifest: Vec<u8>,
+    /// The layer's bytes.
+    pub layer: Vec<u8>,
+}
+
+/// A component taken out of an [`Artifact`].
+#[derive(Debug)]
+pub(super) struct Opened {
+    /// The component's bytes.
     pub component: Vec<u8>,
     /// The layer's digest.
     pub layer_digest: String,
 }
 
-/// Pulls the component `spec` pins.
+/// Pulls the artifact `spec` pins: the manifest by digest (hashed against it), then
+/// its one layer (the announced size within the limit, the bytes received capped at
+/// it and hashed against the manifest's digest).
 pub(super) async fn pull(
     client: &Client,
     auth: &RegistryAuth,
     spec: &SourceSpec,
-) -> Result<Pulled, OciError> {
+) -> Result<Artifact, OciError> {
     let reference = &spec.reference;
     let name = spec.display_reference();
     let (body, _) = client
@@ -48,35 +61,14 @@ pub(super) async fn pull(
         )
         .await
         .map_err(|err| classify(&name, "manifest", &spec.digest, err))?;
-    // oci-client checks this too; the pin is ours to keep, so check it here.
-    let actual = format!("sha256:{}", sha256_hex(&body));
-    if actual != spec.digest {
-        return Err(OciError::DigestMismatch {
-            reference: name,
-            what: "manifest",
-            expected: spec.digest.clone(),
-            actual,
-        });
-    }
-    let manifest: OciImageManifest =
-        serde_json::from_slice(&body).map_err(|err| OciError::MediaType {
-            reference: name.clone(),
-            found: format!("a manifest that is not an image manifest ({err})"),
-        })?;
-    let (layer, layout) = component_layer(&name, &manifest)?;
-    let announced = u64::try_from(layer.size).unwrap_or(u64::MAX);
-    if announced > spec.max_size {
-        return Err(OciError::TooLarge {
-            reference: name,
-            size: announced,
-            limit: spec.max_size,
-        });
-    }
+    let manifest = body.to_vec();
+    let (_, layer) = checked_manifest(&manifest, spec)?;
     let mut stream = client
-        .pull_blob_stream(reference, layer)
+        .pull_blob_stream(reference, &layer)
         .await
         .map_err(|err| classify(&name, "layer", &layer.digest, err))?;
-    let mut component = Vec::with_capacity(announced.min(spec.max_size) as usize);
+    let announced = u64::try_from(layer.size).unwrap_or(u64::MAX);
+    let mut bytes = Vec::with_capacity(announced.min(spec.max_size) as usize);
     while let Some(chunk) = stream.next().await {
         let chunk = chunk.map_err(|err| {
             match err
@@ -95,26 +87,78 @@ pub(super) async fn pull(
                 },
             }
         })?;
-        if (component.len() + chunk.len()) as u64 > spec.max_size {
+        if (bytes.len() + chunk.len()) as u64 > spec.max_size {
             return Err(OciError::TooLarge {
                 reference: name,
-                size: (component.len() + chunk.len()) as u64,
+                size: (bytes.len() + chunk.len()) as u64,
                 limit: spec.max_size,
             });
         }
-        component.extend_from_slice(&chunk);
+        bytes.extend_from_slice(&chunk);
     }
-    let actual = format!("sha256:{}", sha256_hex(&component));
+    Ok(Artifact {
+        manifest,
+        layer: bytes,
+    })
+}
+
+/// The manifest `bytes`, hashed against `spec`'s digest and parsed, and its one
+/// layer's descriptor, whose announced size is within the limit.
+fn checked_manifest(
+    bytes: &[u8],
+    spec: &SourceSpec,
+) -> Result<(Layout, oci_client::manifest::OciDescriptor), OciError> {
+    let name = spec.display_reference();
+    // oci-client checks this too; the pin is ours to keep, so check it here.
+    let actual = format!("sha256:{}", sha256_hex(bytes));
+    if actual != spec.digest {
+        return Err(OciError::DigestMismatch {
+            reference: name,
+            what: "manifest",
+            expected: spec.digest.clone(),
+            actual,
+        });
+    }
+    let manifest: OciImageManifest =
+        serde_json::from_slice(bytes).map_err(|err| OciError::MediaType {
+            reference: name.clone(),
+            found: format!("a manifest that is not an image manifest ({err})"),
+        })?;
+    let (layer, layout) = component_layer(&name, &manifest)?;
+    let announced = u64::try_from(layer.size).unwrap_or(u64::MAX);
+    if announced > spec.max_size {
+        return Err(OciError::TooLarge {
+            reference: name,
+            size: announced,
+            limit: spec.max_size,
+        });
+    }
+    Ok((layout, layer.clone()))
+}
+
+/// Checks `artifact` against `spec` (manifest digest, layer size and digest) and
+/// takes the component out of its layer. No network; CPU-bound (hashing, unpacking).
+pub(super) fn open(artifact: Artifact, spec: &SourceSpec) -> Result<Opened, OciError> {
+    let name = spec.display_reference();
+    let (layout, layer) = checked_manifest(&artifact.manifest, spec)?;
+    if artifact.layer.len() as u64 > spec.max_size {
+        return Err(OciError::TooLarge {
+            reference: name,
+            size: artifact.layer.len() as u64,
+            limit: spec.max_size,
+        });
+    }
+    let actual = format!("sha256:{}", sha256_hex(&artifact.layer));
     if actual != layer.digest {
         return Err(OciError::DigestMismatch {
             reference: name,
             what: "layer",
-            expected: layer.digest.clone(),
+            expected: layer.digest,
             actual,
         });
     }
     let component = match layout {
-        Layout::Wasm => component,
+        Layout::Wasm => artifact.layer,
         Layout::Tar { gzip } => {
             let wanted = spec
                 .path
@@ -122,18 +166,18 @@ pub(super) async fn pull(
                 .and_then(|f| f.to_str())
                 .and_then(|f| f.strip_suffix(".source.yaml"))
                 .map(|name| format!("{name}.wasm"));
-            let limit = spec.max_size;
-            let reference = name.clone();
-            tokio::task::spawn_blocking(move || {
-                extract(&component, gzip, wanted.as_deref(), limit, &reference)
-            })
-            .await
-            .expect("extracting a layer panicked")?
+            extract(
+                &artifact.layer,
+                gzip,
+                wanted.as_deref(),
+                spec.max_size,
+                &name,
+            )?
         }
     };
-    Ok(Pulled {
+    Ok(Opened {
         component,
-        layer_digest: layer.digest.clone(),
+        layer_digest: layer.digest,
     })
 }
 
@@ -167,8 +211,19 @@ fn extract(
         Box::new(blob)
     };
     // A layer that inflates without end (or holds much else) stops here.
-    let mut archive =
-        tar::Archive::new(unpacked.take(limit.saturating_mul(4).saturating_add(1 << 20)));
+    let cap = limit.saturating_mul(4).saturating_add(1 << 20);
+    let capped = Capped {
+        inner: unpacked,
+        left: cap,
+        hit: std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)),
+    };
+    let hit = capped.hit.clone();
+    let over = || OciError::TooLarge {
+        reference: reference.to_owned(),
+        size: cap,
+        limit: cap,
+    };
+    let mut archive = tar::Archive::new(capped);
     let wanted = |path: &std::path::Path| match file {
         Some(file) => path.file_name().is_some_and(|n| n == file),
         None => path.extension().is_some_and(|x| x == "wasm"),
@@ -180,8 +235,13 @@ fn extract(
         ))
     };
     let mut found: Option<Vec<u8>> = None;
-    for entry in archive.entries().map_err(unreadable)? {
-        let mut entry = entry.map_err(unreadable)?;
+    let entries = archive.entries().map_err(unreadable)?;
+    for entry in entries {
+        let mut entry = match entry {
+            Ok(entry) => entry,
+            Err(_) if hit.load(std::sync::atomic::Ordering::Relaxed) => return Err(over()),
+            Err(err) => return Err(unreadable(err)),
+        };
         if !entry.header().entry_type().is_file() {
             continue;
         }
@@ -205,7 +265,30 @@ fn extract(
         entry.read_to_end(&mut bytes).map_err(unreadable)?;
         found = Some(bytes);
     }
+    if found.is_none() && hit.load(std::sync::atomic::Ordering::Relaxed) {
+        return Err(over());
+    }
     found.ok_or_else(|| not_found(format!("an image layer without {described}")))
+}
+
+/// A reader ending after `left` bytes, noting when more was asked for.
+struct Capped<R> {
+    inner: R,
+    left: u64,
+    hit: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl<R: std::io::Read> std::io::Read for Capped<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.left == 0 {
+            self.hit.store(true, std::sync::atomic::Ordering::Relaxed);
+            return Ok(0);
+        }
+        let max = buf.len().min(self.left.min(usize::MAX as u64) as usize);
+        let read = self.inner.read(&mut buf[..max])?;
+        self.left -= read as u64;
+        Ok(read)
+    }
 }
 
 /// The manifest's one layer and how the component is stored in it.
@@ -347,6 +430,6 @@ mod tests {
         let layer = archive(&[("filler", &filler), ("aws.wasm", b"\0asm")], true);
         assert!(layer.len() < 1 << 20, "a small layer: {}", layer.len());
         let err = extract(&layer, true, Some("aws.wasm"), 1 << 20, "r/p").unwrap_err();
-        assert_eq!(err.reason(), "media_type", "{err}");
+        assert_eq!(err.reason(), "too_large", "{err}");
     }
 }

@@ -76,10 +76,36 @@ pub async fn push(
         )
         .await
         .map_err(|err| failed("pushing", err))?;
-    let digest = client
-        .fetch_manifest_digest(&target, &access.auth)
+    // The digest printed is what gets signed: it must name a manifest whose one layer
+    // is this component, whatever the registry (or a push racing for the tag) did.
+    let (manifest, _) = client
+        .pull_manifest_raw(
+            &target,
+            &access.auth,
+            &[oci_client::manifest::OCI_IMAGE_MEDIA_TYPE],
+        )
         .await
-        .map_err(|err| failed("reading the pushed digest", err))?;
+        .map_err(|err| failed("reading the pushed manifest back", err))?;
+    let parsed: oci_client::manifest::OciImageManifest = serde_json::from_slice(&manifest)
+        .map_err(|err| OciError::MediaType {
+            reference: written.to_owned(),
+            found: format!("the pushed tag now names something else ({err})"),
+        })?;
+    let ours = matches!(parsed.layers.as_slice(), [layer] if layer.digest == layer_digest);
+    if !ours {
+        return Err(OciError::DigestMismatch {
+            reference: written.to_owned(),
+            what: "pushed tag's layer",
+            expected: layer_digest,
+            actual: parsed
+                .layers
+                .iter()
+                .map(|l| l.digest.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+        });
+    }
+    let digest = format!("sha256:{}", sha256_hex(&manifest));
     Ok(format!(
         "oci://{}/{}@{digest}",
         target.registry(),

@@ -185,6 +185,13 @@ impl Access {
 /// The credentials `config` holds for `registry` (keys as `docker login` writes them:
 /// `host[:port]`, or with `https://` and a path).
 fn credentials_for(config: &DockerConfig, registry: &str) -> Option<RegistryAuth> {
+    // Docker Hub's names: `docker login` writes https://index.docker.io/v1/.
+    let hub = |host: &str| {
+        matches!(
+            host,
+            "docker.io" | "index.docker.io" | "registry-1.docker.io"
+        )
+    };
     let entry = config.auths.iter().find_map(|(key, entry)| {
         let host = key
             .trim_start_matches("https://")
@@ -192,7 +199,7 @@ fn credentials_for(config: &DockerConfig, registry: &str) -> Option<RegistryAuth
             .split('/')
             .next()
             .unwrap_or_default();
-        (host == registry).then_some(entry)
+        (host == registry || (hub(host) && hub(registry))).then_some(entry)
     })?;
     if let (Some(user), Some(password)) = (&entry.username, &entry.password) {
         return Some(RegistryAuth::Basic(user.clone(), password.clone()));
@@ -238,5 +245,9 @@ mod tests {
             show(Some(basic("u", "p")))
         );
         assert!(credentials_for(&config, "127.0.0.1:5001").is_none());
+        assert_eq!(
+            show(credentials_for(&config, "docker.io")),
+            show(Some(basic("other", "x")))
+        );
     }
 }

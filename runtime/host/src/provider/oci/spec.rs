@@ -250,7 +250,8 @@ mod tests {
         let first = parse(&text).unwrap();
         let again = parse(&text).unwrap();
         assert_eq!(first.keys.len(), 1);
-        assert_eq!(first.keys[0].id.len(), 16);
+        assert_eq!(first.keys[0].id.len(), 64);
+        assert_eq!(first.keys[0].short_id().len(), 16);
         assert_eq!(first.keys[0].id, again.keys[0].id);
         let other = rcgen::KeyPair::generate().unwrap().public_key_pem();
         assert_ne!(TrustedKey::parse(&other).unwrap().id, first.keys[0].id);

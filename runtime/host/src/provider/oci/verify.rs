@@ -10,15 +10,38 @@ use sigstore::cosign::verification_constraint::{PublicKeyVerifier, VerificationC
 use sigstore::cosign::{ClientBuilder, CosignCapabilities, SignatureLayer};
 use sigstore::registry::{Auth, OciReference};
 
+use base64::Engine as _;
+use serde::{Deserialize, Serialize};
+
 use super::error::OciError;
 use super::spec::{SourceSpec, TrustedKey};
 
-/// The ids of the keys of `spec` that signed its digest; an error when none did.
+/// A signature of the pinned digest by a trusted key, as cosign stored it: kept in
+/// the cache and checked again on every hit.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(super) struct StoredSignature {
+    /// The signed payload (cosign's simple signing JSON), base64.
+    pub payload: String,
+    /// The signature, base64.
+    pub signature: String,
+}
+
+/// What verifying found: who signed, and their signatures.
+#[derive(Debug)]
+pub(super) struct Verified {
+    /// The signers' short ids.
+    pub signers: Vec<String>,
+    /// Their signatures, for the cache.
+    pub signatures: Vec<StoredSignature>,
+}
+
+/// The keys of `spec` that signed its digest, with their signatures; an error when
+/// none did.
 pub(super) async fn signers(
     config: sigstore::registry::ClientConfig,
     auth: &Auth,
     spec: &SourceSpec,
-) -> Result<Vec<String>, OciError> {
+) -> Result<Verified, OciError> {
     let name = spec.display_reference();
     let pull_failed = |detail: String| OciError::Pull {
         reference: name.clone(),
@@ -56,7 +79,54 @@ pub(super) async fn signers(
             keys: crate::policy::signing::key_ids(&spec.keys),
         });
     }
-    Ok(signers)
+    let signatures = layers
+        .iter()
+        .filter_map(|layer| {
+            let signature = layer.signature.clone()?;
+            spec.keys
+                .iter()
+                .any(|key| key.signed(&layer.raw_data, signature.as_bytes()))
+                .then(|| StoredSignature {
+                    payload: base64::engine::general_purpose::STANDARD.encode(&layer.raw_data),
+                    signature,
+                })
+        })
+        .collect();
+    Ok(Verified {
+        signers,
+        signatures,
+    })
+}
+
+/// The short ids of `keys` that made one of `signatures` of `digest` (a cosign simple
+/// signing payload naming it): the check of a cache hit, offline.
+pub(super) fn check_stored(
+    signatures: &[StoredSignature],
+    digest: &str,
+    keys: &[TrustedKey],
+) -> Vec<String> {
+    let names_digest = |payload: &[u8]| {
+        serde_json::from_slice::<serde_json::Value>(payload).is_ok_and(|json| {
+            json["critical"]["image"]["docker-manifest-digest"].as_str() == Some(digest)
+        })
+    };
+    let mut signers: Vec<String> = Vec::new();
+    for stored in signatures {
+        let Ok(payload) = base64::engine::general_purpose::STANDARD.decode(&stored.payload) else {
+            continue;
+        };
+        if !names_digest(&payload) {
+            continue;
+        }
+        for key in keys {
+            if key.signed(&payload, stored.signature.as_bytes())
+                && !signers.iter().any(|s| s == key.short_id())
+            {
+                signers.push(key.short_id().to_owned());
+            }
+        }
+    }
+    signers
 }
 
 /// The ids of `keys` that made one of `layers`' signatures.
@@ -70,6 +140,60 @@ fn signed_by(layers: &[SignatureLayer], keys: &[TrustedKey]) -> Vec<String> {
                 };
             sigstore::cosign::verify_constraints(layers, std::iter::once(&verifier)).is_ok()
         })
-        .map(|key| key.id.clone())
+        .map(|key| key.short_id().to_owned())
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rcgen::SigningKey as _;
+
+    #[test]
+    fn stored_signatures_are_checked_again_against_the_current_keys() {
+        let digest = "sha256:00ff";
+        let pair = rcgen::KeyPair::generate().unwrap();
+        let key = TrustedKey::parse(&pair.public_key_pem()).unwrap();
+        let other =
+            TrustedKey::parse(&rcgen::KeyPair::generate().unwrap().public_key_pem()).unwrap();
+        let sign = |payload: &str| StoredSignature {
+            payload: base64::engine::general_purpose::STANDARD.encode(payload),
+            signature: base64::engine::general_purpose::STANDARD
+                .encode(pair.sign(payload.as_bytes()).unwrap()),
+        };
+        let of = |digest: &str| {
+            format!(
+                r#"{{"critical":{{"identity":{{"docker-reference":"r/p"}},"image":{{"docker-manifest-digest":"{digest}"}},"type":"cosign container image signature"}},"optional":null}}"#
+            )
+        };
+        let good = sign(&of(digest));
+        assert_eq!(
+            check_stored(
+                std::slice::from_ref(&good),
+                digest,
+                &[other.clone(), key.clone()]
+            ),
+            [key.short_id()]
+        );
+        assert!(
+            check_stored(std::slice::from_ref(&good), digest, &[other]).is_empty(),
+            "a key no longer trusted"
+        );
+        assert!(
+            check_stored(
+                &[sign(&of("sha256:0bad"))],
+                digest,
+                std::slice::from_ref(&key)
+            )
+            .is_empty(),
+            "another digest's"
+        );
+        let mut forged = good;
+        forged.payload =
+            base64::engine::general_purpose::STANDARD.encode(of(digest).replace("r/p", "x/y"));
+        assert!(
+            check_stored(&[forged], digest, &[key]).is_empty(),
+            "a payload it did not sign"
+        );
+    }
 }
