@@ -18,7 +18,10 @@ async fn token_and_subject_access_reviews_answer_from_users_and_grants() {
         .add_user("t-scraper", scraper, &["system:serviceaccounts"]);
     cluster.api.add_user("t-other", "someone", &[]);
     cluster.api.allow_non_resource(scraper, "get", "/metrics");
-    let client = Client::try_from(Config::new(cluster.api.url().parse().unwrap())).unwrap();
+    let client = {
+        wasm_ccm_host::tls::install_crypto_provider();
+        Client::try_from(Config::new(cluster.api.url().parse().unwrap())).unwrap()
+    };
 
     let reviews: Api<TokenReview> = Api::all(client.clone());
     let review = |token: &str| TokenReview {

@@ -79,7 +79,10 @@ impl Cluster {
 
     fn client(&self) -> Client {
         let config = Config::new(self.api.url().parse().unwrap());
-        Client::try_from(config).unwrap()
+        {
+            wasm_ccm_host::tls::install_crypto_provider();
+            Client::try_from(config).unwrap()
+        }
     }
 
     fn file(&self, name: &str, contents: &str) -> String {

@@ -142,7 +142,10 @@ async fn initialize(nodes: usize, workers: u16, native: bool, batch: bool) -> (D
             .unwrap();
         SharedCloud::provider(SharedProvider::from(provider))
     };
-    let client = kube::Client::try_from(kube::Config::new(w.api.url().parse().unwrap())).unwrap();
+    let client = {
+        wasm_ccm_host::tls::install_crypto_provider();
+        kube::Client::try_from(kube::Config::new(w.api.url().parse().unwrap())).unwrap()
+    };
     let metrics = Metrics::new();
     let (stop, stop_rx) = tokio::sync::watch::channel(false);
     let (nodes_view, informer) =

@@ -105,7 +105,10 @@ impl AwsStack {
 
     /// A kube client for the double.
     pub fn client(&self) -> kube::Client {
-        kube::Client::try_from(kube::Config::new(self.api.url().parse().unwrap())).unwrap()
+        {
+            wasm_ccm_host::tls::install_crypto_provider();
+            kube::Client::try_from(kube::Config::new(self.api.url().parse().unwrap())).unwrap()
+        }
     }
 }
 

@@ -72,7 +72,10 @@ impl HuaweiStack {
     }
 
     fn client(&self) -> kube::Client {
-        kube::Client::try_from(kube::Config::new(self.api.url().parse().unwrap())).unwrap()
+        {
+            wasm_ccm_host::tls::install_crypto_provider();
+            kube::Client::try_from(kube::Config::new(self.api.url().parse().unwrap())).unwrap()
+        }
     }
 
     /// Starts `wasm-ccm` with `extra` flags and collects its log.

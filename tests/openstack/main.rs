@@ -102,7 +102,10 @@ impl OpenStackStack {
     }
 
     fn client(&self) -> kube::Client {
-        kube::Client::try_from(kube::Config::new(self.api.url().parse().unwrap())).unwrap()
+        {
+            wasm_ccm_host::tls::install_crypto_provider();
+            kube::Client::try_from(kube::Config::new(self.api.url().parse().unwrap())).unwrap()
+        }
     }
 
     /// Starts `wasm-ccm` and collects its log.

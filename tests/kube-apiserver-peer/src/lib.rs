@@ -535,6 +535,9 @@ pub async fn try_client_for(path: &Path) -> Result<kube::Client, Error> {
     let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
         .await
         .map_err(|e| Error::Client(format!("{}: {e}", path.display())))?;
+    // TLS on ring: with aws-lc-rs also compiled into the workspace, rustls picks
+    // neither by itself.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     kube::Client::try_from(config).map_err(|e| Error::Client(e.to_string()))
 }
 

@@ -41,7 +41,10 @@ impl TestCluster {
     pub async fn start(cloud: impl FnOnce(&Calls) -> Arc<dyn Cloud>) -> Self {
         let api = Self::api().await;
         let config = kube::Config::new(api.url().parse().expect("the API server's URL"));
-        let client = kube::Client::try_from(config).expect("a client");
+        let client = {
+            wasm_ccm_host::tls::install_crypto_provider();
+            kube::Client::try_from(config).expect("a client")
+        };
         Self::with_client(api, client, cloud)
     }
 
@@ -193,7 +196,10 @@ pub fn about(delay: Duration, want: Duration) -> bool {
 pub fn context_without_api(cloud: crate::cloud::SharedCloud) -> Context {
     let (_stop, stopped) = tokio::sync::watch::channel(false);
     let config = kube::Config::new("http://127.0.0.1:1".parse().expect("a URL"));
-    let client = kube::Client::try_from(config).expect("a client");
+    let client = {
+        wasm_ccm_host::tls::install_crypto_provider();
+        kube::Client::try_from(config).expect("a client")
+    };
     context(client, cloud, stopped).0
 }
 

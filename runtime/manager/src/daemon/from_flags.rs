@@ -137,6 +137,8 @@ pub(super) fn kube_client(
     client_limits::content_type(&args.kube_api_content_type).map_err(DaemonError::Flags)?;
     let bucket = client_limits::bucket(args.kube_api_qps, args.kube_api_burst)
         .map_err(DaemonError::Flags)?;
+    // TLS on ring (kube's rustls config takes the process default).
+    wasm_ccm_host::tls::install_crypto_provider();
     let builder = kube::client::ClientBuilder::try_from(config)
         .map_err(|e| DaemonError::KubeConfig(e.to_string()))?;
     Ok(match bucket {

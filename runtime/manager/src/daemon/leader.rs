@@ -259,7 +259,10 @@ mod tests {
             .await
             .expect("the API server double");
         let config = kube::Config::new(api.url().parse().expect("its URL"));
-        let client = kube::Client::try_from(config).expect("a client");
+        let client = {
+            wasm_ccm_host::tls::install_crypto_provider();
+            kube::Client::try_from(config).expect("a client")
+        };
         (api, client)
     }
 
