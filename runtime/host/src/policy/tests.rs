@@ -16,6 +16,22 @@ fn the_documented_policy_example_parses() {
     // Every kind of the registry, in its order.
     assert_eq!(kinds, crate::policy::CREDENTIAL_KEYS);
     assert!(policy.tls_client_certificate.is_some());
+    assert_eq!(policy.require_signature.map(|keys| keys.len()), Some(1));
+}
+
+#[test]
+fn require_signature_names_its_keys() {
+    for (text, field) in [
+        ("requireSignature: {keys: []}\n", "requireSignature.keys"),
+        ("requireSignature: {keys: [not-a-key]}\n", "requireSignature.keys[0]"),
+    ] {
+        match parse(text) {
+            Err(PolicyError::Invalid { field: got, .. }) => assert_eq!(got, field, "{text}"),
+            other => panic!("{text}: {other:?}"),
+        }
+    }
+    assert!(parse("requireSignature: {key: []}\n").is_err(), "unknown fields are refused");
+    assert_eq!(parse("{}\n").unwrap().require_signature, None);
 }
 
 fn parse(text: &str) -> Result<Policy, PolicyError> {
