@@ -23,14 +23,20 @@ fn the_documented_policy_example_parses() {
 fn require_signature_names_its_keys() {
     for (text, field) in [
         ("requireSignature: {keys: []}\n", "requireSignature.keys"),
-        ("requireSignature: {keys: [not-a-key]}\n", "requireSignature.keys[0]"),
+        (
+            "requireSignature: {keys: [not-a-key]}\n",
+            "requireSignature.keys[0]",
+        ),
     ] {
         match parse(text) {
             Err(PolicyError::Invalid { field: got, .. }) => assert_eq!(got, field, "{text}"),
             other => panic!("{text}: {other:?}"),
         }
     }
-    assert!(parse("requireSignature: {key: []}\n").is_err(), "unknown fields are refused");
+    assert!(
+        parse("requireSignature: {key: []}\n").is_err(),
+        "unknown fields are refused"
+    );
     assert_eq!(parse("{}\n").unwrap().require_signature, None);
 }
 
