@@ -355,9 +355,25 @@ fn classify(
         }
         err => OciError::Pull {
             reference: name.to_owned(),
-            detail: format!("the {what}: {}", chain(&err)),
+            // A registry's error body ends up in Events: the start of it says enough.
+            detail: shortened(&format!("the {what}: {}", chain(&err)), MAX_DETAIL),
         },
     }
+}
+
+/// How much of a registry's error is kept (for logs and Events).
+const MAX_DETAIL: usize = 400;
+
+/// `text`, cut to at most `max` bytes (on a character boundary) with `…` when cut.
+fn shortened(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
 }
 
 /// An error with its sources, `: `-separated (reqwest's top level says only "error
@@ -397,6 +413,17 @@ mod tests {
         let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
         encoder.write_all(&tar).unwrap();
         encoder.finish().unwrap()
+    }
+
+    #[test]
+    fn long_registry_errors_are_cut() {
+        let long = "é".repeat(300);
+        let cut = shortened(&long, 401);
+        assert!(
+            cut.len() <= 401 + '…'.len_utf8() && cut.ends_with('…'),
+            "{cut}"
+        );
+        assert_eq!(shortened("short", 400), "short");
     }
 
     #[test]
