@@ -67,6 +67,38 @@ pub fn function_calls(text: &str, function: &str) -> f64 {
         .sum()
 }
 
+/// The SHA-256 of `provider`'s serving version, from `wasm_ccm_provider_info`.
+pub fn serving_sha256(text: &str, provider: &str) -> Option<String> {
+    let prefix = format!("wasm_ccm_provider_info{{provider=\"{provider}\",sha256=\"");
+    text.lines().find_map(|line| {
+        let rest = line.strip_prefix(&prefix)?;
+        let (sha, value) = rest.split_once("\"} ")?;
+        (value == "1").then(|| sha.to_owned())
+    })
+}
+
+/// `wasm_ccm_provider_reloads_total` of `provider` with `result`.
+pub fn provider_reloads(text: &str, provider: &str, result: &str) -> f64 {
+    metric(
+        text,
+        &format!("wasm_ccm_provider_reloads_total{{provider=\"{provider}\",result=\"{result}\"}}"),
+    )
+}
+
+/// Waits (up to `timeout`) until the controller manager serving metrics on `port`
+/// serves `provider` at `sha256`.
+pub async fn wait_serving_sha256(
+    port: u16,
+    provider: &str,
+    sha256: &str,
+    timeout: std::time::Duration,
+) {
+    crate::wait_until(timeout, &format!("version {sha256} serving"), || async {
+        serving_sha256(&metrics(port).await, provider).as_deref() == Some(sha256)
+    })
+    .await;
+}
+
 /// A metric's value from a Prometheus exposition (the first line starting with
 /// `series`), or 0 when the series is not there: a counter never incremented, or a
 /// label set never seen, is not exposed. The series must belong to a metric the

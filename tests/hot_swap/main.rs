@@ -132,18 +132,11 @@ impl SwapStack {
 
 /// The SHA-256 of the version serving, from `wasm_ccm_provider_info`.
 fn serving(metrics: &str) -> Option<String> {
-    metrics.lines().find_map(|line| {
-        let rest = line.strip_prefix("wasm_ccm_provider_info{provider=\"simcloud\",sha256=\"")?;
-        let (sha, value) = rest.split_once("\"} ")?;
-        (value == "1").then(|| sha.to_owned())
-    })
+    wasm_ccm_tests::serving_sha256(metrics, "simcloud")
 }
 
 fn reloads(metrics: &str, result: &str) -> f64 {
-    metric(
-        metrics,
-        &format!("wasm_ccm_provider_reloads_total{{provider=\"simcloud\",result=\"{result}\"}}"),
-    )
+    wasm_ccm_tests::provider_reloads(metrics, "simcloud", result)
 }
 
 /// Provider calls that failed in the host (trap, timeout, no instance), not in the cloud.
@@ -152,8 +145,5 @@ fn failed_calls(metrics: &str) -> f64 {
 }
 
 async fn wait_serving(port: u16, sha256: &str) {
-    wait_until(TIMEOUT, &format!("version {sha256} serving"), || async {
-        serving(&metrics(port).await).as_deref() == Some(sha256)
-    })
-    .await;
+    wasm_ccm_tests::wait_serving_sha256(port, "simcloud", sha256, TIMEOUT).await;
 }

@@ -19,7 +19,7 @@ use kube::api::ListParams;
 use wasm_ccm_host::provider::compile_cache::sha256_hex;
 use wasm_ccm_tests::oci_registry::{Fault, FaultyRegistry, PASSWORD, Registry};
 use wasm_ccm_tests::{
-    Stack, TempDir, kubelet_publish, listening_port, metric, metrics, wait_until, wasm_ccm_bin,
+    Stack, TempDir, kubelet_publish, listening_port, metrics, wait_until, wasm_ccm_bin,
     with_custom_section,
 };
 
@@ -182,25 +182,15 @@ fn source(reference: &str, keys: &[&str]) -> String {
 
 /// The SHA-256 of the version serving, from `wasm_ccm_provider_info`.
 fn serving(metrics: &str) -> Option<String> {
-    metrics.lines().find_map(|line| {
-        let rest = line.strip_prefix("wasm_ccm_provider_info{provider=\"simcloud\",sha256=\"")?;
-        let (sha, value) = rest.split_once("\"} ")?;
-        (value == "1").then(|| sha.to_owned())
-    })
+    wasm_ccm_tests::serving_sha256(metrics, "simcloud")
 }
 
 fn reloads(metrics: &str, result: &str) -> f64 {
-    metric(
-        metrics,
-        &format!("wasm_ccm_provider_reloads_total{{provider=\"simcloud\",result=\"{result}\"}}"),
-    )
+    wasm_ccm_tests::provider_reloads(metrics, "simcloud", result)
 }
 
 async fn wait_serving(port: u16, sha256: &str) {
-    wait_until(TIMEOUT, &format!("version {sha256} serving"), || async {
-        serving(&metrics(port).await).as_deref() == Some(sha256)
-    })
-    .await;
+    wasm_ccm_tests::wait_serving_sha256(port, "simcloud", sha256, TIMEOUT).await;
 }
 
 /// Flips one byte in the middle of `file` (same length, other content).
